@@ -1,0 +1,49 @@
+#===- cmake/CollOptions.cmake - warnings, sanitizers, CUDA detection ------===#
+
+# Warnings for our own code only (generated ANTLR sources get their own flags).
+add_library(coll_warnings INTERFACE)
+target_compile_options(coll_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+
+if(COLL_ENABLE_ASSERTIONS)
+  foreach(flags CMAKE_CXX_FLAGS_RELEASE CMAKE_CXX_FLAGS_RELWITHDEBINFO
+                CMAKE_C_FLAGS_RELEASE CMAKE_C_FLAGS_RELWITHDEBINFO
+                CMAKE_CUDA_FLAGS_RELEASE CMAKE_CUDA_FLAGS_RELWITHDEBINFO)
+    string(REPLACE "-DNDEBUG" "" ${flags} "${${flags}}")
+  endforeach()
+endif()
+
+if(COLL_SANITIZE)
+  string(REPLACE ";" "," _coll_san "${COLL_SANITIZE}")
+  message(STATUS "Coll: sanitizers ${_coll_san}")
+  add_compile_options(-fsanitize=${_coll_san} -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=${_coll_san})
+  if("undefined" IN_LIST COLL_SANITIZE)
+    add_compile_options(-fno-sanitize-recover=undefined)
+  endif()
+endif()
+
+# Sets COLL_HAVE_CUDA when the CUDA backend can be built here.
+macro(coll_detect_cuda)
+  set(COLL_HAVE_CUDA OFF)
+  if(NOT COLL_ENABLE_CUDA STREQUAL "OFF" AND NOT COLL_SANITIZE)
+    include(CheckLanguage)
+    if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+      set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+    endif()
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+        set(CMAKE_CUDA_ARCHITECTURES 90)
+      endif()
+      enable_language(CUDA)
+      find_package(CUDAToolkit REQUIRED)
+      set(COLL_HAVE_CUDA ON)
+      message(STATUS "Coll: CUDA backend enabled (sm_${CMAKE_CUDA_ARCHITECTURES})")
+    elseif(COLL_ENABLE_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "COLL_ENABLE_CUDA=ON but no CUDA compiler was found")
+    else()
+      message(STATUS "Coll: no CUDA compiler; the CUDA backend is not built")
+    endif()
+  endif()
+endmacro()

@@ -1,0 +1,167 @@
+//===- Algorithm.h - The Coll IR data model ---------------------*- C++ -*-===//
+//
+// The in-memory form of an MSCCL-compatible algorithm (DESIGN.md §3): an
+// algorithm has one Gpu per rank, each Gpu a list of ThreadBlocks, each
+// ThreadBlock a list of Steps. Element ids are positions in the vectors
+// (gpu i is gpus[i], tb t of that gpu is tbs[t], step s is steps[s]); the
+// reader guarantees that the file's ids were dense and in range.
+//
+// Every element remembers the source line it was read from (0 when it was
+// built in memory) so that later diagnostics can point at it. Lines are not
+// part of an element's value: operator== ignores them, so that
+// read(write(a)) == a holds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_IR_ALGORITHM_H
+#define COLL_IR_ALGORITHM_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coll::ir {
+
+//===----------------------------------------------------------------------===//
+// Closed sets
+//===----------------------------------------------------------------------===//
+
+enum class StepType : uint8_t {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) Enum,
+#include "coll/ir/StepTypes.def"
+};
+inline constexpr unsigned NumStepTypes = 0
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) +1
+#include "coll/ir/StepTypes.def"
+    ;
+
+enum class Collective : uint8_t {
+#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) Enum,
+#include "coll/ir/Collectives.def"
+};
+
+enum class Protocol : uint8_t { Simple, LL, LL128 };
+
+/// The three buffers a step can name. In-place calls alias Input and Output
+/// (see Geometry.h for the exact aliasing rule of each collective).
+enum class BufferKind : uint8_t { Input, Output, Scratch };
+
+/// XML spelling of each element of a closed set ("rrcs", "allreduce", "LL128",
+/// "i"), and the inverse. Parsing accepts the aliases the ecosystem writes
+/// ("reduce_scatter"); printing always uses the canonical spelling.
+llvm::StringRef stepTypeName(StepType type);
+std::optional<StepType> parseStepType(llvm::StringRef name);
+llvm::StringRef collectiveName(Collective coll);
+std::optional<Collective> parseCollective(llvm::StringRef name);
+llvm::StringRef protocolName(Protocol proto);
+std::optional<Protocol> parseProtocol(llvm::StringRef name);
+llvm::StringRef bufferName(BufferKind buffer);
+std::optional<BufferKind> parseBuffer(llvm::StringRef name);
+
+/// Properties of a step type, from StepTypes.def.
+struct StepTypeInfo {
+  bool receives, sends, readsSrc, reduces, writesDst;
+};
+StepTypeInfo stepTypeInfo(StepType type);
+
+/// Properties of a collective, from Collectives.def.
+struct CollectiveInfo {
+  bool hasRoot;
+  bool inputPerRank;  ///< input holds one `count`-element block per rank
+  bool outputPerRank; ///< output holds one `count`-element block per rank
+  bool reduces;
+  int busMulN, busOffset; ///< busbw = algbw * (busMulN*N + busOffset) / N
+};
+CollectiveInfo collectiveInfo(Collective coll);
+
+//===----------------------------------------------------------------------===//
+// Elements
+//===----------------------------------------------------------------------===//
+
+/// One `<step>`. Offsets and `count` are in chunks (DESIGN.md §3).
+struct Step {
+  StepType type = StepType::Nop;
+  BufferKind srcBuf = BufferKind::Input;
+  int32_t srcOff = 0;
+  BufferKind dstBuf = BufferKind::Input;
+  int32_t dstOff = 0;
+  int32_t count = 1;
+  /// The tb (same rank) and step this one waits for; -1 when none.
+  int32_t depTb = -1;
+  int32_t depStep = -1;
+  /// Other steps wait on this one: it publishes its completion.
+  bool hasDep = false;
+  uint32_t line = 0; ///< source line; not part of the value
+
+  bool hasDependency() const { return depTb >= 0; }
+  friend bool operator==(const Step &a, const Step &b);
+};
+
+/// One `<tb>`: a sequence of steps run in order, with at most one send peer
+/// and one receive peer on channel `channel`.
+struct ThreadBlock {
+  int32_t sendPeer = -1; ///< -1 when the tb sends nothing
+  int32_t recvPeer = -1; ///< -1 when the tb receives nothing
+  int32_t channel = 0;
+  std::vector<Step> steps;
+  uint32_t line = 0;
+
+  friend bool operator==(const ThreadBlock &a, const ThreadBlock &b);
+};
+
+/// One `<gpu>`: the program of one rank.
+struct Gpu {
+  int32_t inputChunks = 0;
+  int32_t outputChunks = 0;
+  int32_t scratchChunks = 0;
+  std::vector<ThreadBlock> tbs;
+  uint32_t line = 0;
+
+  int32_t chunks(BufferKind buffer) const {
+    switch (buffer) {
+    case BufferKind::Input: return inputChunks;
+    case BufferKind::Output: return outputChunks;
+    case BufferKind::Scratch: return scratchChunks;
+    }
+    return 0;
+  }
+  friend bool operator==(const Gpu &a, const Gpu &b);
+};
+
+/// One `<algo>`.
+struct Algorithm {
+  std::string name;
+  Protocol protocol = Protocol::Simple;
+  int32_t nchannels = 1;
+  int32_t nchunksPerLoop = 1;
+  Collective collective = Collective::Custom;
+  /// The `coll` attribute as written. Equal to collectiveName(collective)
+  /// except for collectives read as Custom from a name we do not know.
+  std::string collectiveSpelling = "custom";
+  /// The root rank of rooted collectives (broadcast, reduce, gather, scatter);
+  /// -1 for the others. Written as the `root` attribute, which MSCCL readers
+  /// ignore; files without it have root 0.
+  int32_t root = -1;
+  bool inplace = false;
+  bool outofplace = true;
+  uint64_t minBytes = 0; ///< 0: no lower limit
+  uint64_t maxBytes = 0; ///< 0: no upper limit
+  std::vector<Gpu> gpus; ///< one per rank; ngpus == gpus.size()
+  uint32_t line = 0;
+
+  int32_t ngpus() const { return static_cast<int32_t>(gpus.size()); }
+  friend bool operator==(const Algorithm &a, const Algorithm &b);
+};
+
+/// Names one step of an algorithm: gpus[gpu].tbs[tb].steps[step].
+struct StepRef {
+  int32_t gpu = -1, tb = -1, step = -1;
+  friend bool operator==(const StepRef &, const StepRef &) = default;
+};
+
+} // namespace coll::ir
+
+#endif // COLL_IR_ALGORITHM_H

@@ -1,0 +1,64 @@
+//===- Verifier.h - Checking an algorithm against the IR contract -*- C++ -*-===//
+//
+// The verifier checks everything the runtime relies on (DESIGN.md §3) and
+// returns the analysis it had to compute anyway: the connections and their
+// matched send/receive sequences, and a global order of all steps that
+// respects tb order, dependencies and send-before-receive. A cycle in that
+// order is a deadlock on every runtime and is rejected.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_IR_VERIFIER_H
+#define COLL_IR_VERIFIER_H
+
+#include "coll/ir/Algorithm.h"
+#include "coll/ir/Diagnostics.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace coll::ir {
+
+/// One direction of a connection: (sender, receiver, channel). Exactly one tb
+/// on the sender drives it (the tb whose send peer is `receiver` on `channel`)
+/// and exactly one on the receiver.
+struct Connection {
+  int32_t sender = -1, receiver = -1, channel = -1;
+  int32_t sendTb = -1, recvTb = -1;
+  /// Indices, in sendTb's step list, of the steps that send (s, rcs, rrs,
+  /// rrcs), in order; recvSteps likewise for the receiving steps in recvTb.
+  /// After verification the two have equal length and equal `cnt` pairwise.
+  std::vector<int32_t> sendSteps, recvSteps;
+};
+
+struct Analysis {
+  /// All connections, sorted by (sender, receiver, channel).
+  std::vector<Connection> connections;
+  /// sendConnection[gpu][tb] / recvConnection[gpu][tb]: index into
+  /// `connections`, or -1 when the tb has no such peer.
+  std::vector<std::vector<int32_t>> sendConnection, recvConnection;
+  /// Every step exactly once, in an order in which it could execute: after
+  /// the previous step of its tb, after its dependency, and (for receiving
+  /// steps) after the matching send.
+  std::vector<StepRef> topologicalOrder;
+};
+
+/// Limits of a particular runtime. 0 means no limit.
+struct RuntimeLimits {
+  int32_t maxStepsPerTb = 0;
+  int32_t maxCount = 0;          ///< cnt must be < maxCount
+  int32_t maxTbsPerChannelDirection = 0;
+  int32_t maxTbsPerGpu = 0;
+  int32_t maxReduceFusion = 16;  ///< sources of one fused `re`
+};
+
+/// Checks `alg`. Errors and warnings go to `diags`; on failure the returned
+/// error holds every error, formatted.
+llvm::Expected<Analysis> verify(const Algorithm &alg, DiagnosticList &diags,
+                                const RuntimeLimits &limits = {});
+
+} // namespace coll::ir
+
+#endif // COLL_IR_VERIFIER_H

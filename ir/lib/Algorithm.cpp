@@ -1,0 +1,130 @@
+//===- Algorithm.cpp - Names and properties of the IR's closed sets -------===//
+
+#include "coll/ir/Algorithm.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+namespace coll::ir {
+
+llvm::StringRef stepTypeName(StepType type) {
+  switch (type) {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+  case StepType::Enum:                                                         \
+    return XmlName;
+#include "coll/ir/StepTypes.def"
+  }
+  return "?";
+}
+
+std::optional<StepType> parseStepType(llvm::StringRef name) {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+  if (name == XmlName)                                                         \
+    return StepType::Enum;
+#include "coll/ir/StepTypes.def"
+  return std::nullopt;
+}
+
+StepTypeInfo stepTypeInfo(StepType type) {
+  switch (type) {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+  case StepType::Enum:                                                         \
+    return StepTypeInfo{Recv != 0, Send != 0, ReadsSrc != 0, Red != 0,         \
+                        WritesDst != 0};
+#include "coll/ir/StepTypes.def"
+  }
+  return StepTypeInfo{false, false, false, false, false};
+}
+
+llvm::StringRef collectiveName(Collective coll) {
+  switch (coll) {
+#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) \
+  case Collective::Enum:                                                       \
+    return XmlName;
+#include "coll/ir/Collectives.def"
+  }
+  return "?";
+}
+
+std::optional<Collective> parseCollective(llvm::StringRef name) {
+  // Spellings other tools write for the same collectives.
+  if (name == "reduce_scatter")
+    return Collective::ReduceScatter;
+#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) \
+  if (name == XmlName)                                                         \
+    return Collective::Enum;
+#include "coll/ir/Collectives.def"
+  return std::nullopt;
+}
+
+CollectiveInfo collectiveInfo(Collective coll) {
+  switch (coll) {
+#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) \
+  case Collective::Enum:                                                       \
+    return CollectiveInfo{Root != 0, InPerRank != 0, OutPerRank != 0,          \
+                          Red != 0, MulN, Off};
+#include "coll/ir/Collectives.def"
+  }
+  return CollectiveInfo{false, false, false, false, 1, 0};
+}
+
+llvm::StringRef protocolName(Protocol proto) {
+  switch (proto) {
+  case Protocol::Simple: return "Simple";
+  case Protocol::LL: return "LL";
+  case Protocol::LL128: return "LL128";
+  }
+  return "?";
+}
+
+std::optional<Protocol> parseProtocol(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Protocol>>(name)
+      .Case("Simple", Protocol::Simple)
+      .Case("LL", Protocol::LL)
+      .Case("LL128", Protocol::LL128)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef bufferName(BufferKind buffer) {
+  switch (buffer) {
+  case BufferKind::Input: return "i";
+  case BufferKind::Output: return "o";
+  case BufferKind::Scratch: return "s";
+  }
+  return "?";
+}
+
+std::optional<BufferKind> parseBuffer(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<BufferKind>>(name)
+      .Case("i", BufferKind::Input)
+      .Case("o", BufferKind::Output)
+      .Case("s", BufferKind::Scratch)
+      .Default(std::nullopt);
+}
+
+bool operator==(const Step &a, const Step &b) {
+  return a.type == b.type && a.srcBuf == b.srcBuf && a.srcOff == b.srcOff &&
+         a.dstBuf == b.dstBuf && a.dstOff == b.dstOff && a.count == b.count &&
+         a.depTb == b.depTb && a.depStep == b.depStep && a.hasDep == b.hasDep;
+}
+
+bool operator==(const ThreadBlock &a, const ThreadBlock &b) {
+  return a.sendPeer == b.sendPeer && a.recvPeer == b.recvPeer &&
+         a.channel == b.channel && a.steps == b.steps;
+}
+
+bool operator==(const Gpu &a, const Gpu &b) {
+  return a.inputChunks == b.inputChunks && a.outputChunks == b.outputChunks &&
+         a.scratchChunks == b.scratchChunks && a.tbs == b.tbs;
+}
+
+bool operator==(const Algorithm &a, const Algorithm &b) {
+  return a.name == b.name && a.protocol == b.protocol &&
+         a.nchannels == b.nchannels && a.nchunksPerLoop == b.nchunksPerLoop &&
+         a.collective == b.collective &&
+         a.collectiveSpelling == b.collectiveSpelling && a.root == b.root &&
+         a.inplace == b.inplace && a.outofplace == b.outofplace &&
+         a.minBytes == b.minBytes && a.maxBytes == b.maxBytes &&
+         a.gpus == b.gpus;
+}
+
+} // namespace coll::ir

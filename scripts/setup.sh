@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Coll builds with, skipping those already present.
+# Used by scripts/test.sh and scripts/demo.sh; safe to run repeatedly.
+set -euo pipefail
+
+pkgs=(
+  cmake ninja-build g++ python3
+  llvm-14-dev llvm-14-tools clang-14 libclang-rt-14-dev
+  antlr4 libantlr4-runtime-dev
+  libtinyxml2-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libibverbs-dev
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "coll setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
