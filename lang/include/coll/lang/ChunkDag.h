@@ -1,0 +1,129 @@
+//===- ChunkDag.h - The traced program handed to the compiler ---*- C++ -*-===//
+//
+// The tracer evaluates a .coll program and records, in program order, every
+// chunk operation it performs (a copy or a reduction of `size` contiguous
+// chunks from one slot range to another), with the scheduling hints the
+// author gave and the source location of the call. The data dependencies
+// between operations (read-after-write, write-after-read, write-after-write
+// on the chunk slots they touch) are recorded with each operation, so the
+// operations form a DAG whose edges always point to earlier operations.
+//
+// Slots are canonical: for in-place collectives, references to the output
+// buffer are rewritten to the input slots they alias (or the reverse for
+// allgather/gather, whose input lives inside the output), so two operations
+// touching the same memory always name the same slot.
+//
+// The collective's postcondition is part of the DAG, so that later stages can
+// re-verify what they emit (symbolic execution of the IR) against the same
+// definition the tracer checked.
+//
+// This header has no ANTLR types: the compiler depends on it alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_LANG_CHUNKDAG_H
+#define COLL_LANG_CHUNKDAG_H
+
+#include "coll/ir/Algorithm.h"
+
+#include "llvm/Support/SMLoc.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coll::lang {
+
+/// A buffer of one rank. Scratch buffers are named by the program
+/// (`scratch("tmp")`); id 0 is the unnamed `scratch`.
+struct BufferId {
+  ir::BufferKind kind = ir::BufferKind::Input;
+  uint32_t scratchId = 0; ///< only for Scratch: index into ChunkDag::scratchNames
+
+  friend bool operator==(const BufferId &, const BufferId &) = default;
+};
+
+/// The first of `size` contiguous chunks of a buffer on a rank.
+struct SlotRange {
+  int32_t rank = 0;
+  BufferId buffer;
+  int32_t index = 0;
+  int32_t size = 1;
+};
+
+/// An original input chunk: contribution `rank * inputChunks + index`, where
+/// inputChunks is CollectiveSpec::inputChunks.
+using ContribId = uint32_t;
+
+enum class OpKind : uint8_t {
+  Copy,   ///< dst := src
+  Reduce, ///< dst := dst (+) src
+};
+
+/// One traced chunk operation. src and dst have the same size; they may be
+/// on different ranks (then the data crosses a connection).
+struct ChunkOp {
+  OpKind kind = OpKind::Copy;
+  SlotRange src, dst;
+  /// Scheduling hints from the program (`ch=`, `sendtb=`, `recvtb=`); -1 when
+  /// not given.
+  int32_t channel = -1, sendTb = -1, recvTb = -1;
+  /// Number of parts the enclosing `parallelize(n)` blocks split this
+  /// operation into (the product of nested factors; 1 outside any block).
+  int32_t parallel = 1;
+  /// Earlier operations (indices into ChunkDag::ops) this one must follow.
+  /// Sorted, unique.
+  std::vector<uint32_t> deps;
+  llvm::SMLoc loc; ///< the `.copy`/`.reduce` call
+};
+
+/// The collective the program implements and its pre- and postcondition.
+struct CollectiveSpec {
+  ir::Collective kind = ir::Collective::Custom;
+  int32_t nranks = 1;
+  /// Chunks per `count`-element block (ir::BlockShape::chunksPerBlock).
+  int32_t chunksPerBlock = 1;
+  int32_t inputChunks = 0;  ///< chunks of each rank's input buffer
+  int32_t outputChunks = 0; ///< chunks of each rank's output buffer
+  int32_t root = -1;
+  bool inplace = false;
+  /// Precondition: inputDefined[rank][index] says whether that input chunk
+  /// carries a contribution when the collective starts.
+  std::vector<std::vector<bool>> inputDefined;
+  /// Postcondition: expected[rank][index] is the sorted list of contributions
+  /// that output chunk `index` of `rank` must hold exactly (once each); an
+  /// empty list means the chunk's final content is not constrained. For
+  /// in-place collectives the slot is the canonical one it aliases.
+  std::vector<std::vector<std::vector<ContribId>>> expected;
+  llvm::SMLoc loc; ///< the `collective` declaration
+};
+
+/// Program-wide options (`option name = value`), before command-line
+/// overrides are applied by the driver.
+struct ProgramOptions {
+  std::string name;
+  std::optional<ir::Protocol> protocol;
+  int32_t instances = 1;
+  /// Threadblock assignment: automatic unless the program asks for manual
+  /// (then every cross-rank operation must name its tbs).
+  bool manualThreadblocks = false;
+  bool fusion = true;
+  uint64_t minBytes = 0, maxBytes = 0;
+};
+
+struct ChunkDag {
+  CollectiveSpec collective;
+  ProgramOptions options;
+  /// Names of the scratch buffers; index = BufferId::scratchId. Entry 0 is
+  /// "scratch".
+  std::vector<std::string> scratchNames;
+  /// scratchChunks[rank][scratchId]: chunks of that scratch buffer the
+  /// program uses on that rank (highest index + size).
+  std::vector<std::vector<int32_t>> scratchChunks;
+  std::vector<ChunkOp> ops;
+};
+
+} // namespace coll::lang
+
+#endif // COLL_LANG_CHUNKDAG_H
