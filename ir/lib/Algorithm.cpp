@@ -67,6 +67,12 @@ CollectiveInfo collectiveInfo(Collective coll) {
   return CollectiveInfo{false, false, false, false, 1, 0};
 }
 
+llvm::StringRef collectiveAttribute(const Algorithm &alg) {
+  return alg.collective == Collective::Custom
+             ? llvm::StringRef(alg.collectiveSpelling)
+             : collectiveName(alg.collective);
+}
+
 llvm::StringRef protocolName(Protocol proto) {
   switch (proto) {
   case Protocol::Simple: return "Simple";

@@ -156,6 +156,11 @@ struct Algorithm {
   friend bool operator==(const Algorithm &a, const Algorithm &b);
 };
 
+/// The `coll` attribute to write for `alg`: the canonical name of a known
+/// collective (so an algorithm built in memory need not also set
+/// collectiveSpelling), else the spelling read from the file.
+llvm::StringRef collectiveAttribute(const Algorithm &alg);
+
 /// Names one step of an algorithm: gpus[gpu].tbs[tb].steps[step].
 struct StepRef {
   int32_t gpu = -1, tb = -1, step = -1;

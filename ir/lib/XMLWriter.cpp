@@ -1,0 +1,102 @@
+//===- XMLWriter.cpp - Writing MSCCL XML ----------------------------------===//
+//
+// Written by hand rather than through tinyxml2's printer so that the layout
+// (attribute order, two-space indentation, self-closing steps) is fixed by
+// this file alone: equal algorithms must give byte-identical files.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/ir/XML.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace coll::ir {
+namespace {
+
+/// Escapes an attribute value. Whitespace other than a plain space is written
+/// as a character reference because XML readers normalise it in attributes.
+void writeEscaped(llvm::raw_ostream &os, llvm::StringRef value) {
+  for (char c : value) {
+    switch (c) {
+    case '&': os << "&amp;"; break;
+    case '<': os << "&lt;"; break;
+    case '>': os << "&gt;"; break;
+    case '"': os << "&quot;"; break;
+    case '\'': os << "&apos;"; break;
+    case '\n': os << "&#10;"; break;
+    case '\r': os << "&#13;"; break;
+    case '\t': os << "&#9;"; break;
+    default: os << c; break;
+    }
+  }
+}
+
+void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
+  os << "<algo name=\"";
+  writeEscaped(os, alg.name);
+  os << "\" proto=\"" << protocolName(alg.protocol) << "\" nchannels=\""
+     << alg.nchannels << "\" nchunksperloop=\"" << alg.nchunksPerLoop
+     << "\" ngpus=\"" << alg.ngpus() << "\" coll=\"";
+  writeEscaped(os, collectiveAttribute(alg));
+  os << "\" inplace=\"" << int(alg.inplace) << "\" outofplace=\""
+     << int(alg.outofplace) << "\" minBytes=\"" << alg.minBytes
+     << "\" maxBytes=\"" << alg.maxBytes << '"';
+  if (collectiveInfo(alg.collective).hasRoot)
+    os << " root=\"" << alg.root << '"';
+  os << ">\n";
+
+  for (size_t g = 0; g < alg.gpus.size(); ++g) {
+    const Gpu &gpu = alg.gpus[g];
+    os << "  <gpu id=\"" << g << "\" i_chunks=\"" << gpu.inputChunks
+       << "\" o_chunks=\"" << gpu.outputChunks << "\" s_chunks=\""
+       << gpu.scratchChunks << "\">\n";
+    for (size_t t = 0; t < gpu.tbs.size(); ++t) {
+      const ThreadBlock &tb = gpu.tbs[t];
+      os << "    <tb id=\"" << t << "\" send=\"" << tb.sendPeer
+         << "\" recv=\"" << tb.recvPeer << "\" chan=\"" << tb.channel
+         << "\">\n";
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        const Step &step = tb.steps[s];
+        os << "      <step s=\"" << s << "\" type=\""
+           << stepTypeName(step.type) << "\" srcbuf=\""
+           << bufferName(step.srcBuf) << "\" srcoff=\"" << step.srcOff
+           << "\" dstbuf=\"" << bufferName(step.dstBuf) << "\" dstoff=\""
+           << step.dstOff << "\" cnt=\"" << step.count << "\" depid=\""
+           << step.depTb << "\" deps=\"" << step.depStep << "\" hasdep=\""
+           << int(step.hasDep) << "\"/>\n";
+      }
+      os << "    </tb>\n";
+    }
+    os << "  </gpu>\n";
+  }
+  os << "</algo>\n";
+}
+
+} // namespace
+
+std::string writeAlgorithm(const Algorithm &alg) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  writeTo(os, alg);
+  return os.str();
+}
+
+llvm::Error writeAlgorithmFile(const Algorithm &alg, llvm::StringRef path) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '" + path +
+                                           "': " + ec.message());
+  writeTo(os, alg);
+  os.flush(); // not close(): "-" is stdout, which stays open
+  if (os.has_error()) {
+    ec = os.error();
+    os.clear_error();
+    return llvm::createStringError(ec, "cannot write '" + path +
+                                           "': " + ec.message());
+  }
+  return llvm::Error::success();
+}
+
+} // namespace coll::ir

@@ -1,0 +1,124 @@
+//===- collir.cpp - Read, verify and emit MSCCL XML algorithms ------------===//
+//
+//   collir FILE.xml [--emit=none|text|xml] [-o OUT] [--target=coll|msccl]
+//                   [--max-warnings=N]
+//
+// Reads an algorithm, verifies it against the IR contract (and the limits of
+// the chosen runtime), prints its diagnostics and, when it is valid, writes
+// it out. Exit status: 0 valid, 1 errors in the file, 2 bad usage or a file
+// that cannot be read or written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/ir/Printer.h"
+#include "coll/ir/Verifier.h"
+#include "coll/ir/XML.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace coll::ir;
+
+namespace {
+
+enum class Emit { None, Text, Xml };
+enum class Target { Coll, Msccl };
+
+llvm::cl::OptionCategory category("collir options");
+
+llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::Required,
+                                     llvm::cl::desc("<algorithm.xml>"),
+                                     llvm::cl::cat(category));
+llvm::cl::opt<Emit> emit(
+    "emit", llvm::cl::desc("What to write when the algorithm is valid"),
+    llvm::cl::values(
+        clEnumValN(Emit::None, "none", "nothing: only check (default)"),
+        clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
+        clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
+    llvm::cl::init(Emit::None), llvm::cl::cat(category));
+llvm::cl::opt<std::string> outputPath("o",
+                                      llvm::cl::desc("Output file ('-': stdout)"),
+                                      llvm::cl::value_desc("file"),
+                                      llvm::cl::init("-"),
+                                      llvm::cl::cat(category));
+llvm::cl::opt<Target> target(
+    "target", llvm::cl::desc("The runtime whose limits apply"),
+    llvm::cl::values(
+        clEnumValN(Target::Coll, "coll", "Coll's interpreter: no limits"),
+        clEnumValN(Target::Msccl, "msccl",
+                   "the MSCCL executor: at most 64 steps per tb, cnt below "
+                   "72, at most 32 tbs per channel and direction")),
+    llvm::cl::init(Target::Coll), llvm::cl::cat(category));
+llvm::cl::opt<unsigned> maxWarnings(
+    "max-warnings", llvm::cl::desc("Print at most N warnings (default 5)"),
+    llvm::cl::value_desc("N"), llvm::cl::init(5), llvm::cl::cat(category));
+
+RuntimeLimits limitsFor(Target target) {
+  RuntimeLimits limits;
+  if (target == Target::Msccl) {
+    // The MSCCL executor's MSCCL_MAX_NUM_STEPS, MSCCL_MAX_COUNT and
+    // MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL.
+    limits.maxStepsPerTb = 64;
+    limits.maxCount = 72;
+    limits.maxTbsPerChannelDirection = 32;
+  }
+  return limits;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  llvm::cl::HideUnrelatedOptions(category);
+  if (!llvm::cl::ParseCommandLineOptions(
+          argc, argv, "read, verify and emit MSCCL XML algorithms\n",
+          &llvm::errs()))
+    return 2;
+
+  DiagnosticList diags(inputPath);
+  auto report = [&] {
+    diags.print(llvm::errs(), Severity::Warning, maxWarnings);
+    diags.print(llvm::errs(), Severity::Error);
+  };
+  llvm::Expected<Algorithm> alg = readAlgorithmFile(inputPath, diags);
+  if (!alg) {
+    // No diagnostics means the file itself could not be read.
+    if (!diags.hasErrors()) {
+      llvm::errs() << "collir: error: " << llvm::toString(alg.takeError())
+                   << '\n';
+      return 2;
+    }
+    llvm::consumeError(alg.takeError());
+    report();
+    return 1;
+  }
+  llvm::Expected<Analysis> analysis = verify(*alg, diags, limitsFor(target));
+  report();
+  if (!analysis) {
+    llvm::consumeError(analysis.takeError());
+    return 1;
+  }
+  if (emit == Emit::None)
+    return 0;
+
+  std::error_code ec;
+  llvm::raw_fd_ostream os(outputPath, ec);
+  if (ec) {
+    llvm::errs() << "collir: error: cannot write '" << outputPath
+                 << "': " << ec.message() << '\n';
+    return 2;
+  }
+  if (emit == Emit::Text)
+    printAlgorithm(*alg, os);
+  else
+    os << writeAlgorithm(*alg);
+  os.flush();
+  if (os.has_error()) {
+    llvm::errs() << "collir: error: cannot write '" << outputPath
+                 << "': " << os.error().message() << '\n';
+    os.clear_error();
+    return 2;
+  }
+  return 0;
+}
