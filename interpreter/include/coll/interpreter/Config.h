@@ -1,0 +1,27 @@
+//===- Config.h - Host/device portability macros ----------------*- C++ -*-===//
+//
+// Headers with step semantics are compiled by the host compiler for the host
+// backend and by nvcc for the CUDA backend; these macros mark what is shared.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CONFIG_H
+#define COLL_INTERPRETER_CONFIG_H
+
+#if defined(__CUDACC__)
+#define COLL_HOST_DEVICE __host__ __device__
+#define COLL_DEVICE __device__
+#define COLL_INLINE __forceinline__
+#else
+#define COLL_HOST_DEVICE
+#define COLL_DEVICE
+#define COLL_INLINE inline __attribute__((always_inline))
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define COLL_DEVICE_CODE 1
+#else
+#define COLL_DEVICE_CODE 0
+#endif
+
+#endif // COLL_INTERPRETER_CONFIG_H

@@ -1,0 +1,81 @@
+//===- HostExecutor.h - Running a plan on emulated ranks --------*- C++ -*-===//
+//
+// The host backend (DESIGN.md §4): every rank of a plan lives in this
+// process with its own buffers, every tb is a thread, connections are FIFOs
+// in ordinary memory with the real framing of the plan's protocol. It runs
+// the same step semantics (StepSemantics.h) as the CUDA backend, so an
+// algorithm that passes here behaves the same on a GPU runtime.
+//
+// Threads are created once per executor and reused by every call. A call
+// whose waits make no progress for the watchdog period fails with a report
+// naming rank, tb, step, connection and counters; the executor is unusable
+// after that (its FIFOs are mid-transfer) and must be recreated.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_HOSTEXECUTOR_H
+#define COLL_INTERPRETER_HOSTEXECUTOR_H
+
+#include "coll/interpreter/DataType.h"
+#include "coll/interpreter/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace coll::interp {
+
+struct HostOptions {
+  /// How long a wait may make no progress before the call fails, in
+  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else 30000.
+  uint32_t watchdogMs = 0;
+  /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
+  uint32_t simpleSlotBytes = 128 << 10;
+  uint32_t llSlotBytes = 16 << 10;
+  uint32_t ll128SlotBytes = 120 * 256;
+};
+
+/// One call of the collective on all ranks.
+struct CallArgs {
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  uint64_t count = 0; ///< elements per block (ir/Geometry.h)
+  /// Per rank, the input and output buffers, sized as the collective
+  /// defines. The call is in place when every rank's pointers alias as NCCL
+  /// defines it (ir::inPlaceOffsets); otherwise they must not overlap.
+  std::vector<void *> input, output;
+};
+
+struct CallResult {
+  bool inplace = false;
+  uint64_t iterations = 0; ///< pipeline iterations the call took
+  double seconds = 0;      ///< wall time of the collective itself
+};
+
+class HostExecutor {
+public:
+  static llvm::Expected<std::unique_ptr<HostExecutor>> create(Plan plan,
+                                                              const HostOptions &options = {});
+  ~HostExecutor();
+  HostExecutor(const HostExecutor &) = delete;
+  HostExecutor &operator=(const HostExecutor &) = delete;
+
+  /// Runs one call on every rank and waits for it.
+  llvm::Expected<CallResult> run(const CallArgs &args);
+
+  const Plan &plan() const;
+  /// Elements a slice (one FIFO slot) holds for `type` under this plan.
+  uint64_t sliceElems(DataType type) const;
+
+  class Impl;
+
+private:
+  explicit HostExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace coll::interp
+
+#endif // COLL_INTERPRETER_HOSTEXECUTOR_H

@@ -1,0 +1,122 @@
+//===- Plan.h - The flat program the backends execute -----------*- C++ -*-===//
+//
+// buildPlan turns a verified ir::Algorithm into flat arrays of fixed-size
+// records (DESIGN.md §4): per tb its steps, per step its chunk slices. The
+// records are POD so the CUDA backend can copy them to device memory as is.
+//
+// A plan does not depend on the element count. resolveCall maps every slice
+// to element offsets and sizes for one count (ir::ChunkLayout), because
+// chunk sizes may differ by one element.
+//
+// Chunk classes. Every input/output chunk has a class (its index within its
+// block, ir/Geometry.h) that determines its size; scratch slots hold whatever
+// was last written to them. To know how many elements a step moves through a
+// scratch slot, buildPlan follows the data in the verifier's topological
+// order: a scratch slot takes the class of what is written into it, a send
+// carries its class to the matching receive. Steps that combine or move data
+// of two different classes are recorded as size conflicts; resolveCall
+// rejects a count for which the two sizes differ, rather than moving the
+// wrong number of elements.
+//
+// Nops stay in the plan: they wait for their dependency and publish their
+// flag like any step, but move nothing. Consecutive `re` steps into the same
+// destination fuse into one multi-source reduction, as MSCCL runtimes do
+// (same dst buffer and offset, same src buffer and cnt, no dependency of
+// their own, no `hasdep` before the last, at most 16 sources).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_PLAN_H
+#define COLL_INTERPRETER_PLAN_H
+
+#include "coll/ir/Algorithm.h"
+#include "coll/ir/Geometry.h"
+#include "coll/ir/Verifier.h"
+#include "coll/interpreter/PlanTypes.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace coll::interp {
+
+/// One tb of one rank.
+struct PlanTb {
+  int32_t rank;
+  int32_t tb;        ///< index within its rank
+  int32_t channel;
+  int32_t sendConn;  ///< index into Plan::connections, or -1
+  int32_t recvConn;  ///< index into Plan::connections, or -1
+  int32_t stepBegin; ///< first of nSteps entries in Plan::steps
+  int32_t nSteps;
+};
+
+struct PlanConnection {
+  int32_t sender, receiver, channel;
+  int32_t sendTb, recvTb; ///< global tb indices
+};
+
+/// A step that moves data of class `a` into (or combines it with) a chunk of
+/// class `b`; harmless for counts where the two classes have equal sizes.
+struct SizeConflict {
+  int32_t rank, tb, irStep;
+  int32_t a, b;
+  uint32_t line;
+};
+
+struct Plan {
+  std::string fileName; ///< for diagnostics
+  std::string name;
+  ir::Collective collective = ir::Collective::Custom;
+  ir::Protocol protocol = ir::Protocol::Simple;
+  int32_t nranks = 0;
+  int32_t root = -1;
+  bool inplace = false, outofplace = true;
+  uint64_t minBytes = 0, maxBytes = 0;
+  ir::BlockShape shape;
+  /// Steps of the longest tb in the IR (nops and fused steps included): the
+  /// span of one iteration in dependency flags.
+  int32_t maxIrSteps = 0;
+
+  std::vector<int32_t> scratchChunks; ///< per rank
+  std::vector<int32_t> rankTbBegin;   ///< rank r owns tbs [rankTbBegin[r], rankTbBegin[r+1])
+  std::vector<PlanTb> tbs;
+  std::vector<PlanStep> steps;
+  std::vector<PlanSlice> slices;
+  std::vector<PlanConnection> connections;
+  std::vector<SizeConflict> conflicts;
+
+  int32_t tbCount(int32_t rank) const {
+    return rankTbBegin[rank + 1] - rankTbBegin[rank];
+  }
+};
+
+/// Builds the plan of a verified algorithm. `analysis` is what ir::verify
+/// returned for it. Fails (with file:line) when a step reads a scratch slot
+/// that nothing wrote before it.
+llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
+                               llvm::StringRef fileName);
+
+/// A plan resolved for one element count.
+struct CallLayout {
+  ir::ChunkLayout layout;
+  std::vector<CallSlice> slices; ///< parallel to Plan::slices
+  uint64_t maxChunkElems = 0;    ///< the largest nelem of any slice
+  uint64_t inputElems = 0, outputElems = 0; ///< per rank
+  std::vector<uint64_t> scratchElems;       ///< per rank
+};
+
+/// Resolves `plan` for `count` elements per block. Fails when a size
+/// conflict matters for this count.
+llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count);
+
+/// Number of pipeline iterations for slices of at most `sliceElems` elements.
+inline uint64_t iterationCount(const CallLayout &call, uint64_t sliceElems) {
+  return (call.maxChunkElems + sliceElems - 1) / sliceElems;
+}
+
+} // namespace coll::interp
+
+#endif // COLL_INTERPRETER_PLAN_H

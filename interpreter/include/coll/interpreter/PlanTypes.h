@@ -1,0 +1,56 @@
+//===- PlanTypes.h - POD records of a plan, host and device -----*- C++ -*-===//
+//
+// The fixed-size records the backends execute (see Plan.h for how they are
+// built). This header depends on nothing but <cstdint> and the step-type
+// list, so device code can include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_PLANTYPES_H
+#define COLL_INTERPRETER_PLANTYPES_H
+
+#include <cstdint>
+
+namespace coll::interp {
+
+/// The IR step types, in ir::StepType's order (checked in Plan.cpp).
+enum class StepKind : uint8_t {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) Enum,
+#include "coll/ir/StepTypes.def"
+};
+
+/// Most sources one fused `re` may have.
+inline constexpr int MaxReduceSources = 16;
+
+/// One step as the interpreter runs it.
+struct PlanStep {
+  StepKind type;
+  uint8_t srcBuf;     ///< ir::BufferKind: 0 input, 1 output, 2 scratch
+  uint8_t dstBuf;     ///< ir::BufferKind
+  uint8_t nsrc;       ///< sources of a fused `re` (1..MaxReduceSources); else 1
+  int32_t count;      ///< chunks (the IR's cnt); 0 for nops
+  int32_t sliceBegin; ///< first of count*nsrc entries in the slice arrays
+  int32_t depTb;      ///< global tb index waited for, or -1
+  int32_t depStep;    ///< IR step index of that tb waited for
+  int32_t irStep;     ///< IR step index this step publishes as (last of a fused group)
+  int32_t hasDep;     ///< publish completion after this step
+};
+
+/// One chunk of a step, before sizes are known: for a fused `re`, entry
+/// c*nsrc + r is source r of chunk c (all with the same dstChunk).
+struct PlanSlice {
+  int32_t srcChunk; ///< chunk index in the step's src buffer
+  int32_t dstChunk; ///< chunk index in the step's dst buffer
+  int32_t cls;      ///< class of the data moved: its size is classSize(cls)
+};
+
+/// One PlanSlice resolved for a call.
+struct CallSlice {
+  uint64_t src;   ///< element offset in the src buffer (0 if unused)
+  uint64_t dst;   ///< element offset in the dst buffer (0 if unused)
+  uint64_t nelem; ///< elements of the chunk
+};
+
+} // namespace coll::interp
+
+#endif // COLL_INTERPRETER_PLANTYPES_H

@@ -1,0 +1,107 @@
+//===- StepSemantics.h - The interpreter loop, host and device --*- C++ -*-===//
+//
+// What one tb does, written once for every backend (DESIGN.md §4): for each
+// pipeline iteration, for each step: wait for the step's dependency, move the
+// iteration's slice of every chunk the step names, then publish completion if
+// other tbs wait on the step.
+//
+// Iteration `it` covers elements [it*S, (it+1)*S) of every chunk, S being
+// the backend's slice size (one FIFO slot of the protocol). Chunks shorter
+// than that range contribute nothing in that iteration, on both ends of a
+// connection alike, because both ends compute the same chunk size.
+//
+// The backend supplies `Prims`, which owns memory ordering, thread
+// cooperation and waiting:
+//
+//   bool waitDependency(int32_t tb, uint64_t iteration, int32_t irStep);
+//   void publish(uint64_t iteration, int32_t irStep);
+//   void at(uint64_t iteration, const PlanStep &step);    // watchdog context
+//   bool send(const T *src, uint64_t n);
+//   bool recv(T *dst, uint64_t n);
+//   bool recvCopySend(T *dst, uint64_t n);
+//   bool recvReduceSend(const T *src, uint64_t n);
+//   bool recvReduceCopy(const T *src, T *dst, uint64_t n);
+//   bool recvReduceCopySend(const T *src, T *dst, uint64_t n);
+//   void copy(const T *src, T *dst, uint64_t n);
+//   void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n);
+//
+// Waiting operations return false when the call is being aborted (watchdog);
+// the loop then stops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_STEPSEMANTICS_H
+#define COLL_INTERPRETER_STEPSEMANTICS_H
+
+#include "coll/interpreter/Config.h"
+#include "coll/interpreter/PlanTypes.h"
+
+#include <cstdint>
+
+namespace coll::interp {
+
+/// One rank's buffers for one call, in elements of T. In-place calls pass
+/// aliasing pointers (ir::inPlaceOffsets).
+template <class T> struct RankBuffers {
+  T *input;
+  T *output;
+  T *scratch;
+
+  COLL_HOST_DEVICE COLL_INLINE T *operator[](uint8_t buffer) const {
+    return buffer == 0 ? input : buffer == 1 ? output : scratch;
+  }
+};
+
+/// Runs the steps [steps, steps + nSteps) of one tb for a whole call.
+/// Returns false if a wait was aborted.
+template <class T, class Prims>
+COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_t nSteps,
+                                     const CallSlice *slices, RankBuffers<T> buffers,
+                                     uint64_t iterations, uint64_t sliceElems) {
+  for (uint64_t it = 0; it < iterations; ++it) {
+    const uint64_t lo = it * sliceElems;
+    for (int32_t i = 0; i < nSteps; ++i) {
+      const PlanStep &step = steps[i];
+      prims.at(it, step);
+      if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
+        return false;
+      T *src = buffers[step.srcBuf];
+      T *dst = buffers[step.dstBuf];
+      for (int32_t c = 0; c < step.count; ++c) {
+        const CallSlice *slice = slices + step.sliceBegin + c * step.nsrc;
+        if (slice->nelem <= lo)
+          continue;
+        uint64_t n = slice->nelem - lo < sliceElems ? slice->nelem - lo : sliceElems;
+        T *s = src + slice->src + lo;
+        T *d = dst + slice->dst + lo;
+        bool ok = true;
+        switch (step.type) {
+        case StepKind::Send: ok = prims.send(s, n); break;
+        case StepKind::Recv: ok = prims.recv(d, n); break;
+        case StepKind::RecvCopySend: ok = prims.recvCopySend(d, n); break;
+        case StepKind::RecvReduceSend: ok = prims.recvReduceSend(s, n); break;
+        case StepKind::RecvReduceCopy: ok = prims.recvReduceCopy(s, d, n); break;
+        case StepKind::RecvReduceCopySend: ok = prims.recvReduceCopySend(s, d, n); break;
+        case StepKind::Copy: prims.copy(s, d, n); break;
+        case StepKind::Reduce: {
+          const T *srcs[MaxReduceSources];
+          for (int r = 0; r < step.nsrc; ++r)
+            srcs[r] = src + slice[r].src + lo;
+          prims.reduce(d, srcs, step.nsrc, n);
+          break;
+        }
+        case StepKind::Nop: break;
+        }
+        if (!ok)
+          return false;
+      }
+      if (step.hasDep)
+        prims.publish(it, step.irStep);
+    }
+  }
+  return true;
+}
+
+} // namespace coll::interp
+
+#endif // COLL_INTERPRETER_STEPSEMANTICS_H

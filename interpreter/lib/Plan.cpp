@@ -1,0 +1,293 @@
+//===- Plan.cpp - Building and resolving interpreter plans ----------------===//
+
+#include "coll/interpreter/Plan.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <tuple>
+
+namespace coll::interp {
+
+using ir::BufferKind;
+using ir::StepType;
+
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+  static_assert(static_cast<int>(StepKind::Enum) ==                            \
+                static_cast<int>(StepType::Enum));
+#include "coll/ir/StepTypes.def"
+
+namespace {
+
+llvm::Error planError(llvm::StringRef file, uint32_t line, const llvm::Twine &msg) {
+  std::string text = file.str();
+  if (line)
+    text += ":" + std::to_string(line);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 text + ": error: " + msg.str());
+}
+
+/// Whether step `next` joins the fused `re` group whose last member is
+/// `prev` (see the file comment of Plan.h for the rule).
+bool fusesWith(const ir::Step &prev, const ir::Step &next, int groupSize) {
+  return prev.type == StepType::Reduce && next.type == StepType::Reduce &&
+         !prev.hasDep && !next.hasDependency() && next.dstBuf == prev.dstBuf &&
+         next.dstOff == prev.dstOff && next.srcBuf == prev.srcBuf &&
+         next.count == prev.count && groupSize < MaxReduceSources;
+}
+
+/// Where the plan keeps an IR step: its plan step and its position in a
+/// fused group.
+struct StepSlot {
+  int32_t planStep = -1;
+  int32_t member = 0;
+};
+
+/// Follows chunk classes through the program in topological order (see the
+/// file comment of Plan.h).
+class ClassPropagation {
+public:
+  ClassPropagation(const ir::Algorithm &alg, const ir::Analysis &analysis, Plan &plan,
+                   const std::vector<std::vector<std::vector<StepSlot>>> &where)
+      : alg(alg), analysis(analysis), plan(plan), where(where),
+        inFlight(analysis.connections.size()) {
+    scratch.resize(alg.gpus.size());
+    for (size_t g = 0; g < alg.gpus.size(); ++g)
+      scratch[g].assign(std::max<int32_t>(alg.gpus[g].scratchChunks, 0), -1);
+  }
+
+  llvm::Error run() {
+    for (const ir::StepRef &ref : analysis.topologicalOrder)
+      if (llvm::Error err = visit(ref))
+        return err;
+    return llvm::Error::success();
+  }
+
+private:
+  /// The class of the data chunk `index` of `buffer` holds now, or -1.
+  int32_t classOf(int32_t gpu, BufferKind buffer, int32_t index) const {
+    if (buffer == BufferKind::Scratch)
+      return scratch[gpu][index];
+    return plan.shape.chunkClass(index);
+  }
+
+  void conflict(const ir::StepRef &ref, const ir::Step &step, int32_t a, int32_t b) {
+    if (a == b)
+      return;
+    if (!seenConflicts.insert({ref.gpu, ref.tb, ref.step, std::min(a, b), std::max(a, b)}).second)
+      return;
+    plan.conflicts.push_back(SizeConflict{ref.gpu, ref.tb, ref.step, a, b, step.line});
+  }
+
+  void write(const ir::StepRef &ref, const ir::Step &step, int32_t index, int32_t cls) {
+    if (step.dstBuf == BufferKind::Scratch)
+      scratch[ref.gpu][index] = cls;
+    else
+      conflict(ref, step, cls, plan.shape.chunkClass(index));
+  }
+
+  llvm::Error visit(const ir::StepRef &ref) {
+    const ir::Step &step = alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
+    if (step.type == StepType::Nop)
+      return llvm::Error::success();
+    ir::StepTypeInfo info = ir::stepTypeInfo(step.type);
+    StepSlot slot = where[ref.gpu][ref.tb][ref.step];
+    PlanStep &ps = plan.steps[slot.planStep];
+    int32_t sendConn = analysis.sendConnection[ref.gpu][ref.tb];
+    int32_t recvConn = analysis.recvConnection[ref.gpu][ref.tb];
+
+    std::vector<int32_t> incoming;
+    if (info.receives) {
+      assert(recvConn >= 0 && !inFlight[recvConn].empty() && "verified order");
+      incoming = std::move(inFlight[recvConn].front());
+      inFlight[recvConn].pop_front();
+    }
+    std::vector<int32_t> outgoing;
+    for (int32_t c = 0; c < step.count; ++c) {
+      int32_t src = -1;
+      if (info.readsSrc) {
+        src = classOf(ref.gpu, step.srcBuf, step.srcOff + c);
+        if (src < 0)
+          return unwritten(ref, step, step.srcOff + c);
+      }
+      int32_t data = info.receives ? incoming[c] : src;
+      if (info.receives && info.reduces)
+        conflict(ref, step, data, src);
+      if (step.type == StepType::Reduce) {
+        int32_t dst = classOf(ref.gpu, step.dstBuf, step.dstOff + c);
+        if (dst < 0)
+          return unwritten(ref, step, step.dstOff + c);
+        conflict(ref, step, data, dst);
+      } else if (info.writesDst) {
+        write(ref, step, step.dstOff + c, data);
+      }
+      if (info.sends)
+        outgoing.push_back(data);
+      plan.slices[ps.sliceBegin + c * ps.nsrc + slot.member].cls = data;
+    }
+    if (info.sends) {
+      assert(sendConn >= 0 && "verified");
+      inFlight[sendConn].push_back(std::move(outgoing));
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error unwritten(const ir::StepRef &ref, const ir::Step &step, int32_t index) {
+    return planError(plan.fileName, step.line,
+                     llvm::formatv("gpu {0} tb {1} step {2}: reads scratch chunk {3}, "
+                                   "which no earlier step writes",
+                                   ref.gpu, ref.tb, ref.step, index));
+  }
+
+  const ir::Algorithm &alg;
+  const ir::Analysis &analysis;
+  Plan &plan;
+  const std::vector<std::vector<std::vector<StepSlot>>> &where;
+  std::vector<std::vector<int32_t>> scratch; ///< [gpu][slot] -> class or -1
+  std::vector<std::deque<std::vector<int32_t>>> inFlight; ///< per connection
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>> seenConflicts;
+};
+
+} // namespace
+
+llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
+                               llvm::StringRef fileName) {
+  Plan plan;
+  plan.fileName = fileName.str();
+  plan.name = alg.name;
+  plan.collective = alg.collective;
+  plan.protocol = alg.protocol;
+  plan.nranks = alg.ngpus();
+  plan.root = alg.root;
+  plan.inplace = alg.inplace;
+  plan.outofplace = alg.outofplace;
+  plan.minBytes = alg.minBytes;
+  plan.maxBytes = alg.maxBytes;
+  plan.shape = ir::blockShape(alg);
+
+  // Global tb indices, rank-major.
+  plan.rankTbBegin.push_back(0);
+  for (const ir::Gpu &gpu : alg.gpus)
+    plan.rankTbBegin.push_back(plan.rankTbBegin.back() +
+                               static_cast<int32_t>(gpu.tbs.size()));
+  for (const ir::Connection &conn : analysis.connections)
+    plan.connections.push_back(PlanConnection{
+        conn.sender, conn.receiver, conn.channel,
+        plan.rankTbBegin[conn.sender] + conn.sendTb,
+        plan.rankTbBegin[conn.receiver] + conn.recvTb});
+
+  std::vector<std::vector<std::vector<StepSlot>>> where(alg.gpus.size());
+  for (int32_t g = 0; g < alg.ngpus(); ++g) {
+    const ir::Gpu &gpu = alg.gpus[g];
+    plan.scratchChunks.push_back(gpu.scratchChunks);
+    where[g].resize(gpu.tbs.size());
+    for (int32_t t = 0; t < static_cast<int32_t>(gpu.tbs.size()); ++t) {
+      const ir::ThreadBlock &tb = gpu.tbs[t];
+      PlanTb ptb{g, t, tb.channel, analysis.sendConnection[g][t],
+                 analysis.recvConnection[g][t], static_cast<int32_t>(plan.steps.size()), 0};
+      plan.maxIrSteps = std::max(plan.maxIrSteps, static_cast<int32_t>(tb.steps.size()));
+      where[g][t].resize(tb.steps.size());
+
+      for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size());) {
+        const ir::Step &first = tb.steps[s];
+        // Gather the fused group starting at s (a single step when no fusion).
+        int32_t end = s + 1;
+        while (end < static_cast<int32_t>(tb.steps.size()) &&
+               fusesWith(tb.steps[end - 1], tb.steps[end], end - s))
+          ++end;
+        const ir::Step &last = tb.steps[end - 1];
+        int32_t nsrc = end - s;
+        bool moves = first.type != StepType::Nop;
+        PlanStep ps{};
+        ps.type = static_cast<StepKind>(first.type);
+        ps.srcBuf = static_cast<uint8_t>(first.srcBuf);
+        ps.dstBuf = static_cast<uint8_t>(first.dstBuf);
+        ps.nsrc = static_cast<uint8_t>(nsrc);
+        ps.count = moves ? first.count : 0;
+        ps.sliceBegin = static_cast<int32_t>(plan.slices.size());
+        ps.depTb = first.hasDependency() ? plan.rankTbBegin[g] + first.depTb : -1;
+        ps.depStep = first.hasDependency() ? first.depStep : -1;
+        ps.irStep = end - 1;
+        ps.hasDep = last.hasDep ? 1 : 0;
+        int32_t index = static_cast<int32_t>(plan.steps.size());
+        for (int32_t c = 0; c < ps.count; ++c)
+          for (int32_t r = 0; r < nsrc; ++r)
+            plan.slices.push_back(PlanSlice{tb.steps[s + r].srcOff + c, first.dstOff + c, -1});
+        for (int32_t r = 0; r < nsrc; ++r)
+          where[g][t][s + r] = StepSlot{index, r};
+        plan.steps.push_back(ps);
+        ++ptb.nSteps;
+        s = end;
+      }
+      plan.tbs.push_back(ptb);
+    }
+  }
+
+  ClassPropagation propagation(alg, analysis, plan, where);
+  if (llvm::Error err = propagation.run())
+    return err;
+  return plan;
+}
+
+llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
+  // Keeps every element offset, in elements and in bytes, far from overflow.
+  constexpr uint64_t maxCount = uint64_t(1) << 44;
+  if (count > maxCount)
+    return planError(plan.fileName, 0,
+                     llvm::formatv("element count {0} is too large (limit {1})", count,
+                                   maxCount));
+  CallLayout call;
+  call.layout = ir::ChunkLayout(plan.shape, count);
+  const ir::ChunkLayout &layout = call.layout;
+
+  for (const SizeConflict &c : plan.conflicts) {
+    uint64_t a = layout.classSize(c.a), b = layout.classSize(c.b);
+    if (a != b)
+      return planError(
+          plan.fileName, c.line,
+          llvm::formatv("gpu {0} tb {1} step {2}: combines chunks of classes {3} and {4}, "
+                        "which hold {5} and {6} elements when each block has {7}; this "
+                        "algorithm needs a count per block that is a multiple of {8}",
+                        c.rank, c.tb, c.irStep, c.a, c.b, a, b, count,
+                        plan.shape.chunksPerBlock));
+  }
+
+  call.inputElems = layout.bufferElems(BufferKind::Input);
+  call.outputElems = layout.bufferElems(BufferKind::Output);
+  for (int32_t chunks : plan.scratchChunks)
+    call.scratchElems.push_back(layout.bufferElems(BufferKind::Scratch, chunks));
+
+  call.slices.resize(plan.slices.size());
+  for (const PlanTb &tb : plan.tbs) {
+    uint64_t limits[3] = {call.inputElems, call.outputElems, call.scratchElems[tb.rank]};
+    for (int32_t i = 0; i < tb.nSteps; ++i) {
+      const PlanStep &ps = plan.steps[tb.stepBegin + i];
+      ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<StepType>(ps.type));
+      auto src = static_cast<BufferKind>(ps.srcBuf), dst = static_cast<BufferKind>(ps.dstBuf);
+      for (int32_t k = 0; k < ps.count * ps.nsrc; ++k) {
+        const PlanSlice &slice = plan.slices[ps.sliceBegin + k];
+        CallSlice &out = call.slices[ps.sliceBegin + k];
+        out.nelem = layout.classSize(slice.cls);
+        out.src = info.readsSrc ? layout.chunkOffset(src, slice.srcChunk) : 0;
+        out.dst = info.writesDst ? layout.chunkOffset(dst, slice.dstChunk) : 0;
+        // The verifier bounds chunk indices; this guards the element ranges
+        // themselves, whatever the input.
+        bool srcOk = !info.readsSrc ||
+                     out.src + out.nelem <= limits[static_cast<int>(src)];
+        bool dstOk = !info.writesDst ||
+                     out.dst + out.nelem <= limits[static_cast<int>(dst)];
+        if (!srcOk || !dstOk)
+          return planError(plan.fileName, 0,
+                           llvm::formatv("gpu {0} tb {1} step {2}: chunk range outside "
+                                         "its buffer for count {3}",
+                                         tb.rank, tb.tb, ps.irStep, count));
+        call.maxChunkElems = std::max(call.maxChunkElems, out.nelem);
+      }
+    }
+  }
+  return call;
+}
+
+} // namespace coll::interp

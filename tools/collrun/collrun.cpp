@@ -1,0 +1,274 @@
+//===- collrun.cpp - Run an algorithm on emulated ranks and verify it -----===//
+//
+//   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
+//                    [--mode inplace|outofplace] [--iters N] [--seed K]
+//
+// Reads and verifies an MSCCL XML algorithm, runs it on the host backend
+// (every rank in this process), checks every rank's output against the
+// collective's definition, and prints an nccl-tests-style table.
+//
+// Exit status: 0 every size verified; 1 a result was wrong or a call failed;
+// 2 bad usage or an unreadable/invalid file; 3 the file does not apply (its
+// collective cannot be checked, or it does not support the requested mode).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Verifier.h"
+#include "coll/ir/XML.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <optional>
+
+using namespace coll;
+using namespace coll::interp;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum ExitCode { Verified = 0, Failed = 1, BadInput = 2, NotApplicable = 3 };
+
+cl::OptionCategory category("collrun options");
+cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
+                               cl::cat(category));
+cl::list<std::string> sizes("size", cl::CommaSeparated,
+                            cl::desc("Message sizes in bytes, as nccl-tests defines them "
+                                     "(K, M, G suffixes are powers of 1024); default 1K,1M"),
+                            cl::cat(category));
+cl::opt<std::string> dtypeName("dtype", cl::init("fp32"),
+                               cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, "
+                                        "bf16, fp32 or fp64"),
+                               cl::cat(category));
+cl::opt<std::string> opName("op", cl::init("sum"), cl::desc("sum, prod, min, max or avg"),
+                            cl::cat(category));
+cl::opt<std::string> modeName("mode", cl::init(""),
+                              cl::desc("inplace or outofplace (default: every mode the "
+                                       "algorithm supports)"),
+                              cl::cat(category));
+cl::opt<unsigned> iters("iters", cl::init(5), cl::desc("Timed runs per size (median reported)"),
+                        cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::init(1), cl::desc("Seed of the random input data"),
+                       cl::cat(category));
+cl::opt<unsigned> watchdogMs("watchdog-ms", cl::init(0),
+                             cl::desc("Fail a call whose waits make no progress for this "
+                                      "long (default: COLL_WATCHDOG_MS, else 30000)"),
+                             cl::cat(category));
+cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
+                            cl::desc("Data bytes per FIFO slot, the pipeline slice (default: "
+                                     "the host backend's choice for the protocol)"),
+                            cl::cat(category));
+cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
+                              cl::desc("Warnings about the file to print at most"),
+                              cl::cat(category));
+
+std::optional<uint64_t> parseSize(llvm::StringRef text) {
+  uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (llvm::toUpper(text.back())) {
+    case 'K': scale = uint64_t(1) << 10; break;
+    case 'M': scale = uint64_t(1) << 20; break;
+    case 'G': scale = uint64_t(1) << 30; break;
+    default: break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  uint64_t value;
+  if (text.getAsInteger(10, value) || value > (uint64_t(1) << 40) / scale)
+    return std::nullopt;
+  return value * scale;
+}
+
+int fail(ExitCode code, const llvm::Twine &message) {
+  llvm::errs() << "collrun: " << message << "\n";
+  return code;
+}
+
+void printWarnings(const ir::DiagnosticList &diags) {
+  diags.print(llvm::errs(), ir::Severity::Warning, maxWarnings);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
+      "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage or\n"
+      "an unreadable or invalid file, 3 the file does not apply (collective that cannot be\n"
+      "checked, or unsupported mode).\n");
+
+  std::optional<DataType> type = parseDataType(dtypeName);
+  if (!type)
+    return fail(BadInput, "unknown --dtype '" + dtypeName + "'");
+  std::optional<ReduceOp> op = parseReduceOp(opName);
+  if (!op)
+    return fail(BadInput, "unknown --op '" + opName + "'");
+  if (!modeName.empty() && modeName != "inplace" && modeName != "outofplace")
+    return fail(BadInput, "--mode must be inplace or outofplace, not '" + modeName + "'");
+  if (iters == 0)
+    return fail(BadInput, "--iters must be at least 1");
+  std::vector<uint64_t> byteSizes;
+  for (const std::string &s : sizes.empty() ? std::vector<std::string>{"1K", "1M"}
+                                            : std::vector<std::string>(sizes.begin(), sizes.end())) {
+    std::optional<uint64_t> bytes = parseSize(s);
+    if (!bytes)
+      return fail(BadInput, "bad --size '" + s + "' (bytes, optionally with K, M or G)");
+    byteSizes.push_back(*bytes);
+  }
+
+  // Read, verify and plan.
+  ir::DiagnosticList diags(inputFile);
+  auto alg = ir::readAlgorithmFile(inputFile, diags);
+  printWarnings(diags);
+  if (!alg) {
+    llvm::logAllUnhandledErrors(alg.takeError(), llvm::errs());
+    return BadInput;
+  }
+  ir::DiagnosticList verifyDiags(inputFile);
+  auto analysis = ir::verify(*alg, verifyDiags);
+  printWarnings(verifyDiags);
+  if (!analysis) {
+    llvm::logAllUnhandledErrors(analysis.takeError(), llvm::errs());
+    return BadInput;
+  }
+  auto plan = buildPlan(*alg, *analysis, inputFile);
+  if (!plan) {
+    llvm::logAllUnhandledErrors(plan.takeError(), llvm::errs());
+    return BadInput;
+  }
+
+  if (!CheckedCall::canCheck(plan->collective))
+    return fail(NotApplicable,
+                inputFile + ": collective '" + alg->collectiveSpelling +
+                    "' has no built-in definition, so its results cannot be checked");
+  std::vector<bool> modes; // true = in place
+  for (bool inplace : {false, true}) {
+    bool supported = inplace ? plan->inplace : plan->outofplace;
+    bool requested = modeName.empty() || modeName == (inplace ? "inplace" : "outofplace");
+    if (requested && supported)
+      modes.push_back(inplace);
+    else if (requested && !modeName.empty())
+      return fail(NotApplicable, inputFile + ": the algorithm does not support " +
+                                     (inplace ? "in-place" : "out-of-place") + " calls");
+  }
+  if (modes.empty())
+    return fail(NotApplicable, inputFile + ": the algorithm declares neither in-place nor "
+                                           "out-of-place support");
+
+  HostOptions options;
+  options.watchdogMs = watchdogMs;
+  if (slotBytes)
+    options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+  auto makeExecutor = [&]() { return HostExecutor::create(*plan, options); };
+  auto executor = makeExecutor();
+  if (!executor) {
+    llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
+    return Failed;
+  }
+
+  const CollectiveDesc desc = CollectiveDesc::of(*plan);
+  const int32_t n = plan->nranks;
+  ir::CollectiveInfo info = ir::collectiveInfo(plan->collective);
+  const double busFactor = double(info.busMulN * n + info.busOffset) / n;
+  const size_t es = dataTypeSize(*type);
+
+  llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
+                                "loop, {6} channels, {7} tbs; host backend\n",
+                                inputFile, ir::collectiveName(plan->collective), plan->name, n,
+                                ir::protocolName(plan->protocol), alg->nchunksPerLoop,
+                                alg->nchannels, plan->tbs.size());
+  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,7}\n",
+                                "place", "size", "count", "type", "redop", "time", "algbw",
+                                "busbw", "#wrong");
+  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,7}\n",
+                                "", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+
+  unsigned rows = 0, verified = 0;
+  std::vector<std::string> notes;
+  for (uint64_t requested : byteSizes) {
+    uint64_t count = ir::countForBytes(plan->shape, requested, es);
+    uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
+    for (bool inplace : modes) {
+      ++rows;
+      const char *place = inplace ? "in-place" : "out-of-place";
+      auto rowPrefix = [&] {
+        return llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6}", place, bytes, count,
+                             dataTypeName(*type), reduceOpName(*op))
+            .str();
+      };
+      if ((plan->minBytes && bytes < plan->minBytes) || (plan->maxBytes && bytes > plan->maxBytes))
+        notes.push_back(llvm::formatv("note: {0} bytes is outside the algorithm's range "
+                                      "[{1}, {2}]; a runtime would not select it for this size",
+                                      bytes, plan->minBytes,
+                                      plan->maxBytes ? std::to_string(plan->maxBytes) : "inf")
+                            .str());
+      CheckedCall call(desc, *type, *op, count, inplace, seed);
+      auto first = (*executor)->run(call.args());
+      if (!first) {
+        std::string msg = llvm::toString(first.takeError());
+        llvm::outs() << rowPrefix() << "   failed: see below\n";
+        notes.push_back("error: " + std::to_string(bytes) + " bytes " + place + ": " + msg);
+        if (llvm::StringRef(msg).contains("watchdog")) {
+          auto fresh = makeExecutor();
+          if (!fresh) {
+            llvm::logAllUnhandledErrors(fresh.takeError(), llvm::errs());
+            return Failed;
+          }
+          *executor = std::move(*fresh);
+        }
+        continue;
+      }
+      CheckResult result = call.check();
+      std::vector<double> times;
+      for (unsigned i = 0; i < iters; ++i) {
+        call.reset();
+        auto timed = (*executor)->run(call.args());
+        if (!timed) {
+          notes.push_back("error: timed run: " + llvm::toString(timed.takeError()));
+          break;
+        }
+        times.push_back(timed->seconds);
+      }
+      std::sort(times.begin(), times.end());
+      double seconds = times.empty() ? first->seconds : times[times.size() / 2];
+      double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
+      llvm::outs() << rowPrefix()
+                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,7}\n", seconds * 1e6,
+                                    algbw, algbw * busFactor, result.wrong);
+      if (result.wrong)
+        notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; first: "
+                                      "{4}",
+                                      bytes, place, result.wrong, result.checked,
+                                      result.firstWrong)
+                            .str());
+      else
+        ++verified;
+      if (result.crossRankDiffs)
+        notes.push_back(llvm::formatv("warning: {0} bytes {1}: {2} elements differ in their "
+                                      "bits between ranks (the algorithm reduces in a "
+                                      "different order on different ranks)",
+                                      bytes, place, result.crossRankDiffs)
+                            .str());
+    }
+  }
+  for (const std::string &note : notes)
+    llvm::outs() << "# " << note << "\n";
+  if (plan->collective == ir::Collective::AllReduce &&
+      std::none_of(notes.begin(), notes.end(),
+                   [](const std::string &s) { return llvm::StringRef(s).contains("differ in"); }))
+    llvm::outs() << "# all ranks hold bit-identical results\n";
+  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
+  return verified == rows ? Verified : Failed;
+}
