@@ -617,6 +617,11 @@ llvm::Error HostExecutor::Impl::checkBuffers(const CallArgs &args, bool &inplace
   const uint64_t es = dataTypeSize(args.type);
   const uint64_t inBytes = cachedLayout->inputElems * es;
   const uint64_t outBytes = cachedLayout->outputElems * es;
+  if (args.count == 0) {
+    // Nothing moves, and empty buffers alias ambiguously: a no-op, as in NCCL.
+    inplace = false;
+    return llvm::Error::success();
+  }
   int places[2] = {0, 0}; // ranks out of place, in place
   for (int32_t r = 0; r < plan.nranks; ++r) {
     auto *in = static_cast<const std::byte *>(args.input[r]);

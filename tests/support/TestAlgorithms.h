@@ -1,0 +1,69 @@
+//===- TestAlgorithms.h - Small algorithms built in code --------*- C++ -*-===//
+//
+// Hand-made algorithms for runtime tests and benchmarks. Together they use
+// every step type (s, r, rcs, rrs, rrc, rrcs, cpy, re with fusion, nop),
+// every built-in collective, scratch, dependencies and cnt > 1.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_TESTS_SUPPORT_TESTALGORITHMS_H
+#define COLL_TESTS_SUPPORT_TESTALGORITHMS_H
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/ir/Algorithm.h"
+
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace coll::testing {
+
+/// Ring allreduce: a reduce chain (s, rrs..., rrcs) then a broadcast chain
+/// (rcs..., r) per chunk; `chunkFactor` chunks move together (cnt > 1).
+/// Reads `i`, writes `o`: valid in place and out of place.
+ir::Algorithm ringAllReduce(int n, ir::Protocol proto, int chunkFactor = 1);
+
+/// All-pairs allreduce: every rank sends each peer its part into scratch,
+/// reduces the n-1 received parts with one fused multi-source `re` (nops
+/// carry the extra dependencies), then sends the result to every peer.
+ir::Algorithm allPairsAllReduce(int n, ir::Protocol proto);
+
+/// Ring allgather with `chunksPerRank` chunks per rank moved as one (cnt).
+ir::Algorithm ringAllGather(int n, ir::Protocol proto, int chunksPerRank = 1);
+
+/// Ring reducescatter ending in `rrc`.
+ir::Algorithm ringReduceScatter(int n, ir::Protocol proto);
+
+/// Direct alltoall: one tb per peer, local part copied with `cpy`.
+ir::Algorithm directAllToAll(int n, ir::Protocol proto);
+
+/// Pipelined chain broadcast of `chunks` chunks from `root`.
+ir::Algorithm chainBroadcast(int n, int root, int chunks, ir::Protocol proto);
+
+/// Chain reduce towards `root`.
+ir::Algorithm chainReduce(int n, int root, int chunks, ir::Protocol proto);
+
+/// Direct gather to and scatter from `root`.
+ir::Algorithm directGather(int n, int root, ir::Protocol proto);
+ir::Algorithm directScatter(int n, int root, ir::Protocol proto);
+
+/// Two ranks that each send 16 chunks before receiving any: valid IR that
+/// deadlocks on 8-slot FIFOs. For watchdog tests.
+ir::Algorithm fifoDeadlock(ir::Protocol proto);
+
+/// Every builder above at `n` ranks with `proto`, named.
+std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto);
+
+/// Verifies, plans, runs `alg` once on the host backend and checks the
+/// result.
+llvm::Expected<interp::CheckResult> runChecked(const ir::Algorithm &alg, interp::DataType type,
+                                               interp::ReduceOp op, uint64_t count, bool inplace,
+                                               const interp::HostOptions &options = {},
+                                               uint64_t seed = 1);
+
+} // namespace coll::testing
+
+#endif // COLL_TESTS_SUPPORT_TESTALGORITHMS_H

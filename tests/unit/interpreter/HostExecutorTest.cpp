@@ -1,0 +1,226 @@
+//===- HostExecutorTest.cpp - The host backend on hand-made algorithms ----===//
+
+#include "TestAlgorithms.h"
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Verifier.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace coll;
+using namespace coll::interp;
+using coll::testing::runChecked;
+
+namespace {
+
+std::string protoName(ir::Protocol p) { return ir::protocolName(p).str(); }
+
+/// Runs `alg` and expects every element right; `what` names the case.
+void expectVerified(const ir::Algorithm &alg, DataType type, ReduceOp op, uint64_t count,
+                    bool inplace, const HostOptions &options, const std::string &what) {
+  auto result = runChecked(alg, type, op, count, inplace, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << what << ": " << llvm::toString(result.takeError());
+  EXPECT_EQ(result->wrong, 0u) << what << ": " << result->firstWrong;
+  EXPECT_GT(result->checked, 0u) << what;
+}
+
+// Every algorithm x protocol x a spread of sizes, in each mode it supports:
+// sizes from one element (below one LL line) to several pipeline iterations;
+// tiny FIFO slots make small sizes take many iterations and wrap the FIFOs.
+struct MatrixCase {
+  ir::Protocol proto;
+  uint32_t slotBytes;
+};
+
+class AlgorithmMatrix : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(AlgorithmMatrix, EveryAlgorithmVerifies) {
+  MatrixCase param = GetParam();
+  HostOptions options;
+  options.watchdogMs = 20000;
+  if (param.slotBytes)
+    options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = param.slotBytes;
+  for (int n : {2, 4}) {
+    for (auto &[name, alg] : coll::testing::allTestAlgorithms(n, param.proto)) {
+      for (uint64_t count : {1ull, 7ull, 100ull, 1001ull}) {
+        for (bool inplace : {false, true}) {
+          if (inplace ? !alg.inplace : !alg.outofplace)
+            continue;
+          std::string what = name + " n=" + std::to_string(n) + " " + protoName(param.proto) +
+                             " count=" + std::to_string(count) +
+                             (inplace ? " in-place" : " out-of-place");
+          expectVerified(alg, DataType::Float32, ReduceOp::Sum, count, inplace, options, what);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Protocols, AlgorithmMatrix,
+    ::testing::Values(MatrixCase{ir::Protocol::Simple, 0}, MatrixCase{ir::Protocol::LL, 0},
+                      MatrixCase{ir::Protocol::LL128, 0}, MatrixCase{ir::Protocol::Simple, 64},
+                      MatrixCase{ir::Protocol::LL, 24}, MatrixCase{ir::Protocol::LL128, 248}),
+    [](const auto &info) {
+      return protoName(info.param.proto) +
+             (info.param.slotBytes ? "_slot" + std::to_string(info.param.slotBytes) : "");
+    });
+
+TEST(HostExecutor, EveryTypeAndOperator) {
+  HostOptions options;
+  options.llSlotBytes = 40; // several iterations even for small counts
+  ir::Algorithm ring = coll::testing::ringAllReduce(3, ir::Protocol::LL);
+  ir::Algorithm pairs = coll::testing::allPairsAllReduce(5, ir::Protocol::Simple);
+  ir::Algorithm scatter = coll::testing::ringReduceScatter(4, ir::Protocol::LL128);
+  for (int t = 0; t <= static_cast<int>(DataType::Float64); ++t) {
+    for (int o = 0; o <= static_cast<int>(ReduceOp::Avg); ++o) {
+      auto type = static_cast<DataType>(t);
+      auto op = static_cast<ReduceOp>(o);
+      std::string what = dataTypeName(type).str() + " " + reduceOpName(op).str();
+      expectVerified(ring, type, op, 37, false, options, "ring " + what);
+      expectVerified(pairs, type, op, 37, true, options, "allpairs " + what);
+      expectVerified(scatter, type, op, 11, false, options, "reducescatter " + what);
+    }
+  }
+}
+
+TEST(HostExecutor, ManyRanks) {
+  HostOptions options;
+  options.simpleSlotBytes = 256;
+  expectVerified(coll::testing::ringAllReduce(8, ir::Protocol::Simple), DataType::Int32,
+                 ReduceOp::Sum, 4099, true, options, "ring n=8");
+  expectVerified(coll::testing::allPairsAllReduce(8, ir::Protocol::LL), DataType::Float16,
+                 ReduceOp::Max, 999, false, options, "allpairs n=8");
+}
+
+/// An executor for `alg`; a broken test fixture stops the test binary.
+std::unique_ptr<HostExecutor> makeExecutor(const ir::Algorithm &alg, const HostOptions &options) {
+  ir::DiagnosticList diags("<test>");
+  auto analysis = ir::verify(alg, diags);
+  if (!analysis)
+    llvm::report_fatal_error(llvm::Twine("fixture does not verify: ") +
+                             llvm::toString(analysis.takeError()));
+  auto plan = buildPlan(alg, *analysis, "<test>");
+  if (!plan)
+    llvm::report_fatal_error(llvm::Twine("fixture does not plan: ") +
+                             llvm::toString(plan.takeError()));
+  auto executor = HostExecutor::create(std::move(*plan), options);
+  if (!executor)
+    llvm::report_fatal_error(llvm::Twine("cannot create executor: ") +
+                             llvm::toString(executor.takeError()));
+  return std::move(*executor);
+}
+
+TEST(HostExecutor, ReusedAcrossCallsOfDifferentShapes) {
+  HostOptions options;
+  options.ll128SlotBytes = 120 * 2;
+  ir::Algorithm alg = coll::testing::ringAllReduce(4, ir::Protocol::LL128, 2);
+  auto executor = makeExecutor(alg, options);
+  CollectiveDesc desc = CollectiveDesc::of(executor->plan());
+  struct Call {
+    DataType type;
+    uint64_t count;
+    bool inplace;
+  };
+  for (Call c : {Call{DataType::Float32, 5, false}, Call{DataType::Uint8, 1000, true},
+                 Call{DataType::Float64, 333, false}, Call{DataType::Float32, 5, true}}) {
+    CheckedCall call(desc, c.type, ReduceOp::Sum, c.count, c.inplace, c.count);
+    auto result = executor->run(call.args());
+    ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+    EXPECT_EQ(result->inplace, c.inplace);
+    CheckResult check = call.check();
+    EXPECT_EQ(check.wrong, 0u) << check.firstWrong;
+  }
+}
+
+TEST(HostExecutor, ZeroCountIsANoOp) {
+  auto executor = makeExecutor(coll::testing::ringAllReduce(2, ir::Protocol::LL), {});
+  CheckedCall call(CollectiveDesc::of(executor->plan()), DataType::Float32, ReduceOp::Sum, 0,
+                   false, 1);
+  auto result = executor->run(call.args());
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->iterations, 0u);
+}
+
+class Watchdog : public ::testing::TestWithParam<ir::Protocol> {};
+
+TEST_P(Watchdog, ReportsAStallInsteadOfHanging) {
+  HostOptions options;
+  options.watchdogMs = 200;
+  auto executor = makeExecutor(coll::testing::fifoDeadlock(GetParam()), options);
+  CheckedCall call(CollectiveDesc::of(executor->plan()), DataType::Float32, ReduceOp::Sum, 64,
+                   false, 1);
+  auto result = executor->run(call.args());
+  ASSERT_FALSE(static_cast<bool>(result));
+  std::string message = llvm::toString(result.takeError());
+  EXPECT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos) << message;
+  EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
+  EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos)
+      << message;
+
+  auto again = executor->run(call.args());
+  ASSERT_FALSE(static_cast<bool>(again));
+  EXPECT_NE(llvm::toString(again.takeError()).find("stopped by its watchdog"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, Watchdog,
+                         ::testing::Values(ir::Protocol::Simple, ir::Protocol::LL,
+                                           ir::Protocol::LL128),
+                         [](const auto &info) { return protoName(info.param); });
+
+TEST(HostExecutor, RejectsBadBuffers) {
+  ir::Algorithm alltoall = coll::testing::directAllToAll(2, ir::Protocol::Simple);
+  auto executor = makeExecutor(alltoall, {});
+  CollectiveDesc desc = CollectiveDesc::of(executor->plan());
+
+  // The algorithm is out of place only.
+  CheckedCall inplace(desc, DataType::Float32, ReduceOp::Sum, 8, true, 1);
+  auto result = executor->run(inplace.args());
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("does not support in-place"),
+            std::string::npos);
+
+  CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, 8, false, 1);
+  CallArgs args = call.args();
+  args.input.pop_back();
+  result = executor->run(args);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("1 input and 2 output buffers for 2 ranks"),
+            std::string::npos);
+
+  args = call.args();
+  args.output[1] = static_cast<char *>(args.input[1]) + 4; // overlaps, not in place
+  result = executor->run(args);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("rank 1: input and output overlap"),
+            std::string::npos);
+
+  args = call.args();
+  args.input[0] = nullptr;
+  result = executor->run(args);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("rank 0: a buffer is null"),
+            std::string::npos);
+}
+
+TEST(HostExecutor, RejectsRanksThatDisagreeOnInPlace) {
+  auto executor = makeExecutor(coll::testing::ringAllReduce(2, ir::Protocol::Simple), {});
+  CollectiveDesc desc = CollectiveDesc::of(executor->plan());
+  CheckedCall inplace(desc, DataType::Float32, ReduceOp::Sum, 8, true, 1);
+  CheckedCall outofplace(desc, DataType::Float32, ReduceOp::Sum, 8, false, 1);
+  CallArgs args = inplace.args();
+  args.input[1] = outofplace.args().input[1];
+  args.output[1] = outofplace.args().output[1];
+  auto result = executor->run(args);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("some ranks call in place"),
+            std::string::npos);
+}
+
+} // namespace
