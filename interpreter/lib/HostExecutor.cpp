@@ -333,10 +333,11 @@ private:
       std::atomic<uint64_t> *line = c.words.get() + (seq % FifoDepth) * c.slotWords;
       const auto *data = reinterpret_cast<const unsigned char *>(stageOut);
       uint32_t flag = llFlag(seq);
+      // The staging buffer holds whole lines: padding past `bytes` is sent
+      // as is and ignored by the receiver.
       for (uint64_t l = 0, lines = llLines(bytes); l < lines; ++l, line += 2) {
-        uint32_t half[2] = {0, 0};
-        uint64_t off = l * LLDataBytesPerLine;
-        std::memcpy(half, data + off, std::min<uint64_t>(LLDataBytesPerLine, bytes - off));
+        uint32_t half[2];
+        std::memcpy(half, data + l * LLDataBytesPerLine, sizeof half);
         line[0].store(llWord(half[0], flag), std::memory_order_relaxed);
         line[1].store(llWord(half[1], flag), std::memory_order_relaxed);
       }
@@ -346,12 +347,10 @@ private:
       const auto *data = reinterpret_cast<const unsigned char *>(stageOut);
       uint64_t flag = ll128Flag(seq);
       for (uint64_t l = 0, lines = ll128Lines(bytes); l < lines; ++l, line += LL128LineWords) {
-        uint64_t off = l * LL128DataBytesPerLine;
-        uint64_t len = std::min<uint64_t>(LL128DataBytesPerLine, bytes - off);
+        const unsigned char *from = data + l * LL128DataBytesPerLine;
         for (uint64_t w = 0; w < LL128DataWords; ++w) {
-          uint64_t word = 0;
-          if (w * 8 < len)
-            std::memcpy(&word, data + off + w * 8, std::min<uint64_t>(8, len - w * 8));
+          uint64_t word;
+          std::memcpy(&word, from + w * 8, 8);
           line[w].store(word, std::memory_order_relaxed);
         }
         line[LL128FlagWord].store(flag, std::memory_order_release);
@@ -394,8 +393,7 @@ private:
             }))
           return false;
         uint32_t half[2] = {llWordData(w0), llWordData(w1)};
-        uint64_t off = l * LLDataBytesPerLine;
-        std::memcpy(data + off, half, std::min<uint64_t>(LLDataBytesPerLine, bytes - off));
+        std::memcpy(data + l * LLDataBytesPerLine, half, sizeof half);
       }
       in = stageIn;
     } else {
@@ -414,11 +412,10 @@ private:
                                 .str());
             }))
           return false;
-        uint64_t off = l * LL128DataBytesPerLine;
-        uint64_t len = std::min<uint64_t>(LL128DataBytesPerLine, bytes - off);
-        for (uint64_t w = 0; w * 8 < len; ++w) {
+        unsigned char *to = data + l * LL128DataBytesPerLine;
+        for (uint64_t w = 0; w < LL128DataWords; ++w) {
           uint64_t word = line[w].load(std::memory_order_relaxed);
-          std::memcpy(data + off + w * 8, &word, std::min<uint64_t>(8, len - w * 8));
+          std::memcpy(to + w * 8, &word, 8);
         }
       }
       in = stageIn;
@@ -548,8 +545,12 @@ llvm::Error HostExecutor::Impl::start() {
   for (size_t t = 0; t < plan.tbs.size(); ++t) {
     flags.push_back(std::make_unique<TbFlag>());
     auto state = std::make_unique<TbState>();
+    // Staging holds whole lines, so that framing never handles partial ones.
+    uint64_t stageBytes = plan.protocol == Protocol::LL128
+                              ? ll128Lines(bytes) * LL128DataBytesPerLine
+                              : llLines(bytes) * LLDataBytesPerLine;
     if (plan.protocol != Protocol::Simple &&
-        (!state->stageIn.reserve(bytes) || !state->stageOut.reserve(bytes)))
+        (!state->stageIn.reserve(stageBytes) || !state->stageOut.reserve(stageBytes)))
       return outOfMemory();
     tbState.push_back(std::move(state));
   }

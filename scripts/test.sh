@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test, on a fresh Debian 12 machine too:
+#   1. the main build (the CUDA backend too when nvcc is present): all tests;
+#   2. an AddressSanitizer+UndefinedBehaviorSanitizer build: the host tests;
+#   3. a ThreadSanitizer build: the interpreter tests.
+# Each build has its own folder (build/, build-asan/, build-tsan/). Any leak,
+# undefined behaviour or data race fails the run.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/setup.sh"
+
+jobs=${COLL_JOBS:-$(nproc)}
+configure() {
+  local dir=$1
+  shift
+  cmake -S "$root" -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; exit 1; }
+}
+
+echo "== [1/3] main build"
+configure "$root/build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$root/build" -j "$jobs"
+ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+
+echo "== [2/3] ASan+UBSan build: host tests"
+configure "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCOLL_SANITIZE='address;undefined' -DCOLL_BUILD_BENCHMARKS=OFF
+cmake --build "$root/build-asan" -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir "$root/build-asan" -L host --output-on-failure -j "$jobs"
+
+echo "== [3/3] TSan build: interpreter tests"
+configure "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCOLL_SANITIZE=thread -DCOLL_ENABLE_LANG=OFF -DCOLL_BUILD_BENCHMARKS=OFF
+cmake --build "$root/build-tsan" -j "$jobs"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir "$root/build-tsan" -L interpreter --output-on-failure -j "$jobs"
