@@ -41,6 +41,10 @@ const char *chunksAttribute(BufferKind buffer) {
   return "?";
 }
 
+std::string times(size_t n) {
+  return std::to_string(n) + (n == 1 ? " time" : " times");
+}
+
 std::string describe(StepRef ref) {
   return "gpu " + std::to_string(ref.gpu) + " tb " + std::to_string(ref.tb) +
          " step " + std::to_string(ref.step);
@@ -203,8 +207,7 @@ void Verifier::checkTb(int32_t g, int32_t t) {
   if (tb.channel < 0 || tb.channel >= alg.nchannels)
     error(tb.line, where,
           "chan " + llvm::Twine(tb.channel) + " is out of range [0, " +
-              llvm::Twine(alg.nchannels) + ") (nchannels " +
-              llvm::Twine(alg.nchannels) + ")");
+              llvm::Twine(alg.nchannels) + ") given by nchannels");
   int32_t nsteps = static_cast<int32_t>(tb.steps.size());
   if (limits.maxStepsPerTb > 0 && nsteps > limits.maxStepsPerTb)
     error(tb.line, where,
@@ -468,7 +471,7 @@ void Verifier::matchConnection(const Connection &conn) {
               llvm::Twine(conn.receiver) + " on channel " +
               llvm::Twine(conn.channel) + " has no matching receive: gpu " +
               llvm::Twine(conn.receiver) + " tb " + llvm::Twine(conn.recvTb) +
-              " receives only " + llvm::Twine(common) + " times");
+              " receives only " + times(common));
   } else if (conn.recvSteps.size() > common) {
     StepRef recv{conn.receiver, conn.recvTb, conn.recvSteps[common]};
     error(stepAt(recv).line, recv,
@@ -476,7 +479,7 @@ void Verifier::matchConnection(const Connection &conn) {
               llvm::Twine(conn.sender) + " on channel " +
               llvm::Twine(conn.channel) + " has no matching send: gpu " +
               llvm::Twine(conn.sender) + " tb " + llvm::Twine(conn.sendTb) +
-              " sends only " + llvm::Twine(common) + " times");
+              " sends only " + times(common));
   }
 }
 
