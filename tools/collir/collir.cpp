@@ -30,18 +30,17 @@ llvm::cl::OptionCategory category("collir options");
 llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::Required,
                                      llvm::cl::desc("<algorithm.xml>"),
                                      llvm::cl::cat(category));
-llvm::cl::opt<Emit> emit(
-    "emit", llvm::cl::desc("What to write when the algorithm is valid"),
-    llvm::cl::values(
-        clEnumValN(Emit::None, "none", "nothing: only check (default)"),
-        clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
-        clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
-    llvm::cl::init(Emit::None), llvm::cl::cat(category));
-llvm::cl::opt<std::string> outputPath("o",
-                                      llvm::cl::desc("Output file ('-': stdout)"),
-                                      llvm::cl::value_desc("file"),
-                                      llvm::cl::init("-"),
-                                      llvm::cl::cat(category));
+llvm::cl::opt<Emit>
+    emit("emit", llvm::cl::desc("What to write when the algorithm is valid"),
+         llvm::cl::values(
+             clEnumValN(Emit::None, "none", "nothing: only check (default)"),
+             clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
+             clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
+         llvm::cl::init(Emit::None), llvm::cl::cat(category));
+llvm::cl::opt<std::string>
+    outputPath("o", llvm::cl::desc("Output file ('-': stdout)"),
+               llvm::cl::value_desc("file"), llvm::cl::init("-"),
+               llvm::cl::cat(category));
 llvm::cl::opt<Target> target(
     "target", llvm::cl::desc("The runtime whose limits apply"),
     llvm::cl::values(

@@ -8,7 +8,8 @@ namespace coll::ir {
 namespace {
 
 TEST(AlgorithmTest, StepTypeNamesRoundTrip) {
-  const char *names[] = {"s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"};
+  const char *names[] = {"s",    "r",   "rcs", "rrs", "rrc",
+                         "rrcs", "cpy", "re",  "nop"};
   ASSERT_EQ(std::size(names), NumStepTypes);
   for (unsigned i = 0; i < NumStepTypes; ++i) {
     auto type = static_cast<StepType>(i);

@@ -59,9 +59,9 @@ inline Algorithm parseValid(llvm::StringRef xml) {
 }
 
 /// The errors (or warnings) verifying `alg` reports, formatted for "t.xml".
-inline std::vector<std::string> verifyDiagnostics(
-    const Algorithm &alg, Severity severity = Severity::Error,
-    const RuntimeLimits &limits = {}) {
+inline std::vector<std::string>
+verifyDiagnostics(const Algorithm &alg, Severity severity = Severity::Error,
+                  const RuntimeLimits &limits = {}) {
   DiagnosticList diags("t.xml");
   llvm::Expected<Analysis> analysis = verify(alg, diags, limits);
   EXPECT_EQ(bool(analysis), !diags.hasErrors());

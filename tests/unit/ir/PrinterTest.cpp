@@ -27,8 +27,9 @@ TEST(PrinterTest, ExactText) {
   std::string text;
   llvm::raw_string_ostream os(text);
   printAlgorithm(alg, os);
-  EXPECT_EQ(os.str(),
-            R"(algo name="r" proto=LL nchannels=1 nchunksperloop=2 ngpus=2 coll=reduce inplace=0 outofplace=1 minBytes=0 maxBytes=64 root=1
+  EXPECT_EQ(
+      os.str(),
+      R"(algo name="r" proto=LL nchannels=1 nchunksperloop=2 ngpus=2 coll=reduce inplace=0 outofplace=1 minBytes=0 maxBytes=64 root=1
 gpu 0: i_chunks=2 o_chunks=0 s_chunks=1
   tb 0: send=1 recv=-1 chan=0
     0: s     src=i[0+2] dst=s[0+2]

@@ -15,7 +15,8 @@ using test::verifyDiagnostics;
 using Strings = std::vector<std::string>;
 
 // Line numbers matter: the tests below name them.
-constexpr const char *Ring = R"(<algo name="ring" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">
+constexpr const char *Ring =
+    R"(<algo name="ring" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">
   <gpu id="0" i_chunks="2" o_chunks="0" s_chunks="1">
     <tb id="0" send="1" recv="1" chan="0">
       <step s="0" type="s" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
@@ -223,8 +224,7 @@ TEST_F(VerifierTest, BufferLargerThanTheCollective) {
 TEST_F(VerifierTest, Root) {
   alg.collective = Collective::Broadcast;
   alg.root = 2;
-  EXPECT_EQ(errors(),
-            Strings{"t.xml:1: error: root 2 is out of range [0, 2)"});
+  EXPECT_EQ(errors(), Strings{"t.xml:1: error: root 2 is out of range [0, 2)"});
   alg.root = 1;
   EXPECT_EQ(errors(), Strings{});
   alg.collective = Collective::AllReduce;
@@ -430,7 +430,8 @@ TEST_F(VerifierTest, CountLimit) {
                      "negative"}));
 }
 
-constexpr const char *Star = R"(<algo name="star" proto="LL" nchannels="1" nchunksperloop="3" ngpus="3" coll="allreduce" inplace="1">
+constexpr const char *Star =
+    R"(<algo name="star" proto="LL" nchannels="1" nchunksperloop="3" ngpus="3" coll="allreduce" inplace="1">
   <gpu id="0" i_chunks="3" o_chunks="0" s_chunks="0">
     <tb id="0" send="1" recv="1" chan="0"/>
     <tb id="1" send="2" recv="2" chan="0"/>

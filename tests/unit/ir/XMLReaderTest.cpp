@@ -94,8 +94,7 @@ TEST(XMLReaderTest, OldHeaderFormDefaults) {
   Algorithm outofplace = parseValid(oneTb(step(0), "inplace=\"0\""));
   EXPECT_TRUE(outofplace.outofplace);
   // Both may be set.
-  Algorithm both =
-      parseValid(oneTb(step(0), "inplace=\"1\" outofplace=\"1\""));
+  Algorithm both = parseValid(oneTb(step(0), "inplace=\"1\" outofplace=\"1\""));
   EXPECT_TRUE(both.inplace && both.outofplace);
 
   Algorithm unnamed = parseValid(
@@ -135,17 +134,16 @@ TEST(XMLReaderTest, Collectives) {
   ASSERT_TRUE(unknown.alg);
   EXPECT_EQ(unknown.alg->collective, Collective::Custom);
   EXPECT_EQ(unknown.alg->collectiveSpelling, "allpairs_special");
-  EXPECT_EQ(unknown.warnings,
-            Strings{"t.xml:1: warning: unknown collective "
-                    "\"allpairs_special\" read as custom"});
+  EXPECT_EQ(unknown.warnings, Strings{"t.xml:1: warning: unknown collective "
+                                      "\"allpairs_special\" read as custom"});
 }
 
 TEST(XMLReaderTest, CommentsAndDeclarationsAreAllowed) {
-  test::ParseResult result = parse("<?xml version=\"1.0\"?>\n"
-                                   "<!-- licence -->\n" +
-                                   oneTb("<!-- a step -->\n" + step(0) +
-                                         "\n<!-- done -->\n") +
-                                   "<!-- trailer -->\n");
+  test::ParseResult result =
+      parse("<?xml version=\"1.0\"?>\n"
+            "<!-- licence -->\n" +
+            oneTb("<!-- a step -->\n" + step(0) + "\n<!-- done -->\n") +
+            "<!-- trailer -->\n");
   EXPECT_EQ(result.errors, Strings{});
   EXPECT_EQ(result.warnings, Strings{});
   ASSERT_TRUE(result.alg);
@@ -295,9 +293,8 @@ TEST(XMLReaderTest, IntegerErrorMessages) {
 }
 
 TEST(XMLReaderTest, MissingAttributes) {
-  for (llvm::StringRef attr :
-       {"s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid",
-        "deps", "hasdep"}) {
+  for (llvm::StringRef attr : {"s", "type", "srcbuf", "srcoff", "dstbuf",
+                               "dstoff", "cnt", "depid", "deps", "hasdep"}) {
     SCOPED_TRACE(attr.str());
     std::string xml = oneTb(step(0) + "\n");
     size_t at = xml.find(" " + attr.str() + "=\"");
@@ -319,16 +316,14 @@ TEST(XMLReaderTest, MissingAttributes) {
                      "t.xml:1: error: <gpu> is missing attribute 'i_chunks'",
                      "t.xml:1: error: <gpu> is missing attribute 'o_chunks'",
                      "t.xml:1: error: <gpu> is missing attribute 's_chunks'"}));
-  EXPECT_EQ(
-      parse(oneTb("").replace(oneTb("").find("<tb id=\"0\""), 10, "<tb"))
-          .errors,
-      Strings{"t.xml:3: error: gpu 0: <tb> is missing attribute 'id'"});
+  EXPECT_EQ(parse(oneTb("").replace(oneTb("").find("<tb id=\"0\""), 10, "<tb"))
+                .errors,
+            Strings{"t.xml:3: error: gpu 0: <tb> is missing attribute 'id'"});
 }
 
 TEST(XMLReaderTest, MalformedDocuments) {
-  EXPECT_EQ(parse("").errors,
-            Strings{"t.xml: error: malformed XML (tinyxml2: "
-                    "XML_ERROR_EMPTY_DOCUMENT)"});
+  EXPECT_EQ(parse("").errors, Strings{"t.xml: error: malformed XML (tinyxml2: "
+                                      "XML_ERROR_EMPTY_DOCUMENT)"});
   EXPECT_EQ(parse("<algo>\n<gpu>\n</algo>").errors,
             Strings{"t.xml:2: error: malformed XML (tinyxml2: "
                     "XML_ERROR_MISMATCHED_ELEMENT)"});
@@ -350,9 +345,9 @@ TEST(XMLReaderTest, MalformedDocuments) {
 TEST(XMLReaderTest, IdErrors) {
   // Duplicate and missing step numbers, and a hostile one that must not be
   // used to size anything.
-  test::ParseResult steps = parse(oneTb(step(0) + "\n" + step(0) + "\n" +
-                                        step(2000000000) + "\n" + step(-1) +
-                                        "\n"));
+  test::ParseResult steps =
+      parse(oneTb(step(0) + "\n" + step(0) + "\n" + step(2000000000) + "\n" +
+                  step(-1) + "\n"));
   EXPECT_EQ(steps.errors,
             (Strings{"t.xml:5: error: gpu 0 tb 0: duplicate step number 0 "
                      "(also at line 4)",
