@@ -27,9 +27,10 @@ enum class Target { Coll, Msccl };
 
 llvm::cl::OptionCategory category("collir options");
 
-llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::Required,
-                                     llvm::cl::desc("<algorithm.xml>"),
-                                     llvm::cl::cat(category));
+llvm::cl::opt<std::string>
+    inputPath(llvm::cl::Positional, llvm::cl::Required,
+              llvm::cl::desc("<algorithm.xml or - for stdin>"),
+              llvm::cl::cat(category));
 llvm::cl::opt<Emit>
     emit("emit", llvm::cl::desc("What to write when the algorithm is valid"),
          llvm::cl::values(
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
           &llvm::errs()))
     return 2;
 
-  DiagnosticList diags(inputPath);
+  DiagnosticList diags(inputPath == "-" ? std::string("<stdin>") : inputPath);
   auto report = [&] {
     diags.print(llvm::errs(), Severity::Warning, maxWarnings);
     diags.print(llvm::errs(), Severity::Error);
