@@ -297,7 +297,7 @@ TEST(XMLReaderTest, MissingAttributes) {
                                "dstoff", "cnt", "depid", "deps", "hasdep"}) {
     SCOPED_TRACE(attr.str());
     std::string xml = oneTb(step(0) + "\n");
-    size_t at = xml.find(" " + attr.str() + "=\"");
+    size_t at = xml.find((" " + attr + "=\"").str());
     xml.erase(at, xml.find('"', xml.find('"', at) + 1) + 1 - at);
     std::string where = attr == "s" ? "gpu 0 tb 0" : "gpu 0 tb 0 step 0";
     EXPECT_EQ(parse(xml).errors,
