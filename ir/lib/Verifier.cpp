@@ -17,7 +17,6 @@
 #include "coll/ir/Geometry.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <array>

@@ -8,6 +8,8 @@
 
 #include "IRTestUtil.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 namespace coll::ir {
 namespace {
 
