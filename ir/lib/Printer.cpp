@@ -29,8 +29,8 @@ void printAlgorithm(const Algorithm &alg, llvm::raw_ostream &os) {
   for (size_t g = 0; g < alg.gpus.size(); ++g) {
     const Gpu &gpu = alg.gpus[g];
     os << "gpu " << g << ": i_chunks=" << gpu.inputChunks
-       << " o_chunks=" << gpu.outputChunks
-       << " s_chunks=" << gpu.scratchChunks << '\n';
+       << " o_chunks=" << gpu.outputChunks << " s_chunks=" << gpu.scratchChunks
+       << '\n';
     for (size_t t = 0; t < gpu.tbs.size(); ++t) {
       const ThreadBlock &tb = gpu.tbs[t];
       os << "  tb " << t << ": send=" << tb.sendPeer << " recv=" << tb.recvPeer
@@ -50,7 +50,8 @@ void printAlgorithm(const Algorithm &alg, llvm::raw_ostream &os) {
           fs << " hasdep";
         // Pad the type so that the fields line up (no trailing blanks).
         os << "    " << s << ": "
-           << llvm::left_justify(stepTypeName(step.type), fields.empty() ? 0 : 5)
+           << llvm::left_justify(stepTypeName(step.type),
+                                 fields.empty() ? 0 : 5)
            << fs.str() << '\n';
       }
     }

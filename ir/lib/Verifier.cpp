@@ -17,7 +17,6 @@
 #include "coll/ir/Geometry.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <array>
@@ -34,11 +33,18 @@ constexpr NodeId NoNode = ~NodeId(0);
 
 const char *chunksAttribute(BufferKind buffer) {
   switch (buffer) {
-  case BufferKind::Input: return "i_chunks";
-  case BufferKind::Output: return "o_chunks";
-  case BufferKind::Scratch: return "s_chunks";
+  case BufferKind::Input:
+    return "i_chunks";
+  case BufferKind::Output:
+    return "o_chunks";
+  case BufferKind::Scratch:
+    return "s_chunks";
   }
   return "?";
+}
+
+std::string times(size_t n) {
+  return std::to_string(n) + (n == 1 ? " time" : " times");
 }
 
 std::string describe(StepRef ref) {
@@ -66,22 +72,17 @@ private:
   void buildConnections();
   void matchConnection(const Connection &conn);
   void orderSteps();
-  void reportCycle(llvm::ArrayRef<NodeId> cycle,
-                   llvm::ArrayRef<StepRef> refs);
+  void reportCycle(llvm::ArrayRef<NodeId> cycle, llvm::ArrayRef<StepRef> refs);
 
   bool validPeer(int32_t g, int32_t peer) const {
     return peer >= 0 && peer < ngpus && peer != g;
   }
-  /// The step a dependency names, when it names one that exists.
-  const Step *dependencyTarget(int32_t g, const Step &step) const {
+  /// Whether `step` (on gpu `g`) depends on a step that exists.
+  bool dependencyExists(int32_t g, const Step &step) const {
     const Gpu &gpu = alg.gpus[g];
-    if (step.depTb < 0 || step.depStep < 0 ||
-        static_cast<size_t>(step.depTb) >= gpu.tbs.size())
-      return nullptr;
-    const ThreadBlock &tb = gpu.tbs[step.depTb];
-    if (static_cast<size_t>(step.depStep) >= tb.steps.size())
-      return nullptr;
-    return &tb.steps[step.depStep];
+    return step.depTb >= 0 && step.depStep >= 0 &&
+           static_cast<size_t>(step.depTb) < gpu.tbs.size() &&
+           static_cast<size_t>(step.depStep) < gpu.tbs[step.depTb].steps.size();
   }
   const Step &stepAt(StepRef ref) const {
     return alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
@@ -102,8 +103,6 @@ private:
 llvm::Expected<Analysis> Verifier::run() {
   unsigned errorsBefore = diags.errorCount();
   checkHeader();
-  analysis.sendConnection.resize(alg.gpus.size());
-  analysis.recvConnection.resize(alg.gpus.size());
   for (int32_t g = 0; g < ngpus; ++g)
     checkGpu(g);
   buildConnections();
@@ -144,8 +143,8 @@ void Verifier::checkHeader() {
               " has no root (root must be -1)");
   if (alg.maxBytes != 0 && alg.minBytes > alg.maxBytes)
     error(alg.line, {},
-          "minBytes " + llvm::Twine(alg.minBytes) + " is larger than maxBytes " +
-              llvm::Twine(alg.maxBytes));
+          "minBytes " + llvm::Twine(alg.minBytes) +
+              " is larger than maxBytes " + llvm::Twine(alg.maxBytes));
 }
 
 void Verifier::checkGpu(int32_t g) {
@@ -177,8 +176,6 @@ void Verifier::checkGpu(int32_t g) {
               " tbs per gpu: the gpu has " + llvm::Twine(ntbs) + " tbs, " +
               llvm::Twine(ntbs - limits.maxTbsPerGpu) + " too many");
   }
-  analysis.sendConnection[g].assign(gpu.tbs.size(), -1);
-  analysis.recvConnection[g].assign(gpu.tbs.size(), -1);
   for (int32_t t = 0; t < ntbs; ++t)
     checkTb(g, t);
   checkChannelLoad(g);
@@ -187,8 +184,8 @@ void Verifier::checkGpu(int32_t g) {
 void Verifier::checkTb(int32_t g, int32_t t) {
   const ThreadBlock &tb = alg.gpus[g].tbs[t];
   StepRef where{g, t, -1};
-  for (auto [role, peer] : {std::pair("send", tb.sendPeer),
-                            std::pair("recv", tb.recvPeer)}) {
+  for (auto [role, peer] :
+       {std::pair("send", tb.sendPeer), std::pair("recv", tb.recvPeer)}) {
     if (peer == -1)
       continue;
     if (peer < -1 || peer >= ngpus)
@@ -203,8 +200,7 @@ void Verifier::checkTb(int32_t g, int32_t t) {
   if (tb.channel < 0 || tb.channel >= alg.nchannels)
     error(tb.line, where,
           "chan " + llvm::Twine(tb.channel) + " is out of range [0, " +
-              llvm::Twine(alg.nchannels) + ") (nchannels " +
-              llvm::Twine(alg.nchannels) + ")");
+              llvm::Twine(alg.nchannels) + ") given by nchannels");
   int32_t nsteps = static_cast<int32_t>(tb.steps.size());
   if (limits.maxStepsPerTb > 0 && nsteps > limits.maxStepsPerTb)
     error(tb.line, where,
@@ -243,7 +239,8 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
             "cnt " + llvm::Twine(step.count) + " must be at least 1");
     if (limits.maxCount > 0 && step.count >= limits.maxCount)
       error(step.line, ref,
-            "cnt " + llvm::Twine(step.count) + " is over the limit: cnt must be below " +
+            "cnt " + llvm::Twine(step.count) +
+                " is over the limit: cnt must be below " +
                 llvm::Twine(limits.maxCount) + " (" +
                 llvm::Twine(step.count - limits.maxCount + 1) + " too many)");
   }
@@ -335,9 +332,8 @@ void Verifier::checkChannelLoad(int32_t g) {
       error(gpu.tbs[first].line, {g, first, -1},
             "over the limit of " + llvm::Twine(limit) + " tbs " +
                 (sending ? "sending" : "receiving") + " on one channel: " +
-                llvm::Twine(count) + " tbs " +
-                (sending ? "send" : "receive") + " on channel " +
-                llvm::Twine(users[begin].first) + ", " +
+                llvm::Twine(count) + " tbs " + (sending ? "send" : "receive") +
+                " on channel " + llvm::Twine(users[begin].first) + ", " +
                 llvm::Twine(count - limit) + " too many");
     }
   }
@@ -356,8 +352,12 @@ void Verifier::buildConnections() {
     }
   };
   std::vector<End> sends, recvs;
+  analysis.sendConnection.resize(alg.gpus.size());
+  analysis.recvConnection.resize(alg.gpus.size());
   for (int32_t g = 0; g < ngpus; ++g) {
     const Gpu &gpu = alg.gpus[g];
+    analysis.sendConnection[g].assign(gpu.tbs.size(), -1);
+    analysis.recvConnection[g].assign(gpu.tbs.size(), -1);
     for (int32_t t = 0; t < static_cast<int32_t>(gpu.tbs.size()); ++t) {
       const ThreadBlock &tb = gpu.tbs[t];
       if (validPeer(g, tb.sendPeer))
@@ -468,7 +468,7 @@ void Verifier::matchConnection(const Connection &conn) {
               llvm::Twine(conn.receiver) + " on channel " +
               llvm::Twine(conn.channel) + " has no matching receive: gpu " +
               llvm::Twine(conn.receiver) + " tb " + llvm::Twine(conn.recvTb) +
-              " receives only " + llvm::Twine(common) + " times");
+              " receives only " + times(common));
   } else if (conn.recvSteps.size() > common) {
     StepRef recv{conn.receiver, conn.recvTb, conn.recvSteps[common]};
     error(stepAt(recv).line, recv,
@@ -476,7 +476,7 @@ void Verifier::matchConnection(const Connection &conn) {
               llvm::Twine(conn.sender) + " on channel " +
               llvm::Twine(conn.channel) + " has no matching send: gpu " +
               llvm::Twine(conn.sender) + " tb " + llvm::Twine(conn.sendTb) +
-              " sends only " + llvm::Twine(common) + " times");
+              " sends only " + times(common));
   }
 }
 
@@ -509,7 +509,7 @@ void Verifier::orderSteps() {
     if (ref.step > 0)
       preds[n][0] = n - 1;
     const Step &step = stepAt(ref);
-    if (dependencyTarget(ref.gpu, step))
+    if (dependencyExists(ref.gpu, step))
       preds[n][1] = node(ref.gpu, step.depTb, step.depStep);
   }
   for (const Connection &conn : analysis.connections) {
@@ -573,7 +573,8 @@ void Verifier::orderSteps() {
   // The path runs against the edges; turn the cycle around and start it at
   // its first step in node order, so the report does not depend on `start`.
   std::vector<NodeId> cycle(path.rbegin(), path.rend() - position[n]);
-  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()),
+              cycle.end());
   reportCycle(cycle, refs);
 }
 

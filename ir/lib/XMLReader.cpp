@@ -32,8 +32,8 @@ using tinyxml2::XMLNode;
 
 /// The attributes each element kind knows; any other is warned about.
 constexpr llvm::StringLiteral AlgoAttrs[] = {
-    "name",   "proto",   "nchannels",  "nchunksperloop", "ngpus", "coll",
-    "inplace", "outofplace", "minBytes", "maxBytes",     "root"};
+    "name",    "proto",      "nchannels", "nchunksperloop", "ngpus", "coll",
+    "inplace", "outofplace", "minBytes",  "maxBytes",       "root"};
 constexpr llvm::StringLiteral GpuAttrs[] = {"id", "i_chunks", "o_chunks",
                                             "s_chunks"};
 constexpr llvm::StringLiteral TbAttrs[] = {"id", "send", "recv", "chan"};
@@ -154,8 +154,8 @@ llvm::Expected<Algorithm> Reader::read(llvm::StringRef input) {
       continue; // declarations, comments, DOCTYPE
     if (llvm::StringRef(elem->Name()) != "algo")
       diags.error(lineOf(*elem), {},
-                  llvm::Twine("unexpected top-level element <") +
-                      elem->Name() + ">: the file must hold one <algo>");
+                  llvm::Twine("unexpected top-level element <") + elem->Name() +
+                      ">: the file must hold one <algo>");
     else if (algo)
       diags.error(lineOf(*elem), {},
                   "second <algo> element (the first is at line " +
@@ -265,8 +265,7 @@ WithId<ThreadBlock> Reader::readTb(const XMLElement &elem, int32_t gpu) {
   return result;
 }
 
-WithId<Step> Reader::readStep(const XMLElement &elem, int32_t gpu,
-                              int32_t tb) {
+WithId<Step> Reader::readStep(const XMLElement &elem, int32_t gpu, int32_t tb) {
   WithId<Step> result;
   result.line = result.value.line = lineOf(elem);
   Step &step = result.value;
@@ -319,8 +318,9 @@ std::vector<const XMLElement *> Reader::children(const XMLElement &parent,
       if (tag == elem->Name())
         result.push_back(elem);
       else
-        warnOnce(lineOf(*elem), "unknown element <" + std::string(elem->Name()) +
-                                    "> in <" + parent.Name() + "> ignored");
+        warnOnce(lineOf(*elem), "unknown element <" +
+                                    std::string(elem->Name()) + "> in <" +
+                                    parent.Name() + "> ignored");
     } else if (node->ToText()) {
       warnOnce(lineOf(*node),
                "text in <" + std::string(parent.Name()) + "> ignored");

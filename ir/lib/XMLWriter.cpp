@@ -19,15 +19,33 @@ namespace {
 void writeEscaped(llvm::raw_ostream &os, llvm::StringRef value) {
   for (char c : value) {
     switch (c) {
-    case '&': os << "&amp;"; break;
-    case '<': os << "&lt;"; break;
-    case '>': os << "&gt;"; break;
-    case '"': os << "&quot;"; break;
-    case '\'': os << "&apos;"; break;
-    case '\n': os << "&#10;"; break;
-    case '\r': os << "&#13;"; break;
-    case '\t': os << "&#9;"; break;
-    default: os << c; break;
+    case '&':
+      os << "&amp;";
+      break;
+    case '<':
+      os << "&lt;";
+      break;
+    case '>':
+      os << "&gt;";
+      break;
+    case '"':
+      os << "&quot;";
+      break;
+    case '\'':
+      os << "&apos;";
+      break;
+    case '\n':
+      os << "&#10;";
+      break;
+    case '\r':
+      os << "&#13;";
+      break;
+    case '\t':
+      os << "&#9;";
+      break;
+    default:
+      os << c;
+      break;
     }
   }
 }
@@ -53,18 +71,16 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
        << gpu.scratchChunks << "\">\n";
     for (size_t t = 0; t < gpu.tbs.size(); ++t) {
       const ThreadBlock &tb = gpu.tbs[t];
-      os << "    <tb id=\"" << t << "\" send=\"" << tb.sendPeer
-         << "\" recv=\"" << tb.recvPeer << "\" chan=\"" << tb.channel
-         << "\">\n";
+      os << "    <tb id=\"" << t << "\" send=\"" << tb.sendPeer << "\" recv=\""
+         << tb.recvPeer << "\" chan=\"" << tb.channel << "\">\n";
       for (size_t s = 0; s < tb.steps.size(); ++s) {
         const Step &step = tb.steps[s];
-        os << "      <step s=\"" << s << "\" type=\""
-           << stepTypeName(step.type) << "\" srcbuf=\""
-           << bufferName(step.srcBuf) << "\" srcoff=\"" << step.srcOff
-           << "\" dstbuf=\"" << bufferName(step.dstBuf) << "\" dstoff=\""
-           << step.dstOff << "\" cnt=\"" << step.count << "\" depid=\""
-           << step.depTb << "\" deps=\"" << step.depStep << "\" hasdep=\""
-           << int(step.hasDep) << "\"/>\n";
+        os << "      <step s=\"" << s << "\" type=\"" << stepTypeName(step.type)
+           << "\" srcbuf=\"" << bufferName(step.srcBuf) << "\" srcoff=\""
+           << step.srcOff << "\" dstbuf=\"" << bufferName(step.dstBuf)
+           << "\" dstoff=\"" << step.dstOff << "\" cnt=\"" << step.count
+           << "\" depid=\"" << step.depTb << "\" deps=\"" << step.depStep
+           << "\" hasdep=\"" << int(step.hasDep) << "\"/>\n";
       }
       os << "    </tb>\n";
     }

@@ -27,21 +27,21 @@ enum class Target { Coll, Msccl };
 
 llvm::cl::OptionCategory category("collir options");
 
-llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::Required,
-                                     llvm::cl::desc("<algorithm.xml>"),
-                                     llvm::cl::cat(category));
-llvm::cl::opt<Emit> emit(
-    "emit", llvm::cl::desc("What to write when the algorithm is valid"),
-    llvm::cl::values(
-        clEnumValN(Emit::None, "none", "nothing: only check (default)"),
-        clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
-        clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
-    llvm::cl::init(Emit::None), llvm::cl::cat(category));
-llvm::cl::opt<std::string> outputPath("o",
-                                      llvm::cl::desc("Output file ('-': stdout)"),
-                                      llvm::cl::value_desc("file"),
-                                      llvm::cl::init("-"),
-                                      llvm::cl::cat(category));
+llvm::cl::opt<std::string>
+    inputPath(llvm::cl::Positional, llvm::cl::Required,
+              llvm::cl::desc("<algorithm.xml or - for stdin>"),
+              llvm::cl::cat(category));
+llvm::cl::opt<Emit>
+    emit("emit", llvm::cl::desc("What to write when the algorithm is valid"),
+         llvm::cl::values(
+             clEnumValN(Emit::None, "none", "nothing: only check (default)"),
+             clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
+             clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
+         llvm::cl::init(Emit::None), llvm::cl::cat(category));
+llvm::cl::opt<std::string>
+    outputPath("o", llvm::cl::desc("Output file ('-': stdout)"),
+               llvm::cl::value_desc("file"), llvm::cl::init("-"),
+               llvm::cl::cat(category));
 llvm::cl::opt<Target> target(
     "target", llvm::cl::desc("The runtime whose limits apply"),
     llvm::cl::values(
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
           &llvm::errs()))
     return 2;
 
-  DiagnosticList diags(inputPath);
+  DiagnosticList diags(inputPath == "-" ? std::string("<stdin>") : inputPath);
   auto report = [&] {
     diags.print(llvm::errs(), Severity::Warning, maxWarnings);
     diags.print(llvm::errs(), Severity::Error);

@@ -32,7 +32,9 @@ namespace coll::ir {
 llvm::Expected<Algorithm> parseAlgorithm(llvm::StringRef text, DiagnosticList &diags);
 
 /// Reads and parses the file at `path` (a diagnostics list for that file is
-/// the caller's, so that it can print the warnings).
+/// the caller's, so that it can print the warnings). "-" reads stdin. When
+/// the file cannot be read at all, the error says so and nothing is added to
+/// `diags`, which tells an unreadable file from an invalid one.
 llvm::Expected<Algorithm> readAlgorithmFile(llvm::StringRef path, DiagnosticList &diags);
 
 /// The XML text of `alg`.

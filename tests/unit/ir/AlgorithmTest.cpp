@@ -1,0 +1,113 @@
+//===- AlgorithmTest.cpp - Names and properties of the closed sets --------===//
+
+#include "coll/ir/Algorithm.h"
+
+#include <gtest/gtest.h>
+
+namespace coll::ir {
+namespace {
+
+TEST(AlgorithmTest, StepTypeNamesRoundTrip) {
+  const char *names[] = {"s",    "r",   "rcs", "rrs", "rrc",
+                         "rrcs", "cpy", "re",  "nop"};
+  ASSERT_EQ(std::size(names), NumStepTypes);
+  for (unsigned i = 0; i < NumStepTypes; ++i) {
+    auto type = static_cast<StepType>(i);
+    EXPECT_EQ(stepTypeName(type), names[i]);
+    EXPECT_EQ(parseStepType(names[i]), type);
+  }
+  EXPECT_EQ(parseStepType("S"), std::nullopt);
+  EXPECT_EQ(parseStepType(""), std::nullopt);
+  EXPECT_EQ(parseStepType("rrcs "), std::nullopt);
+}
+
+TEST(AlgorithmTest, StepTypeInfo) {
+  StepTypeInfo rrcs = stepTypeInfo(StepType::RecvReduceCopySend);
+  EXPECT_TRUE(rrcs.receives && rrcs.sends && rrcs.readsSrc && rrcs.reduces &&
+              rrcs.writesDst);
+  StepTypeInfo send = stepTypeInfo(StepType::Send);
+  EXPECT_TRUE(send.sends && send.readsSrc);
+  EXPECT_FALSE(send.receives || send.writesDst);
+  StepTypeInfo recv = stepTypeInfo(StepType::Recv);
+  EXPECT_TRUE(recv.receives && recv.writesDst);
+  EXPECT_FALSE(recv.readsSrc || recv.sends);
+  StepTypeInfo rrs = stepTypeInfo(StepType::RecvReduceSend);
+  EXPECT_FALSE(rrs.writesDst);
+  StepTypeInfo nop = stepTypeInfo(StepType::Nop);
+  EXPECT_FALSE(nop.receives || nop.sends || nop.readsSrc || nop.writesDst);
+}
+
+TEST(AlgorithmTest, CollectiveNames) {
+  struct Case {
+    const char *name;
+    Collective coll;
+  } cases[] = {{"allreduce", Collective::AllReduce},
+               {"allgather", Collective::AllGather},
+               {"reducescatter", Collective::ReduceScatter},
+               {"alltoall", Collective::AllToAll},
+               {"broadcast", Collective::Broadcast},
+               {"reduce", Collective::Reduce},
+               {"gather", Collective::Gather},
+               {"scatter", Collective::Scatter},
+               {"custom", Collective::Custom}};
+  for (const Case &c : cases) {
+    EXPECT_EQ(collectiveName(c.coll), c.name);
+    EXPECT_EQ(parseCollective(c.name), c.coll);
+  }
+  // The alias other tools write reads as the canonical collective.
+  EXPECT_EQ(parseCollective("reduce_scatter"), Collective::ReduceScatter);
+  EXPECT_EQ(parseCollective("AllReduce"), std::nullopt);
+}
+
+TEST(AlgorithmTest, CollectiveInfo) {
+  CollectiveInfo allgather = collectiveInfo(Collective::AllGather);
+  EXPECT_FALSE(allgather.inputPerRank);
+  EXPECT_TRUE(allgather.outputPerRank);
+  EXPECT_FALSE(allgather.hasRoot);
+  CollectiveInfo scatter = collectiveInfo(Collective::Scatter);
+  EXPECT_TRUE(scatter.hasRoot && scatter.inputPerRank);
+  EXPECT_FALSE(scatter.outputPerRank);
+  CollectiveInfo allreduce = collectiveInfo(Collective::AllReduce);
+  EXPECT_TRUE(allreduce.reduces);
+  EXPECT_EQ(allreduce.busMulN, 2);
+  EXPECT_EQ(allreduce.busOffset, -2);
+}
+
+TEST(AlgorithmTest, ProtocolAndBufferNames) {
+  for (Protocol proto : {Protocol::Simple, Protocol::LL, Protocol::LL128})
+    EXPECT_EQ(parseProtocol(protocolName(proto)), proto);
+  EXPECT_EQ(protocolName(Protocol::LL128), "LL128");
+  EXPECT_EQ(parseProtocol("simple"), std::nullopt);
+  for (BufferKind buffer :
+       {BufferKind::Input, BufferKind::Output, BufferKind::Scratch})
+    EXPECT_EQ(parseBuffer(bufferName(buffer)), buffer);
+  EXPECT_EQ(bufferName(BufferKind::Scratch), "s");
+  EXPECT_EQ(parseBuffer("input"), std::nullopt);
+}
+
+TEST(AlgorithmTest, CollectiveAttribute) {
+  Algorithm alg;
+  alg.collective = Collective::AllGather; // spelling left at "custom"
+  EXPECT_EQ(collectiveAttribute(alg), "allgather");
+  alg.collective = Collective::Custom;
+  alg.collectiveSpelling = "allpairs_thing";
+  EXPECT_EQ(collectiveAttribute(alg), "allpairs_thing");
+}
+
+TEST(AlgorithmTest, EqualityIgnoresLines) {
+  Algorithm a;
+  a.gpus.resize(1);
+  a.gpus[0].tbs.resize(1);
+  a.gpus[0].tbs[0].steps.resize(2);
+  Algorithm b = a;
+  b.line = 3;
+  b.gpus[0].line = 4;
+  b.gpus[0].tbs[0].line = 5;
+  b.gpus[0].tbs[0].steps[1].line = 6;
+  EXPECT_EQ(a, b);
+  b.gpus[0].tbs[0].steps[1].hasDep = true;
+  EXPECT_FALSE(a == b);
+}
+
+} // namespace
+} // namespace coll::ir
