@@ -251,11 +251,16 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
   if (info.writesDst)
     checkOperand(ref, step, "dst", step.dstBuf, step.dstOff);
   checkDependency(ref, step);
+  // The reference compiler sometimes writes the sender's index into a
+  // receiving step's srcoff (DESIGN.md §3).
   if (info.receives && step.srcOff != step.dstOff)
     diags.warning(step.line, ref,
                   "'" + type + "' has srcoff " + llvm::Twine(step.srcOff) +
                       " but dstoff " + llvm::Twine(step.dstOff) +
-                      ": srcoff is read as the local operand");
+                      (info.readsSrc
+                           ? ": srcoff is the local operand it reduces with"
+                           : ": srcoff is unused here, but receiving steps name "
+                             "their local operand there"));
 }
 
 void Verifier::checkOperand(StepRef ref, const Step &step, const char *role,

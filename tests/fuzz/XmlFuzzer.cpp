@@ -1,12 +1,15 @@
-//===- XmlFuzzer.cpp - libFuzzer target for the IR reader and verifier ----===//
+//===- XmlFuzzer.cpp - libFuzzer target: reader, verifier, plan builder ---===//
 //
 // Feeds arbitrary bytes to the reader and everything it accepts to the
-// writer, the printer and the verifier (with and without runtime limits).
+// writer, the printer and the verifier (with and without runtime limits);
+// what verifies goes to the plan builder and is resolved for a few element
+// counts, checking that every resolved chunk lies inside its buffer.
 // Besides crashes, hangs and sanitizer reports, it checks the writer's
 // contract: read(write(a)) == a and write is a fixed point.
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/interpreter/Plan.h"
 #include "coll/ir/Printer.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
@@ -59,10 +62,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tight.maxCount = 4;
   tight.maxTbsPerChannelDirection = 1;
   tight.maxTbsPerGpu = 2;
-  for (const RuntimeLimits &limits : {RuntimeLimits{}, tight}) {
-    llvm::Expected<Analysis> analysis = verify(*alg, diags, limits);
-    if (!analysis)
-      consume(analysis.takeError());
+  llvm::Expected<Analysis> analysis = verify(*alg, diags, tight);
+  if (!analysis)
+    consume(analysis.takeError());
+  analysis = verify(*alg, diags);
+  if (!analysis) {
+    consume(analysis.takeError());
+    return 0;
+  }
+
+  llvm::Expected<coll::interp::Plan> plan = coll::interp::buildPlan(*alg, *analysis, "fuzz.xml");
+  if (!plan) {
+    consume(plan.takeError());
+    return 0;
+  }
+  for (uint64_t count : {0ull, 1ull, 7ull, 1000ull, 123457ull}) {
+    llvm::Expected<coll::interp::CallLayout> call = coll::interp::resolveCall(*plan, count);
+    if (!call) {
+      consume(call.takeError());
+      continue;
+    }
+    // resolveCall bounds every slice itself; re-check the contract here.
+    for (size_t i = 0; i < call->slices.size(); ++i) {
+      const coll::interp::CallSlice &slice = call->slices[i];
+      if (slice.nelem > call->maxChunkElems)
+        fail("a slice is larger than maxChunkElems", written);
+    }
   }
   return 0;
 }

@@ -471,7 +471,8 @@ TEST_F(VerifierTest, ReceiveOffsetsDifferIsAWarning) {
   EXPECT_EQ(errors(), Strings{});
   EXPECT_EQ(verifyDiagnostics(alg, Severity::Warning),
             Strings{"t.xml:7: warning: gpu 0 tb 0 step 3: 'r' has srcoff 0 "
-                    "but dstoff 1: srcoff is read as the local operand"});
+                    "but dstoff 1: srcoff is unused here, but receiving steps name "
+                    "their local operand there"});
 }
 
 TEST_F(VerifierTest, NoGpus) {
