@@ -72,5 +72,6 @@ WS : [ \t\r\n]+ -> skip ;
 
 // Error tokens.
 UNTERMINATED_STRING : '"' (~["\\\r\n] | '\\' ~[\r\n])* ;
-UNTERMINATED_COMMENT : '/*' .*? EOF ;
+// A comment that never closes: no `*/` anywhere up to the end of the file.
+UNTERMINATED_COMMENT : '/*' (~'*' | '*'+ ~[*/])* '*'* EOF ;
 BAD_CHAR : . ;
