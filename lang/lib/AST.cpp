@@ -12,7 +12,8 @@
 //         Call chunk @6:13
 //
 // Blocks appear as a labelled line (Body, Then, Else, Pre, Post) above their
-// statements; named arguments as `Named NAME` above their value.
+// statements; named arguments as `Named NAME` above their value; a loop over
+// a list has `Elements` where a counted loop has `Range`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,8 +128,10 @@ private:
       line() << "For " << loop.var;
       end(loop.loc);
       ++indent;
-      line() << "Range\n";
-      children({loop.from.get(), loop.to.get()});
+      line() << (loop.to ? "Range\n" : "Elements\n");
+      children({loop.from.get()});
+      if (loop.to)
+        children({loop.to.get()});
       if (loop.step)
         children({loop.step.get()});
       label("Body", loop.body);

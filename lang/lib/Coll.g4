@@ -30,7 +30,7 @@ block : '{' stmt* '}' ;
 stmt
   : 'let' ID '=' expr                                         # letStmt
   | ID '=' expr                                               # assignStmt
-  | 'for' ID 'in' expr '..' expr ('step' expr)? block         # forStmt
+  | 'for' ID 'in' expr ('..' expr ('step' expr)?)? block      # forStmt
   | 'while' expr block                                        # whileStmt
   | 'if' expr block ('else' 'if' expr block)* ('else' block)? # ifStmt
   | 'return' expr?                                            # returnStmt

@@ -270,6 +270,19 @@ private:
   }
 
   Flow execFor(const ForStmt &loop, Frame &frame) {
+    if (!loop.to) {
+      std::optional<ListPtr> list = evalAs<ListPtr>(*loop.from, frame);
+      if (!list)
+        return Flow::Fail;
+      for (const Value &element : **list) {
+        if (!tick(loop.loc))
+          return Flow::Fail;
+        slot(loop.binding, frame) = element;
+        if (Flow flow = execBlock(loop.body, frame); flow != Flow::Next)
+          return flow;
+      }
+      return Flow::Next;
+    }
     std::optional<int64_t> from = evalAs<int64_t>(*loop.from, frame);
     std::optional<int64_t> to = from ? evalAs<int64_t>(*loop.to, frame) : std::nullopt;
     if (!to)

@@ -310,10 +310,12 @@ private:
       auto loop = make<ast::ForStmt>(loc(ctx));
       loop->var = text(c->ID());
       loop->varLoc = loc(c->ID());
-      loop->from = buildExpr(c->expr(0));
-      loop->to = buildExpr(c->expr(1));
-      if (c->expr().size() > 2)
-        loop->step = buildExpr(c->expr(2));
+      std::vector<CollParser::ExprContext *> exprs = c->expr();
+      loop->from = buildExpr(exprs[0]);
+      if (exprs.size() > 1)
+        loop->to = buildExpr(exprs[1]);
+      if (exprs.size() > 2)
+        loop->step = buildExpr(exprs[2]);
       loop->body = buildBlock(c->block());
       return loop;
     }

@@ -234,7 +234,8 @@ private:
     case Stmt::Kind::For: {
       auto &loop = llvm::cast<ForStmt>(stmt);
       resolveExpr(*loop.from);
-      resolveExpr(*loop.to);
+      if (loop.to)
+        resolveExpr(*loop.to);
       if (loop.step)
         resolveExpr(*loop.step);
       scopes.emplace_back();

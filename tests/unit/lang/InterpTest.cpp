@@ -76,6 +76,8 @@ TEST(InterpTest, Loops) {
                 "assert(n == 1)"),
             "");
   EXPECT_EQ(run("let i = 0\nwhile i < 10 { i = i + 1 }\nassert(i == 10)"), "");
+  EXPECT_EQ(run("let s = 0\nfor x in [1, 2, 3] { s = s + x }\nassert(s == 6)"), "");
+  EXPECT_EQ(run("for x in 3 { }"), "test.coll:2:10: error: expected a list, got an integer");
 }
 
 TEST(InterpTest, Conditionals) {

@@ -205,7 +205,8 @@ struct AssignStmt : StmtNode<Stmt::Kind::Assign> {
   ExprPtr value;
   Binding binding;
 };
-/// `for var in from..to step step { body }`; `step` may be null (1).
+/// `for var in from..to step step { body }` (`step` may be null: 1), or
+/// `for var in from { body }` over the elements of a list (`to` is null).
 struct ForStmt : StmtNode<Stmt::Kind::For> {
   using StmtNode::StmtNode;
   std::string var;
