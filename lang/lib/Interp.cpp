@@ -795,34 +795,30 @@ private:
     return static_cast<int32_t>(*index);
   }
 
-  /// Checks that `size` chunks from `index` exist in `buffer`; errors point
-  /// at `indexExpr`.
+  /// Checks that `size` chunks from `index` exist in `buffer` (scratch
+  /// buffers grow up to MaxScratchChunks); errors point at `indexExpr`.
   std::optional<SlotRange> makeRef(int32_t rank, BufferId buffer, int64_t index,
                                    int64_t size, const Expr &indexExpr,
                                    bool destination) {
     const CollectiveSpec &spec = tracer.spec();
-    std::string name = formatBuffer(buffer, tracer.scratchNames());
-    std::string what = destination ? "destination " : "";
-    if (buffer.kind == ir::BufferKind::Scratch) {
-      if (index < 0)
-        return fail(indexExpr.loc, what + "index " + llvm::Twine(index) +
-                                       " is out of range (indices start at 0)");
-      if (index > limits::MaxScratchChunks - size)
-        return fail(indexExpr.loc, what + "chunks " + llvm::Twine(index) + ".." +
-                                       llvm::Twine(index + size) + " of " + name +
-                                       " are beyond the largest scratch buffer (" +
-                                       llvm::Twine(limits::MaxScratchChunks) + " chunks)");
-    } else {
-      int64_t chunks = buffer.kind == ir::BufferKind::Input ? spec.inputChunks
+    bool scratch = buffer.kind == ir::BufferKind::Scratch;
+    int64_t chunks = scratch ? limits::MaxScratchChunks
+                     : buffer.kind == ir::BufferKind::Input ? spec.inputChunks
                                                              : spec.outputChunks;
-      if (index < 0 || index >= chunks)
-        return fail(indexExpr.loc, what + "index " + llvm::Twine(index) +
-                                       " is out of range (" + name + " has " +
-                                       llvm::Twine(chunks) + " chunks)");
-      if (index > chunks - size)
-        return fail(indexExpr.loc, what + "chunks " + llvm::Twine(index) + ".." +
-                                       llvm::Twine(index + size) + " are out of range (" +
-                                       name + " has " + llvm::Twine(chunks) + " chunks)");
+    std::string bound = formatBuffer(buffer, tracer.scratchNames()) +
+                        (scratch ? " has at most " : " has ") + std::to_string(chunks) +
+                        " chunks)";
+    std::string what = destination ? "destination " : "";
+    if (index < 0 || index >= chunks)
+      return fail(indexExpr.loc,
+                  what + "index " + llvm::Twine(index) + " is out of range (" + bound);
+    if (size > chunks - index) {
+      int64_t end;
+      std::string range = __builtin_add_overflow(index, size, &end)
+                              ? "size " + std::to_string(size) + " is"
+                              : "chunks " + std::to_string(index) + ".." +
+                                    std::to_string(end) + " are";
+      return fail(indexExpr.loc, what + range + " out of range (" + bound);
     }
     if (!tick(indexExpr.loc, static_cast<uint64_t>(size)))
       return std::nullopt;

@@ -341,11 +341,20 @@ TEST(TracerTest, ReferenceErrors) {
             "test.coll:2:26: error: chunks 0..2 are out of range (output has 1 chunks)");
   EXPECT_EQ(run("let c = chunk(0, input, 0, size = 0)"),
             "test.coll:2:35: error: size must be at least 1, got 0");
+  EXPECT_EQ(run("let c = chunk(0, input, 0, size = 9223372036854775807)"),
+            "test.coll:2:25: error: chunks 0..9223372036854775807 are out of range (input has 1 "
+            "chunks)");
+  EXPECT_EQ(run("let c = chunk(0, scratch, 5, size = 9223372036854775807)"),
+            "test.coll:2:27: error: size 9223372036854775807 is out of range (scratch has at most "
+            "65536 chunks)");
   EXPECT_EQ(run("let c = chunk(0, scratch, -1)"),
-            "test.coll:2:27: error: index -1 is out of range (indices start at 0)");
-  EXPECT_EQ(run("let c = chunk(0, scratch, 65536)"),
-            "test.coll:2:27: error: chunks 65536..65537 of scratch are beyond the largest "
-            "scratch buffer (65536 chunks)");
+            "test.coll:2:27: error: index -1 is out of range (scratch has at most 65536 chunks)");
+  EXPECT_EQ(run("let c = chunk(0, scratch(\"t\"), 65535, size = 2)"),
+            "test.coll:2:32: error: chunks 65535..65537 are out of range (scratch(\"t\") has at "
+            "most 65536 chunks)");
+  EXPECT_EQ(run("let c = chunk(0, scratch, 9223372036854775807)"),
+            "test.coll:2:27: error: index 9223372036854775807 is out of range (scratch has at "
+            "most 65536 chunks)");
   EXPECT_EQ(run("let c = chunk(0, 1, 0)"), "test.coll:2:18: error: expected a buffer, got an integer");
   EXPECT_EQ(run("chunk(0, input, 0).copy(0, input, 0, ch = -1)"),
             "test.coll:2:43: error: ch must be between 0 and 2147483647, got -1");
