@@ -38,29 +38,36 @@ struct Contribution {
 
 struct Value;
 using ListPtr = std::shared_ptr<const std::vector<Value>>;
+using ValueData = std::variant<std::monostate, int64_t, bool, std::string, BufferId,
+                               SlotRange, Contribution, ListPtr>;
 
 /// A run-time value. Lists are immutable, so they can be shared.
 struct Value {
-  std::variant<std::monostate, int64_t, bool, std::string, BufferId, SlotRange,
-               Contribution, ListPtr>
-      data;
+  ValueData data;
 
   Value() = default;
   template <typename T>
-    requires std::is_constructible_v<decltype(data), T>
+    requires std::is_constructible_v<ValueData, T>
   Value(T value) : data(std::move(value)) {}
   template <typename T> const T *get() const { return std::get_if<T>(&data); }
   bool isNone() const { return data.index() == 0; }
 };
 
-llvm::StringRef typeName(const Value &value) {
+/// What a program calls the value types, by ValueData alternative.
+llvm::StringRef typeName(size_t alternative) {
   static const char *const names[] = {
       "nothing", "an integer", "a boolean", "a string", "a buffer",
       "a chunk reference", "a contribution", "a list"};
-  return names[value.data.index()];
+  static_assert(std::size(names) == std::variant_size_v<ValueData>);
+  return names[alternative];
 }
-
-template <typename T> llvm::StringRef typeName() { return typeName(Value(T{})); }
+llvm::StringRef typeName(const Value &value) { return typeName(value.data.index()); }
+template <typename T, size_t I = 0> llvm::StringRef typeName() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, ValueData>, T>)
+    return typeName(I);
+  else
+    return typeName<T, I + 1>();
+}
 
 /// Equality of two integers, booleans or strings; nothing for other values.
 std::optional<bool> equalScalars(const Value &a, const Value &b) {
