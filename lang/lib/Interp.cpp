@@ -2,7 +2,8 @@
 //
 // A tree-walking interpreter over the resolved AST. Statement lists and loops
 // are iterated; recursion follows only the nesting of the source (bounded by
-// the parser) and calls of user functions (bounded by MaxCallDepth). Every
+// the parser) and calls of user functions (bounded by MaxCallDepth), and
+// their product is bounded by MaxEvalDepth and the stack actually used. Every
 // statement and expression costs one step of a fixed budget, so no program
 // runs forever.
 //
@@ -85,7 +86,7 @@ std::optional<bool> equalScalars(const Value &a, const Value &b) {
 /// Counts nesting for as long as it lives.
 class DepthScope {
 public:
-  explicit DepthScope(unsigned &depth) : depth(++depth) {}
+  explicit DepthScope(unsigned &counter) : depth(counter) { ++depth; }
   ~DepthScope() { --depth; }
 
 private:
@@ -176,8 +177,10 @@ private:
 
   static Args bind(const std::vector<Arg> &args) {
     Args bound{};
-    for (const Arg &arg : args)
+    for (const Arg &arg : args) {
+      assert(arg.param < bound.size() && "more parameters than any built-in has");
       bound[arg.param] = arg.value.get();
+    }
     return bound;
   }
 
@@ -930,7 +933,7 @@ private:
       if (!other)
         return std::nullopt;
       SlotRange next{self->rank, self->buffer, self->index + self->size, 1};
-      if (other->rank != next.rank || !(other->buffer == next.buffer) ||
+      if (other->rank != next.rank || other->buffer != next.buffer ||
           other->index != next.index)
         return fail(args[0]->loc,
                     "cannot group " + describe(*self) + " with " + describe(*other) +

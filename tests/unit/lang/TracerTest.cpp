@@ -12,11 +12,6 @@ constexpr BufferId Input{ir::BufferKind::Input, 0};
 constexpr BufferId Output{ir::BufferKind::Output, 0};
 constexpr BufferId Scratch{ir::BufferKind::Scratch, 0};
 
-bool same(const SlotRange &a, const SlotRange &b) {
-  return a.rank == b.rank && a.buffer == b.buffer && a.index == b.index && a.size == b.size;
-}
-#define EXPECT_SLOTS(actual, ...) EXPECT_TRUE(same(actual, SlotRange{__VA_ARGS__}))
-
 std::vector<uint32_t> deps(std::initializer_list<uint32_t> ids) { return ids; }
 
 const char *const RingAllReduce = R"(
@@ -47,8 +42,8 @@ TEST(TracerTest, RingAllReduce) {
   // Chunk 0 is reduced along 0 -> 1 -> 2 -> 3, then sent from 3 to 0, 1, 2.
   const ChunkOp &first = dag.ops[0];
   EXPECT_EQ(first.kind, OpKind::Reduce);
-  EXPECT_SLOTS(first.src, 0, Input, 0, 1);
-  EXPECT_SLOTS(first.dst, 1, Input, 0, 1);
+  EXPECT_EQ(first.src, (SlotRange{0, Input, 0, 1}));
+  EXPECT_EQ(first.dst, (SlotRange{1, Input, 0, 1}));
   EXPECT_EQ(first.deps, deps({}));
   EXPECT_EQ(dag.ops[2].deps, deps({1}));
   // Reads 3:input[0] (written by %2) and overwrites 0:input[0], which %0 read.
@@ -70,8 +65,8 @@ chunk(0, input, 0).copy(0, scratch, 0)
   ASSERT_EQ(dag.ops.size(), 5u);
   const ChunkOp &send = dag.ops[0];
   EXPECT_EQ(send.kind, OpKind::Copy);
-  EXPECT_SLOTS(send.src, 1, Input, 0, 1);
-  EXPECT_SLOTS(send.dst, 0, Scratch, 0, 1);
+  EXPECT_EQ(send.src, (SlotRange{1, Input, 0, 1}));
+  EXPECT_EQ(send.dst, (SlotRange{0, Scratch, 0, 1}));
   EXPECT_EQ(send.channel, 1);
   EXPECT_EQ(send.sendTb, 2);
   EXPECT_EQ(send.recvTb, 3);
@@ -79,8 +74,8 @@ chunk(0, input, 0).copy(0, scratch, 0)
   EXPECT_EQ(dag.ops[1].channel, -1);
   // The reduction reads scratch (RAW on %0) and its destination (RAW on %1).
   EXPECT_EQ(dag.ops[2].kind, OpKind::Reduce);
-  EXPECT_SLOTS(dag.ops[2].src, 0, Scratch, 0, 1);
-  EXPECT_SLOTS(dag.ops[2].dst, 0, Output, 0, 1);
+  EXPECT_EQ(dag.ops[2].src, (SlotRange{0, Scratch, 0, 1}));
+  EXPECT_EQ(dag.ops[2].dst, (SlotRange{0, Output, 0, 1}));
   EXPECT_EQ(dag.ops[2].deps, deps({0, 1}));
   EXPECT_EQ(dag.ops[3].deps, deps({2}));
   // Overwriting scratch waits for its last writer (WAW) and reader (WAR).
@@ -105,7 +100,7 @@ chunk(1, input, 0).copy(0, input, 0)
 )");
   EXPECT_EQ(dag.scratchNames, (std::vector<std::string>{"scratch", "tmp"}));
   EXPECT_EQ(dag.scratchChunks, (std::vector<std::vector<int32_t>>{{0, 0}, {0, 4}}));
-  EXPECT_SLOTS(dag.ops[0].dst, 1, (BufferId{ir::BufferKind::Scratch, 1}), 3, 1);
+  EXPECT_EQ(dag.ops[0].dst, (SlotRange{1, (BufferId{ir::BufferKind::Scratch, 1}), 3, 1}));
 }
 
 TEST(TracerTest, InPlaceSlotsAreCanonical) {
@@ -114,8 +109,8 @@ TEST(TracerTest, InPlaceSlotsAreCanonical) {
 chunk(1, output, 0).reduce(chunk(0, output, 0))
 chunk(1, output, 0).copy(0, output, 0)
 )");
-  EXPECT_SLOTS(ar.ops[0].src, 0, Input, 0, 1);
-  EXPECT_SLOTS(ar.ops[0].dst, 1, Input, 0, 1);
+  EXPECT_EQ(ar.ops[0].src, (SlotRange{0, Input, 0, 1}));
+  EXPECT_EQ(ar.ops[0].dst, (SlotRange{1, Input, 0, 1}));
   EXPECT_EQ(ar.ops[1].deps, deps({0}));
 
   // allgather: input(r, j) is output(r, r*K + j).
@@ -126,16 +121,16 @@ for r in 0..3 {
     }
 }
 )");
-  EXPECT_SLOTS(ag.ops[0].src, 1, Output, 2, 2);
-  EXPECT_SLOTS(ag.ops[0].dst, 0, Output, 2, 2);
+  EXPECT_EQ(ag.ops[0].src, (SlotRange{1, Output, 2, 2}));
+  EXPECT_EQ(ag.ops[0].dst, (SlotRange{0, Output, 2, 2}));
 
   // reducescatter: output(r, j) is input(r, r*K + j).
   ChunkDag rs = traceOk(R"(collective reducescatter(ranks = 2, inplace = true)
 chunk(1, output, 0).reduce(chunk(0, input, 1))
 chunk(0, output, 0).reduce(chunk(1, input, 0))
 )");
-  EXPECT_SLOTS(rs.ops[0].dst, 1, Input, 1, 1);
-  EXPECT_SLOTS(rs.ops[1].dst, 0, Input, 0, 1);
+  EXPECT_EQ(rs.ops[0].dst, (SlotRange{1, Input, 1, 1}));
+  EXPECT_EQ(rs.ops[1].dst, (SlotRange{0, Input, 0, 1}));
 }
 
 /// Every built-in collective, each with a small correct program.
@@ -254,7 +249,7 @@ chunk(1, input, 0).copy(1, output, 0)
 }
 chunk(0, input, 0).copy(1, output, 0)
 )");
-  EXPECT_SLOTS(inplace.ops[0].dst, 1, Input, 0, 1);
+  EXPECT_EQ(inplace.ops[0].dst, (SlotRange{1, Input, 0, 1}));
 }
 
 TEST(TracerTest, Provenance) {
@@ -307,7 +302,7 @@ parts[0].copy(1, output, 0)
 parts[1].copy(1, output, 2)
 chunk(1, input, 0, size = 4).copy(0, output, 4)
 )");
-  EXPECT_SLOTS(dag.ops[1].src, 0, Output, 2, 2);
+  EXPECT_EQ(dag.ops[1].src, (SlotRange{0, Output, 2, 2}));
   EXPECT_EQ(run("let p = chunk(0, input, 0).split(2)"),
             "test.coll:2:34: error: cannot split 1 chunk into 2 equal parts");
   EXPECT_EQ(run("let p = chunk(0, input, 0).split(0)"),
