@@ -454,6 +454,9 @@ private:
       resolveExpr(*member.receiver);
       if (std::optional<Property> property = lookupProperty(member.name))
         member.property = *property;
+      else if (lookupMethod(member.name))
+        error(member.nameLoc, "'" + member.name + "' is a method; call it as ." +
+                                  member.name + "(...)");
       else
         error(member.nameLoc,
               "unknown property '" + member.name +

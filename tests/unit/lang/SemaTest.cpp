@@ -90,6 +90,8 @@ TEST(SemaTest, BuiltinArguments) {
             "test.coll:2:39: error: 'copy' has no argument named 'chan' (it takes ch, sendtb or recvtb)");
   EXPECT_EQ(check("chunk(0, input, 0).send(1, output, 0)"),
             "test.coll:2:20: error: unknown method 'send' (chunk references have copy, reduce, split and group)");
+  EXPECT_EQ(check("let r = chunk(0, input, 0).copy"),
+            "test.coll:2:28: error: 'copy' is a method; call it as .copy(...)");
   EXPECT_EQ(check("let r = chunk(0, input, 0).owner"),
             "test.coll:2:28: error: unknown property 'owner' (chunk references have rank, index, "
             "size, origin_rank, origin_index, dest_rank and dest_index)");
