@@ -1,4 +1,4 @@
-//===- AST.cpp - Spellings and the text dump of the AST --------------------===//
+//===- AST.cpp - Spellings and the text dump of the AST -------------------===//
 //
 // The dump (collc --emit=ast) prints one node per line, children indented by
 // two spaces under their parent, each node with the line:col where it starts:
@@ -181,8 +181,7 @@ private:
       --indent;
       return;
     }
-    case Stmt::Kind::Expr:
-      return dump(*llvm::cast<ExprStmt>(stmt).expr);
+    case Stmt::Kind::Expr: return dump(*llvm::cast<ExprStmt>(stmt).expr);
     case Stmt::Kind::Param: {
       auto &param = llvm::cast<ParamDecl>(stmt);
       line() << "Param " << param.name;
@@ -230,7 +229,8 @@ private:
       line() << "Int " << llvm::cast<IntExpr>(expr).value;
       return end(expr.loc);
     case Expr::Kind::Bool:
-      line() << "Bool " << (llvm::cast<BoolExpr>(expr).value ? "true" : "false");
+      line() << "Bool "
+             << (llvm::cast<BoolExpr>(expr).value ? "true" : "false");
       return end(expr.loc);
     case Expr::Kind::String: {
       line() << "String \"";

@@ -1,9 +1,9 @@
-//===- DagPrinter.cpp - The text dump of a ChunkDag ------------------------===//
+//===- DagPrinter.cpp - The text dump of a ChunkDag -----------------------===//
 //
 // collc --emit=dag. Fixed order, one fact per line (docs/LANGUAGE.md):
 //
 //   collective allreduce ranks=4 chunks=4 input=4 output=4 inplace=true @3:1
-//   options name="ring" protocol=Simple instances=1 threadblocks=auto fusion=true min_bytes=0 max_bytes=0
+//   options name="ring" protocol=Simple instances=1 threadblocks=auto ...
 //   scratch "scratch" chunks=0,0,0,0
 //   pre 0:input[0:4] 1:input[0:4] 2:input[0:4] 3:input[0:4]
 //   post 0:output[0] = in(0,0) + in(1,0) + in(2,0) + in(3,0)
@@ -46,8 +46,8 @@ void coll::lang::dumpDag(const ChunkDag &dag, const llvm::SourceMgr &srcMgr,
      << (o.protocol ? ir::protocolName(*o.protocol) : "default")
      << " instances=" << o.instances
      << " threadblocks=" << (o.manualThreadblocks ? "manual" : "auto")
-     << " fusion=" << (o.fusion ? "true" : "false") << " min_bytes=" << o.minBytes
-     << " max_bytes=" << o.maxBytes << '\n';
+     << " fusion=" << (o.fusion ? "true" : "false")
+     << " min_bytes=" << o.minBytes << " max_bytes=" << o.maxBytes << '\n';
 
   for (size_t id = 0; id < dag.scratchNames.size(); ++id) {
     os << "scratch \"" << dag.scratchNames[id] << "\" chunks=";

@@ -1,4 +1,4 @@
-//===- Interp.cpp - Evaluating .coll programs ------------------------------===//
+//===- Interp.cpp - Evaluating .coll programs -----------------------------===//
 //
 // A tree-walking interpreter over the resolved AST. Statement lists and loops
 // are iterated; recursion follows only the nesting of the source (bounded by
@@ -39,16 +39,16 @@ struct Contribution {
 
 struct Value;
 using ListPtr = std::shared_ptr<const std::vector<Value>>;
-using ValueData = std::variant<std::monostate, int64_t, bool, std::string, BufferId,
-                               SlotRange, Contribution, ListPtr>;
+using ValueData = std::variant<std::monostate, int64_t, bool, std::string,
+                               BufferId, SlotRange, Contribution, ListPtr>;
 
 /// A run-time value. Lists are immutable, so they can be shared.
 struct Value {
   ValueData data;
 
   Value() = default;
-  template <typename T>
-    requires std::is_constructible_v<ValueData, T>
+  template <typename T,
+            typename = std::enable_if_t<std::is_constructible_v<ValueData, T>>>
   Value(T value) : data(std::move(value)) {}
   template <typename T> const T *get() const { return std::get_if<T>(&data); }
   bool isNone() const { return data.index() == 0; }
@@ -57,12 +57,14 @@ struct Value {
 /// What a program calls the value types, by ValueData alternative.
 llvm::StringRef typeName(size_t alternative) {
   static const char *const names[] = {
-      "nothing", "an integer", "a boolean", "a string", "a buffer",
-      "a chunk reference", "a contribution", "a list"};
+      "nothing",  "an integer",        "a boolean",      "a string",
+      "a buffer", "a chunk reference", "a contribution", "a list"};
   static_assert(std::size(names) == std::variant_size_v<ValueData>);
   return names[alternative];
 }
-llvm::StringRef typeName(const Value &value) { return typeName(value.data.index()); }
+llvm::StringRef typeName(const Value &value) {
+  return typeName(value.data.index());
+}
 template <typename T, size_t I = 0> llvm::StringRef typeName() {
   if constexpr (std::is_same_v<std::variant_alternative_t<I, ValueData>, T>)
     return typeName(I);
@@ -122,9 +124,9 @@ public:
     stackBase = reinterpret_cast<uintptr_t>(&base);
     for (const auto &[name, value] : overrides.params)
       if (!llvm::is_contained(paramNames, name))
-        diags.error(llvm::SMLoc(), "-D " + name +
-                                       ": the program has no parameter named '" +
-                                       name + "'");
+        diags.error(llvm::SMLoc(),
+                    "-D " + name + ": the program has no parameter named '" +
+                        name + "'");
     if (diags.hasErrors())
       return std::nullopt;
     globals.resize(program.numGlobals);
@@ -145,7 +147,9 @@ private:
   /// statement or an expression.
   struct Failure {
     operator Flow() const { return Flow::Fail; }
-    template <typename T> operator std::optional<T>() const { return std::nullopt; }
+    template <typename T> operator std::optional<T>() const {
+      return std::nullopt;
+    }
   };
   Failure fail(llvm::SMLoc loc, const llvm::Twine &message) {
     diags.error(loc, message);
@@ -170,7 +174,8 @@ private:
   }
 
   Value &slot(const Binding &binding, Frame &frame) {
-    assert(binding.kind == Binding::Kind::Global || binding.kind == Binding::Kind::Local);
+    assert(binding.kind == Binding::Kind::Global ||
+           binding.kind == Binding::Kind::Local);
     return binding.kind == Binding::Kind::Global ? globals[binding.slot]
                                                  : frame[binding.slot];
   }
@@ -178,7 +183,8 @@ private:
   static Args bind(const std::vector<Arg> &args) {
     Args bound{};
     for (const Arg &arg : args) {
-      assert(arg.param < bound.size() && "more parameters than any built-in has");
+      assert(arg.param < bound.size() &&
+             "more parameters than any built-in has");
       bound[arg.param] = arg.value.get();
     }
     return bound;
@@ -216,8 +222,7 @@ private:
       slot(assign.binding, frame) = std::move(*value);
       return Flow::Next;
     }
-    case Stmt::Kind::For:
-      return execFor(llvm::cast<ForStmt>(stmt), frame);
+    case Stmt::Kind::For: return execFor(llvm::cast<ForStmt>(stmt), frame);
     case Stmt::Kind::While: {
       auto &loop = llvm::cast<WhileStmt>(stmt);
       for (;;) {
@@ -258,11 +263,13 @@ private:
       if (!factor)
         return Flow::Fail;
       if (*factor < 1)
-        return fail(par.factor->loc, "parallelize needs a factor of at least 1, got " +
-                                         llvm::Twine(*factor));
+        return fail(par.factor->loc,
+                    "parallelize needs a factor of at least 1, got " +
+                        llvm::Twine(*factor));
       if (*factor > INT32_MAX / parallel)
-        return fail(par.factor->loc, "nested parallelize factors multiply to more than " +
-                                         llvm::Twine(INT32_MAX));
+        return fail(par.factor->loc,
+                    "nested parallelize factors multiply to more than " +
+                        llvm::Twine(INT32_MAX));
       int32_t outer = parallel;
       parallel *= static_cast<int32_t>(*factor);
       Flow flow = execBlock(par.body, frame);
@@ -282,8 +289,7 @@ private:
       return execCollective(llvm::cast<CollectiveDecl>(stmt));
     case Stmt::Kind::Option:
       return execOption(llvm::cast<OptionDecl>(stmt)) ? Flow::Next : Flow::Fail;
-    case Stmt::Kind::Fn:
-      return Flow::Next;
+    case Stmt::Kind::Fn: return Flow::Next;
     }
     return Flow::Fail;
   }
@@ -303,7 +309,8 @@ private:
       return Flow::Next;
     }
     std::optional<int64_t> from = evalAs<int64_t>(*loop.from, frame);
-    std::optional<int64_t> to = from ? evalAs<int64_t>(*loop.to, frame) : std::nullopt;
+    std::optional<int64_t> to =
+        from ? evalAs<int64_t>(*loop.to, frame) : std::nullopt;
     if (!to)
       return Flow::Fail;
     int64_t step = 1;
@@ -331,13 +338,14 @@ private:
     std::optional<Value> value = eval(*param.value, globals);
     if (!value)
       return false;
-    if (auto it = overrides.params.find(param.name); it != overrides.params.end()) {
+    if (auto it = overrides.params.find(param.name);
+        it != overrides.params.end()) {
       bool isInt = std::holds_alternative<int64_t>(it->second);
       if (isInt ? !value->get<int64_t>() : !value->get<bool>()) {
         diags.error(param.nameLoc, "-D " + param.name + " gives " +
                                        (isInt ? "an integer" : "a boolean") +
-                                       " but parameter '" + param.name + "' is " +
-                                       typeName(*value));
+                                       " but parameter '" + param.name +
+                                       "' is " + typeName(*value));
         return false;
       }
       *value = std::visit([](auto v) { return Value(v); }, it->second);
@@ -348,21 +356,25 @@ private:
 
   /// An integer argument in [lo, hi], reported as `what`.
   std::optional<int32_t> evalBounded(const Expr &expr, Frame &frame,
-                                     llvm::StringRef what, int64_t lo, int64_t hi) {
+                                     llvm::StringRef what, int64_t lo,
+                                     int64_t hi) {
     std::optional<int64_t> value = evalAs<int64_t>(expr, frame);
     if (!value)
       return std::nullopt;
     if (*value < lo || *value > hi)
-      return fail(expr.loc, what + " must be between " + llvm::Twine(lo) + " and " +
-                                llvm::Twine(hi) + ", got " + llvm::Twine(*value));
+      return fail(expr.loc, what + " must be between " + llvm::Twine(lo) +
+                                " and " + llvm::Twine(hi) + ", got " +
+                                llvm::Twine(*value));
     return static_cast<int32_t>(*value);
   }
 
   Flow execCollective(const CollectiveDecl &decl) {
     Args args = bind(decl.args);
-    auto arg = [&](CollectiveArg which) { return args[static_cast<size_t>(which)]; };
-    std::optional<int32_t> ranks =
-        evalBounded(*arg(CollectiveArg::Ranks), globals, "ranks", 1, limits::MaxRanks);
+    auto arg = [&](CollectiveArg which) {
+      return args[static_cast<size_t>(which)];
+    };
+    std::optional<int32_t> ranks = evalBounded(
+        *arg(CollectiveArg::Ranks), globals, "ranks", 1, limits::MaxRanks);
     if (!ranks)
       return Flow::Fail;
     bool inplace = false;
@@ -377,33 +389,37 @@ private:
 
     CollectiveSpec spec;
     if (decl.kind == ir::Collective::Custom) {
-      std::optional<int32_t> input = evalBounded(*arg(CollectiveArg::Input), globals,
-                                                 "input", 1, maxPerRank);
+      std::optional<int32_t> input = evalBounded(
+          *arg(CollectiveArg::Input), globals, "input", 1, maxPerRank);
       std::optional<int32_t> output =
-          input ? evalBounded(*arg(CollectiveArg::Output), globals, "output", 1, maxPerRank)
+          input ? evalBounded(*arg(CollectiveArg::Output), globals, "output", 1,
+                              maxPerRank)
                 : std::nullopt;
       if (!output)
         return Flow::Fail;
       if (inplace && *input != *output)
-        return fail(decl.kindLoc, "an in-place custom collective needs input = output "
-                                  "(output chunk i is input chunk i)");
+        return fail(decl.kindLoc,
+                    "an in-place custom collective needs input = output "
+                    "(output chunk i is input chunk i)");
       spec.nranks = *ranks;
       spec.inputChunks = *input;
       spec.outputChunks = *output;
       spec.chunksPerBlock = std::max(*input, *output);
       spec.inplace = inplace;
       spec.inputDefined.assign(*ranks, std::vector<bool>(*input, !decl.pre));
-      spec.expected.assign(*ranks, std::vector<std::vector<ContribId>>(*output));
+      spec.expected.assign(*ranks,
+                           std::vector<std::vector<ContribId>>(*output));
     } else {
       ir::CollectiveInfo info = ir::collectiveInfo(decl.kind);
       int64_t n = *ranks;
       // Chunks per buffer and contributions in the postcondition, per chunk
       // of a block; both must stay within the limits.
       int64_t perChunk = info.inputPerRank || info.outputPerRank ? n * n : n;
-      int64_t expectedPerChunk = decl.kind == ir::Collective::AllReduce ||
-                                         decl.kind == ir::Collective::ReduceScatter
-                                     ? n * n
-                                     : n;
+      int64_t expectedPerChunk =
+          decl.kind == ir::Collective::AllReduce ||
+                  decl.kind == ir::Collective::ReduceScatter
+              ? n * n
+              : n;
       int64_t maxChunks = std::min(limits::MaxBufferChunks / perChunk,
                                    limits::MaxExpected / expectedPerChunk);
       if (maxChunks < 1)
@@ -412,7 +428,8 @@ private:
                         " ranks is too large to trace");
       int32_t chunks = 1;
       if (const Expr *e = arg(CollectiveArg::Chunks)) {
-        std::optional<int32_t> value = evalBounded(*e, globals, "chunks", 1, maxChunks);
+        std::optional<int32_t> value =
+            evalBounded(*e, globals, "chunks", 1, maxChunks);
         if (!value)
           return Flow::Fail;
         chunks = *value;
@@ -424,8 +441,8 @@ private:
           return Flow::Fail;
         if (*value < 0 || *value >= *ranks)
           return fail(e->loc, "root " + llvm::Twine(*value) +
-                                  " is out of range (program has " + llvm::Twine(*ranks) +
-                                  " ranks)");
+                                  " is out of range (program has " +
+                                  llvm::Twine(*ranks) + " ranks)");
         root = static_cast<int32_t>(*value);
       }
       spec = makeBuiltinSpec(decl.kind, *ranks, chunks, root, inplace);
@@ -453,7 +470,8 @@ private:
         options.protocol = ir::parseProtocol(llvm::cast<NameExpr>(value).name);
         continue;
       case OptionKind::Threadblocks:
-        options.manualThreadblocks = llvm::cast<NameExpr>(value).name == "manual";
+        options.manualThreadblocks =
+            llvm::cast<NameExpr>(value).name == "manual";
         continue;
       case OptionKind::Fusion: {
         std::optional<bool> fusion = evalAs<bool>(value, globals);
@@ -470,7 +488,8 @@ private:
         continue;
       }
       case OptionKind::Instances: {
-        std::optional<int32_t> n = evalBounded(value, globals, "instances", 1, INT32_MAX);
+        std::optional<int32_t> n =
+            evalBounded(value, globals, "instances", 1, INT32_MAX);
         if (!n)
           return false;
         options.instances = *n;
@@ -486,7 +505,8 @@ private:
                                      llvm::Twine(*bytes));
           return false;
         }
-        (item.kind == OptionKind::MinBytes ? options.minBytes : options.maxBytes) =
+        (item.kind == OptionKind::MinBytes ? options.minBytes
+                                           : options.maxBytes) =
             static_cast<uint64_t>(*bytes);
         if (options.maxBytes != 0 && options.minBytes > options.maxBytes) {
           diags.error(value.loc, "min_bytes (" + llvm::Twine(options.minBytes) +
@@ -505,13 +525,15 @@ private:
   // Expressions
   //===--------------------------------------------------------------------===//
 
-  template <typename T> std::optional<T> evalAs(const Expr &expr, Frame &frame) {
+  template <typename T>
+  std::optional<T> evalAs(const Expr &expr, Frame &frame) {
     std::optional<Value> value = eval(expr, frame);
     if (!value)
       return std::nullopt;
     if (const T *typed = value->get<T>())
       return *typed;
-    return fail(expr.loc, "expected " + typeName<T>() + ", got " + typeName(*value));
+    return fail(expr.loc,
+                "expected " + typeName<T>() + ", got " + typeName(*value));
   }
 
   std::optional<Value> eval(const Expr &expr, Frame &frame) {
@@ -519,26 +541,27 @@ private:
     if (!tick(expr.loc))
       return std::nullopt;
     switch (expr.getKind()) {
-    case Expr::Kind::Int:
-      return Value(llvm::cast<IntExpr>(expr).value);
-    case Expr::Kind::Bool:
-      return Value(llvm::cast<BoolExpr>(expr).value);
-    case Expr::Kind::String:
-      return Value(llvm::cast<StringExpr>(expr).value);
+    case Expr::Kind::Int: return Value(llvm::cast<IntExpr>(expr).value);
+    case Expr::Kind::Bool: return Value(llvm::cast<BoolExpr>(expr).value);
+    case Expr::Kind::String: return Value(llvm::cast<StringExpr>(expr).value);
     case Expr::Kind::Name: {
       auto &name = llvm::cast<NameExpr>(expr);
       switch (name.binding.kind) {
-      case Binding::Kind::Input: return Value(BufferId{ir::BufferKind::Input, 0});
-      case Binding::Kind::Output: return Value(BufferId{ir::BufferKind::Output, 0});
-      case Binding::Kind::Scratch: return Value(BufferId{ir::BufferKind::Scratch, 0});
+      case Binding::Kind::Input:
+        return Value(BufferId{ir::BufferKind::Input, 0});
+      case Binding::Kind::Output:
+        return Value(BufferId{ir::BufferKind::Output, 0});
+      case Binding::Kind::Scratch:
+        return Value(BufferId{ir::BufferKind::Scratch, 0});
       default: break;
       }
       const Value &value = slot(name.binding, frame);
       // Only a parameter read from a function can be unset: the function ran
       // before the parameter's declaration.
       if (value.isNone())
-        return fail(name.loc, "parameter '" + name.name +
-                                  "' is used before its declaration is evaluated");
+        return fail(name.loc,
+                    "parameter '" + name.name +
+                        "' is used before its declaration is evaluated");
       return value;
     }
     case Expr::Kind::List: {
@@ -560,13 +583,15 @@ private:
     case Expr::Kind::Index: {
       auto &index = llvm::cast<IndexExpr>(expr);
       std::optional<ListPtr> list = evalAs<ListPtr>(*index.base, frame);
-      std::optional<int64_t> i = list ? evalAs<int64_t>(*index.index, frame) : std::nullopt;
+      std::optional<int64_t> i =
+          list ? evalAs<int64_t>(*index.index, frame) : std::nullopt;
       if (!i)
         return std::nullopt;
       if (*i < 0 || static_cast<uint64_t>(*i) >= (*list)->size())
         return fail(index.index->loc, "index " + llvm::Twine(*i) +
                                           " is out of range (the list has " +
-                                          llvm::Twine((*list)->size()) + " elements)");
+                                          llvm::Twine((*list)->size()) +
+                                          " elements)");
       return (**list)[*i];
     }
     case Expr::Kind::Call:
@@ -588,7 +613,8 @@ private:
     if (!operand)
       return std::nullopt;
     if (*operand == INT64_MIN)
-      return fail(unary.loc, "integer overflow: -(" + llvm::Twine(*operand) + ")");
+      return fail(unary.loc,
+                  "integer overflow: -(" + llvm::Twine(*operand) + ")");
     return Value(-*operand);
   }
 
@@ -611,13 +637,15 @@ private:
     if (op == BinaryOp::Eq || op == BinaryOp::Ne) {
       std::optional<bool> equal = equalScalars(*lhs, *rhs);
       if (!equal)
-        return fail(binary.opLoc, "'" + spelled + "' cannot compare " + typeName(*lhs) +
-                                      " with " + typeName(*rhs) +
-                                      " (it compares integers, booleans or strings)");
+        return fail(binary.opLoc,
+                    "'" + spelled + "' cannot compare " + typeName(*lhs) +
+                        " with " + typeName(*rhs) +
+                        " (it compares integers, booleans or strings)");
       return Value(*equal == (op == BinaryOp::Eq));
     }
     if (op == BinaryOp::Add && lhs->get<ListPtr>() && rhs->get<ListPtr>()) {
-      const std::vector<Value> &a = **lhs->get<ListPtr>(), &b = **rhs->get<ListPtr>();
+      const std::vector<Value> &a = **lhs->get<ListPtr>(),
+                               &b = **rhs->get<ListPtr>();
       if (!tick(binary.opLoc, a.size() + b.size()))
         return std::nullopt;
       auto joined = std::make_shared<std::vector<Value>>(a);
@@ -626,19 +654,27 @@ private:
     }
     const int64_t *a = lhs->get<int64_t>(), *b = rhs->get<int64_t>();
     if (!a || !b)
-      return fail(binary.opLoc, "'" + spelled + "' needs two integers" +
-                                    (op == BinaryOp::Add ? " or two lists" : "") +
-                                    ", got " + typeName(*lhs) + " and " + typeName(*rhs));
+      return fail(binary.opLoc,
+                  "'" + spelled + "' needs two integers" +
+                      (op == BinaryOp::Add ? " or two lists" : "") + ", got " +
+                      typeName(*lhs) + " and " + typeName(*rhs));
     int64_t result = 0;
     bool overflow = false;
     switch (op) {
-    case BinaryOp::Add: overflow = __builtin_add_overflow(*a, *b, &result); break;
-    case BinaryOp::Sub: overflow = __builtin_sub_overflow(*a, *b, &result); break;
-    case BinaryOp::Mul: overflow = __builtin_mul_overflow(*a, *b, &result); break;
+    case BinaryOp::Add:
+      overflow = __builtin_add_overflow(*a, *b, &result);
+      break;
+    case BinaryOp::Sub:
+      overflow = __builtin_sub_overflow(*a, *b, &result);
+      break;
+    case BinaryOp::Mul:
+      overflow = __builtin_mul_overflow(*a, *b, &result);
+      break;
     case BinaryOp::Div:
     case BinaryOp::Mod:
       if (*b == 0)
-        return fail(binary.opLoc, op == BinaryOp::Div ? "division by zero" : "modulo by zero");
+        return fail(binary.opLoc, op == BinaryOp::Div ? "division by zero"
+                                                      : "modulo by zero");
       overflow = *a == INT64_MIN && *b == -1;
       if (!overflow) {
         // Floor division; the remainder takes the divisor's sign.
@@ -657,18 +693,20 @@ private:
     default: llvm_unreachable("handled above");
     }
     if (overflow)
-      return fail(binary.opLoc, "integer overflow: " + llvm::Twine(*a) + " " + spelled +
-                                    " " + llvm::Twine(*b));
+      return fail(binary.opLoc, "integer overflow: " + llvm::Twine(*a) + " " +
+                                    spelled + " " + llvm::Twine(*b));
     return Value(result);
   }
 
-  std::optional<Value> evalCall(const CallExpr &call, Frame &frame, bool wantValue) {
+  std::optional<Value> evalCall(const CallExpr &call, Frame &frame,
+                                bool wantValue) {
     if (call.builtin)
       return evalBuiltin(*call.builtin, call, frame, wantValue);
     const FnDecl &fn = *call.fn;
     if (callDepth >= limits::MaxCallDepth)
       return fail(call.loc, "recursion is too deep (more than " +
-                                llvm::Twine(limits::MaxCallDepth) + " nested calls)");
+                                llvm::Twine(limits::MaxCallDepth) +
+                                " nested calls)");
     Frame callee(fn.numSlots);
     for (const Arg &arg : call.args) {
       std::optional<Value> value = eval(*arg.value, frame);
@@ -687,19 +725,22 @@ private:
     return result;
   }
 
-  std::optional<Value> evalBuiltin(Builtin builtin, const CallExpr &call, Frame &frame,
-                                   bool wantValue) {
+  std::optional<Value> evalBuiltin(Builtin builtin, const CallExpr &call,
+                                   Frame &frame, bool wantValue) {
     Args args = bind(call.args);
-    bool returnsValue = builtin != Builtin::Assert && builtin != Builtin::Provide &&
+    bool returnsValue = builtin != Builtin::Assert &&
+                        builtin != Builtin::Provide &&
                         builtin != Builtin::Expect;
     if (wantValue && !returnsValue)
       return fail(call.loc, "'" + call.callee + "' returns no value");
     switch (builtin) {
     case Builtin::Chunk: {
       if (phase != Phase::Body)
-        return fail(call.loc, "chunk operations are not allowed in pre and post blocks");
+        return fail(call.loc,
+                    "chunk operations are not allowed in pre and post blocks");
       if (!tracer.declared()) {
-        diags.error(call.loc, "'chunk' is used before the collective is declared");
+        diags.error(call.loc,
+                    "'chunk' is used before the collective is declared");
         if (collective)
           diags.note(collective->loc, "the collective is declared here");
         return std::nullopt;
@@ -707,7 +748,8 @@ private:
       std::optional<int32_t> rank = evalRank(*args[0], frame);
       std::optional<BufferId> buffer =
           rank ? evalAs<BufferId>(*args[1], frame) : std::nullopt;
-      std::optional<int64_t> index = buffer ? evalAs<int64_t>(*args[2], frame) : std::nullopt;
+      std::optional<int64_t> index =
+          buffer ? evalAs<int64_t>(*args[2], frame) : std::nullopt;
       if (!index)
         return std::nullopt;
       int64_t size = 1;
@@ -716,11 +758,12 @@ private:
         if (!value)
           return std::nullopt;
         if (*value < 1)
-          return fail(args[3]->loc, "size must be at least 1, got " + llvm::Twine(*value));
+          return fail(args[3]->loc,
+                      "size must be at least 1, got " + llvm::Twine(*value));
         size = *value;
       }
-      std::optional<SlotRange> ref =
-          makeRef(*rank, *buffer, *index, size, *args[2], /*destination=*/false);
+      std::optional<SlotRange> ref = makeRef(*rank, *buffer, *index, size,
+                                             *args[2], /*destination=*/false);
       return ref ? std::optional<Value>(Value(*ref)) : std::nullopt;
     }
     case Builtin::Scratch: {
@@ -733,7 +776,8 @@ private:
     }
     case Builtin::Len: {
       std::optional<ListPtr> list = evalAs<ListPtr>(*args[0], frame);
-      return list ? std::optional<Value>(Value(int64_t((*list)->size()))) : std::nullopt;
+      return list ? std::optional<Value>(Value(int64_t((*list)->size())))
+                  : std::nullopt;
     }
     case Builtin::Assert: {
       std::optional<bool> cond = evalAs<bool>(*args[0], frame);
@@ -754,7 +798,8 @@ private:
     case Builtin::Expect: {
       bool provide = builtin == Builtin::Provide;
       if (phase != (provide ? Phase::Pre : Phase::Post))
-        return fail(call.loc, "'" + call.callee + "' may only be called in the " +
+        return fail(call.loc, "'" + call.callee +
+                                  "' may only be called in the " +
                                   (provide ? "pre" : "post") +
                                   " block of a custom collective");
       const CollectiveSpec &spec = tracer.spec();
@@ -769,16 +814,19 @@ private:
         tracer.provide(*rank, *index);
         return Value();
       }
-      std::optional<Contribution> contrib = evalAs<Contribution>(*args[2], frame);
-      if (!contrib || !tracer.expect(*rank, *index,
-                                     contrib->rank * spec.inputChunks + contrib->index,
-                                     call.loc))
+      std::optional<Contribution> contrib =
+          evalAs<Contribution>(*args[2], frame);
+      if (!contrib ||
+          !tracer.expect(*rank, *index,
+                         contrib->rank * spec.inputChunks + contrib->index,
+                         call.loc))
         return std::nullopt;
       return Value();
     }
     case Builtin::Contrib: {
       if (!tracer.declared())
-        return fail(call.loc, "'contrib' is used before the collective is declared");
+        return fail(call.loc,
+                    "'contrib' is used before the collective is declared");
       std::optional<int32_t> rank = evalRank(*args[0], frame);
       std::optional<int32_t> index =
           rank ? evalIndex(*args[1], frame, "input", tracer.spec().inputChunks)
@@ -798,8 +846,8 @@ private:
     int32_t nranks = tracer.spec().nranks;
     if (*rank < 0 || *rank >= nranks)
       return fail(expr.loc, "rank " + llvm::Twine(*rank) +
-                                " is out of range (program has " + llvm::Twine(nranks) +
-                                " ranks)");
+                                " is out of range (program has " +
+                                llvm::Twine(nranks) + " ranks)");
     return static_cast<int32_t>(*rank);
   }
 
@@ -809,8 +857,9 @@ private:
     if (!index)
       return std::nullopt;
     if (*index < 0 || *index >= chunks)
-      return fail(expr.loc, "index " + llvm::Twine(*index) + " is out of range (" +
-                                buffer + " has " + llvm::Twine(chunks) + " chunks)");
+      return fail(expr.loc, "index " + llvm::Twine(*index) +
+                                " is out of range (" + buffer + " has " +
+                                llvm::Twine(chunks) + " chunks)");
     return static_cast<int32_t>(*index);
   }
 
@@ -823,14 +872,14 @@ private:
     bool scratch = buffer.kind == ir::BufferKind::Scratch;
     int64_t chunks = scratch ? limits::MaxScratchChunks
                      : buffer.kind == ir::BufferKind::Input ? spec.inputChunks
-                                                             : spec.outputChunks;
+                                                            : spec.outputChunks;
     std::string bound = formatBuffer(buffer, tracer.scratchNames()) +
-                        (scratch ? " has at most " : " has ") + std::to_string(chunks) +
-                        " chunks)";
+                        (scratch ? " has at most " : " has ") +
+                        std::to_string(chunks) + " chunks)";
     std::string what = destination ? "destination " : "";
     if (index < 0 || index >= chunks)
-      return fail(indexExpr.loc,
-                  what + "index " + llvm::Twine(index) + " is out of range (" + bound);
+      return fail(indexExpr.loc, what + "index " + llvm::Twine(index) +
+                                     " is out of range (" + bound);
     if (size > chunks - index) {
       int64_t end;
       std::string range = __builtin_add_overflow(index, size, &end)
@@ -841,11 +890,13 @@ private:
     }
     if (!tick(indexExpr.loc, static_cast<uint64_t>(size)))
       return std::nullopt;
-    return SlotRange{rank, buffer, static_cast<int32_t>(index), static_cast<int32_t>(size)};
+    return SlotRange{rank, buffer, static_cast<int32_t>(index),
+                     static_cast<int32_t>(size)};
   }
 
   /// A scheduling hint: -1 when absent.
-  std::optional<int32_t> evalHint(const Expr *expr, Frame &frame, llvm::StringRef name) {
+  std::optional<int32_t> evalHint(const Expr *expr, Frame &frame,
+                                  llvm::StringRef name) {
     if (!expr)
       return -1;
     return evalBounded(*expr, frame, name, 0, INT32_MAX);
@@ -887,9 +938,10 @@ private:
         if (!other)
           return std::nullopt;
         if (other->size != self->size)
-          return fail(method.nameLoc,
-                      "size mismatch: cannot reduce " + llvm::Twine(other->size) +
-                          " chunks into " + llvm::Twine(self->size));
+          return fail(method.nameLoc, "size mismatch: cannot reduce " +
+                                          llvm::Twine(other->size) +
+                                          " chunks into " +
+                                          llvm::Twine(self->size));
         op.src = *other;
         op.dst = *self;
         sites.src = args[0]->loc;
@@ -917,8 +969,9 @@ private:
         return std::nullopt;
       if (*parts < 1 || self->size % *parts != 0)
         return fail(args[0]->loc, "cannot split " + llvm::Twine(self->size) +
-                                      (self->size == 1 ? " chunk" : " chunks") + " into " +
-                                      llvm::Twine(*parts) + " equal parts");
+                                      (self->size == 1 ? " chunk" : " chunks") +
+                                      " into " + llvm::Twine(*parts) +
+                                      " equal parts");
       if (!tick(method.nameLoc, static_cast<uint64_t>(*parts)))
         return std::nullopt;
       auto list = std::make_shared<std::vector<Value>>();
@@ -936,7 +989,8 @@ private:
       if (other->rank != next.rank || other->buffer != next.buffer ||
           other->index != next.index)
         return fail(args[0]->loc,
-                    "cannot group " + describe(*self) + " with " + describe(*other) +
+                    "cannot group " + describe(*self) + " with " +
+                        describe(*other) +
                         ": the second must start where the first ends, at " +
                         describe(next));
       return Value(SlotRange{self->rank, self->buffer, self->index,
@@ -961,8 +1015,9 @@ private:
       std::optional<ContribId> id = tracer.origin(*self, name, member.nameLoc);
       if (!id)
         return std::nullopt;
-      return Value(int64_t(member.property == Property::OriginRank ? *id / inputChunks
-                                                                   : *id % inputChunks));
+      return Value(int64_t(member.property == Property::OriginRank
+                               ? *id / inputChunks
+                               : *id % inputChunks));
     }
     case Property::DestRank:
     case Property::DestIndex: {
@@ -971,8 +1026,8 @@ private:
           id ? tracer.destination(*id, name, member.nameLoc) : std::nullopt;
       if (!dest)
         return std::nullopt;
-      return Value(int64_t(member.property == Property::DestRank ? dest->rank
-                                                                 : dest->index));
+      return Value(int64_t(
+          member.property == Property::DestRank ? dest->rank : dest->index));
     }
     }
     return std::nullopt;
@@ -1004,8 +1059,9 @@ private:
 bool coll::lang::addDefine(Overrides &overrides, llvm::StringRef text,
                            DiagnosticEngine &diags) {
   auto [name, value] = text.split('=');
-  bool isIdentifier = !name.empty() && !llvm::isDigit(name.front()) &&
-                      llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  bool isIdentifier =
+      !name.empty() && !llvm::isDigit(name.front()) &&
+      llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
   if (!text.contains('=') || !isIdentifier) {
     diags.error(llvm::SMLoc(), "-D " + text + ": expected NAME=VALUE");
     return false;
@@ -1016,8 +1072,8 @@ bool coll::lang::addDefine(Overrides &overrides, llvm::StringRef text,
   else if (!value.getAsInteger(10, number))
     overrides.params[name.str()] = number;
   else {
-    diags.error(llvm::SMLoc(), "-D " + text +
-                                   ": the value must be an integer, true or false");
+    diags.error(llvm::SMLoc(),
+                "-D " + text + ": the value must be an integer, true or false");
     return false;
   }
   return true;

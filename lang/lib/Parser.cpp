@@ -1,4 +1,4 @@
-//===- Parser.cpp - ANTLR parse tree to AST --------------------------------===//
+//===- Parser.cpp - ANTLR parse tree to AST -------------------------------===//
 //
 // The only file that sees ANTLR. It lexes the whole buffer, rejects input
 // nested deeply enough to exhaust ANTLR's recursive-descent stack, parses,
@@ -49,10 +49,12 @@ class SourceText {
 public:
   explicit SourceText(llvm::StringRef buffer) : buffer(buffer) {}
 
-  llvm::SMLoc start() const { return llvm::SMLoc::getFromPointer(buffer.data()); }
+  llvm::SMLoc start() const {
+    return llvm::SMLoc::getFromPointer(buffer.data());
+  }
   llvm::SMLoc loc(const antlr4::Token *tok) const {
-    return llvm::SMLoc::getFromPointer(buffer.data() +
-                                       std::min(tok->getStartIndex(), buffer.size()));
+    return llvm::SMLoc::getFromPointer(
+        buffer.data() + std::min(tok->getStartIndex(), buffer.size()));
   }
   llvm::StringRef text(const antlr4::Token *tok) const {
     if (tok->getType() == antlr4::Token::EOF)
@@ -82,8 +84,9 @@ public:
     if (reported || !offending)
       return;
     reported = true;
-    diags.error(src.loc(offending),
-                describe(dynamic_cast<antlr4::Parser *>(recognizer), offending));
+    diags.error(
+        src.loc(offending),
+        describe(dynamic_cast<antlr4::Parser *>(recognizer), offending));
   }
 
 private:
@@ -92,16 +95,15 @@ private:
     case CollParser::BAD_CHAR: {
       unsigned char c = src.text(tok).front();
       if (llvm::isPrint(c))
-        return (llvm::Twine("unexpected character '") + llvm::Twine(char(c)) + "'").str();
+        return (llvm::Twine("unexpected character '") + llvm::Twine(char(c)) +
+                "'")
+            .str();
       return "unexpected byte 0x" + llvm::utohexstr(c, /*LowerCase=*/false, 2) +
              " (non-ASCII text may only appear in comments and strings)";
     }
-    case CollParser::UNTERMINATED_STRING:
-      return "unterminated string literal";
-    case CollParser::UNTERMINATED_COMMENT:
-      return "unterminated /* comment";
-    default:
-      break;
+    case CollParser::UNTERMINATED_STRING: return "unterminated string literal";
+    case CollParser::UNTERMINATED_COMMENT: return "unterminated /* comment";
+    default: break;
     }
     std::string message = tok->getType() == antlr4::Token::EOF
                               ? "unexpected end of file"
@@ -123,9 +125,10 @@ private:
     llvm::SmallVector<std::string, 16> names;
     for (ssize_t type : parser.getExpectedTokens().toList()) {
       auto t = static_cast<size_t>(type);
-      names.push_back(t == antlr4::Token::EOF            ? "end of file"
-                      : vocab.getLiteralName(t).empty() ? vocab.getSymbolicName(t)
-                                                        : vocab.getLiteralName(t));
+      names.push_back(t == antlr4::Token::EOF ? "end of file"
+                      : vocab.getLiteralName(t).empty()
+                          ? vocab.getSymbolicName(t)
+                          : vocab.getLiteralName(t));
     }
     auto removeAll = [&](llvm::ArrayRef<llvm::StringRef> group) {
       for (llvm::StringRef name : group)
@@ -140,15 +143,16 @@ private:
         "INT", "ID", "STRING", "'true'", "'false'", "'('", "'['", "'-'", "'!'"};
     static const llvm::StringRef stmtStart[] = {
         "'let'", "'for'", "'while'", "'if'", "'return'", "'parallelize'"};
-    static const llvm::StringRef declStart[] = {
-        "'param'", "'collective'", "'option'", "'fn'"};
+    static const llvm::StringRef declStart[] = {"'param'", "'collective'",
+                                                "'option'", "'fn'"};
     static const llvm::StringRef operators[] = {
-        "'.'", "'['", "'*'", "'/'", "'%'", "'+'", "'-'", "'<'", "'<='",
-        "'>'", "'>='", "'=='", "'!='", "'&&'", "'||'"};
+        "'.'",  "'['", "'*'",  "'/'",  "'%'",  "'+'",  "'-'", "'<'",
+        "'<='", "'>'", "'>='", "'=='", "'!='", "'&&'", "'||'"};
     std::string group;
     if (removeAll(exprStart))
       group = removeAll(stmtStart)
-                  ? (removeAll(declStart) ? "a declaration or statement" : "a statement")
+                  ? (removeAll(declStart) ? "a declaration or statement"
+                                          : "a statement")
                   : "an expression";
     llvm::erase_if(names, [](const std::string &n) {
       return llvm::is_contained(operators, n);
@@ -165,7 +169,10 @@ private:
       return "";
     std::string result;
     for (size_t i = 0; i < names.size(); ++i)
-      result += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+      result += (i == 0                  ? ""
+                 : i + 1 == names.size() ? " or "
+                                         : ", ") +
+                names[i];
     return result;
   }
 
@@ -188,11 +195,11 @@ bool checkNesting(const std::vector<antlr4::Token *> &tokens,
     else if ((text == ")" || text == "]" || text == "}") && depth > 0)
       --depth;
     if (depth > limits::MaxNesting || prefixRun > limits::MaxNesting) {
-      diags.error(src.loc(tok),
-                  llvm::Twine("program is nested too deeply (more than ") +
-                      llvm::Twine(limits::MaxNesting) +
-                      (isPrefix ? " prefix operators in a row)"
-                                : " open brackets)"));
+      diags.error(
+          src.loc(tok),
+          llvm::Twine("program is nested too deeply (more than ") +
+              llvm::Twine(limits::MaxNesting) +
+              (isPrefix ? " prefix operators in a row)" : " open brackets)"));
       return false;
     }
   }
@@ -262,8 +269,8 @@ private:
     if (auto *c = dynamic_cast<CollParser::OptionItemContext *>(ctx)) {
       auto option = make<ast::OptionDecl>(loc(ctx));
       for (CollParser::OptionContext *o : c->option())
-        option->items.push_back(
-            {text(o->ID()), loc(o->ID()), ast::OptionKind::Name, buildExpr(o->expr())});
+        option->items.push_back({text(o->ID()), loc(o->ID()),
+                                 ast::OptionKind::Name, buildExpr(o->expr())});
       return option;
     }
     auto *c = dynamic_cast<CollParser::FnItemContext *>(ctx);
@@ -368,8 +375,9 @@ private:
   ast::ExprPtr buildExpr(CollParser::ExprContext *ctx) {
     if (depth >= limits::MaxExprDepth) {
       if (!tooDeep)
-        error(loc(ctx), llvm::Twine("expression is nested too deeply (more than ") +
-                            llvm::Twine(limits::MaxExprDepth) + " levels)");
+        error(loc(ctx),
+              llvm::Twine("expression is nested too deeply (more than ") +
+                  llvm::Twine(limits::MaxExprDepth) + " levels)");
       tooDeep = true;
       return nullptr;
     }
@@ -387,7 +395,8 @@ private:
       auto lit = make<ast::IntExpr>(at);
       std::string digits = text(c->INT());
       if (llvm::StringRef(digits).getAsInteger(10, lit->value))
-        error(at, "integer literal " + digits + " is too large (the largest is " +
+        error(at, "integer literal " + digits +
+                      " is too large (the largest is " +
                       llvm::Twine(INT64_MAX) + ")");
       return lit;
     }
@@ -414,7 +423,8 @@ private:
     }
     if (auto *c = dynamic_cast<CollParser::UnaryExprContext *>(ctx)) {
       auto unary = make<ast::UnaryExpr>(at);
-      unary->op = src.text(c->op) == "-" ? ast::UnaryOp::Neg : ast::UnaryOp::Not;
+      unary->op =
+          src.text(c->op) == "-" ? ast::UnaryOp::Neg : ast::UnaryOp::Not;
       unary->operand = buildExpr(c->expr());
       return unary;
     }
@@ -523,9 +533,10 @@ std::unique_ptr<ast::Program> parseSyntax(llvm::StringRef buffer,
 
 } // namespace
 
-std::unique_ptr<ast::Program> coll::lang::parseProgram(unsigned bufferId,
-                                                       DiagnosticEngine &diags) {
-  llvm::StringRef buffer = diags.sourceMgr().getMemoryBuffer(bufferId)->getBuffer();
+std::unique_ptr<ast::Program>
+coll::lang::parseProgram(unsigned bufferId, DiagnosticEngine &diags) {
+  llvm::StringRef buffer =
+      diags.sourceMgr().getMemoryBuffer(bufferId)->getBuffer();
   std::unique_ptr<ast::Program> program;
   // ANTLR reports syntax errors through the listener; anything it throws is
   // a failure of the runtime itself, which must not escape this library.

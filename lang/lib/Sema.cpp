@@ -1,4 +1,4 @@
-//===- Sema.cpp - Name resolution and static checks ------------------------===//
+//===- Sema.cpp - Name resolution and static checks -----------------------===//
 
 #include "Sema.h"
 
@@ -17,7 +17,8 @@ using namespace coll::lang::ast;
 //===----------------------------------------------------------------------===//
 
 static Signature makeSignature(llvm::StringRef name, unsigned minArgs,
-                               llvm::StringRef positional, llvm::StringRef named) {
+                               llvm::StringRef positional,
+                               llvm::StringRef named) {
   Signature sig;
   sig.name = name;
   sig.minArgs = minArgs;
@@ -94,7 +95,9 @@ static std::string joinWords(llvm::ArrayRef<llvm::StringRef> words,
                              llvm::StringRef last = " and ") {
   std::string result;
   for (size_t i = 0; i < words.size(); ++i)
-    result += (i == 0 ? "" : i + 1 == words.size() ? last.str() : ", ") +
+    result += (i == 0                  ? ""
+               : i + 1 == words.size() ? last.str()
+                                       : ", ") +
               words[i].str();
   return result;
 }
@@ -175,7 +178,8 @@ private:
 
   void declareFunction(FnDecl &fn) {
     if (isBuiltinName(fn.name)) {
-      error(fn.nameLoc, "'" + fn.name + "' is a built-in name and cannot be redefined");
+      error(fn.nameLoc,
+            "'" + fn.name + "' is a built-in name and cannot be redefined");
       return;
     }
     auto [it, inserted] = functions.try_emplace(fn.name, &fn);
@@ -218,14 +222,16 @@ private:
       resolveExpr(*assign.value);
       const Var *var = lookupVar(assign.name);
       if (!var) {
-        error(assign.loc, "unknown variable '" + assign.name + "'" +
-                              (functions.count(assign.name) ? " (it is a function)" : ""));
+        error(assign.loc,
+              "unknown variable '" + assign.name + "'" +
+                  (functions.count(assign.name) ? " (it is a function)" : ""));
       } else if (var->kind == VarKind::Param) {
         error(assign.loc, "cannot assign to parameter '" + assign.name +
                               "': parameters are constants");
         diags.note(var->declLoc, "'" + assign.name + "' is declared here");
       } else if (var->kind == VarKind::LoopVar) {
-        error(assign.loc, "cannot assign to loop variable '" + assign.name + "'");
+        error(assign.loc,
+              "cannot assign to loop variable '" + assign.name + "'");
       } else {
         assign.binding = var->binding;
       }
@@ -286,13 +292,13 @@ private:
       auto &param = llvm::cast<ParamDecl>(stmt);
       resolveExpr(*param.value);
       param.binding = declare(param.name, param.nameLoc, VarKind::Param);
-      params.try_emplace(param.name, Var{param.binding, VarKind::Param, param.nameLoc});
+      params.try_emplace(param.name,
+                         Var{param.binding, VarKind::Param, param.nameLoc});
       return;
     }
     case Stmt::Kind::Collective:
       return resolveCollective(llvm::cast<CollectiveDecl>(stmt));
-    case Stmt::Kind::Option:
-      return resolveOption(llvm::cast<OptionDecl>(stmt));
+    case Stmt::Kind::Option: return resolveOption(llvm::cast<OptionDecl>(stmt));
     case Stmt::Kind::Fn:
       return; // resolved after the top level, when every param is known
     }
@@ -316,8 +322,10 @@ private:
     decl.kind = *kind;
     bool custom = *kind == ir::Collective::Custom;
     // The required arguments come first.
-    static const llvm::StringRef customArgs[] = {"ranks", "input", "output", "inplace"};
-    static const llvm::StringRef builtinArgs[] = {"ranks", "chunks", "inplace", "root"};
+    static const llvm::StringRef customArgs[] = {"ranks", "input", "output",
+                                                 "inplace"};
+    static const llvm::StringRef builtinArgs[] = {"ranks", "chunks", "inplace",
+                                                  "root"};
     llvm::ArrayRef<llvm::StringRef> allowed =
         custom ? customArgs
                : llvm::makeArrayRef(builtinArgs)
@@ -326,12 +334,14 @@ private:
     for (Arg &arg : decl.args) {
       resolveExpr(*arg.value);
       if (arg.name.empty()) {
-        error(arg.value->loc, "collective arguments must be named, as in `ranks = 8`");
+        error(arg.value->loc,
+              "collective arguments must be named, as in `ranks = 8`");
         continue;
       }
       if (!llvm::is_contained(allowed, arg.name)) {
-        error(arg.nameLoc, "collective " + decl.kindName + " has no argument '" +
-                               arg.name + "' (it takes " + joinWords(allowed) + ")");
+        error(arg.nameLoc, "collective " + decl.kindName +
+                               " has no argument '" + arg.name +
+                               "' (it takes " + joinWords(allowed) + ")");
         continue;
       }
       if (!given.try_emplace(arg.name, arg.nameLoc).second) {
@@ -349,8 +359,8 @@ private:
     }
     for (llvm::StringRef required : allowed.take_front(custom ? 3 : 1))
       if (!given.count(required))
-        error(decl.kindLoc, "collective " + decl.kindName + " needs `" + required +
-                                " = ...`");
+        error(decl.kindLoc, "collective " + decl.kindName + " needs `" +
+                                required + " = ...`");
     if (!custom && (decl.pre || decl.post))
       error(decl.kindLoc, "only a custom collective has pre and post blocks");
     if (custom && !decl.post)
@@ -366,13 +376,15 @@ private:
     for (OptionDecl::Item &item : decl.items) {
       std::optional<OptionKind> kind = lookupOption(item.name);
       if (!kind) {
-        error(item.nameLoc, "unknown option '" + item.name +
-                                "' (options are protocol, instances, threadblocks, "
-                                "fusion, name, min_bytes and max_bytes)");
+        error(item.nameLoc,
+              "unknown option '" + item.name +
+                  "' (options are protocol, instances, threadblocks, "
+                  "fusion, name, min_bytes and max_bytes)");
         continue;
       }
       item.kind = *kind;
-      if (auto [it, inserted] = options.try_emplace(item.name, item.nameLoc); !inserted) {
+      if (auto [it, inserted] = options.try_emplace(item.name, item.nameLoc);
+          !inserted) {
         error(item.nameLoc, "option '" + item.name + "' is set twice");
         diags.note(it->second, "it is first set here");
         continue;
@@ -394,8 +406,7 @@ private:
     switch (expr.getKind()) {
     case Expr::Kind::Int:
     case Expr::Kind::Bool:
-    case Expr::Kind::String:
-      return;
+    case Expr::Kind::String: return;
     case Expr::Kind::Name: {
       auto &name = llvm::cast<NameExpr>(expr);
       if (const Var *var = lookupVar(name.name))
@@ -431,8 +442,7 @@ private:
       resolveExpr(*index.index);
       return;
     }
-    case Expr::Kind::Call:
-      return resolveCall(llvm::cast<CallExpr>(expr));
+    case Expr::Kind::Call: return resolveCall(llvm::cast<CallExpr>(expr));
     case Expr::Kind::Method: {
       auto &method = llvm::cast<MethodExpr>(expr);
       resolveExpr(*method.receiver);
@@ -455,8 +465,9 @@ private:
       if (std::optional<Property> property = lookupProperty(member.name))
         member.property = *property;
       else if (lookupMethod(member.name))
-        error(member.nameLoc, "'" + member.name + "' is a method; call it as ." +
-                                  member.name + "(...)");
+        error(member.nameLoc, "'" + member.name +
+                                  "' is a method; call it as ." + member.name +
+                                  "(...)");
       else
         error(member.nameLoc,
               "unknown property '" + member.name +
@@ -495,14 +506,16 @@ private:
       checkArgs(signature(*builtin), call.args, call.loc);
       return;
     }
-    if (lookupVar(call.callee) || call.callee == "input" || call.callee == "output")
+    if (lookupVar(call.callee) || call.callee == "input" ||
+        call.callee == "output")
       error(call.loc, "'" + call.callee + "' is not a function");
     else
       error(call.loc, "unknown function '" + call.callee + "'");
   }
 
   /// Binds each argument to a parameter of a built-in.
-  void checkArgs(const Signature &sig, std::vector<Arg> &args, llvm::SMLoc loc) {
+  void checkArgs(const Signature &sig, std::vector<Arg> &args,
+                 llvm::SMLoc loc) {
     unsigned positional = 0;
     bool seenNamed = false;
     llvm::SmallVector<bool, 6> given(sig.params.size(), false);
@@ -519,10 +532,11 @@ private:
       auto named = llvm::makeArrayRef(sig.params).drop_front(sig.numPositional);
       const auto *it = llvm::find(named, arg.name);
       if (it == named.end()) {
-        error(arg.nameLoc, "'" + sig.name + "' has no argument named '" +
-                               arg.name + "'" +
-                               (named.empty() ? " (it takes no named arguments)"
-                                              : " (it takes " + joinWords(named, " or ") + ")"));
+        error(arg.nameLoc,
+              "'" + sig.name + "' has no argument named '" + arg.name + "'" +
+                  (named.empty()
+                       ? " (it takes no named arguments)"
+                       : " (it takes " + joinWords(named, " or ") + ")"));
         return;
       }
       arg.param = sig.numPositional + static_cast<uint32_t>(it - named.begin());
@@ -540,8 +554,9 @@ private:
       count += (sig.numPositional == sig.minArgs + 1 ? " or " : " to ") +
                std::to_string(sig.numPositional);
     error(loc, "'" + sig.name + "' takes " + count +
-                   (sig.numPositional == 1 ? " argument" : " arguments") + " (" +
-                   joinWords(names, ", ") + "), got " + llvm::Twine(positional));
+                   (sig.numPositional == 1 ? " argument" : " arguments") +
+                   " (" + joinWords(names, ", ") + "), got " +
+                   llvm::Twine(positional));
   }
 
   DiagnosticEngine &diags;

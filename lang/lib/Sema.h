@@ -42,7 +42,14 @@ llvm::StringRef spelling(ast::Property property);
 
 /// Arguments of a `collective` declaration; ast::Arg::param holds one of
 /// these.
-enum class CollectiveArg : uint8_t { Ranks, Chunks, Inplace, Root, Input, Output };
+enum class CollectiveArg : uint8_t {
+  Ranks,
+  Chunks,
+  Inplace,
+  Root,
+  Input,
+  Output
+};
 
 } // namespace coll::lang
 

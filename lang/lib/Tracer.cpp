@@ -1,4 +1,4 @@
-//===- Tracer.cpp - Symbolic buffers and the traced operations -------------===//
+//===- Tracer.cpp - Symbolic buffers and the traced operations ------------===//
 
 #include "Tracer.h"
 #include "Limits.h"
@@ -18,8 +18,9 @@ std::string coll::lang::formatBuffer(BufferId buffer,
   case ir::BufferKind::Input: return "input";
   case ir::BufferKind::Output: return "output";
   case ir::BufferKind::Scratch:
-    return buffer.scratchId == 0 ? "scratch"
-                                 : "scratch(\"" + scratchNames[buffer.scratchId] + "\")";
+    return buffer.scratchId == 0
+               ? "scratch"
+               : "scratch(\"" + scratchNames[buffer.scratchId] + "\")";
   }
   return "?";
 }
@@ -60,8 +61,10 @@ static std::string plural(size_t n, llvm::StringRef word) {
 //===----------------------------------------------------------------------===//
 
 CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
-                                           int32_t k, int32_t root, bool inplace) {
-  assert(kind != ir::Collective::Custom && "custom collectives state their own");
+                                           int32_t k, int32_t root,
+                                           bool inplace) {
+  assert(kind != ir::Collective::Custom &&
+         "custom collectives state their own");
   ir::CollectiveInfo info = ir::collectiveInfo(kind);
   CollectiveSpec spec;
   spec.kind = kind;
@@ -71,11 +74,13 @@ CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
   spec.outputChunks = info.outputPerRank ? nranks * k : k;
   spec.root = info.hasRoot ? root : -1;
   spec.inplace = inplace;
-  bool rootInputOnly = kind == ir::Collective::Broadcast || kind == ir::Collective::Scatter;
+  bool rootInputOnly =
+      kind == ir::Collective::Broadcast || kind == ir::Collective::Scatter;
   spec.inputDefined.resize(nranks);
   for (int32_t r = 0; r < nranks; ++r)
     spec.inputDefined[r].assign(spec.inputChunks, !rootInputOnly || r == root);
-  spec.expected.assign(nranks, std::vector<std::vector<ContribId>>(spec.outputChunks));
+  spec.expected.assign(nranks,
+                       std::vector<std::vector<ContribId>>(spec.outputChunks));
   auto in = [&](int32_t rank, int32_t index) {
     return static_cast<ContribId>(rank * spec.inputChunks + index);
   };
@@ -118,12 +123,11 @@ CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
         if (kind == ir::Collective::Gather && r != root)
           continue;
         for (int32_t a = 0; a < nranks; ++a)
-          out[r][a * k + j] = {kind == ir::Collective::AllToAll ? in(a, r * k + j)
-                                                                : in(a, j)};
+          out[r][a * k + j] = {
+              kind == ir::Collective::AllToAll ? in(a, r * k + j) : in(a, j)};
       }
       break;
-    case ir::Collective::Custom:
-      break;
+    case ir::Collective::Custom: break;
     }
   }
   return spec;
@@ -134,19 +138,23 @@ CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
 //===----------------------------------------------------------------------===//
 
 static size_t bufferSlot(BufferId buffer) {
-  return buffer.kind == ir::BufferKind::Scratch ? 2 + buffer.scratchId
-                                                : static_cast<size_t>(buffer.kind);
+  return buffer.kind == ir::BufferKind::Scratch
+             ? 2 + buffer.scratchId
+             : static_cast<size_t>(buffer.kind);
 }
 
 void Tracer::declare(CollectiveSpec spec) {
   dag.collective = std::move(spec);
   const CollectiveSpec &s = dag.collective;
   // Only the buffer that owns aliased memory gets slots.
-  bool inputOwned = canonical({0, {ir::BufferKind::Input, 0}, 0, 1}).buffer.kind ==
-                    ir::BufferKind::Input;
-  bool outputOwned = canonical({0, {ir::BufferKind::Output, 0}, 0, 1}).buffer.kind ==
-                     ir::BufferKind::Output;
-  slots.assign(s.nranks, std::vector<std::vector<Slot>>(2 + dag.scratchNames.size()));
+  bool inputOwned =
+      canonical({0, {ir::BufferKind::Input, 0}, 0, 1}).buffer.kind ==
+      ir::BufferKind::Input;
+  bool outputOwned =
+      canonical({0, {ir::BufferKind::Output, 0}, 0, 1}).buffer.kind ==
+      ir::BufferKind::Output;
+  slots.assign(s.nranks,
+               std::vector<std::vector<Slot>>(2 + dag.scratchNames.size()));
   for (int32_t r = 0; r < s.nranks; ++r) {
     slots[r][0].resize(inputOwned ? s.inputChunks : 0);
     slots[r][1].resize(outputOwned ? s.outputChunks : 0);
@@ -171,16 +179,18 @@ bool Tracer::expect(int32_t rank, int32_t index, ContribId contrib,
                     llvm::SMLoc loc) {
   CollectiveSpec &s = dag.collective;
   if (!s.inputDefined[contrib / s.inputChunks][contrib % s.inputChunks]) {
-    diags.error(loc, describe(contrib) + " is expected in an output chunk but the "
-                                         "pre block does not provide it");
+    diags.error(loc, describe(contrib) +
+                         " is expected in an output chunk but the "
+                         "pre block does not provide it");
     return false;
   }
   std::vector<ContribId> &list = s.expected[rank][index];
   auto it = std::lower_bound(list.begin(), list.end(), contrib);
   if (it != list.end() && *it == contrib) {
-    diags.error(loc, "output chunk " +
-                         describe({rank, {ir::BufferKind::Output, 0}, index, 1}) +
-                         " is expected to hold " + describe(contrib) + " twice");
+    diags.error(loc,
+                "output chunk " +
+                    describe({rank, {ir::BufferKind::Output, 0}, index, 1}) +
+                    " is expected to hold " + describe(contrib) + " twice");
     return false;
   }
   list.insert(it, contrib);
@@ -207,14 +217,18 @@ SlotRange Tracer::canonical(const SlotRange &ref) const {
   case ir::Collective::Gather:
     // The input is block `rank` of the output.
     if (ref.buffer.kind == ir::BufferKind::Input)
-      c = {ref.rank, {ir::BufferKind::Output, 0}, ref.rank * s.chunksPerBlock + ref.index,
+      c = {ref.rank,
+           {ir::BufferKind::Output, 0},
+           ref.rank * s.chunksPerBlock + ref.index,
            ref.size};
     break;
   case ir::Collective::ReduceScatter:
   case ir::Collective::Scatter:
     // The output is block `rank` of the input.
     if (ref.buffer.kind == ir::BufferKind::Output)
-      c = {ref.rank, {ir::BufferKind::Input, 0}, ref.rank * s.chunksPerBlock + ref.index,
+      c = {ref.rank,
+           {ir::BufferKind::Input, 0},
+           ref.rank * s.chunksPerBlock + ref.index,
            ref.size};
     break;
   default:
@@ -230,10 +244,12 @@ Tracer::Slot *Tracer::find(int32_t rank, BufferId buffer, int32_t index) {
   return static_cast<size_t>(index) < buf.size() ? &buf[index] : nullptr;
 }
 
-Tracer::Slot &Tracer::slotForWrite(int32_t rank, BufferId buffer, int32_t index) {
+Tracer::Slot &Tracer::slotForWrite(int32_t rank, BufferId buffer,
+                                   int32_t index) {
   std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
   if (static_cast<size_t>(index) >= buf.size()) {
-    assert(buffer.kind == ir::BufferKind::Scratch && "input/output slots exist");
+    assert(buffer.kind == ir::BufferKind::Scratch &&
+           "input/output slots exist");
     buf.resize(index + 1);
   }
   return buf[index];
@@ -255,8 +271,8 @@ bool Tracer::checkDefined(const SlotRange &ref, llvm::SMLoc loc) {
                            " holds no data: the collective's pre block does "
                            "not provide it");
     else
-      diags.error(loc, "chunk " + describe(one) + " holds no data: " +
-                           ir::collectiveName(s.kind) +
+      diags.error(loc, "chunk " + describe(one) +
+                           " holds no data: " + ir::collectiveName(s.kind) +
                            " defines only the input of root " +
                            llvm::Twine(s.root));
     return false;
@@ -274,10 +290,12 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
   bool reduce = op.kind == OpKind::Reduce;
   if (dag.ops.size() >= limits::MaxOps) {
     diags.error(sites.call, "the program traces more than " +
-                                llvm::Twine(limits::MaxOps) + " chunk operations");
+                                llvm::Twine(limits::MaxOps) +
+                                " chunk operations");
     return false;
   }
-  if (!checkDefined(op.src, sites.src) || (reduce && !checkDefined(op.dst, sites.dst)))
+  if (!checkDefined(op.src, sites.src) ||
+      (reduce && !checkDefined(op.dst, sites.dst)))
     return false;
   SlotRange src = canonical(op.src), dst = canonical(op.dst);
   if (dst.buffer.kind == ir::BufferKind::Input && !s.inplace) {
@@ -315,10 +333,11 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
     size_t x = 0, y = 0;
     while (x < a.size() || y < b.size()) {
       if (x < a.size() && y < b.size() && a[x] == b[y]) {
-        diags.error(sites.call,
-                    "duplicated contribution: the reduction adds " + describe(a[x]) +
-                        " to " + describe({op.dst.rank, op.dst.buffer, op.dst.index + i, 1}) +
-                        ", which already holds it");
+        diags.error(sites.call, "duplicated contribution: the reduction adds " +
+                                    describe(a[x]) + " to " +
+                                    describe({op.dst.rank, op.dst.buffer,
+                                              op.dst.index + i, 1}) +
+                                    ", which already holds it");
         return false;
       }
       bool takeA = y == b.size() || (x < a.size() && a[x] < b[y]);
@@ -349,19 +368,21 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
 // Provenance
 //===----------------------------------------------------------------------===//
 
-std::optional<ContribId> Tracer::origin(const SlotRange &ref, llvm::StringRef what,
-                                        llvm::SMLoc loc) {
+std::optional<ContribId> Tracer::origin(const SlotRange &ref,
+                                        llvm::StringRef what, llvm::SMLoc loc) {
   SlotRange c = canonical(ref);
   Slot *slot = find(c.rank, c.buffer, c.index);
   SlotRange first{ref.rank, ref.buffer, ref.index, 1};
   if (!slot || !slot->contents) {
-    diags.error(loc, "'" + what + "' needs a chunk holding one contribution, but " +
+    diags.error(loc, "'" + what +
+                         "' needs a chunk holding one contribution, but " +
                          describe(first) + " holds nothing");
     return std::nullopt;
   }
   const std::vector<ContribId> &ids = *slot->contents;
   if (ids.size() != 1) {
-    diags.error(loc, "'" + what + "' needs a chunk holding one contribution, but " +
+    diags.error(loc, "'" + what +
+                         "' needs a chunk holding one contribution, but " +
                          describe(first) + " holds a reduction of " +
                          plural(ids.size(), "contribution") + " (" +
                          formatContribs(ids, dag.collective.inputChunks) + ")");
@@ -370,8 +391,8 @@ std::optional<ContribId> Tracer::origin(const SlotRange &ref, llvm::StringRef wh
   return ids.front();
 }
 
-std::optional<SlotRange> Tracer::destination(ContribId contrib, llvm::StringRef what,
-                                             llvm::SMLoc loc) {
+std::optional<SlotRange>
+Tracer::destination(ContribId contrib, llvm::StringRef what, llvm::SMLoc loc) {
   const CollectiveSpec &s = dag.collective;
   if (destinations.empty()) {
     destinations.assign(static_cast<size_t>(s.nranks) * s.inputChunks, -1);
@@ -384,14 +405,16 @@ std::optional<SlotRange> Tracer::destination(ContribId contrib, llvm::StringRef 
   }
   int64_t d = destinations[contrib];
   if (d < 0) {
-    diags.error(loc, "'" + what + "' is undefined: " + describe(contrib) +
-                         (d == -1 ? " is not the sole content of any output chunk"
-                                  : " is the sole content of several output chunks"));
+    diags.error(
+        loc, "'" + what + "' is undefined: " + describe(contrib) +
+                 (d == -1 ? " is not the sole content of any output chunk"
+                          : " is the sole content of several output chunks"));
     return std::nullopt;
   }
   return SlotRange{static_cast<int32_t>(d / s.outputChunks),
                    {ir::BufferKind::Output, 0},
-                   static_cast<int32_t>(d % s.outputChunks), 1};
+                   static_cast<int32_t>(d % s.outputChunks),
+                   1};
 }
 
 //===----------------------------------------------------------------------===//
@@ -406,8 +429,9 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
   if (dag.options.manualThreadblocks)
     for (const ChunkOp &op : dag.ops)
       if (op.src.rank != op.dst.rank && (op.sendTb < 0 || op.recvTb < 0)) {
-        diags.error(op.loc, "with `threadblocks = manual`, an operation between "
-                            "ranks must name sendtb and recvtb");
+        diags.error(op.loc,
+                    "with `threadblocks = manual`, an operation between "
+                    "ranks must name sendtb and recvtb");
         break;
       }
 
@@ -426,8 +450,8 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
           slot && slot->contents ? *slot->contents : nothing;
       if (have == want || ++failures > MaxReported)
         continue;
-      llvm::SMLoc loc = slot && slot->lastWriter >= 0 ? dag.ops[slot->lastWriter].loc
-                                                       : s.loc;
+      llvm::SMLoc loc =
+          slot && slot->lastWriter >= 0 ? dag.ops[slot->lastWriter].loc : s.loc;
       std::string chunk = "output chunk " + describe(named);
       if (have.empty()) {
         diags.error(loc, chunk + " is never written (it must hold " +
@@ -440,8 +464,10 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
       std::set_difference(have.begin(), have.end(), want.begin(), want.end(),
                           std::back_inserter(extra));
       std::string missingText = "is missing " + std::to_string(missing.size()) +
-                                " of its " + plural(want.size(), "contribution");
-      std::string extraText = "holds " + plural(extra.size(), "unexpected contribution");
+                                " of its " +
+                                plural(want.size(), "contribution");
+      std::string extraText =
+          "holds " + plural(extra.size(), "unexpected contribution");
       if (extra.empty())
         diags.error(loc, chunk + " " + missingText + ": " +
                              formatContribs(missing, s.inputChunks));
@@ -451,8 +477,8 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
       else
         diags.error(loc, chunk + " " + missingText + " (" +
                              formatContribs(missing, s.inputChunks) + ") and " +
-                             extraText + " (" + formatContribs(extra, s.inputChunks) +
-                             ")");
+                             extraText + " (" +
+                             formatContribs(extra, s.inputChunks) + ")");
     }
   }
   if (failures > MaxReported)
@@ -462,7 +488,8 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
   if (diags.errorCount() != errorsBefore)
     return std::nullopt;
 
-  dag.scratchChunks.assign(s.nranks, std::vector<int32_t>(dag.scratchNames.size()));
+  dag.scratchChunks.assign(s.nranks,
+                           std::vector<int32_t>(dag.scratchNames.size()));
   for (int32_t r = 0; r < s.nranks; ++r)
     for (size_t id = 0; id < dag.scratchNames.size(); ++id)
       dag.scratchChunks[r][id] = static_cast<int32_t>(slots[r][2 + id].size());

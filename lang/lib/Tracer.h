@@ -33,18 +33,22 @@ namespace coll::lang {
 std::string formatSlots(const SlotRange &range,
                         llvm::ArrayRef<std::string> scratchNames);
 /// `input`, `output`, `scratch`, `scratch("tmp")`.
-std::string formatBuffer(BufferId buffer, llvm::ArrayRef<std::string> scratchNames);
+std::string formatBuffer(BufferId buffer,
+                         llvm::ArrayRef<std::string> scratchNames);
 /// `in(2,1)`: input chunk 1 of rank 2.
 std::string formatContrib(ContribId id, int32_t inputChunks);
 
 /// The geometry, precondition and postcondition of a built-in collective
 /// (DESIGN.md §5 and docs/LANGUAGE.md).
 CollectiveSpec makeBuiltinSpec(ir::Collective kind, int32_t nranks,
-                               int32_t chunksPerBlock, int32_t root, bool inplace);
+                               int32_t chunksPerBlock, int32_t root,
+                               bool inplace);
 
 class Tracer {
 public:
-  explicit Tracer(DiagnosticEngine &diags) : diags(diags) { scratch("scratch"); }
+  explicit Tracer(DiagnosticEngine &diags) : diags(diags) {
+    scratch("scratch");
+  }
 
   /// Starts tracing `spec`: the input slots hold their contributions.
   void declare(CollectiveSpec spec);
@@ -63,9 +67,9 @@ public:
 
   /// Where the interpreter's diagnostics point, one location per operand.
   struct Sites {
-    llvm::SMLoc call;   ///< the method name
-    llvm::SMLoc src;    ///< the expression producing the source reference
-    llvm::SMLoc dst;    ///< the destination reference (reduce) or buffer (copy)
+    llvm::SMLoc call; ///< the method name
+    llvm::SMLoc src;  ///< the expression producing the source reference
+    llvm::SMLoc dst;  ///< the destination reference (reduce) or buffer (copy)
   };
   /// Traces `dst := src` (kind Copy) or `dst := dst (+) src` (kind Reduce).
   /// `op` carries the kind, scheduling hints and location; src and dst are

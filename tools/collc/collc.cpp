@@ -1,4 +1,4 @@
-//===- collc.cpp - The .coll compiler driver -------------------------------===//
+//===- collc.cpp - The .coll compiler driver ------------------------------===//
 //
 //   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]... [--emit=ast|dag]
 //         [--instances N] [--protocol Simple|LL|LL128] [--inplace|--outofplace]
@@ -28,32 +28,39 @@ cl::OptionCategory category("collc options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::Required,
                                cl::desc("<program.coll>"), cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::init("-"), cl::value_desc("file"),
-                                cl::desc("Output file (default: standard output)"),
-                                cl::cat(category));
-cl::list<std::string> defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
-                              cl::desc("Override a param (an integer, true or false)"),
-                              cl::cat(category));
-cl::opt<Emit> emit("emit", cl::init(Emit::Dag), cl::desc("What to write"),
-                   cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
-                              clEnumValN(Emit::Dag, "dag", "the traced chunk DAG")),
-                   cl::cat(category));
+cl::opt<std::string>
+    outputFile("o", cl::init("-"), cl::value_desc("file"),
+               cl::desc("Output file (default: standard output)"),
+               cl::cat(category));
+cl::list<std::string>
+    defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
+            cl::desc("Override a param (an integer, true or false)"),
+            cl::cat(category));
+cl::opt<Emit>
+    emit("emit", cl::init(Emit::Dag), cl::desc("What to write"),
+         cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
+                    clEnumValN(Emit::Dag, "dag", "the traced chunk DAG")),
+         cl::cat(category));
 cl::opt<int> instances("instances", cl::value_desc("n"),
-                       cl::desc("Replace `option instances`"), cl::cat(category));
-cl::opt<ir::Protocol> protocol(
-    "protocol", cl::desc("Replace `option protocol`"),
-    cl::values(clEnumValN(ir::Protocol::Simple, "Simple", "Simple"),
-               clEnumValN(ir::Protocol::LL, "LL", "LL"),
-               clEnumValN(ir::Protocol::LL128, "LL128", "LL128")),
-    cl::cat(category));
+                       cl::desc("Replace `option instances`"),
+                       cl::cat(category));
+cl::opt<ir::Protocol>
+    protocol("protocol", cl::desc("Replace `option protocol`"),
+             cl::values(clEnumValN(ir::Protocol::Simple, "Simple", "Simple"),
+                        clEnumValN(ir::Protocol::LL, "LL", "LL"),
+                        clEnumValN(ir::Protocol::LL128, "LL128", "LL128")),
+             cl::cat(category));
 cl::opt<bool> inplace("inplace", cl::desc("Trace the in-place variant"),
                       cl::cat(category));
-cl::opt<bool> outofplace("outofplace", cl::desc("Trace the out-of-place variant"),
+cl::opt<bool> outofplace("outofplace",
+                         cl::desc("Trace the out-of-place variant"),
                          cl::cat(category));
 cl::opt<uint64_t> minBytes("min-bytes", cl::value_desc("n"),
-                           cl::desc("Replace `option min_bytes`"), cl::cat(category));
+                           cl::desc("Replace `option min_bytes`"),
+                           cl::cat(category));
 cl::opt<uint64_t> maxBytes("max-bytes", cl::value_desc("n"),
-                           cl::desc("Replace `option max_bytes`"), cl::cat(category));
+                           cl::desc("Replace `option max_bytes`"),
+                           cl::cat(category));
 
 /// What the command line asks for, gathered in one place so that every
 /// stage of the pipeline reads the same values.
@@ -76,7 +83,8 @@ struct Request {
 };
 
 template <typename T> std::optional<T> given(const cl::opt<T> &opt) {
-  return opt.getNumOccurrences() ? std::optional<T>(opt.getValue()) : std::nullopt;
+  return opt.getNumOccurrences() ? std::optional<T>(opt.getValue())
+                                 : std::nullopt;
 }
 
 /// Validates the options into a Request; reports problems through `diags`.
@@ -113,9 +121,11 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
                                    "': " + file.getError().message());
     return 1;
   }
-  unsigned bufferId = srcMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+  unsigned bufferId =
+      srcMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
 
-  std::unique_ptr<lang::ast::Program> program = lang::parseProgram(bufferId, diags);
+  std::unique_ptr<lang::ast::Program> program =
+      lang::parseProgram(bufferId, diags);
   if (!program)
     return 1;
   std::optional<lang::ChunkDag> dag;
@@ -124,8 +134,10 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     if (!dag)
       return 1;
     req->applyTo(dag->options);
-    if (dag->options.maxBytes != 0 && dag->options.minBytes > dag->options.maxBytes) {
-      diags.error(llvm::SMLoc(), "min_bytes (" + llvm::Twine(dag->options.minBytes) +
+    if (dag->options.maxBytes != 0 &&
+        dag->options.minBytes > dag->options.maxBytes) {
+      diags.error(llvm::SMLoc(), "min_bytes (" +
+                                     llvm::Twine(dag->options.minBytes) +
                                      ") is larger than max_bytes (" +
                                      llvm::Twine(dag->options.maxBytes) + ")");
       return 1;
@@ -135,7 +147,8 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   std::error_code ec;
   llvm::ToolOutputFile out(req->output, ec, llvm::sys::fs::OF_Text);
   if (ec) {
-    diags.error(llvm::SMLoc(), "cannot write '" + req->output + "': " + ec.message());
+    diags.error(llvm::SMLoc(),
+                "cannot write '" + req->output + "': " + ec.message());
     return 1;
   }
   if (req->emit == Emit::Ast)
@@ -151,7 +164,8 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "Coll compiler: .coll programs to MSCCL IR\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Coll compiler: .coll programs to MSCCL IR\n");
   llvm::SourceMgr srcMgr;
   lang::DiagnosticEngine diags(srcMgr, llvm::errs(), "collc");
   return run(srcMgr, diags);

@@ -1,4 +1,4 @@
-//===- DiagnosticsTest.cpp - The diagnostic engine -------------------------===//
+//===- DiagnosticsTest.cpp - The diagnostic engine ------------------------===//
 
 #include "LangTest.h"
 
@@ -28,7 +28,8 @@ TEST(DiagnosticsTest, NotesAndWarningsDoNotCount) {
   s.diags.note(at(s, 6), "declared here");
   EXPECT_EQ(s.diags.errorCount(), 0u);
   EXPECT_NE(s.text().find("test.coll:1:7: warning: unused"), std::string::npos);
-  EXPECT_NE(s.text().find("test.coll:1:7: note: declared here"), std::string::npos);
+  EXPECT_NE(s.text().find("test.coll:1:7: note: declared here"),
+            std::string::npos);
 }
 
 TEST(DiagnosticsTest, UnlocatedErrorNamesTheTool) {
@@ -61,10 +62,12 @@ TEST(DiagnosticsTest, AddDefine) {
   EXPECT_FALSE(addDefine(overrides, "N=three", s.diags));
   EXPECT_FALSE(addDefine(overrides, "N=", s.diags));
   EXPECT_EQ(s.diags.errorCount(), 5u);
-  EXPECT_NE(s.text().find("test: error: -D N: expected NAME=VALUE"), std::string::npos);
-  EXPECT_NE(s.text().find("test: error: -D N=three: the value must be an integer, "
-                          "true or false"),
+  EXPECT_NE(s.text().find("test: error: -D N: expected NAME=VALUE"),
             std::string::npos);
+  EXPECT_NE(
+      s.text().find("test: error: -D N=three: the value must be an integer, "
+                    "true or false"),
+      std::string::npos);
 }
 
 } // namespace

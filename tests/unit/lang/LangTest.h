@@ -22,9 +22,11 @@ namespace coll::lang::test {
 
 /// A program loaded into its own SourceMgr, with diagnostics captured.
 struct Session {
-  explicit Session(llvm::StringRef source) : os(diagText), diags(srcMgr, os, "test") {
+  explicit Session(llvm::StringRef source)
+      : os(diagText), diags(srcMgr, os, "test") {
     bufferId = srcMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(source, "test.coll"), llvm::SMLoc());
+        llvm::MemoryBuffer::getMemBufferCopy(source, "test.coll"),
+        llvm::SMLoc());
   }
   const std::string &text() {
     os.flush();
@@ -43,7 +45,8 @@ struct TraceResult {
   std::string diags;
 };
 
-inline TraceResult trace(llvm::StringRef source, const Overrides &overrides = {}) {
+inline TraceResult trace(llvm::StringRef source,
+                         const Overrides &overrides = {}) {
   Session s(source);
   TraceResult result;
   result.dag = compileToDag(s.bufferId, overrides, s.diags);
@@ -52,7 +55,8 @@ inline TraceResult trace(llvm::StringRef source, const Overrides &overrides = {}
 }
 
 /// Traces a program that must succeed.
-inline ChunkDag traceOk(llvm::StringRef source, const Overrides &overrides = {}) {
+inline ChunkDag traceOk(llvm::StringRef source,
+                        const Overrides &overrides = {}) {
   TraceResult result = trace(source, overrides);
   EXPECT_TRUE(result.dag) << result.diags;
   EXPECT_EQ(result.diags, "");
@@ -60,7 +64,8 @@ inline ChunkDag traceOk(llvm::StringRef source, const Overrides &overrides = {})
 }
 
 /// The diagnostics of a program that must fail.
-inline std::string traceError(llvm::StringRef source, const Overrides &overrides = {}) {
+inline std::string traceError(llvm::StringRef source,
+                              const Overrides &overrides = {}) {
   TraceResult result = trace(source, overrides);
   EXPECT_FALSE(result.dag) << "expected an error from:\n" << source.str();
   return result.diags;
@@ -75,8 +80,8 @@ inline std::string firstLine(const std::string &diags) {
 /// whose postcondition holds without any operation, so that only the
 /// language is exercised; returns the first diagnostic line or "".
 inline std::string run(llvm::StringRef body) {
-  std::string source = "collective allreduce(ranks = 1, inplace = true)\n" +
-                       body.str() + "\n";
+  std::string source =
+      "collective allreduce(ranks = 1, inplace = true)\n" + body.str() + "\n";
   return firstLine(trace(source).diags);
 }
 

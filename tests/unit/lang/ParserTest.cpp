@@ -1,4 +1,4 @@
-//===- ParserTest.cpp - Lexer, parser and AST ------------------------------===//
+//===- ParserTest.cpp - Lexer, parser and AST -----------------------------===//
 
 #include "LangTest.h"
 
@@ -22,7 +22,8 @@ std::string ast(llvm::StringRef source) {
 /// The dump of the expression `e`, without locations and without the
 /// program around it.
 std::string expr(llvm::StringRef e) {
-  std::string dump = ast("collective allreduce(ranks = 1)\nlet x = " + e.str() + "\n");
+  std::string dump =
+      ast("collective allreduce(ranks = 1)\nlet x = " + e.str() + "\n");
   std::string result;
   llvm::StringRef rest(dump);
   bool inLet = false;
@@ -38,16 +39,17 @@ std::string expr(llvm::StringRef e) {
 }
 
 TEST(ParserTest, DumpsEveryStatement) {
-  EXPECT_EQ(ast("param N = 2\n"
-                "collective allreduce(ranks = N, inplace = true)\n"
-                "option protocol = LL, name = \"x\"\n"
-                "fn f(a, b) { return a + b }\n"
-                "let xs = [1, f(2, 3)]\n"
-                "for i in 0..N step 1 { xs = xs + [i] }\n"
-                "while false { }\n"
-                "if len(xs) > 2 { } else if true { } else { assert(false) }\n"
-                "parallelize(2) { chunk(0, input, 0).copy(1, output, 0, ch = 1) }\n"),
-            R"(Program
+  EXPECT_EQ(
+      ast("param N = 2\n"
+          "collective allreduce(ranks = N, inplace = true)\n"
+          "option protocol = LL, name = \"x\"\n"
+          "fn f(a, b) { return a + b }\n"
+          "let xs = [1, f(2, 3)]\n"
+          "for i in 0..N step 1 { xs = xs + [i] }\n"
+          "while false { }\n"
+          "if len(xs) > 2 { } else if true { } else { assert(false) }\n"
+          "parallelize(2) { chunk(0, input, 0).copy(1, output, 0, ch = 1) }\n"),
+      R"(Program
   Param N @1:1
     Int 2 @1:11
   Collective allreduce @2:1
@@ -115,14 +117,20 @@ TEST(ParserTest, DumpsEveryStatement) {
 }
 
 TEST(ParserTest, Precedence) {
-  EXPECT_EQ(expr("1 + 2 * 3"), "Binary +\n  Int 1\n  Binary *\n    Int 2\n    Int 3\n");
-  EXPECT_EQ(expr("(1 + 2) * 3"), "Binary *\n  Binary +\n    Int 1\n    Int 2\n  Int 3\n");
-  EXPECT_EQ(expr("1 - 2 - 3"), "Binary -\n  Binary -\n    Int 1\n    Int 2\n  Int 3\n");
+  EXPECT_EQ(expr("1 + 2 * 3"),
+            "Binary +\n  Int 1\n  Binary *\n    Int 2\n    Int 3\n");
+  EXPECT_EQ(expr("(1 + 2) * 3"),
+            "Binary *\n  Binary +\n    Int 1\n    Int 2\n  Int 3\n");
+  EXPECT_EQ(expr("1 - 2 - 3"),
+            "Binary -\n  Binary -\n    Int 1\n    Int 2\n  Int 3\n");
   EXPECT_EQ(expr("-1 % 3"), "Binary %\n  Unary -\n    Int 1\n  Int 3\n");
-  EXPECT_EQ(expr("1 < 2 == true"), "Binary ==\n  Binary <\n    Int 1\n    Int 2\n  Bool true\n");
+  EXPECT_EQ(expr("1 < 2 == true"),
+            "Binary ==\n  Binary <\n    Int 1\n    Int 2\n  Bool true\n");
   EXPECT_EQ(expr("true || false && !true"),
-            "Binary ||\n  Bool true\n  Binary &&\n    Bool false\n    Unary !\n      Bool true\n");
-  EXPECT_EQ(expr("-[1][0]"), "Unary -\n  Index\n    List\n      Int 1\n    Int 0\n");
+            "Binary ||\n  Bool true\n  Binary &&\n    Bool false\n    Unary "
+            "!\n      Bool true\n");
+  EXPECT_EQ(expr("-[1][0]"),
+            "Unary -\n  Index\n    List\n      Int 1\n    Int 0\n");
 }
 
 TEST(ParserTest, CommentsStringsAndNonAscii) {
@@ -135,51 +143,66 @@ TEST(ParserTest, CommentsStringsAndNonAscii) {
 }
 
 TEST(ParserTest, StatementsNeedNoSeparator) {
-  EXPECT_NE(ast("collective allreduce(ranks = 1) let a = 1 let b = a assert(b == 1)")
-                .find("Call assert"),
-            std::string::npos);
+  EXPECT_NE(
+      ast("collective allreduce(ranks = 1) let a = 1 let b = a assert(b == 1)")
+          .find("Call assert"),
+      std::string::npos);
 }
 
 TEST(ParserTest, SyntaxErrors) {
   auto first = [](llvm::StringRef source) { return firstLine(ast(source)); };
   EXPECT_EQ(first("collective allreduce(ranks = 4 chunks = 4)"),
             "test.coll:1:32: error: unexpected 'chunks'; expected ')'");
-  EXPECT_EQ(first("let x = "), "test.coll:1:9: error: unexpected end of file; expected an expression");
-  EXPECT_EQ(first("for i in 0..4 {\n"), "test.coll:2:1: error: unexpected end of file; expected a statement or '}'");
-  EXPECT_EQ(first("let = 3"), "test.coll:1:5: error: unexpected '='; expected an identifier");
-  EXPECT_EQ(first("let x = 3 +* 4"), "test.coll:1:12: error: unexpected '*'; expected an expression");
-  EXPECT_EQ(first("}"), "test.coll:1:1: error: unexpected '}'; expected a declaration or statement or end of file");
-  EXPECT_EQ(first("let x = $"), "test.coll:1:9: error: unexpected character '$'");
-  EXPECT_EQ(first("let x = \xc3\xa9"),
-            "test.coll:1:9: error: unexpected byte 0xC3 (non-ASCII text may only "
-            "appear in comments and strings)");
-  EXPECT_EQ(first("let s = \"abc\n"), "test.coll:1:9: error: unterminated string literal");
+  EXPECT_EQ(
+      first("let x = "),
+      "test.coll:1:9: error: unexpected end of file; expected an expression");
+  EXPECT_EQ(first("for i in 0..4 {\n"), "test.coll:2:1: error: unexpected end "
+                                        "of file; expected a statement or '}'");
+  EXPECT_EQ(first("let = 3"),
+            "test.coll:1:5: error: unexpected '='; expected an identifier");
+  EXPECT_EQ(first("let x = 3 +* 4"),
+            "test.coll:1:12: error: unexpected '*'; expected an expression");
+  EXPECT_EQ(first("}"), "test.coll:1:1: error: unexpected '}'; expected a "
+                        "declaration or statement or end of file");
+  EXPECT_EQ(first("let x = $"),
+            "test.coll:1:9: error: unexpected character '$'");
+  EXPECT_EQ(
+      first("let x = \xc3\xa9"),
+      "test.coll:1:9: error: unexpected byte 0xC3 (non-ASCII text may only "
+      "appear in comments and strings)");
+  EXPECT_EQ(first("let s = \"abc\n"),
+            "test.coll:1:9: error: unterminated string literal");
   EXPECT_EQ(first("/* abc"), "test.coll:1:1: error: unterminated /* comment");
   EXPECT_EQ(first("let s = \"a\\qb\""),
-            "test.coll:1:11: error: unknown escape sequence '\\q' in string (use \\\", \\\\, \\n or \\t)");
-  EXPECT_EQ(first("let n = 9223372036854775808"),
-            "test.coll:1:9: error: integer literal 9223372036854775808 is too large "
-            "(the largest is 9223372036854775807)");
+            "test.coll:1:11: error: unknown escape sequence '\\q' in string "
+            "(use \\\", \\\\, \\n or \\t)");
+  EXPECT_EQ(
+      first("let n = 9223372036854775808"),
+      "test.coll:1:9: error: integer literal 9223372036854775808 is too large "
+      "(the largest is 9223372036854775807)");
   // Only the first syntax error is reported.
   EXPECT_EQ(ast("let = 1\nlet = 2\n").find("2:"), std::string::npos);
   // Declarations only at the top level.
-  EXPECT_EQ(first("fn f() { param N = 1 }"),
-            "test.coll:1:10: error: unexpected 'param'; expected a statement or '}'");
+  EXPECT_EQ(
+      first("fn f() { param N = 1 }"),
+      "test.coll:1:10: error: unexpected 'param'; expected a statement or '}'");
 }
 
 TEST(ParserTest, NestingLimits) {
-  std::string parens = "let x = " + std::string(101, '(') + "1" + std::string(101, ')');
-  EXPECT_EQ(firstLine(ast(parens)),
-            "test.coll:1:109: error: program is nested too deeply (more than 100 open brackets)");
+  std::string parens =
+      "let x = " + std::string(101, '(') + "1" + std::string(101, ')');
+  EXPECT_EQ(firstLine(ast(parens)), "test.coll:1:109: error: program is nested "
+                                    "too deeply (more than 100 open brackets)");
   std::string negations = "let x = " + std::string(101, '-') + "1";
   EXPECT_EQ(firstLine(ast(negations)),
-            "test.coll:1:109: error: program is nested too deeply (more than 100 prefix "
+            "test.coll:1:109: error: program is nested too deeply (more than "
+            "100 prefix "
             "operators in a row)");
   std::string sum = "let x = 1";
   for (int i = 0; i < 300; ++i)
     sum += " + 1";
-  EXPECT_EQ(firstLine(ast(sum)),
-            "test.coll:1:9: error: expression is nested too deeply (more than 256 levels)");
+  EXPECT_EQ(firstLine(ast(sum)), "test.coll:1:9: error: expression is nested "
+                                 "too deeply (more than 256 levels)");
 }
 
 } // namespace

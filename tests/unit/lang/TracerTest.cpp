@@ -1,4 +1,4 @@
-//===- TracerTest.cpp - Tracing chunk operations into the ChunkDag ---------===//
+//===- TracerTest.cpp - Tracing chunk operations into the ChunkDag --------===//
 
 #include "LangTest.h"
 
@@ -84,7 +84,8 @@ chunk(0, input, 0).copy(0, scratch, 0)
 }
 
 TEST(TracerTest, Locations) {
-  Session s("collective allreduce(ranks = 1)\n  chunk(0, input, 0).copy(0, output, 0)\n");
+  Session s("collective allreduce(ranks = 1)\n  chunk(0, input, 0).copy(0, "
+            "output, 0)\n");
   std::optional<ChunkDag> dag = compileToDag(s.bufferId, {}, s.diags);
   ASSERT_TRUE(dag) << s.text();
   EXPECT_EQ(s.diags.lineAndColumn(dag->ops[0].loc), std::make_pair(2u, 22u));
@@ -99,8 +100,10 @@ chunk(1, input, 0).reduce(chunk(1, scratch("tmp"), 3))
 chunk(1, input, 0).copy(0, input, 0)
 )");
   EXPECT_EQ(dag.scratchNames, (std::vector<std::string>{"scratch", "tmp"}));
-  EXPECT_EQ(dag.scratchChunks, (std::vector<std::vector<int32_t>>{{0, 0}, {0, 4}}));
-  EXPECT_EQ(dag.ops[0].dst, (SlotRange{1, (BufferId{ir::BufferKind::Scratch, 1}), 3, 1}));
+  EXPECT_EQ(dag.scratchChunks,
+            (std::vector<std::vector<int32_t>>{{0, 0}, {0, 4}}));
+  EXPECT_EQ(dag.ops[0].dst,
+            (SlotRange{1, (BufferId{ir::BufferKind::Scratch, 1}), 3, 1}));
 }
 
 TEST(TracerTest, InPlaceSlotsAreCanonical) {
@@ -114,7 +117,8 @@ chunk(1, output, 0).copy(0, output, 0)
   EXPECT_EQ(ar.ops[1].deps, deps({0}));
 
   // allgather: input(r, j) is output(r, r*K + j).
-  ChunkDag ag = traceOk(R"(collective allgather(ranks = 3, chunks = 2, inplace = true)
+  ChunkDag ag =
+      traceOk(R"(collective allgather(ranks = 3, chunks = 2, inplace = true)
 for r in 0..3 {
     for a in 0..3 {
         if a != r { chunk(a, input, 0, size = 2).copy(r, output, 2 * a) }
@@ -157,7 +161,8 @@ for r in 0..3 {
   ChunkDag a2a = traceOk(R"(collective alltoall(ranks = 3, chunks = 2)
 for s in 0..3 { for d in 0..3 { chunk(s, input, 2 * d, size = 2).copy(d, output, 2 * s) } }
 )");
-  EXPECT_EQ(a2a.collective.expected[2][1], std::vector<ContribId>{5}); // in(0,5)
+  EXPECT_EQ(a2a.collective.expected[2][1],
+            std::vector<ContribId>{5}); // in(0,5)
 
   ChunkDag bc = traceOk(R"(collective broadcast(ranks = 3, chunks = 2, root = 1)
 let c = chunk(1, input, 0, size = 2).copy(1, output, 0)
@@ -193,7 +198,8 @@ for r in 0..3 { chunk(1, input, r).copy(r, output, 0) }
 }
 
 TEST(TracerTest, CustomCollective) {
-  ChunkDag dag = traceOk(R"(collective custom(ranks = 2, input = 2, output = 4) {
+  ChunkDag dag =
+      traceOk(R"(collective custom(ranks = 2, input = 2, output = 4) {
     pre { for r in 0..2 { provide(r, 0) provide(r, 1) } }
     post { for r in 0..2 { for a in 0..2 { for j in 0..2 { expect(r, a*2 + j, contrib(a, j)) } } } }
 }
@@ -205,7 +211,8 @@ for r in 0..2 { for a in 0..2 { chunk(a, input, 0, size = 2).copy(r, output, 2 *
   EXPECT_EQ(dag.collective.expected[1][3], std::vector<ContribId>{3});
 
   // Several expects on a slot mean a reduction; unmentioned slots are free.
-  ChunkDag sum = traceOk(R"(collective custom(ranks = 2, input = 1, output = 2) {
+  ChunkDag sum =
+      traceOk(R"(collective custom(ranks = 2, input = 1, output = 2) {
     post { expect(0, 0, contrib(0, 0)) expect(0, 0, contrib(1, 0)) }
 }
 chunk(0, input, 0).copy(0, output, 0)
@@ -215,36 +222,46 @@ chunk(0, output, 0).reduce(chunk(1, input, 0))
   EXPECT_TRUE(sum.collective.expected[0][1].empty());
   EXPECT_TRUE(sum.collective.inputDefined[1][0]); // no pre block: all defined
 
-  EXPECT_EQ(firstLine(traceError(R"(collective custom(ranks = 2, input = 1, output = 1) {
+  EXPECT_EQ(firstLine(traceError(
+                R"(collective custom(ranks = 2, input = 1, output = 1) {
     pre { provide(0, 0) }
     post { expect(0, 0, contrib(1, 0)) }
 })")),
-            "test.coll:3:12: error: in(1,0) is expected in an output chunk but the pre "
+            "test.coll:3:12: error: in(1,0) is expected in an output chunk but "
+            "the pre "
             "block does not provide it");
-  EXPECT_EQ(firstLine(traceError(R"(collective custom(ranks = 1, input = 1, output = 1) {
+  EXPECT_EQ(firstLine(traceError(
+                R"(collective custom(ranks = 1, input = 1, output = 1) {
     post { expect(0, 0, contrib(0, 0)) expect(0, 0, contrib(0, 0)) }
 })")),
-            "test.coll:2:40: error: output chunk 0:output[0] is expected to hold in(0,0) twice");
-  EXPECT_EQ(firstLine(traceError(R"(collective custom(ranks = 2, input = 1, output = 1) {
+            "test.coll:2:40: error: output chunk 0:output[0] is expected to "
+            "hold in(0,0) twice");
+  EXPECT_EQ(firstLine(traceError(
+                R"(collective custom(ranks = 2, input = 1, output = 1) {
     pre { provide(0, 0) }
     post { expect(1, 0, contrib(0, 0)) }
 }
 chunk(1, input, 0).copy(1, output, 0)
 )")),
-            "test.coll:5:1: error: chunk 1:input[0] holds no data: the collective's pre block "
+            "test.coll:5:1: error: chunk 1:input[0] holds no data: the "
+            "collective's pre block "
             "does not provide it");
-  EXPECT_EQ(run("provide(0, 0)"),
-            "test.coll:2:1: error: 'provide' may only be called in the pre block of a custom "
-            "collective");
-  EXPECT_EQ(firstLine(traceError(
-                "collective custom(ranks = 1, input = 1, output = 1) { post { chunk(0, input, 0) } }")),
-            "test.coll:1:62: error: chunk operations are not allowed in pre and post blocks");
-  EXPECT_EQ(firstLine(traceError(
-                "collective custom(ranks = 1, input = 1, output = 2, inplace = true) { post { } }")),
-            "test.coll:1:12: error: an in-place custom collective needs input = output (output "
+  EXPECT_EQ(run("provide(0, 0)"), "test.coll:2:1: error: 'provide' may only be "
+                                  "called in the pre block of a custom "
+                                  "collective");
+  EXPECT_EQ(
+      firstLine(traceError("collective custom(ranks = 1, input = 1, output = "
+                           "1) { post { chunk(0, input, 0) } }")),
+      "test.coll:1:62: error: chunk operations are not allowed in pre and post "
+      "blocks");
+  EXPECT_EQ(firstLine(traceError("collective custom(ranks = 1, input = 1, "
+                                 "output = 2, inplace = true) { post { } }")),
+            "test.coll:1:12: error: an in-place custom collective needs input "
+            "= output (output "
             "chunk i is input chunk i)");
   // In place, output chunk i is input chunk i.
-  ChunkDag inplace = traceOk(R"(collective custom(ranks = 2, input = 1, output = 1, inplace = true) {
+  ChunkDag inplace = traceOk(
+      R"(collective custom(ranks = 2, input = 1, output = 1, inplace = true) {
     post { expect(1, 0, contrib(0, 0)) }
 }
 chunk(0, input, 0).copy(1, output, 0)
@@ -269,31 +286,40 @@ for src in 0..4 {
 )");
   EXPECT_EQ(dag.ops.size(), 32u);
 
-  EXPECT_EQ(run("chunk(0, input, 0).reduce(chunk(0, input, 0).copy(0, scratch, 0))\n"
-                "let o = chunk(0, input, 0).origin_rank"),
-            "test.coll:2:20: error: duplicated contribution: the reduction adds in(0,0) to "
-            "0:input[0], which already holds it");
-  EXPECT_EQ(firstLine(traceError(R"(collective allreduce(ranks = 2, inplace = true)
+  EXPECT_EQ(
+      run("chunk(0, input, 0).reduce(chunk(0, input, 0).copy(0, scratch, 0))\n"
+          "let o = chunk(0, input, 0).origin_rank"),
+      "test.coll:2:20: error: duplicated contribution: the reduction adds "
+      "in(0,0) to "
+      "0:input[0], which already holds it");
+  EXPECT_EQ(
+      firstLine(traceError(R"(collective allreduce(ranks = 2, inplace = true)
 let c = chunk(1, input, 0).reduce(chunk(0, input, 0))
 let o = c.origin_rank
 )")),
-            "test.coll:3:11: error: 'origin_rank' needs a chunk holding one contribution, but "
-            "1:input[0] holds a reduction of 2 contributions (in(0,0), in(1,0))");
+      "test.coll:3:11: error: 'origin_rank' needs a chunk holding one "
+      "contribution, but "
+      "1:input[0] holds a reduction of 2 contributions (in(0,0), in(1,0))");
   EXPECT_EQ(run("let o = chunk(0, scratch, 0).origin_index"),
-            "test.coll:2:30: error: 'origin_index' needs a chunk holding one contribution, but "
+            "test.coll:2:30: error: 'origin_index' needs a chunk holding one "
+            "contribution, but "
             "0:scratch[0] holds nothing");
   EXPECT_EQ(firstLine(traceError("collective allgather(ranks = 2)\n"
                                  "let d = chunk(0, input, 0).dest_rank")),
-            "test.coll:2:28: error: 'dest_rank' is undefined: in(0,0) is the sole content of "
+            "test.coll:2:28: error: 'dest_rank' is undefined: in(0,0) is the "
+            "sole content of "
             "several output chunks");
-  EXPECT_EQ(firstLine(traceError("collective allreduce(ranks = 2, inplace = true)\n"
-                                 "let d = chunk(0, input, 0).dest_index")),
-            "test.coll:2:28: error: 'dest_index' is undefined: in(0,0) is not the sole content "
-            "of any output chunk");
+  EXPECT_EQ(
+      firstLine(traceError("collective allreduce(ranks = 2, inplace = true)\n"
+                           "let d = chunk(0, input, 0).dest_index")),
+      "test.coll:2:28: error: 'dest_index' is undefined: in(0,0) is not the "
+      "sole content "
+      "of any output chunk");
 }
 
 TEST(TracerTest, SplitAndGroup) {
-  ChunkDag dag = traceOk(R"(collective allgather(ranks = 2, chunks = 4, inplace = true)
+  ChunkDag dag =
+      traceOk(R"(collective allgather(ranks = 2, chunks = 4, inplace = true)
 let parts = chunk(0, input, 0, size = 4).split(2)
 assert(len(parts) == 2 && parts[1].index == 2 && parts[1].size == 2 && parts[1].rank == 0)
 let whole = parts[0].group(parts[1])
@@ -308,7 +334,8 @@ chunk(1, input, 0, size = 4).copy(0, output, 4)
   EXPECT_EQ(run("let p = chunk(0, input, 0).split(0)"),
             "test.coll:2:34: error: cannot split 1 chunk into 0 equal parts");
   EXPECT_EQ(run("let g = chunk(0, input, 0).group(chunk(0, output, 0))"),
-            "test.coll:2:34: error: cannot group 0:input[0] with 0:output[0]: the second must "
+            "test.coll:2:34: error: cannot group 0:input[0] with 0:output[0]: "
+            "the second must "
             "start where the first ends, at 0:input[1]");
 }
 
@@ -323,36 +350,47 @@ chunk(1, input, 0).copy(0, scratch, 0)
   EXPECT_EQ(dag.ops[0].parallel, 2);
   EXPECT_EQ(dag.ops[1].parallel, 6);
   EXPECT_EQ(dag.ops[2].parallel, 1);
-  EXPECT_EQ(run("parallelize(0) { }"),
-            "test.coll:2:13: error: parallelize needs a factor of at least 1, got 0");
+  EXPECT_EQ(
+      run("parallelize(0) { }"),
+      "test.coll:2:13: error: parallelize needs a factor of at least 1, got 0");
 }
 
 TEST(TracerTest, ReferenceErrors) {
-  EXPECT_EQ(run("let c = chunk(1, input, 0)"),
-            "test.coll:2:15: error: rank 1 is out of range (program has 1 ranks)");
-  EXPECT_EQ(run("let c = chunk(0, input, 1)"),
-            "test.coll:2:25: error: index 1 is out of range (input has 1 chunks)");
+  EXPECT_EQ(
+      run("let c = chunk(1, input, 0)"),
+      "test.coll:2:15: error: rank 1 is out of range (program has 1 ranks)");
+  EXPECT_EQ(
+      run("let c = chunk(0, input, 1)"),
+      "test.coll:2:25: error: index 1 is out of range (input has 1 chunks)");
   EXPECT_EQ(run("let c = chunk(0, output, 0, size = 2)"),
-            "test.coll:2:26: error: chunks 0..2 are out of range (output has 1 chunks)");
+            "test.coll:2:26: error: chunks 0..2 are out of range (output has 1 "
+            "chunks)");
   EXPECT_EQ(run("let c = chunk(0, input, 0, size = 0)"),
             "test.coll:2:35: error: size must be at least 1, got 0");
   EXPECT_EQ(run("let c = chunk(0, input, 0, size = 9223372036854775807)"),
-            "test.coll:2:25: error: chunks 0..9223372036854775807 are out of range (input has 1 "
+            "test.coll:2:25: error: chunks 0..9223372036854775807 are out of "
+            "range (input has 1 "
             "chunks)");
   EXPECT_EQ(run("let c = chunk(0, scratch, 5, size = 9223372036854775807)"),
-            "test.coll:2:27: error: size 9223372036854775807 is out of range (scratch has at most "
+            "test.coll:2:27: error: size 9223372036854775807 is out of range "
+            "(scratch has at most "
             "65536 chunks)");
   EXPECT_EQ(run("let c = chunk(0, scratch, -1)"),
-            "test.coll:2:27: error: index -1 is out of range (scratch has at most 65536 chunks)");
+            "test.coll:2:27: error: index -1 is out of range (scratch has at "
+            "most 65536 chunks)");
   EXPECT_EQ(run("let c = chunk(0, scratch(\"t\"), 65535, size = 2)"),
-            "test.coll:2:32: error: chunks 65535..65537 are out of range (scratch(\"t\") has at "
+            "test.coll:2:32: error: chunks 65535..65537 are out of range "
+            "(scratch(\"t\") has at "
             "most 65536 chunks)");
   EXPECT_EQ(run("let c = chunk(0, scratch, 9223372036854775807)"),
-            "test.coll:2:27: error: index 9223372036854775807 is out of range (scratch has at "
+            "test.coll:2:27: error: index 9223372036854775807 is out of range "
+            "(scratch has at "
             "most 65536 chunks)");
-  EXPECT_EQ(run("let c = chunk(0, 1, 0)"), "test.coll:2:18: error: expected a buffer, got an integer");
-  EXPECT_EQ(run("chunk(0, input, 0).copy(0, input, 0, ch = -1)"),
-            "test.coll:2:43: error: ch must be between 0 and 2147483647, got -1");
+  EXPECT_EQ(run("let c = chunk(0, 1, 0)"),
+            "test.coll:2:18: error: expected a buffer, got an integer");
+  EXPECT_EQ(
+      run("chunk(0, input, 0).copy(0, input, 0, ch = -1)"),
+      "test.coll:2:43: error: ch must be between 0 and 2147483647, got -1");
   EXPECT_EQ(run("let s = scratch(\"\")"),
             "test.coll:2:17: error: a scratch buffer needs a non-empty name");
 }
@@ -362,61 +400,80 @@ TEST(TracerTest, OperationErrors) {
   auto first = [&](llvm::StringRef body) {
     return firstLine(traceError(header + body.str()));
   };
-  EXPECT_EQ(first("chunk(0, input, 0).copy(2, output, 0)"),
-            "test.coll:2:25: error: rank 2 is out of range (program has 2 ranks)");
+  EXPECT_EQ(
+      first("chunk(0, input, 0).copy(2, output, 0)"),
+      "test.coll:2:25: error: rank 2 is out of range (program has 2 ranks)");
   EXPECT_EQ(first("chunk(0, input, 0, size = 2).copy(1, output, 1)"),
-            "test.coll:2:46: error: destination chunks 1..3 are out of range (output has 2 chunks)");
-  EXPECT_EQ(first("chunk(0, output, 0).reduce(chunk(0, input, 0, size = 2))"),
-            "test.coll:2:21: error: size mismatch: cannot reduce 2 chunks into 1");
+            "test.coll:2:46: error: destination chunks 1..3 are out of range "
+            "(output has 2 chunks)");
+  EXPECT_EQ(
+      first("chunk(0, output, 0).reduce(chunk(0, input, 0, size = 2))"),
+      "test.coll:2:21: error: size mismatch: cannot reduce 2 chunks into 1");
   EXPECT_EQ(first("chunk(1, scratch, 0).copy(0, output, 0)"),
-            "test.coll:2:1: error: chunk 1:scratch[0] is read before anything is written to it");
+            "test.coll:2:1: error: chunk 1:scratch[0] is read before anything "
+            "is written to it");
   EXPECT_EQ(first("chunk(1, output, 0).reduce(chunk(0, input, 0))"),
-            "test.coll:2:1: error: chunk 1:output[0] is read before anything is written to it");
+            "test.coll:2:1: error: chunk 1:output[0] is read before anything "
+            "is written to it");
   EXPECT_EQ(first("chunk(0, input, 0).copy(1, input, 0)"),
-            "test.coll:2:28: error: cannot write to 1:input[0]: the input of an out-of-place "
+            "test.coll:2:28: error: cannot write to 1:input[0]: the input of "
+            "an out-of-place "
             "collective is read-only");
   EXPECT_EQ(first("chunk(0, input, 0).copy(0, scratch, 0)\n"
                   "chunk(0, scratch, 0).reduce(chunk(0, input, 0))"),
-            "test.coll:3:22: error: duplicated contribution: the reduction adds in(0,0) to "
+            "test.coll:3:22: error: duplicated contribution: the reduction "
+            "adds in(0,0) to "
             "0:scratch[0], which already holds it");
   EXPECT_EQ(first("chunk(0, input, 0).copy(0, scratch, 0)\n"
                   "chunk(0, scratch, 0, size = 1).copy(0, scratch, 0)"),
-            "test.coll:3:32: error: source 0:scratch[0] and destination 0:scratch[0] overlap");
+            "test.coll:3:32: error: source 0:scratch[0] and destination "
+            "0:scratch[0] overlap");
   EXPECT_EQ(firstLine(traceError("collective broadcast(ranks = 2, root = 1)\n"
                                  "chunk(0, input, 0).copy(1, output, 0)")),
-            "test.coll:2:1: error: chunk 0:input[0] holds no data: broadcast defines only the "
+            "test.coll:2:1: error: chunk 0:input[0] holds no data: broadcast "
+            "defines only the "
             "input of root 1");
-  std::string before = traceError("let c = chunk(0, input, 0)\ncollective allreduce(ranks = 2)");
-  EXPECT_EQ(firstLine(before),
-            "test.coll:1:9: error: 'chunk' is used before the collective is declared");
-  EXPECT_NE(before.find("test.coll:2:1: note: the collective is declared here"), std::string::npos);
+  std::string before =
+      traceError("let c = chunk(0, input, 0)\ncollective allreduce(ranks = 2)");
+  EXPECT_EQ(firstLine(before), "test.coll:1:9: error: 'chunk' is used before "
+                               "the collective is declared");
+  EXPECT_NE(before.find("test.coll:2:1: note: the collective is declared here"),
+            std::string::npos);
 }
 
 TEST(TracerTest, CollectiveErrors) {
-  auto first = [](llvm::StringRef source) { return firstLine(traceError(source)); };
+  auto first = [](llvm::StringRef source) {
+    return firstLine(traceError(source));
+  };
   EXPECT_EQ(first("collective allreduce(ranks = 0)"),
             "test.coll:1:30: error: ranks must be between 1 and 4096, got 0");
-  EXPECT_EQ(first("collective broadcast(ranks = 2, root = 2)"),
-            "test.coll:1:40: error: root 2 is out of range (program has 2 ranks)");
-  EXPECT_EQ(first("collective allreduce(ranks = 2, chunks = 0)"),
-            "test.coll:1:42: error: chunks must be between 1 and 524288, got 0");
+  EXPECT_EQ(
+      first("collective broadcast(ranks = 2, root = 2)"),
+      "test.coll:1:40: error: root 2 is out of range (program has 2 ranks)");
+  EXPECT_EQ(
+      first("collective allreduce(ranks = 2, chunks = 0)"),
+      "test.coll:1:42: error: chunks must be between 1 and 524288, got 0");
   EXPECT_EQ(first("collective alltoall(ranks = 4096)"),
-            "test.coll:1:29: error: collective alltoall over 4096 ranks is too large to trace");
+            "test.coll:1:29: error: collective alltoall over 4096 ranks is too "
+            "large to trace");
   EXPECT_EQ(first("collective allreduce(ranks = 2, inplace = 1)"),
             "test.coll:1:43: error: expected a boolean, got an integer");
 }
 
 TEST(TracerTest, PostconditionErrors) {
   // The reduction stops one rank short, so the chain misses a contribution.
-  std::string missing = traceError(R"(collective allreduce(ranks = 3, inplace = true)
+  std::string missing =
+      traceError(R"(collective allreduce(ranks = 3, inplace = true)
 let c = chunk(0, input, 0)
 for k in 1..2 { c = chunk(k, input, 0).reduce(c) }
 for k in 0..2 { c = c.copy(k, input, 0) }
 )");
-  EXPECT_EQ(firstLine(missing), "test.coll:4:23: error: output chunk 0:output[0] is missing 1 of "
-                                "its 3 contributions: in(2,0)");
+  EXPECT_EQ(firstLine(missing),
+            "test.coll:4:23: error: output chunk 0:output[0] is missing 1 of "
+            "its 3 contributions: in(2,0)");
   // Nothing wrote rank 2's chunk: the error points at the declaration.
-  EXPECT_NE(missing.find("test.coll:1:1: error: output chunk 2:output[0] is missing 2 of its 3 "
+  EXPECT_NE(missing.find("test.coll:1:1: error: output chunk 2:output[0] is "
+                         "missing 2 of its 3 "
                          "contributions: in(0,0), in(1,0)"),
             std::string::npos);
 
@@ -424,7 +481,8 @@ for k in 0..2 { c = c.copy(k, input, 0) }
 for r in 0..2 { for a in 0..2 { chunk(a, input, 0).copy(r, output, a) } }
 chunk(0, output, 1).reduce(chunk(0, input, 0))
 )")),
-            "test.coll:3:21: error: output chunk 0:output[1] holds 1 unexpected contribution: "
+            "test.coll:3:21: error: output chunk 0:output[1] holds 1 "
+            "unexpected contribution: "
             "in(0,0)");
   EXPECT_EQ(firstLine(traceError(R"(collective allgather(ranks = 2)
 chunk(0, input, 0).copy(0, output, 0)
@@ -432,25 +490,30 @@ chunk(1, input, 0).copy(1, output, 1)
 chunk(0, input, 0).copy(1, output, 0)
 chunk(0, output, 0).copy(0, output, 1)
 )")),
-            "test.coll:5:21: error: output chunk 0:output[1] is missing 1 of its 1 contribution "
+            "test.coll:5:21: error: output chunk 0:output[1] is missing 1 of "
+            "its 1 contribution "
             "(in(1,0)) and holds 1 unexpected contribution (in(0,0))");
   EXPECT_EQ(firstLine(traceError("collective broadcast(ranks = 2)")),
-            "test.coll:1:1: error: output chunk 0:output[0] is never written (it must hold in(0,0))");
+            "test.coll:1:1: error: output chunk 0:output[0] is never written "
+            "(it must hold in(0,0))");
 
   // At most ten slots are reported, then a note counts the rest.
   std::string many = traceError("collective alltoall(ranks = 4)");
-  EXPECT_NE(many.find("note: 6 more output chunks do not hold what the postcondition requires"),
+  EXPECT_NE(many.find("note: 6 more output chunks do not hold what the "
+                      "postcondition requires"),
             std::string::npos);
 }
 
 TEST(TracerTest, ManualThreadblocks) {
-  EXPECT_EQ(firstLine(traceError(R"(collective allreduce(ranks = 2, inplace = true)
+  EXPECT_EQ(
+      firstLine(traceError(R"(collective allreduce(ranks = 2, inplace = true)
 option threadblocks = manual
 chunk(1, input, 0).reduce(chunk(0, input, 0), sendtb = 0, recvtb = 0)
 chunk(1, input, 0).copy(0, input, 0, sendtb = 0)
 )")),
-            "test.coll:4:20: error: with `threadblocks = manual`, an operation between ranks "
-            "must name sendtb and recvtb");
+      "test.coll:4:20: error: with `threadblocks = manual`, an operation "
+      "between ranks "
+      "must name sendtb and recvtb");
 }
 
 TEST(TracerTest, Scale) {

@@ -58,7 +58,9 @@ llvm::StringRef spelling(OptionKind kind);
 /// What a name refers to: a variable slot in the global frame or in the
 /// current function's frame, or one of the predefined buffers.
 struct Binding {
-  enum class Kind : uint8_t { Unresolved, Global, Local, Input, Output, Scratch };
+  enum class Kind : uint8_t {
+    Unresolved, Global, Local, Input, Output, Scratch
+  };
   Kind kind = Kind::Unresolved;
   uint32_t slot = 0; ///< for Global and Local
 };
