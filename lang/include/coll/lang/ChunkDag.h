@@ -50,6 +50,8 @@ struct SlotRange {
   BufferId buffer;
   int32_t index = 0;
   int32_t size = 1;
+
+  friend bool operator==(const SlotRange &, const SlotRange &) = default;
 };
 
 /// An original input chunk: contribution `rank * inputChunks + index`, where

@@ -1,0 +1,497 @@
+//===- Tracer.cpp - Symbolic buffers and the traced operations ------------===//
+
+#include "Tracer.h"
+#include "Limits.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+
+using namespace coll;
+using namespace coll::lang;
+
+std::string coll::lang::formatBuffer(BufferId buffer,
+                                     llvm::ArrayRef<std::string> scratchNames) {
+  switch (buffer.kind) {
+  case ir::BufferKind::Input: return "input";
+  case ir::BufferKind::Output: return "output";
+  case ir::BufferKind::Scratch:
+    return buffer.scratchId == 0
+               ? "scratch"
+               : "scratch(\"" + scratchNames[buffer.scratchId] + "\")";
+  }
+  return "?";
+}
+
+std::string coll::lang::formatSlots(const SlotRange &range,
+                                    llvm::ArrayRef<std::string> scratchNames) {
+  std::string text = std::to_string(range.rank) + ":" +
+                     formatBuffer(range.buffer, scratchNames) + "[" +
+                     std::to_string(range.index);
+  if (range.size != 1)
+    text += ":" + std::to_string(range.index + range.size);
+  return text + "]";
+}
+
+std::string coll::lang::formatContrib(ContribId id, int32_t inputChunks) {
+  return "in(" + std::to_string(id / inputChunks) + "," +
+         std::to_string(id % inputChunks) + ")";
+}
+
+/// "in(0,1), in(1,1), in(2,1) and 5 more".
+static std::string formatContribs(llvm::ArrayRef<ContribId> ids,
+                                  int32_t inputChunks) {
+  constexpr size_t Shown = 3;
+  std::string text;
+  for (size_t i = 0; i < std::min(ids.size(), Shown); ++i)
+    text += (i ? ", " : "") + formatContrib(ids[i], inputChunks);
+  if (ids.size() > Shown)
+    text += " and " + std::to_string(ids.size() - Shown) + " more";
+  return text;
+}
+
+static std::string plural(size_t n, llvm::StringRef word) {
+  return std::to_string(n) + " " + word.str() + (n == 1 ? "" : "s");
+}
+
+//===----------------------------------------------------------------------===//
+// Built-in collectives
+//===----------------------------------------------------------------------===//
+
+CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
+                                           int32_t k, int32_t root,
+                                           bool inplace) {
+  assert(kind != ir::Collective::Custom &&
+         "custom collectives state their own");
+  ir::CollectiveInfo info = ir::collectiveInfo(kind);
+  CollectiveSpec spec;
+  spec.kind = kind;
+  spec.nranks = nranks;
+  spec.chunksPerBlock = k;
+  spec.inputChunks = info.inputPerRank ? nranks * k : k;
+  spec.outputChunks = info.outputPerRank ? nranks * k : k;
+  spec.root = info.hasRoot ? root : -1;
+  spec.inplace = inplace;
+  bool rootInputOnly =
+      kind == ir::Collective::Broadcast || kind == ir::Collective::Scatter;
+  spec.inputDefined.resize(nranks);
+  for (int32_t r = 0; r < nranks; ++r)
+    spec.inputDefined[r].assign(spec.inputChunks, !rootInputOnly || r == root);
+  spec.expected.assign(nranks,
+                       std::vector<std::vector<ContribId>>(spec.outputChunks));
+  auto in = [&](int32_t rank, int32_t index) {
+    return static_cast<ContribId>(rank * spec.inputChunks + index);
+  };
+  auto &out = spec.expected;
+  // Lists are built in increasing rank order, hence sorted as
+  // CollectiveSpec requires.
+  auto sum = [&](auto contribOfRank) {
+    std::vector<ContribId> list(nranks);
+    for (int32_t a = 0; a < nranks; ++a)
+      list[a] = contribOfRank(a);
+    return list;
+  };
+  for (int32_t j = 0; j < k; ++j) {
+    switch (kind) {
+    case ir::Collective::AllReduce: {
+      std::vector<ContribId> all = sum([&](int32_t a) { return in(a, j); });
+      for (int32_t r = 0; r < nranks; ++r)
+        out[r][j] = all;
+      break;
+    }
+    case ir::Collective::Reduce:
+      out[root][j] = sum([&](int32_t a) { return in(a, j); });
+      break;
+    case ir::Collective::ReduceScatter:
+      for (int32_t r = 0; r < nranks; ++r)
+        out[r][j] = sum([&](int32_t a) { return in(a, r * k + j); });
+      break;
+    case ir::Collective::Broadcast:
+      for (int32_t r = 0; r < nranks; ++r)
+        out[r][j] = {in(root, j)};
+      break;
+    case ir::Collective::Scatter:
+      for (int32_t r = 0; r < nranks; ++r)
+        out[r][j] = {in(root, r * k + j)};
+      break;
+    case ir::Collective::AllGather:
+    case ir::Collective::Gather:
+    case ir::Collective::AllToAll:
+      for (int32_t r = 0; r < nranks; ++r) {
+        if (kind == ir::Collective::Gather && r != root)
+          continue;
+        for (int32_t a = 0; a < nranks; ++a)
+          out[r][a * k + j] = {
+              kind == ir::Collective::AllToAll ? in(a, r * k + j) : in(a, j)};
+      }
+      break;
+    case ir::Collective::Custom: break;
+    }
+  }
+  return spec;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+static size_t bufferSlot(BufferId buffer) {
+  return buffer.kind == ir::BufferKind::Scratch
+             ? 2 + buffer.scratchId
+             : static_cast<size_t>(buffer.kind);
+}
+
+void Tracer::declare(CollectiveSpec spec) {
+  dag.collective = std::move(spec);
+  const CollectiveSpec &s = dag.collective;
+  // Only the buffer that owns aliased memory gets slots.
+  bool inputOwned =
+      canonical({0, {ir::BufferKind::Input, 0}, 0, 1}).buffer.kind ==
+      ir::BufferKind::Input;
+  bool outputOwned =
+      canonical({0, {ir::BufferKind::Output, 0}, 0, 1}).buffer.kind ==
+      ir::BufferKind::Output;
+  slots.assign(s.nranks,
+               std::vector<std::vector<Slot>>(2 + dag.scratchNames.size()));
+  for (int32_t r = 0; r < s.nranks; ++r) {
+    slots[r][0].resize(inputOwned ? s.inputChunks : 0);
+    slots[r][1].resize(outputOwned ? s.outputChunks : 0);
+  }
+  isDeclared = true;
+  for (int32_t r = 0; r < s.nranks; ++r)
+    for (int32_t j = 0; j < s.inputChunks; ++j)
+      if (s.inputDefined[r][j])
+        provide(r, j);
+}
+
+void Tracer::provide(int32_t rank, int32_t index) {
+  CollectiveSpec &s = dag.collective;
+  s.inputDefined[rank][index] = true;
+  SlotRange c = canonical({rank, {ir::BufferKind::Input, 0}, index, 1});
+  slotForWrite(c.rank, c.buffer, c.index).contents =
+      std::make_shared<const std::vector<ContribId>>(
+          1, static_cast<ContribId>(rank * s.inputChunks + index));
+}
+
+bool Tracer::expect(int32_t rank, int32_t index, ContribId contrib,
+                    llvm::SMLoc loc) {
+  CollectiveSpec &s = dag.collective;
+  if (!s.inputDefined[contrib / s.inputChunks][contrib % s.inputChunks]) {
+    diags.error(loc, describe(contrib) +
+                         " is expected in an output chunk but the "
+                         "pre block does not provide it");
+    return false;
+  }
+  std::vector<ContribId> &list = s.expected[rank][index];
+  auto it = std::lower_bound(list.begin(), list.end(), contrib);
+  if (it != list.end() && *it == contrib) {
+    diags.error(loc,
+                "output chunk " +
+                    describe({rank, {ir::BufferKind::Output, 0}, index, 1}) +
+                    " is expected to hold " + describe(contrib) + " twice");
+    return false;
+  }
+  list.insert(it, contrib);
+  return true;
+}
+
+BufferId Tracer::scratch(llvm::StringRef name) {
+  auto [it, inserted] = scratchIds.try_emplace(name, dag.scratchNames.size());
+  if (inserted) {
+    dag.scratchNames.push_back(name.str());
+    for (auto &rankSlots : slots)
+      rankSlots.emplace_back();
+  }
+  return {ir::BufferKind::Scratch, it->second};
+}
+
+SlotRange Tracer::canonical(const SlotRange &ref) const {
+  const CollectiveSpec &s = dag.collective;
+  if (!s.inplace || ref.buffer.kind == ir::BufferKind::Scratch)
+    return ref;
+  SlotRange c = ref;
+  switch (s.kind) {
+  case ir::Collective::AllGather:
+  case ir::Collective::Gather:
+    // The input is block `rank` of the output.
+    if (ref.buffer.kind == ir::BufferKind::Input)
+      c = {ref.rank,
+           {ir::BufferKind::Output, 0},
+           ref.rank * s.chunksPerBlock + ref.index,
+           ref.size};
+    break;
+  case ir::Collective::ReduceScatter:
+  case ir::Collective::Scatter:
+    // The output is block `rank` of the input.
+    if (ref.buffer.kind == ir::BufferKind::Output)
+      c = {ref.rank,
+           {ir::BufferKind::Input, 0},
+           ref.rank * s.chunksPerBlock + ref.index,
+           ref.size};
+    break;
+  default:
+    if (ref.buffer.kind == ir::BufferKind::Output)
+      c.buffer = {ir::BufferKind::Input, 0};
+    break;
+  }
+  return c;
+}
+
+Tracer::Slot *Tracer::find(int32_t rank, BufferId buffer, int32_t index) {
+  std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
+  return static_cast<size_t>(index) < buf.size() ? &buf[index] : nullptr;
+}
+
+Tracer::Slot &Tracer::slotForWrite(int32_t rank, BufferId buffer,
+                                   int32_t index) {
+  std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
+  if (static_cast<size_t>(index) >= buf.size()) {
+    assert(buffer.kind == ir::BufferKind::Scratch &&
+           "input/output slots exist");
+    buf.resize(index + 1);
+  }
+  return buf[index];
+}
+
+bool Tracer::checkDefined(const SlotRange &ref, llvm::SMLoc loc) {
+  SlotRange c = canonical(ref);
+  for (int32_t i = 0; i < ref.size; ++i) {
+    Slot *slot = find(c.rank, c.buffer, c.index + i);
+    if (slot && slot->contents)
+      continue;
+    SlotRange one{ref.rank, ref.buffer, ref.index + i, 1};
+    const CollectiveSpec &s = dag.collective;
+    if (ref.buffer.kind != ir::BufferKind::Input)
+      diags.error(loc, "chunk " + describe(one) +
+                           " is read before anything is written to it");
+    else if (s.kind == ir::Collective::Custom)
+      diags.error(loc, "chunk " + describe(one) +
+                           " holds no data: the collective's pre block does "
+                           "not provide it");
+    else
+      diags.error(loc, "chunk " + describe(one) +
+                           " holds no data: " + ir::collectiveName(s.kind) +
+                           " defines only the input of root " +
+                           llvm::Twine(s.root));
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Operations
+//===----------------------------------------------------------------------===//
+
+bool Tracer::record(ChunkOp op, const Sites &sites) {
+  assert(isDeclared && op.src.size == op.dst.size);
+  const CollectiveSpec &s = dag.collective;
+  bool reduce = op.kind == OpKind::Reduce;
+  if (dag.ops.size() >= limits::MaxOps) {
+    diags.error(sites.call, "the program traces more than " +
+                                llvm::Twine(limits::MaxOps) +
+                                " chunk operations");
+    return false;
+  }
+  if (!checkDefined(op.src, sites.src) ||
+      (reduce && !checkDefined(op.dst, sites.dst)))
+    return false;
+  SlotRange src = canonical(op.src), dst = canonical(op.dst);
+  if (dst.buffer.kind == ir::BufferKind::Input && !s.inplace) {
+    diags.error(sites.dst, "cannot write to " + describe(op.dst) +
+                               ": the input of an out-of-place collective is "
+                               "read-only");
+    return false;
+  }
+  if (src.rank == dst.rank && src.buffer == dst.buffer &&
+      src.index < dst.index + dst.size && dst.index < src.index + src.size) {
+    diags.error(sites.call, "source " + describe(op.src) + " and destination " +
+                                describe(op.dst) + " overlap");
+    return false;
+  }
+
+  llvm::SmallVector<Contents, 4> result(op.src.size);
+  llvm::SmallVector<uint32_t, 16> deps;
+  for (int32_t i = 0; i < op.src.size; ++i) {
+    const Slot &from = *find(src.rank, src.buffer, src.index + i);
+    if (from.lastWriter >= 0)
+      deps.push_back(from.lastWriter);
+    result[i] = from.contents;
+    Slot *to = find(dst.rank, dst.buffer, dst.index + i);
+    if (!to)
+      continue;
+    if (to->lastWriter >= 0)
+      deps.push_back(to->lastWriter);
+    deps.append(to->readers.begin(), to->readers.end());
+    if (!reduce)
+      continue;
+    // dst (+) src, both sorted; a contribution in both would be counted twice.
+    const std::vector<ContribId> &a = *to->contents, &b = *from.contents;
+    auto merged = std::make_shared<std::vector<ContribId>>();
+    merged->reserve(a.size() + b.size());
+    size_t x = 0, y = 0;
+    while (x < a.size() || y < b.size()) {
+      if (x < a.size() && y < b.size() && a[x] == b[y]) {
+        diags.error(sites.call, "duplicated contribution: the reduction adds " +
+                                    describe(a[x]) + " to " +
+                                    describe({op.dst.rank, op.dst.buffer,
+                                              op.dst.index + i, 1}) +
+                                    ", which already holds it");
+        return false;
+      }
+      bool takeA = y == b.size() || (x < a.size() && a[x] < b[y]);
+      merged->push_back(takeA ? a[x++] : b[y++]);
+    }
+    result[i] = std::move(merged);
+  }
+  llvm::sort(deps);
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+
+  auto id = static_cast<uint32_t>(dag.ops.size());
+  for (int32_t i = 0; i < op.src.size; ++i)
+    find(src.rank, src.buffer, src.index + i)->readers.push_back(id);
+  for (int32_t i = 0; i < op.dst.size; ++i) {
+    Slot &to = slotForWrite(dst.rank, dst.buffer, dst.index + i);
+    to.contents = std::move(result[i]);
+    to.lastWriter = static_cast<int32_t>(id);
+    to.readers.clear();
+  }
+  op.src = src;
+  op.dst = dst;
+  op.deps.assign(deps.begin(), deps.end());
+  dag.ops.push_back(std::move(op));
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Provenance
+//===----------------------------------------------------------------------===//
+
+std::optional<ContribId> Tracer::origin(const SlotRange &ref,
+                                        llvm::StringRef what, llvm::SMLoc loc) {
+  SlotRange c = canonical(ref);
+  Slot *slot = find(c.rank, c.buffer, c.index);
+  SlotRange first{ref.rank, ref.buffer, ref.index, 1};
+  if (!slot || !slot->contents) {
+    diags.error(loc, "'" + what +
+                         "' needs a chunk holding one contribution, but " +
+                         describe(first) + " holds nothing");
+    return std::nullopt;
+  }
+  const std::vector<ContribId> &ids = *slot->contents;
+  if (ids.size() != 1) {
+    diags.error(loc, "'" + what +
+                         "' needs a chunk holding one contribution, but " +
+                         describe(first) + " holds a reduction of " +
+                         plural(ids.size(), "contribution") + " (" +
+                         formatContribs(ids, dag.collective.inputChunks) + ")");
+    return std::nullopt;
+  }
+  return ids.front();
+}
+
+std::optional<SlotRange>
+Tracer::destination(ContribId contrib, llvm::StringRef what, llvm::SMLoc loc) {
+  const CollectiveSpec &s = dag.collective;
+  if (destinations.empty()) {
+    destinations.assign(static_cast<size_t>(s.nranks) * s.inputChunks, -1);
+    for (int32_t r = 0; r < s.nranks; ++r)
+      for (int32_t i = 0; i < s.outputChunks; ++i)
+        if (s.expected[r][i].size() == 1) {
+          int64_t &d = destinations[s.expected[r][i].front()];
+          d = d == -1 ? int64_t(r) * s.outputChunks + i : -2;
+        }
+  }
+  int64_t d = destinations[contrib];
+  if (d < 0) {
+    diags.error(
+        loc, "'" + what + "' is undefined: " + describe(contrib) +
+                 (d == -1 ? " is not the sole content of any output chunk"
+                          : " is the sole content of several output chunks"));
+    return std::nullopt;
+  }
+  return SlotRange{static_cast<int32_t>(d / s.outputChunks),
+                   {ir::BufferKind::Output, 0},
+                   static_cast<int32_t>(d % s.outputChunks),
+                   1};
+}
+
+//===----------------------------------------------------------------------===//
+// Postcondition
+//===----------------------------------------------------------------------===//
+
+std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
+  dag.options = std::move(options);
+  const CollectiveSpec &s = dag.collective;
+  unsigned errorsBefore = diags.errorCount();
+
+  if (dag.options.manualThreadblocks)
+    for (const ChunkOp &op : dag.ops)
+      if (op.src.rank != op.dst.rank && (op.sendTb < 0 || op.recvTb < 0)) {
+        diags.error(op.loc,
+                    "with `threadblocks = manual`, an operation between "
+                    "ranks must name sendtb and recvtb");
+        break;
+      }
+
+  constexpr unsigned MaxReported = 10;
+  unsigned failures = 0;
+  for (int32_t r = 0; r < s.nranks; ++r) {
+    for (int32_t i = 0; i < s.outputChunks; ++i) {
+      const std::vector<ContribId> &want = s.expected[r][i];
+      if (want.empty())
+        continue;
+      SlotRange named{r, {ir::BufferKind::Output, 0}, i, 1};
+      SlotRange c = canonical(named);
+      const Slot *slot = find(c.rank, c.buffer, c.index);
+      static const std::vector<ContribId> nothing;
+      const std::vector<ContribId> &have =
+          slot && slot->contents ? *slot->contents : nothing;
+      if (have == want || ++failures > MaxReported)
+        continue;
+      llvm::SMLoc loc =
+          slot && slot->lastWriter >= 0 ? dag.ops[slot->lastWriter].loc : s.loc;
+      std::string chunk = "output chunk " + describe(named);
+      if (have.empty()) {
+        diags.error(loc, chunk + " is never written (it must hold " +
+                             formatContribs(want, s.inputChunks) + ")");
+        continue;
+      }
+      std::vector<ContribId> missing, extra;
+      std::set_difference(want.begin(), want.end(), have.begin(), have.end(),
+                          std::back_inserter(missing));
+      std::set_difference(have.begin(), have.end(), want.begin(), want.end(),
+                          std::back_inserter(extra));
+      std::string missingText = "is missing " + std::to_string(missing.size()) +
+                                " of its " +
+                                plural(want.size(), "contribution");
+      std::string extraText =
+          "holds " + plural(extra.size(), "unexpected contribution");
+      if (extra.empty())
+        diags.error(loc, chunk + " " + missingText + ": " +
+                             formatContribs(missing, s.inputChunks));
+      else if (missing.empty())
+        diags.error(loc, chunk + " " + extraText + ": " +
+                             formatContribs(extra, s.inputChunks));
+      else
+        diags.error(loc, chunk + " " + missingText + " (" +
+                             formatContribs(missing, s.inputChunks) + ") and " +
+                             extraText + " (" +
+                             formatContribs(extra, s.inputChunks) + ")");
+    }
+  }
+  if (failures > MaxReported)
+    diags.note(s.loc, plural(failures - MaxReported, "more output chunk") +
+                          (failures - MaxReported == 1 ? " does" : " do") +
+                          " not hold what the postcondition requires");
+  if (diags.errorCount() != errorsBefore)
+    return std::nullopt;
+
+  dag.scratchChunks.assign(s.nranks,
+                           std::vector<int32_t>(dag.scratchNames.size()));
+  for (int32_t r = 0; r < s.nranks; ++r)
+    for (size_t id = 0; id < dag.scratchNames.size(); ++id)
+      dag.scratchChunks[r][id] = static_cast<int32_t>(slots[r][2 + id].size());
+  return std::move(dag);
+}

@@ -1,0 +1,172 @@
+//===- collc.cpp - The .coll compiler driver ------------------------------===//
+//
+//   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]... [--emit=ast|dag]
+//         [--instances N] [--protocol Simple|LL|LL128] [--inplace|--outofplace]
+//         [--min-bytes N] [--max-bytes N]
+//
+// Reads a program, traces it and writes the requested stage's text dump.
+// Exits 1 when any diagnostic was an error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/lang/Frontend.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace coll;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum class Emit { Ast, Dag };
+
+cl::OptionCategory category("collc options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+                               cl::desc("<program.coll>"), cl::cat(category));
+cl::opt<std::string>
+    outputFile("o", cl::init("-"), cl::value_desc("file"),
+               cl::desc("Output file (default: standard output)"),
+               cl::cat(category));
+cl::list<std::string>
+    defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
+            cl::desc("Override a param (an integer, true or false)"),
+            cl::cat(category));
+cl::opt<Emit>
+    emit("emit", cl::init(Emit::Dag), cl::desc("What to write"),
+         cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
+                    clEnumValN(Emit::Dag, "dag", "the traced chunk DAG")),
+         cl::cat(category));
+cl::opt<int> instances("instances", cl::value_desc("n"),
+                       cl::desc("Replace `option instances`"),
+                       cl::cat(category));
+cl::opt<ir::Protocol>
+    protocol("protocol", cl::desc("Replace `option protocol`"),
+             cl::values(clEnumValN(ir::Protocol::Simple, "Simple", "Simple"),
+                        clEnumValN(ir::Protocol::LL, "LL", "LL"),
+                        clEnumValN(ir::Protocol::LL128, "LL128", "LL128")),
+             cl::cat(category));
+cl::opt<bool> inplace("inplace", cl::desc("Trace the in-place variant"),
+                      cl::cat(category));
+cl::opt<bool> outofplace("outofplace",
+                         cl::desc("Trace the out-of-place variant"),
+                         cl::cat(category));
+cl::opt<uint64_t> minBytes("min-bytes", cl::value_desc("n"),
+                           cl::desc("Replace `option min_bytes`"),
+                           cl::cat(category));
+cl::opt<uint64_t> maxBytes("max-bytes", cl::value_desc("n"),
+                           cl::desc("Replace `option max_bytes`"),
+                           cl::cat(category));
+
+/// What the command line asks for, gathered in one place so that every
+/// stage of the pipeline reads the same values.
+struct Request {
+  std::string input, output;
+  Emit emit = Emit::Dag;
+  lang::Overrides overrides;
+  std::optional<int32_t> instances;
+  std::optional<ir::Protocol> protocol;
+  std::optional<uint64_t> minBytes, maxBytes;
+
+  /// Command-line values replace the program's options.
+  void applyTo(lang::ProgramOptions &options) const {
+    options.instances = instances.value_or(options.instances);
+    if (protocol)
+      options.protocol = protocol;
+    options.minBytes = minBytes.value_or(options.minBytes);
+    options.maxBytes = maxBytes.value_or(options.maxBytes);
+  }
+};
+
+template <typename T> std::optional<T> given(const cl::opt<T> &opt) {
+  return opt.getNumOccurrences() ? std::optional<T>(opt.getValue())
+                                 : std::nullopt;
+}
+
+/// Validates the options into a Request; reports problems through `diags`.
+std::optional<Request> makeRequest(lang::DiagnosticEngine &diags) {
+  Request req;
+  req.input = inputFile;
+  req.output = outputFile;
+  req.emit = emit;
+  for (const std::string &define : defines)
+    lang::addDefine(req.overrides, define, diags);
+  if (inplace && outofplace)
+    diags.error(llvm::SMLoc(), "--inplace and --outofplace exclude each other");
+  else if (inplace || outofplace)
+    req.overrides.inplace = bool(inplace);
+  req.instances = given(instances);
+  if (req.instances && *req.instances < 1)
+    diags.error(llvm::SMLoc(), "--instances must be at least 1");
+  req.protocol = given(protocol);
+  req.minBytes = given(minBytes);
+  req.maxBytes = given(maxBytes);
+  if (diags.hasErrors())
+    return std::nullopt;
+  return req;
+}
+
+int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
+  std::optional<Request> req = makeRequest(diags);
+  if (!req)
+    return 1;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFileOrSTDIN(req->input, /*IsText=*/true);
+  if (!file) {
+    diags.error(llvm::SMLoc(), "cannot read '" + req->input +
+                                   "': " + file.getError().message());
+    return 1;
+  }
+  unsigned bufferId =
+      srcMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+
+  std::unique_ptr<lang::ast::Program> program =
+      lang::parseProgram(bufferId, diags);
+  if (!program)
+    return 1;
+  std::optional<lang::ChunkDag> dag;
+  if (req->emit != Emit::Ast) {
+    dag = lang::traceProgram(*program, req->overrides, diags);
+    if (!dag)
+      return 1;
+    req->applyTo(dag->options);
+    if (dag->options.maxBytes != 0 &&
+        dag->options.minBytes > dag->options.maxBytes) {
+      diags.error(llvm::SMLoc(), "min_bytes (" +
+                                     llvm::Twine(dag->options.minBytes) +
+                                     ") is larger than max_bytes (" +
+                                     llvm::Twine(dag->options.maxBytes) + ")");
+      return 1;
+    }
+  }
+
+  std::error_code ec;
+  llvm::ToolOutputFile out(req->output, ec, llvm::sys::fs::OF_Text);
+  if (ec) {
+    diags.error(llvm::SMLoc(),
+                "cannot write '" + req->output + "': " + ec.message());
+    return 1;
+  }
+  if (req->emit == Emit::Ast)
+    lang::dumpAst(*program, srcMgr, out.os());
+  else
+    lang::dumpDag(*dag, srcMgr, out.os());
+  out.keep();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Coll compiler: .coll programs to MSCCL IR\n");
+  llvm::SourceMgr srcMgr;
+  lang::DiagnosticEngine diags(srcMgr, llvm::errs(), "collc");
+  return run(srcMgr, diags);
+}
