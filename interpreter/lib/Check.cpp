@@ -151,9 +151,12 @@ CheckedCall::~CheckedCall() = default;
 
 void CheckedCall::reset() {
   for (size_t r = 0; r < memory.size(); ++r) {
+    if (memory[r].empty()) // a call of 0 elements: nothing to fill
+      continue;
     // 0xff bytes: NaN in every floating type, so an unwritten output shows.
     std::memset(memory[r].data(), 0xff, memory[r].size());
-    std::memcpy(memory[r].data() + inputAt[r], pristine[r].data(), pristine[r].size());
+    if (!pristine[r].empty())
+      std::memcpy(memory[r].data() + inputAt[r], pristine[r].data(), pristine[r].size());
   }
 }
 
