@@ -304,6 +304,12 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
                                "read-only");
     return false;
   }
+  // Copying chunks onto themselves is the identity: nothing to record. This
+  // is what "copy the input to the output, then work in the output" traces
+  // to in place, so one program serves both modes.
+  if (!reduce && src.rank == dst.rank && src.buffer == dst.buffer &&
+      src.index == dst.index)
+    return true;
   if (src.rank == dst.rank && src.buffer == dst.buffer &&
       src.index < dst.index + dst.size && dst.index < src.index + src.size) {
     diags.error(sites.call, "source " + describe(op.src) + " and destination " +

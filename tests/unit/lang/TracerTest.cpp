@@ -54,6 +54,27 @@ TEST(TracerTest, RingAllReduce) {
   EXPECT_EQ(dag.scratchChunks, std::vector<std::vector<int32_t>>(4, {0}));
 }
 
+TEST(TracerTest, CopyOntoItselfRecordsNothing) {
+  // "Copy the input to the output, then work in the output": in place the
+  // copies are chunks onto themselves and vanish; out of place they stay.
+  const char *program = R"(
+collective allreduce(ranks = 2, chunks = 2, inplace = true)
+for r in 0..2 { chunk(r, input, 0, size = 2).copy(r, output, 0) }
+chunk(1, output, 0).reduce(chunk(0, output, 0))
+chunk(1, output, 0).copy(0, output, 0)
+chunk(0, output, 1).reduce(chunk(1, output, 1))
+chunk(0, output, 1).copy(1, output, 1)
+)";
+  ChunkDag inplace = traceOk(program);
+  EXPECT_EQ(inplace.ops.size(), 4u);
+  Overrides outofplace;
+  outofplace.inplace = false;
+  ChunkDag copied = traceOk(program, outofplace);
+  ASSERT_EQ(copied.ops.size(), 6u);
+  EXPECT_EQ(copied.ops[0].kind, OpKind::Copy);
+  EXPECT_EQ(copied.ops[0].dst, (SlotRange{0, Output, 0, 2}));
+}
+
 TEST(TracerTest, OperationsAndDependencies) {
   ChunkDag dag = traceOk(R"(collective allreduce(ranks = 2)
 chunk(1, input, 0).copy(0, scratch, 0, ch = 1, sendtb = 2, recvtb = 3)
@@ -424,10 +445,10 @@ TEST(TracerTest, OperationErrors) {
             "test.coll:3:22: error: duplicated contribution: the reduction "
             "adds in(0,0) to "
             "0:scratch[0], which already holds it");
-  EXPECT_EQ(first("chunk(0, input, 0).copy(0, scratch, 0)\n"
-                  "chunk(0, scratch, 0, size = 1).copy(0, scratch, 0)"),
-            "test.coll:3:32: error: source 0:scratch[0] and destination "
-            "0:scratch[0] overlap");
+  EXPECT_EQ(first("chunk(0, input, 0, size = 2).copy(0, scratch, 0)\n"
+                  "chunk(0, scratch, 0, size = 2).copy(0, scratch, 1)"),
+            "test.coll:3:32: error: source 0:scratch[0:2] and destination "
+            "0:scratch[1:3] overlap");
   EXPECT_EQ(firstLine(traceError("collective broadcast(ranks = 2, root = 1)\n"
                                  "chunk(0, input, 0).copy(1, output, 0)")),
             "test.coll:2:1: error: chunk 0:input[0] holds no data: broadcast "
