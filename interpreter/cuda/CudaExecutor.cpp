@@ -365,7 +365,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
 llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
   if (!prepared)
     return fail("CudaExecutor::launch: no call is prepared");
-  if (params.iterations == 0)
+  if (params.iterations == 0 || shape.blocks == 0)
     return llvm::Error::success();
   void *args[] = {&params};
   COLL_CUDA_TRY(cudaLaunchKernel(kernel, dim3(shape.blocks), dim3(shape.threads), args,

@@ -213,15 +213,17 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint64_t n
 }
 
 /// Combines a line's worth of elements: v holds what was received (if
-/// Recv); the first `cnt` elements become op(received, src) or src. Past
-/// `cnt`, received padding is forwarded as is and local padding is zero.
+/// Recv); the first `cnt` elements become op(received, src[first + k]) or
+/// src[first + k]. Past `cnt`, received padding is forwarded as is and local
+/// padding is zero.
 template <class T, int E, bool Recv, bool Src, class Op>
-__device__ __forceinline__ void combine(T (&v)[E], const T *src, uint64_t cnt, Op op) {
+__device__ __forceinline__ void combine(T (&v)[E], const T *src, uint64_t first, uint64_t cnt,
+                                        Op op) {
   if constexpr (Src) {
 #pragma unroll
     for (int k = 0; k < E; ++k) {
       if (uint64_t(k) < cnt) {
-        T s = src[k];
+        T s = src[first + k];
         v[k] = Recv ? op(v[k], s) : s;
       } else if (!Recv) {
         v[k] = T{};
@@ -544,7 +546,7 @@ private:
         uint64_t data = (w0 & 0xffffffffu) | (w1 << 32);
         memcpy(v, &data, sizeof data);
       }
-      combine<T, E, Recv, Src>(v, src + first, cnt, op);
+      combine<T, E, Recv, Src>(v, src, first, cnt, op);
       if constexpr (Dst)
         storeFirst(dst + first, v, cnt);
       if constexpr (Send) {
@@ -595,7 +597,7 @@ private:
       }
       T v[E];
       memcpy(v, w, sizeof w);
-      combine<T, E, Recv, Src>(v, src + first, cnt, op);
+      combine<T, E, Recv, Src>(v, src, first, cnt, op);
       if constexpr (Dst)
         storeFirst(dst + first, v, cnt);
       if constexpr (Send) {

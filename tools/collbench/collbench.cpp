@@ -175,8 +175,8 @@ int main(int argc, char **argv) {
     return fail(BadInput, sizeError);
 
 #if !COLL_HAVE_CUDA
-  return fail(BadInput, "this build has no CUDA backend (nvcc was not found when it was "
-                        "configured)");
+  return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
+                        "with COLL_ENABLE_CUDA=OFF or with sanitizers)");
 #else
   auto device = currentCudaDevice();
   if (!device)

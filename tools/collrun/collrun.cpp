@@ -134,8 +134,8 @@ int main(int argc, char **argv) {
     return fail(BadInput, "--backend must be host or cuda, not '" + backendName + "'");
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
-    return fail(BadInput, "this build has no CUDA backend (nvcc was not found when it was "
-                          "configured); use --backend host");
+    return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
+                          "with COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
 #endif
   std::vector<uint64_t> byteSizes;
   for (const std::string &s : sizes.empty() ? std::vector<std::string>{"1K", "1M"}
