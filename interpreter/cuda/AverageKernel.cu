@@ -7,7 +7,8 @@ namespace coll::interp::cuda {
 
 const void *averageKernelFor(uint8_t type) {
   static const void *const table[] = {
-#define COLL_DATA_TYPE(Enum, Name, CType, Kind) reinterpret_cast<const void *>(&averageKernel<CType>),
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  reinterpret_cast<const void *>(&averageKernel<CType>),
 #include "coll/interpreter/DataTypes.def"
   };
   return table[type];

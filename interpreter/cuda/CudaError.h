@@ -22,10 +22,10 @@ llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, i
 
 } // namespace coll::interp::cuda
 
-#define COLL_CUDA_TRY(expr)                                                                      \
-  do {                                                                                           \
-    if (cudaError_t collCudaError_ = (expr); collCudaError_ != cudaSuccess)                      \
-      return ::coll::interp::cuda::cudaFailure(collCudaError_, #expr, __FILE__, __LINE__);       \
+#define COLL_CUDA_TRY(expr)                                                                        \
+  do {                                                                                             \
+    if (cudaError_t collCudaError_ = (expr); collCudaError_ != cudaSuccess)                        \
+      return ::coll::interp::cuda::cudaFailure(collCudaError_, #expr, __FILE__, __LINE__);         \
   } while (false)
 
 #endif // COLL_INTERPRETER_CUDA_CUDAERROR_H

@@ -39,10 +39,10 @@ static_assert(static_cast<uint8_t>(ir::Protocol::Simple) == static_cast<uint8_t>
 static_assert(sizeof(PlanStep) % 4 == 0, "steps are copied to shared memory as is");
 
 llvm::Error cuda::cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}", cudaGetErrorName(error),
-                    cudaGetErrorString(error), expr, llvm::sys::path::filename(file), line));
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}",
+                                               cudaGetErrorName(error), cudaGetErrorString(error),
+                                               expr, llvm::sys::path::filename(file), line));
 }
 
 namespace {
@@ -147,8 +147,7 @@ llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
 class CudaExecutor::Impl {
 public:
   Impl(Plan plan, const CudaOptions &options)
-      : plan(std::move(plan)), options(options),
-        proto(static_cast<Proto>(this->plan.protocol)) {}
+      : plan(std::move(plan)), options(options), proto(static_cast<Proto>(this->plan.protocol)) {}
   ~Impl();
 
   llvm::Error start();
@@ -178,7 +177,7 @@ private:
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
   WatchdogReport *report = nullptr; ///< host-mapped
   WatchdogReport *deviceReport = nullptr;
-  cudaStream_t stream = nullptr;    ///< run() and timeLaunches()
+  cudaStream_t stream = nullptr; ///< run() and timeLaunches()
   cudaEvent_t startEvent = nullptr, stopEvent = nullptr;
 
   std::optional<CallLayout> layout;
@@ -376,10 +375,9 @@ llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
     const RankPointers *table = ranks.as<RankPointers>();
     int32_t nranks = plan.nranks;
     void *avgArgs[] = {&table, &averageFirstRank, &nranks, &averageElems};
-    COLL_CUDA_TRY(cudaLaunchKernel(averageKernel,
-                                   dim3(static_cast<uint32_t>(blocks),
-                                        static_cast<uint32_t>(averageRanks)),
-                                   dim3(Threads), avgArgs, 0, s));
+    COLL_CUDA_TRY(cudaLaunchKernel(
+        averageKernel, dim3(static_cast<uint32_t>(blocks), static_cast<uint32_t>(averageRanks)),
+        dim3(Threads), avgArgs, 0, s));
   }
   return llvm::Error::success();
 }

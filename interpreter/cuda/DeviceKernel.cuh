@@ -86,9 +86,7 @@ __device__ __forceinline__ void stRelaxed(uint64_t *p, uint64_t v) {
 __device__ __forceinline__ void stRelease(uint64_t *p, uint64_t v) {
   asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-__device__ __forceinline__ void fenceAcquire() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
+__device__ __forceinline__ void fenceAcquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 __device__ __forceinline__ uint32_t ldVolatile(const uint32_t *p) {
   uint32_t v;
   asm volatile("ld.volatile.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -139,9 +137,7 @@ template <class T, class Fn> __device__ __forceinline__ void withOp(DeviceOp op,
   }
 }
 
-template <class T> struct alignas(16) Pack {
-  T e[16 / sizeof(T)];
-};
+template <class T> struct alignas(16) Pack { T e[16 / sizeof(T)]; };
 
 /// For i in [0, n): acc = in[0][i]; acc = op(in[k][i], acc) for k = 1..;
 /// out[j][i] = acc for every output. This is the host's operand order: the
@@ -232,8 +228,8 @@ __device__ __forceinline__ void combine(T (&v)[E], const T *src, uint64_t first,
   }
 }
 
-template <class T, int E> __device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E],
-                                                                     uint64_t cnt) {
+template <class T, int E>
+__device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E], uint64_t cnt) {
 #pragma unroll
   for (int k = 0; k < E; ++k)
     if (uint64_t(k) < cnt)
@@ -252,8 +248,7 @@ public:
                          uint32_t generation, const PlanStep *steps, uint32_t tid,
                          uint32_t nthreads)
       : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
-        nthreads(nthreads),
-        control(reinterpret_cast<DeviceControl *>(p.state)) {
+        nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)) {
     if (tb.sendConn >= 0) {
       unsigned char *c = connection(tb.sendConn);
       sendHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
@@ -309,7 +304,9 @@ public:
   __device__ bool send(const T *src, uint64_t n) {
     return move<false, true, false, true>(src, nullptr, n);
   }
-  __device__ bool recv(T *dst, uint64_t n) { return move<true, false, true, false>(nullptr, dst, n); }
+  __device__ bool recv(T *dst, uint64_t n) {
+    return move<true, false, true, false>(nullptr, dst, n);
+  }
   __device__ bool recvCopySend(T *dst, uint64_t n) {
     return move<true, false, true, true>(nullptr, dst, n);
   }
@@ -392,15 +389,14 @@ private:
   __device__ bool waitFreeSlot() {
     if (sendSeq - sendHeadSeen < FifoDepth)
       return true; // acquired by an earlier wait
-    bool ok = spin(
-        [&] { return sendSeq - (sendHeadSeen = ptx::ldRelaxed(sendHead)) < FifoDepth; },
-        [&](WatchdogReport &r) {
-          r.kind = WaitKind::FreeSlot;
-          r.connection = tb.sendConn;
-          r.slot = sendSeq;
-          r.head = sendHeadSeen;
-          r.tail = sendSeq;
-        });
+    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldRelaxed(sendHead)) < FifoDepth; },
+                   [&](WatchdogReport &r) {
+                     r.kind = WaitKind::FreeSlot;
+                     r.connection = tb.sendConn;
+                     r.slot = sendSeq;
+                     r.head = sendHeadSeen;
+                     r.tail = sendSeq;
+                   });
     if (ok)
       ptx::fenceAcquire();
     return ok;
@@ -667,8 +663,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
-    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations,
-                      p.sliceElems);
+    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations, p.sliceElems);
   }
 
   __syncthreads();
@@ -692,7 +687,7 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
 /// The kernels of protocol P, indexed by DataType's value.
 template <Proto P> const void *collectiveKernelFor(uint8_t type) {
   static const void *const table[] = {
-#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                  \
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
   reinterpret_cast<const void *>(&collectiveKernel<CType, P>),
 #include "coll/interpreter/DataTypes.def"
   };

@@ -56,7 +56,7 @@ struct DeviceControl {
 
 /// Where one connection's counters and FIFO lie within its stride.
 struct ConnectionLayout {
-  static constexpr uint64_t HeadOffset = 0;         ///< slots the receiver freed
+  static constexpr uint64_t HeadOffset = 0;          ///< slots the receiver freed
   static constexpr uint64_t TailOffset = PollStride; ///< slots the sender filled
   static constexpr uint64_t FifoOffset = 2 * PollStride;
 
@@ -115,13 +115,10 @@ COLL_HOST_DEVICE COLL_INLINE uint64_t makeFlag(uint32_t generation, uint32_t pro
 }
 COLL_HOST_DEVICE COLL_INLINE bool flagReached(uint64_t flag, uint32_t generation,
                                               uint32_t progress) {
-  return static_cast<uint32_t>(flag >> 32) == generation &&
-         static_cast<uint32_t>(flag) >= progress;
+  return static_cast<uint32_t>(flag >> 32) == generation && static_cast<uint32_t>(flag) >= progress;
 }
 /// The most pipeline iterations a call may have so that progress fits.
-COLL_HOST_DEVICE COLL_INLINE uint64_t maxFlagIterations(uint32_t span) {
-  return UINT32_MAX / span;
-}
+COLL_HOST_DEVICE COLL_INLINE uint64_t maxFlagIterations(uint32_t span) { return UINT32_MAX / span; }
 
 //===----------------------------------------------------------------------===//
 // LL128 lanes
@@ -161,8 +158,8 @@ enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Depend
 struct WatchdogReport {
   uint32_t valid; ///< stored last, after the fields below
   WaitKind kind;
-  int32_t tb;          ///< global tb index
-  int32_t step;        ///< index of the step among its tb's steps
+  int32_t tb;   ///< global tb index
+  int32_t step; ///< index of the step among its tb's steps
   uint64_t iteration;
   int32_t connection;  ///< Plan::connections index, or -1
   int32_t depTb;       ///< Dependency: the global tb waited for
@@ -187,7 +184,7 @@ struct KernelParams {
   uint64_t iterations;
   uint64_t sliceElems;
   uint64_t watchdogNs;
-  uint32_t span; ///< Plan::maxIrSteps, at least 1
+  uint32_t span;     ///< Plan::maxIrSteps, at least 1
   uint32_t maxSteps; ///< steps of the longest tb: the shared-memory copy
   DeviceOp op;
 };

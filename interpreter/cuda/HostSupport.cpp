@@ -44,8 +44,7 @@ llvm::Error checkOptions(const CudaOptions &options, Proto proto) {
   return llvm::Error::success();
 }
 
-std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r,
-                                   uint32_t watchdogMs) {
+std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, uint32_t watchdogMs) {
   const PlanTb &tb = plan.tbs[r.tb];
   const PlanStep &step = plan.steps[tb.stepBegin + r.step];
   std::string text = llvm::formatv(
@@ -55,11 +54,11 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r,
       ir::stepTypeName(static_cast<ir::StepType>(step.type)), r.iteration);
   if (r.kind == WaitKind::Dependency) {
     const uint64_t span = std::max(plan.maxIrSteps, 1);
-    std::string published =
-        r.observed == 0 ? std::string("nothing yet")
-                        : llvm::formatv("step {0} of iteration {1}", (r.observed - 1) % span,
-                                        (r.observed - 1) / span)
-                              .str();
+    std::string published = r.observed == 0
+                                ? std::string("nothing yet")
+                                : llvm::formatv("step {0} of iteration {1}",
+                                                (r.observed - 1) % span, (r.observed - 1) / span)
+                                      .str();
     return text + llvm::formatv("waiting for tb {0} step {1} of iteration {2}; that tb has "
                                 "published {3}",
                                 plan.tbs[r.depTb].tb, r.depStep, r.iteration, published)

@@ -52,8 +52,9 @@ cl::list<std::string> sizes("size", cl::CommaSeparated,
                             cl::desc("Message sizes in bytes, as nccl-tests defines them (K, M, "
                                      "G suffixes are powers of 1024); default 1M"),
                             cl::cat(category));
-cl::opt<std::string> sweep("sweep", cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
-                                             "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
+cl::opt<std::string> sweep("sweep",
+                           cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
+                                    "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
                            cl::cat(category));
 cl::opt<std::string> dtypeName("dtype", cl::init("fp32"),
                                cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, "
@@ -127,8 +128,9 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
       result.push_back(s);
     return result;
   }
-  for (const std::string &s : sizes.empty() ? std::vector<std::string>{"1M"}
-                                            : std::vector<std::string>(sizes.begin(), sizes.end())) {
+  for (const std::string &s : sizes.empty()
+                                  ? std::vector<std::string>{"1M"}
+                                  : std::vector<std::string>(sizes.begin(), sizes.end())) {
     std::optional<uint64_t> bytes = parseSize(s);
     if (!bytes) {
       error = "bad --size '" + s + "' (bytes, optionally with K, M or G)";
@@ -244,12 +246,11 @@ int main(int argc, char **argv) {
       "read + written\n",
       inputFile, ir::collectiveName(plan->collective), plan->name, n,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
-      device->name, device->smCount, threads,
-      (*executor)->sliceElems(DataType::Uint8), iters, warmup,
-      graph ? ", CUDA graph replays" : "");
+      device->name, device->smCount, threads, (*executor)->sliceElems(DataType::Uint8), iters,
+      warmup, graph ? ", CUDA graph replays" : "");
   llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
-                                "place", "size", "count", "type", "redop", "time", "algbw",
-                                "busbw", "bus/d2d");
+                                "place", "size", "count", "type", "redop", "time", "algbw", "busbw",
+                                "bus/d2d");
   llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
                                 "", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
 
@@ -267,8 +268,8 @@ int main(int argc, char **argv) {
     const double copyBw = copySeconds > 0 ? 2.0 * double(bytes) / copySeconds / 1e9 : 0.0;
     llvm::outs() << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} "
                                   "{7,8} {8,8}\n",
-                                  "d2d-copy", bytes, "-", "-", "-", copySeconds * 1e6, copyBw,
-                                  "-", "-");
+                                  "d2d-copy", bytes, "-", "-", "-", copySeconds * 1e6, copyBw, "-",
+                                  "-");
     for (bool inplace : modes) {
       ++rows;
       const char *place = inplace ? "in-place" : "out-of-place";
@@ -277,13 +278,13 @@ int main(int argc, char **argv) {
                            .str();
       auto failRow = [&](llvm::Error err) {
         llvm::outs() << rowPrefix << "   failed: see below\n";
-        notes.push_back(llvm::formatv("error: {0} bytes {1}: {2}", bytes, place,
-                                      llvm::toString(std::move(err)))
-                            .str());
+        notes.push_back(
+            llvm::formatv("error: {0} bytes {1}: {2}", bytes, place, llvm::toString(std::move(err)))
+                .str());
       };
       CheckedCall call(desc, *type, *op, count, inplace, seed);
-      auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * es,
-                                           call.outputElems() * es);
+      auto buffers =
+          DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
       if (!buffers) {
         failRow(buffers.takeError());
         continue;
@@ -306,8 +307,7 @@ int main(int argc, char **argv) {
         llvm::outs() << rowPrefix << "   wrong: see below\n";
         notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; "
                                       "first: {4}",
-                                      bytes, place, result.wrong, result.checked,
-                                      result.firstWrong)
+                                      bytes, place, result.wrong, result.checked, result.firstWrong)
                             .str());
         continue;
       }
@@ -333,8 +333,8 @@ int main(int argc, char **argv) {
       const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
       const double busbw = algbw * busFactor;
       llvm::outs() << rowPrefix
-                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6,
-                                    algbw, busbw, copyBw > 0 ? busbw / copyBw : 0.0);
+                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
+                                    busbw, copyBw > 0 ? busbw / copyBw : 0.0);
     }
   }
   for (const std::string &note : notes)

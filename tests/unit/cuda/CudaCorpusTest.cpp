@@ -49,13 +49,11 @@ TEST_P(GpuCorpus, MatchesTheHostAtEverySize) {
     DataType type;
     ReduceOp op;
   };
-  const Size sizes[] = {{4, DataType::Float32, ReduceOp::Sum},
-                        {100, DataType::Float32, ReduceOp::Sum},
-                        {1000, DataType::BFloat16, ReduceOp::Max},
-                        {4100, DataType::Float32, ReduceOp::Sum},
-                        {65540, DataType::Int32, ReduceOp::Sum},
-                        {1048588, DataType::Float32, ReduceOp::Sum},
-                        {3145732, DataType::BFloat16, ReduceOp::Sum}};
+  const Size sizes[] = {
+      {4, DataType::Float32, ReduceOp::Sum},       {100, DataType::Float32, ReduceOp::Sum},
+      {1000, DataType::BFloat16, ReduceOp::Max},   {4100, DataType::Float32, ReduceOp::Sum},
+      {65540, DataType::Int32, ReduceOp::Sum},     {1048588, DataType::Float32, ReduceOp::Sum},
+      {3145732, DataType::BFloat16, ReduceOp::Sum}};
   for (const Size &size : sizes) {
     for (bool inplace : {false, true}) {
       if (inplace ? !plan.inplace : !plan.outofplace)

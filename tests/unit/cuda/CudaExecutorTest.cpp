@@ -62,8 +62,8 @@ TEST_P(GpuMatrix, EveryAlgorithmMatchesTheHost) {
           if (inplace ? !plan.inplace : !plan.outofplace)
             continue;
           expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, inplace,
-                           name + " n=" + std::to_string(n) + " " +
-                               protoName(GetParam().proto) + " count=" + std::to_string(count) +
+                           name + " n=" + std::to_string(n) + " " + protoName(GetParam().proto) +
+                               " count=" + std::to_string(count) +
                                (inplace ? " in-place" : " out-of-place"));
         }
       }
@@ -102,8 +102,7 @@ TEST_F(GpuExecutor, EveryTypeAndOperator) {
         auto type = static_cast<DataType>(t);
         auto op = static_cast<ReduceOp>(o);
         expectSameAsHost(ex, type, op, c.count, c.inplace,
-                         plan.name + " " + dataTypeName(type).str() + " " +
-                             reduceOpName(op).str());
+                         plan.name + " " + dataTypeName(type).str() + " " + reduceOpName(op).str());
       }
     }
   }
@@ -139,8 +138,8 @@ TEST_F(GpuExecutor, ZeroCountIsANoOp) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(0);
   auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(2, ir::Protocol::LL)), hostOptions,
                           gpuOptions);
-  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 0,
-                   false, 1);
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 0, false,
+                   1);
   // A call of 0 elements touches no memory, so host pointers will do.
   auto result = ex.gpu->run(call.args());
   ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
@@ -151,10 +150,11 @@ TEST_F(GpuExecutor, RejectsBadBuffersAsTheHostDoes) {
   auto ex = makeExecutors(planOf(coll::testing::directAllToAll(2, ir::Protocol::Simple)), {}, {});
   CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 8, true,
                    1);
-  llvm::Error err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    auto result = ex.gpu->run(a);
-    return result ? llvm::Error::success() : result.takeError();
-  });
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = ex.gpu->run(a);
+        return result ? llvm::Error::success() : result.takeError();
+      });
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("does not support in-place"), std::string::npos);
 }
@@ -164,8 +164,8 @@ TEST_F(GpuExecutor, RejectsBadBuffersAsTheHostDoes) {
 TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
   for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
     auto [hostOptions, gpuOptions] = optionsWithSlots(256);
-    auto ex = makeExecutors(planOf(coll::testing::allPairsAllReduce(4, proto)), hostOptions,
-                            gpuOptions);
+    auto ex =
+        makeExecutors(planOf(coll::testing::allPairsAllReduce(4, proto)), hostOptions, gpuOptions);
     const std::string what = "allpairs " + protoName(proto);
     const Plan &plan = ex.gpu->plan();
     CollectiveDesc desc = CollectiveDesc::of(plan);
@@ -174,8 +174,8 @@ TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
     ASSERT_TRUE(static_cast<bool>(ex.host->run(reference.args())));
 
     CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 7);
-    auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * 4,
-                                         call.outputElems() * 4);
+    auto buffers =
+        DeviceBuffers::create(call.args(), call.inputElems() * 4, call.outputElems() * 4);
     ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
     ASSERT_FALSE(static_cast<bool>(buffers->upload()));
     auto prepared = ex.gpu->prepare(buffers->args());
@@ -196,12 +196,13 @@ TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
       ASSERT_FALSE(static_cast<bool>(buffers->upload()));
       ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
       llvm::Error finished = ex.gpu->finish(stream);
-      ASSERT_FALSE(static_cast<bool>(finished)) << what << ": " << llvm::toString(std::move(finished));
+      ASSERT_FALSE(static_cast<bool>(finished))
+          << what << ": " << llvm::toString(std::move(finished));
       ASSERT_FALSE(static_cast<bool>(buffers->download()));
       for (int32_t r = 0; r < plan.nranks; ++r)
-        EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r],
-                              call.outputElems() * 4),
-                  0)
+        EXPECT_EQ(
+            std::memcmp(reference.args().output[r], call.args().output[r], call.outputElems() * 4),
+            0)
             << what << " replay " << replay << " rank " << r;
     }
     cudaGraphExecDestroy(exec);
@@ -215,22 +216,23 @@ TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
 
 TEST_F(GpuExecutor, TimesLaunchesAndGraphReplays) {
   auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(4, ir::Protocol::LL)), {}, {});
-  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 2048,
-                   true, 1);
-  llvm::Error err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    auto prepared = ex.gpu->prepare(a);
-    if (!prepared)
-      return prepared.takeError();
-    for (bool graph : {false, true}) {
-      auto seconds = ex.gpu->timeLaunches(2, 5, graph);
-      if (!seconds)
-        return seconds.takeError();
-      EXPECT_EQ(seconds->size(), 5u);
-      for (double s : *seconds)
-        EXPECT_GT(s, 0.0);
-    }
-    return llvm::Error::success();
-  });
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 2048, true,
+                   1);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto prepared = ex.gpu->prepare(a);
+        if (!prepared)
+          return prepared.takeError();
+        for (bool graph : {false, true}) {
+          auto seconds = ex.gpu->timeLaunches(2, 5, graph);
+          if (!seconds)
+            return seconds.takeError();
+          EXPECT_EQ(seconds->size(), 5u);
+          for (double s : *seconds)
+            EXPECT_GT(s, 0.0);
+        }
+        return llvm::Error::success();
+      });
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   auto copy = timeDeviceCopy(1 << 20, 1, 3);
   ASSERT_TRUE(static_cast<bool>(copy)) << llvm::toString(copy.takeError());
@@ -243,25 +245,23 @@ TEST_P(GpuWatchdog, ReportsAStallAndRecovers) {
   HostOptions hostOptions;
   CudaOptions gpuOptions;
   gpuOptions.watchdogMs = 200;
-  auto ex = makeExecutors(planOf(coll::testing::fifoDeadlock(GetParam())), hostOptions,
-                          gpuOptions);
-  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64,
-                   false, 1);
+  auto ex = makeExecutors(planOf(coll::testing::fifoDeadlock(GetParam())), hostOptions, gpuOptions);
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64, false,
+                   1);
   std::string message;
-  llvm::Error err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    auto result = ex.gpu->run(a);
-    if (result)
-      return llvm::Error::success();
-    message = llvm::toString(result.takeError());
-    return llvm::Error::success();
-  });
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = ex.gpu->run(a);
+        if (result)
+          return llvm::Error::success();
+        message = llvm::toString(result.takeError());
+        return llvm::Error::success();
+      });
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   EXPECT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos) << message;
-  EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos) << message;
   EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
-  EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos) << message;
 
   // The device state was cleared: 4 elements make 4 one-element sends, which
   // fit in the FIFO, and the results match a host executor that never stalled.
@@ -287,10 +287,11 @@ TEST_F(GpuExecutor, RefusesPlansWhoseBlocksCannotAllBeResident) {
   auto gpu = CudaExecutor::create(plan, options);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, n, false, 1);
-  llvm::Error err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    auto result = (*gpu)->prepare(a);
-    return result ? llvm::Error::success() : result.takeError();
-  });
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = (*gpu)->prepare(a);
+        return result ? llvm::Error::success() : result.takeError();
+      });
   ASSERT_TRUE(static_cast<bool>(err));
   std::string message = llvm::toString(std::move(err));
   EXPECT_NE(message.find("the plan's " + std::to_string(plan.tbs.size()) +

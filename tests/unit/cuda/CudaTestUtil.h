@@ -78,8 +78,8 @@ inline ExecutorPair makeExecutors(const interp::Plan &plan, const interp::HostOp
 template <class Run>
 llvm::Error runOnDevice(interp::CheckedCall &call, interp::DataType type, Run &&run) {
   const uint64_t es = interp::dataTypeSize(type);
-  auto buffers = interp::DeviceBuffers::create(call.args(), call.inputElems() * es,
-                                               call.outputElems() * es);
+  auto buffers =
+      interp::DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
   if (!buffers)
     return buffers.takeError();
   if (llvm::Error err = buffers->upload())

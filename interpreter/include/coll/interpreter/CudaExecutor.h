@@ -58,10 +58,10 @@ llvm::Expected<CudaDeviceInfo> currentCudaDevice();
 
 /// How the prepared call launches.
 struct LaunchShape {
-  uint32_t blocks = 0;        ///< one per tb of every rank
-  uint32_t threads = 0;       ///< per block
-  uint32_t sharedBytes = 0;   ///< dynamic shared memory per block
-  int blocksPerSm = 0;        ///< resident blocks per SM the occupancy API allows
+  uint32_t blocks = 0;      ///< one per tb of every rank
+  uint32_t threads = 0;     ///< per block
+  uint32_t sharedBytes = 0; ///< dynamic shared memory per block
+  int blocksPerSm = 0;      ///< resident blocks per SM the occupancy API allows
   int smCount = 0;
 };
 
@@ -146,8 +146,7 @@ private:
 
 /// Times device-to-device copies of `bytes` bytes on the current device
 /// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
-llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
-                                                   unsigned iters);
+llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup, unsigned iters);
 
 } // namespace coll::interp
 
