@@ -163,10 +163,18 @@ public:
   LaunchShape shape;
 
 private:
-  /// Sets up `kernel` for `sharedBytes` of dynamic shared memory and checks
-  /// that every block of a launch can be resident at once: persistent
-  /// blocks that wait for blocks that never start deadlock.
-  llvm::Error checkResidency(const void *kernel, uint32_t sharedBytes);
+  /// How a kernel launches: its block size and resident blocks per SM.
+  struct Residency {
+    const void *kernel;
+    uint32_t threads;
+    int blocksPerSm;
+  };
+  /// Sets up `kernel` for `sharedBytes` of dynamic shared memory and picks
+  /// its block size (options.threadsPerBlock, or for 0 the largest of 512,
+  /// 256, ..., 32 that fits) such that every block of a launch can be
+  /// resident at once: persistent blocks that wait for blocks that never
+  /// start deadlock.
+  llvm::Expected<Residency> chooseResidency(const void *kernel, uint32_t sharedBytes);
   llvm::Error resetState();
 
   CudaDeviceInfo device;
@@ -183,8 +191,7 @@ private:
   std::optional<CallLayout> layout;
   uint64_t layoutCount = 0;
   std::vector<RankPointers> rankTable; ///< as uploaded
-  /// Kernels whose residency was checked, with their blocks per SM.
-  std::vector<std::pair<const void *, int>> residentKernels;
+  std::vector<Residency> residencies;  ///< per kernel used so far
 
   bool prepared = false;
   const void *kernel = nullptr;
@@ -235,7 +242,8 @@ llvm::Error CudaExecutor::Impl::start() {
   return llvm::Error::success();
 }
 
-llvm::Error CudaExecutor::Impl::checkResidency(const void *k, uint32_t sharedBytes) {
+llvm::Expected<CudaExecutor::Impl::Residency>
+CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
   if (sharedBytes > 48 * 1024) {
     int optin = 0;
     COLL_CUDA_TRY(
@@ -247,19 +255,25 @@ llvm::Error CudaExecutor::Impl::checkResidency(const void *k, uint32_t sharedByt
     COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(sharedBytes)));
   }
-  int perSm = 0;
-  COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &perSm, k, static_cast<int>(options.threadsPerBlock), sharedBytes));
-  shape.blocksPerSm = perSm;
-  const uint64_t resident = static_cast<uint64_t>(perSm) * device.smCount;
-  if (resident < plan.tbs.size())
+  const bool automatic = options.threadsPerBlock == 0;
+  Residency r{k, automatic ? MaxThreadsPerBlock : options.threadsPerBlock, 0};
+  for (;; r.threads /= 2) {
+    COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &r.blocksPerSm, k, static_cast<int>(r.threads), sharedBytes));
+    const uint64_t resident = static_cast<uint64_t>(r.blocksPerSm) * device.smCount;
+    if (resident >= plan.tbs.size())
+      return r;
+    if (automatic && r.threads > 32)
+      continue;
     return fail(llvm::formatv(
         "{0}: the plan's {1} thread blocks must all be resident at once, but only {2} fit on "
         "{3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per block); "
-        "use fewer threads per block or an algorithm with fewer tbs",
-        plan.fileName, plan.tbs.size(), resident, device.name, perSm, device.smCount,
-        options.threadsPerBlock, sharedBytes));
-  return llvm::Error::success();
+        "{8}",
+        plan.fileName, plan.tbs.size(), resident, device.name, r.blocksPerSm, device.smCount,
+        r.threads, sharedBytes,
+        automatic ? "use an algorithm with fewer tbs"
+                  : "use fewer threads per block or an algorithm with fewer tbs"));
+  }
 }
 
 llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
@@ -336,18 +350,18 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.op = static_cast<DeviceOp>(args.op);
 
   shape.blocks = static_cast<uint32_t>(plan.tbs.size());
-  shape.threads = options.threadsPerBlock;
   shape.sharedBytes = static_cast<uint32_t>(maxSteps * sizeof(PlanStep));
   shape.smCount = device.smCount;
-  auto checked = std::find_if(residentKernels.begin(), residentKernels.end(),
-                              [&](const auto &k) { return k.first == kernel; });
-  if (checked != residentKernels.end()) {
-    shape.blocksPerSm = checked->second;
-  } else {
-    if (llvm::Error err = checkResidency(kernel, shape.sharedBytes))
-      return err;
-    residentKernels.emplace_back(kernel, shape.blocksPerSm);
+  auto known = std::find_if(residencies.begin(), residencies.end(),
+                            [&](const Residency &r) { return r.kernel == kernel; });
+  if (known == residencies.end()) {
+    auto chosen = chooseResidency(kernel, shape.sharedBytes);
+    if (!chosen)
+      return chosen.takeError();
+    known = residencies.insert(residencies.end(), *chosen);
   }
+  shape.threads = known->threads;
+  shape.blocksPerSm = known->blocksPerSm;
 
   averageKernel = nullptr;
   if (args.op == ReduceOp::Avg && ir::collectiveInfo(plan.collective).reduces) {

@@ -32,9 +32,10 @@ uint64_t slotBytes(const CudaOptions &options, Proto proto) {
 
 llvm::Error checkOptions(const CudaOptions &options, Proto proto) {
   const uint32_t threads = options.threadsPerBlock;
-  if (threads == 0 || threads % 32 != 0 || threads > MaxThreadsPerBlock)
+  if (threads % 32 != 0 || threads > MaxThreadsPerBlock)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "%u threads per block is not a multiple of 32 in [32, %u]",
+                                   "%u threads per block is not 0 (automatic) or a multiple of "
+                                   "32 in [32, %u]",
                                    threads, MaxThreadsPerBlock);
   uint64_t bytes = slotBytes(options, proto);
   if (bytes < 8 || bytes % 8 != 0 || bytes > (64u << 20))

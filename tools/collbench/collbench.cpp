@@ -73,8 +73,9 @@ cl::opt<unsigned> warmup("warmup", cl::init(5), cl::desc("Untimed launches befor
                          cl::cat(category));
 cl::opt<bool> graph("graph", cl::desc("Time replays of a CUDA graph captured from the call"),
                     cl::cat(category));
-cl::opt<unsigned> threads("threads", cl::init(512),
-                          cl::desc("Threads per block (a multiple of 32, at most 512)"),
+cl::opt<unsigned> threads("threads", cl::init(0),
+                          cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
+                                   "the largest power of two at which all blocks fit)"),
                           cl::cat(category));
 cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
                             cl::desc("Data bytes per FIFO slot (default: the backend's choice "
@@ -246,8 +247,8 @@ int main(int argc, char **argv) {
       "read + written\n",
       inputFile, ir::collectiveName(plan->collective), plan->name, n,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
-      device->name, device->smCount, threads, (*executor)->sliceElems(DataType::Uint8), iters,
-      warmup, graph ? ", CUDA graph replays" : "");
+      device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
+      (*executor)->sliceElems(DataType::Uint8), iters, warmup, graph ? ", CUDA graph replays" : "");
   llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
                                 "place", "size", "count", "type", "redop", "time", "algbw", "busbw",
                                 "bus/d2d");
@@ -256,6 +257,7 @@ int main(int argc, char **argv) {
 
   unsigned rows = 0, verified = 0;
   std::vector<std::string> notes;
+  bool launchShown = false;
   for (uint64_t requested : *byteSizes) {
     uint64_t count = ir::countForBytes(plan->shape, requested, es);
     uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
@@ -324,6 +326,16 @@ int main(int argc, char **argv) {
         failRow(prepared.takeError());
         continue;
       }
+      if (!launchShown) {
+        LaunchShape shape = (*executor)->launchShape();
+        notes.insert(notes.begin(),
+                     llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
+                                   "shared memory; {3} blocks per SM fit",
+                                   shape.blocks, shape.threads, shape.sharedBytes,
+                                   shape.blocksPerSm)
+                         .str());
+        launchShown = true;
+      }
       auto times = (*executor)->timeLaunches(warmup, iters, graph);
       if (!times) {
         failRow(times.takeError());
@@ -340,6 +352,9 @@ int main(int argc, char **argv) {
   for (const std::string &note : notes)
     llvm::outs() << "# " << note << "\n";
   llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
-  return verified == rows && notes.empty() ? Verified : Failed;
+  const bool failed = std::any_of(notes.begin(), notes.end(), [](const std::string &note) {
+    return llvm::StringRef(note).startswith("error");
+  });
+  return verified == rows && !failed ? Verified : Failed;
 #endif
 }

@@ -199,7 +199,7 @@ TEST(WatchdogReport, DescribesDependencies) {
 TEST(CudaOptions, RejectsWhatTheKernelCannotRun) {
   CudaOptions options;
   EXPECT_FALSE(static_cast<bool>(checkOptions(options, Proto::Simple)));
-  for (uint32_t threads : {0u, 33u, 1024u}) {
+  for (uint32_t threads : {16u, 33u, 1024u}) {
     options.threadsPerBlock = threads;
     llvm::Error err = checkOptions(options, Proto::LL128);
     ASSERT_TRUE(static_cast<bool>(err)) << threads;

@@ -43,8 +43,10 @@ struct CudaOptions {
   uint32_t simpleSlotBytes = 128 << 10;
   uint32_t llSlotBytes = 16 << 10;
   uint32_t ll128SlotBytes = 120 * 256;
-  /// Threads per block: a multiple of 32, at most 512.
-  uint32_t threadsPerBlock = 512;
+  /// Threads per block: a multiple of 32, at most 512; 0 picks the largest
+  /// power of two from 512 down to 32 at which every block of the plan can be
+  /// resident at once (see launchShape()).
+  uint32_t threadsPerBlock = 0;
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
