@@ -127,7 +127,6 @@ public:
 
 private:
   void workerMain(int32_t tb);
-  llvm::Error checkBuffers(const CallArgs &args, bool &inplace) const;
   void applyAverage(const CallArgs &args) const;
 
   std::optional<CallLayout> cachedLayout;
@@ -476,6 +475,47 @@ HostExecutor::Impl::Runner pickRunner(DataType type, ReduceOp op, Protocol proto
 
 } // namespace
 
+llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
+                                      const CallArgs &args) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  if (args.input.size() != static_cast<size_t>(plan.nranks) ||
+      args.output.size() != static_cast<size_t>(plan.nranks))
+    return fail(llvm::formatv("the call passes {0} input and {1} output buffers for {2} ranks",
+                              args.input.size(), args.output.size(), plan.nranks));
+  const uint64_t es = dataTypeSize(args.type);
+  const uint64_t inBytes = call.inputElems * es;
+  const uint64_t outBytes = call.outputElems * es;
+  if (args.count == 0) {
+    // Nothing moves, and empty buffers alias ambiguously: a no-op, as in NCCL.
+    return false;
+  }
+  int places[2] = {0, 0}; // ranks out of place, in place
+  for (int32_t r = 0; r < plan.nranks; ++r) {
+    auto *in = static_cast<const std::byte *>(args.input[r]);
+    auto *out = static_cast<const std::byte *>(args.output[r]);
+    if ((!in && inBytes) || (!out && outBytes))
+      return fail(llvm::formatv("rank {0}: a buffer is null", r));
+    ir::InPlaceOffsets off = ir::inPlaceOffsets(plan.shape, r, args.count);
+    bool aliased = off.inputInOutput ? in == out + off.inputInOutput * es
+                                     : out == in + off.outputInInput * es;
+    if (!aliased && in && out && in < out + outBytes && out < in + inBytes)
+      return fail(llvm::formatv("rank {0}: input and output overlap without being in place", r));
+    ++places[aliased];
+  }
+  if (places[0] && places[1])
+    return fail("some ranks call in place and others out of place");
+  const bool inplace = places[1] != 0;
+  if (inplace && !plan.inplace)
+    return fail(llvm::formatv("{0}: the algorithm does not support in-place calls",
+                              plan.fileName));
+  if (!inplace && !plan.outofplace)
+    return fail(llvm::formatv("{0}: the algorithm does not support out-of-place calls",
+                              plan.fileName));
+  return inplace;
+}
+
 //===----------------------------------------------------------------------===//
 // Impl
 //===----------------------------------------------------------------------===//
@@ -607,47 +647,6 @@ void HostExecutor::Impl::stall(std::string text) {
     f->bell.ring();
 }
 
-llvm::Error HostExecutor::Impl::checkBuffers(const CallArgs &args, bool &inplace) const {
-  auto fail = [](const llvm::Twine &msg) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-  };
-  if (args.input.size() != static_cast<size_t>(plan.nranks) ||
-      args.output.size() != static_cast<size_t>(plan.nranks))
-    return fail(llvm::formatv("the call passes {0} input and {1} output buffers for {2} ranks",
-                              args.input.size(), args.output.size(), plan.nranks));
-  const uint64_t es = dataTypeSize(args.type);
-  const uint64_t inBytes = cachedLayout->inputElems * es;
-  const uint64_t outBytes = cachedLayout->outputElems * es;
-  if (args.count == 0) {
-    // Nothing moves, and empty buffers alias ambiguously: a no-op, as in NCCL.
-    inplace = false;
-    return llvm::Error::success();
-  }
-  int places[2] = {0, 0}; // ranks out of place, in place
-  for (int32_t r = 0; r < plan.nranks; ++r) {
-    auto *in = static_cast<const std::byte *>(args.input[r]);
-    auto *out = static_cast<const std::byte *>(args.output[r]);
-    if ((!in && inBytes) || (!out && outBytes))
-      return fail(llvm::formatv("rank {0}: a buffer is null", r));
-    ir::InPlaceOffsets off = ir::inPlaceOffsets(plan.shape, r, args.count);
-    bool aliased = off.inputInOutput ? in == out + off.inputInOutput * es
-                                     : out == in + off.outputInInput * es;
-    if (!aliased && in && out && in < out + outBytes && out < in + inBytes)
-      return fail(llvm::formatv("rank {0}: input and output overlap without being in place", r));
-    ++places[aliased];
-  }
-  if (places[0] && places[1])
-    return fail("some ranks call in place and others out of place");
-  inplace = places[1] != 0;
-  if (inplace && !plan.inplace)
-    return fail(llvm::formatv("{0}: the algorithm does not support in-place calls",
-                              plan.fileName));
-  if (!inplace && !plan.outofplace)
-    return fail(llvm::formatv("{0}: the algorithm does not support out-of-place calls",
-                              plan.fileName));
-  return llvm::Error::success();
-}
-
 void HostExecutor::Impl::applyAverage(const CallArgs &args) const {
   ir::CollectiveInfo info = ir::collectiveInfo(plan.collective);
   if (args.op != ReduceOp::Avg || !info.reduces)
@@ -675,9 +674,11 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
     cachedLayout = std::move(*resolved);
     cachedCount = args.count;
   }
+  auto inplace = checkCallBuffers(plan, *cachedLayout, args);
+  if (!inplace)
+    return inplace.takeError();
   CallResult result;
-  if (llvm::Error err = checkBuffers(args, result.inplace))
-    return err;
+  result.inplace = *inplace;
 
   const uint64_t es = dataTypeSize(args.type);
   for (int32_t r = 0; r < plan.nranks; ++r) {

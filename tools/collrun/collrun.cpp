@@ -2,18 +2,24 @@
 //
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
+//                    [--backend host|cuda]
 //
 // Reads and verifies an MSCCL XML algorithm, runs it on the host backend
-// (every rank in this process), checks every rank's output against the
-// collective's definition, and prints an nccl-tests-style table.
+// (every rank in this process) or on the current GPU (every rank on it, its
+// buffers copied in and out around each call), checks every rank's output
+// against the collective's definition, and prints an nccl-tests-style table.
 //
 // Exit status: 0 every size verified; 1 a result was wrong or a call failed;
-// 2 bad usage or an unreadable/invalid file; 3 the file does not apply (its
-// collective cannot be checked, or it does not support the requested mode).
+// 2 bad usage, an unreadable/invalid file, or --backend cuda without a CUDA
+// backend or device; 3 the file does not apply (its collective cannot be
+// checked, or it does not support the requested mode).
 //
 //===----------------------------------------------------------------------===//
 
 #include "coll/interpreter/Check.h"
+#if COLL_HAVE_CUDA
+#include "coll/interpreter/CudaExecutor.h"
+#endif
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
@@ -27,6 +33,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 using namespace coll;
@@ -66,6 +73,10 @@ cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
                             cl::desc("Data bytes per FIFO slot, the pipeline slice (default: "
                                      "the host backend's choice for the protocol)"),
                             cl::cat(category));
+cl::opt<std::string> backendName("backend", cl::init("host"),
+                                 cl::desc("host (ranks are CPU threads) or cuda (every rank on "
+                                          "the current GPU; times are CUDA-event times)"),
+                                 cl::cat(category));
 cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
                               cl::desc("Warnings about the file to print at most"),
                               cl::cat(category));
@@ -105,9 +116,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
-      "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage or\n"
-      "an unreadable or invalid file, 3 the file does not apply (collective that cannot be\n"
-      "checked, or unsupported mode).\n");
+      "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
+      "unreadable or invalid file, or --backend cuda without a CUDA backend or device, 3 the\n"
+      "file does not apply (collective that cannot be checked, or unsupported mode).\n");
 
   std::optional<DataType> type = parseDataType(dtypeName);
   if (!type)
@@ -119,6 +130,13 @@ int main(int argc, char **argv) {
     return fail(BadInput, "--mode must be inplace or outofplace, not '" + modeName + "'");
   if (iters == 0)
     return fail(BadInput, "--iters must be at least 1");
+  if (backendName != "host" && backendName != "cuda")
+    return fail(BadInput, "--backend must be host or cuda, not '" + backendName + "'");
+#if !COLL_HAVE_CUDA
+  if (backendName == "cuda")
+    return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
+                          "with COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
+#endif
   std::vector<uint64_t> byteSizes;
   for (const std::string &s : sizes.empty() ? std::vector<std::string>{"1K", "1M"}
                                             : std::vector<std::string>(sizes.begin(), sizes.end())) {
@@ -167,16 +185,70 @@ int main(int argc, char **argv) {
     return fail(NotApplicable, inputFile + ": the algorithm declares neither in-place nor "
                                            "out-of-place support");
 
-  HostOptions options;
-  options.watchdogMs = watchdogMs;
-  if (slotBytes)
-    options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
-  auto makeExecutor = [&]() { return HostExecutor::create(*plan, options); };
-  auto executor = makeExecutor();
-  if (!executor) {
-    llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
-    return Failed;
+  // The backend: runCall runs a CheckedCall (`fresh` on its first run) and
+  // recover makes the backend usable again after a watchdog stop.
+  std::function<llvm::Expected<CallResult>(CheckedCall &, bool fresh)> runCall;
+  std::function<llvm::Error()> recover;
+  std::string backendNote = "host backend";
+  std::unique_ptr<HostExecutor> hostExecutor;
+  if (backendName == "host") {
+    HostOptions options;
+    options.watchdogMs = watchdogMs;
+    if (slotBytes)
+      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+    recover = [&, options]() -> llvm::Error {
+      auto fresh = HostExecutor::create(*plan, options);
+      if (!fresh)
+        return fresh.takeError();
+      hostExecutor = std::move(*fresh);
+      return llvm::Error::success();
+    };
+    runCall = [&](CheckedCall &call, bool) { return hostExecutor->run(call.args()); };
+    if (llvm::Error err = recover()) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs());
+      return Failed;
+    }
   }
+#if COLL_HAVE_CUDA
+  std::unique_ptr<CudaExecutor> cudaExecutor;
+  std::optional<DeviceBuffers> deviceBuffers;
+  if (backendName == "cuda") {
+    auto device = currentCudaDevice();
+    if (!device)
+      return fail(BadInput, "--backend cuda: " + llvm::toString(device.takeError()));
+    backendNote = "cuda backend on " + device->name;
+    CudaOptions options;
+    options.watchdogMs = watchdogMs;
+    if (slotBytes)
+      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+    auto created = CudaExecutor::create(*plan, options);
+    if (!created) {
+      llvm::logAllUnhandledErrors(created.takeError(), llvm::errs());
+      return Failed;
+    }
+    cudaExecutor = std::move(*created);
+    // The executor clears its own device state after a watchdog stop.
+    recover = [] { return llvm::Error::success(); };
+    runCall = [&](CheckedCall &call, bool fresh) -> llvm::Expected<CallResult> {
+      if (fresh) {
+        deviceBuffers.reset();
+        auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * dataTypeSize(*type),
+                                             call.outputElems() * dataTypeSize(*type));
+        if (!buffers)
+          return buffers.takeError();
+        deviceBuffers = std::move(*buffers);
+      }
+      if (llvm::Error err = deviceBuffers->upload())
+        return err;
+      auto result = cudaExecutor->run(deviceBuffers->args());
+      if (!result)
+        return result.takeError();
+      if (llvm::Error err = deviceBuffers->download())
+        return err;
+      return result;
+    };
+  }
+#endif
 
   const CollectiveDesc desc = CollectiveDesc::of(*plan);
   const int32_t n = plan->nranks;
@@ -185,10 +257,10 @@ int main(int argc, char **argv) {
   const size_t es = dataTypeSize(*type);
 
   llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
-                                "loop, {6} channels, {7} tbs; host backend\n",
+                                "loop, {6} channels, {7} tbs; {8}\n",
                                 inputFile, ir::collectiveName(plan->collective), plan->name, n,
                                 ir::protocolName(plan->protocol), alg->nchunksPerLoop,
-                                alg->nchannels, plan->tbs.size());
+                                alg->nchannels, plan->tbs.size(), backendNote);
   llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,7}\n",
                                 "place", "size", "count", "type", "redop", "time", "algbw",
                                 "busbw", "#wrong");
@@ -215,18 +287,16 @@ int main(int argc, char **argv) {
                                       plan->maxBytes ? std::to_string(plan->maxBytes) : "inf")
                             .str());
       CheckedCall call(desc, *type, *op, count, inplace, seed);
-      auto first = (*executor)->run(call.args());
+      auto first = runCall(call, true);
       if (!first) {
         std::string msg = llvm::toString(first.takeError());
         llvm::outs() << rowPrefix() << "   failed: see below\n";
         notes.push_back("error: " + std::to_string(bytes) + " bytes " + place + ": " + msg);
         if (llvm::StringRef(msg).contains("watchdog")) {
-          auto fresh = makeExecutor();
-          if (!fresh) {
-            llvm::logAllUnhandledErrors(fresh.takeError(), llvm::errs());
+          if (llvm::Error err = recover()) {
+            llvm::logAllUnhandledErrors(std::move(err), llvm::errs());
             return Failed;
           }
-          *executor = std::move(*fresh);
         }
         continue;
       }
@@ -234,7 +304,7 @@ int main(int argc, char **argv) {
       std::vector<double> times;
       for (unsigned i = 0; i < iters; ++i) {
         call.reset();
-        auto timed = (*executor)->run(call.args());
+        auto timed = runCall(call, false);
         if (!timed) {
           notes.push_back("error: timed run: " + llvm::toString(timed.takeError()));
           break;

@@ -48,6 +48,14 @@ struct CallArgs {
   std::vector<void *> input, output;
 };
 
+/// Checks `args` against `plan` resolved as `call` and decides, as NCCL
+/// does, whether it is in place: every rank's input and output alias as the
+/// collective defines (ir::inPlaceOffsets), or none does and no buffers
+/// overlap. A call of 0 elements is out of place and never fails. Shared by
+/// the backends so that they accept and classify the same calls.
+llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
+                                      const CallArgs &args);
+
 struct CallResult {
   bool inplace = false;
   uint64_t iterations = 0; ///< pipeline iterations the call took

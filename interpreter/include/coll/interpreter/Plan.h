@@ -42,17 +42,6 @@
 
 namespace coll::interp {
 
-/// One tb of one rank.
-struct PlanTb {
-  int32_t rank;
-  int32_t tb;        ///< index within its rank
-  int32_t channel;
-  int32_t sendConn;  ///< index into Plan::connections, or -1
-  int32_t recvConn;  ///< index into Plan::connections, or -1
-  int32_t stepBegin; ///< first of nSteps entries in Plan::steps
-  int32_t nSteps;
-};
-
 struct PlanConnection {
   int32_t sender, receiver, channel;
   int32_t sendTb, recvTb; ///< global tb indices

@@ -22,6 +22,17 @@ enum class StepKind : uint8_t {
 /// Most sources one fused `re` may have.
 inline constexpr int MaxReduceSources = 16;
 
+/// One tb of one rank.
+struct PlanTb {
+  int32_t rank;
+  int32_t tb;        ///< index within its rank
+  int32_t channel;
+  int32_t sendConn;  ///< index into Plan::connections, or -1
+  int32_t recvConn;  ///< index into Plan::connections, or -1
+  int32_t stepBegin; ///< first of nSteps entries in Plan::steps
+  int32_t nSteps;
+};
+
 /// One step as the interpreter runs it.
 struct PlanStep {
   StepKind type;

@@ -1,0 +1,577 @@
+//===- CudaExecutor.cpp - The host side of the CUDA backend ---------------===//
+//
+// Plain C++ over the CUDA runtime API: kernels are launched through
+// cudaLaunchKernel with the entry points from Kernels.h, so no CUDA type
+// crosses into CudaExecutor.h and no LLVM header reaches nvcc.
+//
+// Device memory per executor: the plan's tbs and steps (uploaded once), the
+// device state (DeviceTypes.h; zeroed once, and again after a watchdog
+// stop), the resolved slices (re-uploaded when the count changes), the rank
+// table and the scratch buffers (per call, uploaded only when they change),
+// and the watchdog report in host-mapped memory, which finish() reads
+// without a copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/interpreter/CudaExecutor.h"
+
+#include "CudaError.h"
+#include "DeviceTypes.h"
+#include "HostSupport.h"
+#include "Kernels.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+namespace coll::interp {
+
+using namespace cuda;
+
+static_assert(static_cast<uint8_t>(ir::Protocol::Simple) == static_cast<uint8_t>(Proto::Simple) &&
+                  static_cast<uint8_t>(ir::Protocol::LL) == static_cast<uint8_t>(Proto::LL) &&
+                  static_cast<uint8_t>(ir::Protocol::LL128) == static_cast<uint8_t>(Proto::LL128),
+              "Proto mirrors ir::Protocol");
+static_assert(sizeof(PlanStep) % 4 == 0, "steps are copied to shared memory as is");
+
+llvm::Error cuda::cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}",
+                                               cudaGetErrorName(error), cudaGetErrorString(error),
+                                               expr, llvm::sys::path::filename(file), line));
+}
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// A device allocation that grows on demand (contents are not kept).
+class DeviceMemory {
+public:
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory &) = delete;
+  DeviceMemory &operator=(const DeviceMemory &) = delete;
+  ~DeviceMemory() {
+    if (ptr)
+      cudaFree(ptr);
+  }
+
+  llvm::Error reserve(size_t bytes) {
+    if (ptr && bytes <= capacity)
+      return llvm::Error::success();
+    if (ptr)
+      cudaFree(ptr);
+    ptr = nullptr;
+    capacity = 0;
+    COLL_CUDA_TRY(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
+    capacity = bytes;
+    return llvm::Error::success();
+  }
+  template <class T> T *as() const { return static_cast<T *>(ptr); }
+
+private:
+  void *ptr = nullptr;
+  size_t capacity = 0;
+};
+
+/// Uploads `n` records to `memory` (synchronously).
+template <class T> llvm::Error upload(DeviceMemory &memory, const T *data, size_t n) {
+  if (llvm::Error err = memory.reserve(n * sizeof(T)))
+    return err;
+  if (n)
+    COLL_CUDA_TRY(cudaMemcpy(memory.as<void>(), data, n * sizeof(T), cudaMemcpyHostToDevice));
+  return llvm::Error::success();
+}
+
+/// Calls `once` (which enqueues work on `stream`) `warmup` times, then
+/// `iters` times between two events each, back to back; waits and returns
+/// the seconds between each pair of events.
+template <class Once>
+llvm::Expected<std::vector<double>> timeOnStream(cudaStream_t stream, unsigned warmup,
+                                                 unsigned iters, Once &&once) {
+  for (unsigned i = 0; i < warmup; ++i)
+    if (llvm::Error err = once())
+      return err;
+  std::vector<cudaEvent_t> events(2 * size_t(iters), nullptr);
+  auto destroy = llvm::make_scope_exit([&] {
+    for (cudaEvent_t e : events)
+      if (e)
+        cudaEventDestroy(e);
+  });
+  for (cudaEvent_t &e : events)
+    COLL_CUDA_TRY(cudaEventCreate(&e));
+  for (unsigned i = 0; i < iters; ++i) {
+    COLL_CUDA_TRY(cudaEventRecord(events[2 * i], stream));
+    if (llvm::Error err = once())
+      return err;
+    COLL_CUDA_TRY(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<double> seconds;
+  for (unsigned i = 0; i < iters; ++i) {
+    float ms = 0;
+    COLL_CUDA_TRY(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+    seconds.push_back(ms * 1e-3);
+  }
+  return seconds;
+}
+
+} // namespace
+
+llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess)
+    return fail(llvm::Twine("no CUDA device: ") + cudaGetErrorString(err));
+  if (count == 0)
+    return fail("no CUDA device: cudaGetDeviceCount found none");
+  CudaDeviceInfo info;
+  COLL_CUDA_TRY(cudaGetDevice(&info.device));
+  cudaDeviceProp props;
+  COLL_CUDA_TRY(cudaGetDeviceProperties(&props, info.device));
+  info.name = props.name;
+  info.smCount = props.multiProcessorCount;
+  return info;
+}
+
+//===----------------------------------------------------------------------===//
+// Impl
+//===----------------------------------------------------------------------===//
+
+class CudaExecutor::Impl {
+public:
+  Impl(Plan plan, const CudaOptions &options)
+      : plan(std::move(plan)), options(options), proto(static_cast<Proto>(this->plan.protocol)) {}
+  ~Impl();
+
+  llvm::Error start();
+  llvm::Expected<CallResult> prepare(const CallArgs &args);
+  llvm::Error launch(cudaStream_t stream);
+  llvm::Error finish(cudaStream_t stream);
+  llvm::Expected<CallResult> run(const CallArgs &args);
+  llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+
+  Plan plan;
+  CudaOptions options;
+  Proto proto;
+  LaunchShape shape;
+
+private:
+  /// How a kernel launches: its block size and resident blocks per SM.
+  struct Residency {
+    const void *kernel;
+    uint32_t threads;
+    int blocksPerSm;
+  };
+  /// Sets up `kernel` for `sharedBytes` of dynamic shared memory and picks
+  /// its block size (options.threadsPerBlock, or for 0 the largest of 512,
+  /// 256, ..., 32 that fits) such that every block of a launch can be
+  /// resident at once: persistent blocks that wait for blocks that never
+  /// start deadlock.
+  llvm::Expected<Residency> chooseResidency(const void *kernel, uint32_t sharedBytes);
+  llvm::Error resetState();
+
+  CudaDeviceInfo device;
+  uint32_t watchdogMs = 0;
+  ConnectionLayout connection;
+  StateLayout stateLayout;
+
+  DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  WatchdogReport *report = nullptr; ///< host-mapped
+  WatchdogReport *deviceReport = nullptr;
+  cudaStream_t stream = nullptr; ///< run() and timeLaunches()
+  cudaEvent_t startEvent = nullptr, stopEvent = nullptr;
+
+  std::optional<CallLayout> layout;
+  uint64_t layoutCount = 0;
+  std::vector<RankPointers> rankTable; ///< as uploaded
+  std::vector<Residency> residencies;  ///< per kernel used so far
+
+  bool prepared = false;
+  const void *kernel = nullptr;
+  KernelParams params{};
+  /// avg: the division after the collective.
+  const void *averageKernel = nullptr;
+  int32_t averageFirstRank = 0, averageRanks = 0;
+  uint64_t averageElems = 0;
+};
+
+CudaExecutor::Impl::~Impl() {
+  if (startEvent)
+    cudaEventDestroy(startEvent);
+  if (stopEvent)
+    cudaEventDestroy(stopEvent);
+  if (stream)
+    cudaStreamDestroy(stream);
+  if (report)
+    cudaFreeHost(report);
+}
+
+llvm::Error CudaExecutor::Impl::start() {
+  if (llvm::Error err = checkOptions(options, proto))
+    return err;
+  auto info = currentCudaDevice();
+  if (!info)
+    return info.takeError();
+  device = *info;
+  watchdogMs = resolveWatchdogMs(options.watchdogMs);
+
+  connection = ConnectionLayout::of(proto, slotBytes(options, proto));
+  stateLayout = StateLayout::of(plan.tbs.size(), plan.connections.size(), connection);
+  if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size()))
+    return err;
+  if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size()))
+    return err;
+  if (llvm::Error err = state.reserve(stateLayout.bytes))
+    return err;
+  COLL_CUDA_TRY(cudaMemset(state.as<void>(), 0, stateLayout.bytes));
+  COLL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&report), sizeof(WatchdogReport),
+                              cudaHostAllocMapped));
+  std::memset(report, 0, sizeof(WatchdogReport));
+  COLL_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceReport), report, 0));
+  COLL_CUDA_TRY(cudaStreamCreate(&stream));
+  COLL_CUDA_TRY(cudaEventCreate(&startEvent));
+  COLL_CUDA_TRY(cudaEventCreate(&stopEvent));
+  COLL_CUDA_TRY(cudaDeviceSynchronize());
+  return llvm::Error::success();
+}
+
+llvm::Expected<CudaExecutor::Impl::Residency>
+CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
+  if (sharedBytes > 48 * 1024) {
+    int optin = 0;
+    COLL_CUDA_TRY(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.device));
+    if (sharedBytes > static_cast<uint32_t>(optin))
+      return fail(llvm::formatv("{0}: a tb of {1} steps needs {2} bytes of shared memory; "
+                                "{3} allows {4} per block",
+                                plan.fileName, params.maxSteps, sharedBytes, device.name, optin));
+    COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sharedBytes)));
+  }
+  const bool automatic = options.threadsPerBlock == 0;
+  Residency r{k, automatic ? MaxThreadsPerBlock : options.threadsPerBlock, 0};
+  for (;; r.threads /= 2) {
+    COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &r.blocksPerSm, k, static_cast<int>(r.threads), sharedBytes));
+    const uint64_t resident = static_cast<uint64_t>(r.blocksPerSm) * device.smCount;
+    if (resident >= plan.tbs.size())
+      return r;
+    if (automatic && r.threads > 32)
+      continue;
+    return fail(llvm::formatv(
+        "{0}: the plan's {1} thread blocks must all be resident at once, but only {2} fit on "
+        "{3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per block); "
+        "{8}",
+        plan.fileName, plan.tbs.size(), resident, device.name, r.blocksPerSm, device.smCount,
+        r.threads, sharedBytes,
+        automatic ? "use an algorithm with fewer tbs"
+                  : "use fewer threads per block or an algorithm with fewer tbs"));
+  }
+}
+
+llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
+  prepared = false;
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  // The tables below are in use until this executor's earlier launches end.
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (!layout || layoutCount != args.count) {
+    auto resolved = resolveCall(plan, args.count);
+    if (!resolved)
+      return resolved.takeError();
+    layout = std::move(*resolved);
+    layoutCount = args.count;
+    if (llvm::Error err = upload(slices, layout->slices.data(), layout->slices.size()))
+      return err;
+  }
+  auto inplace = checkCallBuffers(plan, *layout, args);
+  if (!inplace)
+    return inplace.takeError();
+
+  const uint64_t es = dataTypeSize(args.type);
+  const uint64_t sliceElems = slotBytes(options, proto) / es;
+  const uint32_t span = static_cast<uint32_t>(std::max(plan.maxIrSteps, 1));
+  CallResult result;
+  result.inplace = *inplace;
+  result.iterations = args.count ? iterationCount(*layout, sliceElems) : 0;
+  if (result.iterations > maxFlagIterations(span))
+    return fail(llvm::formatv("{0}: the call takes {1} pipeline iterations of {2} steps, more "
+                              "than the dependency flags count (2^32 - 1 steps); use larger "
+                              "FIFO slots",
+                              plan.fileName, result.iterations, span));
+
+  // Scratch: one allocation, each rank's part 256-byte aligned.
+  std::vector<uint64_t> scratchAt(plan.nranks);
+  uint64_t scratchBytes = 0;
+  for (int32_t r = 0; r < plan.nranks; ++r) {
+    scratchAt[r] = scratchBytes;
+    scratchBytes += (layout->scratchElems[r] * es + 255) / 256 * 256;
+  }
+  if (llvm::Error err = scratch.reserve(scratchBytes))
+    return err;
+  std::vector<RankPointers> table(plan.nranks);
+  for (int32_t r = 0; r < plan.nranks; ++r)
+    table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
+  if (table.size() != rankTable.size() ||
+      std::memcmp(table.data(), rankTable.data(), table.size() * sizeof(RankPointers)) != 0) {
+    if (llvm::Error err = upload(ranks, table.data(), table.size()))
+      return err;
+    rankTable = std::move(table);
+  }
+
+  int32_t maxSteps = 1;
+  for (const PlanTb &tb : plan.tbs)
+    maxSteps = std::max(maxSteps, tb.nSteps);
+  const uint8_t type = static_cast<uint8_t>(args.type);
+  kernel = proto == Proto::Simple ? kernelSimple(type)
+           : proto == Proto::LL   ? kernelLL(type)
+                                  : kernelLL128(type);
+  params = KernelParams{};
+  params.tbs = tbs.as<PlanTb>();
+  params.steps = steps.as<PlanStep>();
+  params.slices = slices.as<CallSlice>();
+  params.ranks = ranks.as<RankPointers>();
+  params.state = state.as<unsigned char>();
+  params.report = deviceReport;
+  params.flagsOffset = stateLayout.flagsOffset;
+  params.connectionsOffset = stateLayout.connectionsOffset;
+  params.connection = connection;
+  params.iterations = result.iterations;
+  params.sliceElems = sliceElems;
+  params.watchdogNs = uint64_t(watchdogMs) * 1000000;
+  params.span = span;
+  params.maxSteps = static_cast<uint32_t>(maxSteps);
+  params.op = static_cast<DeviceOp>(args.op);
+
+  shape.blocks = static_cast<uint32_t>(plan.tbs.size());
+  shape.sharedBytes = static_cast<uint32_t>(maxSteps * sizeof(PlanStep));
+  shape.smCount = device.smCount;
+  auto known = std::find_if(residencies.begin(), residencies.end(),
+                            [&](const Residency &r) { return r.kernel == kernel; });
+  if (known == residencies.end()) {
+    auto chosen = chooseResidency(kernel, shape.sharedBytes);
+    if (!chosen)
+      return chosen.takeError();
+    known = residencies.insert(residencies.end(), *chosen);
+  }
+  shape.threads = known->threads;
+  shape.blocksPerSm = known->blocksPerSm;
+
+  averageKernel = nullptr;
+  if (args.op == ReduceOp::Avg && ir::collectiveInfo(plan.collective).reduces) {
+    averageKernel = averageKernelFor(type);
+    const bool rootOnly = plan.collective == ir::Collective::Reduce;
+    averageFirstRank = rootOnly ? plan.root : 0;
+    averageRanks = rootOnly ? 1 : plan.nranks;
+    averageElems = layout->outputElems;
+  }
+  prepared = true;
+  return result;
+}
+
+llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
+  if (!prepared)
+    return fail("CudaExecutor::launch: no call is prepared");
+  if (params.iterations == 0 || shape.blocks == 0)
+    return llvm::Error::success();
+  void *args[] = {&params};
+  COLL_CUDA_TRY(cudaLaunchKernel(kernel, dim3(shape.blocks), dim3(shape.threads), args,
+                                 shape.sharedBytes, s));
+  if (averageKernel) {
+    constexpr uint32_t Threads = 256;
+    const uint64_t blocks = std::clamp<uint64_t>((averageElems + Threads - 1) / Threads, 1, 1024);
+    const RankPointers *table = ranks.as<RankPointers>();
+    int32_t nranks = plan.nranks;
+    void *avgArgs[] = {&table, &averageFirstRank, &nranks, &averageElems};
+    COLL_CUDA_TRY(cudaLaunchKernel(
+        averageKernel, dim3(static_cast<uint32_t>(blocks), static_cast<uint32_t>(averageRanks)),
+        dim3(Threads), avgArgs, 0, s));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::resetState() {
+  COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::memset(report, 0, sizeof(WatchdogReport));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::finish(cudaStream_t s) {
+  COLL_CUDA_TRY(cudaStreamSynchronize(s));
+  // The reporting block fenced its writes at system scope before `valid`,
+  // and the kernel has completed.
+  if (!reinterpret_cast<volatile WatchdogReport *>(report)->valid)
+    return llvm::Error::success();
+  std::string text = describeWatchdogReport(plan, *report, watchdogMs);
+  // The FIFOs and flags are mid-transfer: start every counter afresh.
+  if (llvm::Error err = resetState())
+    return err;
+  return fail(plan.fileName + ": " + text);
+}
+
+llvm::Expected<CallResult> CudaExecutor::Impl::run(const CallArgs &args) {
+  auto result = prepare(args);
+  if (!result)
+    return result.takeError();
+  COLL_CUDA_TRY(cudaEventRecord(startEvent, stream));
+  if (llvm::Error err = launch(stream))
+    return err;
+  COLL_CUDA_TRY(cudaEventRecord(stopEvent, stream));
+  if (llvm::Error err = finish(stream))
+    return err;
+  float ms = 0;
+  COLL_CUDA_TRY(cudaEventElapsedTime(&ms, startEvent, stopEvent));
+  result->seconds = ms * 1e-3;
+  return result;
+}
+
+llvm::Expected<std::vector<double>> CudaExecutor::Impl::timeLaunches(unsigned warmup,
+                                                                     unsigned iters, bool graph) {
+  if (!prepared)
+    return fail("CudaExecutor::timeLaunches: no call is prepared");
+  cudaGraph_t captured = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  auto destroy = llvm::make_scope_exit([&] {
+    if (exec)
+      cudaGraphExecDestroy(exec);
+    if (captured)
+      cudaGraphDestroy(captured);
+  });
+  if (graph) {
+    COLL_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    llvm::Error err = launch(stream);
+    cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+    if (err)
+      return err;
+    COLL_CUDA_TRY(ended);
+    COLL_CUDA_TRY(cudaGraphInstantiate(&exec, captured, 0));
+  }
+  auto seconds = timeOnStream(stream, warmup, iters, [&]() -> llvm::Error {
+    if (!graph)
+      return launch(stream);
+    COLL_CUDA_TRY(cudaGraphLaunch(exec, stream));
+    return llvm::Error::success();
+  });
+  if (llvm::Error err = finish(stream))
+    return err;
+  return seconds;
+}
+
+//===----------------------------------------------------------------------===//
+// CudaExecutor
+//===----------------------------------------------------------------------===//
+
+CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+CudaExecutor::~CudaExecutor() = default;
+
+llvm::Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(Plan plan,
+                                                                   const CudaOptions &options) {
+  auto impl = std::make_unique<Impl>(std::move(plan), options);
+  if (llvm::Error err = impl->start())
+    return err;
+  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+}
+
+llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
+  return impl->prepare(args);
+}
+llvm::Error CudaExecutor::launch(void *stream) {
+  return impl->launch(static_cast<cudaStream_t>(stream));
+}
+llvm::Error CudaExecutor::finish(void *stream) {
+  return impl->finish(static_cast<cudaStream_t>(stream));
+}
+llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) { return impl->run(args); }
+llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, unsigned iters,
+                                                               bool graph) {
+  return impl->timeLaunches(warmup, iters, graph);
+}
+const Plan &CudaExecutor::plan() const { return impl->plan; }
+uint64_t CudaExecutor::sliceElems(DataType type) const {
+  return slotBytes(impl->options, impl->proto) / dataTypeSize(type);
+}
+LaunchShape CudaExecutor::launchShape() const { return impl->shape; }
+
+//===----------------------------------------------------------------------===//
+// DeviceBuffers and copies
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<DeviceBuffers> DeviceBuffers::create(const CallArgs &host, uint64_t inputBytes,
+                                                    uint64_t outputBytes) {
+  MirrorLayout layout = mirrorLayout(host, inputBytes, outputBytes);
+  DeviceBuffers buffers;
+  buffers.device = host;
+  for (const MirrorLayout::Range &range : layout.ranges) {
+    void *ptr = nullptr;
+    COLL_CUDA_TRY(cudaMalloc(&ptr, range.bytes));
+    buffers.regions.push_back({range.begin, ptr, range.bytes});
+  }
+  auto place = [&](const MirrorLayout::Place &p) -> void * {
+    return p.range < 0 ? nullptr
+                       : static_cast<std::byte *>(buffers.regions[p.range].device) + p.offset;
+  };
+  for (size_t r = 0; r < layout.input.size(); ++r) {
+    buffers.device.input[r] = place(layout.input[r]);
+    buffers.device.output[r] = place(layout.output[r]);
+  }
+  return buffers;
+}
+
+DeviceBuffers::DeviceBuffers(DeviceBuffers &&other) noexcept
+    : regions(std::move(other.regions)), device(std::move(other.device)) {
+  other.regions.clear();
+}
+
+DeviceBuffers &DeviceBuffers::operator=(DeviceBuffers &&other) noexcept {
+  std::swap(regions, other.regions);
+  std::swap(device, other.device);
+  return *this;
+}
+
+DeviceBuffers::~DeviceBuffers() {
+  for (const Region &region : regions)
+    cudaFree(region.device);
+}
+
+llvm::Error DeviceBuffers::upload() const {
+  for (const Region &region : regions)
+    COLL_CUDA_TRY(cudaMemcpy(region.device, region.host, region.bytes, cudaMemcpyHostToDevice));
+  return llvm::Error::success();
+}
+
+llvm::Error DeviceBuffers::download() const {
+  for (const Region &region : regions)
+    COLL_CUDA_TRY(cudaMemcpy(region.host, region.device, region.bytes, cudaMemcpyDeviceToHost));
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
+                                                   unsigned iters) {
+  void *src = nullptr, *dst = nullptr;
+  cudaStream_t stream = nullptr;
+  auto release = llvm::make_scope_exit([&] {
+    if (src)
+      cudaFree(src);
+    if (dst)
+      cudaFree(dst);
+    if (stream)
+      cudaStreamDestroy(stream);
+  });
+  COLL_CUDA_TRY(cudaMalloc(&src, std::max<uint64_t>(bytes, 1)));
+  COLL_CUDA_TRY(cudaMalloc(&dst, std::max<uint64_t>(bytes, 1)));
+  COLL_CUDA_TRY(cudaMemset(src, 1, bytes));
+  COLL_CUDA_TRY(cudaStreamCreate(&stream));
+  return timeOnStream(stream, warmup, iters, [&]() -> llvm::Error {
+    COLL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    return llvm::Error::success();
+  });
+}
+
+} // namespace coll::interp

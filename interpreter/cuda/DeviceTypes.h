@@ -1,0 +1,194 @@
+//===- DeviceTypes.h - Records shared by the CUDA kernel and its host -*- C++ -*-===//
+//
+// Everything the kernel and the host side of the CUDA backend must agree on:
+// the kernel's parameters, the layout of the device state, the dependency
+// flag encoding and the watchdog's report. Plain C++ (no CUDA types, no LLVM)
+// so that both nvcc and the host compiler include it, and host tests can
+// check the encodings without a GPU.
+//
+// Device state: one allocation, zeroed when the executor is created and
+// after a watchdog stop, never between calls:
+//
+//   [0, 128)                      DeviceControl
+//   [128, 128 + 128*ntbs)         one dependency flag per tb, 128 bytes apart
+//   then per connection c, ConnectionLayout::stride bytes:
+//     [0, 128) head   [128, 256) tail   [256, ...) FifoDepth slots
+//
+// Counters and flags sit on their own 128-byte lines so that a waiter's
+// polling does not contend with unrelated stores.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_DEVICETYPES_H
+#define COLL_INTERPRETER_CUDA_DEVICETYPES_H
+
+#include "coll/interpreter/Config.h"
+#include "coll/interpreter/PlanTypes.h"
+#include "coll/interpreter/Protocol.h"
+
+#include <cstdint>
+
+namespace coll::interp::cuda {
+
+/// ir::Protocol's values, for code that cannot include the IR headers
+/// (checked against ir::Protocol in CudaExecutor.cpp).
+enum class Proto : uint8_t { Simple, LL, LL128 };
+
+/// ReduceOp's values (same .def file, so the same order).
+enum class DeviceOp : uint8_t {
+#define COLL_REDUCE_OP(Enum, Name) Enum,
+#include "coll/interpreter/DataTypes.def"
+};
+
+/// The most threads a block may have (the kernels' launch bound).
+inline constexpr uint32_t MaxThreadsPerBlock = 512;
+/// Bytes between separately polled words of the device state.
+inline constexpr uint64_t PollStride = 128;
+inline constexpr uint64_t FlagStrideWords = PollStride / sizeof(uint64_t);
+
+/// Launch-wide state at the start of the device state allocation.
+struct DeviceControl {
+  uint32_t generation; ///< launches finished; the last block of each advances it
+  uint32_t finished;   ///< blocks of the running launch that have finished
+  uint32_t abort;      ///< set after a watchdog report; every wait polls it
+  uint32_t claimed;    ///< 0 until a block claims the watchdog report
+};
+
+/// Where one connection's counters and FIFO lie within its stride.
+struct ConnectionLayout {
+  static constexpr uint64_t HeadOffset = 0;          ///< slots the receiver freed
+  static constexpr uint64_t TailOffset = PollStride; ///< slots the sender filled
+  static constexpr uint64_t FifoOffset = 2 * PollStride;
+
+  uint64_t slotStride = 0; ///< bytes between FIFO slots, a multiple of 128
+  uint64_t stride = 0;     ///< bytes between connections
+
+  /// The layout for slots carrying `slotBytes` data bytes under `proto`.
+  COLL_HOST_DEVICE static ConnectionLayout of(Proto proto, uint64_t slotBytes) {
+    uint64_t raw = proto == Proto::Simple ? slotBytes
+                   : proto == Proto::LL   ? llLines(slotBytes) * LLLineBytes
+                                          : ll128Lines(slotBytes) * LL128LineWords * 8;
+    ConnectionLayout layout;
+    layout.slotStride = (raw + PollStride - 1) / PollStride * PollStride;
+    layout.stride = FifoOffset + FifoDepth * layout.slotStride;
+    return layout;
+  }
+};
+
+/// Offsets of the parts of the device state.
+struct StateLayout {
+  uint64_t flagsOffset = PollStride;
+  uint64_t connectionsOffset = 0;
+  uint64_t bytes = 0;
+
+  COLL_HOST_DEVICE static StateLayout of(uint64_t ntbs, uint64_t nconnections,
+                                         const ConnectionLayout &conn) {
+    StateLayout layout;
+    layout.connectionsOffset = layout.flagsOffset + ntbs * PollStride;
+    layout.bytes = layout.connectionsOffset + nconnections * conn.stride;
+    return layout;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Dependency flags
+//===----------------------------------------------------------------------===//
+//
+// A tb's flag is (generation << 32) | progress, where progress is
+// iteration * span + irStep + 1 for the last `hasdep` step it completed (0:
+// nothing yet in this generation) and generation counts the launches the
+// device has finished. A waiter for (iteration, irStep) waits until the flag
+// has the current generation and progress >= the goal. Flags are never reset:
+// a flag left by an earlier launch carries an older generation, so it never
+// satisfies a wait, and the generation advances on the device, so a launch
+// captured in a CUDA graph replays correctly. Comparing generations for
+// equality (not order) keeps this right when the 32-bit generation wraps.
+
+/// The progress value for (iteration, irStep) with `span` steps per
+/// iteration. The caller keeps iteration * span + span below 2^32.
+COLL_HOST_DEVICE COLL_INLINE uint32_t flagProgress(uint64_t iteration, uint32_t span,
+                                                   int32_t irStep) {
+  return static_cast<uint32_t>(iteration * span + static_cast<uint64_t>(irStep) + 1);
+}
+COLL_HOST_DEVICE COLL_INLINE uint64_t makeFlag(uint32_t generation, uint32_t progress) {
+  return (static_cast<uint64_t>(generation) << 32) | progress;
+}
+COLL_HOST_DEVICE COLL_INLINE bool flagReached(uint64_t flag, uint32_t generation,
+                                              uint32_t progress) {
+  return static_cast<uint32_t>(flag >> 32) == generation && static_cast<uint32_t>(flag) >= progress;
+}
+/// The most pipeline iterations a call may have so that progress fits.
+COLL_HOST_DEVICE COLL_INLINE uint64_t maxFlagIterations(uint32_t span) { return UINT32_MAX / span; }
+
+//===----------------------------------------------------------------------===//
+// LL128 lanes
+//===----------------------------------------------------------------------===//
+//
+// Eight lanes of a warp move one 128-byte line: lane j (0..6) the data words
+// 2j and 2j+1, lane 7 data word 14 and then the flag word 15. A warp moves
+// four lines at a time.
+
+inline constexpr uint32_t LL128LanesPerLine = 8;
+inline constexpr uint32_t LL128LinesPerWarp = 32 / LL128LanesPerLine;
+
+/// Data bytes [begin, begin + bytes) of a line that lane `j` moves.
+struct LaneSegment {
+  uint32_t begin, bytes;
+};
+COLL_HOST_DEVICE COLL_INLINE LaneSegment ll128Segment(uint32_t j) {
+  return j + 1 < LL128LanesPerLine ? LaneSegment{16 * j, 16} : LaneSegment{16 * j, 8};
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel parameters and the watchdog's report
+//===----------------------------------------------------------------------===//
+
+/// One rank's buffers for the current call.
+struct RankPointers {
+  void *input;
+  void *output;
+  void *scratch;
+};
+
+/// What a wait was waiting for.
+enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency };
+
+/// Written once, by the first block whose wait times out, into host-mapped
+/// memory; the host turns it into the same text as the host backend's.
+struct WatchdogReport {
+  uint32_t valid; ///< stored last, after the fields below
+  WaitKind kind;
+  int32_t tb;   ///< global tb index
+  int32_t step; ///< index of the step among its tb's steps
+  uint64_t iteration;
+  int32_t connection;  ///< Plan::connections index, or -1
+  int32_t depTb;       ///< Dependency: the global tb waited for
+  int32_t depStep;     ///< Dependency: the IR step waited for
+  uint32_t line;       ///< LL/LL128: line within the slot
+  uint64_t slot;       ///< sequence number of the FIFO slot waited for
+  uint64_t head, tail; ///< the connection's counters as the waiter saw them
+  uint64_t expected;   ///< flag waited for (LL: 32 bits; dependency: progress)
+  uint64_t observed;   ///< last flag seen (LL: second flag << 32 | first)
+};
+
+/// The kernel's only parameter.
+struct KernelParams {
+  const PlanTb *tbs;
+  const PlanStep *steps;
+  const CallSlice *slices;
+  const RankPointers *ranks;
+  unsigned char *state; ///< the device state (layout above)
+  WatchdogReport *report;
+  uint64_t flagsOffset, connectionsOffset; ///< StateLayout
+  ConnectionLayout connection;
+  uint64_t iterations;
+  uint64_t sliceElems;
+  uint64_t watchdogNs;
+  uint32_t span;     ///< Plan::maxIrSteps, at least 1
+  uint32_t maxSteps; ///< steps of the longest tb: the shared-memory copy
+  DeviceOp op;
+};
+
+} // namespace coll::interp::cuda
+
+#endif // COLL_INTERPRETER_CUDA_DEVICETYPES_H

@@ -1,0 +1,27 @@
+//===- Kernels.h - Kernel entry points for the host side --------*- C++ -*-===//
+//
+// The kernels as `const void *` for cudaLaunchKernel and the occupancy API,
+// so that the host side of the backend is plain C++ compiled by the host
+// compiler. `type` is a DataType's value.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_KERNELS_H
+#define COLL_INTERPRETER_CUDA_KERNELS_H
+
+#include <cstdint>
+
+namespace coll::interp::cuda {
+
+/// collectiveKernel<T, protocol>(KernelParams).
+const void *kernelSimple(uint8_t type);
+const void *kernelLL(uint8_t type);
+const void *kernelLL128(uint8_t type);
+
+/// averageKernel<T>(const RankPointers *, int32_t firstRank, int32_t nranks,
+/// uint64_t elems).
+const void *averageKernelFor(uint8_t type);
+
+} // namespace coll::interp::cuda
+
+#endif // COLL_INTERPRETER_CUDA_KERNELS_H

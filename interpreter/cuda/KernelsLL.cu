@@ -1,0 +1,15 @@
+//===- KernelsLL.cu - Persistent kernels of the LL protocol ---------------===//
+//
+// One translation unit per protocol, so that the ten element types of each
+// compile in parallel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceKernel.cuh"
+#include "Kernels.h"
+
+namespace coll::interp::cuda {
+
+const void *kernelLL(uint8_t type) { return collectiveKernelFor<Proto::LL>(type); }
+
+} // namespace coll::interp::cuda

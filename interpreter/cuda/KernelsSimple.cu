@@ -1,0 +1,15 @@
+//===- KernelsSimple.cu - Persistent kernels of the Simple protocol -------===//
+//
+// One translation unit per protocol, so that the ten element types of each
+// compile in parallel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceKernel.cuh"
+#include "Kernels.h"
+
+namespace coll::interp::cuda {
+
+const void *kernelSimple(uint8_t type) { return collectiveKernelFor<Proto::Simple>(type); }
+
+} // namespace coll::interp::cuda

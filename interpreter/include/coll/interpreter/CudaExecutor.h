@@ -1,0 +1,155 @@
+//===- CudaExecutor.h - Running a plan on one GPU ---------------*- C++ -*-===//
+//
+// The CUDA backend (DESIGN.md §4, docs/CUDA.md): every rank of a plan lives
+// on the current GPU with its own buffers; one launch of a persistent kernel
+// runs one block per <tb> of every rank, over connection FIFOs in device
+// memory with the real framing of the plan's protocol. It runs the same step
+// semantics (StepSemantics.h) as the host backend, in the same order, so its
+// results are bit-identical to the host backend's.
+//
+// A call is prepare() (host work: resolve the count, check the buffers,
+// upload tables, check that every block can be resident) followed by
+// launch() (kernels only, so it can be captured in a CUDA graph and replayed
+// without the host) and finish() (wait, then turn a watchdog stop into an
+// error). run() does all three and times the launch with CUDA events.
+//
+// This header has no CUDA types, so host tools can include it; streams are
+// passed as `void *` (a cudaStream_t; null is the legacy default stream).
+// The library exists only in builds with CUDA (COLL_HAVE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDAEXECUTOR_H
+#define COLL_INTERPRETER_CUDAEXECUTOR_H
+
+#include "coll/interpreter/DataType.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coll::interp {
+
+struct CudaOptions {
+  /// How long a wait may make no progress before the launch stops, in
+  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else 10000.
+  uint32_t watchdogMs = 0;
+  /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
+  uint32_t simpleSlotBytes = 128 << 10;
+  uint32_t llSlotBytes = 16 << 10;
+  uint32_t ll128SlotBytes = 120 * 256;
+  /// Threads per block: a multiple of 32, at most 512; 0 picks the largest
+  /// power of two from 512 down to 32 at which every block of the plan can be
+  /// resident at once (see launchShape()).
+  uint32_t threadsPerBlock = 0;
+};
+
+/// The current CUDA device; fails with "no CUDA device: ..." when there is
+/// none (or no driver).
+struct CudaDeviceInfo {
+  int device = 0;
+  std::string name;
+  int smCount = 0;
+};
+llvm::Expected<CudaDeviceInfo> currentCudaDevice();
+
+/// How the prepared call launches.
+struct LaunchShape {
+  uint32_t blocks = 0;      ///< one per tb of every rank
+  uint32_t threads = 0;     ///< per block
+  uint32_t sharedBytes = 0; ///< dynamic shared memory per block
+  int blocksPerSm = 0;      ///< resident blocks per SM the occupancy API allows
+  int smCount = 0;
+};
+
+class CudaExecutor {
+public:
+  /// Uploads the plan and allocates the FIFOs on the current device.
+  static llvm::Expected<std::unique_ptr<CudaExecutor>> create(Plan plan,
+                                                              const CudaOptions &options = {});
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  /// Host work for one call on device buffers `args` (per rank, as for the
+  /// host backend): resolves the count, checks the buffers, uploads the
+  /// tables the kernel reads and checks that all blocks can be resident at
+  /// once. Waits for this executor's earlier launches on its own stream;
+  /// launches on other streams must be finished first. Returns the mode and
+  /// the iteration count (seconds is 0).
+  llvm::Expected<CallResult> prepare(const CallArgs &args);
+  /// Enqueues the prepared call on `stream`: kernel launches only, so it may
+  /// be captured in a CUDA graph; replays repeat the prepared call.
+  llvm::Error launch(void *stream = nullptr);
+  /// Waits for `stream`, then reports a watchdog stop of any launch since
+  /// the last finish() as an error (worded as the host backend's), after
+  /// clearing the device state so that the executor can be used again.
+  llvm::Error finish(void *stream = nullptr);
+  /// prepare, launch and finish on the executor's stream; `seconds` is the
+  /// launch's time measured with CUDA events.
+  llvm::Expected<CallResult> run(const CallArgs &args);
+
+  /// Times the prepared call: `warmup` launches, then `iters` launches each
+  /// between two CUDA events, enqueued back to back; with `graph`, every
+  /// launch is a replay of a CUDA graph captured from launch(). Returns the
+  /// seconds of each timed launch.
+  llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+
+  const Plan &plan() const;
+  /// Elements a slice (one FIFO slot) holds for `type`.
+  uint64_t sliceElems(DataType type) const;
+  /// The prepared call's launch.
+  LaunchShape launchShape() const;
+
+  class Impl;
+
+private:
+  explicit CudaExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// Device buffers shaped like a host call's, for running a call prepared on
+/// the host (interp::CheckedCall) on the GPU: per rank, an input and an
+/// output that overlap on the host (in place) share one allocation at the
+/// same relative offsets, so the device call is in place exactly when the
+/// host one is.
+class DeviceBuffers {
+public:
+  /// `inputBytes`/`outputBytes`: the size of each rank's input and output.
+  static llvm::Expected<DeviceBuffers> create(const CallArgs &host, uint64_t inputBytes,
+                                              uint64_t outputBytes);
+  DeviceBuffers(DeviceBuffers &&other) noexcept;
+  DeviceBuffers &operator=(DeviceBuffers &&other) noexcept;
+  ~DeviceBuffers();
+
+  /// `host` with device pointers.
+  const CallArgs &args() const { return device; }
+  /// Copies every host buffer to the device (inputs and poisoned outputs).
+  llvm::Error upload() const;
+  /// Copies every device buffer back, so that the host can check outputs and
+  /// that out-of-place inputs are unchanged.
+  llvm::Error download() const;
+
+private:
+  struct Region {
+    std::byte *host;
+    void *device;
+    uint64_t bytes;
+  };
+  DeviceBuffers() = default;
+  std::vector<Region> regions;
+  CallArgs device;
+};
+
+/// Times device-to-device copies of `bytes` bytes on the current device
+/// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
+llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup, unsigned iters);
+
+} // namespace coll::interp
+
+#endif // COLL_INTERPRETER_CUDAEXECUTOR_H

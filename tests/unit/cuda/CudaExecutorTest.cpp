@@ -1,0 +1,321 @@
+//===- CudaExecutorTest.cpp - The CUDA backend against the host backend ---===//
+//
+// Every test runs on the GPU and skips without one. Results are compared
+// with the host backend's bit for bit: both run the same step semantics in
+// the same order, so floating-point results agree exactly too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "TestAlgorithms.h"
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/CudaExecutor.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+using namespace coll;
+using namespace coll::interp;
+using coll::testing::CudaTest;
+using coll::testing::expectSameAsHost;
+using coll::testing::makeExecutors;
+using coll::testing::planOf;
+
+namespace {
+
+std::string protoName(ir::Protocol p) { return ir::protocolName(p).str(); }
+
+/// Host and GPU options with the same slot size (0: each backend's default).
+std::pair<HostOptions, CudaOptions> optionsWithSlots(uint32_t slotBytes) {
+  HostOptions host;
+  CudaOptions gpu;
+  host.watchdogMs = gpu.watchdogMs = 20000;
+  if (slotBytes) {
+    host.simpleSlotBytes = host.llSlotBytes = host.ll128SlotBytes = slotBytes;
+    gpu.simpleSlotBytes = gpu.llSlotBytes = gpu.ll128SlotBytes = slotBytes;
+  }
+  return {host, gpu};
+}
+
+// Every test algorithm x protocol x sizes from one element to several
+// pipeline iterations, in each mode it supports; tiny slots make small calls
+// take many iterations and wrap the FIFOs many times.
+struct MatrixCase {
+  ir::Protocol proto;
+  uint32_t slotBytes;
+};
+
+class GpuMatrix : public CudaTest, public ::testing::WithParamInterface<MatrixCase> {};
+
+TEST_P(GpuMatrix, EveryAlgorithmMatchesTheHost) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(GetParam().slotBytes);
+  for (int n : {2, 4, 8}) {
+    for (auto &[name, alg] : coll::testing::allTestAlgorithms(n, GetParam().proto)) {
+      Plan plan = planOf(alg);
+      auto ex = makeExecutors(plan, hostOptions, gpuOptions);
+      for (uint64_t count : {1ull, 7ull, 100ull, 1001ull, 40000ull}) {
+        for (bool inplace : {false, true}) {
+          if (inplace ? !plan.inplace : !plan.outofplace)
+            continue;
+          expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, inplace,
+                           name + " n=" + std::to_string(n) + " " + protoName(GetParam().proto) +
+                               " count=" + std::to_string(count) +
+                               (inplace ? " in-place" : " out-of-place"));
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Protocols, GpuMatrix,
+    ::testing::Values(MatrixCase{ir::Protocol::Simple, 0}, MatrixCase{ir::Protocol::LL, 0},
+                      MatrixCase{ir::Protocol::LL128, 0}, MatrixCase{ir::Protocol::Simple, 64},
+                      MatrixCase{ir::Protocol::LL, 24}, MatrixCase{ir::Protocol::LL128, 248}),
+    [](const auto &info) {
+      return protoName(info.param.proto) +
+             (info.param.slotBytes ? "_slot" + std::to_string(info.param.slotBytes) : "");
+    });
+
+class GpuExecutor : public CudaTest {};
+
+TEST_F(GpuExecutor, EveryTypeAndOperator) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(40);
+  struct Case {
+    ir::Algorithm alg;
+    uint64_t count;
+    bool inplace;
+  };
+  Case cases[] = {{coll::testing::ringAllReduce(3, ir::Protocol::LL), 37, false},
+                  {coll::testing::allPairsAllReduce(5, ir::Protocol::Simple), 37, true},
+                  {coll::testing::ringReduceScatter(4, ir::Protocol::LL128), 11, false},
+                  {coll::testing::chainReduce(3, 1, 3, ir::Protocol::Simple), 1000, false}};
+  for (Case &c : cases) {
+    Plan plan = planOf(c.alg);
+    auto ex = makeExecutors(plan, hostOptions, gpuOptions);
+    for (int t = 0; t <= static_cast<int>(DataType::Float64); ++t) {
+      for (int o = 0; o <= static_cast<int>(ReduceOp::Avg); ++o) {
+        auto type = static_cast<DataType>(t);
+        auto op = static_cast<ReduceOp>(o);
+        expectSameAsHost(ex, type, op, c.count, c.inplace,
+                         plan.name + " " + dataTypeName(type).str() + " " + reduceOpName(op).str());
+      }
+    }
+  }
+}
+
+TEST_F(GpuExecutor, ManyRanksOnOneGpu) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(256);
+  auto ring = makeExecutors(planOf(coll::testing::ringAllReduce(16, ir::Protocol::Simple)),
+                            hostOptions, gpuOptions);
+  expectSameAsHost(ring, DataType::Int32, ReduceOp::Sum, 4099, true, "ring n=16");
+  auto pairs = makeExecutors(planOf(coll::testing::allPairsAllReduce(8, ir::Protocol::LL)),
+                             hostOptions, gpuOptions);
+  expectSameAsHost(pairs, DataType::Float16, ReduceOp::Max, 999, false, "allpairs n=8");
+}
+
+TEST_F(GpuExecutor, ReusedAcrossCallsOfDifferentShapes) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(120 * 2);
+  auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(4, ir::Protocol::LL128, 2)),
+                          hostOptions, gpuOptions);
+  struct Call {
+    DataType type;
+    uint64_t count;
+    bool inplace;
+  };
+  for (Call c : {Call{DataType::Float32, 5, false}, Call{DataType::Uint8, 1000, true},
+                 Call{DataType::Float64, 333, false}, Call{DataType::Float32, 5, true},
+                 Call{DataType::BFloat16, 70001, true}})
+    expectSameAsHost(ex, c.type, ReduceOp::Sum, c.count, c.inplace,
+                     dataTypeName(c.type).str() + " count=" + std::to_string(c.count));
+}
+
+TEST_F(GpuExecutor, ZeroCountIsANoOp) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(0);
+  auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(2, ir::Protocol::LL)), hostOptions,
+                          gpuOptions);
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 0, false,
+                   1);
+  // A call of 0 elements touches no memory, so host pointers will do.
+  auto result = ex.gpu->run(call.args());
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->iterations, 0u);
+}
+
+TEST_F(GpuExecutor, RejectsBadBuffersAsTheHostDoes) {
+  auto ex = makeExecutors(planOf(coll::testing::directAllToAll(2, ir::Protocol::Simple)), {}, {});
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 8, true,
+                   1);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = ex.gpu->run(a);
+        return result ? llvm::Error::success() : result.takeError();
+      });
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("does not support in-place"), std::string::npos);
+}
+
+// Launch captured once, replayed three times without the host: the
+// generation counter and FIFO counters advance on the device.
+TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    auto [hostOptions, gpuOptions] = optionsWithSlots(256);
+    auto ex =
+        makeExecutors(planOf(coll::testing::allPairsAllReduce(4, proto)), hostOptions, gpuOptions);
+    const std::string what = "allpairs " + protoName(proto);
+    const Plan &plan = ex.gpu->plan();
+    CollectiveDesc desc = CollectiveDesc::of(plan);
+    const uint64_t count = 3001;
+    CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, count, false, 7);
+    ASSERT_TRUE(static_cast<bool>(ex.host->run(reference.args())));
+
+    CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 7);
+    auto buffers =
+        DeviceBuffers::create(call.args(), call.inputElems() * 4, call.outputElems() * 4);
+    ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
+    ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+    auto prepared = ex.gpu->prepare(buffers->args());
+    ASSERT_TRUE(static_cast<bool>(prepared)) << llvm::toString(prepared.takeError());
+
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    llvm::Error launched = ex.gpu->launch(stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_FALSE(static_cast<bool>(launched)) << llvm::toString(std::move(launched));
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+    for (int replay = 0; replay < 3; ++replay) {
+      call.reset(); // poisons the outputs again
+      ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      llvm::Error finished = ex.gpu->finish(stream);
+      ASSERT_FALSE(static_cast<bool>(finished))
+          << what << ": " << llvm::toString(std::move(finished));
+      ASSERT_FALSE(static_cast<bool>(buffers->download()));
+      for (int32_t r = 0; r < plan.nranks; ++r)
+        EXPECT_EQ(
+            std::memcmp(reference.args().output[r], call.args().output[r], call.outputElems() * 4),
+            0)
+            << what << " replay " << replay << " rank " << r;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+
+    // Ordinary launches continue after the replays.
+    expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 77, true, what + " after replays");
+  }
+}
+
+TEST_F(GpuExecutor, TimesLaunchesAndGraphReplays) {
+  auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(4, ir::Protocol::LL)), {}, {});
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 2048, true,
+                   1);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto prepared = ex.gpu->prepare(a);
+        if (!prepared)
+          return prepared.takeError();
+        for (bool graph : {false, true}) {
+          auto seconds = ex.gpu->timeLaunches(2, 5, graph);
+          if (!seconds)
+            return seconds.takeError();
+          EXPECT_EQ(seconds->size(), 5u);
+          for (double s : *seconds)
+            EXPECT_GT(s, 0.0);
+        }
+        return llvm::Error::success();
+      });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  auto copy = timeDeviceCopy(1 << 20, 1, 3);
+  ASSERT_TRUE(static_cast<bool>(copy)) << llvm::toString(copy.takeError());
+  EXPECT_EQ(copy->size(), 3u);
+}
+
+class GpuWatchdog : public CudaTest, public ::testing::WithParamInterface<ir::Protocol> {};
+
+TEST_P(GpuWatchdog, ReportsAStallAndRecovers) {
+  HostOptions hostOptions;
+  CudaOptions gpuOptions;
+  gpuOptions.watchdogMs = 200;
+  auto ex = makeExecutors(planOf(coll::testing::fifoDeadlock(GetParam())), hostOptions, gpuOptions);
+  CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64, false,
+                   1);
+  std::string message;
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = ex.gpu->run(a);
+        if (result)
+          return llvm::Error::success();
+        message = llvm::toString(result.takeError());
+        return llvm::Error::success();
+      });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  EXPECT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos) << message;
+  EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
+  EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos) << message;
+
+  // The device state was cleared: 4 elements make 4 one-element sends, which
+  // fit in the FIFO, and the results match a host executor that never stalled.
+  // (The program swaps chunks; it is no allreduce, so only the host compares.)
+  expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 4, false, "after the watchdog", 1,
+                   /*checkDefinition=*/false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Protocols, GpuWatchdog,
+                         ::testing::Values(ir::Protocol::Simple, ir::Protocol::LL,
+                                           ir::Protocol::LL128),
+                         [](const auto &info) { return protoName(info.param); });
+
+TEST_F(GpuExecutor, RefusesPlansWhoseBlocksCannotAllBeResident) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  // At most 2048 threads per SM on any GPU this builds for: 4 blocks of 512.
+  CudaOptions options;
+  options.threadsPerBlock = 512;
+  options.simpleSlotBytes = 64;
+  int n = static_cast<int>(std::ceil(std::sqrt(4.0 * sms + 1)));
+  Plan plan = planOf(coll::testing::directAllToAll(n, ir::Protocol::Simple)); // n*n tbs
+  ASSERT_GT(plan.tbs.size(), static_cast<size_t>(4 * sms));
+  auto gpu = CudaExecutor::create(plan, options);
+  ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+  CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, n, false, 1);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto result = (*gpu)->prepare(a);
+        return result ? llvm::Error::success() : result.takeError();
+      });
+  ASSERT_TRUE(static_cast<bool>(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("the plan's " + std::to_string(plan.tbs.size()) +
+                         " thread blocks must all be resident at once"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("x " + std::to_string(sms) + " SMs with 512 threads"), std::string::npos)
+      << message;
+
+  // By default the executor takes smaller blocks until all of them fit.
+  options.threadsPerBlock = 0;
+  auto automatic = CudaExecutor::create(plan, options);
+  ASSERT_TRUE(static_cast<bool>(automatic)) << llvm::toString(automatic.takeError());
+  err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+    auto result = (*automatic)->run(a);
+    return result ? llvm::Error::success() : result.takeError();
+  });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  LaunchShape shape = (*automatic)->launchShape();
+  EXPECT_LT(shape.threads, 512u);
+  EXPECT_GE(uint64_t(shape.blocksPerSm) * shape.smCount, plan.tbs.size());
+  EXPECT_EQ(call.check().wrong, 0u);
+}
+
+} // namespace

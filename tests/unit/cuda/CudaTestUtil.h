@@ -1,0 +1,138 @@
+//===- CudaTestUtil.h - GPU test fixture and host comparison ----*- C++ -*-===//
+//
+// CudaTest skips every test when no CUDA device (or driver) is present.
+// expectSameAsHost runs one call on the host backend and on the GPU with the
+// same seeded inputs and expects bit-identical outputs on every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H
+#define COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/CudaExecutor.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Verifier.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace coll::testing {
+
+class CudaTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    int devices = 0;
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err != cudaSuccess || devices == 0)
+      GTEST_SKIP() << "no CUDA device: "
+                   << (err != cudaSuccess ? cudaGetErrorString(err)
+                                          : "cudaGetDeviceCount returned 0");
+  }
+};
+
+/// The plan of a test algorithm; a broken fixture stops the test binary.
+inline interp::Plan planOf(const ir::Algorithm &alg, llvm::StringRef name = "<test>") {
+  ir::DiagnosticList diags(name.str());
+  auto analysis = ir::verify(alg, diags);
+  if (!analysis)
+    llvm::report_fatal_error(llvm::Twine("fixture does not verify: ") +
+                             llvm::toString(analysis.takeError()));
+  auto plan = interp::buildPlan(alg, *analysis, name);
+  if (!plan)
+    llvm::report_fatal_error(llvm::Twine("fixture does not plan: ") +
+                             llvm::toString(plan.takeError()));
+  return std::move(*plan);
+}
+
+/// Host and GPU executors of one plan.
+struct ExecutorPair {
+  std::unique_ptr<interp::HostExecutor> host;
+  std::unique_ptr<interp::CudaExecutor> gpu;
+};
+
+inline ExecutorPair makeExecutors(const interp::Plan &plan, const interp::HostOptions &host,
+                                  const interp::CudaOptions &gpu) {
+  ExecutorPair pair;
+  auto h = interp::HostExecutor::create(plan, host);
+  if (!h)
+    llvm::report_fatal_error(llvm::Twine("host executor: ") + llvm::toString(h.takeError()));
+  auto g = interp::CudaExecutor::create(plan, gpu);
+  if (!g)
+    llvm::report_fatal_error(llvm::Twine("CUDA executor: ") + llvm::toString(g.takeError()));
+  pair.host = std::move(*h);
+  pair.gpu = std::move(*g);
+  return pair;
+}
+
+/// Copies a CheckedCall's buffers to the device, runs `run(deviceArgs)`
+/// and copies them back.
+template <class Run>
+llvm::Error runOnDevice(interp::CheckedCall &call, interp::DataType type, Run &&run) {
+  const uint64_t es = interp::dataTypeSize(type);
+  auto buffers =
+      interp::DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
+  if (!buffers)
+    return buffers.takeError();
+  if (llvm::Error err = buffers->upload())
+    return err;
+  if (llvm::Error err = run(buffers->args()))
+    return err;
+  return buffers->download();
+}
+
+/// Runs one call on both backends with the same inputs and expects every
+/// rank's output bit for bit equal, and, with `checkDefinition`, correct
+/// where the collective can be checked.
+inline void expectSameAsHost(ExecutorPair &ex, interp::DataType type, interp::ReduceOp op,
+                             uint64_t count, bool inplace, const std::string &what,
+                             uint64_t seed = 1, bool checkDefinition = true) {
+  const interp::Plan &plan = ex.gpu->plan();
+  interp::CollectiveDesc desc = interp::CollectiveDesc::of(plan);
+  interp::CheckedCall onHost(desc, type, op, count, inplace, seed);
+  auto hostResult = ex.host->run(onHost.args());
+  ASSERT_TRUE(static_cast<bool>(hostResult))
+      << what << ": host: " << llvm::toString(hostResult.takeError());
+
+  interp::CheckedCall onGpu(desc, type, op, count, inplace, seed);
+  llvm::Error err = runOnDevice(onGpu, type, [&](const interp::CallArgs &args) -> llvm::Error {
+    auto result = ex.gpu->run(args);
+    if (!result)
+      return result.takeError();
+    EXPECT_EQ(result->inplace, inplace) << what;
+    EXPECT_EQ(result->iterations > 0, count > 0) << what;
+    return llvm::Error::success();
+  });
+  ASSERT_FALSE(static_cast<bool>(err)) << what << ": GPU: " << llvm::toString(std::move(err));
+
+  const uint64_t es = interp::dataTypeSize(type);
+  const interp::CallArgs h = onHost.args(), g = onGpu.args();
+  for (int32_t r = 0; r < plan.nranks; ++r) {
+    const auto *a = static_cast<const unsigned char *>(h.output[r]);
+    const auto *b = static_cast<const unsigned char *>(g.output[r]);
+    if (count == 0 || std::memcmp(a, b, onHost.outputElems() * es) == 0)
+      continue;
+    uint64_t e = 0;
+    while (std::memcmp(a + e * es, b + e * es, es) == 0)
+      ++e;
+    ADD_FAILURE() << what << ": rank " << r << " output element " << e << " of "
+                  << onHost.outputElems() << " differs from the host backend's";
+    return;
+  }
+  if (checkDefinition && interp::CheckedCall::canCheck(plan.collective)) {
+    interp::CheckResult check = onGpu.check();
+    EXPECT_EQ(check.wrong, 0u) << what << ": " << check.firstWrong;
+  }
+}
+
+} // namespace coll::testing
+
+#endif // COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H

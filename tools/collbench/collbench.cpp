@@ -1,0 +1,360 @@
+//===- collbench.cpp - Time an algorithm on the GPU -----------------------===//
+//
+//   collbench ALGO.xml [--size S[,S...] | --sweep MIN:MAX] [--dtype T] [--op O]
+//                      [--mode inplace|outofplace] [--iters N] [--warmup N]
+//                      [--graph] [--threads N] [--slot-bytes B]
+//
+// Runs an MSCCL XML algorithm with every rank on the current GPU and prints
+// an nccl-tests-style table: per size, a reference line (a device-to-device
+// cudaMemcpyAsync of the same number of bytes on the same GPU, its
+// bandwidth counting bytes read and written) and, per mode, the median time
+// of --iters launches after --warmup ones (CUDA events around each launch,
+// or around each replay of a CUDA graph of the call with --graph), algbw,
+// busbw and busbw as a fraction of the copy's bandwidth. Each size's result
+// is checked once (interp::CheckedCall) before it is timed.
+//
+// Exit status: 0 every result verified; 1 a wrong result or a failed call;
+// 2 bad usage, an unreadable or invalid file, or no CUDA backend or device;
+// 3 the file does not apply (collective that cannot be checked, or
+// unsupported mode).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/interpreter/Check.h"
+#if COLL_HAVE_CUDA
+#include "coll/interpreter/CudaExecutor.h"
+#endif
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Verifier.h"
+#include "coll/ir/XML.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <optional>
+
+using namespace coll;
+using namespace coll::interp;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum ExitCode { Verified = 0, Failed = 1, BadInput = 2, NotApplicable = 3 };
+
+cl::OptionCategory category("collbench options");
+cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
+                               cl::cat(category));
+cl::list<std::string> sizes("size", cl::CommaSeparated,
+                            cl::desc("Message sizes in bytes, as nccl-tests defines them (K, M, "
+                                     "G suffixes are powers of 1024); default 1M"),
+                            cl::cat(category));
+cl::opt<std::string> sweep("sweep",
+                           cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
+                                    "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
+                           cl::cat(category));
+cl::opt<std::string> dtypeName("dtype", cl::init("fp32"),
+                               cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, "
+                                        "bf16, fp32 or fp64"),
+                               cl::cat(category));
+cl::opt<std::string> opName("op", cl::init("sum"), cl::desc("sum, prod, min, max or avg"),
+                            cl::cat(category));
+cl::opt<std::string> modeName("mode", cl::init(""),
+                              cl::desc("inplace or outofplace (default: every mode the "
+                                       "algorithm supports)"),
+                              cl::cat(category));
+cl::opt<unsigned> iters("iters", cl::init(20),
+                        cl::desc("Timed launches per size (the median is reported)"),
+                        cl::cat(category));
+cl::opt<unsigned> warmup("warmup", cl::init(5), cl::desc("Untimed launches before them"),
+                         cl::cat(category));
+cl::opt<bool> graph("graph", cl::desc("Time replays of a CUDA graph captured from the call"),
+                    cl::cat(category));
+cl::opt<unsigned> threads("threads", cl::init(0),
+                          cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
+                                   "the largest power of two at which all blocks fit)"),
+                          cl::cat(category));
+cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
+                            cl::desc("Data bytes per FIFO slot (default: the backend's choice "
+                                     "for the protocol)"),
+                            cl::cat(category));
+cl::opt<unsigned> watchdogMs("watchdog-ms", cl::init(0),
+                             cl::desc("Stop a launch whose waits make no progress for this "
+                                      "long (default: COLL_WATCHDOG_MS, else 10000)"),
+                             cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::init(1), cl::desc("Seed of the random input data"),
+                       cl::cat(category));
+
+int fail(ExitCode code, const llvm::Twine &message) {
+  llvm::errs() << "collbench: " << message << "\n";
+  return code;
+}
+
+std::optional<uint64_t> parseSize(llvm::StringRef text) {
+  uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (llvm::toUpper(text.back())) {
+    case 'K': scale = uint64_t(1) << 10; break;
+    case 'M': scale = uint64_t(1) << 20; break;
+    case 'G': scale = uint64_t(1) << 30; break;
+    default: break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  uint64_t value;
+  if (text.getAsInteger(10, value) || value > (uint64_t(1) << 40) / scale)
+    return std::nullopt;
+  return value * scale;
+}
+
+/// The requested message sizes, or an error message.
+std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
+  std::vector<uint64_t> result;
+  if (!sweep.empty()) {
+    if (!sizes.empty()) {
+      error = "give --size or --sweep, not both";
+      return std::nullopt;
+    }
+    auto [lo, hi] = llvm::StringRef(sweep).split(':');
+    std::optional<uint64_t> min = parseSize(lo), max = parseSize(hi);
+    if (!min || !max || *min == 0 || *min > *max) {
+      error = "bad --sweep '" + sweep + "' (MIN:MAX, 0 < MIN <= MAX)";
+      return std::nullopt;
+    }
+    for (uint64_t s = *min; s <= *max; s *= 2)
+      result.push_back(s);
+    return result;
+  }
+  for (const std::string &s : sizes.empty()
+                                  ? std::vector<std::string>{"1M"}
+                                  : std::vector<std::string>(sizes.begin(), sizes.end())) {
+    std::optional<uint64_t> bytes = parseSize(s);
+    if (!bytes) {
+      error = "bad --size '" + s + "' (bytes, optionally with K, M or G)";
+      return std::nullopt;
+    }
+    result.push_back(*bytes);
+  }
+  return result;
+}
+
+#if COLL_HAVE_CUDA
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+#endif
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Times an MSCCL XML algorithm with every rank on the current GPU, against a\n"
+      "device-to-device copy of the same size, after checking its result.\n\n"
+      "Exit status: 0 all results verified, 1 a wrong result or a failed call, 2 bad usage,\n"
+      "an unreadable or invalid file, or no CUDA backend or device, 3 the file does not\n"
+      "apply (collective that cannot be checked, or unsupported mode).\n");
+
+  std::optional<DataType> type = parseDataType(dtypeName);
+  if (!type)
+    return fail(BadInput, "unknown --dtype '" + dtypeName + "'");
+  std::optional<ReduceOp> op = parseReduceOp(opName);
+  if (!op)
+    return fail(BadInput, "unknown --op '" + opName + "'");
+  if (!modeName.empty() && modeName != "inplace" && modeName != "outofplace")
+    return fail(BadInput, "--mode must be inplace or outofplace, not '" + modeName + "'");
+  if (iters == 0)
+    return fail(BadInput, "--iters must be at least 1");
+  std::string sizeError;
+  std::optional<std::vector<uint64_t>> byteSizes = requestedSizes(sizeError);
+  if (!byteSizes)
+    return fail(BadInput, sizeError);
+
+#if !COLL_HAVE_CUDA
+  return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
+                        "with COLL_ENABLE_CUDA=OFF or with sanitizers)");
+#else
+  auto device = currentCudaDevice();
+  if (!device)
+    return fail(BadInput, llvm::toString(device.takeError()));
+
+  ir::DiagnosticList diags(inputFile);
+  auto alg = ir::readAlgorithmFile(inputFile, diags);
+  diags.print(llvm::errs(), ir::Severity::Warning, 5);
+  if (!alg) {
+    llvm::logAllUnhandledErrors(alg.takeError(), llvm::errs());
+    return BadInput;
+  }
+  ir::DiagnosticList verifyDiags(inputFile);
+  auto analysis = ir::verify(*alg, verifyDiags);
+  verifyDiags.print(llvm::errs(), ir::Severity::Warning, 5);
+  if (!analysis) {
+    llvm::logAllUnhandledErrors(analysis.takeError(), llvm::errs());
+    return BadInput;
+  }
+  auto plan = buildPlan(*alg, *analysis, inputFile);
+  if (!plan) {
+    llvm::logAllUnhandledErrors(plan.takeError(), llvm::errs());
+    return BadInput;
+  }
+  if (!CheckedCall::canCheck(plan->collective))
+    return fail(NotApplicable, inputFile + ": collective '" + alg->collectiveSpelling +
+                                   "' has no built-in definition, so its results cannot be "
+                                   "checked");
+  std::vector<bool> modes; // true = in place
+  for (bool inplace : {false, true}) {
+    bool supported = inplace ? plan->inplace : plan->outofplace;
+    bool requested = modeName.empty() || modeName == (inplace ? "inplace" : "outofplace");
+    if (requested && supported)
+      modes.push_back(inplace);
+    else if (requested && !modeName.empty())
+      return fail(NotApplicable, inputFile + ": the algorithm does not support " +
+                                     (inplace ? "in-place" : "out-of-place") + " calls");
+  }
+  if (modes.empty())
+    return fail(NotApplicable, inputFile + ": the algorithm declares neither in-place nor "
+                                           "out-of-place support");
+
+  CudaOptions options;
+  options.watchdogMs = watchdogMs;
+  options.threadsPerBlock = threads;
+  if (slotBytes)
+    options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+  auto executor = CudaExecutor::create(*plan, options);
+  if (!executor) {
+    llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
+    return Failed;
+  }
+
+  const CollectiveDesc desc = CollectiveDesc::of(*plan);
+  const int32_t n = plan->nranks;
+  ir::CollectiveInfo info = ir::collectiveInfo(plan->collective);
+  const double busFactor = double(info.busMulN * n + info.busOffset) / n;
+  const size_t es = dataTypeSize(*type);
+
+  llvm::outs() << llvm::formatv(
+      "# collbench {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per loop, {6} channels, {7} "
+      "tbs\n# {8} ({9} SMs), {10} threads per block, {11} slot bytes\n"
+      "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n"
+      "# d2d copy: cudaMemcpyAsync of the same size on the same GPU; its GB/s counts bytes "
+      "read + written\n",
+      inputFile, ir::collectiveName(plan->collective), plan->name, n,
+      ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
+      device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
+      (*executor)->sliceElems(DataType::Uint8), iters, warmup, graph ? ", CUDA graph replays" : "");
+  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
+                                "place", "size", "count", "type", "redop", "time", "algbw", "busbw",
+                                "bus/d2d");
+  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
+                                "", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+
+  unsigned rows = 0, verified = 0;
+  std::vector<std::string> notes;
+  bool launchShown = false;
+  for (uint64_t requested : *byteSizes) {
+    uint64_t count = ir::countForBytes(plan->shape, requested, es);
+    uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
+    auto copy = timeDeviceCopy(bytes, warmup, iters);
+    if (!copy) {
+      llvm::logAllUnhandledErrors(copy.takeError(), llvm::errs());
+      return Failed;
+    }
+    const double copySeconds = median(*copy);
+    const double copyBw = copySeconds > 0 ? 2.0 * double(bytes) / copySeconds / 1e9 : 0.0;
+    llvm::outs() << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} "
+                                  "{7,8} {8,8}\n",
+                                  "d2d-copy", bytes, "-", "-", "-", copySeconds * 1e6, copyBw, "-",
+                                  "-");
+    for (bool inplace : modes) {
+      ++rows;
+      const char *place = inplace ? "in-place" : "out-of-place";
+      auto rowPrefix = llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6}", place, bytes, count,
+                                     dataTypeName(*type), reduceOpName(*op))
+                           .str();
+      auto failRow = [&](llvm::Error err) {
+        llvm::outs() << rowPrefix << "   failed: see below\n";
+        notes.push_back(
+            llvm::formatv("error: {0} bytes {1}: {2}", bytes, place, llvm::toString(std::move(err)))
+                .str());
+      };
+      CheckedCall call(desc, *type, *op, count, inplace, seed);
+      auto buffers =
+          DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
+      if (!buffers) {
+        failRow(buffers.takeError());
+        continue;
+      }
+      if (llvm::Error err = buffers->upload()) {
+        failRow(std::move(err));
+        continue;
+      }
+      auto checked = (*executor)->run(buffers->args());
+      if (!checked) {
+        failRow(checked.takeError());
+        continue;
+      }
+      if (llvm::Error err = buffers->download()) {
+        failRow(std::move(err));
+        continue;
+      }
+      CheckResult result = call.check();
+      if (result.wrong) {
+        llvm::outs() << rowPrefix << "   wrong: see below\n";
+        notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; "
+                                      "first: {4}",
+                                      bytes, place, result.wrong, result.checked, result.firstWrong)
+                            .str());
+        continue;
+      }
+      ++verified;
+      // Time on the original inputs (in place, every launch overwrites them
+      // again; the time does not depend on the values).
+      call.reset();
+      if (llvm::Error err = buffers->upload()) {
+        failRow(std::move(err));
+        continue;
+      }
+      auto prepared = (*executor)->prepare(buffers->args());
+      if (!prepared) {
+        failRow(prepared.takeError());
+        continue;
+      }
+      if (!launchShown) {
+        LaunchShape shape = (*executor)->launchShape();
+        notes.insert(notes.begin(),
+                     llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
+                                   "shared memory; {3} blocks per SM fit",
+                                   shape.blocks, shape.threads, shape.sharedBytes,
+                                   shape.blocksPerSm)
+                         .str());
+        launchShown = true;
+      }
+      auto times = (*executor)->timeLaunches(warmup, iters, graph);
+      if (!times) {
+        failRow(times.takeError());
+        continue;
+      }
+      const double seconds = median(*times);
+      const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
+      const double busbw = algbw * busFactor;
+      llvm::outs() << rowPrefix
+                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
+                                    busbw, copyBw > 0 ? busbw / copyBw : 0.0);
+    }
+  }
+  for (const std::string &note : notes)
+    llvm::outs() << "# " << note << "\n";
+  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
+  const bool failed = std::any_of(notes.begin(), notes.end(), [](const std::string &note) {
+    return llvm::StringRef(note).startswith("error");
+  });
+  return verified == rows && !failed ? Verified : Failed;
+#endif
+}
