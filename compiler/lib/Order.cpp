@@ -5,8 +5,9 @@
 // with 8-slot FIFOs (docs/COMPILER.md, "Ordering"). Two orders qualify:
 //
 //  1. List scheduling (preferred): simulate the execution (Simulation.h)
-//     and let each tb run, at every time unit, the instruction that became
-//     ready first. Sends on a connection and the receives they feed happen
+//     and let each tb run, at every time unit, the ready instruction that
+//     comes first in program order (by Key, so a chain's later members,
+//     which carry its head's key, go before new chains). Sends on a connection and the receives they feed happen
 //     in the same order by construction, and a run that completes is an
 //     execution that completes, which proves the order deadlock-free. Ring
 //     programs come out in the classic pipelined ring order.

@@ -24,8 +24,7 @@ public:
   Simulator(const SimGraph &graph, int32_t fifoSlots,
             const std::vector<std::vector<uint32_t>> *fixed)
       : g(graph), cap(fifoSlots), fixed(fixed), tbs(graph.numTbs),
-        pending(graph.nodes.size()), readyAt(graph.nodes.size(), -1),
-        arrivedAt(graph.nodes.size(), -1),
+        pending(graph.nodes.size()),
         bigWaiter(graph.nodes.size(), NoNode),
         dependentBegin(graph.nodes.size() + 1, 0) {
     size_t n = g.nodes.size();
@@ -81,8 +80,8 @@ public:
   }
 
 private:
-  /// (time it became ready, priority, node): the order candidates compete in.
-  using Entry = std::tuple<int64_t, uint64_t, uint32_t>;
+  /// (priority, node): the order ready candidates compete in.
+  using Entry = std::pair<uint64_t, uint32_t>;
   using Heap =
       std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
   struct Tb {
@@ -99,9 +98,7 @@ private:
   bool canSend(const Tb &tb, int32_t count) const {
     return tb.occupancy + count <= cap || (count > cap && tb.occupancy == 0);
   }
-  Entry entry(uint32_t x) const {
-    return {std::max(readyAt[x], arrivedAt[x]), g.nodes[x].priority, x};
-  }
+  Entry entry(uint32_t x) const { return {g.nodes[x].priority, x}; }
   void wakeAt(int32_t tb, int64_t t) {
     if (tbs[tb].wokenFor != t) {
       tbs[tb].wokenFor = t;
@@ -110,7 +107,6 @@ private:
   }
 
   void depsDone(uint32_t x, int64_t t) {
-    readyAt[x] = t;
     const SimGraph::Node &node = g.nodes[x];
     if (!fixed && !receives(x))
       (sends(x) ? tbs[node.tb].sends : tbs[node.tb].local).push(entry(x));
@@ -153,11 +149,11 @@ private:
       if (!tb.local.empty())
         consider(tb.local.top(), Local);
       if (!tb.sends.empty() &&
-          canSend(tb, g.nodes[std::get<2>(tb.sends.top())].count))
+          canSend(tb, g.nodes[tb.sends.top().second].count))
         consider(tb.sends.top(), Send);
       if (from == None)
         return;
-      chosen = std::get<2>(*best);
+      chosen = best->second;
       if (from == Local)
         tb.local.pop();
       else if (from == Send)
@@ -187,7 +183,6 @@ private:
   /// Makes the effects of the steps started at t-1 visible at t.
   void apply(int64_t t) {
     for (uint32_t x : arriving) {
-      arrivedAt[x] = t;
       tbs[g.nodes[x].tb].arrivals.push_back(x);
       wakeAt(g.nodes[x].tb, t);
     }
@@ -217,7 +212,6 @@ private:
   const std::vector<std::vector<uint32_t>> *fixed;
   std::vector<Tb> tbs;
   std::vector<uint32_t> pending;
-  std::vector<int64_t> readyAt, arrivedAt;
   std::vector<uint32_t> bigWaiter;
   std::vector<uint32_t> dependentBegin, dependents;
   std::vector<int32_t> wake;

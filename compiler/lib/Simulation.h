@@ -41,8 +41,8 @@ struct SimGraph {
 };
 
 /// List scheduling: at every time unit each free tb starts the ready step
-/// that became ready first (then by priority). Returns each tb's steps in
-/// the order it ran them, or nothing when the simulation got stuck.
+/// of smallest priority. Returns each tb's steps in the order it ran them,
+/// or nothing when the simulation got stuck.
 std::optional<std::vector<std::vector<uint32_t>>>
 listSchedule(const SimGraph &graph, int32_t fifoSlots);
 

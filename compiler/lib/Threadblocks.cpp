@@ -15,9 +15,10 @@
 //     both are still alone: one tb per peer, as NCCL does.
 //  4. Local instructions (cpy, re) go to the tb the program named, else to
 //     the tb of their latest same-rank producer (its result is then ready
-//     in that tb's order, without a cross-tb dependency), else to a local tb
-//     per rank and channel (they read only untouched data and can start at
-//     once, in parallel with the transfers).
+//     in that tb's order, without a cross-tb dependency), else to the tb of
+//     their first consumer that sends or receives (which has to wait for
+//     them anyway), else to a local tb per rank and channel: such copies
+//     read only untouched data, and run in parallel with the transfers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -242,6 +243,13 @@ void ThreadblockAssigner::assign(bool pairPeers) {
         merge(s, r);
     }
 
+  // The first consumer of each instruction that sends or receives.
+  std::vector<InstrId> consumer(prog.instrs.size(), NoInstr);
+  for (InstrId x = 0; x < prog.instrs.size(); ++x)
+    if (prog.instrs[x].live() && !prog.instrs[x].isLocal())
+      for (InstrId d : prog.instrs[x].deps)
+        consumer[d] = std::min(consumer[d], x);
+
   // Each instruction's component, in program order.
   std::vector<uint32_t> compOf(prog.instrs.size(), ~0u);
   std::vector<std::vector<uint32_t>> rankComps(prog.layout.nranks);
@@ -259,6 +267,9 @@ void ThreadblockAssigner::assign(bool pairPeers) {
       c = find(node(instr.rank, NodeKind::ProgramTb, instr.sendTbHint, 0));
     else if (!instr.deps.empty())
       c = compOf[instr.deps.back()];
+    else if (consumer[x] != NoInstr)
+      c = find(endpointOf(prog.instrs[consumer[x]],
+                          prog.instrs[consumer[x]].sends()));
     else
       c = find(node(instr.rank, NodeKind::LocalTb, 0, instr.channel));
     compOf[x] = c;
