@@ -5,8 +5,10 @@
 // Candidates are the sends in program order; send S fuses with receive V
 // when
 //
-//  - S's only dependency is V: V is the last writer of exactly the cells S
-//    reads, so nothing else must happen between V and S;
+//  - S's only dependency is V, and S reads exactly the slots V wrote, under
+//    the same names: nothing else must happen between V and S, and S sends
+//    what V received (reading the input where V wrote the output would
+//    differ out of place, even where the two alias in place);
 //  - both run on one channel, and the tb assignment can join V's receive
 //    endpoint and S's send endpoint in one tb (ThreadblockAssigner);
 //  - the receive R that S feeds keeps the ordering sound once it moves up
@@ -40,7 +42,7 @@ void fuse(Program &prog, ThreadblockAssigner &assigner) {
     Instr &recv = instrs[v];
     if ((recv.type != ir::StepType::Recv &&
          recv.type != ir::StepType::RecvReduceCopy) ||
-        recv.writeCell != send.readCell || recv.count != send.count ||
+        recv.dst != send.src || recv.count != send.count ||
         recv.channel != send.channel)
       continue;
     Instr &next = instrs[send.to];

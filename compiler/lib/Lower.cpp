@@ -181,6 +181,9 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
     maxTb[op.src.rank] = std::max<int64_t>(maxTb[op.src.rank], op.sendTb);
     maxTb[op.dst.rank] = std::max<int64_t>(maxTb[op.dst.rank], op.recvTb);
   }
+  prog.tbStride.assign(spec.nranks, 0);
+  for (int32_t r = 0; r < spec.nranks; ++r)
+    prog.tbStride[r] = static_cast<int32_t>(maxTb[r] + 1);
   for (const lang::ChunkOp &op : dag.ops)
     for (auto [rank, tb] : {std::pair(op.src.rank, op.sendTb),
                             std::pair(op.dst.rank, op.recvTb)})
@@ -292,11 +295,6 @@ void lower(Program &prog) {
   const lang::ChunkDag &dag = *prog.dag;
   const Layout &layout = prog.layout;
   int32_t instances = prog.lanes / prog.maxParallel;
-  std::vector<int32_t> tbStride(layout.nranks, 0);
-  for (const lang::ChunkOp &op : dag.ops) {
-    tbStride[op.src.rank] = std::max(tbStride[op.src.rank], op.sendTb + 1);
-    tbStride[op.dst.rank] = std::max(tbStride[op.dst.rank], op.recvTb + 1);
-  }
   Namer namer(layout);
   int32_t refinement = layout.refinement;
   prog.instrs.clear();
@@ -313,7 +311,7 @@ void lower(Program &prog) {
       Slot dst = layout.traced(op.dst.rank, op.dst.buffer,
                                op.dst.index * refinement + q * width);
       auto laneTb = [&](int32_t rank, int32_t tb) {
-        return tb < 0 ? -1 : tb + lane * tbStride[rank];
+        return tb < 0 ? -1 : tb + lane * prog.tbStride[rank];
       };
       Instr base;
       base.channel = std::max(op.channel, 0) + lane * prog.channelStride;
@@ -395,8 +393,8 @@ void computeDependencies(Program &prog) {
     bool readsSrc = info.readsSrc;
     bool readsDst = instr.type == ir::StepType::Reduce;
     bool writes = info.writesDst;
-    instr.readCell = layout.cell(instr.rank, instr.src);
-    instr.writeCell = layout.cell(instr.rank, instr.dst);
+    uint32_t readCell = layout.cell(instr.rank, instr.src);
+    uint32_t writeCell = layout.cell(instr.rank, instr.dst);
     uint32_t n = static_cast<uint32_t>(instr.count);
     deps.clear();
     auto read = [&](uint32_t first) {
@@ -415,11 +413,11 @@ void computeDependencies(Program &prog) {
       }
     };
     if (readsSrc)
-      read(instr.readCell);
+      read(readCell);
     if (readsDst)
-      read(instr.writeCell);
+      read(writeCell);
     if (writes)
-      for (uint32_t c = instr.writeCell; c < instr.writeCell + n; ++c) {
+      for (uint32_t c = writeCell; c < writeCell + n; ++c) {
         if (lastWriter[c] != NoInstr)
           deps.push_back(lastWriter[c]);
         deps.append(readers[c].begin(), readers[c].end());
@@ -430,14 +428,14 @@ void computeDependencies(Program &prog) {
     llvm::erase_value(deps, x);
     instr.deps.assign(deps.begin(), deps.end());
 
-    uint32_t writeEnd = writes ? instr.writeCell + n : instr.writeCell;
+    uint32_t writeEnd = writes ? writeCell + n : writeCell;
     if (readsSrc)
-      for (uint32_t c = instr.readCell; c < instr.readCell + n; ++c)
-        if ((c < instr.writeCell || c >= writeEnd) &&
+      for (uint32_t c = readCell; c < readCell + n; ++c)
+        if ((c < writeCell || c >= writeEnd) &&
             (readers[c].empty() || readers[c].back() != x))
           readers[c].push_back(x);
     if (writes)
-      for (uint32_t c = instr.writeCell; c < writeEnd; ++c) {
+      for (uint32_t c = writeCell; c < writeEnd; ++c) {
         lastWriter[c] = x;
         readers[c].clear();
       }

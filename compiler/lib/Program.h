@@ -114,8 +114,6 @@ struct Instr {
   /// Receiving: the instruction whose data it receives. Sending: the one
   /// that receives its data.
   InstrId from = NoInstr, to = NoInstr;
-  /// First cell read (s, cpy, re: src; rrc: the local operand) and written.
-  uint32_t readCell = 0, writeCell = 0;
   Key key;
   InstrId absorbedInto = NoInstr; ///< an `s` fused into a receive
   InstrId absorbed = NoInstr;     ///< the `s` a fused receive absorbed
@@ -149,6 +147,9 @@ struct Program {
   int32_t lanes = 1;       ///< parts of an operation: instances * maxParallel
   int32_t maxParallel = 1;
   int32_t channelStride = 1; ///< channels one lane uses
+  /// Per rank: how far apart the program's tb ids of consecutive lanes are
+  /// (the rank's largest id + 1).
+  std::vector<int32_t> tbStride;
   std::vector<Instr> instrs;
   /// tbs[rank][id]; ids the program named stay, holes are empty tbs.
   std::vector<std::vector<Threadblock>> tbs;

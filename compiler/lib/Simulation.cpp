@@ -95,8 +95,15 @@ private:
 
   bool receives(uint32_t x) const { return g.nodes[x].fedBy != NoNode; }
   bool sends(uint32_t x) const { return g.nodes[x].feeds != NoNode; }
-  bool canSend(const Tb &tb, int32_t count) const {
-    return tb.occupancy + count <= cap || (count > cap && tb.occupancy == 0);
+  /// Whether `tb` may start sending `x` now. List scheduling also keeps a
+  /// big send from starting towards a tb that is itself stuck in one: two
+  /// such tbs would wait for each other.
+  bool canSend(const Tb &tb, uint32_t x) const {
+    int32_t count = g.nodes[x].count;
+    if (tb.occupancy + count <= cap)
+      return true;
+    return count > cap && tb.occupancy == 0 &&
+           (fixed || tbs[g.nodes[g.nodes[x].feeds].tb].busy == NoNode);
   }
   Entry entry(uint32_t x) const { return {g.nodes[x].priority, x}; }
   void wakeAt(int32_t tb, int64_t t) {
@@ -127,7 +134,7 @@ private:
       bool ready = pending[x] == 0 &&
                    (!receives(x) ||
                     (!tb.arrivals.empty() && tb.arrivals.front() == x)) &&
-                   (!sends(x) || canSend(tb, g.nodes[x].count));
+                   (!sends(x) || canSend(tb, x));
       if (!ready)
         return;
       chosen = x;
@@ -143,13 +150,12 @@ private:
       };
       if (!tb.arrivals.empty()) {
         uint32_t x = tb.arrivals.front();
-        if (pending[x] == 0 && (!sends(x) || canSend(tb, g.nodes[x].count)))
+        if (pending[x] == 0 && (!sends(x) || canSend(tb, x)))
           consider(entry(x), Arrival);
       }
       if (!tb.local.empty())
         consider(tb.local.top(), Local);
-      if (!tb.sends.empty() &&
-          canSend(tb, g.nodes[tb.sends.top().second].count))
+      if (!tb.sends.empty() && canSend(tb, tb.sends.top().second))
         consider(tb.sends.top(), Send);
       if (from == None)
         return;
