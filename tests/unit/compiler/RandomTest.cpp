@@ -35,8 +35,10 @@ struct Generator {
 
   int pick(int n) { return static_cast<int>(rng() % uint32_t(n)); }
 
-  lang::ChunkDag make() {
-    int n = 2 + pick(4), in = 1 + pick(8), out = 1 + pick(8);
+  /// An in-place program names memory as the tracer does: by the input
+  /// slots that the output aliases (input and output have one size).
+  lang::ChunkDag make(bool inplace) {
+    int n = 2 + pick(4), in = 1 + pick(8), out = inplace ? in : 1 + pick(8);
     const int scratch = 12;
     std::vector<std::vector<std::vector<Contents>>> state(
         n, {std::vector<Contents>(in), std::vector<Contents>(out),
@@ -52,8 +54,15 @@ struct Generator {
     for (int attempt = 0; attempt < 200 && int(dag.ops.size()) < wanted;
          ++attempt) {
       int size = 1 + pick(6);
-      lang::SlotRange src{pick(n), {BufferKind(pick(3)), 0}, 0, size};
-      lang::SlotRange dst{pick(n), {BufferKind(1 + pick(2)), 0}, 0, size};
+      // In place, output slots are input slots; out of place, the input is
+      // read-only.
+      auto buffer = [&](bool written) {
+        if (inplace)
+          return pick(2) ? BufferKind::Input : BufferKind::Scratch;
+        return BufferKind(written ? 1 + pick(2) : pick(3));
+      };
+      lang::SlotRange src{pick(n), {buffer(false), 0}, 0, size};
+      lang::SlotRange dst{pick(n), {buffer(true), 0}, 0, size};
       auto chunks = [&](BufferKind b) {
         return b == BufferKind::Input ? in : b == BufferKind::Output ? out
                                                                      : scratch;
@@ -105,11 +114,12 @@ struct Generator {
     spec.inputChunks = in;
     spec.outputChunks = out;
     spec.chunksPerBlock = std::max(in, out);
+    spec.inplace = inplace;
     spec.inputDefined.assign(n, std::vector<bool>(in, true));
     spec.expected.assign(n, std::vector<Contents>(out));
     for (int r = 0; r < n; ++r)
       for (int i = 0; i < out; ++i)
-        spec.expected[r][i] = state[r][1][i];
+        spec.expected[r][i] = state[r][inplace ? 0 : 1][i];
     dag.scratchChunks.assign(n, {0});
     for (int r = 0; r < n; ++r)
       dag.scratchChunks[r][0] = scratchUsed[r];
@@ -124,10 +134,11 @@ struct Generator {
   std::mt19937 rng;
 };
 
-/// Runs `alg` on int32 data and compares every output chunk the
-/// postcondition constrains with the sum of its contributions.
+/// Runs `alg` on int32 data, in place or not, and compares every output
+/// chunk the postcondition constrains with the sum of its contributions.
 void expectPostcondition(const ir::Algorithm &alg, const lang::ChunkDag &dag,
-                         int32_t refinement, const std::string &what) {
+                         int32_t refinement, bool inplace,
+                         const std::string &what) {
   ir::DiagnosticList diags("<random>");
   auto analysis = ir::verify(alg, diags);
   ASSERT_TRUE(static_cast<bool>(analysis))
@@ -157,7 +168,9 @@ void expectPostcondition(const ir::Algorithm &alg, const lang::ChunkDag &dag,
     out[r].assign(count, -7);
     for (uint64_t e = 0; e < count; ++e)
       in[r][e] = int32_t(r * 1000003 + e * 7 + 1);
-    args.input.push_back(in[r].data());
+    if (inplace)
+      out[r] = in[r];
+    args.input.push_back(inplace ? out[r].data() : in[r].data());
     args.output.push_back(out[r].data());
   }
   auto result = (*executor)->run(args);
@@ -188,7 +201,8 @@ TEST(RandomPrograms, CompileVerifyAndRun) {
   int programs = COLL_TEST_SANITIZER ? 60 : 400;
   for (int seed = 1; seed <= programs; ++seed) {
     Generator gen(static_cast<uint32_t>(seed));
-    lang::ChunkDag dag = gen.make();
+    bool inplace = seed % 2 == 0;
+    lang::ChunkDag dag = gen.make(inplace);
     std::string what = "seed " + std::to_string(seed) + ": ";
     llvm::SourceMgr srcMgr;
     std::string text;
@@ -196,13 +210,16 @@ TEST(RandomPrograms, CompileVerifyAndRun) {
     lang::DiagnosticEngine diags(srcMgr, os, "test");
     std::optional<Schedule> schedule = compileSchedule(dag, {}, diags);
     ASSERT_TRUE(schedule) << what << os.str();
-    EXPECT_TRUE(schedule->algorithm.outofplace) << what;
+    const ir::Algorithm &alg = schedule->algorithm;
+    EXPECT_TRUE(inplace ? alg.inplace : alg.outofplace) << what;
     std::optional<Schedule> again = compileSchedule(dag, {}, diags);
     ASSERT_TRUE(again) << what;
-    EXPECT_EQ(ir::writeAlgorithm(schedule->algorithm),
-              ir::writeAlgorithm(again->algorithm))
+    EXPECT_EQ(ir::writeAlgorithm(alg), ir::writeAlgorithm(again->algorithm))
         << what;
-    expectPostcondition(schedule->algorithm, dag, schedule->refinement, what);
+    for (bool mode : {false, true})
+      if (mode ? alg.inplace : alg.outofplace)
+        expectPostcondition(alg, dag, schedule->refinement, mode,
+                            what + (mode ? "in place: " : "out of place: "));
     if (HasFatalFailure())
       return;
   }
