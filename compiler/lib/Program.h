@@ -231,9 +231,22 @@ private:
   uint32_t endpointOf(const Instr &instr, bool sending);
   bool joinProgramId(InstrId by, bool sending);
 
+  /// Node keys pack (rank, kind, peer or id, channel) into bit fields;
+  /// DenseMap's hash of integers (k * 37) would only see the low ones.
+  struct KeyInfo {
+    static uint64_t getEmptyKey() { return ~uint64_t(0); }
+    static uint64_t getTombstoneKey() { return ~uint64_t(0) - 1; }
+    static unsigned getHashValue(uint64_t key) {
+      key ^= key >> 31;
+      key *= 0x9e3779b97f4a7c15ull;
+      return static_cast<unsigned>(key >> 32);
+    }
+    static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
+  };
+
   Program &prog;
   lang::DiagnosticEngine &diags;
-  llvm::DenseMap<uint64_t, uint32_t> nodes;
+  llvm::DenseMap<uint64_t, uint32_t, KeyInfo> nodes;
   std::vector<uint32_t> parent;
   std::vector<Component> comps; ///< valid at roots
   std::vector<std::pair<uint64_t, uint32_t>> sendNodes; ///< creation order
