@@ -229,6 +229,36 @@ TEST_P(RunProgram, VerifiesInEveryDeclaredMode) {
 INSTANTIATE_TEST_SUITE_P(Programs, RunProgram, ::testing::ValuesIn(Programs),
                          [](const auto &info) { return std::string(info.param.name); });
 
+/// The programs of the collc golden tests that implement built-in
+/// collectives, compiled at their default parameters.
+TEST(RunLitInputs, VerifyInEveryDeclaredMode) {
+  for (const char *name :
+       {"ring-allreduce", "alltoall-allpairs", "broadcast-chain",
+        "hierarchical-alltoall", "allpairs-allreduce", "manual-exchange",
+        "aggregated-broadcast"}) {
+    std::string path = std::string(COLL_LIT_INPUTS_DIR) + "/" + name + ".coll";
+    auto file = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(file) << path;
+    Compilation c((*file)->getBuffer());
+    ASSERT_TRUE(c.ok()) << name << "\n" << c.text();
+    for (bool inplace : {false, true}) {
+      if (inplace ? !c.alg().inplace : !c.alg().outofplace)
+        continue;
+      for (uint64_t count : counts()) {
+        auto result = coll::testing::runChecked(
+            c.alg(), interp::DataType::Float32, interp::ReduceOp::Sum, count,
+            inplace, tinySlots(c.alg().protocol));
+        std::string where = std::string(name) +
+                            (inplace ? " in place" : " out of place") +
+                            " count=" + std::to_string(count);
+        ASSERT_TRUE(static_cast<bool>(result))
+            << where << ": " << llvm::toString(result.takeError());
+        EXPECT_EQ(result->wrong, 0u) << where << ": " << result->firstWrong;
+      }
+    }
+  }
+}
+
 TEST(RunCustom, OutputHoldsWhatThePostconditionSays) {
   for (int n : {2, 3}) {
     for (int32_t instances : {1, 2}) {
