@@ -18,11 +18,11 @@
 
 #include "coll/compiler/Compiler.h"
 
-#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 

@@ -14,7 +14,6 @@
 #include <cassert>
 #include <deque>
 #include <queue>
-#include <tuple>
 
 namespace coll::compiler {
 namespace {
@@ -25,7 +24,7 @@ public:
             const std::vector<std::vector<uint32_t>> *fixed)
       : g(graph), cap(fifoSlots), fixed(fixed), tbs(graph.numTbs),
         pending(graph.nodes.size()),
-        bigWaiter(graph.nodes.size(), NoNode),
+        bigWaiter(graph.nodes.size(), NoNode), feeder(graph.numTbs, -1),
         dependentBegin(graph.nodes.size() + 1, 0) {
     size_t n = g.nodes.size();
     for (uint32_t x = 0; x < n; ++x) {
@@ -42,6 +41,9 @@ public:
         dependents[fill[g.deps[e]]++] = x;
     if (!fixed)
       orders.resize(g.numTbs);
+    for (const SimGraph::Node &node : g.nodes)
+      if (node.fedBy != NoNode)
+        feeder[node.tb] = g.nodes[node.fedBy].tb;
   }
 
   /// True when every step ran.
@@ -208,6 +210,9 @@ private:
       if (bigWaiter[x] != NoNode) {
         from.busy = NoNode;
         completing.push_back(bigWaiter[x]);
+        // A big send into the sender's tb may start now.
+        if (feeder[g.nodes[sender].tb] >= 0)
+          wakeAt(feeder[g.nodes[sender].tb], t);
       }
     }
     completing.clear();
@@ -219,6 +224,7 @@ private:
   std::vector<Tb> tbs;
   std::vector<uint32_t> pending;
   std::vector<uint32_t> bigWaiter;
+  std::vector<int32_t> feeder; ///< per tb: the tb that sends to it, or -1
   std::vector<uint32_t> dependentBegin, dependents;
   std::vector<int32_t> wake;
   std::vector<uint32_t> arriving, completing;

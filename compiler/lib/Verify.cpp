@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace coll::compiler {
 
