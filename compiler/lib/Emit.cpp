@@ -5,10 +5,19 @@
 // remaining dependencies is preceded by k-1 nops that carry the others, and
 // every producer waited on gets hasdep="1".
 //
-// Dependencies the consumer's tb already has are dropped: tb order covers
-// producers in the same tb, and a tb that has waited for step s of tb P
-// (at any earlier step) need not wait for any step of P up to s again. Of
-// several dependencies on one tb only the latest is kept.
+// Dependencies that are already implied are dropped, so that nops stay few.
+// Each tb's *knowledge* is, per other tb, the last position known to have
+// completed (in the same pipeline iteration; flags are monotone). Walking a
+// rank's instructions in a topological order of tb order and dependencies:
+//
+//  - a dependency in the same tb is implied by tb order;
+//  - of several on one tb, only the latest is needed;
+//  - one the tb already knows of (it waited for that step or a later one of
+//    that tb, directly or through what that step's tb knew) is dropped;
+//  - one that another remaining dependency's producer knows of is dropped.
+//
+// Waiting for a step adds it, and everything its tb knew once it had run,
+// to the waiting tb's knowledge.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,8 +27,101 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace coll::compiler {
+namespace {
+
+using Wait = std::pair<int32_t, int32_t>; // (tb, position in it)
+/// Per other tb, the last position known complete; sorted by tb.
+using Knowledge = llvm::SmallVector<Wait, 2>;
+
+int32_t known(const Knowledge &knowledge, int32_t tb) {
+  auto it = llvm::lower_bound(knowledge, Wait{tb, INT32_MIN});
+  return it != knowledge.end() && it->first == tb ? it->second : -1;
+}
+
+void learn(Knowledge &knowledge, Wait fact) {
+  auto it = llvm::lower_bound(knowledge, Wait{fact.first, INT32_MIN});
+  if (it != knowledge.end() && it->first == fact.first)
+    it->second = std::max(it->second, fact.second);
+  else
+    knowledge.insert(it, fact);
+}
+
+/// The dependencies each instruction must wait for explicitly, as (tb,
+/// position), in tb order.
+std::vector<llvm::SmallVector<Wait, 1>>
+computeWaits(const Program &prog, const std::vector<int32_t> &position) {
+  const std::vector<Instr> &instrs = prog.instrs;
+  std::vector<llvm::SmallVector<Wait, 1>> waits(instrs.size());
+  // What a producer's tb knew once the producer had run.
+  std::vector<Knowledge> after(instrs.size());
+  std::vector<bool> producer(instrs.size(), false);
+  for (const Instr &instr : instrs)
+    if (instr.live())
+      for (InstrId d : instr.deps)
+        if (instrs[d].tb != instr.tb)
+          producer[d] = true;
+
+  std::vector<uint32_t> pending(instrs.size(), 0);
+  std::vector<std::vector<InstrId>> dependents(instrs.size());
+  for (const std::vector<Threadblock> &tbs : prog.tbs) {
+    // A topological order of the rank's instructions (Kahn).
+    std::deque<InstrId> ready;
+    for (const Threadblock &tb : tbs)
+      for (size_t i = 0; i < tb.instrs.size(); ++i) {
+        InstrId x = tb.instrs[i];
+        pending[x] = static_cast<uint32_t>(instrs[x].deps.size()) + (i > 0);
+        for (InstrId d : instrs[x].deps)
+          dependents[d].push_back(x);
+        if (i + 1 < tb.instrs.size())
+          dependents[x].push_back(tb.instrs[i + 1]);
+        if (pending[x] == 0)
+          ready.push_back(x);
+      }
+    std::vector<Knowledge> knowledge(tbs.size());
+    while (!ready.empty()) {
+      InstrId x = ready.front();
+      ready.pop_front();
+      for (InstrId y : dependents[x])
+        if (--pending[y] == 0)
+          ready.push_back(y);
+      const Instr &instr = instrs[x];
+      Knowledge &mine = knowledge[instr.tb];
+      llvm::SmallVector<Wait, 4> need;
+      for (InstrId d : instr.deps)
+        if (instrs[d].tb != instr.tb)
+          need.emplace_back(instrs[d].tb, position[d]);
+      llvm::sort(need);
+      llvm::SmallVector<Wait, 1> &kept = waits[x];
+      for (size_t i = 0; i < need.size(); ++i) {
+        auto [tb, pos] = need[i];
+        bool implied =
+            (i + 1 < need.size() && need[i + 1].first == tb) ||
+            known(mine, tb) >= pos || llvm::any_of(need, [&](Wait other) {
+              return other != need[i] &&
+                     known(after[tbs[other.first].instrs[other.second]], tb) >=
+                         pos;
+            });
+        if (!implied)
+          kept.push_back(need[i]);
+      }
+      for (Wait w : kept) {
+        for (Wait fact : after[tbs[w.first].instrs[w.second]])
+          learn(mine, fact);
+        learn(mine, w);
+      }
+      if (producer[x]) {
+        after[x] = mine;
+        learn(after[x], {instr.tb, position[x]});
+      }
+    }
+  }
+  return waits;
+}
+
+} // namespace
 
 Schedule emit(const Program &prog) {
   const lang::ChunkDag &dag = *prog.dag;
@@ -55,44 +157,19 @@ Schedule emit(const Program &prog) {
       for (size_t i = 0; i < tb.instrs.size(); ++i)
         position[tb.instrs[i]] = static_cast<int32_t>(i);
 
-  using Wait = std::pair<int32_t, int32_t>; // (tb, instruction position)
-  std::vector<llvm::SmallVector<Wait, 1>> waits(prog.instrs.size());
+  std::vector<llvm::SmallVector<Wait, 1>> waits = computeWaits(prog, position);
   std::vector<int32_t> stepOf(prog.instrs.size(), -1);
   int32_t maxChannel = 0;
   for (int32_t r = 0; r < spec.nranks; ++r) {
     const std::vector<Threadblock> &tbs = prog.tbs[r];
-    for (int32_t t = 0; t < static_cast<int32_t>(tbs.size()); ++t) {
-      llvm::SmallDenseMap<int32_t, int32_t, 4> known; // tb -> position
+    for (const Threadblock &tb : tbs) {
       int32_t step = 0;
-      for (InstrId x : tbs[t].instrs) {
-        llvm::SmallVector<Wait, 1> &need = waits[x];
-        for (InstrId d : prog.instrs[x].deps) {
-          int32_t tb = prog.instrs[d].tb;
-          if (tb == t) {
-            assert(position[d] < position[x] && "tb order keeps dependencies");
-            continue;
-          }
-          need.emplace_back(tb, position[d]);
-        }
-        llvm::sort(need);
-        // Of several waits on one tb keep the last; drop what is known.
-        llvm::SmallVector<Wait, 1> kept;
-        for (size_t i = 0; i < need.size(); ++i) {
-          if (i + 1 < need.size() && need[i + 1].first == need[i].first)
-            continue;
-          auto it = known.find(need[i].first);
-          if (it != known.end() && it->second >= need[i].second)
-            continue;
-          kept.push_back(need[i]);
-          known[need[i].first] = need[i].second;
-        }
-        need = std::move(kept);
-        step += need.empty() ? 0 : static_cast<int32_t>(need.size()) - 1;
+      for (InstrId x : tb.instrs) {
+        step += std::max<int32_t>(static_cast<int32_t>(waits[x].size()) - 1, 0);
         stepOf[x] = step++;
       }
-      maxChannel = std::max(maxChannel, tbs[t].channel);
+      maxChannel = std::max(maxChannel, tb.channel);
     }
-
     ir::Gpu &gpu = alg.gpus[r];
     gpu.inputChunks = layout.inputChunks;
     gpu.outputChunks = layout.outputChunks;

@@ -322,4 +322,29 @@ chunk(0, scratch, 0).copy(2, output, 0)
   EXPECT_EQ(waits, 1) << c.dump();
 }
 
+TEST(Dependencies, ImpliedThroughAnotherTbAreDropped) {
+  // Rank 0: B receives into scratch[0] (tb 0), A sends it on (tb 1, waits
+  // for B), C overwrites it (tb 2): C needs both A and B done, but waiting
+  // for A implies B.
+  Config unfused;
+  unfused.edit = [](lang::ChunkDag &dag) { dag.options.fusion = false; };
+  Compilation c(R"(
+collective custom(ranks = 4, input = 1, output = 1) {
+    post { expect(2, 0, contrib(1, 0)) }
+}
+chunk(1, input, 0).copy(0, scratch, 0)
+chunk(0, scratch, 0).copy(2, output, 0)
+chunk(3, input, 0).copy(0, scratch, 0)
+)",
+                unfused);
+  ASSERT_TRUE(c.ok()) << c.text();
+  const ir::Gpu &gpu = c.alg().gpus[0];
+  ASSERT_EQ(gpu.tbs.size(), 3u);
+  EXPECT_EQ(gpu.tbs[1].steps.size(), 1u);
+  EXPECT_EQ(gpu.tbs[1].steps[0].depTb, 0);
+  ASSERT_EQ(gpu.tbs[2].steps.size(), 1u) << "no nop: " << c.dump();
+  EXPECT_EQ(gpu.tbs[2].steps[0].type, StepType::Recv);
+  EXPECT_EQ(gpu.tbs[2].steps[0].depTb, 1);
+}
+
 } // namespace
