@@ -32,23 +32,6 @@
 namespace coll::compiler {
 namespace {
 
-using Wait = std::pair<int32_t, int32_t>; // (tb, position in it)
-/// Per other tb, the last position known complete; sorted by tb.
-using Knowledge = llvm::SmallVector<Wait, 2>;
-
-int32_t known(const Knowledge &knowledge, int32_t tb) {
-  auto it = llvm::lower_bound(knowledge, Wait{tb, INT32_MIN});
-  return it != knowledge.end() && it->first == tb ? it->second : -1;
-}
-
-void learn(Knowledge &knowledge, Wait fact) {
-  auto it = llvm::lower_bound(knowledge, Wait{fact.first, INT32_MIN});
-  if (it != knowledge.end() && it->first == fact.first)
-    it->second = std::max(it->second, fact.second);
-  else
-    knowledge.insert(it, fact);
-}
-
 /// The dependencies each instruction must wait for explicitly, as (tb,
 /// position), in tb order.
 std::vector<llvm::SmallVector<Wait, 1>>

@@ -19,8 +19,11 @@
 #include "coll/compiler/Compiler.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -156,6 +159,32 @@ struct Program {
   Ordering ordering = Ordering::Simulated;
   bool fused = false;
 };
+
+//===----------------------------------------------------------------------===//
+// Knowledge
+//===----------------------------------------------------------------------===//
+
+/// (tb, position in it).
+using Wait = std::pair<int32_t, int32_t>;
+/// What one tb of a rank knows to have completed, in the same pipeline
+/// iteration: per other tb, the last position (dependency flags are
+/// monotone, so waiting for a step covers the ones before it). Sorted by
+/// tb.
+using Knowledge = llvm::SmallVector<Wait, 2>;
+
+/// The last position of `tb` known complete, or -1.
+inline int32_t known(const Knowledge &knowledge, int32_t tb) {
+  auto it = llvm::lower_bound(knowledge, Wait{tb, INT32_MIN});
+  return it != knowledge.end() && it->first == tb ? it->second : -1;
+}
+
+inline void learn(Knowledge &knowledge, Wait fact) {
+  auto it = llvm::lower_bound(knowledge, Wait{fact.first, INT32_MIN});
+  if (it != knowledge.end() && it->first == fact.first)
+    it->second = std::max(it->second, fact.second);
+  else
+    knowledge.insert(it, fact);
+}
 
 //===----------------------------------------------------------------------===//
 // Passes (docs/COMPILER.md), in pipeline order

@@ -10,8 +10,9 @@
 //  3. every traced operation scheduled exactly once: each part of it sent
 //     and received once (or run once, when local);
 //  4. symbolic execution in a topological order against the
-//     postcondition, in the traced mode and, to decide whether to declare
-//     it, in the other mode;
+//     postcondition, and no races (Races.h), so that every order the
+//     runtime may take computes the same: in the traced mode and, to decide
+//     whether to declare it, in the other mode;
 //  5. the target's runtime limits.
 //
 // Failures of 1-4 are compiler bugs and say so; 5 is the program's. All are
@@ -20,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Program.h"
+#include "Races.h"
 #include "Simulation.h"
 #include "Symbolic.h"
 
@@ -281,16 +283,21 @@ std::optional<Modes> Checker::checkCorrectness() {
                            : ": " + failure->message));
     return std::nullopt;
   }
-  // The other mode is only race-free where dependencies cover both (an
-  // out-of-place trace computed them in place only if it could be right
-  // in place at all), and a custom collective has it only with input and
-  // output of one size.
-  bool otherPossible =
-      (traced || schedule.inPlaceDependencies) &&
-      (spec.kind != ir::Collective::Custom ||
-       spec.inputChunks == spec.outputChunks);
-  bool other = otherPossible && !executeIR(alg, *analysis, dag,
-                                           schedule.refinement, !traced);
+  if (std::optional<Race> race = findRace(alg, traced)) {
+    internalError(race->second,
+                  "nothing orders " + describeStep(race->second) + " after " +
+                      describeStep(race->first) + ", which both access " +
+                      race->memory);
+    diags.note(locOf(race->first), "the other step is made from this operation");
+    return std::nullopt;
+  }
+  // The other mode: a custom collective has it only with input and output
+  // of one size; then it must be right and race-free with that mode's
+  // memory.
+  bool other = (spec.kind != ir::Collective::Custom ||
+                spec.inputChunks == spec.outputChunks) &&
+               !executeIR(alg, *analysis, dag, schedule.refinement, !traced) &&
+               !findRace(alg, !traced);
   return Modes{traced || other, !traced || other};
 }
 

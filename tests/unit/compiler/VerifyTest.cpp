@@ -43,16 +43,29 @@ TEST(Modes, InPlaceRingIsAlsoRightOutOfPlace) {
   EXPECT_TRUE(c.schedule->inPlaceDependencies);
 }
 
-TEST(Modes, AllPairsAlltoallIsOnlyOutOfPlace) {
-  Compilation c(R"(
+TEST(Modes, AllPairsAlltoallInPlaceDependsOnTheTbs) {
+  // In program order the program is wrong in place (a block is overwritten
+  // before it is sent), so no extra dependencies are made for that mode.
+  // Yet one tb per peer sends block p before it receives into it: right in
+  // place too, and nothing races.
+  const char *program = R"(
 collective alltoall(ranks = 3, chunks = 1)
-for s in 0..3 { for d in 0..3 { chunk(s, input, d).copy(d, output, s) } }
-)");
+for s in 0..3 { for d in 0..3 { chunk(s, input, d).copy(d, output, s%0) } }
+)";
+  std::string paired = program, apart = program;
+  paired.replace(paired.find("%0"), 2, "");
+  apart.replace(apart.find("%0"), 2, ", ch = (d - s) % 3");
+  Compilation c(paired);
   ASSERT_TRUE(c.ok()) << c.text();
-  EXPECT_FALSE(c.alg().inplace);
+  EXPECT_FALSE(c.schedule->inPlaceDependencies);
+  EXPECT_TRUE(c.alg().inplace);
   EXPECT_TRUE(c.alg().outofplace);
-  EXPECT_FALSE(c.schedule->inPlaceDependencies)
-      << "in program order it is wrong in place: no extra dependencies";
+  // With the send to and the receive from a peer on different channels,
+  // hence tbs, the receive may overwrite a block before it is sent.
+  Compilation d(apart);
+  ASSERT_TRUE(d.ok()) << d.text();
+  EXPECT_FALSE(d.alg().inplace);
+  EXPECT_TRUE(d.alg().outofplace);
 }
 
 TEST(Modes, InPlaceReduceScatterWritesItsInput) {
@@ -194,6 +207,34 @@ TEST(Reverify, WrongDataIsACompilerBug) {
   EXPECT_NE(c.text().substr(before).find(
                 "error: internal compiler error: the compiled IR does not "
                 "implement the collective in place"),
+            std::string::npos)
+      << c.text().substr(before);
+}
+
+TEST(Reverify, MissingDependencyIsARace) {
+  // Rank 0 receives two chunks in two tbs and sends both from a third; without
+  // the send's own dependency, one receive may still be writing what it
+  // sends (the symbolic execution alone, in one order, would not notice).
+  Compilation c(R"(
+collective custom(ranks = 4, input = 1, output = 2) {
+    post { expect(3, 0, contrib(1, 0)) expect(3, 1, contrib(2, 0)) }
+}
+chunk(1, input, 0).copy(0, scratch, 0)
+chunk(2, input, 0).copy(0, scratch, 1)
+chunk(0, scratch, 0, size = 2).copy(3, output, 0)
+)");
+  ASSERT_TRUE(c.ok()) << c.text();
+  Schedule edited = *c.schedule;
+  ir::Step &send = edited.algorithm.gpus[0].tbs[2].steps[1];
+  ASSERT_EQ(send.type, StepType::Send);
+  send.depTb = send.depStep = -1;
+  c.text();
+  size_t before = c.diagText.size();
+  EXPECT_FALSE(c.reverify(edited));
+  EXPECT_NE(c.text().substr(before).find(
+                "test.coll:7:32: error: internal compiler error: nothing "
+                "orders rank 0 tb 2 step 1 ('s' to rank 3) after rank 0 tb 1 "
+                "step 0 ('r' from rank 2), which both access s[1]"),
             std::string::npos)
       << c.text().substr(before);
 }

@@ -12,7 +12,8 @@
 //   order       list scheduling with bounded FIFOs (program order fallback)
 //   emit        cross-tb dependencies with nops, the IR
 //   verify      ir::verify, a FIFO-aware deadlock check, symbolic execution
-//               against the postcondition in each mode, runtime limits
+//               against the postcondition and a race check in each mode,
+//               runtime limits
 //
 // Every problem is a located diagnostic at the .coll operation that caused
 // it; nothing unverified is returned.
@@ -101,9 +102,10 @@ struct Modes {
 
 /// Re-verifies `schedule` against `dag`: ir::verify, a deadlock check with
 /// 8-slot FIFOs, every operation scheduled exactly once, symbolic execution
-/// against the postcondition in the traced mode (and in the other one, which
-/// decides whether it is supported), then the target's limits. Failures are
-/// located at the operations involved. Returns the supported modes.
+/// against the postcondition and a race check in the traced mode (and in the
+/// other one, which decides whether it is supported), then the target's
+/// limits. Failures are located at the operations involved. Returns the
+/// supported modes.
 std::optional<Modes> verifySchedule(const Schedule &schedule,
                                     const lang::ChunkDag &dag,
                                     const CompileOptions &options,
