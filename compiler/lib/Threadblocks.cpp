@@ -143,41 +143,48 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
   std::string tbName = "tb " + std::to_string(tb) + " of " + rank;
   int32_t peer = sending ? instr.sendPeer : instr.recvPeer;
   std::string dir = sending ? "send to" : "receive from";
-  std::string direction = std::string(sending ? "sends to" : "receives from") +
-                          " rank " + std::to_string(peer) + " on channel " +
-                          std::to_string(instr.channel);
+  std::string role = sending ? "send" : "receive";
+  // The other operation, by line: the one that brought the conflicting fact.
   InstrId other = NoInstr;
+  auto at = [&](InstrId by) {
+    other = by;
+    llvm::SMLoc loc = prog.dag->ops[prog.instrs[by].op].loc;
+    if (!loc.isValid())
+      return std::string("another operation");
+    auto [line, col] = diags.lineAndColumn(loc);
+    return "line " + std::to_string(line) + ":" + std::to_string(col);
+  };
   std::string message;
   if (e.programId >= 0) {
-    other = e.idBy;
-    message = rank + " " + direction + " from tb " + std::to_string(tb) +
-              " here but from tb " + std::to_string(e.programId) + " at %s: " +
-              "one tb per rank drives each direction of a connection";
+    message = rank + " " + (sending ? "sends to" : "receives from") +
+              " rank " + std::to_string(peer) + " on channel " +
+              std::to_string(instr.channel) + " from tb " + std::to_string(tb) +
+              " here but from tb " + std::to_string(e.programId) + " at " +
+              at(e.idBy) +
+              ": one tb per rank drives each direction of a connection";
   } else if (sending ? t.sendPeer >= 0 : t.recvPeer >= 0) {
-    other = sending ? t.sendBy : t.recvBy;
     int32_t otherPeer = sending ? t.sendPeer : t.recvPeer;
+    std::string where = at(sending ? t.sendBy : t.recvBy);
     if (otherPeer != peer)
-      message = tbName + " would need two " +
-                (sending ? "send" : "receive") + " peers: it would " + dir +
-                " rank " + std::to_string(peer) + " here and rank " +
-                std::to_string(otherPeer) + " at %s; a tb has one " +
-                (sending ? "send" : "receive") + " peer";
+      message = tbName + " would need two " + role + " peers: it would " +
+                dir + " rank " + std::to_string(peer) + " here and rank " +
+                std::to_string(otherPeer) + " at " + where + "; a tb has one " +
+                role + " peer";
     else
       message = tbName + " would need two channels: it would " + dir +
                 " rank " + std::to_string(peer) + " on channel " +
                 std::to_string(instr.channel) + " here and on channel " +
-                std::to_string(t.channel) + " at %s; a tb has one channel";
+                std::to_string(t.channel) + " at " + where +
+                "; a tb has one channel";
   } else {
-    other = t.sendBy != NoInstr ? t.sendBy : t.recvBy;
     message = tbName + " would need two channels: channel " +
               std::to_string(instr.channel) + " here and channel " +
-              std::to_string(t.channel) + " at %s; a tb has one channel";
+              std::to_string(t.channel) + " at " +
+              at(t.sendBy != NoInstr ? t.sendBy : t.recvBy) +
+              "; a tb has one channel";
   }
   assert(other != NoInstr && "a conflict has a witness");
   const lang::ChunkOp &otherOp = prog.dag->ops[prog.instrs[other].op];
-  auto [line, col] = diags.lineAndColumn(otherOp.loc);
-  std::string at = "line " + std::to_string(line) + ":" + std::to_string(col);
-  message.replace(message.find("%s"), 2, at);
   diags.error(prog.dag->ops[instr.op].loc, message);
   diags.note(otherOp.loc, "the other operation is here");
   return false;

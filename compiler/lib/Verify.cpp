@@ -267,6 +267,18 @@ bool Checker::checkExactlyOnce() {
 }
 
 std::optional<Modes> Checker::checkCorrectness() {
+  // Every step must have its origin, for every diagnostic below.
+  bool shaped = schedule.origins.size() == alg.gpus.size();
+  for (size_t g = 0; shaped && g < alg.gpus.size(); ++g) {
+    shaped = schedule.origins[g].size() == alg.gpus[g].tbs.size();
+    for (size_t t = 0; shaped && t < alg.gpus[g].tbs.size(); ++t)
+      shaped = schedule.origins[g][t].size() == alg.gpus[g].tbs[t].steps.size();
+  }
+  if (!shaped) {
+    diags.error(dag.collective.loc, "internal compiler error: the schedule "
+                                    "names no operation for some of its steps");
+    return std::nullopt;
+  }
   std::optional<ir::Analysis> analysis;
   if (!checkContract(analysis) || !checkDeadlock() || !checkExactlyOnce())
     return std::nullopt;
