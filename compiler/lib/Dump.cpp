@@ -47,8 +47,8 @@ void dumpSchedule(const Schedule &schedule, const lang::ChunkDag &dag,
      << " order=" << orderingName(schedule.ordering) << '\n';
   for (int32_t g = 0; g < alg.ngpus(); ++g) {
     const ir::Gpu &gpu = alg.gpus[g];
-    os << "rank " << g << ": tbs=" << gpu.tbs.size() << " i_chunks="
-       << gpu.inputChunks << " o_chunks=" << gpu.outputChunks
+    os << "rank " << g << ": tbs=" << gpu.tbs.size()
+       << " i_chunks=" << gpu.inputChunks << " o_chunks=" << gpu.outputChunks
        << " s_chunks=" << gpu.scratchChunks << '\n';
     for (size_t t = 0; t < gpu.tbs.size(); ++t) {
       const ir::ThreadBlock &tb = gpu.tbs[t];
@@ -102,11 +102,11 @@ void dumpDot(const lang::ChunkDag &dag, const llvm::SourceMgr &srcMgr,
     const lang::ChunkOp &op = dag.ops[id];
     auto [line, col] = srcMgr.getLineAndColumn(op.loc);
     os << "  op" << id << " [label=\"%" << id << ' '
-       << (op.kind == lang::OpKind::Copy ? "copy " : "reduce ")
-       << op.src.rank << "->" << op.dst.rank << "\\n"
+       << (op.kind == lang::OpKind::Copy ? "copy " : "reduce ") << op.src.rank
+       << "->" << op.dst.rank << "\\n"
        << escaped(lang::formatSlots(op.src, dag.scratchNames)) << " -> "
-       << escaped(lang::formatSlots(op.dst, dag.scratchNames)) << "\\n@"
-       << line << ':' << col << "\"];\n";
+       << escaped(lang::formatSlots(op.dst, dag.scratchNames)) << "\\n@" << line
+       << ':' << col << "\"];\n";
   }
   for (size_t id = 0; id < dag.ops.size(); ++id)
     for (uint32_t dep : dag.ops[id].deps)

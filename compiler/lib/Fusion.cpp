@@ -80,9 +80,8 @@ void fuse(Program &prog, ThreadblockAssigner &assigner) {
   }
 
   for (Instr &instr : instrs)
-    if (instr.type == ir::StepType::RecvReduceCopySend &&
-        instr.readers == 1 && instr.firstReader == instr.absorbed &&
-        !instr.liveAtEnd) {
+    if (instr.type == ir::StepType::RecvReduceCopySend && instr.readers == 1 &&
+        instr.firstReader == instr.absorbed && !instr.liveAtEnd) {
       instr.type = ir::StepType::RecvReduceSend;
       instr.dst = instr.src;
     }

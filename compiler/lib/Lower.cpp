@@ -145,22 +145,21 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   }
   int64_t perLoop = int64_t(spec.chunksPerBlock) * refinement;
   if (cells > MaxCells || perLoop * spec.nranks > INT32_MAX) {
-    diags.error(spec.loc,
-                "instances (" + llvm::Twine(instances) +
-                    ") times the parallel factors (lcm " + llvm::Twine(lcm) +
-                    ") refine the buffers into " + llvm::Twine(cells) +
-                    " chunks, more than the compiler handles (" +
-                    llvm::Twine(MaxCells) + ")");
+    diags.error(spec.loc, "instances (" + llvm::Twine(instances) +
+                              ") times the parallel factors (lcm " +
+                              llvm::Twine(lcm) + ") refine the buffers into " +
+                              llvm::Twine(cells) +
+                              " chunks, more than the compiler handles (" +
+                              llvm::Twine(MaxCells) + ")");
     return false;
   }
   int64_t channelStride = maxChannel + 1;
   if (channelStride * lanes > MaxChannels) {
-    diags.error(spec.loc, "the program needs " +
-                              llvm::Twine(channelStride * lanes) +
-                              " channels (channel hints up to " +
-                              llvm::Twine(maxChannel) + " on " +
-                              llvm::Twine(lanes) + " lanes), more than " +
-                              llvm::Twine(MaxChannels));
+    diags.error(spec.loc,
+                "the program needs " + llvm::Twine(channelStride * lanes) +
+                    " channels (channel hints up to " +
+                    llvm::Twine(maxChannel) + " on " + llvm::Twine(lanes) +
+                    " lanes), more than " + llvm::Twine(MaxChannels));
     return false;
   }
   prog.lanes = static_cast<int32_t>(lanes);
@@ -185,14 +184,13 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   for (int32_t r = 0; r < spec.nranks; ++r)
     prog.tbStride[r] = static_cast<int32_t>(maxTb[r] + 1);
   for (const lang::ChunkOp &op : dag.ops)
-    for (auto [rank, tb] : {std::pair(op.src.rank, op.sendTb),
-                            std::pair(op.dst.rank, op.recvTb)})
+    for (auto [rank, tb] :
+         {std::pair(op.src.rank, op.sendTb), std::pair(op.dst.rank, op.recvTb)})
       if (tb >= 0 && tb + (maxTb[rank] + 1) * (lanes - 1) >= MaxTbId) {
         diags.error(op.loc, "tb " + llvm::Twine(tb) + " of rank " +
                                 llvm::Twine(rank) +
                                 " is out of range: tb ids on all " +
-                                llvm::Twine(lanes) +
-                                " lanes must stay below " +
+                                llvm::Twine(lanes) + " lanes must stay below " +
                                 llvm::Twine(MaxTbId));
         return false;
       }
@@ -212,8 +210,8 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
       base += static_cast<int32_t>(chunks * refinement);
     }
     layout.scratchChunks[r] = base;
-    layout.cellBase[r + 1] = layout.cellBase[r] + layout.inputChunks +
-                             layout.outputChunks + base;
+    layout.cellBase[r + 1] =
+        layout.cellBase[r] + layout.inputChunks + layout.outputChunks + base;
   }
 
   // Dependencies on in-place memory make every schedule race-free in both
@@ -448,8 +446,8 @@ void computeDependencies(Program &prog) {
       if (spec.expected[r][i].empty())
         continue;
       for (int32_t t = 0; t < layout.refinement; ++t) {
-        uint32_t c = layout.cell(
-            r, {BufferKind::Output, i * layout.refinement + t});
+        uint32_t c =
+            layout.cell(r, {BufferKind::Output, i * layout.refinement + t});
         if (lastWriter[c] != NoInstr)
           prog.instrs[lastWriter[c]].liveAtEnd = true;
       }

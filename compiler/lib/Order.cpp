@@ -7,10 +7,11 @@
 //  1. List scheduling (preferred): simulate the execution (Simulation.h)
 //     and let each tb run, at every time unit, the ready instruction that
 //     comes first in program order (by Key, so a chain's later members,
-//     which carry its head's key, go before new chains). Sends on a connection and the receives they feed happen
-//     in the same order by construction, and a run that completes is an
-//     execution that completes, which proves the order deadlock-free. Ring
-//     programs come out in the classic pipelined ring order.
+//     which carry its head's key, go before new chains). Sends on a
+//     connection and the receives they feed happen in the same order by
+//     construction, and a run that completes is an execution that
+//     completes, which proves the order deadlock-free. Ring programs come
+//     out in the classic pipelined ring order.
 //     To keep a receive that reached the head of its FIFO from waiting for
 //     something that would need later data of the same FIFO, the first send
 //     of a chain of fused transfers only starts once every dependency of

@@ -147,7 +147,7 @@ struct Threadblock {
 struct Program {
   const lang::ChunkDag *dag = nullptr;
   Layout layout;
-  int32_t lanes = 1;       ///< parts of an operation: instances * maxParallel
+  int32_t lanes = 1; ///< parts of an operation: instances * maxParallel
   int32_t maxParallel = 1;
   int32_t channelStride = 1; ///< channels one lane uses
   /// Per rank: how far apart the program's tb ids of consecutive lanes are
@@ -277,7 +277,7 @@ private:
   lang::DiagnosticEngine &diags;
   llvm::DenseMap<uint64_t, uint32_t, KeyInfo> nodes;
   std::vector<uint32_t> parent;
-  std::vector<Component> comps; ///< valid at roots
+  std::vector<Component> comps;                         ///< valid at roots
   std::vector<std::pair<uint64_t, uint32_t>> sendNodes; ///< creation order
 };
 

@@ -26,7 +26,8 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
     std::vector<Wait> where; // (tb, step) of each node
     for (int32_t t = 0; t < static_cast<int32_t>(gpu.tbs.size()); ++t) {
       first.push_back(static_cast<uint32_t>(where.size()));
-      for (int32_t s = 0; s < static_cast<int32_t>(gpu.tbs[t].steps.size()); ++s)
+      for (int32_t s = 0; s < static_cast<int32_t>(gpu.tbs[t].steps.size());
+           ++s)
         where.emplace_back(t, s);
     }
     auto step = [&](uint32_t n) -> const ir::Step & {
@@ -76,7 +77,8 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
       }
       return std::string(buf) + "[" + std::to_string(c) + "]";
     };
-    size_t cells = size_t(gpu.inputChunks) + gpu.outputChunks + gpu.scratchChunks;
+    size_t cells =
+        size_t(gpu.inputChunks) + gpu.outputChunks + gpu.scratchChunks;
     std::vector<uint32_t> lastWriter(cells, NoInstr);
     std::vector<std::vector<uint32_t>> readers(cells);
     std::vector<Knowledge> knowledge(gpu.tbs.size());
@@ -101,11 +103,13 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
         learn(after[n], {t, s});
       }
       auto ordered = [&](uint32_t p) {
-        return where[p].first == t ? where[p].second < s
-                                   : known(mine, where[p].first) >= where[p].second;
+        return where[p].first == t
+                   ? where[p].second < s
+                   : known(mine, where[p].first) >= where[p].second;
       };
       auto race = [&](uint32_t p, uint32_t cell) {
-        return Race{{g, where[p].first, where[p].second}, {g, t, s}, name(cell)};
+        return Race{
+            {g, where[p].first, where[p].second}, {g, t, s}, name(cell)};
       };
 
       ir::StepTypeInfo info = ir::stepTypeInfo(st.type);
@@ -119,7 +123,8 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
       uint32_t dst = cellOf({st.dstBuf, st.dstOff});
       uint32_t count = static_cast<uint32_t>(st.count);
       for (uint32_t i = 0; i < count; ++i)
-        for (uint32_t c : {readsSrc ? src + i : NoInstr, readsDst ? dst + i : NoInstr})
+        for (uint32_t c :
+             {readsSrc ? src + i : NoInstr, readsDst ? dst + i : NoInstr})
           if (c != NoInstr && lastWriter[c] != NoInstr && lastWriter[c] != n &&
               !ordered(lastWriter[c]))
             return race(lastWriter[c], c);

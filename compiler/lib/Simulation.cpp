@@ -23,9 +23,8 @@ public:
   Simulator(const SimGraph &graph, int32_t fifoSlots,
             const std::vector<std::vector<uint32_t>> *fixed)
       : g(graph), cap(fifoSlots), fixed(fixed), tbs(graph.numTbs),
-        pending(graph.nodes.size()),
-        bigWaiter(graph.nodes.size(), NoNode), feeder(graph.numTbs, -1),
-        dependentBegin(graph.nodes.size() + 1, 0) {
+        pending(graph.nodes.size()), bigWaiter(graph.nodes.size(), NoNode),
+        feeder(graph.numTbs, -1), dependentBegin(graph.nodes.size() + 1, 0) {
     size_t n = g.nodes.size();
     for (uint32_t x = 0; x < n; ++x) {
       pending[x] = g.depBegin[x + 1] - g.depBegin[x];
@@ -35,7 +34,8 @@ public:
     for (size_t x = 0; x < n; ++x)
       dependentBegin[x + 1] += dependentBegin[x];
     dependents.resize(g.deps.size());
-    std::vector<uint32_t> fill(dependentBegin.begin(), dependentBegin.end() - 1);
+    std::vector<uint32_t> fill(dependentBegin.begin(),
+                               dependentBegin.end() - 1);
     for (uint32_t x = 0; x < n; ++x)
       for (uint32_t e = g.depBegin[x]; e < g.depBegin[x + 1]; ++e)
         dependents[fill[g.deps[e]]++] = x;
@@ -87,11 +87,11 @@ private:
   using Heap =
       std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
   struct Tb {
-    Heap local, sends;               ///< list mode: ready non-receiving steps
-    std::deque<uint32_t> arrivals;   ///< receiving steps, in FIFO order
-    size_t cursor = 0;               ///< fixed mode: the next step
-    int32_t occupancy = 0;           ///< slots used in the outgoing FIFO
-    uint32_t busy = NoNode;          ///< a big send waiting for its receiver
+    Heap local, sends;             ///< list mode: ready non-receiving steps
+    std::deque<uint32_t> arrivals; ///< receiving steps, in FIFO order
+    size_t cursor = 0;             ///< fixed mode: the next step
+    int32_t occupancy = 0;         ///< slots used in the outgoing FIFO
+    uint32_t busy = NoNode;        ///< a big send waiting for its receiver
     int64_t wokenFor = -1;
   };
 
@@ -243,8 +243,7 @@ listSchedule(const SimGraph &graph, int32_t fifoSlots) {
 
 std::vector<uint32_t>
 runOrders(const SimGraph &graph,
-          const std::vector<std::vector<uint32_t>> &orders,
-          int32_t fifoSlots) {
+          const std::vector<std::vector<uint32_t>> &orders, int32_t fifoSlots) {
   Simulator sim(graph, fifoSlots, &orders);
   if (sim.run())
     return {};

@@ -27,11 +27,11 @@ inline constexpr uint32_t NoNode = ~uint32_t(0);
 /// The steps to simulate, and what orders them.
 struct SimGraph {
   struct Node {
-    int32_t tb = 0;    ///< global tb index
-    int32_t count = 0; ///< FIFO slots a send fills
-    uint32_t feeds = NoNode;  ///< sending: the node that receives its data
-    uint32_t fedBy = NoNode;  ///< receiving: the node whose data it takes
-    uint64_t priority = 0;    ///< list scheduling: smaller goes first
+    int32_t tb = 0;          ///< global tb index
+    int32_t count = 0;       ///< FIFO slots a send fills
+    uint32_t feeds = NoNode; ///< sending: the node that receives its data
+    uint32_t fedBy = NoNode; ///< receiving: the node whose data it takes
+    uint64_t priority = 0;   ///< list scheduling: smaller goes first
   };
   std::vector<Node> nodes;
   /// Dependencies, compressed: node n waits for deps[depBegin[n]..[n+1]).
@@ -50,8 +50,7 @@ listSchedule(const SimGraph &graph, int32_t fifoSlots);
 /// each unfinished tb waits at (empty when the run completes).
 std::vector<uint32_t>
 runOrders(const SimGraph &graph,
-          const std::vector<std::vector<uint32_t>> &orders,
-          int32_t fifoSlots);
+          const std::vector<std::vector<uint32_t>> &orders, int32_t fifoSlots);
 
 } // namespace coll::compiler
 

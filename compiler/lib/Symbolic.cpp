@@ -135,7 +135,9 @@ public:
           Slot out{BufferKind::Output, i * refinement + t};
           uint32_t c = cell(r, out);
           // Refined part t of in(a, j) is in(a, j*R + t).
-          auto refined = [&](lang::ContribId id) { return id * refinement + t; };
+          auto refined = [&](lang::ContribId id) {
+            return id * refinement + t;
+          };
           if (cells[c] && cells[c]->size() == want.size() &&
               std::equal(want.begin(), want.end(), cells[c]->begin(),
                          [&](lang::ContribId id, uint32_t have) {
@@ -146,11 +148,10 @@ public:
           for (lang::ContribId id : want)
             expected.push_back(refined(id));
           std::string have = cells[c] ? describe(*cells[c]) : "nothing";
-          return SymbolicFailure{writers[c] == NoWriter ? ir::StepRef{}
-                                                        : where(writers[c]),
-                                 "output chunk " + name(r, out) + " holds " +
-                                     have + " but must hold " +
-                                     describe(expected)};
+          return SymbolicFailure{
+              writers[c] == NoWriter ? ir::StepRef{} : where(writers[c]),
+              "output chunk " + name(r, out) + " holds " + have +
+                  " but must hold " + describe(expected)};
         }
       }
     return std::nullopt;

@@ -58,8 +58,11 @@ uint32_t ThreadblockAssigner::node(int32_t rank, NodeKind kind, int32_t a,
     comp.recvPeer = a;
     comp.channel = channel;
     break;
-  case NodeKind::ProgramTb: comp.programId = a; break;
-  case NodeKind::LocalTb: break;
+  case NodeKind::ProgramTb:
+    comp.programId = a;
+    break;
+  case NodeKind::LocalTb:
+    break;
   }
   parent.push_back(it->second);
   comps.push_back(comp);
@@ -103,10 +106,9 @@ void ThreadblockAssigner::merge(uint32_t a, uint32_t b) {
 }
 
 uint32_t ThreadblockAssigner::endpointOf(const Instr &instr, bool sending) {
-  uint32_t n = sending ? node(instr.rank, NodeKind::Send, instr.sendPeer,
-                              instr.channel)
-                       : node(instr.rank, NodeKind::Recv, instr.recvPeer,
-                              instr.channel);
+  uint32_t n =
+      sending ? node(instr.rank, NodeKind::Send, instr.sendPeer, instr.channel)
+              : node(instr.rank, NodeKind::Recv, instr.recvPeer, instr.channel);
   Component &comp = comps[find(n)];
   InstrId id = static_cast<InstrId>(&instr - prog.instrs.data());
   if (sending && comp.sendBy == NoInstr)
@@ -156,8 +158,8 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
   };
   std::string message;
   if (e.programId >= 0) {
-    message = rank + " " + (sending ? "sends to" : "receives from") +
-              " rank " + std::to_string(peer) + " on channel " +
+    message = rank + " " + (sending ? "sends to" : "receives from") + " rank " +
+              std::to_string(peer) + " on channel " +
               std::to_string(instr.channel) + " from tb " + std::to_string(tb) +
               " here but from tb " + std::to_string(e.programId) + " at " +
               at(e.idBy) +
@@ -166,8 +168,8 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
     int32_t otherPeer = sending ? t.sendPeer : t.recvPeer;
     std::string where = at(sending ? t.sendBy : t.recvBy);
     if (otherPeer != peer)
-      message = tbName + " would need two " + role + " peers: it would " +
-                dir + " rank " + std::to_string(peer) + " here and rank " +
+      message = tbName + " would need two " + role + " peers: it would " + dir +
+                " rank " + std::to_string(peer) + " here and rank " +
                 std::to_string(otherPeer) + " at " + where + "; a tb has one " +
                 role + " peer";
     else
@@ -240,8 +242,8 @@ void ThreadblockAssigner::assign(bool pairPeers) {
       uint32_t s = find(n);
       if (comps[s].recvPeer >= 0)
         continue;
-      uint64_t recvKey = (key & ~(uint64_t(3) << 46)) |
-                         (uint64_t(NodeKind::Recv) << 46);
+      uint64_t recvKey =
+          (key & ~(uint64_t(3) << 46)) | (uint64_t(NodeKind::Recv) << 46);
       auto it = nodes.find(recvKey);
       if (it == nodes.end())
         continue;

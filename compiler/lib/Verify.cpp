@@ -68,8 +68,8 @@ private:
     const auto &origins = schedule.origins[ref.gpu][ref.tb];
     if (origins.empty())
       return dag.collective.loc;
-    size_t step = ref.step < 0 ? 0
-                               : std::min<size_t>(ref.step, origins.size() - 1);
+    size_t step =
+        ref.step < 0 ? 0 : std::min<size_t>(ref.step, origins.size() - 1);
     return dag.ops[origins[step].op].loc;
   }
   static std::string where(ir::StepRef ref) {
@@ -198,13 +198,14 @@ bool Checker::checkDeadlock() {
   if (stuck.empty())
     return true;
   ir::StepRef first = refs[stuck.front()];
-  diags.error(locOf(first),
-              "deadlock: " + describeStep(first) + " waits forever, and so " +
-                  (stuck.size() == 2 ? "does 1 other step"
-                                     : "do " + std::to_string(stuck.size() - 1) +
-                                           " other steps") +
-                  ": the tb orders, dependencies and connections (with " +
-                  std::to_string(FifoSlots) + "-slot FIFOs) form a cycle");
+  diags.error(
+      locOf(first),
+      "deadlock: " + describeStep(first) + " waits forever, and so " +
+          (stuck.size() == 2
+               ? "does 1 other step"
+               : "do " + std::to_string(stuck.size() - 1) + " other steps") +
+          ": the tb orders, dependencies and connections (with " +
+          std::to_string(FifoSlots) + "-slot FIFOs) form a cycle");
   for (size_t i = 1; i < stuck.size() && i <= MaxReported; ++i)
     diags.note(locOf(refs[stuck[i]]),
                describeStep(refs[stuck[i]]) + " waits here");
@@ -255,10 +256,11 @@ bool Checker::checkExactlyOnce() {
   llvm::sort(expected);
   if (seen == expected)
     return true;
-  auto [a, b] = std::mismatch(seen.begin(), seen.end(), expected.begin(),
-                              expected.end());
-  uint64_t key = a == seen.end() ? *b : b == expected.end() ? *a
-                                                             : std::min(*a, *b);
+  auto [a, b] =
+      std::mismatch(seen.begin(), seen.end(), expected.begin(), expected.end());
+  uint64_t key = a == seen.end()       ? *b
+                 : b == expected.end() ? *a
+                                       : std::min(*a, *b);
   diags.error(dag.ops[key >> 24].loc,
               "internal compiler error: this operation is not scheduled "
               "exactly once (part " +
@@ -284,23 +286,23 @@ std::optional<Modes> Checker::checkCorrectness() {
     return std::nullopt;
   const lang::CollectiveSpec &spec = dag.collective;
   bool traced = spec.inplace;
-  if (auto failure = executeIR(alg, *analysis, dag, schedule.refinement,
-                               traced)) {
+  if (auto failure =
+          executeIR(alg, *analysis, dag, schedule.refinement, traced)) {
     internalError(failure->step,
                   llvm::Twine("the compiled IR does not implement the "
                               "collective ") +
                       (traced ? "in place" : "out of place") +
-                      (failure->step.gpu >= 0
-                           ? ": " + where(failure->step) + " " + failure->message
-                           : ": " + failure->message));
+                      (failure->step.gpu >= 0 ? ": " + where(failure->step) +
+                                                    " " + failure->message
+                                              : ": " + failure->message));
     return std::nullopt;
   }
   if (std::optional<Race> race = findRace(alg, traced)) {
-    internalError(race->second,
-                  "nothing orders " + describeStep(race->second) + " after " +
-                      describeStep(race->first) + ", which both access " +
-                      race->memory);
-    diags.note(locOf(race->first), "the other step is made from this operation");
+    internalError(race->second, "nothing orders " + describeStep(race->second) +
+                                    " after " + describeStep(race->first) +
+                                    ", which both access " + race->memory);
+    diags.note(locOf(race->first),
+               "the other step is made from this operation");
     return std::nullopt;
   }
   // The other mode: a custom collective has it only with input and output
@@ -333,8 +335,7 @@ bool Checker::checkLimits(Target target) {
     // A tb over the step limit is located at its first step too many.
     ir::StepRef at = d.where;
     if (at.step < 0 && at.tb >= 0 && limits.maxStepsPerTb > 0 &&
-        alg.gpus[at.gpu].tbs[at.tb].steps.size() >
-            size_t(limits.maxStepsPerTb))
+        alg.gpus[at.gpu].tbs[at.tb].steps.size() > size_t(limits.maxStepsPerTb))
       at.step = limits.maxStepsPerTb;
     diags.error(locOf(at), "target " + targetName(target) + ": " +
                                where(d.where) + ": " + d.message);

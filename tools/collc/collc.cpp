@@ -53,11 +53,12 @@ cl::opt<Emit> emit(
 cl::opt<compiler::Target> target(
     "target", cl::init(compiler::Target::Coll),
     cl::desc("The runtime whose limits the IR must respect"),
-    cl::values(clEnumValN(compiler::Target::Coll, "coll",
-                          "Coll's interpreter: no limits"),
-               clEnumValN(compiler::Target::Msccl, "msccl",
-                          "the MSCCL executor: at most 64 steps per tb, cnt "
-                          "below 72, at most 32 tbs per channel and direction")),
+    cl::values(
+        clEnumValN(compiler::Target::Coll, "coll",
+                   "Coll's interpreter: no limits"),
+        clEnumValN(compiler::Target::Msccl, "msccl",
+                   "the MSCCL executor: at most 64 steps per tb, cnt "
+                   "below 72, at most 32 tbs per channel and direction")),
     cl::cat(category));
 cl::opt<int> instances("instances", cl::value_desc("n"),
                        cl::desc("Replace `option instances`"),
@@ -184,13 +185,21 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     return 1;
   }
   switch (req->emit) {
-  case Emit::Ast: lang::dumpAst(*program, srcMgr, out.os()); break;
-  case Emit::Dag: lang::dumpDag(*dag, srcMgr, out.os()); break;
-  case Emit::Dot: compiler::dumpDot(*dag, srcMgr, out.os()); break;
+  case Emit::Ast:
+    lang::dumpAst(*program, srcMgr, out.os());
+    break;
+  case Emit::Dag:
+    lang::dumpDag(*dag, srcMgr, out.os());
+    break;
+  case Emit::Dot:
+    compiler::dumpDot(*dag, srcMgr, out.os());
+    break;
   case Emit::Schedule:
     compiler::dumpSchedule(*schedule, *dag, srcMgr, out.os());
     break;
-  case Emit::Xml: out.os() << ir::writeAlgorithm(schedule->algorithm); break;
+  case Emit::Xml:
+    out.os() << ir::writeAlgorithm(schedule->algorithm);
+    break;
   }
   out.keep();
   return 0;

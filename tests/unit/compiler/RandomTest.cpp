@@ -4,10 +4,11 @@
 // of one to six chunks between random slots of random ranks (input, output,
 // scratch), with random channel hints, parallel factors, instances,
 // protocols and fusion. Steps of more than 8 chunks exercise the FIFO-aware
-// ordering, its program-order fallback and the retry without fusion. The postcondition of each is what its operations establish, as a
-// custom collective. Every program must compile, give the same bytes twice,
-// and produce that postcondition on the host interpreter (int32 sums, so
-// every element can be checked exactly).
+// ordering, its program-order fallback and the retry without fusion. The
+// postcondition of each is what its operations establish, as a custom
+// collective. Every program must compile, give the same bytes twice, and
+// produce that postcondition on the host interpreter (int32 sums, so every
+// element can be checked exactly).
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,10 +65,12 @@ struct Generator {
       lang::SlotRange src{pick(n), {buffer(false), 0}, 0, size};
       lang::SlotRange dst{pick(n), {buffer(true), 0}, 0, size};
       auto chunks = [&](BufferKind b) {
-        return b == BufferKind::Input ? in : b == BufferKind::Output ? out
-                                                                     : scratch;
+        return b == BufferKind::Input    ? in
+               : b == BufferKind::Output ? out
+                                         : scratch;
       };
-      int srcChunks = chunks(src.buffer.kind), dstChunks = chunks(dst.buffer.kind);
+      int srcChunks = chunks(src.buffer.kind),
+          dstChunks = chunks(dst.buffer.kind);
       if (size > srcChunks || size > dstChunks)
         continue;
       src.index = pick(srcChunks - size + 1);
@@ -125,9 +128,8 @@ struct Generator {
       dag.scratchChunks[r][0] = scratchUsed[r];
     dag.options.instances = 1 + pick(2);
     dag.options.fusion = pick(5) != 0;
-    dag.options.protocol =
-        std::array{ir::Protocol::Simple, ir::Protocol::LL,
-                   ir::Protocol::LL128}[pick(3)];
+    dag.options.protocol = std::array{ir::Protocol::Simple, ir::Protocol::LL,
+                                      ir::Protocol::LL128}[pick(3)];
     return dag;
   }
 
@@ -144,7 +146,8 @@ void expectPostcondition(const ir::Algorithm &alg, const lang::ChunkDag &dag,
   ASSERT_TRUE(static_cast<bool>(analysis))
       << what << llvm::toString(analysis.takeError());
   auto plan = interp::buildPlan(alg, *analysis, "<random>");
-  ASSERT_TRUE(static_cast<bool>(plan)) << what << llvm::toString(plan.takeError());
+  ASSERT_TRUE(static_cast<bool>(plan))
+      << what << llvm::toString(plan.takeError());
   ir::BlockShape shape = plan->shape;
   interp::HostOptions options;
   options.watchdogMs = 20000;
@@ -182,12 +185,14 @@ void expectPostcondition(const ir::Algorithm &alg, const lang::ChunkDag &dag,
       for (int32_t t = 0; t < refinement; ++t) {
         if (spec.expected[r][i].empty())
           continue;
-        uint64_t at = layout.chunkOffset(BufferKind::Output, i * refinement + t);
+        uint64_t at =
+            layout.chunkOffset(BufferKind::Output, i * refinement + t);
         for (uint64_t e = 0; e < chunk; ++e) {
           int32_t sum = 0;
           for (lang::ContribId id : spec.expected[r][i]) {
             uint32_t refined = id * refinement + t;
-            int32_t a = int32_t(refined / inRefined), j = int32_t(refined % inRefined);
+            int32_t a = int32_t(refined / inRefined),
+                    j = int32_t(refined % inRefined);
             sum += in[a][layout.chunkOffset(BufferKind::Input, j) + e];
           }
           ASSERT_EQ(out[r][at + e], sum)

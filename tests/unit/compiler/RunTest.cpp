@@ -29,7 +29,8 @@ struct Program {
 };
 
 const Program Programs[] = {
-    {"ring_allreduce", R"(
+    {"ring_allreduce",
+     R"(
 param N = 4
 collective allreduce(ranks = N, chunks = N, inplace = true)
 for r in 0..N {
@@ -39,7 +40,8 @@ for r in 0..N {
 }
 )",
      {2, 3, 8}},
-    {"ring_allreduce_parallel", R"(
+    {"ring_allreduce_parallel",
+     R"(
 param N = 4
 collective allreduce(ranks = N, chunks = N, inplace = true)
 parallelize(2) {
@@ -51,7 +53,8 @@ parallelize(2) {
 }
 )",
      {2, 4}},
-    {"allpairs_allreduce", R"(
+    {"allpairs_allreduce",
+     R"(
 param N = 4
 collective allreduce(ranks = N, chunks = N, inplace = true)
 for r in 0..N { for p in 0..N { if p != r { chunk(p, input, r).copy(r, scratch, p) } } }
@@ -59,7 +62,8 @@ for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).reduce(chunk(r, s
 for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).copy(p, input, r) } } }
 )",
      {2, 3, 5}},
-    {"allpairs_allreduce_outofplace", R"(
+    {"allpairs_allreduce_outofplace",
+     R"(
 param N = 4
 collective allreduce(ranks = N, chunks = N)
 for r in 0..N { chunk(r, input, r).copy(r, output, r) }
@@ -68,7 +72,8 @@ for r in 0..N { for p in 0..N { if p != r { chunk(r, output, r).reduce(chunk(r, 
 for r in 0..N { for p in 0..N { if p != r { chunk(r, output, r).copy(p, output, r) } } }
 )",
      {2, 4}},
-    {"ring_allgather", R"(
+    {"ring_allgather",
+     R"(
 param N = 4
 collective allgather(ranks = N, chunks = 2)
 for r in 0..N {
@@ -77,7 +82,8 @@ for r in 0..N {
 }
 )",
      {2, 3, 6}},
-    {"ring_reducescatter", R"(
+    {"ring_reducescatter",
+     R"(
 param N = 4
 collective reducescatter(ranks = N, chunks = 1, inplace = true)
 for c in 0..N {
@@ -86,7 +92,8 @@ for c in 0..N {
 }
 )",
      {2, 3, 5}},
-    {"ring_reducescatter_outofplace", R"(
+    {"ring_reducescatter_outofplace",
+     R"(
 param N = 4
 collective reducescatter(ranks = N, chunks = 1)
 for c in 0..N {
@@ -99,7 +106,8 @@ for c in 0..N {
 }
 )",
      {2, 4}},
-    {"allpairs_alltoall", R"(
+    {"allpairs_alltoall",
+     R"(
 param N = 4
 collective alltoall(ranks = N, chunks = 1)
 for src in 0..N {
@@ -107,7 +115,8 @@ for src in 0..N {
 }
 )",
      {2, 3, 8}},
-    {"chain_broadcast", R"(
+    {"chain_broadcast",
+     R"(
 param N = 4
 param Root = N - 1
 collective broadcast(ranks = N, chunks = 4, root = Root)
@@ -118,7 +127,8 @@ for part in chunk(Root, input, 0, size = 4).split(2) {
 }
 )",
      {2, 3, 5}},
-    {"chain_reduce", R"(
+    {"chain_reduce",
+     R"(
 param N = 4
 param Root = 1
 collective reduce(ranks = N, chunks = 3, root = Root, inplace = true)
@@ -128,19 +138,22 @@ for j in 0..3 {
 }
 )",
      {2, 4}},
-    {"direct_gather", R"(
+    {"direct_gather",
+     R"(
 param N = 4
 collective gather(ranks = N, chunks = 1, root = N / 2)
 for r in 0..N { chunk(r, input, 0).copy(N / 2, output, r) }
 )",
      {2, 3, 6}},
-    {"direct_scatter", R"(
+    {"direct_scatter",
+     R"(
 param N = 4
 collective scatter(ranks = N, chunks = 2, root = 0)
 for r in 0..N { chunk(0, input, 2 * r, size = 2).copy(r, output, 0) }
 )",
      {2, 3, 6}},
-    {"hierarchical_alltoall", R"(
+    {"hierarchical_alltoall",
+     R"(
 param N = 4
 param L = 2
 collective alltoall(ranks = N, chunks = 1)
@@ -201,9 +214,9 @@ TEST_P(RunProgram, VerifiesInEveryDeclaredMode) {
           dag.options.protocol = proto;
         };
         Compilation c(program.source, setup);
-        std::string what = std::string(program.name) + " N=" +
-                           std::to_string(n) + " instances=" +
-                           std::to_string(instances) + " " +
+        std::string what = std::string(program.name) +
+                           " N=" + std::to_string(n) +
+                           " instances=" + std::to_string(instances) + " " +
                            ir::protocolName(proto).str();
         ASSERT_TRUE(c.ok()) << what << "\n" << c.text();
         for (bool inplace : {false, true}) {
@@ -213,7 +226,8 @@ TEST_P(RunProgram, VerifiesInEveryDeclaredMode) {
             auto result = coll::testing::runChecked(
                 c.alg(), interp::DataType::Float32, interp::ReduceOp::Sum,
                 count, inplace, tinySlots(proto));
-            std::string where = what + (inplace ? " in place" : " out of place") +
+            std::string where = what +
+                                (inplace ? " in place" : " out of place") +
                                 " count=" + std::to_string(count);
             ASSERT_TRUE(static_cast<bool>(result))
                 << where << ": " << llvm::toString(result.takeError());
@@ -227,7 +241,9 @@ TEST_P(RunProgram, VerifiesInEveryDeclaredMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, RunProgram, ::testing::ValuesIn(Programs),
-                         [](const auto &info) { return std::string(info.param.name); });
+                         [](const auto &info) {
+                           return std::string(info.param.name);
+                         });
 
 /// The programs of the collc golden tests that implement built-in
 /// collectives, compiled at their default parameters.
@@ -264,18 +280,23 @@ TEST(RunCustom, OutputHoldsWhatThePostconditionSays) {
     for (int32_t instances : {1, 2}) {
       Config setup;
       setup.overrides.params["N"] = int64_t(n);
-      setup.edit = [&](lang::ChunkDag &dag) { dag.options.instances = instances; };
+      setup.edit = [&](lang::ChunkDag &dag) {
+        dag.options.instances = instances;
+      };
       Compilation c(CustomAllGather, setup);
       ASSERT_TRUE(c.ok()) << c.text();
       const ir::Algorithm &alg = c.alg();
       ir::DiagnosticList diags("<test>");
       auto analysis = ir::verify(alg, diags);
-      ASSERT_TRUE(static_cast<bool>(analysis)) << llvm::toString(analysis.takeError());
+      ASSERT_TRUE(static_cast<bool>(analysis))
+          << llvm::toString(analysis.takeError());
       auto plan = interp::buildPlan(alg, *analysis, "<test>");
       ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
       ir::BlockShape shape = plan->shape;
-      auto executor = interp::HostExecutor::create(std::move(*plan), tinySlots(alg.protocol));
-      ASSERT_TRUE(static_cast<bool>(executor)) << llvm::toString(executor.takeError());
+      auto executor = interp::HostExecutor::create(std::move(*plan),
+                                                   tinySlots(alg.protocol));
+      ASSERT_TRUE(static_cast<bool>(executor))
+          << llvm::toString(executor.takeError());
       // Output chunk 2a+j has the class of input chunk j only when all
       // chunks have one size: a count the chunks divide.
       uint64_t count = 8 * alg.nchunksPerLoop;
@@ -291,14 +312,17 @@ TEST(RunCustom, OutputHoldsWhatThePostconditionSays) {
         args.output.push_back(out[r].data());
       }
       auto result = (*executor)->run(args);
-      ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+      ASSERT_TRUE(static_cast<bool>(result))
+          << llvm::toString(result.takeError());
       int32_t r2 = c.schedule->refinement;
       for (int r = 0; r < n; ++r)
         for (int a = 0; a < n; ++a)
           for (int32_t j = 0; j < 2 * r2; ++j) {
             uint64_t from = layout.chunkOffset(ir::BufferKind::Input, j);
-            uint64_t to = layout.chunkOffset(ir::BufferKind::Output, 2 * a * r2 + j);
-            for (uint64_t e = 0; e < layout.chunkSize(ir::BufferKind::Input, j); ++e)
+            uint64_t to =
+                layout.chunkOffset(ir::BufferKind::Output, 2 * a * r2 + j);
+            for (uint64_t e = 0; e < layout.chunkSize(ir::BufferKind::Input, j);
+                 ++e)
               ASSERT_EQ(out[r][to + e], in[a][from + e])
                   << "n=" << n << " instances=" << instances << " rank " << r
                   << " block " << a << " chunk " << j;
