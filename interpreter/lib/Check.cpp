@@ -151,7 +151,8 @@ CheckedCall::~CheckedCall() = default;
 
 void CheckedCall::reset() {
   for (size_t r = 0; r < memory.size(); ++r) {
-    if (memory[r].empty()) // a call of 0 elements: nothing to fill
+    // A call of 0 elements has no memory: mem* must not see its null data().
+    if (memory[r].empty())
       continue;
     // 0xff bytes: NaN in every floating type, so an unwritten output shows.
     std::memset(memory[r].data(), 0xff, memory[r].size());

@@ -29,15 +29,6 @@
 
 namespace coll::lang {
 
-/// `1:input[3]`, `0:scratch[2:4]` (chunks 2 and 3), `2:scratch("tmp")[0]`.
-std::string formatSlots(const SlotRange &range,
-                        llvm::ArrayRef<std::string> scratchNames);
-/// `input`, `output`, `scratch`, `scratch("tmp")`.
-std::string formatBuffer(BufferId buffer,
-                         llvm::ArrayRef<std::string> scratchNames);
-/// `in(2,1)`: input chunk 1 of rank 2.
-std::string formatContrib(ContribId id, int32_t inputChunks);
-
 /// The geometry, precondition and postcondition of a built-in collective
 /// (DESIGN.md §5 and docs/LANGUAGE.md).
 CollectiveSpec makeBuiltinSpec(ir::Collective kind, int32_t nranks,

@@ -1,20 +1,25 @@
 //===- collc.cpp - The .coll compiler driver ------------------------------===//
 //
-//   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]... [--emit=ast|dag]
-//         [--instances N] [--protocol Simple|LL|LL128] [--inplace|--outofplace]
-//         [--min-bytes N] [--max-bytes N]
+//   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]...
+//         [--emit=ast|dag|schedule|xml|dot] [--instances N]
+//         [--protocol Simple|LL|LL128] [--inplace|--outofplace]
+//         [--min-bytes N] [--max-bytes N] [--target coll|msccl]
 //
-// Reads a program, traces it and writes the requested stage's text dump.
-// Exits 1 when any diagnostic was an error.
+// Reads a program, traces it, compiles it to MSCCL XML (the default) or
+// writes the requested stage's text dump. Exits 1 when any diagnostic was
+// an error.
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/compiler/Compiler.h"
+#include "coll/ir/XML.h"
 #include "coll/lang/Frontend.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace coll;
@@ -22,7 +27,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Emit { Ast, Dag };
+enum class Emit { Ast, Dag, Schedule, Xml, Dot };
 
 cl::OptionCategory category("collc options");
 
@@ -36,11 +41,25 @@ cl::list<std::string>
     defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
             cl::desc("Override a param (an integer, true or false)"),
             cl::cat(category));
-cl::opt<Emit>
-    emit("emit", cl::init(Emit::Dag), cl::desc("What to write"),
-         cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
-                    clEnumValN(Emit::Dag, "dag", "the traced chunk DAG")),
-         cl::cat(category));
+cl::opt<Emit> emit(
+    "emit", cl::init(Emit::Xml), cl::desc("What to write"),
+    cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
+               clEnumValN(Emit::Dag, "dag", "the traced chunk DAG"),
+               clEnumValN(Emit::Schedule, "schedule",
+                          "the compiled schedule, with each step's source"),
+               clEnumValN(Emit::Xml, "xml", "MSCCL XML (the default)"),
+               clEnumValN(Emit::Dot, "dot", "the chunk DAG for Graphviz")),
+    cl::cat(category));
+cl::opt<compiler::Target> target(
+    "target", cl::init(compiler::Target::Coll),
+    cl::desc("The runtime whose limits the IR must respect"),
+    cl::values(
+        clEnumValN(compiler::Target::Coll, "coll",
+                   "Coll's interpreter: no limits"),
+        clEnumValN(compiler::Target::Msccl, "msccl",
+                   "the MSCCL executor: at most 64 steps per tb, cnt "
+                   "below 72, at most 32 tbs per channel and direction")),
+    cl::cat(category));
 cl::opt<int> instances("instances", cl::value_desc("n"),
                        cl::desc("Replace `option instances`"),
                        cl::cat(category));
@@ -66,7 +85,8 @@ cl::opt<uint64_t> maxBytes("max-bytes", cl::value_desc("n"),
 /// stage of the pipeline reads the same values.
 struct Request {
   std::string input, output;
-  Emit emit = Emit::Dag;
+  Emit emit = Emit::Xml;
+  compiler::Target target = compiler::Target::Coll;
   lang::Overrides overrides;
   std::optional<int32_t> instances;
   std::optional<ir::Protocol> protocol;
@@ -93,6 +113,7 @@ std::optional<Request> makeRequest(lang::DiagnosticEngine &diags) {
   req.input = inputFile;
   req.output = outputFile;
   req.emit = emit;
+  req.target = target;
   for (const std::string &define : defines)
     lang::addDefine(req.overrides, define, diags);
   if (inplace && outofplace)
@@ -144,6 +165,18 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     }
   }
 
+  std::optional<compiler::Schedule> schedule;
+  if (req->emit == Emit::Schedule || req->emit == Emit::Xml) {
+    // An algorithm without a name is named after its file.
+    if (dag->options.name.empty() && req->input != "-")
+      dag->options.name = llvm::sys::path::stem(req->input).str();
+    compiler::CompileOptions options;
+    options.target = req->target;
+    schedule = compiler::compileSchedule(*dag, options, diags);
+    if (!schedule)
+      return 1;
+  }
+
   std::error_code ec;
   llvm::ToolOutputFile out(req->output, ec, llvm::sys::fs::OF_Text);
   if (ec) {
@@ -151,10 +184,23 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
                 "cannot write '" + req->output + "': " + ec.message());
     return 1;
   }
-  if (req->emit == Emit::Ast)
+  switch (req->emit) {
+  case Emit::Ast:
     lang::dumpAst(*program, srcMgr, out.os());
-  else
+    break;
+  case Emit::Dag:
     lang::dumpDag(*dag, srcMgr, out.os());
+    break;
+  case Emit::Dot:
+    compiler::dumpDot(*dag, srcMgr, out.os());
+    break;
+  case Emit::Schedule:
+    compiler::dumpSchedule(*schedule, *dag, srcMgr, out.os());
+    break;
+  case Emit::Xml:
+    out.os() << ir::writeAlgorithm(schedule->algorithm);
+    break;
+  }
   out.keep();
   return 0;
 }

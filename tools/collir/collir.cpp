@@ -55,15 +55,7 @@ llvm::cl::opt<unsigned> maxWarnings(
     llvm::cl::value_desc("N"), llvm::cl::init(5), llvm::cl::cat(category));
 
 RuntimeLimits limitsFor(Target target) {
-  RuntimeLimits limits;
-  if (target == Target::Msccl) {
-    // The MSCCL executor's MSCCL_MAX_NUM_STEPS, MSCCL_MAX_COUNT and
-    // MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL.
-    limits.maxStepsPerTb = 64;
-    limits.maxCount = 72;
-    limits.maxTbsPerChannelDirection = 32;
-  }
-  return limits;
+  return target == Target::Msccl ? mscclLimits() : RuntimeLimits();
 }
 
 } // namespace

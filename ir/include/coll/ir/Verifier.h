@@ -54,6 +54,17 @@ struct RuntimeLimits {
   int32_t maxReduceFusion = 16;  ///< sources of one fused `re`
 };
 
+/// What the MSCCL executor accepts: MSCCL_MAX_NUM_STEPS (64 steps per tb),
+/// MSCCL_MAX_COUNT (cnt below 72) and MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL
+/// (32 tbs per channel and direction).
+inline RuntimeLimits mscclLimits() {
+  RuntimeLimits limits;
+  limits.maxStepsPerTb = 64;
+  limits.maxCount = 72;
+  limits.maxTbsPerChannelDirection = 32;
+  return limits;
+}
+
 /// Checks `alg`. Errors and warnings go to `diags`; on failure the returned
 /// error holds every error, formatted.
 llvm::Expected<Analysis> verify(const Algorithm &alg, DiagnosticList &diags,

@@ -26,6 +26,7 @@
 
 #include "coll/ir/Algorithm.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
@@ -125,6 +126,15 @@ struct ChunkDag {
   std::vector<std::vector<int32_t>> scratchChunks;
   std::vector<ChunkOp> ops;
 };
+
+/// `1:input[3]`, `0:scratch[2:4]` (chunks 2 and 3), `2:scratch("tmp")[0]`.
+std::string formatSlots(const SlotRange &range,
+                        llvm::ArrayRef<std::string> scratchNames);
+/// `input`, `output`, `scratch`, `scratch("tmp")`.
+std::string formatBuffer(BufferId buffer,
+                         llvm::ArrayRef<std::string> scratchNames);
+/// `in(2,1)`: input chunk 1 of rank 2.
+std::string formatContrib(ContribId id, int32_t inputChunks);
 
 } // namespace coll::lang
 

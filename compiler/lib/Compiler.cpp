@@ -1,0 +1,87 @@
+//===- Compiler.cpp - The pass pipeline -----------------------------------===//
+//
+// One attempt runs every pass once (Compiler.h lists them). Fusion is the
+// only pass that can make a correct program hard to schedule: if ordering
+// or verification fails with fusion, the program is compiled again without
+// it, whose program order is deadlock-free by construction
+// (docs/COMPILER.md). What still fails is reported.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace coll::compiler {
+namespace {
+
+/// Runs the passes up to emission; nothing when the program had an error
+/// (reported) or no order was found (not reported).
+std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
+                                lang::DiagnosticEngine &diags, bool &error) {
+  Program prog;
+  if (!buildLayout(dag, prog, diags)) {
+    error = true;
+    return std::nullopt;
+  }
+  lower(prog);
+  computeDependencies(prog);
+  ThreadblockAssigner assigner(prog, diags);
+  if (!assigner.applyProgramIds()) {
+    error = true;
+    return std::nullopt;
+  }
+  if (fusion)
+    fuse(prog, assigner);
+  assigner.assign(/*pairPeers=*/true);
+  if (!order(prog))
+    return std::nullopt;
+  return emit(prog);
+}
+
+} // namespace
+
+std::optional<Schedule> compileSchedule(const lang::ChunkDag &dag,
+                                        const CompileOptions &options,
+                                        lang::DiagnosticEngine &diags) {
+  bool fusion = dag.options.fusion;
+  bool error = false;
+  std::optional<Schedule> schedule = attempt(dag, fusion, diags, error);
+  if (error)
+    return std::nullopt;
+
+  std::optional<Modes> modes;
+  if (schedule && fusion) {
+    // A failure here is retried without fusion before anyone sees it.
+    std::string ignored;
+    llvm::raw_string_ostream quiet(ignored);
+    lang::DiagnosticEngine probe(diags.sourceMgr(), quiet);
+    modes = checkSchedule(*schedule, dag, probe);
+  }
+  if (!modes && fusion)
+    schedule = attempt(dag, /*fusion=*/false, diags, error);
+  if (!schedule) {
+    diags.error(dag.collective.loc,
+                "internal compiler error: no deadlock-free order of the "
+                "operations was found");
+    return std::nullopt;
+  }
+  if (!modes)
+    modes = checkSchedule(*schedule, dag, diags);
+  if (!modes || !checkLimits(*schedule, dag, options.target, diags))
+    return std::nullopt;
+  schedule->algorithm.inplace = modes->inplace;
+  schedule->algorithm.outofplace = modes->outofplace;
+  return schedule;
+}
+
+std::optional<ir::Algorithm> compile(const lang::ChunkDag &dag,
+                                     const CompileOptions &options,
+                                     lang::DiagnosticEngine &diags) {
+  std::optional<Schedule> schedule = compileSchedule(dag, options, diags);
+  if (!schedule)
+    return std::nullopt;
+  return std::move(schedule->algorithm);
+}
+
+} // namespace coll::compiler

@@ -1,0 +1,203 @@
+//===- Emit.cpp - Dependencies, nops and the IR ---------------------------===//
+//
+// A consumer whose producer runs in another tb of the same rank must wait
+// for it explicitly. An IR step carries one dependency, so a step with k
+// remaining dependencies is preceded by k-1 nops that carry the others, and
+// every producer waited on gets hasdep="1".
+//
+// Dependencies that are already implied are dropped, so that nops stay few.
+// Each tb's *knowledge* is, per other tb, the last position known to have
+// completed (in the same pipeline iteration; flags are monotone). Walking a
+// rank's instructions in a topological order of tb order and dependencies:
+//
+//  - a dependency in the same tb is implied by tb order;
+//  - of several on one tb, only the latest is needed;
+//  - one the tb already knows of (it waited for that step or a later one of
+//    that tb, directly or through what that step's tb knew) is dropped;
+//  - one that another remaining dependency's producer knows of is dropped.
+//
+// Waiting for a step adds it, and everything its tb knew once it had run,
+// to the waiting tb's knowledge.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace coll::compiler {
+namespace {
+
+/// The dependencies each instruction must wait for explicitly, as (tb,
+/// position), in tb order.
+std::vector<llvm::SmallVector<Wait, 1>>
+computeWaits(const Program &prog, const std::vector<int32_t> &position) {
+  const std::vector<Instr> &instrs = prog.instrs;
+  std::vector<llvm::SmallVector<Wait, 1>> waits(instrs.size());
+  // What a producer's tb knew once the producer had run.
+  std::vector<Knowledge> after(instrs.size());
+  std::vector<bool> producer(instrs.size(), false);
+  for (const Instr &instr : instrs)
+    if (instr.live())
+      for (InstrId d : instr.deps)
+        if (instrs[d].tb != instr.tb)
+          producer[d] = true;
+
+  std::vector<uint32_t> pending(instrs.size(), 0);
+  std::vector<std::vector<InstrId>> dependents(instrs.size());
+  for (const std::vector<Threadblock> &tbs : prog.tbs) {
+    // A topological order of the rank's instructions (Kahn).
+    std::deque<InstrId> ready;
+    for (const Threadblock &tb : tbs)
+      for (size_t i = 0; i < tb.instrs.size(); ++i) {
+        InstrId x = tb.instrs[i];
+        pending[x] = static_cast<uint32_t>(instrs[x].deps.size()) + (i > 0);
+        for (InstrId d : instrs[x].deps)
+          dependents[d].push_back(x);
+        if (i + 1 < tb.instrs.size())
+          dependents[x].push_back(tb.instrs[i + 1]);
+        if (pending[x] == 0)
+          ready.push_back(x);
+      }
+    std::vector<Knowledge> knowledge(tbs.size());
+    while (!ready.empty()) {
+      InstrId x = ready.front();
+      ready.pop_front();
+      for (InstrId y : dependents[x])
+        if (--pending[y] == 0)
+          ready.push_back(y);
+      const Instr &instr = instrs[x];
+      Knowledge &mine = knowledge[instr.tb];
+      llvm::SmallVector<Wait, 4> need;
+      for (InstrId d : instr.deps)
+        if (instrs[d].tb != instr.tb)
+          need.emplace_back(instrs[d].tb, position[d]);
+      llvm::sort(need);
+      llvm::SmallVector<Wait, 1> &kept = waits[x];
+      for (size_t i = 0; i < need.size(); ++i) {
+        auto [tb, pos] = need[i];
+        bool implied =
+            (i + 1 < need.size() && need[i + 1].first == tb) ||
+            known(mine, tb) >= pos || llvm::any_of(need, [&](Wait other) {
+              return other != need[i] &&
+                     known(after[tbs[other.first].instrs[other.second]], tb) >=
+                         pos;
+            });
+        if (!implied)
+          kept.push_back(need[i]);
+      }
+      for (Wait w : kept) {
+        for (Wait fact : after[tbs[w.first].instrs[w.second]])
+          learn(mine, fact);
+        learn(mine, w);
+      }
+      if (producer[x]) {
+        after[x] = mine;
+        learn(after[x], {instr.tb, position[x]});
+      }
+    }
+  }
+  return waits;
+}
+
+} // namespace
+
+Schedule emit(const Program &prog) {
+  const lang::ChunkDag &dag = *prog.dag;
+  const lang::CollectiveSpec &spec = dag.collective;
+  const Layout &layout = prog.layout;
+  ir::CollectiveInfo info = ir::collectiveInfo(spec.kind);
+
+  Schedule schedule;
+  schedule.refinement = layout.refinement;
+  schedule.lanes = prog.lanes;
+  schedule.fused = prog.fused;
+  schedule.inPlaceDependencies = layout.aliasCells;
+  schedule.ordering = prog.ordering;
+
+  ir::Algorithm &alg = schedule.algorithm;
+  alg.name = dag.options.name;
+  alg.protocol = dag.options.protocol.value_or(ir::Protocol::Simple);
+  alg.collective = spec.kind;
+  alg.collectiveSpelling = ir::collectiveName(spec.kind).str();
+  bool perRank = info.inputPerRank || info.outputPerRank;
+  alg.nchunksPerLoop = layout.chunksPerBlock * (perRank ? spec.nranks : 1);
+  alg.root = info.hasRoot ? spec.root : -1;
+  alg.inplace = spec.inplace;
+  alg.outofplace = !spec.inplace;
+  alg.minBytes = dag.options.minBytes;
+  alg.maxBytes = dag.options.maxBytes;
+  alg.gpus.resize(spec.nranks);
+  schedule.origins.resize(spec.nranks);
+
+  std::vector<int32_t> position(prog.instrs.size(), -1);
+  for (const auto &rankTbs : prog.tbs)
+    for (const Threadblock &tb : rankTbs)
+      for (size_t i = 0; i < tb.instrs.size(); ++i)
+        position[tb.instrs[i]] = static_cast<int32_t>(i);
+
+  std::vector<llvm::SmallVector<Wait, 1>> waits = computeWaits(prog, position);
+  std::vector<int32_t> stepOf(prog.instrs.size(), -1);
+  int32_t maxChannel = 0;
+  for (int32_t r = 0; r < spec.nranks; ++r) {
+    const std::vector<Threadblock> &tbs = prog.tbs[r];
+    for (const Threadblock &tb : tbs) {
+      int32_t step = 0;
+      for (InstrId x : tb.instrs) {
+        step += std::max<int32_t>(static_cast<int32_t>(waits[x].size()) - 1, 0);
+        stepOf[x] = step++;
+      }
+      maxChannel = std::max(maxChannel, tb.channel);
+    }
+    ir::Gpu &gpu = alg.gpus[r];
+    gpu.inputChunks = layout.inputChunks;
+    gpu.outputChunks = layout.outputChunks;
+    gpu.scratchChunks = layout.scratchChunks[r];
+    gpu.tbs.resize(tbs.size());
+    schedule.origins[r].resize(tbs.size());
+    for (size_t t = 0; t < tbs.size(); ++t) {
+      ir::ThreadBlock &tb = gpu.tbs[t];
+      tb.sendPeer = tbs[t].sendPeer;
+      tb.recvPeer = tbs[t].recvPeer;
+      tb.channel = tbs[t].channel;
+      std::vector<StepOrigin> &origins = schedule.origins[r][t];
+      for (InstrId x : tbs[t].instrs) {
+        const Instr &instr = prog.instrs[x];
+        StepOrigin origin{instr.op, instr.forwardedOp, instr.lane};
+        // Nops carry all dependencies but the last, which the step itself
+        // carries.
+        for (auto [depTb, depPos] : waits[x]) {
+          ir::Step nop;
+          nop.count = 0;
+          nop.depTb = depTb;
+          nop.depStep = stepOf[tbs[depTb].instrs[depPos]];
+          tb.steps.push_back(nop);
+          origins.push_back(origin);
+        }
+        if (waits[x].empty()) {
+          tb.steps.emplace_back();
+          origins.push_back(origin);
+        }
+        ir::Step &step = tb.steps.back();
+        step.type = instr.type;
+        step.srcBuf = instr.src.buf;
+        step.srcOff = instr.src.off;
+        step.dstBuf = instr.dst.buf;
+        step.dstOff = instr.dst.off;
+        step.count = instr.count;
+      }
+    }
+    for (size_t t = 0; t < tbs.size(); ++t)
+      for (const ir::Step &step : gpu.tbs[t].steps)
+        if (step.hasDependency())
+          gpu.tbs[step.depTb].steps[step.depStep].hasDep = true;
+  }
+  alg.nchannels = maxChannel + 1;
+  return schedule;
+}
+
+} // namespace coll::compiler

@@ -1,0 +1,152 @@
+//===- Races.cpp - Unordered accesses to the same memory ------------------===//
+//
+// Per rank, the steps are walked in a topological order of tb order and
+// dependencies, keeping each tb's Knowledge (Program.h) as Emit.cpp does,
+// and, per chunk of memory, its last writer and the readers since. A read
+// must be ordered after the last write; a write after the last write and
+// every read since. Linear in steps, chunks moved and knowledge merged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Races.h"
+#include "Program.h"
+
+#include "coll/ir/Geometry.h"
+
+#include <deque>
+
+namespace coll::compiler {
+
+std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
+  int32_t perBlock = ir::blockShape(alg).chunksPerBlock;
+  for (int32_t g = 0; g < alg.ngpus(); ++g) {
+    const ir::Gpu &gpu = alg.gpus[g];
+    // Nodes: the rank's steps, tb by tb.
+    std::vector<uint32_t> first;
+    std::vector<Wait> where; // (tb, step) of each node
+    for (int32_t t = 0; t < static_cast<int32_t>(gpu.tbs.size()); ++t) {
+      first.push_back(static_cast<uint32_t>(where.size()));
+      for (int32_t s = 0; s < static_cast<int32_t>(gpu.tbs[t].steps.size());
+           ++s)
+        where.emplace_back(t, s);
+    }
+    auto step = [&](uint32_t n) -> const ir::Step & {
+      return gpu.tbs[where[n].first].steps[where[n].second];
+    };
+    auto depNode = [&](const ir::Step &s) {
+      return first[s.depTb] + static_cast<uint32_t>(s.depStep);
+    };
+
+    // Kahn over tb order and dependencies.
+    std::vector<uint32_t> pending(where.size(), 0);
+    std::vector<std::vector<uint32_t>> next(where.size());
+    std::deque<uint32_t> ready;
+    for (uint32_t n = 0; n < where.size(); ++n) {
+      if (where[n].second > 0) {
+        ++pending[n];
+        next[n - 1].push_back(n);
+      }
+      if (step(n).hasDependency()) {
+        ++pending[n];
+        next[depNode(step(n))].push_back(n);
+      }
+      if (pending[n] == 0)
+        ready.push_back(n);
+    }
+
+    auto cellOf = [&](Slot slot) {
+      if (inplace)
+        slot = inPlaceOwner(alg.collective, g, perBlock, slot);
+      uint32_t local = static_cast<uint32_t>(slot.off);
+      if (slot.buf != ir::BufferKind::Input)
+        local += static_cast<uint32_t>(gpu.inputChunks);
+      if (slot.buf == ir::BufferKind::Scratch)
+        local += static_cast<uint32_t>(gpu.outputChunks);
+      return local;
+    };
+    auto name = [&](uint32_t cell) {
+      int32_t c = static_cast<int32_t>(cell);
+      const char *buf = "i";
+      if (c >= gpu.inputChunks) {
+        c -= gpu.inputChunks;
+        buf = "o";
+        if (c >= gpu.outputChunks) {
+          c -= gpu.outputChunks;
+          buf = "s";
+        }
+      }
+      return std::string(buf) + "[" + std::to_string(c) + "]";
+    };
+    size_t cells =
+        size_t(gpu.inputChunks) + gpu.outputChunks + gpu.scratchChunks;
+    std::vector<uint32_t> lastWriter(cells, NoInstr);
+    std::vector<std::vector<uint32_t>> readers(cells);
+    std::vector<Knowledge> knowledge(gpu.tbs.size());
+    std::vector<Knowledge> after(where.size());
+
+    while (!ready.empty()) {
+      uint32_t n = ready.front();
+      ready.pop_front();
+      for (uint32_t m : next[n])
+        if (--pending[m] == 0)
+          ready.push_back(m);
+      auto [t, s] = where[n];
+      const ir::Step &st = step(n);
+      Knowledge &mine = knowledge[t];
+      if (st.hasDependency()) {
+        for (Wait fact : after[depNode(st)])
+          learn(mine, fact);
+        learn(mine, {st.depTb, st.depStep});
+      }
+      if (st.hasDep) {
+        after[n] = mine;
+        learn(after[n], {t, s});
+      }
+      auto ordered = [&](uint32_t p) {
+        return where[p].first == t
+                   ? where[p].second < s
+                   : known(mine, where[p].first) >= where[p].second;
+      };
+      auto race = [&](uint32_t p, uint32_t cell) {
+        return Race{
+            {g, where[p].first, where[p].second}, {g, t, s}, name(cell)};
+      };
+
+      ir::StepTypeInfo info = ir::stepTypeInfo(st.type);
+      if (st.type == ir::StepType::Nop)
+        continue;
+      // Receiving steps read their local operand only when they reduce;
+      // `re` also reads its destination.
+      bool readsSrc = info.readsSrc;
+      bool readsDst = st.type == ir::StepType::Reduce;
+      uint32_t src = cellOf({st.srcBuf, st.srcOff});
+      uint32_t dst = cellOf({st.dstBuf, st.dstOff});
+      uint32_t count = static_cast<uint32_t>(st.count);
+      for (uint32_t i = 0; i < count; ++i)
+        for (uint32_t c :
+             {readsSrc ? src + i : NoInstr, readsDst ? dst + i : NoInstr})
+          if (c != NoInstr && lastWriter[c] != NoInstr && lastWriter[c] != n &&
+              !ordered(lastWriter[c]))
+            return race(lastWriter[c], c);
+      if (info.writesDst)
+        for (uint32_t c = dst; c < dst + count; ++c) {
+          if (lastWriter[c] != NoInstr && !ordered(lastWriter[c]))
+            return race(lastWriter[c], c);
+          for (uint32_t r : readers[c])
+            if (r != n && !ordered(r))
+              return race(r, c);
+        }
+      for (uint32_t i = 0; readsSrc && i < count; ++i)
+        if (!info.writesDst || src + i < dst || src + i >= dst + count)
+          readers[src + i].push_back(n);
+      if (info.writesDst)
+        for (uint32_t c = dst; c < dst + count; ++c) {
+          lastWriter[c] = n;
+          readers[c].clear();
+        }
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace coll::compiler

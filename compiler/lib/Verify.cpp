@@ -1,0 +1,374 @@
+//===- Verify.cpp - Re-verifying a schedule against its program -----------===//
+//
+// Nothing leaves the compiler unverified (docs/COMPILER.md,
+// "Verification"):
+//
+//  1. ir::verify: the IR contract, including the deadlock check over tb
+//     order, dependencies and send -> receive;
+//  2. a simulated run with 8-slot FIFOs (Simulation.h), which also finds
+//     the deadlocks bounded FIFOs cause, and points at the steps involved;
+//  3. every traced operation scheduled exactly once: each part of it sent
+//     and received once (or run once, when local);
+//  4. symbolic execution in a topological order against the
+//     postcondition, and no races (Races.h), so that every order the
+//     runtime may take computes the same: in the traced mode and, to decide
+//     whether to declare it, in the other mode;
+//  5. the target's runtime limits.
+//
+// Failures of 1-4 are compiler bugs and say so; 5 is the program's. All are
+// located at the operations the offending steps were made from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+#include "Races.h"
+#include "Simulation.h"
+#include "Symbolic.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Error.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace coll::compiler {
+
+llvm::StringRef targetName(Target target) {
+  return target == Target::Msccl ? "msccl" : "coll";
+}
+
+ir::RuntimeLimits runtimeLimits(Target target) {
+  return target == Target::Msccl ? ir::mscclLimits() : ir::RuntimeLimits();
+}
+
+namespace {
+
+constexpr unsigned MaxReported = 10;
+
+class Checker {
+public:
+  Checker(const Schedule &schedule, const lang::ChunkDag &dag,
+          lang::DiagnosticEngine &diags)
+      : schedule(schedule), alg(schedule.algorithm), dag(dag), diags(diags) {}
+
+  std::optional<Modes> checkCorrectness();
+  bool checkLimits(Target target);
+
+private:
+  bool checkContract(std::optional<ir::Analysis> &analysis);
+  bool checkDeadlock();
+  bool checkExactlyOnce();
+
+  /// The place of the operation step `ref` (or its tb's first step, or
+  /// the collective) came from.
+  llvm::SMLoc locOf(ir::StepRef ref) const {
+    if (ref.gpu < 0 || ref.tb < 0)
+      return dag.collective.loc;
+    const auto &origins = schedule.origins[ref.gpu][ref.tb];
+    if (origins.empty())
+      return dag.collective.loc;
+    size_t step =
+        ref.step < 0 ? 0 : std::min<size_t>(ref.step, origins.size() - 1);
+    return dag.ops[origins[step].op].loc;
+  }
+  static std::string where(ir::StepRef ref) {
+    std::string text = "rank " + std::to_string(ref.gpu);
+    if (ref.tb >= 0)
+      text += " tb " + std::to_string(ref.tb);
+    if (ref.step >= 0)
+      text += " step " + std::to_string(ref.step);
+    return text;
+  }
+  std::string describeStep(ir::StepRef ref) const {
+    const ir::ThreadBlock &tb = alg.gpus[ref.gpu].tbs[ref.tb];
+    const ir::Step &step = tb.steps[ref.step];
+    ir::StepTypeInfo info = ir::stepTypeInfo(step.type);
+    std::string text = where(ref) + " ('" + ir::stepTypeName(step.type).str();
+    if (info.receives)
+      text += "' from rank " + std::to_string(tb.recvPeer);
+    else if (info.sends)
+      text += "' to rank " + std::to_string(tb.sendPeer);
+    else
+      text += "'";
+    return text + ")";
+  }
+  void internalError(ir::StepRef ref, const llvm::Twine &message) {
+    diags.error(locOf(ref), "internal compiler error: " + message);
+  }
+
+  const Schedule &schedule;
+  const ir::Algorithm &alg;
+  const lang::ChunkDag &dag;
+  lang::DiagnosticEngine &diags;
+};
+
+bool Checker::checkContract(std::optional<ir::Analysis> &analysis) {
+  ir::DiagnosticList list("<compiled>");
+  llvm::Expected<ir::Analysis> result = ir::verify(alg, list);
+  if (result) {
+    analysis = std::move(*result);
+    return true;
+  }
+  llvm::consumeError(result.takeError());
+  unsigned reported = 0;
+  for (const ir::Diagnostic &d : list.all()) {
+    if (d.severity != ir::Severity::Error || reported++ == MaxReported)
+      continue;
+    // A cycle names no element; the simulation below finds its steps.
+    if (d.where.gpu < 0)
+      continue;
+    internalError(d.where, "the IR made from this operation breaks the IR "
+                           "contract: " +
+                               where(d.where) + ": " + d.message);
+  }
+  checkDeadlock();
+  return false;
+}
+
+/// Runs the tbs in their order with 8-slot FIFOs; a run that gets stuck is
+/// a dependency cycle (or a FIFO deadlock), reported at the operations of
+/// the steps the tbs wait at.
+bool Checker::checkDeadlock() {
+  SimGraph graph;
+  std::vector<ir::StepRef> refs;
+  std::vector<std::vector<uint32_t>> firstNode(alg.gpus.size());
+  std::vector<std::vector<uint32_t>> orders;
+  for (int32_t g = 0; g < alg.ngpus(); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
+      firstNode[g].push_back(static_cast<uint32_t>(refs.size()));
+      orders.emplace_back();
+      const ir::ThreadBlock &tb = alg.gpus[g].tbs[t];
+      for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size()); ++s) {
+        orders.back().push_back(static_cast<uint32_t>(refs.size()));
+        refs.push_back({g, t, s});
+        SimGraph::Node node;
+        node.tb = static_cast<int32_t>(orders.size()) - 1;
+        node.count = tb.steps[s].count;
+        graph.nodes.push_back(node);
+      }
+    }
+  graph.numTbs = static_cast<int32_t>(orders.size());
+  for (const ir::StepRef &ref : refs) {
+    const ir::Step &step = alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
+    const auto &tbs = alg.gpus[ref.gpu].tbs;
+    if (step.hasDependency() && size_t(step.depTb) < tbs.size() &&
+        size_t(step.depStep) < tbs[step.depTb].steps.size())
+      graph.deps.push_back(firstNode[ref.gpu][step.depTb] + step.depStep);
+    graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));
+  }
+  // Connections: the k-th send of the (first) tb driving a direction meets
+  // the k-th receive of the tb driving it on the other side.
+  std::map<std::tuple<int32_t, int32_t, int32_t>, std::pair<int32_t, int32_t>>
+      connections; // (sender, receiver, channel) -> (send tb, recv tb)
+  for (int32_t g = 0; g < alg.ngpus(); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
+      const ir::ThreadBlock &tb = alg.gpus[g].tbs[t];
+      if (tb.sendPeer >= 0)
+        connections.try_emplace({g, tb.sendPeer, tb.channel}, -1, -1)
+            .first->second.first = t;
+      if (tb.recvPeer >= 0)
+        connections.try_emplace({tb.recvPeer, g, tb.channel}, -1, -1)
+            .first->second.second = t;
+    }
+  for (const auto &[key, ends] : connections) {
+    auto [sender, receiver, channel] = key;
+    if (ends.first < 0 || ends.second < 0)
+      continue;
+    std::vector<uint32_t> sends, recvs;
+    uint32_t s0 = firstNode[sender][ends.first];
+    for (const ir::Step &step : alg.gpus[sender].tbs[ends.first].steps) {
+      if (ir::stepTypeInfo(step.type).sends)
+        sends.push_back(s0);
+      ++s0;
+    }
+    uint32_t r0 = firstNode[receiver][ends.second];
+    for (const ir::Step &step : alg.gpus[receiver].tbs[ends.second].steps) {
+      if (ir::stepTypeInfo(step.type).receives)
+        recvs.push_back(r0);
+      ++r0;
+    }
+    for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+      graph.nodes[sends[k]].feeds = recvs[k];
+      graph.nodes[recvs[k]].fedBy = sends[k];
+    }
+  }
+
+  std::vector<uint32_t> stuck = runOrders(graph, orders, FifoSlots);
+  if (stuck.empty())
+    return true;
+  ir::StepRef first = refs[stuck.front()];
+  diags.error(
+      locOf(first),
+      "deadlock: " + describeStep(first) + " waits forever, and so " +
+          (stuck.size() == 2
+               ? "does 1 other step"
+               : "do " + std::to_string(stuck.size() - 1) + " other steps") +
+          ": the tb orders, dependencies and connections (with " +
+          std::to_string(FifoSlots) + "-slot FIFOs) form a cycle");
+  for (size_t i = 1; i < stuck.size() && i <= MaxReported; ++i)
+    diags.note(locOf(refs[stuck[i]]),
+               describeStep(refs[stuck[i]]) + " waits here");
+  return false;
+}
+
+bool Checker::checkExactlyOnce() {
+  // (op, lane, role) of every step; role 0 = local, 1 = send, 2 = receive.
+  std::vector<uint64_t> seen;
+  auto add = [&](uint32_t op, int32_t lane, uint32_t role) {
+    seen.push_back((uint64_t(op) << 24) | (uint64_t(lane) << 2) | role);
+  };
+  for (size_t g = 0; g < alg.gpus.size(); ++g)
+    for (size_t t = 0; t < alg.gpus[g].tbs.size(); ++t) {
+      const std::vector<ir::Step> &steps = alg.gpus[g].tbs[t].steps;
+      for (size_t s = 0; s < steps.size(); ++s) {
+        const StepOrigin &o = schedule.origins[g][t][s];
+        ir::StepTypeInfo info = ir::stepTypeInfo(steps[s].type);
+        if (steps[s].type == ir::StepType::Nop)
+          continue;
+        if (info.receives)
+          add(o.op, o.lane, 2);
+        if (info.sends)
+          add(info.receives ? o.forwardedOp : o.op, o.lane, 1);
+        if (!info.receives && !info.sends)
+          add(o.op, o.lane, 0);
+      }
+    }
+  llvm::sort(seen);
+  std::vector<uint64_t> expected;
+  int32_t instances = schedule.lanes;
+  int32_t maxParallel = 1;
+  for (const lang::ChunkOp &op : dag.ops)
+    maxParallel = std::max(maxParallel, op.parallel);
+  instances /= maxParallel;
+  for (uint32_t o = 0; o < dag.ops.size(); ++o) {
+    const lang::ChunkOp &op = dag.ops[o];
+    for (int32_t q = 0; q < instances * op.parallel; ++q) {
+      int32_t lane = (q / op.parallel) * maxParallel + q % op.parallel;
+      if (op.src.rank == op.dst.rank)
+        expected.push_back((uint64_t(o) << 24) | (uint64_t(lane) << 2));
+      else
+        for (uint32_t role : {1u, 2u})
+          expected.push_back((uint64_t(o) << 24) | (uint64_t(lane) << 2) |
+                             role);
+    }
+  }
+  llvm::sort(expected);
+  if (seen == expected)
+    return true;
+  auto [a, b] =
+      std::mismatch(seen.begin(), seen.end(), expected.begin(), expected.end());
+  uint64_t key = a == seen.end()       ? *b
+                 : b == expected.end() ? *a
+                                       : std::min(*a, *b);
+  diags.error(dag.ops[key >> 24].loc,
+              "internal compiler error: this operation is not scheduled "
+              "exactly once (part " +
+                  llvm::Twine((key >> 2) & 0x3fffff) + ")");
+  return false;
+}
+
+std::optional<Modes> Checker::checkCorrectness() {
+  // Every step must have its origin, for every diagnostic below.
+  bool shaped = schedule.origins.size() == alg.gpus.size();
+  for (size_t g = 0; shaped && g < alg.gpus.size(); ++g) {
+    shaped = schedule.origins[g].size() == alg.gpus[g].tbs.size();
+    for (size_t t = 0; shaped && t < alg.gpus[g].tbs.size(); ++t)
+      shaped = schedule.origins[g][t].size() == alg.gpus[g].tbs[t].steps.size();
+  }
+  if (!shaped) {
+    diags.error(dag.collective.loc, "internal compiler error: the schedule "
+                                    "names no operation for some of its steps");
+    return std::nullopt;
+  }
+  std::optional<ir::Analysis> analysis;
+  if (!checkContract(analysis) || !checkDeadlock() || !checkExactlyOnce())
+    return std::nullopt;
+  const lang::CollectiveSpec &spec = dag.collective;
+  bool traced = spec.inplace;
+  if (auto failure =
+          executeIR(alg, *analysis, dag, schedule.refinement, traced)) {
+    internalError(failure->step,
+                  llvm::Twine("the compiled IR does not implement the "
+                              "collective ") +
+                      (traced ? "in place" : "out of place") +
+                      (failure->step.gpu >= 0 ? ": " + where(failure->step) +
+                                                    " " + failure->message
+                                              : ": " + failure->message));
+    return std::nullopt;
+  }
+  if (std::optional<Race> race = findRace(alg, traced)) {
+    internalError(race->second, "nothing orders " + describeStep(race->second) +
+                                    " after " + describeStep(race->first) +
+                                    ", which both access " + race->memory);
+    diags.note(locOf(race->first),
+               "the other step is made from this operation");
+    return std::nullopt;
+  }
+  // The other mode: a custom collective has it only with input and output
+  // of one size; then it must be right and race-free with that mode's
+  // memory.
+  bool other = (spec.kind != ir::Collective::Custom ||
+                spec.inputChunks == spec.outputChunks) &&
+               !executeIR(alg, *analysis, dag, schedule.refinement, !traced) &&
+               !findRace(alg, !traced);
+  return Modes{traced || other, !traced || other};
+}
+
+bool Checker::checkLimits(Target target) {
+  if (target == Target::Coll)
+    return true; // the interpreter has none
+  ir::RuntimeLimits limits = runtimeLimits(target);
+  ir::DiagnosticList list("<compiled>");
+  llvm::Expected<ir::Analysis> result = ir::verify(alg, list, limits);
+  if (result)
+    return true;
+  llvm::consumeError(result.takeError());
+  unsigned reported = 0, errors = 0;
+  for (const ir::Diagnostic &d : list.all()) {
+    if (d.severity != ir::Severity::Error)
+      continue;
+    ++errors;
+    if (reported == MaxReported)
+      continue;
+    ++reported;
+    // A tb over the step limit is located at its first step too many.
+    ir::StepRef at = d.where;
+    if (at.step < 0 && at.tb >= 0 && limits.maxStepsPerTb > 0 &&
+        alg.gpus[at.gpu].tbs[at.tb].steps.size() > size_t(limits.maxStepsPerTb))
+      at.step = limits.maxStepsPerTb;
+    diags.error(locOf(at), "target " + targetName(target) + ": " +
+                               where(d.where) + ": " + d.message);
+  }
+  if (errors > reported)
+    diags.note(dag.collective.loc,
+               llvm::Twine(errors - reported) +
+                   " more steps or tbs are over the limits of target " +
+                   targetName(target));
+  return false;
+}
+
+} // namespace
+
+std::optional<Modes> checkSchedule(const Schedule &schedule,
+                                   const lang::ChunkDag &dag,
+                                   lang::DiagnosticEngine &diags) {
+  return Checker(schedule, dag, diags).checkCorrectness();
+}
+
+bool checkLimits(const Schedule &schedule, const lang::ChunkDag &dag,
+                 Target target, lang::DiagnosticEngine &diags) {
+  return Checker(schedule, dag, diags).checkLimits(target);
+}
+
+std::optional<Modes> verifySchedule(const Schedule &schedule,
+                                    const lang::ChunkDag &dag,
+                                    const CompileOptions &options,
+                                    lang::DiagnosticEngine &diags) {
+  std::optional<Modes> modes = checkSchedule(schedule, dag, diags);
+  if (!modes || !checkLimits(schedule, dag, options.target, diags))
+    return std::nullopt;
+  return modes;
+}
+
+} // namespace coll::compiler

@@ -1,0 +1,334 @@
+//===- RunTest.cpp - Compiled programs run on the host interpreter --------===//
+//
+// Every program is compiled at several rank counts, with 1 and 2 instances
+// and each protocol, and run on the host backend in each mode the compiler
+// declared, with tiny FIFO slots (many pipeline iterations, FIFOs that
+// wrap) and element counts that do not divide evenly. CheckedCall compares
+// every output element with the collective's definition; a custom
+// collective is compared with its own postcondition here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompilerTest.h"
+
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Geometry.h"
+#include "coll/ir/Verifier.h"
+
+using namespace coll;
+using namespace coll::compiler;
+using namespace coll::compiler::test;
+
+namespace {
+
+struct Program {
+  const char *name;
+  const char *source; ///< with `param N`
+  std::vector<int> ranks;
+};
+
+const Program Programs[] = {
+    {"ring_allreduce",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N {
+    let c = chunk(r, input, r)
+    for k in 1..N { c = chunk((r + k) % N, input, r).reduce(c) }
+    for k in 0..N-1 { c = c.copy((r + k) % N, input, r) }
+}
+)",
+     {2, 3, 8}},
+    {"ring_allreduce_parallel",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N, inplace = true)
+parallelize(2) {
+    for r in 0..N {
+        let c = chunk(r, input, r)
+        for k in 1..N { c = chunk((r + k) % N, input, r).reduce(c) }
+        for k in 0..N-1 { c = c.copy((r + k) % N, input, r) }
+    }
+}
+)",
+     {2, 4}},
+    {"allpairs_allreduce",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N { for p in 0..N { if p != r { chunk(p, input, r).copy(r, scratch, p) } } }
+for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).reduce(chunk(r, scratch, p)) } } }
+for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).copy(p, input, r) } } }
+)",
+     {2, 3, 5}},
+    {"allpairs_allreduce_outofplace",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N)
+for r in 0..N { chunk(r, input, r).copy(r, output, r) }
+for r in 0..N { for p in 0..N { if p != r { chunk(p, input, r).copy(r, scratch, p) } } }
+for r in 0..N { for p in 0..N { if p != r { chunk(r, output, r).reduce(chunk(r, scratch, p)) } } }
+for r in 0..N { for p in 0..N { if p != r { chunk(r, output, r).copy(p, output, r) } } }
+)",
+     {2, 4}},
+    {"ring_allgather",
+     R"(
+param N = 4
+collective allgather(ranks = N, chunks = 2)
+for r in 0..N {
+    let c = chunk(r, input, 0, size = 2).copy(r, output, 2 * r)
+    for k in 1..N { c = c.copy((r + k) % N, output, 2 * r) }
+}
+)",
+     {2, 3, 6}},
+    {"ring_reducescatter",
+     R"(
+param N = 4
+collective reducescatter(ranks = N, chunks = 1, inplace = true)
+for c in 0..N {
+    let acc = chunk((c + 1) % N, input, c)
+    for k in 2..N+1 { acc = chunk((c + k) % N, input, c).reduce(acc) }
+}
+)",
+     {2, 3, 5}},
+    {"ring_reducescatter_outofplace",
+     R"(
+param N = 4
+collective reducescatter(ranks = N, chunks = 1)
+for c in 0..N {
+    let acc = chunk((c + 1) % N, input, c)
+    for k in 2..N {
+        let r = (c + k) % N
+        acc = chunk(r, input, c).copy(r, scratch, c).reduce(acc)
+    }
+    chunk(c, input, c).copy(c, output, 0).reduce(acc)
+}
+)",
+     {2, 4}},
+    {"allpairs_alltoall",
+     R"(
+param N = 4
+collective alltoall(ranks = N, chunks = 1)
+for src in 0..N {
+    for dst in 0..N { chunk(src, input, dst).copy(dst, output, src, ch = (dst - src) % N) }
+}
+)",
+     {2, 3, 8}},
+    {"chain_broadcast",
+     R"(
+param N = 4
+param Root = N - 1
+collective broadcast(ranks = N, chunks = 4, root = Root)
+fn next(r) { return (r + 1) % N }
+for part in chunk(Root, input, 0, size = 4).split(2) {
+    let c = part.copy(Root, output, part.index)
+    for hop in 1..N { c = c.copy(next(c.rank), output, c.index) }
+}
+)",
+     {2, 3, 5}},
+    {"chain_reduce",
+     R"(
+param N = 4
+param Root = 1
+collective reduce(ranks = N, chunks = 3, root = Root, inplace = true)
+for j in 0..3 {
+    let acc = chunk((Root + 1) % N, input, j)
+    for k in 2..N+1 { acc = chunk((Root + k) % N, input, j).reduce(acc) }
+}
+)",
+     {2, 4}},
+    {"direct_gather",
+     R"(
+param N = 4
+collective gather(ranks = N, chunks = 1, root = N / 2)
+for r in 0..N { chunk(r, input, 0).copy(N / 2, output, r) }
+)",
+     {2, 3, 6}},
+    {"direct_scatter",
+     R"(
+param N = 4
+collective scatter(ranks = N, chunks = 2, root = 0)
+for r in 0..N { chunk(0, input, 2 * r, size = 2).copy(r, output, 0) }
+)",
+     {2, 3, 6}},
+    {"hierarchical_alltoall",
+     R"(
+param N = 4
+param L = 2
+collective alltoall(ranks = N, chunks = 1)
+fn group(r) { return r / L }
+fn local(r) { return r % L }
+for src in 0..N {
+    for dst in 0..N {
+        let c = chunk(src, input, dst)
+        let gate = group(c.dest_rank) * L + local(src)
+        if gate != src { c = c.copy(gate, scratch, src) }
+        c.copy(c.dest_rank, output, c.dest_index)
+    }
+}
+)",
+     {4, 6, 8}},
+};
+
+/// A custom collective: rank r's output block a is rank a's input.
+const char *const CustomAllGather = R"(
+param N = 2
+collective custom(ranks = N, input = 2, output = 2 * N) {
+    post { for r in 0..N { for a in 0..N { for j in 0..2 { expect(r, a*2 + j, contrib(a, j)) } } } }
+}
+for r in 0..N {
+    for a in 0..N { chunk(a, input, 0, size = 2).copy(r, output, 2 * a) }
+}
+)";
+
+interp::HostOptions tinySlots(ir::Protocol proto) {
+  interp::HostOptions options;
+  options.watchdogMs = 20000;
+  options.simpleSlotBytes = 64;
+  options.llSlotBytes = 24;
+  options.ll128SlotBytes = 248;
+  return options;
+}
+
+std::vector<uint64_t> counts() {
+  if (COLL_TEST_SANITIZER)
+    return {77};
+  return {1, 77, 1000};
+}
+
+class RunProgram : public ::testing::TestWithParam<Program> {};
+
+TEST_P(RunProgram, VerifiesInEveryDeclaredMode) {
+  const Program &program = GetParam();
+  for (int n : program.ranks) {
+    if (COLL_TEST_SANITIZER && n > 4)
+      continue;
+    for (int32_t instances : {1, 2}) {
+      for (ir::Protocol proto :
+           {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+        Config setup;
+        setup.overrides.params["N"] = int64_t(n);
+        setup.edit = [&](lang::ChunkDag &dag) {
+          dag.options.instances = instances;
+          dag.options.protocol = proto;
+        };
+        Compilation c(program.source, setup);
+        std::string what = std::string(program.name) +
+                           " N=" + std::to_string(n) +
+                           " instances=" + std::to_string(instances) + " " +
+                           ir::protocolName(proto).str();
+        ASSERT_TRUE(c.ok()) << what << "\n" << c.text();
+        for (bool inplace : {false, true}) {
+          if (inplace ? !c.alg().inplace : !c.alg().outofplace)
+            continue;
+          for (uint64_t count : counts()) {
+            auto result = coll::testing::runChecked(
+                c.alg(), interp::DataType::Float32, interp::ReduceOp::Sum,
+                count, inplace, tinySlots(proto));
+            std::string where = what +
+                                (inplace ? " in place" : " out of place") +
+                                " count=" + std::to_string(count);
+            ASSERT_TRUE(static_cast<bool>(result))
+                << where << ": " << llvm::toString(result.takeError());
+            EXPECT_EQ(result->wrong, 0u) << where << ": " << result->firstWrong;
+            EXPECT_GT(result->checked, 0u) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, RunProgram, ::testing::ValuesIn(Programs),
+                         [](const auto &info) {
+                           return std::string(info.param.name);
+                         });
+
+/// The programs of the collc golden tests that implement built-in
+/// collectives, compiled at their default parameters.
+TEST(RunLitInputs, VerifyInEveryDeclaredMode) {
+  for (const char *name :
+       {"ring-allreduce", "alltoall-allpairs", "broadcast-chain",
+        "hierarchical-alltoall", "allpairs-allreduce", "manual-exchange",
+        "aggregated-broadcast"}) {
+    std::string path = std::string(COLL_LIT_INPUTS_DIR) + "/" + name + ".coll";
+    auto file = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(file) << path;
+    Compilation c((*file)->getBuffer());
+    ASSERT_TRUE(c.ok()) << name << "\n" << c.text();
+    for (bool inplace : {false, true}) {
+      if (inplace ? !c.alg().inplace : !c.alg().outofplace)
+        continue;
+      for (uint64_t count : counts()) {
+        auto result = coll::testing::runChecked(
+            c.alg(), interp::DataType::Float32, interp::ReduceOp::Sum, count,
+            inplace, tinySlots(c.alg().protocol));
+        std::string where = std::string(name) +
+                            (inplace ? " in place" : " out of place") +
+                            " count=" + std::to_string(count);
+        ASSERT_TRUE(static_cast<bool>(result))
+            << where << ": " << llvm::toString(result.takeError());
+        EXPECT_EQ(result->wrong, 0u) << where << ": " << result->firstWrong;
+      }
+    }
+  }
+}
+
+TEST(RunCustom, OutputHoldsWhatThePostconditionSays) {
+  for (int n : {2, 3}) {
+    for (int32_t instances : {1, 2}) {
+      Config setup;
+      setup.overrides.params["N"] = int64_t(n);
+      setup.edit = [&](lang::ChunkDag &dag) {
+        dag.options.instances = instances;
+      };
+      Compilation c(CustomAllGather, setup);
+      ASSERT_TRUE(c.ok()) << c.text();
+      const ir::Algorithm &alg = c.alg();
+      ir::DiagnosticList diags("<test>");
+      auto analysis = ir::verify(alg, diags);
+      ASSERT_TRUE(static_cast<bool>(analysis))
+          << llvm::toString(analysis.takeError());
+      auto plan = interp::buildPlan(alg, *analysis, "<test>");
+      ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+      ir::BlockShape shape = plan->shape;
+      auto executor = interp::HostExecutor::create(std::move(*plan),
+                                                   tinySlots(alg.protocol));
+      ASSERT_TRUE(static_cast<bool>(executor))
+          << llvm::toString(executor.takeError());
+      // Output chunk 2a+j has the class of input chunk j only when all
+      // chunks have one size: a count the chunks divide.
+      uint64_t count = 8 * alg.nchunksPerLoop;
+      ir::ChunkLayout layout(shape, count);
+      std::vector<std::vector<float>> in(n, std::vector<float>(count)),
+          out(n, std::vector<float>(count, -1));
+      interp::CallArgs args;
+      args.count = count;
+      for (int r = 0; r < n; ++r) {
+        for (uint64_t i = 0; i < count; ++i)
+          in[r][i] = float(r * 100000 + i);
+        args.input.push_back(in[r].data());
+        args.output.push_back(out[r].data());
+      }
+      auto result = (*executor)->run(args);
+      ASSERT_TRUE(static_cast<bool>(result))
+          << llvm::toString(result.takeError());
+      int32_t r2 = c.schedule->refinement;
+      for (int r = 0; r < n; ++r)
+        for (int a = 0; a < n; ++a)
+          for (int32_t j = 0; j < 2 * r2; ++j) {
+            uint64_t from = layout.chunkOffset(ir::BufferKind::Input, j);
+            uint64_t to =
+                layout.chunkOffset(ir::BufferKind::Output, 2 * a * r2 + j);
+            for (uint64_t e = 0; e < layout.chunkSize(ir::BufferKind::Input, j);
+                 ++e)
+              ASSERT_EQ(out[r][to + e], in[a][from + e])
+                  << "n=" << n << " instances=" << instances << " rank " << r
+                  << " block " << a << " chunk " << j;
+          }
+    }
+  }
+}
+
+} // namespace
