@@ -27,7 +27,7 @@ configure "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCOLL_SANITIZE='address;undefined' -DCOLL_BUILD_BENCHMARKS=OFF
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$root/build-asan" -L host --output-on-failure -j "$jobs"
+  ctest --test-dir "$root/build-asan" -L 'host|interpreter' --output-on-failure -j "$jobs"
 
 echo "== [3/3] TSan build: interpreter tests"
 configure "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
