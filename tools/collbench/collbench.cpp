@@ -20,6 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ToolSupport.h"
+
 #include "coll/interpreter/Check.h"
 #if COLL_HAVE_CUDA
 #include "coll/interpreter/CudaExecutor.h"
@@ -39,11 +41,10 @@
 
 using namespace coll;
 using namespace coll::interp;
+using namespace coll::tools;
 namespace cl = llvm::cl;
 
 namespace {
-
-enum ExitCode { Verified = 0, Failed = 1, BadInput = 2, NotApplicable = 3 };
 
 cl::OptionCategory category("collbench options");
 cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
@@ -88,29 +89,6 @@ cl::opt<unsigned> watchdogMs("watchdog-ms", cl::init(0),
 cl::opt<uint64_t> seed("seed", cl::init(1), cl::desc("Seed of the random input data"),
                        cl::cat(category));
 
-int fail(ExitCode code, const llvm::Twine &message) {
-  llvm::errs() << "collbench: " << message << "\n";
-  return code;
-}
-
-std::optional<uint64_t> parseSize(llvm::StringRef text) {
-  uint64_t scale = 1;
-  if (!text.empty()) {
-    switch (llvm::toUpper(text.back())) {
-    case 'K': scale = uint64_t(1) << 10; break;
-    case 'M': scale = uint64_t(1) << 20; break;
-    case 'G': scale = uint64_t(1) << 30; break;
-    default: break;
-    }
-    if (scale != 1)
-      text = text.drop_back();
-  }
-  uint64_t value;
-  if (text.getAsInteger(10, value) || value > (uint64_t(1) << 40) / scale)
-    return std::nullopt;
-  return value * scale;
-}
-
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
   std::vector<uint64_t> result;
@@ -129,17 +107,9 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
       result.push_back(s);
     return result;
   }
-  for (const std::string &s : sizes.empty()
-                                  ? std::vector<std::string>{"1M"}
-                                  : std::vector<std::string>(sizes.begin(), sizes.end())) {
-    std::optional<uint64_t> bytes = parseSize(s);
-    if (!bytes) {
-      error = "bad --size '" + s + "' (bytes, optionally with K, M or G)";
-      return std::nullopt;
-    }
-    result.push_back(*bytes);
-  }
-  return result;
+  return parseSizes(sizes.empty() ? std::vector<std::string>{"1M"}
+                                  : std::vector<std::string>(sizes.begin(), sizes.end()),
+                    error);
 }
 
 #if COLL_HAVE_CUDA
@@ -162,65 +132,33 @@ int main(int argc, char **argv) {
       "an unreadable or invalid file, or no CUDA backend or device, 3 the file does not\n"
       "apply (collective that cannot be checked, or unsupported mode).\n");
 
-  std::optional<DataType> type = parseDataType(dtypeName);
-  if (!type)
-    return fail(BadInput, "unknown --dtype '" + dtypeName + "'");
-  std::optional<ReduceOp> op = parseReduceOp(opName);
-  if (!op)
-    return fail(BadInput, "unknown --op '" + opName + "'");
-  if (!modeName.empty() && modeName != "inplace" && modeName != "outofplace")
-    return fail(BadInput, "--mode must be inplace or outofplace, not '" + modeName + "'");
+  std::string error;
+  std::optional<RunRequest> request = parseRunRequest(dtypeName, opName, modeName, error);
+  if (!request)
+    return fail("collbench", BadInput, error);
   if (iters == 0)
-    return fail(BadInput, "--iters must be at least 1");
-  std::string sizeError;
-  std::optional<std::vector<uint64_t>> byteSizes = requestedSizes(sizeError);
+    return fail("collbench", BadInput, "--iters must be at least 1");
+  std::optional<std::vector<uint64_t>> byteSizes = requestedSizes(error);
   if (!byteSizes)
-    return fail(BadInput, sizeError);
+    return fail("collbench", BadInput, error);
 
 #if !COLL_HAVE_CUDA
-  return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
+  return fail("collbench", BadInput, "this build has no CUDA backend (it was configured without nvcc, "
                         "with COLL_ENABLE_CUDA=OFF or with sanitizers)");
 #else
   auto device = currentCudaDevice();
   if (!device)
-    return fail(BadInput, llvm::toString(device.takeError()));
+    return fail("collbench", BadInput, llvm::toString(device.takeError()));
 
-  ir::DiagnosticList diags(inputFile);
-  auto alg = ir::readAlgorithmFile(inputFile, diags);
-  diags.print(llvm::errs(), ir::Severity::Warning, 5);
-  if (!alg) {
-    llvm::logAllUnhandledErrors(alg.takeError(), llvm::errs());
+  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, 5);
+  if (!loaded)
     return BadInput;
-  }
-  ir::DiagnosticList verifyDiags(inputFile);
-  auto analysis = ir::verify(*alg, verifyDiags);
-  verifyDiags.print(llvm::errs(), ir::Severity::Warning, 5);
-  if (!analysis) {
-    llvm::logAllUnhandledErrors(analysis.takeError(), llvm::errs());
-    return BadInput;
-  }
-  auto plan = buildPlan(*alg, *analysis, inputFile);
-  if (!plan) {
-    llvm::logAllUnhandledErrors(plan.takeError(), llvm::errs());
-    return BadInput;
-  }
-  if (!CheckedCall::canCheck(plan->collective))
-    return fail(NotApplicable, inputFile + ": collective '" + alg->collectiveSpelling +
-                                   "' has no built-in definition, so its results cannot be "
-                                   "checked");
-  std::vector<bool> modes; // true = in place
-  for (bool inplace : {false, true}) {
-    bool supported = inplace ? plan->inplace : plan->outofplace;
-    bool requested = modeName.empty() || modeName == (inplace ? "inplace" : "outofplace");
-    if (requested && supported)
-      modes.push_back(inplace);
-    else if (requested && !modeName.empty())
-      return fail(NotApplicable, inputFile + ": the algorithm does not support " +
-                                     (inplace ? "in-place" : "out-of-place") + " calls");
-  }
-  if (modes.empty())
-    return fail(NotApplicable, inputFile + ": the algorithm declares neither in-place nor "
-                                           "out-of-place support");
+  ModeSelection selection = selectModes("collbench", *loaded, *request);
+  if (selection.modes.empty())
+    return selection.exitCode;
+  const ir::Algorithm *alg = &loaded->alg;
+  const Plan *plan = &loaded->plan;
+  const DataType *type = &request->type;
 
   CudaOptions options;
   options.watchdogMs = watchdogMs;
@@ -235,8 +173,7 @@ int main(int argc, char **argv) {
 
   const CollectiveDesc desc = CollectiveDesc::of(*plan);
   const int32_t n = plan->nranks;
-  ir::CollectiveInfo info = ir::collectiveInfo(plan->collective);
-  const double busFactor = double(info.busMulN * n + info.busOffset) / n;
+  const double busFactor = busBandwidthFactor(*plan);
   const size_t es = dataTypeSize(*type);
 
   llvm::outs() << llvm::formatv(
@@ -249,11 +186,7 @@ int main(int argc, char **argv) {
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
       (*executor)->sliceElems(DataType::Uint8), iters, warmup, graph ? ", CUDA graph replays" : "");
-  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
-                                "place", "size", "count", "type", "redop", "time", "algbw", "busbw",
-                                "bus/d2d");
-  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}\n",
-                                "", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+  printTableHeader(llvm::outs(), "bus/d2d");
 
   unsigned rows = 0, verified = 0;
   std::vector<std::string> notes;
@@ -272,19 +205,17 @@ int main(int argc, char **argv) {
                                   "{7,8} {8,8}\n",
                                   "d2d-copy", bytes, "-", "-", "-", copySeconds * 1e6, copyBw, "-",
                                   "-");
-    for (bool inplace : modes) {
+    for (bool inplace : selection.modes) {
       ++rows;
       const char *place = inplace ? "in-place" : "out-of-place";
-      auto rowPrefix = llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6}", place, bytes, count,
-                                     dataTypeName(*type), reduceOpName(*op))
-                           .str();
+      const std::string prefix = rowPrefix(inplace, bytes, count, *request);
       auto failRow = [&](llvm::Error err) {
-        llvm::outs() << rowPrefix << "   failed: see below\n";
+        llvm::outs() << prefix << "   failed: see below\n";
         notes.push_back(
             llvm::formatv("error: {0} bytes {1}: {2}", bytes, place, llvm::toString(std::move(err)))
                 .str());
       };
-      CheckedCall call(desc, *type, *op, count, inplace, seed);
+      CheckedCall call(desc, request->type, request->op, count, inplace, seed);
       auto buffers =
           DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
       if (!buffers) {
@@ -306,7 +237,7 @@ int main(int argc, char **argv) {
       }
       CheckResult result = call.check();
       if (result.wrong) {
-        llvm::outs() << rowPrefix << "   wrong: see below\n";
+        llvm::outs() << prefix << "   wrong: see below\n";
         notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; "
                                       "first: {4}",
                                       bytes, place, result.wrong, result.checked, result.firstWrong)
@@ -344,7 +275,7 @@ int main(int argc, char **argv) {
       const double seconds = median(*times);
       const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
       const double busbw = algbw * busFactor;
-      llvm::outs() << rowPrefix
+      llvm::outs() << prefix
                    << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
                                     busbw, copyBw > 0 ? busbw / copyBw : 0.0);
     }

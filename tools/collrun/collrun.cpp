@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ToolSupport.h"
+
 #include "coll/interpreter/Check.h"
 #if COLL_HAVE_CUDA
 #include "coll/interpreter/CudaExecutor.h"
@@ -38,11 +40,10 @@
 
 using namespace coll;
 using namespace coll::interp;
+using namespace coll::tools;
 namespace cl = llvm::cl;
 
 namespace {
-
-enum ExitCode { Verified = 0, Failed = 1, BadInput = 2, NotApplicable = 3 };
 
 cl::OptionCategory category("collrun options");
 cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
@@ -81,33 +82,6 @@ cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
                               cl::desc("Warnings about the file to print at most"),
                               cl::cat(category));
 
-std::optional<uint64_t> parseSize(llvm::StringRef text) {
-  uint64_t scale = 1;
-  if (!text.empty()) {
-    switch (llvm::toUpper(text.back())) {
-    case 'K': scale = uint64_t(1) << 10; break;
-    case 'M': scale = uint64_t(1) << 20; break;
-    case 'G': scale = uint64_t(1) << 30; break;
-    default: break;
-    }
-    if (scale != 1)
-      text = text.drop_back();
-  }
-  uint64_t value;
-  if (text.getAsInteger(10, value) || value > (uint64_t(1) << 40) / scale)
-    return std::nullopt;
-  return value * scale;
-}
-
-int fail(ExitCode code, const llvm::Twine &message) {
-  llvm::errs() << "collrun: " << message << "\n";
-  return code;
-}
-
-void printWarnings(const ir::DiagnosticList &diags) {
-  diags.print(llvm::errs(), ir::Severity::Warning, maxWarnings);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -120,70 +94,36 @@ int main(int argc, char **argv) {
       "unreadable or invalid file, or --backend cuda without a CUDA backend or device, 3 the\n"
       "file does not apply (collective that cannot be checked, or unsupported mode).\n");
 
-  std::optional<DataType> type = parseDataType(dtypeName);
-  if (!type)
-    return fail(BadInput, "unknown --dtype '" + dtypeName + "'");
-  std::optional<ReduceOp> op = parseReduceOp(opName);
-  if (!op)
-    return fail(BadInput, "unknown --op '" + opName + "'");
-  if (!modeName.empty() && modeName != "inplace" && modeName != "outofplace")
-    return fail(BadInput, "--mode must be inplace or outofplace, not '" + modeName + "'");
+  std::string error;
+  std::optional<RunRequest> request = parseRunRequest(dtypeName, opName, modeName, error);
+  if (!request)
+    return fail("collrun", BadInput, error);
   if (iters == 0)
-    return fail(BadInput, "--iters must be at least 1");
+    return fail("collrun", BadInput, "--iters must be at least 1");
   if (backendName != "host" && backendName != "cuda")
-    return fail(BadInput, "--backend must be host or cuda, not '" + backendName + "'");
+    return fail("collrun", BadInput, "--backend must be host or cuda, not '" + backendName + "'");
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
-    return fail(BadInput, "this build has no CUDA backend (it was configured without nvcc, "
-                          "with COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
+    return fail("collrun", BadInput,
+                "this build has no CUDA backend (it was configured without nvcc, with "
+                "COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
 #endif
-  std::vector<uint64_t> byteSizes;
-  for (const std::string &s : sizes.empty() ? std::vector<std::string>{"1K", "1M"}
-                                            : std::vector<std::string>(sizes.begin(), sizes.end())) {
-    std::optional<uint64_t> bytes = parseSize(s);
-    if (!bytes)
-      return fail(BadInput, "bad --size '" + s + "' (bytes, optionally with K, M or G)");
-    byteSizes.push_back(*bytes);
-  }
+  std::optional<std::vector<uint64_t>> byteSizes = parseSizes(
+      sizes.empty() ? std::vector<std::string>{"1K", "1M"}
+                    : std::vector<std::string>(sizes.begin(), sizes.end()),
+      error);
+  if (!byteSizes)
+    return fail("collrun", BadInput, error);
 
-  // Read, verify and plan.
-  ir::DiagnosticList diags(inputFile);
-  auto alg = ir::readAlgorithmFile(inputFile, diags);
-  printWarnings(diags);
-  if (!alg) {
-    llvm::logAllUnhandledErrors(alg.takeError(), llvm::errs());
+  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, maxWarnings);
+  if (!loaded)
     return BadInput;
-  }
-  ir::DiagnosticList verifyDiags(inputFile);
-  auto analysis = ir::verify(*alg, verifyDiags);
-  printWarnings(verifyDiags);
-  if (!analysis) {
-    llvm::logAllUnhandledErrors(analysis.takeError(), llvm::errs());
-    return BadInput;
-  }
-  auto plan = buildPlan(*alg, *analysis, inputFile);
-  if (!plan) {
-    llvm::logAllUnhandledErrors(plan.takeError(), llvm::errs());
-    return BadInput;
-  }
-
-  if (!CheckedCall::canCheck(plan->collective))
-    return fail(NotApplicable,
-                inputFile + ": collective '" + alg->collectiveSpelling +
-                    "' has no built-in definition, so its results cannot be checked");
-  std::vector<bool> modes; // true = in place
-  for (bool inplace : {false, true}) {
-    bool supported = inplace ? plan->inplace : plan->outofplace;
-    bool requested = modeName.empty() || modeName == (inplace ? "inplace" : "outofplace");
-    if (requested && supported)
-      modes.push_back(inplace);
-    else if (requested && !modeName.empty())
-      return fail(NotApplicable, inputFile + ": the algorithm does not support " +
-                                     (inplace ? "in-place" : "out-of-place") + " calls");
-  }
-  if (modes.empty())
-    return fail(NotApplicable, inputFile + ": the algorithm declares neither in-place nor "
-                                           "out-of-place support");
+  ModeSelection selection = selectModes("collrun", *loaded, *request);
+  if (selection.modes.empty())
+    return selection.exitCode;
+  const ir::Algorithm *alg = &loaded->alg;
+  const Plan *plan = &loaded->plan;
+  const DataType *type = &request->type;
 
   // The backend: runCall runs a CheckedCall (`fresh` on its first run) and
   // recover makes the backend usable again after a watchdog stop.
@@ -215,7 +155,7 @@ int main(int argc, char **argv) {
   if (backendName == "cuda") {
     auto device = currentCudaDevice();
     if (!device)
-      return fail(BadInput, "--backend cuda: " + llvm::toString(device.takeError()));
+      return fail("collrun", BadInput, "--backend cuda: " + llvm::toString(device.takeError()));
     backendNote = "cuda backend on " + device->name;
     CudaOptions options;
     options.watchdogMs = watchdogMs;
@@ -251,46 +191,37 @@ int main(int argc, char **argv) {
 #endif
 
   const CollectiveDesc desc = CollectiveDesc::of(*plan);
-  const int32_t n = plan->nranks;
-  ir::CollectiveInfo info = ir::collectiveInfo(plan->collective);
-  const double busFactor = double(info.busMulN * n + info.busOffset) / n;
+  const double busFactor = busBandwidthFactor(*plan);
   const size_t es = dataTypeSize(*type);
 
   llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
                                 "loop, {6} channels, {7} tbs; {8}\n",
-                                inputFile, ir::collectiveName(plan->collective), plan->name, n,
-                                ir::protocolName(plan->protocol), alg->nchunksPerLoop,
-                                alg->nchannels, plan->tbs.size(), backendNote);
-  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,7}\n",
-                                "place", "size", "count", "type", "redop", "time", "algbw",
-                                "busbw", "#wrong");
-  llvm::outs() << llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,7}\n",
-                                "", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+                                inputFile, ir::collectiveName(plan->collective), plan->name,
+                                plan->nranks, ir::protocolName(plan->protocol),
+                                alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
+                                backendNote);
+  printTableHeader(llvm::outs());
 
   unsigned rows = 0, verified = 0;
   std::vector<std::string> notes;
-  for (uint64_t requested : byteSizes) {
+  for (uint64_t requested : *byteSizes) {
     uint64_t count = ir::countForBytes(plan->shape, requested, es);
     uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
-    for (bool inplace : modes) {
+    for (bool inplace : selection.modes) {
       ++rows;
       const char *place = inplace ? "in-place" : "out-of-place";
-      auto rowPrefix = [&] {
-        return llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6}", place, bytes, count,
-                             dataTypeName(*type), reduceOpName(*op))
-            .str();
-      };
+      const std::string prefix = rowPrefix(inplace, bytes, count, *request);
       if ((plan->minBytes && bytes < plan->minBytes) || (plan->maxBytes && bytes > plan->maxBytes))
         notes.push_back(llvm::formatv("note: {0} bytes is outside the algorithm's range "
                                       "[{1}, {2}]; a runtime would not select it for this size",
                                       bytes, plan->minBytes,
                                       plan->maxBytes ? std::to_string(plan->maxBytes) : "inf")
                             .str());
-      CheckedCall call(desc, *type, *op, count, inplace, seed);
+      CheckedCall call(desc, request->type, request->op, count, inplace, seed);
       auto first = runCall(call, true);
       if (!first) {
         std::string msg = llvm::toString(first.takeError());
-        llvm::outs() << rowPrefix() << "   failed: see below\n";
+        llvm::outs() << prefix << "   failed: see below\n";
         notes.push_back("error: " + std::to_string(bytes) + " bytes " + place + ": " + msg);
         if (llvm::StringRef(msg).contains("watchdog")) {
           if (llvm::Error err = recover()) {
@@ -314,8 +245,8 @@ int main(int argc, char **argv) {
       std::sort(times.begin(), times.end());
       double seconds = times.empty() ? first->seconds : times[times.size() / 2];
       double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
-      llvm::outs() << rowPrefix()
-                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,7}\n", seconds * 1e6,
+      llvm::outs() << prefix
+                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8}\n", seconds * 1e6,
                                     algbw, algbw * busFactor, result.wrong);
       if (result.wrong)
         notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; first: "
