@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestAlgorithms.h"
+#include "TestFiles.h"
 
 #include "coll/compiler/Compiler.h"
 #include "coll/ir/Geometry.h"
@@ -30,14 +31,7 @@ using namespace coll;
 namespace {
 
 std::vector<std::string> algorithmFiles() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(COLL_ALGORITHMS_DIR, ec), end; it != end && !ec;
-       it.increment(ec))
-    if (llvm::sys::path::extension(it->path()) == ".coll")
-      files.push_back(it->path());
-  std::sort(files.begin(), files.end());
-  return files;
+  return coll::testing::filesWithExtension(COLL_ALGORITHMS_DIR, ".coll");
 }
 
 /// The parameter settings each program is tested with.

@@ -7,10 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
+#include "TestFiles.h"
 
 #include "coll/ir/XML.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <gtest/gtest.h>
@@ -22,16 +22,7 @@ using namespace coll::interp;
 
 namespace {
 
-std::vector<std::string> corpusFiles() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(COLL_MSCCL_XML_DIR, ec), end; it != end && !ec;
-       it.increment(ec))
-    if (llvm::sys::path::extension(it->path()) == ".xml")
-      files.push_back(it->path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using coll::testing::corpusFiles;
 
 class GpuCorpus : public coll::testing::CudaTest,
                   public ::testing::WithParamInterface<std::string> {};

@@ -7,13 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestFiles.h"
+
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <gtest/gtest.h>
@@ -25,16 +26,7 @@ using namespace coll::interp;
 
 namespace {
 
-std::vector<std::string> corpusFiles() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(COLL_MSCCL_XML_DIR, ec), end; it != end && !ec;
-       it.increment(ec))
-    if (llvm::sys::path::extension(it->path()) == ".xml")
-      files.push_back(it->path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using coll::testing::corpusFiles;
 
 TEST(MscclCorpus, IsPresent) {
   if (!llvm::sys::fs::is_directory(COLL_MSCCL_XML_DIR))

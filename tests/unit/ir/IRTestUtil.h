@@ -8,6 +8,7 @@
 #ifndef COLL_TESTS_UNIT_IR_IRTESTUTIL_H
 #define COLL_TESTS_UNIT_IR_IRTESTUTIL_H
 
+#include "TestFiles.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 
@@ -22,6 +23,8 @@
 #include <vector>
 
 namespace coll::ir::test {
+
+using coll::testing::corpusFiles;
 
 inline std::vector<std::string> formatted(const DiagnosticList &diags,
                                           Severity severity) {
@@ -68,18 +71,6 @@ verifyDiagnostics(const Algorithm &alg, Severity severity = Severity::Error,
   if (!analysis)
     llvm::consumeError(analysis.takeError());
   return formatted(diags, severity);
-}
-
-/// The shared MSCCL files, sorted; empty when the folder is absent.
-inline std::vector<std::string> corpusFiles() {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(COLL_MSCCL_XML_DIR, ec), end;
-       !ec && it != end; it.increment(ec))
-    if (llvm::sys::path::extension(it->path()) == ".xml")
-      files.push_back(it->path());
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 } // namespace coll::ir::test

@@ -1,0 +1,36 @@
+//===- TestFiles.h - Listing test input folders -----------------*- C++ -*-===//
+
+#ifndef COLL_TESTS_SUPPORT_TESTFILES_H
+#define COLL_TESTS_SUPPORT_TESTFILES_H
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace coll::testing {
+
+/// The files of `dir` whose names end in `extension` (".xml"), sorted; empty
+/// when the folder is absent, so that parameterised tests simply have no
+/// instances there.
+inline std::vector<std::string> filesWithExtension(llvm::StringRef dir,
+                                                   llvm::StringRef extension) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (llvm::sys::path::extension(it->path()) == extension)
+      files.push_back(it->path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// The shared MSCCL corpus (../shared/msccl-xml), sorted.
+inline std::vector<std::string> corpusFiles() {
+  return filesWithExtension(COLL_MSCCL_XML_DIR, ".xml");
+}
+
+} // namespace coll::testing
+
+#endif // COLL_TESTS_SUPPORT_TESTFILES_H
