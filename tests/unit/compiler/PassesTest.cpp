@@ -1,28 +1,18 @@
 //===- PassesTest.cpp - Refinement, lowering, dependencies, fusion, nops --===//
 
 #include "CompilerTest.h"
+#include "TestPrograms.h"
 
 using namespace coll;
 using namespace coll::compiler;
 using namespace coll::compiler::test;
+using coll::test::ringAllReduceProgram;
 using ir::BufferKind;
 using ir::StepType;
 
 namespace {
 
-const char *const Ring = R"(
-param N = 4
-collective allreduce(ranks = N, chunks = N, inplace = true)
-for r in 0..N {
-    let c = chunk(r, input, r)
-    for k in 1..N {
-        c = chunk((r + k) % N, input, r).reduce(c)
-    }
-    for k in 0..N-1 {
-        c = c.copy((r + k) % N, input, r)
-    }
-}
-)";
+const std::string Ring = ringAllReduceProgram();
 
 /// A copy of two chunks from rank 0 to rank 1, then one of them onwards.
 const char *const Aggregated = R"(
@@ -186,9 +176,9 @@ TEST(Fusion, RingAllReduceBecomesRrsRrcsRcs) {
   // One tb per rank, in the classic ring order.
   std::string dump = c.dump();
   EXPECT_NE(dump.find("  tb 0: send=1 recv=3 chan=0\n"
-                      "    0: s     src=i[0+1] dst=o[0+1] ; %0 @7:42\n"
-                      "    1: rrs   src=i[3+1] dst=i[3+1] ; %18 @7:42 then "
-                      "%19 @7:42\n"),
+                      "    0: s     src=i[0+1] dst=o[0+1] ; %0 @6:42\n"
+                      "    1: rrs   src=i[3+1] dst=i[3+1] ; %18 @6:42 then "
+                      "%19 @6:42\n"),
             std::string::npos)
       << dump;
 }

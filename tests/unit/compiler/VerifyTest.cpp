@@ -1,29 +1,16 @@
 //===- VerifyTest.cpp - Verification, limits, modes, determinism ----------===//
 
 #include "CompilerTest.h"
+#include "TestPrograms.h"
 
 using namespace coll;
 using namespace coll::compiler;
 using namespace coll::compiler::test;
+using coll::test::ringAllGatherProgram;
+using coll::test::ringAllReduceProgram;
 using ir::StepType;
 
 namespace {
-
-std::string ring(int n, bool inplace = true) {
-  return "param N = " + std::to_string(n) +
-         "\ncollective allreduce(ranks = N, chunks = N, inplace = " +
-         (inplace ? "true" : "false") + R"()
-for r in 0..N {
-    let c = chunk(r, input, r)
-    for k in 1..N {
-        c = chunk((r + k) % N, input, r).reduce(c)
-    }
-    for k in 0..N-1 {
-        c = c.copy((r + k) % N, input, r)
-    }
-}
-)";
-}
 
 Config msccl() {
   Config setup;
@@ -36,7 +23,7 @@ Config msccl() {
 //===----------------------------------------------------------------------===//
 
 TEST(Modes, InPlaceRingIsAlsoRightOutOfPlace) {
-  Compilation c(ring(4));
+  Compilation c(ringAllReduceProgram(4));
   ASSERT_TRUE(c.ok()) << c.text();
   EXPECT_TRUE(c.alg().inplace);
   EXPECT_TRUE(c.alg().outofplace);
@@ -83,14 +70,7 @@ for c in 0..N {
 }
 
 TEST(Modes, OutOfPlaceAllgatherIsAlsoRightInPlace) {
-  Compilation c(R"(
-param N = 3
-collective allgather(ranks = N, chunks = 1)
-for r in 0..N {
-    let c = chunk(r, input, 0).copy(r, output, r)
-    for k in 1..N { c = c.copy((r + k) % N, output, r) }
-}
-)");
+  Compilation c(ringAllGatherProgram(3));
   ASSERT_TRUE(c.ok()) << c.text();
   EXPECT_TRUE(c.alg().inplace);
   EXPECT_TRUE(c.alg().outofplace);
@@ -103,7 +83,7 @@ for r in 0..N {
 
 TEST(Limits, StepsPerTb) {
   // 33 ranks: 2*33-1 = 65 steps in every rank's one tb.
-  Compilation c(ring(33), msccl());
+  Compilation c(ringAllReduceProgram(33), msccl());
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.firstLine(),
             "test.coll:9:15: error: target msccl: rank 0 tb 0: over the limit "
@@ -113,7 +93,7 @@ TEST(Limits, StepsPerTb) {
             std::string::npos)
       << c.text();
   // The interpreter has no such limit.
-  EXPECT_TRUE(Compilation(ring(33)).ok());
+  EXPECT_TRUE(Compilation(ringAllReduceProgram(33)).ok());
 }
 
 TEST(Limits, Count) {
@@ -150,7 +130,7 @@ for r in 0..N { chunk(r, input, 0).copy(0, output, r) }
 //===----------------------------------------------------------------------===//
 
 TEST(Reverify, CompiledSchedulesVerify) {
-  Compilation c(ring(4));
+  Compilation c(ringAllReduceProgram(4));
   ASSERT_TRUE(c.ok()) << c.text();
   std::optional<Modes> modes = c.reverify(*c.schedule);
   ASSERT_TRUE(modes);
@@ -194,7 +174,7 @@ chunk(1, input, 0).copy(0, output, 1)
 }
 
 TEST(Reverify, WrongDataIsACompilerBug) {
-  Compilation c(ring(3));
+  Compilation c(ringAllReduceProgram(3));
   ASSERT_TRUE(c.ok()) << c.text();
   Schedule edited = *c.schedule;
   ir::Step &last = edited.algorithm.gpus[1].tbs[0].steps.back();

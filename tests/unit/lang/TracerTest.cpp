@@ -1,10 +1,12 @@
 //===- TracerTest.cpp - Tracing chunk operations into the ChunkDag --------===//
 
 #include "LangTest.h"
+#include "TestPrograms.h"
 
 using namespace coll;
 using namespace coll::lang;
 using namespace coll::lang::test;
+using coll::test::ringAllReduceProgram;
 
 namespace {
 
@@ -14,19 +16,7 @@ constexpr BufferId Scratch{ir::BufferKind::Scratch, 0};
 
 std::vector<uint32_t> deps(std::initializer_list<uint32_t> ids) { return ids; }
 
-const char *const RingAllReduce = R"(
-param N = 4
-collective allreduce(ranks = N, chunks = N, inplace = true)
-for r in 0..N {
-    let c = chunk(r, input, r)
-    for k in 1..N {
-        c = chunk((r + k) % N, input, r).reduce(c)
-    }
-    for k in 0..N-1 {
-        c = c.copy((r + k) % N, input, r)
-    }
-}
-)";
+const std::string RingAllReduce = ringAllReduceProgram();
 
 TEST(TracerTest, RingAllReduce) {
   ChunkDag dag = traceOk(RingAllReduce);

@@ -1,0 +1,48 @@
+//===- TestPrograms.h - .coll sources shared by front-end tests -*- C++ -*-===//
+//
+// Small .coll sources that several test files trace or compile. Header-only,
+// so the front-end tests can use them without linking the interpreter.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_TESTS_SUPPORT_TESTPROGRAMS_H
+#define COLL_TESTS_SUPPORT_TESTPROGRAMS_H
+
+#include <string>
+
+namespace coll::test {
+
+/// The textbook ring allreduce: chunk r is reduced around the ring ending at
+/// rank r, then copied around it. `param N` defaults to \p n. Tests pin
+/// source locations in it: the reduce is at 6:42, the copy at 9:15.
+inline std::string ringAllReduceProgram(int n = 4, bool inplace = true) {
+  return "param N = " + std::to_string(n) +
+         "\ncollective allreduce(ranks = N, chunks = N, inplace = " +
+         (inplace ? "true" : "false") + R"()
+for r in 0..N {
+    let c = chunk(r, input, r)
+    for k in 1..N {
+        c = chunk((r + k) % N, input, r).reduce(c)
+    }
+    for k in 0..N-1 {
+        c = c.copy((r + k) % N, input, r)
+    }
+}
+)";
+}
+
+/// The out-of-place ring allgather: each rank copies its input into its own
+/// output slot, then the chunk travels N-1 hops. `param N` defaults to \p n.
+inline std::string ringAllGatherProgram(int n) {
+  return "param N = " + std::to_string(n) + R"(
+collective allgather(ranks = N, chunks = 1)
+for r in 0..N {
+    let c = chunk(r, input, 0).copy(r, output, r)
+    for k in 1..N { c = c.copy((r + k) % N, output, r) }
+}
+)";
+}
+
+} // namespace coll::test
+
+#endif // COLL_TESTS_SUPPORT_TESTPROGRAMS_H
