@@ -300,4 +300,16 @@ llvm::Expected<interp::CheckResult> runChecked(const ir::Algorithm &alg, interp:
   return call.check();
 }
 
+std::vector<MatrixCase> protocolMatrix() {
+  return {{ir::Protocol::Simple, 0}, {ir::Protocol::LL, 0},  {ir::Protocol::LL128, 0},
+          {ir::Protocol::Simple, 64}, {ir::Protocol::LL, 24}, {ir::Protocol::LL128, 248}};
+}
+
+std::string matrixCaseName(const MatrixCase &c) {
+  std::string name = ir::protocolName(c.proto).str();
+  if (c.slotBytes)
+    name += "_slot" + std::to_string(c.slotBytes);
+  return name;
+}
+
 } // namespace coll::testing

@@ -57,6 +57,20 @@ ir::Algorithm fifoDeadlock(ir::Protocol proto);
 /// Every builder above at `n` ranks with `proto`, named.
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto);
 
+/// One cell of the protocol matrix the backend tests sweep: a protocol and a
+/// FIFO slot size in bytes (0: the backend's default). Tiny slots make small
+/// calls take many iterations and wrap the FIFOs many times.
+struct MatrixCase {
+  ir::Protocol proto;
+  uint32_t slotBytes;
+};
+
+/// Each protocol at its default slot size and at a slot of a few lines.
+std::vector<MatrixCase> protocolMatrix();
+
+/// A test-name-safe label for `c`: "LL", "LL128_slot248", ...
+std::string matrixCaseName(const MatrixCase &c);
+
 /// Verifies, plans, runs `alg` once on the host backend and checks the
 /// result.
 llvm::Expected<interp::CheckResult> runChecked(const ir::Algorithm &alg, interp::DataType type,

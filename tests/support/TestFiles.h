@@ -3,6 +3,7 @@
 #ifndef COLL_TESTS_SUPPORT_TESTFILES_H
 #define COLL_TESTS_SUPPORT_TESTFILES_H
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -29,6 +30,15 @@ inline std::vector<std::string> filesWithExtension(llvm::StringRef dir,
 /// The shared MSCCL corpus (../shared/msccl-xml), sorted.
 inline std::vector<std::string> corpusFiles() {
   return filesWithExtension(COLL_MSCCL_XML_DIR, ".xml");
+}
+
+/// A parameterised-test name for a file: its stem with every character that
+/// is not a letter or digit replaced by '_'.
+inline std::string testNameOfFile(llvm::StringRef path) {
+  std::string name = llvm::sys::path::stem(path).str();
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return !llvm::isAlnum(c); }, '_');
+  return name;
 }
 
 } // namespace coll::testing

@@ -11,11 +11,7 @@
 
 #include "coll/ir/XML.h"
 
-#include "llvm/Support/Path.h"
-
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 using namespace coll;
 using namespace coll::interp;
@@ -23,6 +19,7 @@ using namespace coll::interp;
 namespace {
 
 using coll::testing::corpusFiles;
+using coll::testing::testNameOfFile;
 
 class GpuCorpus : public coll::testing::CudaTest,
                   public ::testing::WithParamInterface<std::string> {};
@@ -60,14 +57,7 @@ TEST_P(GpuCorpus, MatchesTheHostAtEverySize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GpuCorpus, ::testing::ValuesIn(corpusFiles()),
-                         [](const auto &info) {
-                           std::string name = llvm::sys::path::stem(info.param).str();
-                           std::replace_if(
-                               name.begin(), name.end(),
-                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-                               '_');
-                           return name;
-                         });
+                         [](const auto &info) { return testNameOfFile(info.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuCorpus);
 
 } // namespace

@@ -44,10 +44,7 @@ std::pair<HostOptions, CudaOptions> optionsWithSlots(uint32_t slotBytes) {
 // Every test algorithm x protocol x sizes from one element to several
 // pipeline iterations, in each mode it supports; tiny slots make small calls
 // take many iterations and wrap the FIFOs many times.
-struct MatrixCase {
-  ir::Protocol proto;
-  uint32_t slotBytes;
-};
+using coll::testing::MatrixCase;
 
 class GpuMatrix : public CudaTest, public ::testing::WithParamInterface<MatrixCase> {};
 
@@ -73,13 +70,8 @@ TEST_P(GpuMatrix, EveryAlgorithmMatchesTheHost) {
 
 INSTANTIATE_TEST_SUITE_P(
     Protocols, GpuMatrix,
-    ::testing::Values(MatrixCase{ir::Protocol::Simple, 0}, MatrixCase{ir::Protocol::LL, 0},
-                      MatrixCase{ir::Protocol::LL128, 0}, MatrixCase{ir::Protocol::Simple, 64},
-                      MatrixCase{ir::Protocol::LL, 24}, MatrixCase{ir::Protocol::LL128, 248}),
-    [](const auto &info) {
-      return protoName(info.param.proto) +
-             (info.param.slotBytes ? "_slot" + std::to_string(info.param.slotBytes) : "");
-    });
+    ::testing::ValuesIn(coll::testing::protocolMatrix()),
+    [](const auto &info) { return coll::testing::matrixCaseName(info.param); });
 
 class GpuExecutor : public CudaTest {};
 

@@ -31,10 +31,7 @@ void expectVerified(const ir::Algorithm &alg, DataType type, ReduceOp op, uint64
 // Every algorithm x protocol x a spread of sizes, in each mode it supports:
 // sizes from one element (below one LL line) to several pipeline iterations;
 // tiny FIFO slots make small sizes take many iterations and wrap the FIFOs.
-struct MatrixCase {
-  ir::Protocol proto;
-  uint32_t slotBytes;
-};
+using coll::testing::MatrixCase;
 
 class AlgorithmMatrix : public ::testing::TestWithParam<MatrixCase> {};
 
@@ -62,13 +59,8 @@ TEST_P(AlgorithmMatrix, EveryAlgorithmVerifies) {
 
 INSTANTIATE_TEST_SUITE_P(
     Protocols, AlgorithmMatrix,
-    ::testing::Values(MatrixCase{ir::Protocol::Simple, 0}, MatrixCase{ir::Protocol::LL, 0},
-                      MatrixCase{ir::Protocol::LL128, 0}, MatrixCase{ir::Protocol::Simple, 64},
-                      MatrixCase{ir::Protocol::LL, 24}, MatrixCase{ir::Protocol::LL128, 248}),
-    [](const auto &info) {
-      return protoName(info.param.proto) +
-             (info.param.slotBytes ? "_slot" + std::to_string(info.param.slotBytes) : "");
-    });
+    ::testing::ValuesIn(coll::testing::protocolMatrix()),
+    [](const auto &info) { return coll::testing::matrixCaseName(info.param); });
 
 TEST(HostExecutor, EveryTypeAndOperator) {
   HostOptions options;

@@ -15,11 +15,7 @@
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 
-#include "llvm/Support/Path.h"
-
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 using namespace coll;
 using namespace coll::interp;
@@ -27,6 +23,7 @@ using namespace coll::interp;
 namespace {
 
 using coll::testing::corpusFiles;
+using coll::testing::testNameOfFile;
 
 TEST(MscclCorpus, IsPresent) {
   if (!llvm::sys::fs::is_directory(COLL_MSCCL_XML_DIR))
@@ -82,14 +79,7 @@ TEST_P(MscclCorpus, RunsAndVerifiesAtEverySize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, MscclCorpus, ::testing::ValuesIn(corpusFiles()),
-                         [](const auto &info) {
-                           std::string name = llvm::sys::path::stem(info.param).str();
-                           std::replace_if(
-                               name.begin(), name.end(),
-                               [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); },
-                               '_');
-                           return name;
-                         });
+                         [](const auto &info) { return testNameOfFile(info.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MscclCorpus);
 
 } // namespace
