@@ -1,15 +1,17 @@
 //===- HostExecutor.h - Running a plan on emulated ranks --------*- C++ -*-===//
 //
 // The host backend (DESIGN.md §4): every rank of a plan lives in this
-// process with its own buffers, every tb is a thread, connections are FIFOs
-// in ordinary memory with the real framing of the plan's protocol. It runs
-// the same step semantics (StepSemantics.h) as the CUDA backend, so an
-// algorithm that passes here behaves the same on a GPU runtime.
+// process with its own buffers, connections are FIFOs in ordinary memory
+// with the real framing of the plan's protocol, and every tb is a task that
+// yields when it must wait; a few threads (one per core by default, the
+// calling thread among them) run the tasks. It runs the same step semantics
+// (StepSemantics.h) as the CUDA backend, so an algorithm that passes here
+// behaves the same on a GPU runtime.
 //
-// Threads are created once per executor and reused by every call. A call
-// whose waits make no progress for the watchdog period fails with a report
-// naming rank, tb, step, connection and counters; the executor is unusable
-// after that (its FIFOs are mid-transfer) and must be recreated.
+// Worker threads are created once per executor and reused by every call. A
+// call whose waits make no progress for the watchdog period fails with a
+// report naming rank, tb, step, connection and counters; the executor is
+// unusable after that (its FIFOs are mid-transfer) and must be recreated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 
 #include "coll/interpreter/DataType.h"
 #include "coll/interpreter/Plan.h"
+#include "coll/interpreter/Timeline.h"
 
 #include "llvm/Support/Error.h"
 
@@ -35,7 +38,15 @@ struct HostOptions {
   uint32_t simpleSlotBytes = 128 << 10;
   uint32_t llSlotBytes = 16 << 10;
   uint32_t ll128SlotBytes = 120 * 256;
+  /// Threads that run the tbs, the calling thread included; 0: one per CPU
+  /// this process may use (or COLL_HOST_THREADS).
+  unsigned threads = 0;
+
+  uint64_t slotBytes(ir::Protocol protocol) const;
 };
+
+/// `ms` if non-zero, else COLL_WATCHDOG_MS from the environment, else 30000.
+uint32_t watchdogFromEnv(uint32_t ms);
 
 /// One call of the collective on all ranks.
 struct CallArgs {
@@ -76,6 +87,10 @@ public:
   const Plan &plan() const;
   /// Elements a slice (one FIFO slot) holds for `type` under this plan.
   uint64_t sliceElems(DataType type) const;
+  /// Threads a call with enough tbs uses, the caller included.
+  unsigned threads() const;
+  /// Records every following call into `timeline` (null: stop recording).
+  void setTimeline(Timeline *timeline);
 
   class Impl;
 

@@ -1,0 +1,247 @@
+//===- HostEngine.cpp - tb tasks on a few threads -------------------------===//
+
+#include "HostEngine.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <sched.h>
+
+namespace coll::interp::host {
+
+namespace {
+
+thread_local Scheduler *currentScheduler = nullptr;
+
+/// A positive integer from the environment, or `fallback`.
+long envInteger(const char *name, long fallback) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return fallback;
+  char *end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  return end && *end == '\0' && value >= 0 ? value : fallback;
+}
+
+/// Stack per task: runThreadBlock and the prims need little; reports
+/// (formatv) take more, and sanitizer builds quadruple it (Fiber::create).
+constexpr size_t TaskStackBytes = 256 << 10;
+
+} // namespace
+
+Scheduler *Scheduler::current() { return currentScheduler; }
+
+unsigned availableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0)
+      return static_cast<unsigned>(n);
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? hw : 1;
+}
+
+EngineOptions engineOptionsFromEnv(EngineOptions base) {
+  base.threads = static_cast<unsigned>(envInteger("COLL_HOST_THREADS", base.threads));
+  base.spin = std::chrono::microseconds(
+      envInteger("COLL_SPIN_US",
+                 std::chrono::duration_cast<std::chrono::microseconds>(base.spin).count()));
+  base.yield = std::chrono::microseconds(
+      envInteger("COLL_YIELD_US",
+                 std::chrono::duration_cast<std::chrono::microseconds>(base.yield).count()));
+  return base;
+}
+
+class Engine::Impl {
+public:
+  Impl(Doorbell &bell, const EngineOptions &options) : bell(bell), options(options) {
+    nthreads = options.threads ? options.threads : availableCpus();
+    nthreads = std::max(1u, std::min(nthreads, 256u));
+  }
+  ~Impl() {
+    shutdown.store(true, std::memory_order_release);
+    generation.fetch_add(1, std::memory_order_release);
+    startBell.ring();
+    for (std::thread &t : workers)
+      t.join();
+  }
+
+  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll);
+
+  Doorbell &bell;
+  EngineOptions options;
+  unsigned nthreads = 1;
+
+private:
+  struct Slot {
+    std::vector<std::unique_ptr<Fiber>> fibers;
+    std::vector<uint32_t> live;
+    llvm::ArrayRef<Task> share;
+  };
+
+  llvm::Error prepare(Slot &slot, size_t n);
+  void runShare(Slot &slot);
+  void workerMain(Slot &slot, uint64_t seen);
+  void maybePoll(Clock::time_point now);
+
+  std::vector<std::unique_ptr<Slot>> slots; ///< slot 0 runs on the caller
+  std::vector<std::thread> workers;         ///< worker i runs slot i+1
+  std::atomic<uint64_t> generation{0};
+  std::atomic<unsigned> remaining{0};
+  std::atomic<bool> shutdown{false};
+  Doorbell startBell;
+  IdlePoll poll;
+  std::atomic<int64_t> lastPoll{0};
+};
+
+llvm::Error Engine::Impl::prepare(Slot &slot, size_t n) {
+  while (slot.fibers.size() < n) {
+    auto fiber = Fiber::create(TaskStackBytes);
+    if (!fiber)
+      return fiber.takeError();
+    slot.fibers.push_back(std::move(*fiber));
+  }
+  slot.live.reserve(n);
+  return llvm::Error::success();
+}
+
+void Engine::Impl::maybePoll(Clock::time_point now) {
+  if (!poll.poll)
+    return;
+  int64_t t = now.time_since_epoch().count();
+  int64_t last = lastPoll.load(std::memory_order_relaxed);
+  if (t - last < std::chrono::duration_cast<Clock::duration>(poll.interval).count())
+    return;
+  if (lastPoll.compare_exchange_strong(last, t, std::memory_order_relaxed))
+    poll.poll(poll.arg);
+}
+
+void Engine::Impl::runShare(Slot &slot) {
+  Scheduler sched;
+  currentScheduler = &sched;
+  const size_t n = slot.share.size();
+  slot.live.clear();
+  for (size_t i = 0; i < n; ++i) {
+    slot.fibers[i]->reset(slot.share[i].run, slot.share[i].arg);
+    slot.live.push_back(static_cast<uint32_t>(i));
+  }
+  // One pass over the live tasks; true when one finished or got past a wait.
+  auto pass = [&] {
+    sched.passStart = Clock::now();
+    size_t before = slot.live.size();
+    llvm::erase_if(slot.live, [&](uint32_t i) { return slot.fibers[i]->resume(); });
+    bool progressed = sched.progressed || slot.live.size() != before;
+    sched.progressed = false;
+    return progressed;
+  };
+  bool idle = false;
+  Clock::time_point idleStart;
+  bool first = true;
+  while (!slot.live.empty()) {
+    bool progressed = pass() || first;
+    first = false;
+    if (progressed || slot.live.empty()) {
+      idle = false;
+      continue;
+    }
+    if (!idle) {
+      idle = true;
+      idleStart = sched.passStart;
+    }
+    maybePoll(sched.passStart);
+    auto idleFor = sched.passStart - idleStart;
+    if (idleFor < options.spin) {
+      for (int i = 0; i < 16; ++i)
+        cpuRelax();
+    } else if (idleFor < options.spin + options.yield) {
+      sched_yield();
+    } else {
+      uint32_t seen = bell.enter();
+      if (!pass() && !slot.live.empty())
+        bell.sleep(seen, options.sleepSlice);
+      bell.leave();
+    }
+  }
+  currentScheduler = nullptr;
+}
+
+void Engine::Impl::workerMain(Slot &slot, uint64_t seen) {
+  for (;;) {
+    auto moved = [&] { return generation.load(std::memory_order_acquire) != seen; };
+    Clock::time_point lingerEnd = Clock::now() + options.linger;
+    while (!moved() && Clock::now() < lingerEnd)
+      for (int i = 0; i < 16; ++i)
+        cpuRelax();
+    while (!moved() &&
+           startBell.wait(moved, [] { return false; }, std::chrono::hours(1)) !=
+               Doorbell::Result::Ready) {
+    }
+    seen = generation.load(std::memory_order_acquire);
+    if (shutdown.load(std::memory_order_acquire))
+      return;
+    if (!slot.share.empty())
+      runShare(slot);
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      bell.ring();
+  }
+}
+
+llvm::Error Engine::Impl::run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll) {
+  if (tasks.empty())
+    return llvm::Error::success();
+  const unsigned use = static_cast<unsigned>(std::min<size_t>(nthreads, tasks.size()));
+  while (slots.size() < use)
+    slots.push_back(std::make_unique<Slot>());
+  for (unsigned i = 0; i < use; ++i) {
+    size_t begin = tasks.size() * i / use, end = tasks.size() * (i + 1) / use;
+    slots[i]->share = tasks.slice(begin, end - begin);
+    if (llvm::Error err = prepare(*slots[i], end - begin))
+      return err;
+  }
+  for (size_t i = use; i < slots.size(); ++i)
+    slots[i]->share = {};
+  poll = idlePoll;
+  lastPoll.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+
+  if (use > 1) {
+    while (workers.size() + 1 < use) {
+      Slot *slot = slots[workers.size() + 1].get();
+      // A new worker waits for the launch after the current generation.
+      uint64_t now = generation.load(std::memory_order_relaxed);
+      workers.emplace_back([this, slot, now] { workerMain(*slot, now); });
+    }
+    remaining.store(static_cast<unsigned>(workers.size()), std::memory_order_relaxed);
+    generation.fetch_add(1, std::memory_order_release);
+    startBell.ring();
+  }
+  runShare(*slots[0]);
+  if (use > 1) {
+    while (bell.wait([&] { return remaining.load(std::memory_order_acquire) == 0; },
+                     [] { return false; }, std::chrono::hours(1)) != Doorbell::Result::Ready) {
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<Engine>> Engine::create(Doorbell &bell,
+                                                       const EngineOptions &options) {
+  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(bell, options)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Engine::~Engine() = default;
+
+llvm::Error Engine::run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll) {
+  return impl->run(tasks, poll);
+}
+
+unsigned Engine::threads() const { return impl->nthreads; }
+const EngineOptions &Engine::options() const { return impl->options; }
+
+} // namespace coll::interp::host

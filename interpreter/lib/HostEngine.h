@@ -1,0 +1,139 @@
+//===- HostEngine.h - tb tasks on a few threads -----------------*- C++ -*-===//
+//
+// The host backend's execution model (DESIGN.md §4): every tb of every rank a
+// process runs is a task, a Fiber; a few threads run them, each its own
+// contiguous share of the tasks, round-robin. A task whose wait cannot be
+// satisfied yields (waitUntil), so one thread keeps every tb of its share
+// moving and a FIFO hand-off between two tasks of one thread costs a fiber
+// switch, not a futex wake-up.
+//
+// A thread whose tasks are all blocked spins for a while (a partner on
+// another core is usually about to deliver), then yields the CPU, then
+// sleeps on the process's Doorbell, which partners ring after every
+// hand-off. An oversubscribed machine is therefore not burnt by spinning.
+//
+// Shares are contiguous in task order (rank-major), so the neighbours of a
+// ring mostly share a thread and its cache.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_HOSTENGINE_H
+#define COLL_INTERPRETER_HOSTENGINE_H
+
+#include "Fiber.h"
+#include "HostSync.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace coll::interp::host {
+
+using Clock = std::chrono::steady_clock;
+
+struct EngineOptions {
+  /// Threads that run tasks, the calling thread included. 0: one per CPU
+  /// this process may run on (COLL_HOST_THREADS overrides that default).
+  unsigned threads = 0;
+  /// An idle thread spins this long, then yields the CPU this long, then
+  /// sleeps on the doorbell (COLL_SPIN_US / COLL_YIELD_US override).
+  std::chrono::nanoseconds spin = std::chrono::microseconds(50);
+  std::chrono::nanoseconds yield = std::chrono::microseconds(500);
+  /// A worker keeps looking for the next launch this long before sleeping,
+  /// so back-to-back calls do not pay for waking it.
+  std::chrono::nanoseconds linger = std::chrono::microseconds(200);
+  /// The longest single sleep; waits check their watchdog at least this
+  /// often.
+  std::chrono::nanoseconds sleepSlice = std::chrono::milliseconds(5);
+};
+
+/// EngineOptions from the environment: COLL_HOST_THREADS, COLL_SPIN_US,
+/// COLL_YIELD_US; fields the environment does not set keep `base`'s values.
+EngineOptions engineOptionsFromEnv(EngineOptions base = {});
+
+/// CPUs this process may run on.
+unsigned availableCpus();
+
+/// One unit of work, run as a fiber.
+struct Task {
+  void (*run)(void *arg) = nullptr;
+  void *arg = nullptr;
+};
+
+/// Called by idle threads of a launch at most every `interval` (e.g. to see
+/// whether a peer process died).
+struct IdlePoll {
+  void (*poll)(void *arg) = nullptr;
+  void *arg = nullptr;
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(20);
+};
+
+/// The thread-local side of a running launch, for waitUntil.
+class Scheduler {
+public:
+  /// The scheduler of the calling thread while it runs tasks, else null.
+  static Scheduler *current();
+  /// The time at the start of the current pass over the tasks.
+  Clock::time_point now() const { return passStart; }
+  /// A task got past a wait it had yielded in.
+  void noteProgress() { progressed = true; }
+
+  Clock::time_point passStart{};
+  bool progressed = false;
+};
+
+enum class WaitResult { Ready, Stopped, TimedOut };
+
+/// From inside a task: returns once `ready()` holds, yielding to the other
+/// tasks of this thread while it does not; gives up when `stop()` holds or
+/// `ready()` has not held for `watchdog`.
+template <class Ready, class Stop>
+WaitResult waitUntil(Ready &&ready, Stop &&stop, std::chrono::nanoseconds watchdog) {
+  if (ready())
+    return WaitResult::Ready;
+  Scheduler *s = Scheduler::current();
+  const Clock::time_point start = s->now();
+  for (;;) {
+    Fiber::yield();
+    if (ready()) {
+      s->noteProgress();
+      return WaitResult::Ready;
+    }
+    if (stop())
+      return WaitResult::Stopped;
+    if (s->now() - start >= watchdog)
+      return WaitResult::TimedOut;
+  }
+}
+
+class Engine {
+public:
+  /// An engine whose idle threads sleep on `bell`.
+  static llvm::Expected<std::unique_ptr<Engine>> create(Doorbell &bell,
+                                                        const EngineOptions &options = {});
+  ~Engine();
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+
+  /// Runs every task to completion on the calling thread and at most
+  /// threads()-1 workers. One launch at a time.
+  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll = {});
+
+  /// Threads a launch with enough tasks uses, the caller included.
+  unsigned threads() const;
+  const EngineOptions &options() const;
+
+  class Impl;
+
+private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace coll::interp::host
+
+#endif // COLL_INTERPRETER_HOSTENGINE_H

@@ -1,0 +1,190 @@
+//===- HostRank.h - One rank of a plan on the host --------------*- C++ -*-===//
+//
+// A RankRunner runs the tbs of one rank of a plan as tasks of a host Engine
+// (HostEngine.h), with the step semantics every backend shares
+// (StepSemantics.h) and the real framing of the plan's protocol
+// (Protocol.h). The emulated executor (HostExecutor) makes one per rank over
+// connections in its own memory; the runtime makes one per rank it hosts,
+// over connections in memory shared with the peers' processes.
+//
+// Memory ordering, per protocol:
+//  - Simple: the sender writes the slot with plain stores, then stores
+//    `tail` with release; the receiver acquires `tail` before reading.
+//  - LL: every 8-byte word carries its own flag and is stored and loaded as
+//    one relaxed atomic, so a word whose flag matches holds its data; `tail`
+//    is kept for the watchdog's report only.
+//  - LL128: data words are stored relaxed, then the line's flag word with
+//    release; the receiver acquires the flag word before reading the data.
+//  In every protocol the receiver frees a slot by storing `head` with
+//  release, and the sender acquires `head` before re-using the slot. After
+//  moving a counter, an end rings the doorbell of the process that runs the
+//  other end. Dependencies: a tb stores its flag (iteration, step) with
+//  release after a `hasdep` step; waiters (same rank) acquire it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_HOSTRANK_H
+#define COLL_INTERPRETER_HOSTRANK_H
+
+#include "HostEngine.h"
+#include "HostSync.h"
+
+#include "coll/interpreter/DataType.h"
+#include "coll/interpreter/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace coll::interp::host {
+
+constexpr size_t CacheLine = 64;
+
+/// The counters of one connection, written by both ends; plain data, so it
+/// can live in memory shared between processes. The FIFO follows it.
+struct alignas(CacheLine) ConnectionControl {
+  std::atomic<uint64_t> tail; ///< slots the sender filled
+  char pad0[CacheLine - sizeof(std::atomic<uint64_t>)];
+  std::atomic<uint64_t> head; ///< slots the receiver freed
+  char pad1[CacheLine - sizeof(std::atomic<uint64_t>)];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "connections in shared memory need lock-free 64-bit atomics");
+
+/// The memory one connection needs for a protocol and slot size.
+struct FifoShape {
+  ir::Protocol protocol = ir::Protocol::Simple;
+  uint64_t slotBytes = 0; ///< data bytes per slot: the pipeline slice
+  uint64_t slotWords = 0; ///< LL/LL128: 8-byte words per slot (lines included)
+
+  /// Fails unless `slotBytes` is a multiple of 8 in [8, 64 MiB].
+  static llvm::Expected<FifoShape> of(ir::Protocol protocol, uint64_t slotBytes);
+  /// Control block and FifoDepth slots, rounded up to a cache line.
+  uint64_t totalBytes() const;
+};
+
+/// One end of a connection, as the tb that drives it sees it. `memory`
+/// (totalBytes() bytes, zeroed before either end uses it) is the same for
+/// both ends, mapped wherever each end's process maps it.
+struct ConnectionEnd {
+  ConnectionControl *control = nullptr;
+  std::byte *fifo = nullptr;
+  FifoShape shape;
+  /// Rung after this end moves its counter: the doorbell of the process
+  /// that runs the other end.
+  Doorbell *peerBell = nullptr;
+  int32_t sender = -1, receiver = -1, channel = -1; ///< for reports
+
+  static ConnectionEnd bind(void *memory, const FifoShape &shape, Doorbell *peerBell,
+                            int32_t sender, int32_t receiver, int32_t channel);
+  bool valid() const { return control != nullptr; }
+};
+
+/// How the tasks of a launch stop together: a word that every wait checks,
+/// and the first report of why.
+class StopControl {
+public:
+  virtual ~StopControl() = default;
+  bool stopping() const { return word->load(std::memory_order_relaxed) != 0; }
+  /// Records `report` if it is the first, sets the word and wakes every
+  /// waiter (the implementation knows which doorbells).
+  virtual void stall(std::string report) = 0;
+
+protected:
+  std::atomic<uint32_t> *word = nullptr;
+};
+
+/// A StopControl for tasks of one process: the word and the report are
+/// local, stalling rings the given doorbells.
+class LocalStop final : public StopControl {
+public:
+  explicit LocalStop(std::vector<Doorbell *> bells) : bells(std::move(bells)) {
+    word = &flag;
+  }
+  void stall(std::string text) override;
+  /// The first report, and clears the state for another launch.
+  std::string takeReport();
+  void clear() { flag.store(0, std::memory_order_relaxed); }
+
+private:
+  std::atomic<uint32_t> flag{0};
+  std::mutex mutex;
+  std::string report;
+  std::vector<Doorbell *> bells;
+};
+
+/// One event of a timeline (HostTrace.h writes them): a step or a wait of
+/// one tb, in nanoseconds of the steady clock.
+struct TraceEvent {
+  int64_t begin = 0, end = 0;
+  uint64_t iteration = 0;
+  const PlanStep *step = nullptr; ///< the step it belongs to
+  /// 0: the step; 1: waiting for data; 2: waiting for a free slot;
+  /// 3: waiting for a dependency.
+  uint8_t kind = 0;
+  uint64_t elems = 0; ///< elements the step moved in this iteration
+};
+
+/// The timeline of one tb for one call.
+struct TbTrace {
+  std::vector<TraceEvent> events;
+};
+
+struct RankOptions {
+  std::chrono::milliseconds watchdog{30000};
+  /// Data bytes per FIFO slot for the plan's protocol.
+  uint64_t slotBytes = 128 << 10;
+};
+
+class RankRunner {
+public:
+  /// Runs the tbs of rank `rank` of `plan`, which must outlive it. `ends`
+  /// gives, per connection of the plan (Plan::connections) that this rank
+  /// sends or receives on, the end this rank drives; other entries are
+  /// ignored. `bell` is the doorbell of this process; `stop` is shared by
+  /// every rank of a launch.
+  static llvm::Expected<std::unique_ptr<RankRunner>>
+  create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd> ends, Doorbell &bell,
+         StopControl &stop, const RankOptions &options);
+  ~RankRunner();
+
+  /// Binds one call: `layout` (resolved for the call's count, outliving the
+  /// run) and this rank's buffers. Fails when scratch memory is exhausted.
+  llvm::Error bind(const CallLayout &layout, DataType type, ReduceOp op, void *input,
+                   void *output);
+  /// Appends one task per tb to `tasks`.
+  void appendTasks(std::vector<Task> &tasks);
+  /// After the launch: whether every tb ran to the end.
+  bool completed() const;
+  /// `avg`: divides this rank's result by the rank count.
+  void finishAverage() const;
+
+  /// Pipeline iterations of the bound call.
+  uint64_t iterations() const;
+  /// Elements per slice for `type`.
+  uint64_t sliceElems(DataType type) const;
+
+  /// Records a timeline of the next calls into `traces` (one per tb of this
+  /// rank, in tb order); null stops recording.
+  void setTrace(std::vector<TbTrace> *traces);
+
+  class Impl;
+
+private:
+  explicit RankRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// Describes where a tb is, for watchdog reports.
+std::string describeTbPosition(const Plan &plan, int32_t globalTb, uint64_t iteration,
+                               const PlanStep *step);
+
+} // namespace coll::interp::host
+
+#endif // COLL_INTERPRETER_HOSTRANK_H
