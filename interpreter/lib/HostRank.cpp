@@ -222,6 +222,7 @@ public:
   }
 
   bool send(const T *src, uint64_t n) {
+    traceElems(n);
     T *out;
     if (!sendBegin(out))
       return false;

@@ -2,7 +2,7 @@
 //
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
-//                    [--backend host|cuda]
+//                    [--backend host|cuda] [--trace FILE.json] [--threads N]
 //
 // Reads and verifies an MSCCL XML algorithm, runs it on the host backend
 // (every rank in this process) or on the current GPU (every rank on it, its
@@ -78,6 +78,15 @@ cl::opt<std::string> backendName("backend", cl::init("host"),
                                  cl::desc("host (ranks are CPU threads) or cuda (every rank on "
                                           "the current GPU; times are CUDA-event times)"),
                                  cl::cat(category));
+cl::opt<std::string> tracePath("trace", cl::init(""),
+                               cl::desc("Write a timeline of every call (Chrome trace / Perfetto "
+                                        "JSON: a track per rank and tb, a slice per step) to "
+                                        "this file (host backend)"),
+                               cl::cat(category));
+cl::opt<unsigned> threads("threads", cl::init(0),
+                          cl::desc("Threads that run the tbs on the host backend, the calling "
+                                   "one included (default: one per CPU, or COLL_HOST_THREADS)"),
+                          cl::cat(category));
 cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
                               cl::desc("Warnings about the file to print at most"),
                               cl::cat(category));
@@ -131,9 +140,13 @@ int main(int argc, char **argv) {
   std::function<llvm::Error()> recover;
   std::string backendNote = "host backend";
   std::unique_ptr<HostExecutor> hostExecutor;
+  Timeline timeline;
+  if (!tracePath.empty() && backendName != "host")
+    return fail("collrun", BadInput, "--trace needs --backend host");
   if (backendName == "host") {
     HostOptions options;
     options.watchdogMs = watchdogMs;
+    options.threads = threads;
     if (slotBytes)
       options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
     recover = [&, options]() -> llvm::Error {
@@ -141,6 +154,8 @@ int main(int argc, char **argv) {
       if (!fresh)
         return fresh.takeError();
       hostExecutor = std::move(*fresh);
+      if (!tracePath.empty())
+        hostExecutor->setTimeline(&timeline);
       return llvm::Error::success();
     };
     runCall = [&](CheckedCall &call, bool) { return hostExecutor->run(call.args()); };
@@ -271,5 +286,13 @@ int main(int argc, char **argv) {
                    [](const std::string &s) { return llvm::StringRef(s).contains("differ in"); }))
     llvm::outs() << "# all ranks hold bit-identical results\n";
   llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
+  if (!tracePath.empty()) {
+    if (llvm::Error err = timeline.writeJson(tracePath)) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
+      return Failed;
+    }
+    llvm::outs() << llvm::formatv("# timeline: {0} call slices, {1} step slices, written to {2}\n",
+                                  timeline.calls(), timeline.stepSlices(), tracePath);
+  }
   return verified == rows ? Verified : Failed;
 }
