@@ -1,0 +1,199 @@
+/*===- coll.h - Coll's communicator runtime: the C API ---------------------===*
+ *
+ * Coll runs collective-communication algorithms (MSCCL XML, or .coll programs
+ * compiled for the job's shape) inside multi-process jobs. The API has
+ * NCCL's shape with the `coll` prefix: code written for NCCL moves over with
+ * a rename. Differences from NCCL are noted where they matter; the full
+ * reference is docs/RUNTIME.md.
+ *
+ *  - Buffers are host memory (the host backend runs the call on the calling
+ *    thread; pass stream NULL) or device memory (the CUDA backend, when the
+ *    library was built with it), told apart per call.
+ *  - Host calls are synchronous: when a collective returns collSuccess, its
+ *    result is in place. Ranks driven by one thread must be grouped
+ *    (collGroupStart/collGroupEnd), as in NCCL.
+ *  - Every call chooses an algorithm from the communicator's registry; with
+ *    COLL_DEBUG=INFO rank 0 prints the choices at init, with COLL_DEBUG=TRACE
+ *    every call says what it ran. When no algorithm applies, the call fails
+ *    with collInvalidUsage and a message naming every candidate and why it
+ *    was rejected (collGetLastError).
+ *  - A dead or stopped peer makes every rank's call return collRemoteError
+ *    or collTimeout within the watchdog period (COLL_WATCHDOG_MS).
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef COLL_H
+#define COLL_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLL_MAJOR 0
+#define COLL_MINOR 3
+#define COLL_PATCH 0
+#define COLL_VERSION_CODE (COLL_MAJOR * 10000 + COLL_MINOR * 100 + COLL_PATCH)
+
+typedef struct collComm *collComm_t;
+#define COLL_COMM_NULL NULL
+
+#define COLL_UNIQUE_ID_BYTES 128
+/* Opaque; carries the address of the root's listener and a job nonce. */
+typedef struct {
+  char internal[COLL_UNIQUE_ID_BYTES];
+} collUniqueId;
+
+/* NCCL's result codes and meanings, plus collTimeout. */
+typedef enum {
+  collSuccess = 0,
+  collUnhandledCudaError = 1, /* a CUDA call failed */
+  collSystemError = 2,        /* a system call failed (memory, sockets, shm) */
+  collInternalError = 3,      /* a bug in Coll */
+  collInvalidArgument = 4,    /* a bad argument: null pointer, bad rank, bad type */
+  collInvalidUsage = 5,       /* a bad call sequence, mismatched ranks, no algorithm */
+  collRemoteError = 6,        /* another rank failed or died */
+  collInProgress = 7,         /* not returned by blocking calls */
+  collTimeout = 8,            /* the watchdog stopped a call that made no progress */
+  collNumResults = 9
+} collResult_t;
+
+typedef enum {
+  collInt8 = 0, collChar = 0,
+  collUint8 = 1,
+  collInt32 = 2, collInt = 2,
+  collUint32 = 3,
+  collInt64 = 4,
+  collUint64 = 5,
+  collFloat16 = 6, collHalf = 6,
+  collFloat32 = 7, collFloat = 7,
+  collFloat64 = 8, collDouble = 8,
+  collBfloat16 = 9,
+  collFloat8e4m3 = 10, /* NCCL's numbering; not supported (collInvalidArgument) */
+  collFloat8e5m2 = 11, /* not supported */
+  collNumTypes = 12
+} collDataType_t;
+
+/* NCCL's numbering (max before min). */
+typedef enum {
+  collSum = 0,
+  collProd = 1,
+  collMax = 2,
+  collMin = 3,
+  collAvg = 4,
+  collNumOps = 5
+} collRedOp_t;
+
+#define COLL_SPLIT_NOCOLOR -1
+#define COLL_CONFIG_UNDEF_INT INT_MIN
+#define COLL_CONFIG_UNDEF_PTR NULL
+
+/* Communicator configuration. Initialise with COLL_CONFIG_INITIALIZER, then
+ * set what you need; unset fields take the environment's value, then the
+ * default. */
+typedef struct collConfig_v1 {
+  size_t size;           /* set by the initializer */
+  unsigned int magic;    /* set by the initializer */
+  unsigned int version;  /* set by the initializer */
+  int watchdogMs;        /* COLL_WATCHDOG_MS; default 30000 */
+  const char *algoDir;   /* COLL_ALGO_DIR: a folder of .xml and .coll files */
+  const char *algoFiles; /* COLL_ALGO_FILES: files separated by ':' or ',' */
+  const char *tuningFile;/* COLL_TUNING_FILE: see docs/RUNTIME.md */
+  int debugLevel;        /* COLL_DEBUG: 0 NONE, 1 VERSION, 2 WARN, 3 INFO, 4 TRACE */
+  int embeddedAlgorithms;/* 0: do not load the built-in set; default 1 */
+  int hostThreads;       /* COLL_HOST_THREADS: threads per call; default see docs */
+} collConfig_t;
+
+#define COLL_CONFIG_INITIALIZER                                                 \
+  {                                                                            \
+    sizeof(collConfig_t), 0xc011c0f1u, COLL_VERSION_CODE,                      \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_PTR,   \
+        COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT,   \
+        COLL_CONFIG_UNDEF_INT                                                  \
+  }
+
+/* Version as COLL_VERSION_CODE. */
+collResult_t collGetVersion(int *version);
+
+/* A human-readable description of `result`. */
+const char *collGetErrorString(collResult_t result);
+/* The message of the last error on `comm` (of this thread when comm is
+ * NULL, e.g. after a failed init), or "" when there was none. */
+const char *collGetLastError(collComm_t comm);
+
+/* Creates the id rank 0 shares with the others (e.g. with MPI_Bcast), and
+ * starts the root listener in this process: on COLL_COMM_ID=host:port when
+ * set, else on the interface COLL_SOCKET_IFNAME selects. */
+collResult_t collGetUniqueId(collUniqueId *uniqueId);
+
+collResult_t collCommInitRank(collComm_t *comm, int nranks, collUniqueId commId, int rank);
+collResult_t collCommInitRankConfig(collComm_t *comm, int nranks, collUniqueId commId,
+                                    int rank, const collConfig_t *config);
+/* Every rank of a new communicator in this process. `devices` NULL: host
+ * ranks; else the CUDA device of each rank (several ranks may share one). */
+collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices);
+/* Rank, size and root from the launcher's environment: Open MPI
+ * (OMPI_COMM_WORLD_RANK/SIZE) or Slurm (SLURM_PROCID/NTASKS) with
+ * COLL_COMM_ID=host:port naming rank 0's listener, or torchrun (RANK,
+ * WORLD_SIZE, MASTER_ADDR, MASTER_PORT; the port after MASTER_PORT is used).
+ * Rank 0 listens there. */
+collResult_t collCommInitFromEnv(collComm_t *comm);
+/* Ranks with the same color form a new communicator, ordered by key, then by
+ * rank in `comm`; COLL_SPLIT_NOCOLOR gives *newcomm = NULL. Collective over
+ * `comm`. `config` may be NULL (the parent's). */
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t *newcomm,
+                           const collConfig_t *config);
+/* Waits for every rank to finish with the communicator; then destroy frees
+ * it locally. */
+collResult_t collCommFinalize(collComm_t comm);
+collResult_t collCommDestroy(collComm_t comm);
+/* Stops every call in flight on this communicator (on every local rank of
+ * it), and frees it. Returns promptly from any state. */
+collResult_t collCommAbort(collComm_t comm);
+/* collSuccess, or the error that broke the communicator. */
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError);
+collResult_t collCommCount(const collComm_t comm, int *count);
+collResult_t collCommUserRank(const collComm_t comm, int *rank);
+
+/* Collectives: NCCL's argument order and in-place rules. `stream` is a
+ * cudaStream_t for device buffers; NULL for host buffers. */
+collResult_t collAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                           void *stream);
+collResult_t collAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           collDataType_t datatype, collComm_t comm, void *stream);
+collResult_t collReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                               void *stream);
+collResult_t collAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          collDataType_t datatype, collComm_t comm, void *stream);
+collResult_t collBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           collDataType_t datatype, int root, collComm_t comm, void *stream);
+collResult_t collReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
+                        void *stream);
+collResult_t collGather(const void *sendbuff, void *recvbuff, size_t count,
+                        collDataType_t datatype, int root, collComm_t comm, void *stream);
+collResult_t collScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         collDataType_t datatype, int root, collComm_t comm, void *stream);
+
+/* Point to point: matched in order per (sender, receiver); sends and
+ * receives that must progress together go in one group. */
+collResult_t collSend(const void *sendbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, void *stream);
+collResult_t collRecv(void *recvbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, void *stream);
+
+/* Calls between collGroupStart and collGroupEnd (per thread, nestable) are
+ * queued and run together at the outermost collGroupEnd, which returns when
+ * all are complete. */
+collResult_t collGroupStart(void);
+collResult_t collGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* COLL_H */

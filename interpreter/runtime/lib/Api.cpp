@@ -1,0 +1,719 @@
+//===- Api.cpp - coll.h: argument checks, groups, errors ----------------------===//
+
+#include "coll.h"
+
+#include "Bootstrap.h"
+#include "Comm.h"
+#include "Debug.h"
+
+#include "coll/interpreter/DataType.h"
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+using namespace coll;
+using namespace coll::rt;
+
+struct collComm {
+  std::unique_ptr<Communicator> impl;
+};
+
+namespace {
+
+thread_local std::string threadError;
+
+/// Records `message` as the last error of `comm` (or of this thread) and
+/// returns `result`.
+collResult_t failWith(collComm_t comm, collResult_t result, const std::string &message) {
+  if (comm && comm->impl)
+    comm->impl->setLastError(message);
+  threadError = message;
+  COLL_LOG(Warn, Coll, comm && comm->impl ? comm->impl->rank() : -1,
+           llvm::formatv("{0}: {1}", collGetErrorString(result), message));
+  return result;
+}
+
+collResult_t failWith(collComm_t comm, llvm::Error err) {
+  std::string message;
+  collResult_t result = takeResult(std::move(err), message);
+  return failWith(comm, result, message);
+}
+
+struct PendingInit {
+  collComm_t *out;
+  int nranks;
+  collUniqueId id;
+  int rank;
+  Config config;
+};
+struct PendingSplit {
+  collComm_t parent;
+  int color, key;
+  collComm_t *out;
+  Config config;
+};
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<collComm_t, Op>> ops;
+  std::vector<PendingInit> inits;
+  std::vector<PendingSplit> splits;
+};
+thread_local GroupState group;
+
+std::optional<interp::DataType> toType(collDataType_t t) {
+  switch (t) {
+  case collInt8: return interp::DataType::Int8;
+  case collUint8: return interp::DataType::Uint8;
+  case collInt32: return interp::DataType::Int32;
+  case collUint32: return interp::DataType::Uint32;
+  case collInt64: return interp::DataType::Int64;
+  case collUint64: return interp::DataType::Uint64;
+  case collFloat16: return interp::DataType::Float16;
+  case collFloat32: return interp::DataType::Float32;
+  case collFloat64: return interp::DataType::Float64;
+  case collBfloat16: return interp::DataType::BFloat16;
+  default: return std::nullopt;
+  }
+}
+
+std::optional<interp::ReduceOp> toOp(collRedOp_t op) {
+  switch (op) {
+  case collSum: return interp::ReduceOp::Sum;
+  case collProd: return interp::ReduceOp::Prod;
+  case collMax: return interp::ReduceOp::Max;
+  case collMin: return interp::ReduceOp::Min;
+  case collAvg: return interp::ReduceOp::Avg;
+  default: return std::nullopt;
+  }
+}
+
+/// Whether `p` is CUDA device memory. Only asked of a CUDA runtime the
+/// process has already loaded: a program that never touched CUDA has no
+/// device buffers, and asking would create a context.
+bool isDevicePointer(const void *p) {
+  if (!p)
+    return false;
+  static auto query = []() -> int (*)(void *, const void *) {
+    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
+        return reinterpret_cast<int (*)(void *, const void *)>(
+            dlsym(lib, "cudaPointerGetAttributes"));
+    return nullptr;
+  }();
+  if (!query)
+    return false;
+  struct {
+    int type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+  } attributes{};
+  if (query(&attributes, p) != 0)
+    return false;
+  return attributes.type == 2 || attributes.type == 3; // device or managed
+}
+
+/// Checks and queues or runs one operation.
+collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_t redop,
+                     bool needsOp, bool rooted, void *stream) {
+  const char *name = opKindName(op.kind);
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, std::string(name) + ": comm is NULL");
+  Communicator &c = *comm->impl;
+  auto type = toType(datatype);
+  if (!type)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: datatype {1} is not supported (Coll supports int8, uint8, "
+                                  "int32, uint32, int64, uint64, fp16, bf16, fp32, fp64)",
+                                  name, int(datatype)));
+  op.type = *type;
+  if (needsOp) {
+    auto r = toOp(redop);
+    if (!r)
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("{0}: reduction op {1} is not collSum, collProd, collMax, "
+                                    "collMin or collAvg",
+                                    name, int(redop)));
+    op.op = *r;
+  }
+  if (rooted || op.pointToPoint()) {
+    if (op.root < 0 || op.root >= c.nranks())
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("{0}: {1} {2} is out of range (the communicator has {3} "
+                                    "ranks)",
+                                    name, op.pointToPoint() ? "peer" : "root", op.root,
+                                    c.nranks()));
+  }
+  const size_t es = interp::dataTypeSize(op.type);
+  const size_t n = static_cast<size_t>(c.nranks());
+  if (op.count > (SIZE_MAX / 2) / es / n)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: count {1} is too large (the byte size overflows)", name,
+                                  op.count));
+  if (op.count > 0) {
+    const bool root = c.rank() == op.root;
+    bool needSend = true, needRecv = true;
+    switch (op.kind) {
+    case OpKind::Broadcast:
+    case OpKind::Scatter: needSend = root; break;
+    case OpKind::Reduce:
+    case OpKind::Gather: needRecv = root; break;
+    case OpKind::Send: needRecv = false; break;
+    case OpKind::Recv: needSend = false; break;
+    default: break;
+    }
+    if ((needSend && !op.send) || (needRecv && !op.recv))
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("{0}: {1} is NULL with count {2}", name,
+                                    needSend && !op.send ? "sendbuff" : "recvbuff", op.count));
+    if (isDevicePointer(op.send) || isDevicePointer(op.recv))
+      return failWith(comm, collInvalidUsage,
+                      llvm::formatv("{0}: device buffers need the runtime's CUDA path, which "
+                                    "this build does not have yet; pass host buffers",
+                                    name));
+  }
+  if (stream)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: host buffers run on the host backend, synchronously; "
+                                  "pass stream NULL",
+                                  name));
+  if (int broken = c.asyncError(); broken != collSuccess)
+    return failWith(comm, static_cast<collResult_t>(broken),
+                    "the communicator is broken by an earlier error; abort or destroy it");
+  if (group.depth > 0) {
+    group.ops.emplace_back(comm, op);
+    return collSuccess;
+  }
+  Communicator::Unit unit{&c, llvm::ArrayRef<Op>(&op, 1)};
+  if (llvm::Error err = Communicator::runRound(unit)) {
+    std::string message;
+    collResult_t result = takeResult(std::move(err), message);
+    threadError = message;
+    return result;
+  }
+  return collSuccess;
+}
+
+uint64_t randomNonce() {
+  std::random_device device;
+  return (uint64_t(device()) << 32) ^ device() ^
+         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+PeerInfo selfInfo(const Config &config) {
+  PeerInfo info;
+  info.pid = static_cast<int32_t>(getpid());
+  info.hostHash = hostHash();
+  info.processHash = llvm::hash_combine(info.hostHash, info.pid);
+  info.configHash = config.agreedHash();
+  std::snprintf(info.hostname, sizeof info.hostname, "%s", hostName().c_str());
+  return info;
+}
+
+collResult_t initRank(collComm_t *out, int nranks, const collUniqueId &commId, int rank,
+                      const Config &config) {
+  auto id = decodeUniqueId(commId.internal);
+  if (!id)
+    return failWith(nullptr, collInvalidArgument, llvm::toString(id.takeError()));
+  auto boot = connectBootstrap(*id, nranks, rank, selfInfo(config));
+  if (!boot)
+    return failWith(nullptr, collRemoteError,
+                    llvm::formatv("rank {0}: bootstrap failed: {1}", rank,
+                                  llvm::toString(boot.takeError())));
+  auto comm = Communicator::create(std::move(*boot), config, id->nonce);
+  if (!comm)
+    return failWith(nullptr, comm.takeError());
+  *out = new collComm{std::move(*comm)};
+  return collSuccess;
+}
+
+collResult_t checkInitArgs(collComm_t *comm, int nranks, int rank) {
+  if (!comm)
+    return failWith(nullptr, collInvalidArgument, "comm (the output pointer) is NULL");
+  if (nranks < 1)
+    return failWith(nullptr, collInvalidArgument,
+                    llvm::formatv("nranks {0} must be at least 1", nranks));
+  if (rank < 0 || rank >= nranks)
+    return failWith(nullptr, collInvalidArgument,
+                    llvm::formatv("rank {0} is out of range for {1} ranks", rank, nranks));
+  return collSuccess;
+}
+
+} // namespace
+
+extern "C" {
+
+collResult_t collGetVersion(int *version) {
+  if (!version)
+    return failWith(nullptr, collInvalidArgument, "version is NULL");
+  *version = COLL_VERSION_CODE;
+  return collSuccess;
+}
+
+const char *collGetErrorString(collResult_t result) {
+  switch (result) {
+  case collSuccess: return "no error";
+  case collUnhandledCudaError: return "unhandled cuda error";
+  case collSystemError: return "unhandled system error (memory, sockets, shared memory)";
+  case collInternalError: return "internal error - please report this issue to the Coll developers";
+  case collInvalidArgument: return "invalid argument";
+  case collInvalidUsage: return "invalid usage";
+  case collRemoteError: return "remote process exited or another rank failed";
+  case collInProgress: return "Coll operation in progress";
+  case collTimeout: return "the watchdog stopped a call that made no progress";
+  default: return "unknown result code";
+  }
+}
+
+const char *collGetLastError(collComm_t comm) {
+  if (comm && comm->impl)
+    return comm->impl->lastError();
+  return threadError.c_str();
+}
+
+collResult_t collGetUniqueId(collUniqueId *uniqueId) {
+  if (!uniqueId)
+    return failWith(nullptr, collInvalidArgument, "uniqueId is NULL");
+  SockAddr address;
+  if (const char *fixed = std::getenv("COLL_COMM_ID"); fixed && *fixed) {
+    auto parsed = parseAddress(fixed);
+    if (!parsed)
+      return failWith(nullptr, collInvalidArgument,
+                      "COLL_COMM_ID: " + llvm::toString(parsed.takeError()));
+    address = *parsed;
+  } else {
+    auto picked = bootstrapAddress();
+    if (!picked)
+      return failWith(nullptr, collSystemError, llvm::toString(picked.takeError()));
+    address = *picked;
+  }
+  auto id = startRoot(address);
+  if (!id)
+    return failWith(nullptr, collSystemError,
+                    "cannot start the bootstrap root: " + llvm::toString(id.takeError()));
+  encodeUniqueId(*id, uniqueId->internal);
+  COLL_LOG(Info, Init, -1, "bootstrap root listening on " + id->root.str());
+  return collSuccess;
+}
+
+collResult_t collCommInitRankConfig(collComm_t *comm, int nranks, collUniqueId commId, int rank,
+                                    const collConfig_t *config) {
+  if (collResult_t r = checkInitArgs(comm, nranks, rank))
+    return r;
+  auto resolved = resolveConfig(config);
+  if (!resolved)
+    return failWith(nullptr, resolved.takeError());
+  *comm = nullptr;
+  if (group.depth > 0) {
+    group.inits.push_back({comm, nranks, commId, rank, *resolved});
+    return collSuccess;
+  }
+  return initRank(comm, nranks, commId, rank, *resolved);
+}
+
+collResult_t collCommInitRank(collComm_t *comm, int nranks, collUniqueId commId, int rank) {
+  return collCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices) {
+  if (!comms)
+    return failWith(nullptr, collInvalidArgument, "comms is NULL");
+  if (nranks < 1)
+    return failWith(nullptr, collInvalidArgument,
+                    llvm::formatv("nranks {0} must be at least 1", nranks));
+  if (devices)
+    return failWith(nullptr, collInvalidUsage,
+                    "device ranks need the runtime's CUDA path, which this build does not have "
+                    "yet; pass devices = NULL for host ranks");
+  auto config = resolveConfig(nullptr);
+  if (!config)
+    return failWith(nullptr, config.takeError());
+  LocalBootstrapGroup boot(nranks);
+  const uint64_t nonce = randomNonce();
+  const PeerInfo self = selfInfo(*config);
+  std::vector<std::unique_ptr<Communicator>> made(static_cast<size_t>(nranks));
+  std::vector<std::string> errors(static_cast<size_t>(nranks));
+  std::vector<collResult_t> results(static_cast<size_t>(nranks), collSuccess);
+  auto work = [&](int r) {
+    auto b = boot.join(r, self);
+    if (!b) {
+      results[r] = takeResult(b.takeError(), errors[r]);
+      return;
+    }
+    auto c = Communicator::create(std::move(*b), *config, nonce);
+    if (!c) {
+      results[r] = takeResult(c.takeError(), errors[r]);
+      return;
+    }
+    made[r] = std::move(*c);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < nranks; ++r)
+    threads.emplace_back(work, r);
+  work(0);
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < nranks; ++r)
+    if (results[r] != collSuccess) {
+      for (int i = 0; i < nranks; ++i)
+        comms[i] = nullptr;
+      return failWith(nullptr, results[r], llvm::formatv("rank {0}: {1}", r, errors[r]));
+    }
+  for (int r = 0; r < nranks; ++r)
+    comms[r] = new collComm{std::move(made[r])};
+  return collSuccess;
+}
+
+collResult_t collCommInitFromEnv(collComm_t *comm) {
+  if (!comm)
+    return failWith(nullptr, collInvalidArgument, "comm (the output pointer) is NULL");
+  auto get = [](const char *name) -> std::optional<long> {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      return std::nullopt;
+    char *end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    if (end == v || *end)
+      return std::nullopt;
+    return x;
+  };
+  std::optional<long> rank, size;
+  std::string launcher, job;
+  if ((rank = get("OMPI_COMM_WORLD_RANK")) && (size = get("OMPI_COMM_WORLD_SIZE"))) {
+    launcher = "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)";
+    for (const char *v : {"OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"})
+      if (const char *j = std::getenv(v))
+        job = j;
+  } else if ((rank = get("SLURM_PROCID")) && (size = get("SLURM_NTASKS"))) {
+    launcher = "Slurm (SLURM_PROCID, SLURM_NTASKS)";
+    if (const char *j = std::getenv("SLURM_JOB_ID"))
+      job = std::string(j) + "." + (std::getenv("SLURM_STEP_ID") ? std::getenv("SLURM_STEP_ID") : "");
+  } else if ((rank = get("RANK")) && (size = get("WORLD_SIZE"))) {
+    launcher = "torchrun (RANK, WORLD_SIZE)";
+    if (const char *j = std::getenv("TORCHELASTIC_RUN_ID"))
+      job = j;
+  } else if ((rank = get("PMI_RANK")) && (size = get("PMI_SIZE"))) {
+    launcher = "PMI (PMI_RANK, PMI_SIZE)";
+  } else {
+    return failWith(nullptr, collInvalidUsage,
+                    "collCommInitFromEnv: no launcher variables found: set OMPI_COMM_WORLD_RANK "
+                    "and OMPI_COMM_WORLD_SIZE (mpirun), SLURM_PROCID and SLURM_NTASKS (srun), or "
+                    "RANK and WORLD_SIZE (torchrun)");
+  }
+  if (collResult_t r = checkInitArgs(comm, static_cast<int>(*size), static_cast<int>(*rank)))
+    return r;
+  // The root's address.
+  std::string root;
+  if (const char *fixed = std::getenv("COLL_COMM_ID"); fixed && *fixed) {
+    root = fixed;
+  } else if (const char *addr = std::getenv("MASTER_ADDR"); addr && get("MASTER_PORT")) {
+    // torch.distributed's store owns MASTER_PORT; Coll's root takes the next.
+    root = llvm::formatv("{0}:{1}", addr, *get("MASTER_PORT") + 1).str();
+  } else if (auto local = get("OMPI_COMM_WORLD_LOCAL_SIZE"); local && *local == *size && !job.empty()) {
+    // Every rank on this host: loopback, a port derived from the job id.
+    root = llvm::formatv("127.0.0.1:{0}", 20000 + llvm::hash_value(job) % 20000).str();
+  } else {
+    return failWith(nullptr, collInvalidUsage,
+                    llvm::formatv("collCommInitFromEnv: rank {0} of {1} from {2}, but no root "
+                                  "address: set COLL_COMM_ID=host:port (rank 0's host; rank 0 "
+                                  "listens there), or MASTER_ADDR and MASTER_PORT",
+                                  *rank, *size, launcher));
+  }
+  auto address = parseAddress(root);
+  if (!address)
+    return failWith(nullptr, collInvalidArgument,
+                    "collCommInitFromEnv: " + llvm::toString(address.takeError()));
+  if (address->port() == 0)
+    return failWith(nullptr, collInvalidArgument,
+                    "collCommInitFromEnv: the root address " + root + " needs a port");
+  UniqueId id;
+  id.root = *address;
+  id.nonce = llvm::hash_combine(root, *size, job) | 1;
+  if (*rank == 0) {
+    auto started = startRoot(*address, id.nonce);
+    if (!started)
+      return failWith(nullptr, collSystemError,
+                      "collCommInitFromEnv: rank 0 cannot listen on " + root + ": " +
+                          llvm::toString(started.takeError()));
+  }
+  collUniqueId raw;
+  encodeUniqueId(id, raw.internal);
+  COLL_LOG(Info, Env, static_cast<int>(*rank),
+           llvm::formatv("collCommInitFromEnv: rank {0} of {1} from {2}; root {3}", *rank, *size,
+                         launcher, root));
+  return collCommInitRank(comm, static_cast<int>(*size), raw, static_cast<int>(*rank));
+}
+
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t *newcomm,
+                           const collConfig_t *config) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommSplit: comm is NULL");
+  if (!newcomm)
+    return failWith(comm, collInvalidArgument, "collCommSplit: newcomm is NULL");
+  if (color < 0 && color != COLL_SPLIT_NOCOLOR)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommSplit: color {0} must be non-negative or "
+                                  "COLL_SPLIT_NOCOLOR",
+                                  color));
+  Config resolved = comm->impl->config();
+  if (config) {
+    auto c = resolveConfig(config);
+    if (!c)
+      return failWith(comm, c.takeError());
+    resolved = *c;
+  }
+  *newcomm = nullptr;
+  if (group.depth > 0) {
+    group.splits.push_back({comm, color, key, newcomm, resolved});
+    return collSuccess;
+  }
+  auto made = comm->impl->split(color, key, resolved);
+  if (!made)
+    return failWith(comm, made.takeError());
+  if (*made)
+    *newcomm = new collComm{std::move(*made)};
+  return collSuccess;
+}
+
+collResult_t collCommFinalize(collComm_t comm) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommFinalize: comm is NULL");
+  if (llvm::Error err = comm->impl->finalize())
+    return failWith(comm, std::move(err));
+  return collSuccess;
+}
+
+collResult_t collCommDestroy(collComm_t comm) {
+  if (!comm)
+    return failWith(nullptr, collInvalidArgument, "collCommDestroy: comm is NULL");
+  delete comm;
+  return collSuccess;
+}
+
+collResult_t collCommAbort(collComm_t comm) {
+  if (!comm)
+    return failWith(nullptr, collInvalidArgument, "collCommAbort: comm is NULL");
+  if (comm->impl)
+    comm->impl->abort();
+  delete comm;
+  return collSuccess;
+}
+
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError) {
+  if (!comm || !comm->impl || !asyncError)
+    return failWith(comm, collInvalidArgument, "collCommGetAsyncError: NULL argument");
+  *asyncError = comm->impl->asyncError();
+  return collSuccess;
+}
+
+collResult_t collCommCount(const collComm_t comm, int *count) {
+  if (!comm || !comm->impl || !count)
+    return failWith(comm, collInvalidArgument, "collCommCount: NULL argument");
+  *count = comm->impl->nranks();
+  return collSuccess;
+}
+
+collResult_t collCommUserRank(const collComm_t comm, int *rank) {
+  if (!comm || !comm->impl || !rank)
+    return failWith(comm, collInvalidArgument, "collCommUserRank: NULL argument");
+  *rank = comm->impl->rank();
+  return collSuccess;
+}
+
+collResult_t collAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                           void *stream) {
+  Op o;
+  o.kind = OpKind::AllReduce;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  return enqueue(comm, o, datatype, op, true, false, stream);
+}
+
+collResult_t collAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           collDataType_t datatype, collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::AllGather;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = sendcount;
+  return enqueue(comm, o, datatype, collSum, false, false, stream);
+}
+
+collResult_t collReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                               void *stream) {
+  Op o;
+  o.kind = OpKind::ReduceScatter;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = recvcount;
+  return enqueue(comm, o, datatype, op, true, false, stream);
+}
+
+collResult_t collAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          collDataType_t datatype, collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::AllToAll;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  return enqueue(comm, o, datatype, collSum, false, false, stream);
+}
+
+collResult_t collBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           collDataType_t datatype, int root, collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::Broadcast;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  o.root = root;
+  return enqueue(comm, o, datatype, collSum, false, true, stream);
+}
+
+collResult_t collReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
+                        void *stream) {
+  Op o;
+  o.kind = OpKind::Reduce;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  o.root = root;
+  return enqueue(comm, o, datatype, op, true, true, stream);
+}
+
+collResult_t collGather(const void *sendbuff, void *recvbuff, size_t count,
+                        collDataType_t datatype, int root, collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::Gather;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  o.root = root;
+  return enqueue(comm, o, datatype, collSum, false, true, stream);
+}
+
+collResult_t collScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         collDataType_t datatype, int root, collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::Scatter;
+  o.send = sendbuff;
+  o.recv = recvbuff;
+  o.count = count;
+  o.root = root;
+  return enqueue(comm, o, datatype, collSum, false, true, stream);
+}
+
+collResult_t collSend(const void *sendbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::Send;
+  o.send = sendbuff;
+  o.count = count;
+  o.root = peer;
+  return enqueue(comm, o, datatype, collSum, false, false, stream);
+}
+
+collResult_t collRecv(void *recvbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, void *stream) {
+  Op o;
+  o.kind = OpKind::Recv;
+  o.recv = recvbuff;
+  o.count = count;
+  o.root = peer;
+  return enqueue(comm, o, datatype, collSum, false, false, stream);
+}
+
+collResult_t collGroupStart(void) {
+  ++group.depth;
+  return collSuccess;
+}
+
+collResult_t collGroupEnd(void) {
+  if (group.depth == 0)
+    return failWith(nullptr, collInvalidUsage, "collGroupEnd without collGroupStart");
+  if (--group.depth > 0)
+    return collSuccess;
+  GroupState state = std::move(group);
+  group = GroupState();
+
+  // Communicator set-up first, every request on its own thread: they are
+  // collective with each other.
+  if (!state.inits.empty() || !state.splits.empty()) {
+    size_t total = state.inits.size() + state.splits.size();
+    std::vector<collResult_t> results(total, collSuccess);
+    std::vector<std::string> messages(total);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < state.inits.size(); ++i)
+      threads.emplace_back([&, i] {
+        const PendingInit &p = state.inits[i];
+        results[i] = initRank(p.out, p.nranks, p.id, p.rank, p.config);
+        messages[i] = threadError;
+      });
+    for (size_t i = 0; i < state.splits.size(); ++i)
+      threads.emplace_back([&, i] {
+        const PendingSplit &p = state.splits[i];
+        size_t slot = state.inits.size() + i;
+        auto made = p.parent->impl->split(p.color, p.key, p.config);
+        if (!made)
+          results[slot] = takeResult(made.takeError(), messages[slot]);
+        else if (*made)
+          *p.out = new collComm{std::move(*made)};
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (size_t i = 0; i < total; ++i)
+      if (results[i] != collSuccess)
+        return failWith(nullptr, results[i], messages[i]);
+  }
+
+  // Operations: per communicator in call order; round k runs the k-th unit
+  // of every communicator (a collective, or a run of sends and receives).
+  std::vector<collComm_t> order;
+  std::vector<std::vector<std::vector<Op>>> units;
+  for (auto &[comm, op] : state.ops) {
+    size_t idx = std::find(order.begin(), order.end(), comm) - order.begin();
+    if (idx == order.size()) {
+      order.push_back(comm);
+      units.emplace_back();
+    }
+    auto &list = units[idx];
+    if (!list.empty() && op.pointToPoint() && list.back().front().pointToPoint())
+      list.back().push_back(op);
+    else
+      list.push_back({op});
+  }
+  collResult_t status = collSuccess;
+  for (size_t round = 0;; ++round) {
+    std::vector<Communicator::Unit> batch;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (round < units[i].size())
+        batch.push_back({order[i]->impl.get(), units[i][round]});
+    if (batch.empty())
+      break;
+    if (llvm::Error err = Communicator::runRound(batch)) {
+      std::string message;
+      status = takeResult(std::move(err), message);
+      threadError = message;
+      break;
+    }
+  }
+  return status;
+}
+
+} // extern "C"

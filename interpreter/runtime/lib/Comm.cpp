@@ -1,0 +1,1296 @@
+//===- Comm.cpp - A communicator: one rank of a job ---------------------------===//
+
+#include "Comm.h"
+
+#include "Debug.h"
+#include "HostTransport.h"
+
+#include "HostEngine.h"
+#include "HostRank.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Protocol.h"
+#include "coll/ir/Geometry.h"
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace coll::rt {
+
+using interp::DataType;
+using interp::ReduceOp;
+using interp::host::ConnectionEnd;
+using interp::host::Doorbell;
+using interp::host::Engine;
+using interp::host::RankRunner;
+using interp::host::Task;
+using transport::HostTransport;
+
+char CollError::ID = 0;
+
+llvm::Error collError(collResult_t result, const llvm::Twine &message) {
+  return llvm::make_error<CollError>(result, message.str());
+}
+
+collResult_t takeResult(llvm::Error err, std::string &message, collResult_t otherwise) {
+  collResult_t result = collSuccess;
+  llvm::handleAllErrors(
+      std::move(err),
+      [&](const CollError &e) {
+        result = e.result;
+        message = e.message;
+      },
+      [&](const llvm::ErrorInfoBase &e) {
+        result = otherwise;
+        message = e.message();
+      });
+  return result;
+}
+
+const char *opKindName(OpKind kind) {
+  switch (kind) {
+  case OpKind::AllReduce: return "allreduce";
+  case OpKind::AllGather: return "allgather";
+  case OpKind::ReduceScatter: return "reducescatter";
+  case OpKind::AllToAll: return "alltoall";
+  case OpKind::Broadcast: return "broadcast";
+  case OpKind::Reduce: return "reduce";
+  case OpKind::Gather: return "gather";
+  case OpKind::Scatter: return "scatter";
+  case OpKind::Send: return "send";
+  case OpKind::Recv: return "recv";
+  }
+  return "?";
+}
+
+namespace {
+
+ir::Collective collectiveOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::AllReduce: return ir::Collective::AllReduce;
+  case OpKind::AllGather: return ir::Collective::AllGather;
+  case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
+  case OpKind::AllToAll: return ir::Collective::AllToAll;
+  case OpKind::Broadcast: return ir::Collective::Broadcast;
+  case OpKind::Reduce: return ir::Collective::Reduce;
+  case OpKind::Gather: return ir::Collective::Gather;
+  case OpKind::Scatter: return ir::Collective::Scatter;
+  default: return ir::Collective::Custom;
+  }
+}
+
+std::optional<uint64_t> envUnsigned(const char *name, std::string &error) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return std::nullopt;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno || !end || *end || text[0] == '-') {
+    error = llvm::formatv("{0}={1} is not a non-negative integer", name, text).str();
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::string envString(const char *name) {
+  const char *text = std::getenv(name);
+  return text ? text : "";
+}
+
+/// Aligned scratch memory that grows.
+struct TempBuffer {
+  struct Free {
+    void operator()(void *p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> ptr;
+  size_t bytes = 0;
+  llvm::Expected<void *> get(size_t need) {
+    if (need <= bytes && ptr)
+      return ptr.get();
+    size_t rounded = (std::max<size_t>(need, 64) + 63) / 64 * 64;
+    ptr.reset(std::aligned_alloc(64, rounded));
+    bytes = ptr ? rounded : 0;
+    if (!ptr)
+      return collError(collSystemError,
+                       llvm::formatv("out of memory allocating {0} bytes of temporary space",
+                                     rounded));
+    return ptr.get();
+  }
+};
+
+/// Never dereferenced: stands for a buffer a plan does not use on a rank.
+alignas(64) unsigned char unusedBuffer[64];
+
+bool processGone(int pidfd, int pid) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  if (pid <= 0)
+    return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Config
+//===----------------------------------------------------------------------===//
+
+uint64_t Config::agreedHash() const {
+  return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin);
+}
+
+llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
+  Config c;
+  std::string error;
+  if (auto v = envUnsigned("COLL_WATCHDOG_MS", error); v && *v > 0 && *v < (1u << 31))
+    c.watchdogMs = static_cast<uint32_t>(*v);
+  if (auto v = envUnsigned("COLL_HOST_THREADS", error))
+    c.hostThreads = static_cast<unsigned>(std::min<uint64_t>(*v, 256));
+  const char *slotVars[3] = {"COLL_SIMPLE_SLOT_BYTES", "COLL_LL_SLOT_BYTES",
+                             "COLL_LL128_SLOT_BYTES"};
+  for (int p = 0; p < 3; ++p)
+    if (auto v = envUnsigned(slotVars[p], error)) {
+      if (*v < 8 || *v % 8 != 0 || *v > (64u << 20))
+        return collError(collInvalidArgument,
+                         llvm::formatv("{0}={1}: a slot size must be a multiple of 8 in "
+                                       "[8, 64M]",
+                                       slotVars[p], *v));
+      c.slotBytes[p] = *v;
+    }
+  if (!error.empty())
+    return collError(collInvalidArgument, error);
+  c.algoDir = envString("COLL_ALGO_DIR");
+  c.algoFiles = envString("COLL_ALGO_FILES");
+  c.tuningFile = envString("COLL_TUNING_FILE");
+  if (!cfg)
+    return c;
+  if (cfg->magic != 0xc011c0f1u || cfg->size < offsetof(collConfig_t, hostThreads) + sizeof(int))
+    return collError(collInvalidArgument,
+                     "the collConfig_t was not initialised with COLL_CONFIG_INITIALIZER");
+  if (cfg->watchdogMs != COLL_CONFIG_UNDEF_INT) {
+    if (cfg->watchdogMs <= 0)
+      return collError(collInvalidArgument,
+                       llvm::formatv("config watchdogMs {0} must be positive", cfg->watchdogMs));
+    c.watchdogMs = static_cast<uint32_t>(cfg->watchdogMs);
+  }
+  if (cfg->algoDir)
+    c.algoDir = cfg->algoDir;
+  if (cfg->algoFiles)
+    c.algoFiles = cfg->algoFiles;
+  if (cfg->tuningFile)
+    c.tuningFile = cfg->tuningFile;
+  if (cfg->debugLevel != COLL_CONFIG_UNDEF_INT) {
+    if (cfg->debugLevel < 0 || cfg->debugLevel > 4)
+      return collError(collInvalidArgument,
+                       llvm::formatv("config debugLevel {0} is not 0..4", cfg->debugLevel));
+    setLevel(static_cast<Level>(cfg->debugLevel));
+  }
+  if (cfg->embeddedAlgorithms != COLL_CONFIG_UNDEF_INT)
+    c.builtin = cfg->embeddedAlgorithms != 0;
+  if (cfg->hostThreads != COLL_CONFIG_UNDEF_INT) {
+    if (cfg->hostThreads < 0)
+      return collError(collInvalidArgument, "config hostThreads must not be negative");
+    c.hostThreads = static_cast<unsigned>(std::min(cfg->hostThreads, 256));
+  }
+  return c;
+}
+
+//===----------------------------------------------------------------------===//
+// Stopping across the processes of a host
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The StopControl of a communicator: the stop word and the first report
+/// live in the host's control segment, so a failure on one rank ends the
+/// calls of every local rank at once.
+class SharedStop final : public interp::host::StopControl {
+public:
+  SharedStop(HostTransport &t, int rank) : t(t), rank(rank) { word = &t.control().stop; }
+
+  void stall(std::string report) override { fail(collTimeout, std::move(report)); }
+
+  void fail(collResult_t kind, const std::string &report) {
+    transport::ControlHeader &h = t.control();
+    int32_t expected = -1;
+    if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_acq_rel)) {
+      std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
+      h.stopResult.store(kind, std::memory_order_relaxed);
+      h.reportReady.store(1, std::memory_order_release);
+    }
+    h.stop.store(1, std::memory_order_seq_cst);
+    for (int p = 0; p < t.control().nprocs; ++p)
+      t.doorbell(p).ring();
+  }
+
+  /// The error this rank's failed call returns.
+  llvm::Error error() {
+    transport::ControlHeader &h = t.control();
+    // The reporter writes its report right after winning; wait for it.
+    for (int i = 0; i < 100000 && !h.reportReady.load(std::memory_order_acquire); ++i)
+      std::this_thread::yield();
+    int32_t who = h.stopRank.load(std::memory_order_acquire);
+    std::string text = h.reportReady.load(std::memory_order_acquire) ? h.report : "(no report)";
+    if (who == rank)
+      return collError(static_cast<collResult_t>(h.stopResult.load(std::memory_order_relaxed)),
+                       text);
+    return collError(collRemoteError,
+                     llvm::formatv("rank {0} failed, which stopped this call: {1}", who, text));
+  }
+
+private:
+  HostTransport &t;
+  int rank;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Impl
+//===----------------------------------------------------------------------===//
+
+class Communicator::Impl {
+public:
+  int rank = 0, nranks = 1;
+  Config config;
+  uint64_t nonce = 0;
+  std::unique_ptr<Bootstrap> boot;
+  std::vector<PeerInfo> peers;
+  Shape shape;
+  std::vector<int> hostOf; ///< per rank: index of its host
+  int nprocs = 1;          ///< processes on this host
+  std::optional<Registry> registry;
+  std::vector<TuningRule> userRules;
+  std::unique_ptr<HostTransport> transport;
+  std::unique_ptr<SharedStop> stop;
+  std::unique_ptr<Engine> engine;
+  int p2pChannel = 0;
+  /// Other processes of this host whose death this rank watches.
+  struct Watched {
+    int pid = 0;
+    int pidfd = -1;
+    int rank = -1;
+  };
+  std::vector<Watched> watched;
+
+  struct RunnerEntry {
+    std::unique_ptr<RankRunner> runner;
+    std::array<bool, 3> uses{}; ///< the plan reads or writes input/output/scratch here
+  };
+  std::map<const Compiled *, RunnerEntry> runners;
+  std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
+  std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
+  std::map<std::tuple<int, uint64_t, int>, Choice> choices;
+  std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
+  TempBuffer temp[2];
+  uint64_t callSeq = 0;
+  std::atomic<int> asyncError{collSuccess};
+  std::atomic<int> inCall{0};
+  std::mutex errorMutex;
+  std::string lastError;
+
+  ~Impl() {
+    for (Watched &w : watched)
+      if (w.pidfd >= 0)
+        ::close(w.pidfd);
+  }
+
+  llvm::Error setup();
+  llvm::Error agree(llvm::Error local, llvm::StringRef what);
+  void logSelection();
+  bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
+  llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
+  llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
+  llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
+  void publishCall(const Op &op);
+  void pollPeers();
+  void breakWith(collResult_t result);
+};
+
+namespace {
+
+/// A collective of one rank, ready to run.
+struct PreparedCollective {
+  Communicator::Impl *comm = nullptr;
+  const Op *op = nullptr;
+  RankRunner *runner = nullptr;
+  void *postDst = nullptr;
+  const void *postSrc = nullptr;
+  size_t postBytes = 0;
+};
+
+/// Point-to-point operations of one rank with one peer in one direction.
+struct P2PTask {
+  Communicator::Impl *comm = nullptr;
+  ConnectionEnd end;
+  bool sending = false;
+  int peer = -1;
+  std::vector<const Op *> ops;
+  bool ok = false;
+};
+
+} // namespace
+
+llvm::Error Communicator::Impl::agree(llvm::Error local, llvm::StringRef what) {
+  struct Status {
+    int32_t failed = 0;
+    char message[244] = {};
+  };
+  std::vector<Status> all(static_cast<size_t>(nranks));
+  std::string mine;
+  if (local) {
+    all[rank].failed = 1;
+    mine = llvm::toString(std::move(local));
+    std::snprintf(all[rank].message, sizeof all[rank].message, "%s", mine.c_str());
+  }
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(Status)))
+    return collError(collRemoteError,
+                     llvm::formatv("{0}: lost contact with the other ranks: {1}", what,
+                                   llvm::toString(std::move(err))));
+  for (int r = 0; r < nranks; ++r)
+    if (all[r].failed) {
+      all[r].message[sizeof all[r].message - 1] = 0;
+      if (r == rank)
+        return collError(collSystemError, what + ": " + mine);
+      return collError(collRemoteError,
+                       llvm::formatv("{0}: rank {1} failed: {2}", what, r, all[r].message));
+    }
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::setup() {
+  peers = boot->peers();
+  rank = boot->rank();
+  nranks = boot->nranks();
+  const PeerInfo &me = peers[rank];
+  for (const PeerInfo &p : peers)
+    if (p.configHash != me.configHash)
+      return collError(collInvalidUsage,
+                       llvm::formatv("rank {0} and rank {1} run with different settings "
+                                     "(COLL_*_SLOT_BYTES or the built-in algorithm set)",
+                                     rank, p.rank));
+
+  // Hosts in order of their first rank; the node shape.
+  std::vector<uint64_t> hosts;
+  hostOf.assign(nranks, 0);
+  for (int r = 0; r < nranks; ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), peers[r].hostHash);
+    hostOf[r] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end())
+      hosts.push_back(peers[r].hostHash);
+  }
+  shape.nranks = nranks;
+  shape.nodes = static_cast<int>(hosts.size());
+  const int perHost = nranks / shape.nodes;
+  bool regular = perHost * shape.nodes == nranks;
+  for (int r = 0; r < nranks && regular; ++r)
+    regular = hostOf[r] == r / perHost;
+  shape.gpus = regular ? perHost : 0;
+
+  // This host's ranks and processes.
+  std::vector<transport::LocalRank> local;
+  std::vector<uint64_t> procs;
+  int myIndex = 0;
+  bool allInProcess = true;
+  for (int r = 0; r < nranks; ++r) {
+    if (peers[r].processHash != me.processHash)
+      allInProcess = false;
+    if (peers[r].hostHash != me.hostHash)
+      continue;
+    auto it = std::find(procs.begin(), procs.end(), peers[r].processHash);
+    int proc = static_cast<int>(it - procs.begin());
+    if (it == procs.end())
+      procs.push_back(peers[r].processHash);
+    if (r == rank)
+      myIndex = static_cast<int>(local.size());
+    local.push_back({r, proc, peers[r].pid});
+  }
+  nprocs = static_cast<int>(procs.size());
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("rank {0} of {1}: host {2} ({3} hosts; {4} ranks and {5} processes on "
+                         "this host); node shape {6}",
+                         rank, nranks, me.hostname, shape.nodes, local.size(), nprocs,
+                         shape.gpus ? llvm::formatv("{0} x {1}", shape.nodes, shape.gpus).str()
+                                    : std::string("irregular")));
+
+  // The algorithms.
+  RegistryOptions ro;
+  ro.algoDir = config.algoDir;
+  ro.algoFiles = config.algoFiles;
+  ro.builtin = config.builtin;
+  auto loaded = Registry::load(ro, shape);
+  if (!loaded)
+    return agree(collError(collInvalidArgument, llvm::toString(loaded.takeError())),
+                 "loading algorithms");
+  registry = std::move(*loaded);
+  if (llvm::Error err = agree(llvm::Error::success(), "loading algorithms"))
+    return err;
+  std::vector<uint64_t> prints(static_cast<size_t>(nranks));
+  prints[rank] = registry->fingerprint();
+  if (llvm::Error err = boot->allgather(prints.data(), sizeof(uint64_t)))
+    return collError(collRemoteError, "comparing algorithms: " + llvm::toString(std::move(err)));
+  for (int r = 0; r < nranks; ++r)
+    if (prints[r] != prints[rank])
+      return collError(collInvalidUsage,
+                       llvm::formatv("rank {0} loaded different algorithms than rank {1} "
+                                     "(COLL_ALGO_DIR, COLL_ALGO_FILES and the files must be the "
+                                     "same on every rank)",
+                                     r, rank));
+  if (!config.tuningFile.empty()) {
+    auto rules = readTuningFile(config.tuningFile);
+    if (!rules)
+      return agree(collError(collInvalidArgument, llvm::toString(rules.takeError())),
+                   "reading the tuning file");
+    userRules = std::move(*rules);
+  }
+  if (llvm::Error err = agree(llvm::Error::success(), "reading the tuning file"))
+    return err;
+
+  // Connections: every (protocol, channel, sender) into every local rank.
+  transport::FifoLayout layout;
+  layout.nranks = nranks;
+  p2pChannel = registry->maxChannel() + 1;
+  layout.channels = p2pChannel + 1;
+  layout.slotBytes = config.slotBytes;
+  layout.used[static_cast<int>(ir::Protocol::Simple)] = true; // point to point
+  for (const LoadedAlgorithm &a : registry->algorithms())
+    layout.used[static_cast<int>(a.protocol)] = true;
+  auto created = HostTransport::create(nonce, layout, local, myIndex, nprocs, allInProcess);
+  llvm::Error err = agree(created ? llvm::Error::success() : created.takeError(),
+                          "creating shared memory");
+  if (!err) {
+    transport = std::move(*created);
+    err = agree(transport->attach(), "mapping shared memory");
+  }
+  if (err) {
+    HostTransport::removeNames(nonce, local);
+    return err;
+  }
+  transport->unlinkNames();
+  COLL_LOG(Info, Shm, rank,
+           llvm::formatv("connections: {0} per host in {1}, {2} channels, {3} MiB of address "
+                         "space per receiving rank (pages committed on first use)",
+                         allInProcess ? "process memory" : "shared memory",
+                         allInProcess ? "this process" : "/dev/shm (names removed)",
+                         layout.channels, layout.segmentBytes() >> 20));
+
+  stop = std::make_unique<SharedStop>(*transport, rank);
+  interp::host::EngineOptions eo = interp::host::engineOptionsFromEnv();
+  eo.threads = config.hostThreads
+                   ? config.hostThreads
+                   : std::max(1u, interp::host::availableCpus() / static_cast<unsigned>(nprocs));
+  auto eng = Engine::create(transport->myDoorbell(), eo);
+  if (!eng)
+    return collError(collSystemError, llvm::toString(eng.takeError()));
+  engine = std::move(*eng);
+
+  // Watch the other processes of this host.
+  std::set<int> seenPids;
+  for (const transport::LocalRank &l : local) {
+    if (l.proc == local[myIndex].proc || !seenPids.insert(l.pid).second)
+      continue;
+    Watched w;
+    w.pid = l.pid;
+    w.rank = l.rank;
+    w.pidfd = static_cast<int>(syscall(SYS_pidfd_open, l.pid, 0));
+    watched.push_back(w);
+  }
+  if (rank == 0)
+    logSelection();
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Selection
+//===----------------------------------------------------------------------===//
+
+bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int root,
+                                 std::string &reason) const {
+  const interp::Plan &plan = a.compiled->plan;
+  if (plan.minBytes && bytes < plan.minBytes) {
+    reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, plan.minBytes);
+    return false;
+  }
+  if (plan.maxBytes && bytes > plan.maxBytes) {
+    reason = llvm::formatv("{0} B is above its maxBytes {1}", bytes, plan.maxBytes);
+    return false;
+  }
+  if (ir::collectiveInfo(a.collective).hasRoot && !a.anyRoot &&
+      std::max(plan.root, 0) != root) {
+    reason = llvm::formatv("it is written for root {0}", std::max(plan.root, 0));
+    return false;
+  }
+  return true;
+}
+
+llvm::Expected<Choice> Communicator::Impl::select(ir::Collective coll, uint64_t bytes, int root) {
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
+  if (auto found = choices.find(key); found != choices.end())
+    return found->second;
+
+  std::vector<std::string> rejections;
+  auto remember = [&](Choice c) {
+    if (choices.size() > 4096)
+      choices.clear();
+    choices[key] = c;
+    return c;
+  };
+  const auto &algos = registry->algorithms();
+  auto candidates = [&](auto &&accept) -> const LoadedAlgorithm * {
+    for (const LoadedAlgorithm &a : algos) {
+      if (a.collective != coll || !accept(a))
+        continue;
+      std::string reason;
+      if (applies(a, bytes, root, reason))
+        return &a;
+    }
+    return nullptr;
+  };
+  auto tryRules = [&](const std::vector<TuningRule> &rules, bool user) -> std::optional<Choice> {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const TuningRule &rule = rules[i];
+      if (!rule.matches(coll, nranks, bytes))
+        continue;
+      std::string why = user ? "tuning rule " + rule.origin + " (" + rule.text + ")"
+                             : "built-in rule \"" + rule.text + "\"";
+      switch (rule.kind) {
+      case TuningRule::Target::Library:
+        if (std::find(config.underneath.begin(), config.underneath.end(), rule.target) !=
+            config.underneath.end())
+          return Choice{nullptr, rule.target, why};
+        rejections.push_back(llvm::formatv("{0}: no library '{1}' underneath Coll here", why,
+                                           rule.target));
+        break;
+      case TuningRule::Target::Protocol:
+        if (const LoadedAlgorithm *a =
+                candidates([&](const LoadedAlgorithm &x) { return x.protocol == rule.protocol; }))
+          return Choice{a, "", why};
+        rejections.push_back(why + ": no loaded algorithm of that protocol applies");
+        break;
+      case TuningRule::Target::Algorithm: {
+        bool named = false;
+        for (const LoadedAlgorithm &a : algos) {
+          if (a.name != rule.target)
+            continue;
+          named = true;
+          std::string reason;
+          if (a.collective != coll)
+            reason = "it is a " + ir::collectiveName(a.collective).str();
+          else if (applies(a, bytes, root, reason))
+            return Choice{&a, "", why};
+          rejections.push_back(llvm::formatv("{0}: {1} ({2}) does not apply: {3}", why, a.name,
+                                             a.origin, reason));
+        }
+        if (!named)
+          rejections.push_back(why + ": no algorithm '" + rule.target + "' is loaded");
+        break;
+      }
+      }
+    }
+    return std::nullopt;
+  };
+
+  if (auto c = tryRules(userRules, true))
+    return remember(*c);
+  if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return !x.builtin; }))
+    return remember(Choice{a, "", "the first user algorithm that applies (" + a->origin + ")"});
+  if (auto c = tryRules(builtinTuningRules(), false))
+    return remember(*c);
+  if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return x.builtin; }))
+    return remember(Choice{a, "", "the first built-in algorithm that applies"});
+
+  // Nothing: say why about every candidate.
+  std::string message = llvm::formatv("no algorithm serves {0} of {1} B (root {2}) on {3} ranks",
+                                      ir::collectiveName(coll), bytes, root, nranks);
+  for (const LoadedAlgorithm &a : algos) {
+    if (a.collective != coll)
+      continue;
+    std::string reason;
+    applies(a, bytes, root, reason);
+    message += "\n  " + a.name + " (" + a.origin + "): " + reason;
+  }
+  for (const Rejection &r : registry->rejections())
+    message += "\n  " + r.name + " (" + r.origin + "): not loaded: " + r.reason;
+  for (const std::string &r : rejections)
+    message += "\n  " + r;
+  if (registry->algorithms().empty() && registry->rejections().empty())
+    message += "\n  (no algorithm is loaded: set COLL_ALGO_DIR or COLL_ALGO_FILES, or keep the "
+               "built-in set)";
+  return collError(collInvalidUsage, message);
+}
+
+void Communicator::Impl::logSelection() {
+  if (!logEnabled(Level::Info, Tuning))
+    return;
+  std::string out = llvm::formatv("algorithm selection for {0} ranks ({1}):", nranks,
+                                  userRules.empty() ? std::string("built-in rules")
+                                                    : "tuning file " + config.tuningFile)
+                        .str();
+  std::set<const LoadedAlgorithm *> used;
+  for (int c = 0; c < static_cast<int>(ir::Collective::Custom); ++c) {
+    auto coll = static_cast<ir::Collective>(c);
+    // Size boundaries where the choice may change.
+    std::set<uint64_t> cuts = {0};
+    for (const std::vector<TuningRule> *rules :
+         std::array<const std::vector<TuningRule> *, 2>{&userRules, &builtinTuningRules()})
+      for (const TuningRule &r : *rules)
+        if (!r.collective || *r.collective == coll) {
+          cuts.insert(r.minBytes);
+          if (r.maxBytes != UINT64_MAX)
+            cuts.insert(r.maxBytes);
+        }
+    for (const LoadedAlgorithm &a : registry->algorithms())
+      if (a.collective == coll) {
+        cuts.insert(a.compiled->plan.minBytes);
+        if (a.compiled->plan.maxBytes)
+          cuts.insert(a.compiled->plan.maxBytes + 1);
+      }
+    std::vector<uint64_t> bounds(cuts.begin(), cuts.end());
+    std::string last;
+    uint64_t from = 0;
+    auto flush = [&](uint64_t to) {
+      if (!last.empty())
+        out += llvm::formatv("\n  {0,-13} [{1}, {2})  {3}", ir::collectiveName(coll),
+                             formatBytes(from), formatBytes(to), last)
+                   .str();
+    };
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      auto choice = select(coll, bounds[i], 0);
+      std::string text;
+      if (!choice) {
+        llvm::consumeError(choice.takeError());
+        text = "(nothing applies)";
+      } else if (choice->algo) {
+        used.insert(choice->algo);
+        text = llvm::formatv("{0} ({1}, {2}): {3}", choice->algo->name,
+                             ir::protocolName(choice->algo->protocol), choice->algo->origin,
+                             choice->why)
+                   .str();
+      } else {
+        text = "library " + choice->library + ": " + choice->why;
+      }
+      if (text != last) {
+        flush(bounds[i]);
+        last = text;
+        from = bounds[i];
+      }
+    }
+    if (last != "(nothing applies)")
+      flush(UINT64_MAX);
+  }
+  for (const LoadedAlgorithm &a : registry->algorithms())
+    if (!used.count(&a))
+      out += llvm::formatv("\n  not chosen for any size: {0} ({1}, {2}): another algorithm comes "
+                           "first for every size (rules, then user files, then built-in)",
+                           a.name, ir::collectiveName(a.collective), a.origin)
+                 .str();
+  for (const Rejection &r : registry->rejections())
+    out += llvm::formatv("\n  not loaded: {0} ({1}): {2}", r.name, r.origin, r.reason).str();
+  log(Level::Info, Tuning, rank, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Communicator::Impl::RunnerEntry *>
+Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
+  auto found = runners.find(compiled.get());
+  if (found != runners.end())
+    return &found->second;
+  const interp::Plan &plan = compiled->plan;
+  std::vector<ConnectionEnd> ends(plan.connections.size());
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const interp::PlanConnection &info = plan.connections[c];
+    if (info.sender != rank && info.receiver != rank)
+      continue;
+    auto end = transport->end(info.sender, info.receiver, info.channel, plan.protocol);
+    if (!end)
+      return collError(collSystemError, llvm::toString(end.takeError()));
+    ends[c] = *end;
+  }
+  interp::host::RankOptions options;
+  options.watchdog = std::chrono::milliseconds(config.watchdogMs);
+  options.slotBytes = config.slotBytes[static_cast<int>(plan.protocol)];
+  auto runner = RankRunner::create(plan, rank, ends, transport->myDoorbell(), *stop, options);
+  if (!runner)
+    return collError(collSystemError, llvm::toString(runner.takeError()));
+  RunnerEntry entry;
+  entry.runner = std::move(*runner);
+  for (int32_t t = plan.rankTbBegin[rank]; t < plan.rankTbBegin[rank + 1]; ++t) {
+    const interp::PlanTb &tb = plan.tbs[t];
+    for (int32_t s = tb.stepBegin; s < tb.stepBegin + tb.nSteps; ++s) {
+      const interp::PlanStep &step = plan.steps[s];
+      ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<ir::StepType>(step.type));
+      if (info.readsSrc && step.srcBuf < 3)
+        entry.uses[step.srcBuf] = true;
+      if (info.writesDst && step.dstBuf < 3)
+        entry.uses[step.dstBuf] = true;
+    }
+  }
+  keepAlive.push_back(compiled);
+  return &runners.emplace(compiled.get(), std::move(entry)).first->second;
+}
+
+llvm::Expected<const interp::CallLayout *> Communicator::Impl::layoutFor(const Compiled &compiled,
+                                                                          uint64_t count) {
+  auto key = std::make_pair(&compiled, count);
+  auto found = layouts.find(key);
+  if (found != layouts.end())
+    return &found->second;
+  auto resolved = interp::resolveCall(compiled.plan, count);
+  if (!resolved)
+    return collError(collInvalidUsage, llvm::toString(resolved.takeError()));
+  if (layouts.size() > 256)
+    layouts.clear();
+  return &layouts.emplace(key, std::move(*resolved)).first->second;
+}
+
+void Communicator::Impl::publishCall(const Op &op) {
+  ++callSeq;
+  transport::CallDescriptor &d =
+      transport->slot(transport->myLocalIndex()).calls[callSeq % transport::CallRing];
+  d.seq.store(0, std::memory_order_relaxed);
+  d.kind.store(static_cast<uint32_t>(op.kind), std::memory_order_relaxed);
+  d.type.store(static_cast<uint32_t>(op.type), std::memory_order_relaxed);
+  d.op.store(static_cast<uint32_t>(op.op), std::memory_order_relaxed);
+  d.root.store(op.root, std::memory_order_relaxed);
+  d.count.store(op.count, std::memory_order_relaxed);
+  d.seq.store(callSeq, std::memory_order_release);
+}
+
+void Communicator::Impl::pollPeers() {
+  if (stop->stopping())
+    return;
+  for (const Watched &w : watched)
+    if (processGone(w.pidfd, w.pid)) {
+      stop->fail(collRemoteError,
+                 llvm::formatv("rank {0} (process {1} on {2}) exited while rank {3} waited for "
+                               "it",
+                               w.rank, w.pid, peers[w.rank].hostname, rank));
+      return;
+    }
+  // A peer that started a different call as the same call number.
+  const transport::CallDescriptor &mine =
+      transport->slot(transport->myLocalIndex()).calls[callSeq % transport::CallRing];
+  if (mine.seq.load(std::memory_order_acquire) != callSeq)
+    return;
+  auto describe = [](const transport::CallDescriptor &d) {
+    auto kind = static_cast<OpKind>(d.kind.load(std::memory_order_relaxed));
+    std::string text = llvm::formatv("{0} of {1} {2}", opKindName(kind),
+                                     d.count.load(std::memory_order_relaxed),
+                                     interp::dataTypeName(static_cast<DataType>(
+                                         d.type.load(std::memory_order_relaxed))))
+                           .str();
+    if (kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter)
+      text += std::string(" ") +
+              interp::reduceOpName(static_cast<ReduceOp>(d.op.load(std::memory_order_relaxed)))
+                  .str();
+    if (ir::collectiveInfo(collectiveOf(kind)).hasRoot)
+      text += " root " + std::to_string(d.root.load(std::memory_order_relaxed));
+    return text;
+  };
+  const std::string myCall = describe(mine);
+  for (int i = 0; i < static_cast<int>(transport->localRanks().size()); ++i) {
+    if (i == transport->myLocalIndex())
+      continue;
+    const transport::CallDescriptor &theirs =
+        transport->slot(i).calls[callSeq % transport::CallRing];
+    if (theirs.seq.load(std::memory_order_acquire) != callSeq)
+      continue;
+    std::string theirCall = describe(theirs);
+    if (theirs.seq.load(std::memory_order_acquire) == callSeq && theirCall != myCall) {
+      stop->fail(collInvalidUsage,
+                 llvm::formatv("mismatched calls: as call {0} on this communicator rank {1} "
+                               "called {2} and rank {3} called {4}",
+                               callSeq, rank, myCall, transport->localRanks()[i].rank, theirCall));
+      return;
+    }
+  }
+}
+
+void Communicator::Impl::breakWith(collResult_t result) {
+  int expected = collSuccess;
+  asyncError.compare_exchange_strong(expected, result);
+}
+
+namespace {
+
+llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
+                              std::vector<Task> &tasks) {
+  out.comm = &c;
+  out.op = &op;
+  if (op.count == 0) {
+    COLL_LOG(Trace, Coll, c.rank, llvm::formatv("{0} of 0 elements: nothing to do", opKindName(op.kind)));
+    return llvm::Error::success();
+  }
+  const ir::Collective coll = collectiveOf(op.kind);
+  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
+  const size_t es = interp::dataTypeSize(op.type);
+  const uint64_t n = static_cast<uint64_t>(c.nranks);
+  const uint64_t perRank = info.inputPerRank || info.outputPerRank ? n : 1;
+  const uint64_t bytes = op.count * es * perRank;
+  const int root = info.hasRoot ? op.root : 0;
+
+  auto choice = c.select(coll, bytes, root);
+  if (!choice)
+    return choice.takeError();
+  if (!choice->algo)
+    return collError(collInvalidUsage,
+                     llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
+                                   "caller must run",
+                                   opKindName(op.kind), bytes, choice->why, choice->library));
+  auto compiled = c.registry->forRoot(*choice->algo, root);
+  if (!compiled)
+    return collError(collInvalidUsage,
+                     llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
+                                   choice->algo->origin, root,
+                                   llvm::toString(compiled.takeError())));
+  auto entry = c.runnerFor(*compiled);
+  if (!entry)
+    return entry.takeError();
+  const interp::Plan &plan = (*compiled)->plan;
+  auto layout = c.layoutFor(**compiled, op.count);
+  if (!layout)
+    return layout.takeError();
+
+  // Buffers: the plan wants input and output buffers aliased as its mode
+  // says; the user gave theirs per NCCL's rules. Adapt locally (DESIGN §7):
+  // a copy into the in-place position, or a temporary buffer.
+  const bool inMeaningful =
+      !(op.kind == OpKind::Broadcast || op.kind == OpKind::Scatter) || c.rank == root;
+  const bool outMeaningful =
+      !(op.kind == OpKind::Reduce || op.kind == OpKind::Gather) || c.rank == root;
+  const uint64_t inElems = info.inputPerRank ? n * op.count : op.count;
+  const uint64_t outElems = info.outputPerRank ? n * op.count : op.count;
+  const ir::InPlaceOffsets off = ir::inPlaceOffsets(plan.shape, c.rank, op.count);
+  auto *userIn = static_cast<const std::byte *>(op.send);
+  auto *userOut = static_cast<std::byte *>(op.recv);
+  bool userInPlace = false;
+  if (inMeaningful && outMeaningful) {
+    if (off.inputInOutput)
+      userInPlace = userIn == userOut + off.inputInOutput * es;
+    else if (off.outputInInput)
+      userInPlace = userOut == userIn + off.outputInInput * es;
+    else
+      userInPlace = userIn == userOut;
+    if (!userInPlace && userIn < userOut + outElems * es && userOut < userIn + inElems * es)
+      return collError(collInvalidArgument,
+                       llvm::formatv("{0}: sendbuff and recvbuff overlap without being in place "
+                                     "(in place means {1})",
+                                     opKindName(op.kind),
+                                     off.inputInOutput   ? "sendbuff == recvbuff + rank*count"
+                                     : off.outputInInput ? "recvbuff == sendbuff + rank*count"
+                                                         : "sendbuff == recvbuff"));
+  }
+  bool inPlace = inMeaningful && outMeaningful ? (userInPlace ? plan.inplace : !plan.outofplace)
+                                               : plan.inplace;
+  std::byte *planIn = nullptr, *planOut = nullptr;
+  std::string adaptation;
+  if (inPlace) {
+    const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
+    const uint64_t bigElems = std::max(inElems, outElems);
+    std::byte *big = nullptr;
+    if (userInPlace) {
+      big = bigIsInput ? const_cast<std::byte *>(userIn) : userOut;
+    } else if (outMeaningful && !bigIsInput) {
+      big = userOut;
+      if (inMeaningful) {
+        std::memmove(big + off.inputInOutput * es, userIn, inElems * es);
+        adaptation = "in-place algorithm: sendbuff copied into recvbuff first";
+      }
+    } else {
+      auto t = c.temp[0].get(bigElems * es);
+      if (!t)
+        return t.takeError();
+      big = static_cast<std::byte *>(*t);
+      if (inMeaningful)
+        std::memcpy(big + off.inputInOutput * es, userIn, inElems * es);
+      if (outMeaningful) {
+        out.postDst = userOut;
+        out.postSrc = big + off.outputInInput * es;
+        out.postBytes = outElems * es;
+      }
+      adaptation = "in-place algorithm run in a temporary buffer";
+    }
+    planIn = big + off.inputInOutput * es;
+    planOut = big + off.outputInInput * es;
+  } else {
+    if (inMeaningful && !userInPlace) {
+      planIn = const_cast<std::byte *>(userIn);
+    } else if (inMeaningful || (*entry)->uses[0]) {
+      auto t = c.temp[0].get(inElems * es);
+      if (!t)
+        return t.takeError();
+      planIn = static_cast<std::byte *>(*t);
+      if (inMeaningful) {
+        std::memcpy(planIn, userIn, inElems * es);
+        adaptation = "out-of-place algorithm: sendbuff copied to a temporary buffer first";
+      }
+    } else {
+      planIn = reinterpret_cast<std::byte *>(unusedBuffer);
+    }
+    if (outMeaningful) {
+      planOut = userOut;
+    } else if ((*entry)->uses[1]) {
+      auto t = c.temp[1].get(outElems * es);
+      if (!t)
+        return t.takeError();
+      planOut = static_cast<std::byte *>(*t);
+    } else {
+      planOut = reinterpret_cast<std::byte *>(unusedBuffer);
+    }
+  }
+
+  if (logEnabled(Level::Trace, Coll))
+    log(Level::Trace, Coll, c.rank,
+        llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}",
+                      opKindName(op.kind), bytes, op.count, interp::dataTypeName(op.type),
+                      info.reduces ? " " + interp::reduceOpName(op.op).str() : std::string(),
+                      info.hasRoot ? " root " + std::to_string(root) : std::string(),
+                      userInPlace ? "in place" : "out of place", choice->algo->name,
+                      ir::protocolName(plan.protocol), choice->why,
+                      adaptation.empty() ? std::string() : "; " + adaptation));
+
+  if (llvm::Error err = (*entry)->runner->bind(**layout, op.type, op.op, planIn, planOut))
+    return collError(collSystemError, llvm::toString(std::move(err)));
+  c.publishCall(op);
+  out.runner = (*entry)->runner.get();
+  out.runner->appendTasks(tasks);
+  return llvm::Error::success();
+}
+
+void runP2P(void *arg) {
+  P2PTask &t = *static_cast<P2PTask *>(arg);
+  Communicator::Impl &c = *t.comm;
+  ConnectionEnd &e = t.end;
+  const auto watchdog = std::chrono::milliseconds(c.config.watchdogMs);
+  auto stopping = [&] { return c.stop->stopping(); };
+  const uint64_t slot = e.shape.slotBytes;
+  constexpr uint64_t Header = 16;
+  auto wait = [&](auto &&ready, const char *what) {
+    auto r = interp::host::waitUntil(ready, stopping, watchdog);
+    if (r == interp::host::WaitResult::TimedOut)
+      c.stop->stall(llvm::formatv("watchdog: no progress for {0} ms: rank {1} {2} rank {3} "
+                                  "(point to point; sender filled {4} slots, receiver freed {5})",
+                                  c.config.watchdogMs, c.rank, what, t.peer,
+                                  e.control->tail.load(std::memory_order_relaxed),
+                                  e.control->head.load(std::memory_order_relaxed)));
+    return r == interp::host::WaitResult::Ready;
+  };
+  for (const Op *op : t.ops) {
+    const uint64_t bytes = op->count * interp::dataTypeSize(op->type);
+    uint64_t done = 0;
+    bool first = true;
+    while (first || done < bytes) {
+      if (t.sending) {
+        uint64_t seq = e.control->tail.load(std::memory_order_relaxed);
+        if (!wait([&] { return seq - e.control->head.load(std::memory_order_acquire) <
+                               interp::FifoDepth; },
+                  "sending to"))
+          return;
+        std::byte *s = e.fifo + (seq % interp::FifoDepth) * slot;
+        uint64_t room = first ? slot - Header : slot;
+        uint64_t n = std::min(room, bytes - done);
+        if (first) {
+          uint64_t header[2] = {bytes, static_cast<uint64_t>(op->type)};
+          std::memcpy(s, header, Header);
+          s += Header;
+        }
+        std::memcpy(s, static_cast<const std::byte *>(op->send) + done, n);
+        done += n;
+        e.control->tail.store(seq + 1, std::memory_order_release);
+        e.peerBell->ring();
+      } else {
+        uint64_t seq = e.control->head.load(std::memory_order_relaxed);
+        if (!wait([&] { return e.control->tail.load(std::memory_order_acquire) > seq; },
+                  "receiving from"))
+          return;
+        const std::byte *s = e.fifo + (seq % interp::FifoDepth) * slot;
+        uint64_t room = first ? slot - Header : slot;
+        if (first) {
+          uint64_t header[2];
+          std::memcpy(header, s, Header);
+          if (header[0] != bytes) {
+            c.stop->fail(collInvalidUsage,
+                         llvm::formatv("rank {0} sent {1} B to rank {2}, which posted a receive "
+                                       "of {3} B ({4} x {5}); counts and types must match",
+                                       t.peer, header[0], c.rank, bytes, op->count,
+                                       interp::dataTypeName(op->type)));
+            return;
+          }
+          s += Header;
+        }
+        uint64_t n = std::min(room, bytes - done);
+        std::memcpy(static_cast<std::byte *>(op->recv) + done, s, n);
+        done += n;
+        e.control->head.store(seq + 1, std::memory_order_release);
+        e.peerBell->ring();
+      }
+      first = false;
+    }
+  }
+  t.ok = true;
+}
+
+llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
+                       std::vector<std::unique_ptr<P2PTask>> &p2p, std::vector<Task> &tasks) {
+  std::map<int, std::vector<const Op *>> sends, recvs;
+  for (const Op &op : ops)
+    (op.kind == OpKind::Send ? sends : recvs)[op.root].push_back(&op);
+  // To itself: match in order and copy.
+  auto &selfSends = sends[c.rank];
+  auto &selfRecvs = recvs[c.rank];
+  if (selfSends.size() != selfRecvs.size())
+    return collError(collInvalidUsage,
+                     llvm::formatv("rank {0} posted {1} sends and {2} receives to itself in one "
+                                   "group; they must pair up",
+                                   c.rank, selfSends.size(), selfRecvs.size()));
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    uint64_t sb = selfSends[i]->count * interp::dataTypeSize(selfSends[i]->type);
+    uint64_t rb = selfRecvs[i]->count * interp::dataTypeSize(selfRecvs[i]->type);
+    if (sb != rb)
+      return collError(collInvalidUsage,
+                       llvm::formatv("rank {0} sends {1} B to itself but receives {2} B", c.rank,
+                                     sb, rb));
+    if (sb)
+      std::memmove(selfRecvs[i]->recv, selfSends[i]->send, sb);
+  }
+  sends.erase(c.rank);
+  recvs.erase(c.rank);
+  for (int direction = 0; direction < 2; ++direction) {
+    auto &byPeer = direction == 0 ? sends : recvs;
+    for (auto &[peer, list] : byPeer) {
+      auto found = c.p2pEnds.find(peer);
+      if (found == c.p2pEnds.end()) {
+        auto out = c.transport->end(c.rank, peer, c.p2pChannel, ir::Protocol::Simple);
+        if (!out)
+          return collError(collInvalidUsage, llvm::toString(out.takeError()));
+        auto in = c.transport->end(peer, c.rank, c.p2pChannel, ir::Protocol::Simple);
+        if (!in)
+          return collError(collInvalidUsage, llvm::toString(in.takeError()));
+        found = c.p2pEnds.emplace(peer, std::make_pair(*out, *in)).first;
+      }
+      auto task = std::make_unique<P2PTask>();
+      task->comm = &c;
+      task->sending = direction == 0;
+      task->peer = peer;
+      task->end = direction == 0 ? found->second.first : found->second.second;
+      task->ops = list;
+      tasks.push_back(Task{&runP2P, task.get()});
+      COLL_LOG(Trace, P2P, c.rank,
+               llvm::formatv("{0} {1} message(s) {2} rank {3}", task->sending ? "send" : "receive",
+                             list.size(), task->sending ? "to" : "from", peer));
+      p2p.push_back(std::move(task));
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
+  std::vector<Task> tasks;
+  std::vector<PreparedCollective> prepared(units.size());
+  std::vector<std::unique_ptr<P2PTask>> p2p;
+  std::vector<llvm::Error> errors;
+  std::vector<Impl *> comms;
+  llvm::Error first = llvm::Error::success();
+  auto record = [&](Impl &c, llvm::Error err) {
+    std::string message;
+    collResult_t result = takeResult(std::move(err), message);
+    {
+      std::lock_guard<std::mutex> lock(c.errorMutex);
+      c.lastError = message;
+    }
+    COLL_LOG(Warn, Coll, c.rank, llvm::formatv("{0}: {1}", collGetErrorString(result), message));
+    if (!first)
+      first = collError(result, message);
+    else
+      llvm::consumeError(collError(result, message)); // keep the first
+    return result;
+  };
+
+  for (size_t u = 0; u < units.size(); ++u) {
+    Impl &c = *units[u].comm->impl;
+    c.inCall.fetch_add(1, std::memory_order_acq_rel);
+    comms.push_back(&c);
+    if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
+      record(c, collError(static_cast<collResult_t>(broken),
+                          llvm::formatv("the communicator is broken by an earlier error ({0}); "
+                                        "abort or destroy it",
+                                        collGetErrorString(static_cast<collResult_t>(broken)))));
+      continue;
+    }
+    llvm::Error err = units[u].ops.front().pointToPoint()
+                          ? prepareP2P(c, units[u].ops, p2p, tasks)
+                          : prepareCollective(c, units[u].ops.front(), prepared[u], tasks);
+    if (err)
+      record(c, std::move(err));
+  }
+  if (first) {
+    for (Impl *c : comms)
+      c->inCall.fetch_sub(1, std::memory_order_acq_rel);
+    return first;
+  }
+
+  interp::host::IdlePoll poll;
+  poll.poll = [](void *arg) {
+    for (Impl *c : *static_cast<std::vector<Impl *> *>(arg))
+      c->pollPeers();
+  };
+  poll.arg = &comms;
+  Impl &lead = *units.front().comm->impl;
+  if (llvm::Error err = lead.engine->run(tasks, poll))
+    record(lead, collError(collSystemError, llvm::toString(std::move(err))));
+
+  for (size_t u = 0; u < units.size(); ++u) {
+    Impl &c = *units[u].comm->impl;
+    if (c.stop->stopping()) {
+      collResult_t result = record(c, c.stop->error());
+      c.breakWith(result);
+      continue;
+    }
+    PreparedCollective &p = prepared[u];
+    if (p.runner)
+      p.runner->finishAverage();
+    if (p.postBytes)
+      std::memcpy(p.postDst, p.postSrc, p.postBytes);
+  }
+  for (Impl *c : comms)
+    c->inCall.fetch_sub(1, std::memory_order_acq_rel);
+  return first;
+}
+
+//===----------------------------------------------------------------------===//
+// Communicator
+//===----------------------------------------------------------------------===//
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+llvm::Expected<std::unique_ptr<Communicator>>
+Communicator::create(std::unique_ptr<Bootstrap> boot, const Config &config, uint64_t nonce) {
+  auto impl = std::make_unique<Impl>();
+  impl->boot = std::move(boot);
+  impl->config = config;
+  impl->nonce = nonce;
+  if (llvm::Error err = impl->setup())
+    return err;
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+int Communicator::rank() const { return impl->rank; }
+int Communicator::nranks() const { return impl->nranks; }
+const Config &Communicator::config() const { return impl->config; }
+
+llvm::Expected<Choice> Communicator::select(ir::Collective coll, uint64_t bytes, int root) {
+  return impl->select(coll, bytes, root);
+}
+
+collResult_t Communicator::asyncError() const {
+  return static_cast<collResult_t>(impl->asyncError.load(std::memory_order_acquire));
+}
+
+const char *Communicator::lastError() {
+  std::lock_guard<std::mutex> lock(impl->errorMutex);
+  return impl->lastError.c_str();
+}
+
+void Communicator::setLastError(const std::string &message) {
+  std::lock_guard<std::mutex> lock(impl->errorMutex);
+  impl->lastError = message;
+}
+
+llvm::Error Communicator::finalize() {
+  if (llvm::Error err = impl->boot->barrier())
+    return collError(collRemoteError,
+                     "finalize: lost contact with the other ranks: " + llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+void Communicator::abort() {
+  impl->stop->fail(collRemoteError,
+                   llvm::formatv("rank {0} aborted the communicator", impl->rank));
+  impl->breakWith(collRemoteError);
+  // A call in flight on another thread sees the stop word at once; wait for
+  // it to leave before the caller frees the communicator.
+  for (int i = 0; impl->inCall.load(std::memory_order_acquire) != 0 && i < 100000; ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+llvm::Expected<std::unique_ptr<Communicator>>
+Communicator::split(int color, int key, const Config &config) {
+  Impl &c = *impl;
+  struct Entry {
+    int32_t color, key, rank, pad;
+  };
+  std::vector<Entry> all(static_cast<size_t>(c.nranks));
+  all[c.rank] = {color, key, c.rank, 0};
+  if (llvm::Error err = c.boot->allgather(all.data(), sizeof(Entry)))
+    return collError(collRemoteError, "split: " + llvm::toString(std::move(err)));
+  std::vector<Entry> mine;
+  for (const Entry &e : all)
+    if (color != COLL_SPLIT_NOCOLOR && e.color == color)
+      mine.push_back(e);
+  std::stable_sort(mine.begin(), mine.end(), [](const Entry &a, const Entry &b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  // Each new communicator's first rank starts a root and shares its id.
+  std::vector<std::array<char, 128>> ids(static_cast<size_t>(c.nranks));
+  llvm::Error rootError = llvm::Error::success();
+  if (!mine.empty() && mine.front().rank == c.rank) {
+    auto address = bootstrapAddress();
+    if (!address) {
+      rootError = std::move(address.takeError());
+    } else if (auto root = startRoot(*address)) {
+      encodeUniqueId(*root, ids[c.rank].data());
+    } else {
+      rootError = root.takeError();
+    }
+  }
+  if (llvm::Error err = c.agree(std::move(rootError), "split"))
+    return err;
+  if (llvm::Error err = c.boot->allgather(ids.data(), 128))
+    return collError(collRemoteError, "split: " + llvm::toString(std::move(err)));
+  if (color == COLL_SPLIT_NOCOLOR)
+    return nullptr;
+  int newRank = 0;
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].rank == c.rank)
+      newRank = static_cast<int>(i);
+  auto id = decodeUniqueId(ids[mine.front().rank].data());
+  if (!id)
+    return collError(collInternalError, llvm::toString(id.takeError()));
+  PeerInfo self = c.peers[c.rank];
+  self.configHash = config.agreedHash();
+  auto boot = connectBootstrap(*id, static_cast<int>(mine.size()), newRank, self);
+  if (!boot)
+    return collError(collRemoteError, "split: " + llvm::toString(boot.takeError()));
+  return create(std::move(*boot), config, id->nonce);
+}
+
+} // namespace coll::rt

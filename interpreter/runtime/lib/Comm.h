@@ -1,0 +1,148 @@
+//===- Comm.h - A communicator: one rank of a job -----------------*- C++ -*-===//
+//
+// What a collComm_t is (DESIGN.md §7): the bootstrap ring, the node shape,
+// the registry and the selection rules, the host transport, and the engine
+// that runs this rank's tbs on the calling thread (and a few workers). The C
+// API (Api.cpp) validates arguments and groups calls; everything here
+// assumes valid arguments.
+//
+// Calls run in rounds: a round is, for each communicator it involves, one
+// collective or every point-to-point operation of a group. All tasks of a
+// round run in one engine launch, so ranks of one process driven by one
+// thread (collCommInitAll + a group) progress together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_COMM_H
+#define COLL_RUNTIME_COMM_H
+
+#include "coll.h"
+
+#include "Bootstrap.h"
+#include "Registry.h"
+#include "Tuning.h"
+
+#include "coll/interpreter/DataType.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace coll::rt {
+
+/// An llvm::Error that carries a collResult_t.
+class CollError : public llvm::ErrorInfo<CollError> {
+public:
+  static char ID;
+  CollError(collResult_t result, std::string message)
+      : result(result), message(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message; }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+  collResult_t result;
+  std::string message;
+};
+
+llvm::Error collError(collResult_t result, const llvm::Twine &message);
+/// The result and message of `err` (success for no error); errors that are
+/// not CollErrors become `otherwise`.
+collResult_t takeResult(llvm::Error err, std::string &message,
+                        collResult_t otherwise = collSystemError);
+
+/// The settings of one communicator, from its collConfig_t and the
+/// environment.
+struct Config {
+  uint32_t watchdogMs = 30000;
+  std::string algoDir, algoFiles, tuningFile;
+  bool builtin = true;
+  unsigned hostThreads = 0;
+  std::array<uint64_t, 3> slotBytes{128u << 10, 16u << 10, 120u * 256}; ///< Simple, LL, LL128
+  /// Libraries underneath Coll that tuning rules may name (set by the
+  /// drop-in libraries; empty for the C API).
+  std::vector<std::string> underneath;
+
+  /// Hash of the settings every rank must share.
+  uint64_t agreedHash() const;
+};
+
+/// `config` (may be null) over the environment over the defaults; fails on
+/// an invalid config struct or environment value.
+llvm::Expected<Config> resolveConfig(const collConfig_t *config);
+
+enum class OpKind : uint8_t {
+  AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter, Send, Recv
+};
+const char *opKindName(OpKind kind);
+
+/// One call, arguments already validated.
+struct Op {
+  OpKind kind = OpKind::AllReduce;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  size_t count = 0;
+  interp::DataType type = interp::DataType::Float32;
+  interp::ReduceOp op = interp::ReduceOp::Sum;
+  int root = 0; ///< the root, or the peer of Send/Recv
+
+  bool pointToPoint() const { return kind == OpKind::Send || kind == OpKind::Recv; }
+};
+
+/// Which algorithm (or library underneath) serves a call, and why.
+struct Choice {
+  const LoadedAlgorithm *algo = nullptr;
+  std::string library; ///< when a rule names the library underneath
+  std::string why;
+};
+
+class Communicator {
+public:
+  /// Sets up rank `boot->rank()` of a communicator whose ranks found each
+  /// other through `boot`; `nonce` names its shared segments.
+  static llvm::Expected<std::unique_ptr<Communicator>>
+  create(std::unique_ptr<Bootstrap> boot, const Config &config, uint64_t nonce);
+  ~Communicator();
+
+  int rank() const;
+  int nranks() const;
+  const Config &config() const;
+
+  /// One unit per communicator: a collective, or point-to-point operations.
+  struct Unit {
+    Communicator *comm;
+    llvm::ArrayRef<Op> ops;
+  };
+  /// Runs one round; the error is the first failure (every failed
+  /// communicator records its own).
+  static llvm::Error runRound(llvm::ArrayRef<Unit> units);
+
+  /// Which algorithm serves `coll` for `bytes` (nccl-tests' size) and
+  /// `root`; the error names every candidate and why it was rejected.
+  llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
+
+  /// Collective over this communicator (color COLL_SPLIT_NOCOLOR: null).
+  llvm::Expected<std::unique_ptr<Communicator>> split(int color, int key, const Config &config);
+  llvm::Error finalize();
+  /// Stops every call in flight on this communicator's local ranks.
+  void abort();
+  /// collSuccess, or the error that broke this communicator.
+  collResult_t asyncError() const;
+
+  /// The message of the last error on this communicator.
+  const char *lastError();
+  void setLastError(const std::string &message);
+
+  class Impl;
+
+private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_COMM_H

@@ -1,0 +1,25 @@
+//===- EmbeddedAlgorithms.h - The programs of algorithms/, built in -*- C++ -*-===//
+//
+// The build embeds every program of algorithms/ (Embed.cmake), so the
+// runtime has a default set with nothing configured.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_EMBEDDEDALGORITHMS_H
+#define COLL_RUNTIME_EMBEDDEDALGORITHMS_H
+
+#include <cstddef>
+
+namespace coll::rt {
+
+struct EmbeddedProgram {
+  const char *name;   ///< the file's stem
+  const char *source; ///< the program text
+};
+
+extern const EmbeddedProgram embeddedPrograms[];
+extern const size_t numEmbeddedPrograms;
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_EMBEDDEDALGORITHMS_H

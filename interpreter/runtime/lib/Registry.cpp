@@ -1,0 +1,357 @@
+//===- Registry.cpp - The algorithms a communicator can run ------------------===//
+
+#include "Registry.h"
+
+#include "EmbeddedAlgorithms.h"
+
+#include "coll/ir/Verifier.h"
+#include "coll/ir/XML.h"
+
+#if COLL_RUNTIME_HAVE_LANG
+#include "coll/compiler/Compiler.h"
+#include "coll/lang/Frontend.h"
+#endif
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <algorithm>
+#include <map>
+
+namespace coll::rt {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+int32_t highestChannel(const ir::Algorithm &alg) {
+  int32_t channel = 0;
+  for (const ir::Gpu &gpu : alg.gpus)
+    for (const ir::ThreadBlock &tb : gpu.tbs)
+      channel = std::max(channel, tb.channel);
+  return channel;
+}
+
+llvm::Expected<std::shared_ptr<const Compiled>> planAlgorithm(ir::Algorithm alg,
+                                                              llvm::StringRef origin) {
+  ir::DiagnosticList diags(origin.str());
+  auto analysis = ir::verify(alg, diags);
+  if (!analysis)
+    return analysis.takeError();
+  auto plan = interp::buildPlan(alg, *analysis, origin);
+  if (!plan)
+    return plan.takeError();
+  auto compiled = std::make_shared<Compiled>();
+  compiled->hash = llvm::hash_value(ir::writeAlgorithm(alg));
+  compiled->maxChannel = highestChannel(alg);
+  compiled->alg = std::move(alg);
+  compiled->plan = std::move(*plan);
+  return std::shared_ptr<const Compiled>(std::move(compiled));
+}
+
+/// First error line of an error message (the rest are details).
+std::string firstLine(const std::string &text) {
+  return llvm::StringRef(text).split('\n').first.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+/// The compile cache: (source, parameters) -> algorithm or the reason it
+/// does not compile.
+struct CacheEntry {
+  std::shared_ptr<const Compiled> compiled;
+  std::string error;
+};
+std::mutex cacheMutex; // also serialises the compiler (ANTLR's shared caches)
+std::map<std::pair<uint64_t, std::string>, CacheEntry> cache;
+
+std::string paramKey(const std::vector<std::pair<std::string, int64_t>> &params) {
+  std::string key;
+  for (const auto &[name, value] : params)
+    key += name + "=" + std::to_string(value) + ";";
+  return key;
+}
+
+/// The params a program declares.
+struct ProgramInfo {
+  std::vector<std::string> params;
+  std::string error; ///< set when the program does not parse
+};
+
+#if COLL_RUNTIME_HAVE_LANG
+ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
+  ProgramInfo info;
+  llvm::SourceMgr srcMgr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  lang::DiagnosticEngine diags(srcMgr, os);
+  unsigned id = srcMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, origin),
+                                          llvm::SMLoc());
+  auto program = lang::parseProgram(id, diags);
+  if (!program) {
+    info.error = firstLine(os.str());
+    return info;
+  }
+  for (const auto &item : program->items)
+    if (auto *param = llvm::dyn_cast<lang::ast::ParamDecl>(item.get()))
+      info.params.push_back(param->name);
+  return info;
+}
+
+CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
+                          const std::vector<std::pair<std::string, int64_t>> &params) {
+  CacheEntry entry;
+  llvm::SourceMgr srcMgr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  lang::DiagnosticEngine diags(srcMgr, os);
+  unsigned id = srcMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, origin),
+                                          llvm::SMLoc());
+  lang::Overrides overrides;
+  for (const auto &[name, value] : params)
+    overrides.params[name] = lang::ParamValue(value);
+  auto dag = lang::compileToDag(id, overrides, diags);
+  if (!dag) {
+    entry.error = firstLine(os.str());
+    return entry;
+  }
+  if (dag->options.name.empty())
+    dag->options.name = llvm::sys::path::stem(origin).str();
+  compiler::CompileOptions options;
+  auto alg = compiler::compile(*dag, options, diags);
+  if (!alg) {
+    entry.error = firstLine(os.str());
+    return entry;
+  }
+  auto planned = planAlgorithm(std::move(*alg), origin);
+  if (!planned) {
+    entry.error = firstLine(llvm::toString(planned.takeError()));
+    return entry;
+  }
+  entry.compiled = std::move(*planned);
+  return entry;
+}
+#endif
+
+CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
+                         const std::vector<std::pair<std::string, int64_t>> &params) {
+#if COLL_RUNTIME_HAVE_LANG
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto key = std::make_pair(uint64_t(llvm::hash_value(source)), paramKey(params));
+  auto found = cache.find(key);
+  if (found != cache.end())
+    return found->second;
+  CacheEntry entry = compileProgram(source, origin, params);
+  cache.emplace(key, entry);
+  return entry;
+#else
+  (void)source;
+  (void)origin;
+  (void)params;
+  CacheEntry entry;
+  entry.error = "this build of Coll has no .coll compiler (configured with "
+                "COLL_ENABLE_LANG=OFF); use compiled XML";
+  return entry;
+#endif
+}
+
+/// The parameters that fit `program` to `shape`, or why none do.
+llvm::Expected<std::vector<std::pair<std::string, int64_t>>>
+shapeParams(const std::vector<std::string> &declared, const Shape &shape) {
+  auto has = [&](llvm::StringRef name) {
+    return std::find(declared.begin(), declared.end(), name) != declared.end();
+  };
+  std::vector<std::pair<std::string, int64_t>> params;
+  if (has("N")) {
+    params.emplace_back("N", shape.nranks);
+  } else if (has("NODES") && has("GPUS")) {
+    if (shape.gpus == 0)
+      return fail(llvm::formatv("needs NODES x GPUS ranks, but the communicator's {0} ranks "
+                                "are not numbered host by host with the same count per host",
+                                shape.nranks));
+    params.emplace_back("NODES", shape.nodes);
+    params.emplace_back("GPUS", shape.gpus);
+  }
+  if (has("root"))
+    params.emplace_back("root", 0);
+  return params;
+}
+
+std::vector<std::string> splitList(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  text.split(parts, llvm::StringRef(":,"), -1, false);
+  std::vector<std::string> out;
+  for (llvm::StringRef part : parts) {
+    llvm::SmallVector<llvm::StringRef, 4> sub;
+    part.split(sub, ',', -1, false);
+    for (llvm::StringRef s : sub)
+      if (!s.trim().empty())
+        out.push_back(s.trim().str());
+  }
+  return out;
+}
+
+} // namespace
+
+bool Registry::compilesPrograms() { return COLL_RUNTIME_HAVE_LANG != 0; }
+
+llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
+                                                           llvm::StringRef origin) {
+  ir::DiagnosticList diags(origin.str());
+  auto alg = ir::parseAlgorithm(text, diags);
+  if (!alg)
+    return alg.takeError();
+  return planAlgorithm(std::move(*alg), origin);
+}
+
+llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Shape &shape) {
+  Registry reg;
+  reg.shape = shape;
+
+  auto addCompiled = [&](std::shared_ptr<const Compiled> compiled, const std::string &origin,
+                         bool builtin, bool anyRoot, const std::string &source,
+                         std::vector<std::pair<std::string, int64_t>> params) {
+    const ir::Algorithm &alg = compiled->alg;
+    if (alg.ngpus() != shape.nranks) {
+      reg.rejected.push_back(
+          {alg.name, origin,
+           llvm::formatv("written for {0} ranks; the communicator has {1}", alg.ngpus(),
+                         shape.nranks)});
+      return;
+    }
+    if (alg.collective == ir::Collective::Custom) {
+      reg.rejected.push_back({alg.name, origin,
+                              "a custom collective has no API call to serve"});
+      return;
+    }
+    LoadedAlgorithm la;
+    la.name = alg.name;
+    la.origin = origin;
+    la.builtin = builtin;
+    la.collective = alg.collective;
+    la.protocol = alg.protocol;
+    la.compiled = std::move(compiled);
+    la.anyRoot = anyRoot;
+    la.source = source;
+    la.params = std::move(params);
+    reg.algos.push_back(std::move(la));
+  };
+
+  auto addProgram = [&](llvm::StringRef source, const std::string &origin, bool builtin) {
+    std::string name = llvm::sys::path::stem(origin).str();
+#if COLL_RUNTIME_HAVE_LANG
+    ProgramInfo info;
+    {
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      info = inspectProgram(source, origin);
+    }
+    if (!info.error.empty()) {
+      reg.rejected.push_back({name, origin, info.error});
+      return;
+    }
+    auto params = shapeParams(info.params, shape);
+    if (!params) {
+      reg.rejected.push_back({name, origin, llvm::toString(params.takeError())});
+      return;
+    }
+    CacheEntry entry = compileCached(source, origin, *params);
+    if (!entry.compiled) {
+      reg.rejected.push_back({name, origin,
+                              llvm::formatv("does not compile for {0} ranks: {1}", shape.nranks,
+                                            entry.error)});
+      return;
+    }
+    bool anyRoot = std::find(info.params.begin(), info.params.end(), "root") != info.params.end();
+    addCompiled(entry.compiled, origin, builtin, anyRoot, anyRoot ? source.str() : "", *params);
+#else
+    reg.rejected.push_back({name, origin, compileCached(source, origin, {}).error});
+#endif
+  };
+
+  auto addFile = [&](const std::string &path) -> llvm::Error {
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+    if (!buffer)
+      return fail("cannot read the algorithm file " + path + ": " + buffer.getError().message());
+    llvm::StringRef ext = llvm::sys::path::extension(path);
+    if (ext == ".coll") {
+      addProgram((*buffer)->getBuffer(), path, false);
+    } else if (ext == ".xml") {
+      auto compiled = compileXml((*buffer)->getBuffer(), path);
+      if (!compiled)
+        reg.rejected.push_back({llvm::sys::path::stem(path).str(), path,
+                                firstLine(llvm::toString(compiled.takeError()))});
+      else
+        addCompiled(*compiled, path, false, false, "", {});
+    } else {
+      return fail("the algorithm file " + path + " is neither .xml nor .coll");
+    }
+    return llvm::Error::success();
+  };
+
+  if (!options.algoDir.empty()) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (llvm::sys::fs::directory_iterator it(options.algoDir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      llvm::StringRef ext = llvm::sys::path::extension(it->path());
+      if (ext == ".xml" || ext == ".coll")
+        files.push_back(it->path());
+    }
+    if (ec)
+      return fail("cannot read COLL_ALGO_DIR " + options.algoDir + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const std::string &file : files)
+      if (llvm::Error err = addFile(file))
+        return err;
+  }
+  for (const std::string &file : splitList(options.algoFiles))
+    if (llvm::Error err = addFile(file))
+      return err;
+  if (options.builtin)
+    for (size_t i = 0; i < numEmbeddedPrograms; ++i)
+      addProgram(embeddedPrograms[i].source,
+                 std::string("built-in ") + embeddedPrograms[i].name + ".coll", true);
+  return reg;
+}
+
+uint64_t Registry::fingerprint() const {
+  llvm::hash_code h = llvm::hash_value(algos.size());
+  for (const LoadedAlgorithm &a : algos)
+    h = llvm::hash_combine(h, a.name, a.compiled->hash, a.anyRoot);
+  return h;
+}
+
+int32_t Registry::maxChannel() const {
+  int32_t channel = 0;
+  for (const LoadedAlgorithm &a : algos)
+    channel = std::max(channel, a.compiled->maxChannel);
+  return channel;
+}
+
+llvm::Expected<std::shared_ptr<const Compiled>> Registry::forRoot(const LoadedAlgorithm &algo,
+                                                                  int root) const {
+  if (algo.compiled->plan.root == root || (algo.compiled->plan.root < 0 && root == 0))
+    return algo.compiled;
+  if (!algo.anyRoot)
+    return fail(llvm::formatv("its file is for root {0}", std::max(algo.compiled->plan.root, 0)));
+  auto params = algo.params;
+  for (auto &p : params)
+    if (p.first == "root")
+      p.second = root;
+  CacheEntry entry = compileCached(algo.source, algo.origin, params);
+  if (!entry.compiled)
+    return fail(llvm::formatv("does not compile for root {0}: {1}", root, entry.error));
+  return entry.compiled;
+}
+
+} // namespace coll::rt

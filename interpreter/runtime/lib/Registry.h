@@ -1,0 +1,110 @@
+//===- Registry.h - The algorithms a communicator can run ---------*- C++ -*-===//
+//
+// DESIGN.md §3 "Selection", made real. A communicator's registry holds:
+//  - the files of COLL_ALGO_DIR (every *.xml and *.coll, in name order) and
+//    COLL_ALGO_FILES (':' or ',' separated), in that order: user algorithms;
+//  - the programs of algorithms/, embedded in the library at build time:
+//    the built-in set (collConfig_t::embeddedAlgorithms = 0 leaves it out).
+// XML files are used as they are. `.coll` programs are compiled for the
+// communicator: `N` is set to its rank count, or `NODES` and `GPUS` to its
+// node shape, and `root` to 0 (other roots are compiled on first use), so
+// one program serves any job size. A program that does not trace for this
+// shape (an `assert` fails, e.g. a power-of-two algorithm at 6 ranks), or a
+// file for another rank count, is kept as a rejection with its reason, for
+// COLL_DEBUG=INFO and for the message of a call that nothing serves.
+//
+// Compiled programs are cached per process (same source and parameters:
+// the same algorithm), so InitAll and split do not recompile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_REGISTRY_H
+#define COLL_RUNTIME_REGISTRY_H
+
+#include "coll/interpreter/Plan.h"
+#include "coll/ir/Algorithm.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace coll::rt {
+
+/// An algorithm ready to run: its IR and plan.
+struct Compiled {
+  ir::Algorithm alg;
+  interp::Plan plan;
+  uint64_t hash = 0;      ///< of its XML text: identical on every rank
+  int32_t maxChannel = 0; ///< highest channel any tb uses
+};
+
+/// The shape the communicator's ranks form.
+struct Shape {
+  int nranks = 1;
+  int nodes = 1; ///< hosts
+  int gpus = 1;  ///< ranks per host when every host has the same number and
+                 ///< ranks are numbered host by host; else 0
+};
+
+struct LoadedAlgorithm {
+  std::string name;
+  std::string origin; ///< a path, or "built-in NAME.coll"
+  bool builtin = false;
+  ir::Collective collective = ir::Collective::Custom;
+  ir::Protocol protocol = ir::Protocol::Simple;
+  std::shared_ptr<const Compiled> compiled; ///< for root 0, or the file's root
+  /// `.coll` programs that take a `root` parameter can be compiled for any
+  /// root; XML files serve only theirs.
+  bool anyRoot = false;
+  std::string source; ///< the program, when anyRoot
+  std::vector<std::pair<std::string, int64_t>> params;
+};
+
+struct Rejection {
+  std::string name;   ///< the algorithm's name, or the file name
+  std::string origin;
+  std::string reason;
+};
+
+struct RegistryOptions {
+  std::string algoDir;   ///< COLL_ALGO_DIR
+  std::string algoFiles; ///< COLL_ALGO_FILES
+  bool builtin = true;
+};
+
+class Registry {
+public:
+  static llvm::Expected<Registry> load(const RegistryOptions &options, const Shape &shape);
+
+  const std::vector<LoadedAlgorithm> &algorithms() const { return algos; }
+  const std::vector<Rejection> &rejections() const { return rejected; }
+  /// Hash of every loaded algorithm (names and IR): ranks must agree.
+  uint64_t fingerprint() const;
+  /// The highest channel of any loaded algorithm.
+  int32_t maxChannel() const;
+
+  /// `algo` compiled for `root` (its own compilation when it already has
+  /// that root); an error says why it cannot be.
+  llvm::Expected<std::shared_ptr<const Compiled>> forRoot(const LoadedAlgorithm &algo,
+                                                          int root) const;
+
+  /// Whether this build compiles `.coll` programs.
+  static bool compilesPrograms();
+
+private:
+  std::vector<LoadedAlgorithm> algos;
+  std::vector<Rejection> rejected;
+  Shape shape;
+};
+
+/// Reads, verifies and plans XML text (for files, and for tests).
+llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
+                                                           llvm::StringRef origin);
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_REGISTRY_H
