@@ -20,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 using namespace coll;
@@ -97,32 +96,6 @@ std::optional<interp::ReduceOp> toOp(collRedOp_t op) {
   case collAvg: return interp::ReduceOp::Avg;
   default: return std::nullopt;
   }
-}
-
-/// Whether `p` is CUDA device memory. Only asked of a CUDA runtime the
-/// process has already loaded: a program that never touched CUDA has no
-/// device buffers, and asking would create a context.
-bool isDevicePointer(const void *p) {
-  if (!p)
-    return false;
-  static auto query = []() -> int (*)(void *, const void *) {
-    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
-        return reinterpret_cast<int (*)(void *, const void *)>(
-            dlsym(lib, "cudaPointerGetAttributes"));
-    return nullptr;
-  }();
-  if (!query)
-    return false;
-  struct {
-    int type;
-    int device;
-    void *devicePointer;
-    void *hostPointer;
-  } attributes{};
-  if (query(&attributes, p) != 0)
-    return false;
-  return attributes.type == 2 || attributes.type == 3; // device or managed
 }
 
 /// Checks and queues or runs one operation.
@@ -212,22 +185,12 @@ uint64_t randomNonce() {
          uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-PeerInfo selfInfo(const Config &config) {
-  PeerInfo info;
-  info.pid = static_cast<int32_t>(getpid());
-  info.hostHash = hostHash();
-  info.processHash = llvm::hash_combine(info.hostHash, info.pid);
-  info.configHash = config.agreedHash();
-  std::snprintf(info.hostname, sizeof info.hostname, "%s", hostName().c_str());
-  return info;
-}
-
 collResult_t initRank(collComm_t *out, int nranks, const collUniqueId &commId, int rank,
                       const Config &config) {
   auto id = decodeUniqueId(commId.internal);
   if (!id)
     return failWith(nullptr, collInvalidArgument, llvm::toString(id.takeError()));
-  auto boot = connectBootstrap(*id, nranks, rank, selfInfo(config));
+  auto boot = connectBootstrap(*id, nranks, rank, selfPeerInfo(config.agreedHash()));
   if (!boot)
     return failWith(nullptr, collRemoteError,
                     llvm::formatv("rank {0}: bootstrap failed: {1}", rank,
@@ -342,7 +305,7 @@ collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices) 
     return failWith(nullptr, config.takeError());
   LocalBootstrapGroup boot(nranks);
   const uint64_t nonce = randomNonce();
-  const PeerInfo self = selfInfo(*config);
+  const PeerInfo self = selfPeerInfo(config->agreedHash());
   std::vector<std::unique_ptr<Communicator>> made(static_cast<size_t>(nranks));
   std::vector<std::string> errors(static_cast<size_t>(nranks));
   std::vector<collResult_t> results(static_cast<size_t>(nranks), collSuccess);

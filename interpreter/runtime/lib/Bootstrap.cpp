@@ -443,4 +443,14 @@ llvm::Expected<std::unique_ptr<Bootstrap>> LocalBootstrapGroup::join(int rank,
   return std::unique_ptr<Bootstrap>(std::move(boot));
 }
 
+PeerInfo selfPeerInfo(uint64_t configHash) {
+  PeerInfo info;
+  info.pid = static_cast<int32_t>(getpid());
+  info.hostHash = hostHash();
+  info.processHash = llvm::hash_combine(info.hostHash, info.pid);
+  info.configHash = configHash;
+  std::snprintf(info.hostname, sizeof info.hostname, "%s", hostName().c_str());
+  return info;
+}
+
 } // namespace coll::rt

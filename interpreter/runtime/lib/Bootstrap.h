@@ -62,6 +62,9 @@ llvm::Expected<UniqueId> startRoot(const SockAddr &address, uint64_t nonce = 0);
 uint64_t hostHash();
 std::string hostName();
 
+/// This process's PeerInfo (rank and ring fields are set by the bootstrap).
+PeerInfo selfPeerInfo(uint64_t configHash);
+
 /// How long bootstrap steps wait for peers: COLL_BOOTSTRAP_TIMEOUT_MS, else
 /// 300 s.
 std::chrono::milliseconds bootstrapTimeout();

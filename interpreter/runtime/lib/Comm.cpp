@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace coll::rt {
@@ -1166,6 +1167,10 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   Impl &lead = *units.front().comm->impl;
   if (llvm::Error err = lead.engine->run(tasks, poll))
     record(lead, collError(collSystemError, llvm::toString(std::move(err))));
+  // A mismatched call can complete when the data happen to fit; every peer
+  // that sent to this rank has published its call by now, so look once more.
+  for (Impl *c : comms)
+    c->pollPeers();
 
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
@@ -1291,6 +1296,30 @@ Communicator::split(int color, int key, const Config &config) {
   if (!boot)
     return collError(collRemoteError, "split: " + llvm::toString(boot.takeError()));
   return create(std::move(*boot), config, id->nonce);
+}
+
+// Whether `p` is CUDA device memory (Comm.h).
+bool isDevicePointer(const void *p) {
+  if (!p)
+    return false;
+  static auto query = []() -> int (*)(void *, const void *) {
+    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
+        return reinterpret_cast<int (*)(void *, const void *)>(
+            dlsym(lib, "cudaPointerGetAttributes"));
+    return nullptr;
+  }();
+  if (!query)
+    return false;
+  struct {
+    int type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+  } attributes{};
+  if (query(&attributes, p) != 0)
+    return false;
+  return attributes.type == 2 || attributes.type == 3; // device or managed
 }
 
 } // namespace coll::rt

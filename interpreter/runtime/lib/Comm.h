@@ -92,6 +92,11 @@ struct Op {
   bool pointToPoint() const { return kind == OpKind::Send || kind == OpKind::Recv; }
 };
 
+/// Whether `p` is CUDA device memory. Only asked of a CUDA runtime the
+/// process has already loaded: a program that never touched CUDA has no
+/// device buffers, and asking would create a context.
+bool isDevicePointer(const void *p);
+
 /// Which algorithm (or library underneath) serves a call, and why.
 struct Choice {
   const LoadedAlgorithm *algo = nullptr;

@@ -189,7 +189,7 @@ shapeParams(const std::vector<std::string> &declared, const Shape &shape) {
 
 std::vector<std::string> splitList(llvm::StringRef text) {
   llvm::SmallVector<llvm::StringRef, 8> parts;
-  text.split(parts, llvm::StringRef(":,"), -1, false);
+  text.split(parts, ':', -1, false);
   std::vector<std::string> out;
   for (llvm::StringRef part : parts) {
     llvm::SmallVector<llvm::StringRef, 4> sub;

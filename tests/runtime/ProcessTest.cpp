@@ -1,0 +1,368 @@
+//===- ProcessTest.cpp - Multi-process runs of the runtime ------------------===//
+//
+// Each test launches N processes of coll-rank-check (fork + exec) that find
+// each other through the TCP bootstrap of a unique id made here, and checks
+// what every rank printed, how fault scenarios ended and how fast, and that
+// nothing of Coll's is left in /dev/shm.
+//
+// Ranks load the hand-made test algorithms of tests/support (written to a
+// temporary COLL_ALGO_DIR as XML for every root), plus the built-in set in
+// builds that compile .coll programs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestAlgorithms.h"
+
+#include "coll.h"
+#include "coll/ir/XML.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string shmLeftovers() {
+  std::string found;
+  if (DIR *d = opendir("/dev/shm")) {
+    while (dirent *e = readdir(d))
+      if (std::strncmp(e->d_name, "coll-", 5) == 0)
+        found += std::string(e->d_name) + " ";
+    closedir(d);
+  }
+  return found;
+}
+
+/// A folder of XML test algorithms for `n` ranks (every root of the rooted
+/// ones), removed at the end of the test.
+class AlgoDir {
+public:
+  explicit AlgoDir(int n) {
+    llvm::SmallString<128> dir;
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("coll-algos", dir));
+    path = std::string(dir);
+    using namespace coll::testing;
+    const auto proto = coll::ir::Protocol::Simple;
+    write("ring_allreduce", ringAllReduce(n, proto));
+    write("ring_allgather", ringAllGather(n, proto));
+    write("ring_reducescatter", ringReduceScatter(n, proto));
+    write("direct_alltoall", directAllToAll(n, proto));
+    for (int root = 0; root < n; ++root) {
+      write("chain_broadcast_" + std::to_string(root), chainBroadcast(n, root, 2, proto));
+      write("chain_reduce_" + std::to_string(root), chainReduce(n, root, 2, proto));
+      write("direct_gather_" + std::to_string(root), directGather(n, root, proto));
+      write("direct_scatter_" + std::to_string(root), directScatter(n, root, proto));
+    }
+  }
+  ~AlgoDir() { llvm::sys::fs::remove_directories(path); }
+  std::string path;
+
+private:
+  void write(const std::string &name, coll::ir::Algorithm alg) {
+    alg.name = name;
+    llvm::Error err = coll::ir::writeAlgorithmFile(alg, path + "/" + name + ".xml");
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  }
+};
+
+struct RankResult {
+  int status = 0; ///< from waitpid
+  std::string output;
+  bool exitedOk() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+struct JobOptions {
+  int watchdogMs = 20000;
+  int timeoutSeconds = 240;
+  std::map<std::string, std::string> env;
+  /// Ranks still running this long after the first one exited are killed
+  /// (the stopped victim of the "stop" scenario).
+  int stragglerSeconds = 0;
+};
+
+/// Runs `scenario` on `n` ranks; returns each rank's result.
+std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOptions &options) {
+  collUniqueId id;
+  EXPECT_EQ(collGetUniqueId(&id), collSuccess) << collGetLastError(nullptr);
+  std::string hex;
+  for (char c : id.internal)
+    hex += llvm::formatv("{0:x-2}", uint8_t(c)).str();
+
+  std::vector<pid_t> pids(n);
+  std::vector<int> pipes(n);
+  for (int r = 0; r < n; ++r) {
+    int fds[2];
+    EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    // The driver's end never blocks: a stopped rank keeps its pipe open.
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    std::vector<std::string> args = {COLL_RANK_CHECK, scenario, "--id", hex, "--rank",
+                                     std::to_string(r), "--nranks", std::to_string(n)};
+    std::vector<std::string> env = {"COLL_WATCHDOG_MS=" + std::to_string(options.watchdogMs)};
+    for (const auto &[k, v] : options.env)
+      env.push_back(k + "=" + v);
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      for (const std::string &e : env)
+        putenv(const_cast<char *>(e.c_str()));
+      std::vector<char *> argv;
+      for (std::string &a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    pids[r] = pid;
+    pipes[r] = fds[0];
+  }
+  std::vector<RankResult> results(n);
+  std::vector<bool> done(n, false);
+  int remaining = n;
+  const auto deadline = Clock::now() + std::chrono::seconds(options.timeoutSeconds);
+  std::optional<Clock::time_point> firstExit;
+  while (remaining > 0) {
+    // Drain output so that no rank blocks on a full pipe.
+    std::vector<pollfd> fds;
+    for (int r = 0; r < n; ++r)
+      if (pipes[r] >= 0)
+        fds.push_back({pipes[r], POLLIN, 0});
+    if (!fds.empty())
+      poll(fds.data(), fds.size(), 20);
+    for (int r = 0; r < n; ++r) {
+      if (pipes[r] < 0)
+        continue;
+      char buf[4096];
+      ssize_t got;
+      while ((got = read(pipes[r], buf, sizeof buf)) > 0)
+        results[r].output.append(buf, size_t(got));
+      if (got == 0) {
+        close(pipes[r]);
+        pipes[r] = -1;
+      }
+      if (got < 0 && errno != EAGAIN && errno != EINTR) {
+        close(pipes[r]);
+        pipes[r] = -1;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (done[r])
+        continue;
+      if (waitpid(pids[r], &results[r].status, WNOHANG) == pids[r]) {
+        done[r] = true;
+        --remaining;
+        if (!firstExit)
+          firstExit = Clock::now();
+      }
+    }
+    bool straggling = options.stragglerSeconds && firstExit &&
+                      Clock::now() - *firstExit > std::chrono::seconds(options.stragglerSeconds);
+    if (Clock::now() > deadline || straggling) {
+      for (int r = 0; r < n; ++r)
+        if (!done[r]) {
+          if (!straggling)
+            ADD_FAILURE() << "rank " << r << " still runs after " << options.timeoutSeconds
+                          << " s; killed";
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], &results[r].status, 0);
+          done[r] = true;
+          --remaining;
+        }
+    }
+  }
+  for (int r = 0; r < n; ++r)
+    if (pipes[r] >= 0) {
+      char buf[4096];
+      ssize_t got;
+      fcntl(pipes[r], F_SETFL, 0);
+      while ((got = read(pipes[r], buf, sizeof buf)) > 0)
+        results[r].output.append(buf, size_t(got));
+      close(pipes[r]);
+    }
+  return results;
+}
+
+std::string describe(const std::vector<RankResult> &results) {
+  std::string text;
+  for (size_t r = 0; r < results.size(); ++r)
+    text += llvm::formatv("--- rank {0} (status {1:x}):\n{2}", r, results[r].status,
+                          results[r].output)
+                .str();
+  return text;
+}
+
+bool smallSizes() { return COLL_TEST_SANITIZER != 0; }
+
+JobOptions withAlgorithms(const AlgoDir &dir) {
+  JobOptions o;
+  o.env["COLL_ALGO_DIR"] = dir.path;
+  if (smallSizes()) {
+    o.env["COLL_TEST_SMALL"] = "1";
+    o.watchdogMs = 60000;
+  }
+  return o;
+}
+
+void expectAllOk(const std::vector<RankResult> &results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_TRUE(results[r].exitedOk()) << describe(results);
+    EXPECT_NE(results[r].output.find("rank " + std::to_string(r) + ": ok"), std::string::npos)
+        << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+class Ranks : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ranks, EveryCollectiveIsCorrect) {
+  AlgoDir dir(GetParam());
+  expectAllOk(runJob("collectives", GetParam(), withAlgorithms(dir)));
+}
+
+TEST_P(Ranks, PointToPoint) {
+  AlgoDir dir(GetParam());
+  expectAllOk(runJob("p2p", GetParam(), withAlgorithms(dir)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, Ranks, ::testing::Values(2, 3, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+TEST(Runtime, BuiltInAlgorithmsServeEveryCollective) {
+  if (!COLL_TEST_HAVE_LANG)
+    GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF): the built-in "
+                    "set is the XML-directory test's job here";
+  JobOptions o;
+  if (smallSizes())
+    o.env["COLL_TEST_SMALL"] = "1";
+  expectAllOk(runJob("collectives", 4, o));
+  expectAllOk(runJob("collectives", 3, o));
+}
+
+TEST(Runtime, SplitMakesWorkingCommunicators) {
+  AlgoDir two(2), three(3), four(4);
+  JobOptions o = withAlgorithms(four);
+  o.env["COLL_ALGO_DIR"] = ""; // several sizes: files, not a folder
+  std::string files;
+  for (const AlgoDir *d : {&two, &three, &four}) {
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(d->path, ec), end; !ec && it != end;
+         it.increment(ec))
+      files += (files.empty() ? "" : ":") + it->path();
+  }
+  o.env["COLL_ALGO_FILES"] = files;
+  expectAllOk(runJob("split", 4, o));
+}
+
+TEST(Runtime, BadArgumentsAreErrorsNotCrashes) {
+  AlgoDir dir(2);
+  expectAllOk(runJob("errors", 2, withAlgorithms(dir)));
+}
+
+/// Parses "rank R: error CODE after MS ms: MESSAGE" lines.
+struct Failure {
+  int code = -1;
+  long ms = -1;
+  std::string message;
+};
+std::optional<Failure> failureOf(const RankResult &r) {
+  static const std::regex line("rank [0-9]+: error ([0-9]+) after (-?[0-9]+) ms: ([^\n]*)");
+  std::smatch m;
+  if (!std::regex_search(r.output, m, line))
+    return std::nullopt;
+  return Failure{std::stoi(m[1]), std::stol(m[2]), m[3]};
+}
+
+TEST(Runtime, AKilledRankEndsTheOthersWithAnError) {
+  const int n = 3, watchdog = smallSizes() ? 8000 : 3000;
+  AlgoDir dir(n);
+  JobOptions o = withAlgorithms(dir);
+  o.watchdogMs = watchdog;
+  auto results = runJob("kill", n, o);
+  EXPECT_TRUE(WIFSIGNALED(results[n - 1].status) && WTERMSIG(results[n - 1].status) == SIGKILL)
+      << describe(results);
+  for (int r = 0; r < n - 1; ++r) {
+    EXPECT_TRUE(results[r].exitedOk()) << describe(results);
+    auto f = failureOf(results[r]);
+    ASSERT_TRUE(f) << describe(results);
+    EXPECT_TRUE(f->code == collRemoteError || f->code == collTimeout) << describe(results);
+    EXPECT_LE(f->ms, watchdog + 2000) << describe(results);
+    EXPECT_NE(results[r].output.find("exited"), std::string::npos) << describe(results);
+    // The communicator stays broken, with the same error.
+    EXPECT_NE(results[r].output.find("async " + std::to_string(f->code) + " again " +
+                                     std::to_string(f->code)),
+              std::string::npos)
+        << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
+  const int n = 3, watchdog = smallSizes() ? 8000 : 2000;
+  AlgoDir dir(n);
+  JobOptions o = withAlgorithms(dir);
+  o.watchdogMs = watchdog;
+  o.stragglerSeconds = 5; // then the stopped rank is killed
+  auto results = runJob("stop", n, o);
+  for (int r = 0; r < n - 1; ++r) {
+    auto f = failureOf(results[r]);
+    ASSERT_TRUE(f) << describe(results);
+    EXPECT_TRUE(f->code == collTimeout || f->code == collRemoteError) << describe(results);
+    EXPECT_LE(f->ms, watchdog + 2000) << describe(results);
+    EXPECT_NE(results[r].output.find("watchdog"), std::string::npos) << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+TEST(Runtime, MismatchedCallsAreReportedAsSuch) {
+  AlgoDir dir(2);
+  auto results = runJob("mismatch", 2, withAlgorithms(dir));
+  for (const RankResult &r : results) {
+    auto f = failureOf(r);
+    ASSERT_TRUE(f) << describe(results);
+    EXPECT_TRUE(f->code == collInvalidUsage || f->code == collRemoteError) << describe(results);
+    EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
+    EXPECT_NE(f->message.find("allreduce of 4096 fp32 sum"), std::string::npos)
+        << describe(results);
+    EXPECT_NE(f->message.find("allgather of 4096 fp32"), std::string::npos) << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+TEST(Runtime, AbortEndsTheCallsOfTheOthers) {
+  const int n = 3;
+  AlgoDir dir(n);
+  JobOptions o = withAlgorithms(dir);
+  o.watchdogMs = 30000; // the abort, not the watchdog, must end them
+  auto results = runJob("abort", n, o);
+  for (int r = 1; r < n; ++r) {
+    auto f = failureOf(results[r]);
+    ASSERT_TRUE(f) << describe(results);
+    EXPECT_EQ(f->code, collRemoteError) << describe(results);
+    EXPECT_NE(f->message.find("aborted"), std::string::npos) << describe(results);
+    EXPECT_LE(f->ms, 5000) << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+} // namespace

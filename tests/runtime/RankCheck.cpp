@@ -1,0 +1,553 @@
+//===- RankCheck.cpp - One rank of a multi-process runtime test -------------===//
+//
+// A program a user could have written against coll.h alone: it joins a
+// communicator, runs a scenario and checks every result on its own rank
+// against the collective's definition in closed form. Launched N times by
+// ProcessTest.cpp (fork + exec, TCP bootstrap) or by mpirun.
+//
+//   coll-rank-check SCENARIO --id HEX --rank R --nranks N
+//   coll-rank-check SCENARIO --env          (collCommInitFromEnv: mpirun, srun, torchrun)
+//   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
+//
+// Scenarios: collectives, p2p, kill, stop, mismatch, abort, split, errors.
+// Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
+// Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
+// mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
+// (sanitizer builds).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll.h"
+
+#if COLL_TEST_MPI
+#include "coll_mpi.h"
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+int rank = -1, nranks = 0;
+collComm_t comm = nullptr;
+long checks = 0;
+
+[[noreturn]] void failNow(const std::string &what) {
+  std::printf("rank %d: FAIL %s\n", rank, what.c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
+void check(collResult_t r, const char *what) {
+  if (r != collSuccess)
+    failNow(std::string(what) + ": " + collGetErrorString(r) + ": " + collGetLastError(comm));
+}
+
+using Clock = std::chrono::steady_clock;
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+enum class Type { F32, BF16, I32 };
+enum class Red { Sum, Prod, Min, Max, Avg };
+
+const char *typeName(Type t) { return t == Type::F32 ? "fp32" : t == Type::BF16 ? "bf16" : "int32"; }
+const char *redName(Red r) {
+  static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+  return names[static_cast<int>(r)];
+}
+collDataType_t collType(Type t) {
+  return t == Type::F32 ? collFloat32 : t == Type::BF16 ? collBfloat16 : collInt32;
+}
+collRedOp_t collOp(Red r) {
+  switch (r) {
+  case Red::Sum: return collSum;
+  case Red::Prod: return collProd;
+  case Red::Min: return collMin;
+  case Red::Max: return collMax;
+  case Red::Avg: return collAvg;
+  }
+  return collSum;
+}
+size_t typeSize(Type t) { return t == Type::BF16 ? 2 : 4; }
+
+/// Small integers: exact in every type, sums and products included.
+double value(int r, size_t i, Red red) {
+  if (red == Red::Prod)
+    return double((r + i) % 2 + 1);
+  return double((r * 7 + i * 3) % 5 + 1);
+}
+
+double combine(Red red, size_t i, int n) {
+  double acc = value(0, i, red);
+  for (int a = 1; a < n; ++a) {
+    double v = value(a, i, red);
+    switch (red) {
+    case Red::Sum:
+    case Red::Avg: acc += v; break;
+    case Red::Prod: acc *= v; break;
+    case Red::Min: acc = std::min(acc, v); break;
+    case Red::Max: acc = std::max(acc, v); break;
+    }
+  }
+  return acc;
+}
+
+/// The expected average, as each type computes it.
+double average(double sum, int n, Type t) {
+  if (t == Type::I32)
+    return double(int64_t(sum) / n);
+  return sum / n;
+}
+
+void store(std::vector<unsigned char> &buf, size_t i, double v, Type t) {
+  unsigned char *p = buf.data() + i * typeSize(t);
+  if (t == Type::F32) {
+    float f = float(v);
+    std::memcpy(p, &f, 4);
+  } else if (t == Type::I32) {
+    int32_t x = int32_t(v);
+    std::memcpy(p, &x, 4);
+  } else {
+    float f = float(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    uint16_t h = uint16_t(bits >> 16); // exact for small integers
+    std::memcpy(p, &h, 2);
+  }
+}
+
+double load(const std::vector<unsigned char> &buf, size_t i, Type t) {
+  const unsigned char *p = buf.data() + i * typeSize(t);
+  if (t == Type::F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  if (t == Type::I32) {
+    int32_t x;
+    std::memcpy(&x, p, 4);
+    return x;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+bool close(double got, double want, Type t, Red red) {
+  if (red != Red::Avg || t == Type::I32)
+    return got == want;
+  double tol = t == Type::BF16 ? 1e-2 : 1e-6;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+enum class Coll { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter };
+const char *collName(Coll c) {
+  static const char *names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                "broadcast", "reduce",    "gather",        "scatter"};
+  return names[static_cast<int>(c)];
+}
+
+/// Runs one call and checks this rank's result; `root` for rooted ones.
+void runOne(Coll coll, size_t count, Type t, Red red, bool inplace, int root) {
+  const size_t es = typeSize(t);
+  const size_t n = size_t(nranks);
+  const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+  const bool inPerRank = coll == Coll::ReduceScatter || coll == Coll::AllToAll || coll == Coll::Scatter;
+  const bool outPerRank = coll == Coll::AllGather || coll == Coll::AllToAll || coll == Coll::Gather;
+  const size_t inElems = inPerRank ? n * count : count;
+  const size_t outElems = outPerRank ? n * count : count;
+  const bool isRoot = rank == root;
+  const bool hasInput = !(coll == Coll::Broadcast || coll == Coll::Scatter) || isRoot;
+  const bool hasOutput = !(coll == Coll::Reduce || coll == Coll::Gather) || isRoot;
+  const Red valueRed = reduces ? red : Red::Sum;
+  // Input element j of rank a.
+  auto in = [&](int a, size_t j) { return value(a, j, valueRed); };
+
+  std::vector<unsigned char> sendBuf(std::max<size_t>(inElems, 1) * es, 0xab);
+  std::vector<unsigned char> recvBuf(std::max<size_t>(outElems, 1) * es, 0xcd);
+  std::vector<unsigned char> big(std::max<size_t>(std::max(inElems, outElems), 1) * es, 0xcd);
+  const void *send = sendBuf.data();
+  void *recv = recvBuf.data();
+  size_t outOffset = 0; // where the output starts within `big` in place
+  if (inplace && hasInput && hasOutput) {
+    size_t inOffset = 0;
+    if (outPerRank && !inPerRank)
+      inOffset = size_t(rank) * count;
+    if (inPerRank && !outPerRank)
+      outOffset = size_t(rank) * count;
+    for (size_t j = 0; j < inElems; ++j)
+      store(big, inOffset + j, in(rank, j), t);
+    send = big.data() + inOffset * es;
+    recv = big.data() + outOffset * es;
+  } else {
+    for (size_t j = 0; j < inElems; ++j)
+      store(sendBuf, j, in(rank, j), t);
+    if (!hasInput)
+      send = nullptr; // NCCL: not used on this rank
+    if (!hasOutput)
+      recv = nullptr;
+  }
+  const std::vector<unsigned char> sentCopy = sendBuf;
+
+  collResult_t r = collSuccess;
+  const collDataType_t dt = collType(t);
+  switch (coll) {
+  case Coll::AllReduce: r = collAllReduce(send, recv, count, dt, collOp(red), comm, nullptr); break;
+  case Coll::AllGather: r = collAllGather(send, recv, count, dt, comm, nullptr); break;
+  case Coll::ReduceScatter:
+    r = collReduceScatter(send, recv, count, dt, collOp(red), comm, nullptr);
+    break;
+  case Coll::AllToAll: r = collAlltoAll(send, recv, count, dt, comm, nullptr); break;
+  case Coll::Broadcast: r = collBroadcast(send, recv, count, dt, root, comm, nullptr); break;
+  case Coll::Reduce: r = collReduce(send, recv, count, dt, collOp(red), root, comm, nullptr); break;
+  case Coll::Gather: r = collGather(send, recv, count, dt, root, comm, nullptr); break;
+  case Coll::Scatter: r = collScatter(send, recv, count, dt, root, comm, nullptr); break;
+  }
+  char what[160];
+  std::snprintf(what, sizeof what, "%s count %zu %s %s %s root %d", collName(coll), count,
+                typeName(t), reduces ? redName(red) : "-", inplace ? "in-place" : "out-of-place",
+                root);
+  check(r, what);
+  if (!hasOutput)
+    return;
+  const std::vector<unsigned char> &out = inplace && hasInput ? big : recvBuf;
+  for (size_t i = 0; i < outElems; ++i) {
+    double want = 0;
+    switch (coll) {
+    case Coll::AllReduce:
+    case Coll::Reduce:
+      want = combine(red, i, nranks);
+      break;
+    case Coll::ReduceScatter:
+      want = combine(red, size_t(rank) * count + i, nranks);
+      break;
+    case Coll::AllGather:
+    case Coll::Gather:
+      want = in(int(i / count), i % count);
+      break;
+    case Coll::AllToAll:
+      want = in(int(i / count), size_t(rank) * count + i % count);
+      break;
+    case Coll::Broadcast:
+      want = in(root, i);
+      break;
+    case Coll::Scatter:
+      want = in(root, size_t(rank) * count + i);
+      break;
+    }
+    if (reduces && red == Red::Avg)
+      want = average(want, nranks, t);
+    double got = load(out, outOffset + i, t);
+    if (!close(got, want, t, red)) {
+      char msg[320];
+      std::snprintf(msg, sizeof msg, "%s: element %zu is %g, expected %g", what, i, got, want);
+      failNow(msg);
+    }
+  }
+  if (!inplace && hasInput && sendBuf != sentCopy)
+    failNow(std::string(what) + ": the send buffer changed (it must stay const)");
+  ++checks;
+}
+
+void collectives(bool small) {
+  std::vector<size_t> counts = {0, 1, 7, 1000, 65536 + 3};
+  if (!small)
+    counts.push_back(1 << 20); // 4 MiB of fp32
+  const Coll all[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                      Coll::Broadcast, Coll::Reduce,    Coll::Gather,        Coll::Scatter};
+  for (Coll coll : all)
+    for (Type t : {Type::F32, Type::BF16, Type::I32})
+      for (size_t count : counts)
+        for (bool inplace : {false, true}) {
+          if (t != Type::F32 && count > (1u << 17))
+            continue; // the biggest size once is enough
+          int root = (count + int(t)) % nranks;
+          runOne(coll, count, t, Red::Sum, inplace, root);
+        }
+  // Every operator, on the reducing collectives.
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (Red red : {Red::Prod, Red::Min, Red::Max, Red::Avg})
+      for (Type t : {Type::F32, Type::BF16, Type::I32})
+        runOne(coll, 1001, t, red, false, nranks - 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+void p2p(bool small) {
+  const size_t sizes[] = {0, 1, 1000, small ? 70000u : 1500000u};
+  for (size_t count : sizes) {
+    // A ring exchange: everyone sends to the next and receives from the
+    // previous, in one group (it would deadlock for big messages otherwise).
+    std::vector<int32_t> out(std::max<size_t>(count, 1)), in(std::max<size_t>(count, 1), -1);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = int32_t(rank * 1000003 + i);
+    const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    check(collGroupStart(), "group start");
+    check(collSend(out.data(), count, collInt32, next, comm, nullptr), "send");
+    check(collRecv(in.data(), count, collInt32, prev, comm, nullptr), "recv");
+    check(collGroupEnd(), "ring exchange");
+    for (size_t i = 0; i < count; ++i)
+      if (in[i] != int32_t(prev * 1000003 + i))
+        failNow("ring exchange of " + std::to_string(count) + ": element " + std::to_string(i));
+    ++checks;
+    // To itself, in a group.
+    std::vector<int32_t> self(std::max<size_t>(count, 1), -1);
+    check(collGroupStart(), "group start");
+    check(collSend(out.data(), count, collInt32, rank, comm, nullptr), "send to self");
+    check(collRecv(self.data(), count, collInt32, rank, comm, nullptr), "recv from self");
+    check(collGroupEnd(), "self exchange");
+    for (size_t i = 0; i < count; ++i)
+      if (self[i] != out[i])
+        failNow("self exchange: element " + std::to_string(i));
+    ++checks;
+  }
+  // Several messages to one peer arrive in order; rank 0 sends, rank 1 receives.
+  if (nranks >= 2 && rank < 2) {
+    std::vector<int32_t> a(300, 1), b(5, 2), c(70000, 3);
+    if (rank == 0) {
+      check(collGroupStart(), "group start");
+      check(collSend(a.data(), a.size(), collInt32, 1, comm, nullptr), "send a");
+      check(collSend(b.data(), b.size(), collInt32, 1, comm, nullptr), "send b");
+      check(collSend(c.data(), c.size(), collInt32, 1, comm, nullptr), "send c");
+      check(collGroupEnd(), "sends in order");
+    } else {
+      std::vector<int32_t> ra(300), rb(5), rc(70000);
+      check(collGroupStart(), "group start");
+      check(collRecv(ra.data(), ra.size(), collInt32, 0, comm, nullptr), "recv a");
+      check(collRecv(rb.data(), rb.size(), collInt32, 0, comm, nullptr), "recv b");
+      check(collRecv(rc.data(), rc.size(), collInt32, 0, comm, nullptr), "recv c");
+      check(collGroupEnd(), "receives in order");
+      if (ra != a || rb != b || rc != c)
+        failNow("messages to one peer arrived out of order or wrong");
+    }
+    ++checks;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Faults
+//===----------------------------------------------------------------------===//
+
+/// Runs allreduces until one fails; prints the error and how long after
+/// `since` it came.
+void loopUntilError(Clock::time_point since, int limitSeconds) {
+  std::vector<float> buf(1 << 18, 1.0f);
+  auto deadline = Clock::now() + std::chrono::seconds(limitSeconds);
+  while (Clock::now() < deadline) {
+    collResult_t r = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm,
+                                   nullptr);
+    if (r != collSuccess) {
+      long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since)
+                         .count());
+      std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(r), ms,
+                  collGetLastError(comm));
+      std::fflush(stdout);
+      collResult_t async = collSuccess;
+      collCommGetAsyncError(comm, &async);
+      // A broken communicator keeps failing with the same error.
+      collResult_t again = collAllReduce(buf.data(), buf.data(), 1, collFloat32, collSum, comm,
+                                         nullptr);
+      std::printf("rank %d: async %d again %d\n", rank, int(async), int(again));
+      check(collCommAbort(comm), "abort");
+      comm = nullptr;
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
+    for (float &x : buf)
+      x = 1.0f;
+  }
+  failNow("no error within " + std::to_string(limitSeconds) + " s");
+}
+
+/// The last rank dies (kill) or stops (stop) 300 ms into a stream of
+/// allreduces; the others must fail within the watchdog period.
+void fault(bool stop) {
+  const int victim = nranks - 1;
+  auto start = Clock::now();
+  if (rank == victim) {
+    std::thread([stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::printf("rank %d: %s now\n", rank, stop ? "stopping" : "dying");
+      std::fflush(stdout);
+      raise(stop ? SIGSTOP : SIGKILL);
+    }).detach();
+  }
+  loopUntilError(start + std::chrono::milliseconds(300), 60);
+}
+
+void mismatch() {
+  std::vector<float> buf(4096 * nranks, 1.0f);
+  collResult_t r;
+  if (rank == 0)
+    r = collAllReduce(buf.data(), buf.data(), 4096, collFloat32, collSum, comm, nullptr);
+  else
+    r = collAllGather(buf.data() + rank * 4096, buf.data(), 4096, collFloat32, comm, nullptr);
+  std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
+              r == collSuccess ? "" : collGetLastError(comm));
+  std::fflush(stdout);
+  collCommAbort(comm);
+  comm = nullptr;
+  std::_Exit(0);
+}
+
+/// Rank 0 aborts while the others are in an allreduce: theirs must end.
+void abortScenario() {
+  auto start = Clock::now();
+  if (rank == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    check(collCommAbort(comm), "abort");
+    comm = nullptr;
+    std::printf("rank 0: aborted\n");
+    std::_Exit(0);
+  }
+  loopUntilError(start, 60);
+}
+
+void splitScenario() {
+  // Even and odd ranks form two communicators, ordered by descending rank.
+  collComm_t half = nullptr;
+  check(collCommSplit(comm, rank % 2, -rank, &half, nullptr), "split");
+  int hrank = -1, hsize = -1;
+  check(collCommUserRank(half, &hrank), "user rank");
+  check(collCommCount(half, &hsize), "count");
+  int expectSize = (nranks + 1 - rank % 2) / 2;
+  int expectRank = (nranks - 1 - rank) / 2; // ranks of its parity above it
+  if (hsize != expectSize || hrank != expectRank)
+    failNow("split: rank " + std::to_string(hrank) + " of " + std::to_string(hsize));
+  std::vector<int32_t> v(100, rank);
+  check(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, half, nullptr),
+        "allreduce on the half");
+  int want = 0;
+  for (int r = rank % 2; r < nranks; r += 2)
+    want += r;
+  if (v[0] != want || v[99] != want)
+    failNow("allreduce on the half: " + std::to_string(v[0]) + ", expected " + std::to_string(want));
+  // NOCOLOR gives NULL.
+  collComm_t none = reinterpret_cast<collComm_t>(1);
+  check(collCommSplit(comm, rank == 0 ? COLL_SPLIT_NOCOLOR : 1, 0, &none, nullptr), "split 2");
+  if ((rank == 0) != (none == nullptr))
+    failNow("COLL_SPLIT_NOCOLOR must give NULL, and only it");
+  if (none)
+    check(collCommDestroy(none), "destroy");
+  check(collCommFinalize(half), "finalize half");
+  check(collCommDestroy(half), "destroy half");
+  checks += 2;
+}
+
+void errors() {
+  float x[4] = {0, 0, 0, 0};
+  auto expect = [&](collResult_t got, collResult_t want, const char *what, const char *needle) {
+    if (got != want)
+      failNow(std::string(what) + ": got " + collGetErrorString(got));
+    if (needle && !std::strstr(collGetLastError(comm), needle))
+      failNow(std::string(what) + ": message '" + collGetLastError(comm) + "' lacks '" + needle + "'");
+    ++checks;
+  };
+  expect(collAllReduce(nullptr, x, 4, collFloat32, collSum, comm, nullptr), collInvalidArgument,
+         "null sendbuff", "sendbuff is NULL");
+  expect(collAllReduce(x, x, 4, collFloat8e4m3, collSum, comm, nullptr), collInvalidArgument,
+         "fp8", "not supported");
+  expect(collAllReduce(x, x, 4, collFloat32, static_cast<collRedOp_t>(9), comm, nullptr),
+         collInvalidArgument, "bad op", "reduction op");
+  expect(collBroadcast(x, x, 4, collFloat32, nranks, comm, nullptr), collInvalidArgument,
+         "root out of range", "out of range");
+  expect(collAllReduce(x, x, SIZE_MAX / 2, collFloat32, collSum, comm, nullptr),
+         collInvalidArgument, "count overflow", "too large");
+  expect(collAllReduce(x, x + 1, 4, collFloat32, collSum, comm, nullptr), collInvalidArgument,
+         "overlap", "overlap");
+  expect(collAllReduce(x, x, 4, collFloat32, collSum, comm, reinterpret_cast<void *>(1)),
+         collInvalidArgument, "stream with host buffers", "stream NULL");
+  expect(collSend(x, 4, collFloat32, rank, comm, nullptr), collInvalidUsage, "lone send to self",
+         "to itself");
+  expect(collGroupEnd(), collInvalidUsage, "group end without start", nullptr);
+  // The communicator still works after argument errors.
+  check(collAllReduce(x, x, 4, collFloat32, collSum, comm, nullptr), "allreduce after errors");
+  ++checks;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s SCENARIO (--id HEX --rank R --nranks N | --env | --mpi)\n",
+                 argv[0]);
+    return 2;
+  }
+  std::string scenario = argv[1], mode = argv[2];
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (mode == "--id" && argc >= 8) {
+    collUniqueId id;
+    std::string hex = argv[3];
+    if (hex.size() != 2 * sizeof id.internal)
+      return 2;
+    for (size_t i = 0; i < sizeof id.internal; ++i)
+      id.internal[i] = char(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    rank = std::atoi(argv[5]);
+    nranks = std::atoi(argv[7]);
+    check(collCommInitRank(&comm, nranks, id, rank), "init");
+  } else if (mode == "--env") {
+    check(collCommInitFromEnv(&comm), "init from env");
+    check(collCommUserRank(comm, &rank), "user rank");
+    check(collCommCount(comm, &nranks), "count");
+  }
+#if COLL_TEST_MPI
+  else if (mode == "--mpi") {
+    MPI_Init(&argc, &argv);
+    check(collCommInitFromMPI(MPI_COMM_WORLD, &comm), "init from MPI");
+    check(collCommUserRank(comm, &rank), "user rank");
+    check(collCommCount(comm, &nranks), "count");
+  }
+#endif
+  else {
+    std::fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode.c_str());
+    return 2;
+  }
+  const bool small = std::getenv("COLL_TEST_SMALL") != nullptr;
+  if (scenario == "collectives")
+    collectives(small);
+  else if (scenario == "p2p")
+    p2p(small);
+  else if (scenario == "kill")
+    fault(false);
+  else if (scenario == "stop")
+    fault(true);
+  else if (scenario == "mismatch")
+    mismatch();
+  else if (scenario == "abort")
+    abortScenario();
+  else if (scenario == "split")
+    splitScenario();
+  else if (scenario == "errors")
+    errors();
+  else
+    failNow("unknown scenario " + scenario);
+  check(collCommFinalize(comm), "finalize");
+  check(collCommDestroy(comm), "destroy");
+  std::printf("rank %d: ok %ld checks\n", rank, checks);
+#if COLL_TEST_MPI
+  if (mode == "--mpi")
+    MPI_Finalize();
+#endif
+  return 0;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# integrator-check.sh BUILD_DIR SOURCE_DIR MPIRUN
+# What a new user does: install Coll into a prefix, build
+# examples/integrator/mpi/collectives.c against the installed package twice
+# (find_package(Coll), and mpicc with pkg-config coll), and run it under
+# mpirun -np 2 and -np 4 with COLL_DEBUG=INFO. Passes when every rank
+# printed "ok", rank 0 printed its algorithm selection, and nothing of
+# Coll's is left in /dev/shm.
+set -u
+build=$1 src=$2 mpirun=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "integrator-check: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; fail "cmake --install failed"; }
+for f in include/coll.h lib/libcoll.so lib/cmake/Coll/CollConfig.cmake lib/pkgconfig/coll.pc; do
+  [ -e "$tmp/prefix/$f" ] || fail "cmake --install did not install $f"
+done
+
+cmake -S "$src/examples/integrator/mpi" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "find_package(Coll) project did not configure"; }
+cmake --build "$tmp/cmake-build" >"$tmp/build.log" 2>&1 ||
+  { cat "$tmp/build.log"; fail "find_package(Coll) project did not build"; }
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" mpicc -O2 "$src/examples/integrator/mpi/collectives.c" \
+  $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs coll) \
+  -o "$tmp/pkgconfig-collectives" || fail "mpicc with pkg-config coll failed"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+status=0
+for run in "2 $tmp/cmake-build/coll-mpi-collectives" "4 $tmp/pkgconfig-collectives"; do
+  set -- $run
+  out=$(COLL_DEBUG=INFO timeout 300 "$mpirun" --oversubscribe -np "$1" "$2" 2>&1)
+  rc=$?
+  echo "== mpirun -np $1 $(basename "$2")"
+  echo "$out"
+  ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+  [ "$rc" -eq 0 ] && [ "$ok" -eq "$1" ] || { echo "exit $rc, $ok of $1 ranks ok" >&2; status=1; }
+  grep -q "COLL INFO algorithm selection for $1 ranks" <<<"$out" ||
+    { echo "COLL_DEBUG=INFO printed no algorithm selection" >&2; status=1; }
+done
+left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+[ -z "$left" ] || fail "left in /dev/shm: $left"
+exit $status

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# mpirun-check.sh MPIRUN N PROGRAM SCENARIO MODE
+# Runs PROGRAM on N ranks under mpirun (oversubscribed: CI has 2 cores) and
+# passes when every rank printed "ok" and nothing of Coll's is left in
+# /dev/shm.
+set -u
+mpirun=$1 n=$2 prog=$3 scenario=$4 mode=$5
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Shared memory and loopback only; no interface probing in containers.
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" "$prog" "$scenario" "$mode" 2>&1)
+rc=$?
+echo "$out"
+ok=$(grep -c ": ok " <<<"$out")
+left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+if [ "$rc" -ne 0 ] || [ "$ok" -ne "$n" ] || [ -n "$left" ]; then
+  echo "mpirun-check: exit $rc, $ok of $n ranks ok, left in /dev/shm: ${left:-nothing}" >&2
+  exit 1
+fi
