@@ -1,0 +1,541 @@
+//===- Interposer.cpp - libcoll_mpi.so: Coll under unmodified MPI programs ----===//
+//
+// A PMPI interposer: preloaded (LD_PRELOAD=libcoll_mpi.so) or linked before
+// -lmpi, it defines MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
+// MPI_Alltoall, MPI_Bcast and MPI_Reduce. Each call runs on Coll when
+//   - the communicator is an intracommunicator,
+//   - the datatype is predefined and Coll has it (reductions), or any
+//     predefined type (data movement, moved as bytes),
+//   - the op is MPI_SUM, MPI_PROD, MPI_MIN or MPI_MAX,
+//   - the buffers are host memory,
+//   - and the communicator's selection gives it an algorithm;
+// everything else goes to PMPI_*, and COLL_DEBUG=INFO says so once per
+// (collective, reason). A tuning rule whose target is `mpi` sends a size
+// range to Open MPI on purpose (docs/DROPIN.md).
+//
+// One Coll communicator per MPI communicator, made on its first eligible
+// call (collective over it, as the call itself is) and cached in an
+// attribute; its bootstrap is MPI itself (PMPI_Allgather on a duplicate of
+// the communicator). MPI_Comm_free and MPI_Finalize destroy them.
+//
+// MPI lets ranks pass different datatypes with the same type signature; a
+// program that does so for one call on some ranks only may take Coll on
+// some ranks and MPI on others, and the Coll side then stops with a watchdog
+// report instead of hanging (docs/DROPIN.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bootstrap.h"
+#include "Comm.h"
+#include "Debug.h"
+
+#include "coll/interpreter/DataType.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+using namespace coll;
+using namespace coll::rt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// A bootstrap over MPI
+//===----------------------------------------------------------------------===//
+
+class MpiBootstrap final : public Bootstrap {
+public:
+  static llvm::Expected<std::unique_ptr<MpiBootstrap>> create(MPI_Comm parent, PeerInfo self) {
+    auto b = std::unique_ptr<MpiBootstrap>(new MpiBootstrap);
+    if (PMPI_Comm_dup(parent, &b->comm) != MPI_SUCCESS)
+      return collError(collSystemError, "MPI_Comm_dup failed");
+    PMPI_Comm_rank(b->comm, &b->myRank);
+    PMPI_Comm_size(b->comm, &b->numRanks);
+    self.rank = b->myRank;
+    b->table.resize(static_cast<size_t>(b->numRanks));
+    if (PMPI_Allgather(&self, sizeof(PeerInfo), MPI_BYTE, b->table.data(), sizeof(PeerInfo),
+                       MPI_BYTE, b->comm) != MPI_SUCCESS)
+      return collError(collSystemError, "MPI_Allgather of the peer table failed");
+    return b;
+  }
+  ~MpiBootstrap() override {
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized)
+      PMPI_Comm_free(&comm);
+  }
+
+  llvm::Error allgather(void *data, size_t bytes) override {
+    if (bytes > static_cast<size_t>(INT_MAX))
+      return collError(collInternalError, "bootstrap allgather block too large");
+    auto *base = static_cast<char *>(data);
+    if (PMPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, base, static_cast<int>(bytes), MPI_BYTE,
+                       comm) != MPI_SUCCESS)
+      return collError(collRemoteError, "MPI_Allgather failed");
+    return llvm::Error::success();
+  }
+
+  uint64_t nonce() {
+    uint64_t n = 0;
+    if (myRank == 0) {
+      std::random_device device;
+      n = ((uint64_t(device()) << 32) ^ device()) | 1;
+    }
+    PMPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+    return n;
+  }
+
+private:
+  MpiBootstrap() = default;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+//===----------------------------------------------------------------------===//
+// Communicators per MPI communicator
+//===----------------------------------------------------------------------===//
+
+/// What the attribute of an MPI communicator holds.
+struct Entry {
+  MPI_Comm owner = MPI_COMM_NULL;     ///< the MPI communicator it is attached to
+  std::unique_ptr<Communicator> comm; ///< null: Coll cannot serve this communicator
+  std::string why;                    ///< when comm is null
+};
+
+std::mutex stateMutex;
+int keyval = MPI_KEYVAL_INVALID;
+std::set<Entry *> live; ///< every entry, destroyed at MPI_Finalize at the latest
+std::set<std::string> logged;
+
+int deleteEntry(MPI_Comm, int, void *value, void *) {
+  auto *e = static_cast<Entry *>(value);
+  {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    live.erase(e);
+  }
+  delete e;
+  return MPI_SUCCESS;
+}
+
+/// Logs `message` at INFO the first time it comes up in this process.
+void onceAtInfo(const std::string &message) {
+  if (!logEnabled(Level::Info, Coll))
+    return;
+  {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    if (!logged.insert(message).second)
+      return;
+  }
+  int rank = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  log(Level::Info, Coll, rank, message + " (said once)");
+}
+
+/// Logs once per (collective, reason) that a call fell back to MPI.
+void fallback(const char *collective, const std::string &reason) {
+  onceAtInfo(llvm::formatv("{0}: falls back to Open MPI: {1}", collective, reason));
+}
+
+/// The Coll communicator of `comm`, made on first use; null with `why` when
+/// Coll cannot serve it.
+Communicator *commFor(MPI_Comm comm, std::string &why) {
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+    why = "an intercommunicator";
+    return nullptr;
+  }
+  if (keyval == MPI_KEYVAL_INVALID &&
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteEntry, &keyval, nullptr) !=
+          MPI_SUCCESS) {
+    why = "MPI_Comm_create_keyval failed";
+    return nullptr;
+  }
+  void *value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, keyval, &value, &found);
+  if (found) {
+    auto *e = static_cast<Entry *>(value);
+    why = e->why;
+    return e->comm.get();
+  }
+  // First use on this communicator: every rank is in this same call.
+  auto *e = new Entry;
+  e->owner = comm;
+  llvm::Expected<Config> config = resolveConfig(nullptr);
+  std::string error;
+  if (!config) {
+    error = llvm::toString(config.takeError());
+  } else {
+    config->underneath = {"mpi"};
+    auto boot = MpiBootstrap::create(comm, selfPeerInfo(config->agreedHash()));
+    if (!boot) {
+      error = llvm::toString(boot.takeError());
+    } else {
+      uint64_t nonce = (*boot)->nonce();
+      auto made = Communicator::create(std::move(*boot), *config, nonce);
+      if (made)
+        e->comm = std::move(*made);
+      else
+        error = llvm::toString(made.takeError());
+    }
+  }
+  if (!e->comm) {
+    e->why = "Coll could not set up a communicator: " + error;
+    log(Level::Warn, Init, -1, e->why);
+  }
+  {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    live.insert(e);
+  }
+  PMPI_Comm_set_attr(comm, keyval, e);
+  why = e->why;
+  return e->comm.get();
+}
+
+/// At MPI_Finalize: the communicators still alive (MPI_COMM_WORLD and
+/// those never freed) lose their attribute, which destroys their Coll
+/// communicator while MPI still works.
+void destroyAll() {
+  std::vector<MPI_Comm> owners;
+  {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    for (Entry *e : live)
+      owners.push_back(e->owner);
+  }
+  for (MPI_Comm c : owners)
+    PMPI_Comm_delete_attr(c, keyval);
+  if (keyval != MPI_KEYVAL_INVALID) {
+    PMPI_Comm_free_keyval(&keyval);
+    keyval = MPI_KEYVAL_INVALID;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Types, ops, and running a call
+//===----------------------------------------------------------------------===//
+
+std::optional<interp::DataType> reductionType(MPI_Datatype t) {
+  if (t == MPI_FLOAT) return interp::DataType::Float32;
+  if (t == MPI_DOUBLE) return interp::DataType::Float64;
+  if (t == MPI_INT || t == MPI_INT32_T) return interp::DataType::Int32;
+  if (t == MPI_UNSIGNED || t == MPI_UINT32_T) return interp::DataType::Uint32;
+  if (t == MPI_INT64_T || t == MPI_LONG_LONG || (t == MPI_LONG && sizeof(long) == 8))
+    return interp::DataType::Int64;
+  if (t == MPI_UINT64_T || t == MPI_UNSIGNED_LONG_LONG ||
+      (t == MPI_UNSIGNED_LONG && sizeof(long) == 8))
+    return interp::DataType::Uint64;
+  if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return interp::DataType::Int8;
+  if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return interp::DataType::Uint8;
+  return std::nullopt;
+}
+
+std::optional<interp::ReduceOp> reductionOp(MPI_Op op) {
+  if (op == MPI_SUM) return interp::ReduceOp::Sum;
+  if (op == MPI_PROD) return interp::ReduceOp::Prod;
+  if (op == MPI_MIN) return interp::ReduceOp::Min;
+  if (op == MPI_MAX) return interp::ReduceOp::Max;
+  return std::nullopt;
+}
+
+/// A predefined datatype's size, for calls that only move data; nullopt
+/// (with `why`) for derived types.
+std::optional<size_t> movableSize(MPI_Datatype t, std::string &why) {
+  int ints = 0, addrs = 0, types = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS ||
+      combiner != MPI_COMBINER_NAMED) {
+    why = "a derived datatype";
+    return std::nullopt;
+  }
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_size(t, &size);
+  PMPI_Type_get_extent(t, &lb, &extent);
+  if (size <= 0 || lb != 0 || extent != size) {
+    why = "a datatype with gaps or a lower bound";
+    return std::nullopt;
+  }
+  return static_cast<size_t>(size);
+}
+
+const char *typeName(MPI_Datatype t) {
+  static thread_local char name[MPI_MAX_OBJECT_NAME];
+  int len = 0;
+  if (PMPI_Type_get_name(t, name, &len) != MPI_SUCCESS || len == 0)
+    std::snprintf(name, sizeof name, "a derived datatype");
+  return name;
+}
+
+enum class Outcome { Ran, Fallback, Failed };
+
+/// Runs `op` on Coll when its communicator and selection allow; otherwise
+/// says why (Fallback). Failed: Coll ran and failed; the MPI error handler
+/// has been called.
+Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult) {
+  std::string why;
+  Communicator *c = commFor(mcomm, why);
+  if (!c) {
+    fallback(collective, why);
+    return Outcome::Fallback;
+  }
+  if (isDevicePointer(op.send) || isDevicePointer(op.recv)) {
+    fallback(collective, "device buffers: the runtime's CUDA path is not built yet");
+    return Outcome::Fallback;
+  }
+  const ir::Collective coll = [&] {
+    switch (op.kind) {
+    case OpKind::AllReduce: return ir::Collective::AllReduce;
+    case OpKind::AllGather: return ir::Collective::AllGather;
+    case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
+    case OpKind::AllToAll: return ir::Collective::AllToAll;
+    case OpKind::Broadcast: return ir::Collective::Broadcast;
+    default: return ir::Collective::Reduce;
+    }
+  }();
+  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
+  const uint64_t n = static_cast<uint64_t>(c->nranks());
+  const uint64_t bytes = op.count * interp::dataTypeSize(op.type) *
+                         (info.inputPerRank || info.outputPerRank ? n : 1);
+  if (op.count > 0) {
+    auto choice = c->select(coll, bytes, info.hasRoot ? op.root : 0);
+    if (!choice) {
+      std::string message;
+      takeResult(choice.takeError(), message);
+      fallback(collective, message);
+      return Outcome::Fallback;
+    }
+    if (!choice->algo) {
+      // A tuning rule chose MPI for this size: not a fallback, a choice.
+      onceAtInfo(llvm::formatv("{0}: Open MPI runs it by {1}", collective, choice->why));
+      return Outcome::Fallback;
+    }
+    onceAtInfo(llvm::formatv("{0}: Coll runs it with {1} ({2}, {3}) by {4}", collective,
+                             choice->algo->name, ir::protocolName(choice->algo->protocol),
+                             choice->algo->origin, choice->why));
+  }
+  Communicator::Unit unit{c, llvm::ArrayRef<Op>(&op, 1)};
+  if (llvm::Error err = Communicator::runRound(unit)) {
+    std::string message;
+    collResult_t result = takeResult(std::move(err), message);
+    log(Level::Warn, Coll, c->rank(),
+        llvm::formatv("{0} on Coll failed ({1}): {2}", collective, collGetErrorString(result),
+                      message));
+    mpiResult = MPI_ERR_OTHER;
+    PMPI_Comm_call_errhandler(mcomm, mpiResult);
+    return Outcome::Failed;
+  }
+  mpiResult = MPI_SUCCESS;
+  return Outcome::Ran;
+}
+
+bool countOk(int count, const char *collective) {
+  if (count < 0) {
+    fallback(collective, "a negative count (MPI reports the error)");
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The intercepted calls
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+int MPI_Finalize(void) {
+  destroyAll();
+  return PMPI_Finalize();
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm) {
+  const char *name = "MPI_Allreduce";
+  auto type = reductionType(datatype);
+  auto red = reductionOp(op);
+  if (!type || !red || !countOk(count, name)) {
+    if (count >= 0)
+      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
+                                 " is not one Coll reduces"
+                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  Op o;
+  o.kind = OpKind::AllReduce;
+  o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  o.recv = recvbuf;
+  o.count = static_cast<size_t>(count);
+  o.type = *type;
+  o.op = *red;
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm) {
+  const char *name = "MPI_Reduce";
+  auto type = reductionType(datatype);
+  auto red = reductionOp(op);
+  int size = 0, rank = 0;
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_rank(comm, &rank);
+  if (!type || !red || !countOk(count, name) || root < 0 || root >= size) {
+    if (count >= 0 && (!type || !red))
+      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
+                                 " is not one Coll reduces"
+                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+  }
+  Op o;
+  o.kind = OpKind::Reduce;
+  o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf; // MPI_IN_PLACE: only at the root
+  o.recv = rank == root ? recvbuf : nullptr;
+  o.count = static_cast<size_t>(count);
+  o.type = *type;
+  o.op = *red;
+  o.root = root;
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  const char *name = "MPI_Reduce_scatter_block";
+  auto type = reductionType(datatype);
+  auto red = reductionOp(op);
+  if (!type || !red || !countOk(recvcount, name)) {
+    if (recvcount >= 0)
+      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
+                                 " is not one Coll reduces"
+                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+  }
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  const size_t es = interp::dataTypeSize(*type);
+  Op o;
+  o.kind = OpKind::ReduceScatter;
+  o.count = static_cast<size_t>(recvcount);
+  o.type = *type;
+  o.op = *red;
+  // MPI_IN_PLACE: the input is recvbuf (all blocks) and the result goes to
+  // its start; Coll's in-place form leaves it in the rank's own block, and
+  // it is moved to the start afterwards.
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  o.send = inPlace ? recvbuf : sendbuf;
+  o.recv = inPlace ? static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count * es
+                   : recvbuf;
+  int result = MPI_SUCCESS;
+  Outcome outcome = runOnColl(name, comm, o, result);
+  if (outcome == Outcome::Ran && inPlace && rank != 0 && o.count)
+    std::memmove(recvbuf, o.recv, o.count * es);
+  if (outcome != Outcome::Fallback)
+    return result;
+  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char *name = "MPI_Allgather";
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  std::string why;
+  auto rsize = movableSize(recvtype, why);
+  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
+  if (!rsize || !ssize || !countOk(recvcount, name) ||
+      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
+    if (rsize && ssize && recvcount >= 0)
+      why = "send and receive sizes differ (MPI reports the error)";
+    if (recvcount >= 0)
+      fallback(name, why);
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  Op o;
+  o.kind = OpKind::AllGather;
+  o.type = interp::DataType::Uint8;
+  o.count = static_cast<size_t>(recvcount) * *rsize;
+  o.recv = recvbuf;
+  o.send = inPlace ? static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count : sendbuf;
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const char *name = "MPI_Alltoall";
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  std::string why;
+  auto rsize = movableSize(recvtype, why);
+  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
+  if (!rsize || !ssize || !countOk(recvcount, name) ||
+      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
+    if (rsize && ssize && recvcount >= 0)
+      why = "send and receive sizes differ (MPI reports the error)";
+    if (recvcount >= 0)
+      fallback(name, why);
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  Op o;
+  o.kind = OpKind::AllToAll;
+  o.type = interp::DataType::Uint8;
+  o.count = static_cast<size_t>(recvcount) * *rsize;
+  o.recv = recvbuf;
+  // MPI_IN_PLACE: the data to send is in recvbuf; Coll reads a copy.
+  std::vector<char> copy;
+  if (inPlace) {
+    copy.assign(static_cast<char *>(recvbuf),
+                static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
+    o.send = copy.data();
+  } else {
+    o.send = sendbuf;
+  }
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  const char *name = "MPI_Bcast";
+  std::string why;
+  auto esize = movableSize(datatype, why);
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  if (!esize || !countOk(count, name) || root < 0 || root >= size) {
+    if (!esize && count >= 0)
+      fallback(name, why);
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
+  }
+  Op o;
+  o.kind = OpKind::Broadcast;
+  o.type = interp::DataType::Uint8;
+  o.count = static_cast<size_t>(count) * *esize;
+  o.send = buffer;
+  o.recv = buffer;
+  o.root = root;
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+
+} // extern "C"

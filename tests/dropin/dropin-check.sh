@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# dropin-check.sh MPIRUN N LIBCOLL_MPI PROGRAM MODE
+# Runs PROGRAM on N ranks with LIBCOLL_MPI preloaded and COLL_DEBUG=INFO.
+# Passes when every rank printed "ok", the log shows Coll served the
+# intercepted collectives and every forced fallback with its reason, and
+# nothing of Coll's is left in /dev/shm. MODE tuning adds a tuning table
+# that sends allreduces below 4 KiB to Open MPI.
+set -u
+mpirun=$1 n=$2 lib=$3 prog=$4 mode=$5
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+export COLL_DEBUG=INFO
+expect=(
+  "MPI_Allreduce: Coll runs it with"
+  "MPI_Reduce: Coll runs it with"
+  "MPI_Reduce_scatter_block: Coll runs it with"
+  "MPI_Allgather: Coll runs it with"
+  "MPI_Alltoall: Coll runs it with"
+  "MPI_Bcast: Coll runs it with"
+  "MPI_Allgather: falls back to Open MPI: a derived datatype"
+  "MPI_Allreduce: falls back to Open MPI: datatype MPI_2INT is not one Coll reduces"
+  "MPI_Allreduce: falls back to Open MPI: a reduction op other than"
+  "MPI_Allreduce: falls back to Open MPI: an intercommunicator"
+)
+if [ "$mode" = tuning ]; then
+  printf '# small allreduces to Open MPI, the rest to Coll\nallreduce * 0-4K mpi\n' >"$tmp/tuning.txt"
+  export COLL_TUNING_FILE=$tmp/tuning.txt
+  expect+=("MPI_Allreduce: Open MPI runs it by tuning rule $tmp/tuning.txt:2"
+           "library mpi: tuning rule $tmp/tuning.txt:2")
+fi
+out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" -x LD_PRELOAD="$lib" -x COLL_DEBUG \
+  ${COLL_TUNING_FILE:+-x COLL_TUNING_FILE} "$prog" 2>&1)
+rc=$?
+echo "$out"
+status=0
+ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+[ "$rc" -eq 0 ] && [ "$ok" -eq "$n" ] || { echo "dropin-check: exit $rc, $ok of $n ranks ok" >&2; status=1; }
+for e in "${expect[@]}"; do
+  grep -qF -- "$e" <<<"$out" || { echo "dropin-check: the log lacks: $e" >&2; status=1; }
+done
+left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+[ -z "$left" ] || { echo "dropin-check: left in /dev/shm: $left" >&2; status=1; }
+exit $status
