@@ -1,0 +1,223 @@
+/*===- coll_vs_mpi.c - Coll's C API against Open MPI's collectives ----------===*
+ *
+ * A benchmark, not a test: in the same run, on the same buffers, it times
+ * each collective through coll.h and through Open MPI's own MPI_*, and
+ * prints both latencies and their ratio, in the style of nccl-tests/OSU.
+ *
+ *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
+ *
+ * Sizes are nccl-tests' (the larger buffer: allgather and alltoall count
+ * every rank's block). Each point runs a few warm-up calls, then as many
+ * calls as fit in about 0.2 s (at least 5, at most 2000), separated by
+ * nothing; the time per call is the slowest rank's average. The results are
+ * checked once per point, so that a fast wrong answer cannot win.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include <coll.h>
+#include <coll_mpi.h>
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nranks;
+static collComm_t comm;
+
+enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, NCOLL };
+static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "bcast"};
+
+static void die(const char *what) {
+  fprintf(stderr, "rank %d: %s: %s\n", rank, what, collGetLastError(comm));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One call; lib 0 is Coll, 1 is MPI. count is per rank block in floats. */
+static void call(int lib, enum Coll c, float *send, float *recv, size_t count) {
+  int ic = (int)count;
+  collResult_t r = collSuccess;
+  switch (c) {
+  case ALLREDUCE:
+    if (lib == 0)
+      r = collAllReduce(send, recv, count, collFloat32, collSum, comm, NULL);
+    else
+      MPI_Allreduce(send, recv, ic, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    break;
+  case ALLGATHER:
+    if (lib == 0)
+      r = collAllGather(send, recv, count, collFloat32, comm, NULL);
+    else
+      MPI_Allgather(send, ic, MPI_FLOAT, recv, ic, MPI_FLOAT, MPI_COMM_WORLD);
+    break;
+  case ALLTOALL:
+    if (lib == 0)
+      r = collAlltoAll(send, recv, count, collFloat32, comm, NULL);
+    else
+      MPI_Alltoall(send, ic, MPI_FLOAT, recv, ic, MPI_FLOAT, MPI_COMM_WORLD);
+    break;
+  case BCAST:
+    if (lib == 0)
+      r = collBroadcast(recv, recv, count, collFloat32, 0, comm, NULL);
+    else
+      MPI_Bcast(recv, ic, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    break;
+  default:
+    break;
+  }
+  if (r != collSuccess)
+    die(names[c]);
+}
+
+/* Checks the result of one call against its definition. */
+static int check(enum Coll c, const float *recv, size_t count) {
+  size_t i, n = (size_t)nranks;
+  for (i = 0; i < count; ++i) {
+    int r;
+    float want = 0;
+    switch (c) {
+    case ALLREDUCE:
+      for (r = 0; r < nranks; ++r)
+        want += (float)((r + i) % 7);
+      if (recv[i] != want)
+        return 0;
+      break;
+    case ALLGATHER:
+      for (r = 0; r < nranks; ++r)
+        if (recv[r * count + i] != (float)((r + i) % 7))
+          return 0;
+      break;
+    case ALLTOALL:
+      for (r = 0; r < nranks; ++r)
+        if (recv[r * count + i] != (float)((r * 3 + rank * count + i) % 7))
+          return 0;
+      break;
+    case BCAST:
+      if (recv[i] != (float)(i % 7))
+        return 0;
+      break;
+    default:
+      break;
+    }
+  }
+  (void)n;
+  return 1;
+}
+
+static void fill(enum Coll c, float *send, float *recv, size_t count) {
+  size_t i, n = (size_t)nranks;
+  for (i = 0; i < count * n; ++i)
+    send[i] = c == ALLTOALL ? (float)((rank * 3 + i) % 7) : (float)((rank + i) % 7);
+  for (i = 0; i < count; ++i)
+    recv[i] = c == BCAST && rank == 0 ? (float)(i % 7) : -1.0f;
+}
+
+/* Seconds per call, the slowest rank's. */
+static double timeit(int lib, enum Coll c, float *send, float *recv, size_t count) {
+  int iters = 5, w, k;
+  double t0, t, worst;
+  for (w = 0; w < 3; ++w)
+    call(lib, c, send, recv, count);
+  /* Calibrate: how many calls fit in 0.2 s (agreed by every rank). */
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = MPI_Wtime();
+  call(lib, c, send, recv, count);
+  t = MPI_Wtime() - t0;
+  MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (worst > 0)
+    iters = (int)(0.2 / worst);
+  if (iters < 5)
+    iters = 5;
+  if (iters > 2000)
+    iters = 2000;
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = MPI_Wtime();
+  for (k = 0; k < iters; ++k)
+    call(lib, c, send, recv, count);
+  t = (MPI_Wtime() - t0) / iters;
+  MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+static size_t parseSize(const char *s) {
+  char *end;
+  size_t v = strtoull(s, &end, 10);
+  if (*end == 'K' || *end == 'k')
+    v <<= 10;
+  else if (*end == 'M' || *end == 'm')
+    v <<= 20;
+  else if (*end == 'G' || *end == 'g')
+    v <<= 30;
+  return v;
+}
+
+int main(int argc, char **argv) {
+  size_t minBytes = 4, maxBytes = 64u << 20, bytes;
+  const char *ops = "allreduce,allgather,alltoall,bcast";
+  int a, c;
+
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  for (a = 1; a + 1 < argc; a += 2) {
+    if (!strcmp(argv[a], "--min"))
+      minBytes = parseSize(argv[a + 1]);
+    else if (!strcmp(argv[a], "--max"))
+      maxBytes = parseSize(argv[a + 1]);
+    else if (!strcmp(argv[a], "--op"))
+      ops = argv[a + 1];
+  }
+  if (collCommInitFromMPI(MPI_COMM_WORLD, &comm) != collSuccess)
+    die("collCommInitFromMPI");
+
+  if (rank == 0)
+    printf("# Coll (coll.h) against Open MPI, %d processes, fp32; time per call in us, "
+           "the slowest rank's average\n",
+           nranks);
+  for (c = 0; c < NCOLL; ++c) {
+    if (!strstr(ops, names[c]))
+      continue;
+    if (rank == 0)
+      printf("#\n# %-10s %12s %12s %12s %10s %8s\n", names[c], "size(B)", "count", "coll(us)",
+             "mpi(us)", "coll/mpi");
+    for (bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
+      /* bytes is the larger buffer; count is per rank block. */
+      size_t perBlock = (c == ALLGATHER || c == ALLTOALL) ? bytes / (size_t)nranks : bytes;
+      size_t count = perBlock / sizeof(float);
+      size_t n = (size_t)nranks;
+      float *send, *recv;
+      double tc, tm;
+      int ok, allOk;
+      if (count == 0)
+        continue;
+      send = malloc(count * n * sizeof(float));
+      recv = malloc(count * n * sizeof(float));
+      if (!send || !recv)
+        die("out of memory");
+      fill((enum Coll)c, send, recv, count);
+      call(0, (enum Coll)c, send, recv, count);
+      ok = check((enum Coll)c, recv, count);
+      fill((enum Coll)c, send, recv, count);
+      call(1, (enum Coll)c, send, recv, count);
+      ok = ok && check((enum Coll)c, recv, count);
+      MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (!allOk) {
+        if (rank == 0)
+          fprintf(stderr, "%s of %zu B: wrong result\n", names[c], bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      /* Alternate the order so neither library always runs on a warm cache. */
+      tm = timeit(1, (enum Coll)c, send, recv, count);
+      tc = timeit(0, (enum Coll)c, send, recv, count);
+      if (rank == 0)
+        printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f\n", names[c], count * sizeof(float) *
+               ((c == ALLGATHER || c == ALLTOALL) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
+      fflush(stdout);
+      free(send);
+      free(recv);
+    }
+  }
+  collCommDestroy(comm);
+  MPI_Finalize();
+  return 0;
+}
