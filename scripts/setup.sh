@@ -10,7 +10,7 @@ pkgs=(
   libtinyxml2-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
-  openmpi-bin libopenmpi-dev python3-mpi4py libucx-dev iproute2 pkg-config
+  openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy libucx-dev iproute2 pkg-config
 )
 
 missing=()
