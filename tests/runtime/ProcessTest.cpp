@@ -17,6 +17,8 @@
 #include "coll/ir/XML.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
@@ -28,6 +30,7 @@
 #include <cstring>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -272,6 +275,61 @@ TEST(Runtime, SplitMakesWorkingCommunicators) {
   }
   o.env["COLL_ALGO_FILES"] = files;
   expectAllOk(runJob("split", 4, o));
+}
+
+/// COLL_TRACE: each process writes a Chrome trace of its calls, one call
+/// slice per collective and step slices inside it.
+TEST(Runtime, TraceWritesATimelinePerProcess) {
+  AlgoDir dir(3);
+  llvm::SmallString<128> traceDir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("coll-trace", traceDir));
+  JobOptions o = withAlgorithms(dir);
+  o.env["COLL_TRACE"] = (traceDir + "/run.json").str();
+  expectAllOk(runJob("trace", 3, o));
+  for (int r = 0; r < 3; ++r) {
+    const std::string path = (traceDir + "/run.r" + std::to_string(r) + ".json").str();
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(static_cast<bool>(buffer)) << path << ": " << buffer.getError().message();
+    auto parsed = llvm::json::parse((*buffer)->getBuffer());
+    ASSERT_TRUE(static_cast<bool>(parsed)) << path << ": " << llvm::toString(parsed.takeError());
+    const llvm::json::Array *events = parsed->getAsObject()
+                                          ? parsed->getAsObject()->getArray("traceEvents")
+                                          : nullptr;
+    ASSERT_TRUE(events) << path;
+    std::vector<std::pair<double, double>> calls;
+    std::vector<std::pair<double, double>> steps;
+    std::set<std::string> callNames;
+    for (const llvm::json::Value &v : *events) {
+      const llvm::json::Object *e = v.getAsObject();
+      ASSERT_TRUE(e) << path;
+      auto ph = e->getString("ph");
+      ASSERT_TRUE(ph.hasValue()) << path;
+      EXPECT_EQ(e->getInteger("pid").getValueOr(-1), r) << path; // a process per rank
+      if (*ph == "M")
+        continue;
+      ASSERT_EQ(*ph, "X") << path;
+      auto cat = e->getString("cat");
+      auto ts = e->getNumber("ts");
+      auto dur = e->getNumber("dur");
+      ASSERT_TRUE(cat && ts && dur) << path;
+      if (*cat == "call") {
+        calls.push_back({*ts, *ts + *dur});
+        callNames.insert(e->getString("name")->str());
+      } else if (*cat == "step") {
+        steps.push_back({*ts, *ts + *dur});
+      }
+    }
+    EXPECT_EQ(calls.size(), 2u) << path;
+    EXPECT_EQ(callNames.size(), 2u) << path; // an allreduce and an allgather
+    EXPECT_FALSE(steps.empty()) << path;
+    for (const auto &[b, e] : steps) {
+      bool inside = false;
+      for (const auto &[cb, ce] : calls)
+        inside |= b + 0.002 >= cb && e <= ce + 0.002;
+      EXPECT_TRUE(inside) << path << ": a step slice outside every call";
+    }
+  }
+  llvm::sys::fs::remove_directories(traceDir);
 }
 
 TEST(Runtime, BadArgumentsAreErrorsNotCrashes) {

@@ -9,7 +9,7 @@
 //   coll-rank-check SCENARIO --env          (collCommInitFromEnv: mpirun, srun, torchrun)
 //   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
 //
-// Scenarios: collectives, p2p, kill, stop, mismatch, abort, split, errors.
+// Scenarios: collectives, p2p, kill, stop, mismatch, abort, split, errors, trace.
 // Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
 // Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
 // mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
@@ -396,6 +396,22 @@ void fault(bool stop) {
   loopUntilError(start + std::chrono::milliseconds(300), 60);
 }
 
+/// A few calls for COLL_TRACE: an allreduce and an allgather, checked.
+void traceScenario() {
+  const size_t count = 3000;
+  std::vector<float> v(count, float(rank + 1)), all(count * nranks, 0.0f);
+  check(collAllReduce(v.data(), v.data(), count, collFloat32, collSum, comm, nullptr), "allreduce");
+  const float sum = float(nranks * (nranks + 1) / 2);
+  if (v[0] != sum || v[count - 1] != sum)
+    failNow("allreduce: " + std::to_string(v[0]) + ", expected " + std::to_string(sum));
+  std::vector<float> mine(count, float(rank));
+  check(collAllGather(mine.data(), all.data(), count, collFloat32, comm, nullptr), "allgather");
+  for (int r = 0; r < nranks; ++r)
+    if (all[r * count] != float(r) || all[r * count + count - 1] != float(r))
+      failNow("allgather: block " + std::to_string(r) + " is wrong");
+  checks += 2;
+}
+
 void mismatch() {
   std::vector<float> buf(4096 * nranks, 1.0f);
   collResult_t r;
@@ -538,6 +554,8 @@ int main(int argc, char **argv) {
     abortScenario();
   else if (scenario == "split")
     splitScenario();
+  else if (scenario == "trace")
+    traceScenario();
   else if (scenario == "errors")
     errors();
   else

@@ -9,6 +9,7 @@
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Protocol.h"
+#include "coll/interpreter/Timeline.h"
 #include "coll/ir/Geometry.h"
 
 #include "llvm/ADT/Hashing.h"
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -186,6 +188,7 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   c.algoDir = envString("COLL_ALGO_DIR");
   c.algoFiles = envString("COLL_ALGO_FILES");
   c.tuningFile = envString("COLL_TUNING_FILE");
+  c.traceFile = envString("COLL_TRACE");
   if (!cfg)
     return c;
   if (cfg->magic != 0xc011c0f1u || cfg->size < offsetof(collConfig_t, hostThreads) + sizeof(int))
@@ -218,6 +221,87 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   }
   return c;
 }
+
+//===----------------------------------------------------------------------===//
+// COLL_TRACE: one timeline per file, shared by the ranks of this process
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The timeline of one trace file. Every communicator of this process that
+/// traces to the same file adds to it; the file is rewritten whenever one of
+/// them is destroyed, so that it holds every call made so far.
+struct TraceFile {
+  std::mutex mutex;
+  std::string path;
+  interp::Timeline timeline;
+
+  void write(int rank) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (llvm::Error err = timeline.writeJson(path))
+      COLL_LOG(Warn, Coll, rank,
+               "COLL_TRACE: cannot write " + path + ": " + llvm::toString(std::move(err)));
+    else
+      COLL_LOG(Info, Coll, rank,
+               llvm::formatv("COLL_TRACE: wrote {0} calls, {1} step slices to {2}",
+                             timeline.calls(), timeline.stepSlices(), path));
+  }
+};
+
+/// `pattern` with %h, %p and %r expanded; without %p or %r, ".rRANK" is
+/// added before the extension so that the processes of a job do not
+/// overwrite each other's file.
+std::string tracePath(llvm::StringRef pattern, int commRank) {
+  // The rank of the first communicator this process traces names its files
+  // (usually the job's rank), so that communicators from splits agree.
+  static std::atomic<int> first{-1};
+  int expected = -1;
+  first.compare_exchange_strong(expected, commRank);
+  const int rank = first.load();
+  std::string out;
+  bool distinct = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size()) {
+      char k = pattern[i + 1];
+      if (k == 'h') {
+        out += hostName();
+        ++i;
+        continue;
+      }
+      if (k == 'p' || k == 'r') {
+        out += std::to_string(k == 'p' ? static_cast<long>(getpid()) : static_cast<long>(rank));
+        distinct = true;
+        ++i;
+        continue;
+      }
+    }
+    out += pattern[i];
+  }
+  if (!distinct) {
+    size_t dot = out.rfind('.');
+    size_t slash = out.rfind('/');
+    std::string suffix = ".r" + std::to_string(rank);
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+      out += suffix;
+    else
+      out.insert(dot, suffix);
+  }
+  return out;
+}
+
+std::shared_ptr<TraceFile> traceFileFor(const std::string &path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<TraceFile>> files;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto existing = files[path].lock())
+    return existing;
+  auto made = std::make_shared<TraceFile>();
+  made->path = path;
+  files[path] = made;
+  return made;
+}
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Stopping across the processes of a host
@@ -313,10 +397,14 @@ public:
   std::mutex errorMutex;
   std::string lastError;
 
+  std::shared_ptr<TraceFile> trace; ///< COLL_TRACE, or null
+
   ~Impl() {
     for (Watched &w : watched)
       if (w.pidfd >= 0)
         ::close(w.pidfd);
+    if (trace)
+      trace->write(rank);
   }
 
   llvm::Error setup();
@@ -338,6 +426,8 @@ struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
+  const interp::Plan *plan = nullptr;
+  std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE
   void *postDst = nullptr;
   const void *postSrc = nullptr;
   size_t postBytes = 0;
@@ -386,6 +476,12 @@ llvm::Error Communicator::Impl::setup() {
   peers = boot->peers();
   rank = boot->rank();
   nranks = boot->nranks();
+  if (!config.traceFile.empty()) {
+    trace = traceFileFor(tracePath(config.traceFile, rank));
+    std::lock_guard<std::mutex> lock(trace->mutex);
+    trace->timeline.setRankLabel(
+        rank, llvm::formatv("rank {0} (pid {1}, {2})", rank, getpid(), hostName()).str());
+  }
   const PeerInfo &me = peers[rank];
   for (const PeerInfo &p : peers)
     if (p.configHash != me.configHash)
@@ -980,6 +1076,13 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);
   out.runner = (*entry)->runner.get();
+  out.plan = &plan;
+  if (c.trace) {
+    out.traces.assign(static_cast<size_t>(plan.tbCount(c.rank)), {});
+    out.runner->setTrace(&out.traces);
+  } else {
+    out.runner->setTrace(nullptr);
+  }
   out.runner->appendTasks(tasks);
   return llvm::Error::success();
 }
@@ -1165,6 +1268,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   };
   poll.arg = &comms;
   Impl &lead = *units.front().comm->impl;
+  const auto t0 = std::chrono::steady_clock::now();
   if (llvm::Error err = lead.engine->run(tasks, poll))
     record(lead, collError(collSystemError, llvm::toString(std::move(err))));
   // A mismatched call can complete when the data happen to fit; every peer
@@ -1182,6 +1286,11 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     PreparedCollective &p = prepared[u];
     if (p.runner)
       p.runner->finishAverage();
+    if (p.runner && c.trace) {
+      std::lock_guard<std::mutex> lock(c.trace->mutex);
+      c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,
+                                std::chrono::steady_clock::now(), p.traces);
+    }
     if (p.postBytes)
       std::memcpy(p.postDst, p.postSrc, p.postBytes);
   }

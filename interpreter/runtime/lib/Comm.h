@@ -59,6 +59,9 @@ collResult_t takeResult(llvm::Error err, std::string &message,
 struct Config {
   uint32_t watchdogMs = 30000;
   std::string algoDir, algoFiles, tuningFile;
+  /// COLL_TRACE: a Chrome trace / Perfetto JSON file of every collective
+  /// (%h host, %p pid, %r rank; docs/RUNTIME.md).
+  std::string traceFile;
   bool builtin = true;
   unsigned hostThreads = 0;
   std::array<uint64_t, 3> slotBytes{128u << 10, 16u << 10, 120u * 256}; ///< Simple, LL, LL128
