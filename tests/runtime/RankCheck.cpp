@@ -484,6 +484,15 @@ void errors() {
          "null sendbuff", "sendbuff is NULL");
   expect(collAllReduce(x, x, 4, collFloat8e4m3, collSum, comm, nullptr), collInvalidArgument,
          "fp8", "not supported");
+  char choice[256] = {0};
+  expect(collCommQueryChoice(comm, "allreduce", 4096, 0, choice, sizeof choice), collSuccess,
+         "query allreduce", nullptr);
+  if (!std::strstr(choice, " -- "))
+    failNow(std::string("query allreduce: '") + choice + "' names no reason");
+  expect(collCommQueryChoice(comm, "allsum", 4096, 0, choice, sizeof choice), collInvalidArgument,
+         "query a collective that does not exist", "'allsum' is not a collective");
+  expect(collCommQueryChoice(comm, "broadcast", 64, nranks, choice, sizeof choice),
+         collInvalidArgument, "query with a root out of range", "out of range");
   expect(collAllReduce(x, x, 4, collFloat32, static_cast<collRedOp_t>(9), comm, nullptr),
          collInvalidArgument, "bad op", "reduction op");
   expect(collBroadcast(x, x, 4, collFloat32, nranks, comm, nullptr), collInvalidArgument,

@@ -104,6 +104,10 @@ typedef struct collConfig_v1 {
   int debugLevel;        /* COLL_DEBUG: 0 NONE, 1 VERSION, 2 WARN, 3 INFO, 4 TRACE */
   int embeddedAlgorithms;/* 0: do not load the built-in set; default 1 */
   int hostThreads;       /* COLL_HOST_THREADS: threads per call; default see docs */
+  /* Libraries underneath Coll that tuning rules may name as a target
+   * (comma-separated, e.g. "gloo,torch"), for bindings that run those
+   * calls themselves (collCommQueryChoice); default none. */
+  const char *libraries;
 } collConfig_t;
 
 #define COLL_CONFIG_INITIALIZER                                                 \
@@ -111,7 +115,7 @@ typedef struct collConfig_v1 {
     sizeof(collConfig_t), 0xc011c0f1u, COLL_VERSION_CODE,                      \
         COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_PTR,   \
         COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT,   \
-        COLL_CONFIG_UNDEF_INT                                                  \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                           \
   }
 
 /* Version as COLL_VERSION_CODE. */
@@ -156,6 +160,17 @@ collResult_t collCommAbort(collComm_t comm);
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError);
 collResult_t collCommCount(const collComm_t comm, int *count);
 collResult_t collCommUserRank(const collComm_t comm, int *rank);
+
+/* Which implementation the communicator's selection gives a call of
+ * `collective` ("allreduce", "allgather", "reducescatter", "alltoall",
+ * "broadcast", "reduce", "gather", "scatter") of `bytes` bytes (nccl-tests'
+ * size: the larger, all-ranks side) with `root`: writes the algorithm's name,
+ * or "library:NAME" when a tuning rule sends it to a library underneath
+ * (collConfig_t::libraries), followed by " -- " and the reason. When nothing
+ * applies: collInvalidUsage, with every candidate's reason in
+ * collGetLastError. Local; not collective. */
+collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t bytes, int root,
+                                 char *out, size_t outBytes);
 
 /* Collectives: NCCL's argument order and in-place rules. `stream` is a
  * cudaStream_t for device buffers; NULL for host buffers. */

@@ -240,6 +240,29 @@ const char *collGetErrorString(collResult_t result) {
   }
 }
 
+collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t bytes, int root,
+                                 char *out, size_t outBytes) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommQueryChoice: comm is NULL");
+  if (!collective || !out || outBytes == 0)
+    return failWith(comm, collInvalidArgument,
+                    "collCommQueryChoice: collective and out must not be NULL, outBytes not 0");
+  auto coll = ir::parseCollective(collective);
+  if (!coll || *coll == ir::Collective::Custom)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommQueryChoice: '{0}' is not a collective", collective));
+  if (root < 0 || root >= comm->impl->nranks())
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommQueryChoice: root {0} is out of range", root));
+  auto choice = comm->impl->select(*coll, bytes, root);
+  if (!choice)
+    return failWith(comm, choice.takeError());
+  std::string text = choice->algo ? choice->algo->name : "library:" + choice->library;
+  text += " -- " + choice->why;
+  std::snprintf(out, outBytes, "%s", text.c_str());
+  return collSuccess;
+}
+
 const char *collGetLastError(collComm_t comm) {
   if (comm && comm->impl)
     return comm->impl->lastError();

@@ -214,6 +214,13 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   }
   if (cfg->embeddedAlgorithms != COLL_CONFIG_UNDEF_INT)
     c.builtin = cfg->embeddedAlgorithms != 0;
+  if (cfg->size >= offsetof(collConfig_t, libraries) + sizeof(const char *) && cfg->libraries) {
+    llvm::SmallVector<llvm::StringRef, 4> names;
+    llvm::StringRef(cfg->libraries).split(names, ',', -1, false);
+    for (llvm::StringRef n : names)
+      if (!n.trim().empty())
+        c.underneath.push_back(n.trim().lower());
+  }
   if (cfg->hostThreads != COLL_CONFIG_UNDEF_INT) {
     if (cfg->hostThreads < 0)
       return collError(collInvalidArgument, "config hostThreads must not be negative");
