@@ -10,7 +10,7 @@ pkgs=(
   libtinyxml2-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
-  openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy libucx-dev iproute2 pkg-config
+  openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy python3-venv libucx-dev iproute2 pkg-config
 )
 
 missing=()
@@ -27,4 +27,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# PyTorch (from PyPI, CPU use; its wheel pulls CUDA libraries, which import
+# without a GPU) in a virtual environment of its own, for coll.torch and its
+# tests. Kept between runs; COLL_SKIP_TORCH=1 skips it, and a failed install
+# only warns: the torch tests then skip with the reason.
+venv=${XDG_CACHE_HOME:-$HOME/.cache}/coll/torch-venv
+if [ "${COLL_SKIP_TORCH:-0}" != 1 ] && ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+  echo "coll setup: installing PyTorch into $venv (large: several GB)"
+  mkdir -p "$(dirname "$venv")"
+  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy; }; then
+    echo "coll setup: WARNING: could not install PyTorch; the torch tests will skip" >&2
+  fi
 fi

@@ -14,9 +14,16 @@ fail() { echo "integrator-check: $*" >&2; exit 1; }
 
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; fail "cmake --install failed"; }
-for f in include/coll.h lib/libcoll.so lib/cmake/Coll/CollConfig.cmake lib/pkgconfig/coll.pc; do
+for f in include/coll.h lib/libcoll.so lib/cmake/Coll/CollConfig.cmake lib/pkgconfig/coll.pc \
+  lib/python/coll/__init__.py lib/python/coll/torch.py bin/collc bin/collrun; do
   [ -e "$tmp/prefix/$f" ] || fail "cmake --install did not install $f"
 done
+
+# The Python package finds the installed library beside it.
+got=$(cd "$tmp" && PYTHONPATH="$tmp/prefix/lib/python" python3 -c \
+  "import coll; print(coll.library_path, coll.version())" 2>&1) ||
+  fail "import coll from the install failed: $got"
+case $got in "$tmp/prefix/lib/python/coll/../../libcoll.so "*) ;; *) fail "import coll loaded $got" ;; esac
 
 cmake -S "$src/examples/integrator/mpi" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "find_package(Coll) project did not configure"; }

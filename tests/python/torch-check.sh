@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# torch-check.sh PYTHON LIBCOLL N MODE
+# Runs tests/python/torch_check.py MODE on N processes (MODE all: the
+# collectives and ddp modes in one run) with torchrun
+# (python -m torch.distributed.run) from the virtual environment whose
+# interpreter is PYTHON, with coll.torch from this source tree and LIBCOLL,
+# at COLL_DEBUG=INFO. Passes when every rank printed "ok", the log shows the
+# decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
+# Exits 77 (skipped) when PYTHON has no torch.
+set -u
+py=$1 lib=$2 n=$3 mode=$4
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if ! "$py" -c "import torch" 2>/dev/null; then
+  echo "SKIP: no PyTorch at $py (scripts/setup.sh installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PYTHONPATH=$here/../../interpreter/python COLL_LIBRARY=$lib COLL_DEBUG=INFO
+export OMP_NUM_THREADS=1
+expect=("torch allreduce: Coll runs it with")
+modes=("$mode")
+[ "$mode" = all ] && modes=(collectives ddp)
+case $mode in
+collectives|all)
+  expect+=("torch allgather: Coll runs it with" "torch reducescatter: Coll runs it with"
+           "torch alltoall: Coll runs it with" "torch broadcast: Coll runs it with"
+           "torch reduce: Coll runs it with"
+           "torch allreduce: falls back to gloo: dtype torch.bool"
+           "torch alltoall: falls back to gloo: unequal splits") ;;
+tuning)
+  printf '# small all-reduces to gloo, the rest to Coll\nallreduce * 0-4K gloo\n' >"$tmp/tuning.txt"
+  export COLL_TUNING_FILE=$tmp/tuning.txt
+  expect+=("torch allreduce: gloo runs it by tuning rule $tmp/tuning.txt:2"
+           "library gloo: tuning rule $tmp/tuning.txt:2") ;;
+esac
+out=$(cd "$tmp" && timeout 500 "$py" -m torch.distributed.run --nproc_per_node "$n" \
+  --master_port $((29500 + RANDOM % 2000)) "$here/torch_check.py" "${modes[@]}" 2>&1)
+rc=$?
+echo "$out"
+status=0
+ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+[ "$rc" -eq 0 ] && [ "$ok" -eq "$n" ] || { echo "torch-check: exit $rc, $ok of $n ranks ok" >&2; status=1; }
+for e in "${expect[@]}"; do
+  grep -qF -- "$e" <<<"$out" || { echo "torch-check: the log lacks: $e" >&2; status=1; }
+done
+left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+[ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
+exit $status
