@@ -1,0 +1,99 @@
+"""A benchmark, not a test: torch.distributed on "coll" against "gloo" (and
+"mpi" when the installed torch has it), in the same run, on the same CPU
+tensors.
+
+    PYTHONPATH=interpreter/python torchrun --nproc_per_node 2 \\
+        tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M]
+
+For all_reduce, all_gather_into_tensor and reduce_scatter_tensor, from 4 B
+to --max-bytes (nccl-tests' size: the larger buffer), it prints the time per call
+(the slowest rank's average over as many calls as fit in about 0.2 s, after
+warm-up) on each backend and the ratio coll/gloo. Results are checked once
+per size.
+"""
+
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+
+import coll.torch  # noqa: F401
+
+
+def parse_size(text):
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-bytes", default="64M")
+    args = ap.parse_args()
+    dist.init_process_group("coll")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    groups = {"coll": None, "gloo": dist.new_group(backend="gloo")}
+    if dist.is_mpi_available():
+        try:
+            groups["mpi"] = dist.new_group(backend="mpi")
+        except Exception:
+            pass
+
+    def run(name, group, size):
+        if name == "all_reduce":
+            t = torch.ones(size // 4)
+            return lambda: dist.all_reduce(t, group=group), lambda: t
+        if name == "all_gather_into_tensor":
+            inp, out = torch.ones(size // 4 // n), torch.empty(size // 4 // n * n)
+            return lambda: dist.all_gather_into_tensor(out, inp, group=group), lambda: out
+        inp, out = torch.ones(size // 4 // n * n), torch.empty(size // 4 // n)
+        return lambda: dist.reduce_scatter_tensor(out, inp, group=group), lambda: out
+
+    def seconds(call):
+        for _ in range(3):
+            call()
+        dist.barrier()
+        t0 = time.perf_counter()
+        call()
+        one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(one, op=dist.ReduceOp.MAX, group=groups["gloo"])
+        iters = max(5, min(2000, int(0.2 / max(one.item(), 1e-7))))
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            call()
+        per = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
+        dist.all_reduce(per, op=dist.ReduceOp.MAX, group=groups["gloo"])
+        return per.item()
+
+    top = parse_size(args.max_bytes)
+    names = list(groups)
+    if rank == 0:
+        print(f"# torch {torch.__version__}, {n} processes, fp32 CPU tensors; us per call, "
+              "the slowest rank's average")
+    for coll_name in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        if rank == 0:
+            print(f"#\n# {coll_name:<24} {'size(B)':>10} " +
+                  " ".join(f"{b + '(us)':>10}" for b in names) + f" {'coll/gloo':>10}")
+        size = 4 * n
+        while size <= top:
+            times = {}
+            for b in names:
+                call, result = run(coll_name, groups[b], size)
+                call()
+                want = 1.0 if coll_name == "all_gather_into_tensor" else float(n)
+                if not torch.all(result() == want):
+                    raise SystemExit(f"{b} {coll_name} of {size} B: wrong result")
+                # all_reduce keeps accumulating in place while timed; the
+                # values grow, which does not change the work done.
+                times[b] = seconds(call)
+            if rank == 0:
+                print(f"  {coll_name:<24} {size:>10} " +
+                      " ".join(f"{times[b] * 1e6:>10.1f}" for b in names) +
+                      f" {times['coll'] / times['gloo']:>10.2f}", flush=True)
+            size *= 4
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
