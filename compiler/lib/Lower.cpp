@@ -27,29 +27,6 @@ namespace coll::compiler {
 
 using ir::BufferKind;
 
-Slot inPlaceOwner(ir::Collective kind, int32_t rank, int32_t chunksPerBlock,
-                  Slot slot) {
-  switch (kind) {
-  case ir::Collective::AllGather:
-  case ir::Collective::Gather:
-    // The input is block `rank` of the output.
-    if (slot.buf == BufferKind::Input)
-      return {BufferKind::Output, rank * chunksPerBlock + slot.off};
-    break;
-  case ir::Collective::ReduceScatter:
-  case ir::Collective::Scatter:
-    // The output is block `rank` of the input.
-    if (slot.buf == BufferKind::Output)
-      return {BufferKind::Input, rank * chunksPerBlock + slot.off};
-    break;
-  default:
-    if (slot.buf == BufferKind::Output)
-      return {BufferKind::Input, slot.off};
-    break;
-  }
-  return slot;
-}
-
 uint32_t Layout::cell(int32_t rank, Slot slot) const {
   if (aliasCells)
     slot = inPlaceOwner(kind, rank, chunksPerBlock, slot);

@@ -17,6 +17,7 @@
 #define COLL_COMPILER_PROGRAM_H
 
 #include "coll/compiler/Compiler.h"
+#include "coll/ir/Memory.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -42,19 +43,10 @@ inline constexpr int32_t FifoSlots = 8;
 // Buffers
 //===----------------------------------------------------------------------===//
 
-/// A chunk of a buffer as the IR names it: `i`, `o` or `s`, and an offset in
-/// refined chunks (scratch offsets include the base of the named buffer).
-struct Slot {
-  ir::BufferKind buf = ir::BufferKind::Input;
-  int32_t off = 0;
-  friend bool operator==(const Slot &, const Slot &) = default;
-};
-
-/// In place, the buffer that owns the memory of `slot` and the slot there,
-/// as NCCL aliases them (docs/LANGUAGE.md, "In place"); `chunksPerBlock` is
-/// refined. The identity for scratch.
-Slot inPlaceOwner(ir::Collective kind, int32_t rank, int32_t chunksPerBlock,
-                  Slot slot);
+/// A chunk of a buffer as the IR names it (scratch offsets include the base
+/// of the named buffer), and in-place aliasing (coll/ir/Memory.h).
+using ir::Slot;
+using ir::inPlaceOwner;
 
 /// The refined geometry of a compilation: how traced slots map to IR slots
 /// and to *cells*, the units of memory that dependencies are computed on.
