@@ -2,7 +2,8 @@
 //
 // The first three passes (docs/COMPILER.md):
 //
-//  buildLayout  R = instances * lcm(parallel factors); traced chunk j becomes
+//  buildLayout  channels of the operations (assignChannels, Channels.cpp);
+//               R = instances * lcm(parallel factors); traced chunk j becomes
 //               refined chunks [j*R, (j+1)*R). An operation is cut into
 //               instances * parallel contiguous parts; part q runs on lane
 //               (q / parallel) * maxParallel + q % parallel, and lane l uses
@@ -95,11 +96,11 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   layout.nranks = spec.nranks;
   layout.traceInPlace = spec.inplace;
 
+  assignChannels(dag, prog);
   int64_t lcm = 1, maxParallel = 1, maxChannel = 0;
   for (const lang::ChunkOp &op : dag.ops) {
     lcm = std::lcm(lcm, int64_t(op.parallel));
     maxParallel = std::max<int64_t>(maxParallel, op.parallel);
-    maxChannel = std::max<int64_t>(maxChannel, op.channel);
     if (lcm > MaxCells) {
       diags.error(op.loc, "the parallel factors of the program refine each "
                           "chunk into more than " +
@@ -130,11 +131,13 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
                               llvm::Twine(MaxCells) + ")");
     return false;
   }
+  for (int32_t channel : prog.opChannel)
+    maxChannel = std::max<int64_t>(maxChannel, channel);
   int64_t channelStride = maxChannel + 1;
   if (channelStride * lanes > MaxChannels) {
     diags.error(spec.loc,
                 "the program needs " + llvm::Twine(channelStride * lanes) +
-                    " channels (channel hints up to " +
+                    " channels (channels up to " +
                     llvm::Twine(maxChannel) + " on " + llvm::Twine(lanes) +
                     " lanes), more than " + llvm::Twine(MaxChannels));
     return false;
@@ -289,7 +292,7 @@ void lower(Program &prog) {
         return tb < 0 ? -1 : tb + lane * prog.tbStride[rank];
       };
       Instr base;
-      base.channel = std::max(op.channel, 0) + lane * prog.channelStride;
+      base.channel = prog.opChannel[o] + lane * prog.channelStride;
       base.lane = lane;
       base.count = width;
       base.op = o;

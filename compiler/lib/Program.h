@@ -145,6 +145,9 @@ struct Program {
   /// Per rank: how far apart the program's tb ids of consecutive lanes are
   /// (the rank's largest id + 1).
   std::vector<int32_t> tbStride;
+  /// The channel of each traced operation before lanes: its hint, or the
+  /// one assignChannels chose.
+  std::vector<int32_t> opChannel;
   std::vector<Instr> instrs;
   /// tbs[rank][id]; ids the program named stay, holes are empty tbs.
   std::vector<std::vector<Threadblock>> tbs;
@@ -182,7 +185,15 @@ inline void learn(Knowledge &knowledge, Wait fact) {
 // Passes (docs/COMPILER.md), in pipeline order
 //===----------------------------------------------------------------------===//
 
-/// Refinement and geometry: R, lanes, channels, scratch layout, cells.
+/// Channels automatic channels spread flows over, lanes included.
+inline constexpr int32_t MaxAutoChannels = 32;
+
+/// A channel for every operation: its hint, or one that keeps independent
+/// flows apart (Channels.cpp).
+void assignChannels(const lang::ChunkDag &dag, Program &prog);
+
+/// Refinement and geometry: channels (assignChannels), R, lanes, scratch
+/// layout, cells.
 /// Reports programs whose refinement or hints are out of range.
 bool buildLayout(const lang::ChunkDag &dag, Program &prog,
                  lang::DiagnosticEngine &diags);
