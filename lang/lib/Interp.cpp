@@ -37,10 +37,15 @@ struct Contribution {
   int32_t rank = 0, index = 0;
 };
 
+/// `auto`: a scheduling hint left to the compiler, as a value so that
+/// helper functions can pass hints through.
+struct AutoHint {};
+
 struct Value;
 using ListPtr = std::shared_ptr<const std::vector<Value>>;
 using ValueData = std::variant<std::monostate, int64_t, bool, std::string,
-                               BufferId, SlotRange, Contribution, ListPtr>;
+                               BufferId, SlotRange, Contribution, ListPtr,
+                               AutoHint>;
 
 /// A run-time value. Lists are immutable, so they can be shared.
 struct Value {
@@ -58,7 +63,8 @@ struct Value {
 llvm::StringRef typeName(size_t alternative) {
   static const char *const names[] = {
       "nothing",  "an integer",        "a boolean",      "a string",
-      "a buffer", "a chunk reference", "a contribution", "a list"};
+      "a buffer", "a chunk reference", "a contribution", "a list",
+      "auto"};
   static_assert(std::size(names) == std::variant_size_v<ValueData>);
   return names[alternative];
 }
@@ -553,15 +559,17 @@ private:
         return Value(BufferId{ir::BufferKind::Output, 0});
       case Binding::Kind::Scratch:
         return Value(BufferId{ir::BufferKind::Scratch, 0});
+      case Binding::Kind::Auto: return Value(AutoHint{});
       default: break;
       }
       const Value &value = slot(name.binding, frame);
-      // Only a parameter read from a function can be unset: the function ran
-      // before the parameter's declaration.
+      // Only a parameter or top-level variable read from a function can be
+      // unset: the function ran before the declaration.
       if (value.isNone())
         return fail(name.loc,
-                    "parameter '" + name.name +
-                        "' is used before its declaration is evaluated");
+                    "'" + name.name +
+                        "' is used before its declaration is evaluated (a "
+                        "function that reads it ran before the declaration)");
       return value;
     }
     case Expr::Kind::List: {
@@ -899,7 +907,20 @@ private:
                                   llvm::StringRef name) {
     if (!expr)
       return -1;
-    return evalBounded(*expr, frame, name, 0, INT32_MAX);
+    std::optional<Value> value = eval(*expr, frame);
+    if (!value)
+      return std::nullopt;
+    if (value->get<AutoHint>())
+      return -1;
+    const int64_t *hint = value->get<int64_t>();
+    if (!hint)
+      return fail(expr->loc, name + " must be an integer or auto, got " +
+                                 typeName(*value));
+    if (*hint < 0 || *hint > INT32_MAX)
+      return fail(expr->loc, name + " must be between 0 and " +
+                                 llvm::Twine(INT32_MAX) + " (or auto), got " +
+                                 llvm::Twine(*hint));
+    return static_cast<int32_t>(*hint);
   }
 
   std::optional<Value> evalMethod(const MethodExpr &method, Frame &frame) {

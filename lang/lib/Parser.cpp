@@ -105,6 +105,18 @@ private:
     case CollParser::UNTERMINATED_COMMENT: return "unterminated /* comment";
     default: break;
     }
+    // A keyword where only a name fits: say so rather than list what fits.
+    llvm::StringRef text = src.text(tok);
+    if (parser && tok->getType() != CollParser::ID && !text.empty() &&
+        (llvm::isAlpha(text.front()) || text.front() == '_') &&
+        llvm::all_of(text,
+                     [](char c) { return llvm::isAlnum(c) || c == '_'; })) {
+      std::vector<ssize_t> expected = parser->getExpectedTokens().toList();
+      if (expected.size() == 1 &&
+          expected.front() == static_cast<ssize_t>(CollParser::ID))
+        return "'" + text.str() +
+               "' is a reserved word and cannot be used as a name";
+    }
     std::string message = tok->getType() == antlr4::Token::EOF
                               ? "unexpected end of file"
                               : "unexpected '" + src.text(tok).str() + "'";

@@ -149,8 +149,9 @@ TEST(InterpTest, Params) {
             "test: error: -D M: the program has no parameter named 'M'\n");
   // A function may read a parameter only once its declaration has run.
   EXPECT_EQ(run("fn f() { return P }\nlet x = f()\nparam P = 1"),
-            "test.coll:2:17: error: parameter 'P' is used before its "
-            "declaration is evaluated");
+            "test.coll:2:17: error: 'P' is used before its declaration is "
+            "evaluated (a function that reads it ran before the "
+            "declaration)");
 }
 
 TEST(InterpTest, Assert) {

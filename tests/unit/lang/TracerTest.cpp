@@ -401,7 +401,8 @@ TEST(TracerTest, ReferenceErrors) {
             "test.coll:2:18: error: expected a buffer, got an integer");
   EXPECT_EQ(
       run("chunk(0, input, 0).copy(0, input, 0, ch = -1)"),
-      "test.coll:2:43: error: ch must be between 0 and 2147483647, got -1");
+      "test.coll:2:43: error: ch must be between 0 and 2147483647 (or auto), "
+      "got -1");
   EXPECT_EQ(run("let s = scratch(\"\")"),
             "test.coll:2:17: error: a scratch buffer needs a non-empty name");
 }

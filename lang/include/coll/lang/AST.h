@@ -59,7 +59,8 @@ llvm::StringRef spelling(OptionKind kind);
 /// current function's frame, or one of the predefined buffers.
 struct Binding {
   enum class Kind : uint8_t {
-    Unresolved, Global, Local, Input, Output, Scratch
+    Unresolved, Global, Local, Input, Output, Scratch,
+    Auto, ///< `auto`: no scheduling hint
   };
   Kind kind = Kind::Unresolved;
   uint32_t slot = 0; ///< for Global and Local
