@@ -146,16 +146,18 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   prog.maxParallel = static_cast<int32_t>(maxParallel);
   prog.channelStride = static_cast<int32_t>(channelStride);
 
-  // Program tb ids: a local operation runs on one tb, and every lane's ids
-  // must stay in range.
+  // Program tb ids: a local operation runs on one tb (its sendtb when the
+  // two differ), and every lane's ids must stay in range.
   std::vector<int64_t> maxTb(spec.nranks, -1);
+  const char *warnedAt = nullptr; // once per source location
   for (const lang::ChunkOp &op : dag.ops) {
     if (op.src.rank == op.dst.rank && op.sendTb >= 0 && op.recvTb >= 0 &&
-        op.sendTb != op.recvTb) {
-      diags.error(op.loc, "a local operation runs on one tb, but sendtb=" +
-                              llvm::Twine(op.sendTb) + " and recvtb=" +
-                              llvm::Twine(op.recvTb) + " differ");
-      return false;
+        op.sendTb != op.recvTb && op.loc.getPointer() != warnedAt) {
+      warnedAt = op.loc.getPointer();
+      diags.warning(op.loc, "a local operation runs on one tb: this one runs "
+                            "on its sendtb=" +
+                                llvm::Twine(op.sendTb) + "; recvtb=" +
+                                llvm::Twine(op.recvTb) + " is ignored");
     }
     maxTb[op.src.rank] = std::max<int64_t>(maxTb[op.src.rank], op.sendTb);
     maxTb[op.dst.rank] = std::max<int64_t>(maxTb[op.dst.rank], op.recvTb);
@@ -306,7 +308,8 @@ void lower(Program &prog) {
         local.rank = op.src.rank;
         local.src = readSrc;
         local.dst = writeDst;
-        local.sendTbHint = laneTb(local.rank, std::max(op.sendTb, op.recvTb));
+        local.sendTbHint =
+            laneTb(local.rank, op.sendTb >= 0 ? op.sendTb : op.recvTb);
         local.key = {id, 0};
         prog.instrs.push_back(local);
       } else {

@@ -149,7 +149,8 @@ struct Program {
   /// one assignChannels chose.
   std::vector<int32_t> opChannel;
   std::vector<Instr> instrs;
-  /// tbs[rank][id]; ids the program named stay, holes are empty tbs.
+  /// tbs[rank][id]; the ids the program named in their order, then the
+  /// others, dense (ids nothing uses are dropped).
   std::vector<std::vector<Threadblock>> tbs;
   Ordering ordering = Ordering::Simulated;
   bool fused = false;

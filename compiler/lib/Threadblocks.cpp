@@ -290,7 +290,8 @@ void ThreadblockAssigner::assign(bool pairPeers) {
     }
   }
 
-  // Program ids stay; the other tbs follow in order of first use.
+  // Program ids keep their order; the other tbs follow in order of first
+  // use.
   prog.tbs.assign(prog.layout.nranks, {});
   std::vector<int32_t> idOf(comps.size(), -1);
   for (int32_t r = 0; r < prog.layout.nranks; ++r) {
@@ -299,6 +300,17 @@ void ThreadblockAssigner::assign(bool pairPeers) {
       next = std::max(next, comps[c].programId + 1);
     for (uint32_t c : rankComps[r])
       idOf[c] = comps[c].programId >= 0 ? comps[c].programId : next++;
+    // Ids nothing uses are dropped, keeping the order of the others, so that
+    // the IR has no empty tbs (`sendtb = 5` alone on a rank is its tb 0).
+    std::vector<int32_t> dense(next, -1);
+    for (uint32_t c : rankComps[r])
+      dense[idOf[c]] = 0;
+    next = 0;
+    for (int32_t &id : dense)
+      if (id == 0)
+        id = next++;
+    for (uint32_t c : rankComps[r])
+      idOf[c] = dense[idOf[c]];
     prog.tbs[r].resize(next);
     for (uint32_t c : rankComps[r]) {
       Threadblock &tb = prog.tbs[r][idOf[c]];
