@@ -247,8 +247,10 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
       (reduce && !checkDefined(op.dst, sites.dst)))
     return false;
   SlotRange src = canonical(op.src), dst = canonical(op.dst);
+  // Located at the operation that writes (the `.copy`/`.reduce`), not at
+  // the reference it writes through.
   if (dst.buffer.kind == ir::BufferKind::Input && !s.inplace) {
-    diags.error(sites.dst, "cannot write to " + describe(op.dst) +
+    diags.error(sites.call, "cannot write to " + describe(op.dst) +
                                ": the input of an out-of-place collective is "
                                "read-only");
     return false;
