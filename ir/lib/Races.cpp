@@ -119,7 +119,7 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
       for (uint32_t m : next[n])
         if (--pending[m] == 0)
           ready.push_back(m);
-      auto [t, s] = where[n];
+      int32_t t = where[n].first, s = where[n].second;
       const Step &st = step(n);
       Knowledge &mine = knowledge[t];
       if (st.hasDependency()) {

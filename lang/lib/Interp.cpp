@@ -24,6 +24,7 @@
 #include "llvm/Support/thread.h"
 
 #include <array>
+#include <cstdio>
 #include <variant>
 
 using namespace coll;
@@ -167,9 +168,11 @@ private:
     steps += cost;
     char here;
     uintptr_t stackUse = stackBase - reinterpret_cast<uintptr_t>(&here);
-    if (steps > limits::MaxSteps)
+    uint64_t maxSteps = overrides.maxSteps ? overrides.maxSteps
+                                           : limits::MaxSteps;
+    if (steps > maxSteps)
       diags.error(loc, "the program runs too long (more than " +
-                           llvm::Twine(limits::MaxSteps) +
+                           llvm::Twine(maxSteps) +
                            " evaluation steps); does a loop never end?");
     else if (depth > MaxEvalDepth || stackUse > MaxStackUse)
       diags.error(loc, "evaluation is nested too deeply (recursive calls "
@@ -490,6 +493,22 @@ private:
         std::optional<std::string> name = evalAs<std::string>(value, globals);
         if (!name)
           return false;
+        // The name becomes an XML attribute, which cannot hold control
+        // characters (XML 1.0 has no way to write most of them).
+        auto control = llvm::find_if(*name, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+        if (control != name->end()) {
+          char hex[3];
+          std::snprintf(hex, sizeof hex, "%02X",
+                        static_cast<unsigned char>(*control));
+          fail(value.loc,
+               "the algorithm name may not contain control characters (byte "
+               "0x" +
+                   llvm::Twine(hex) + " at offset " +
+                   llvm::Twine(control - name->begin()) + ")");
+          return false;
+        }
         options.name = std::move(*name);
         continue;
       }
@@ -660,12 +679,27 @@ private:
       joined->insert(joined->end(), b.begin(), b.end());
       return Value(ListPtr(std::move(joined)));
     }
+    // String concatenation (names of scratch buffers); an integer operand
+    // is written in decimal.
+    if (op == BinaryOp::Add &&
+        (lhs->get<std::string>() || rhs->get<std::string>()) &&
+        (lhs->get<std::string>() || lhs->get<int64_t>()) &&
+        (rhs->get<std::string>() || rhs->get<int64_t>())) {
+      auto text = [](const Value &v) {
+        const std::string *s = v.get<std::string>();
+        return s ? *s : std::to_string(*v.get<int64_t>());
+      };
+      std::string joined = text(*lhs) + text(*rhs);
+      if (!tick(binary.opLoc, joined.size()))
+        return std::nullopt;
+      return Value(std::move(joined));
+    }
     const int64_t *a = lhs->get<int64_t>(), *b = rhs->get<int64_t>();
     if (!a || !b)
       return fail(binary.opLoc,
                   "'" + spelled + "' needs two integers" +
-                      (op == BinaryOp::Add ? " or two lists" : "") + ", got " +
-                      typeName(*lhs) + " and " + typeName(*rhs));
+                      (op == BinaryOp::Add ? ", two lists or a string" : "") +
+                      ", got " + typeName(*lhs) + " and " + typeName(*rhs));
     int64_t result = 0;
     bool overflow = false;
     switch (op) {
@@ -775,9 +809,20 @@ private:
       return ref ? std::optional<Value>(Value(*ref)) : std::nullopt;
     }
     case Builtin::Scratch: {
-      std::optional<std::string> name = evalAs<std::string>(*args[0], frame);
-      if (!name)
+      // A name or an integer key (`scratch(3)` is `scratch("3")`), so that
+      // programs can compute buffer names.
+      std::optional<Value> key = eval(*args[0], frame);
+      if (!key)
         return std::nullopt;
+      std::optional<std::string> name;
+      if (const int64_t *number = key->get<int64_t>())
+        name = std::to_string(*number);
+      else if (const std::string *text = key->get<std::string>())
+        name = *text;
+      else
+        return fail(args[0]->loc, "a scratch buffer is named by a string or "
+                                  "an integer, got " +
+                                      typeName(*key));
       if (name->empty())
         return fail(args[0]->loc, "a scratch buffer needs a non-empty name");
       return Value(tracer.scratch(*name));
@@ -942,10 +987,23 @@ private:
         std::optional<int32_t> rank = evalRank(*args[0], frame);
         std::optional<BufferId> buffer =
             rank ? evalAs<BufferId>(*args[1], frame) : std::nullopt;
-        std::optional<int64_t> index =
-            buffer ? evalAs<int64_t>(*args[2], frame) : std::nullopt;
+        // Without an index a copy to a scratch buffer appends to it.
+        std::optional<int64_t> index;
+        if (buffer && args[2])
+          index = evalAs<int64_t>(*args[2], frame);
+        else if (buffer && buffer->kind == ir::BufferKind::Scratch)
+          index = tracer.scratchEnd(*rank, *buffer);
+        else if (buffer)
+          return fail(method.nameLoc,
+                      "copy needs an index into " +
+                          llvm::Twine(buffer->kind == ir::BufferKind::Input
+                                          ? "input"
+                                          : "output") +
+                          " (only a copy to a scratch buffer may leave it "
+                          "out, to append)");
         std::optional<SlotRange> dst =
-            index ? makeRef(*rank, *buffer, *index, self->size, *args[2],
+            index ? makeRef(*rank, *buffer, *index, self->size,
+                            args[2] ? *args[2] : *args[1],
                             /*destination=*/true)
                   : std::nullopt;
         if (!dst)

@@ -156,6 +156,11 @@ BufferId Tracer::scratch(llvm::StringRef name) {
   return {ir::BufferKind::Scratch, it->second};
 }
 
+int32_t Tracer::scratchEnd(int32_t rank, BufferId buffer) const {
+  assert(buffer.kind == ir::BufferKind::Scratch && "only scratch appends");
+  return static_cast<int32_t>(slots[rank][bufferSlot(buffer)].size());
+}
+
 SlotRange Tracer::canonical(const SlotRange &ref) const {
   const CollectiveSpec &s = dag.collective;
   if (!s.inplace || ref.buffer.kind == ir::BufferKind::Scratch)

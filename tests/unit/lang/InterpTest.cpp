@@ -70,8 +70,13 @@ TEST(InterpTest, Lists) {
   EXPECT_EQ(run("let x = [1][1]"), "test.coll:2:13: error: index 1 is out of "
                                    "range (the list has 1 elements)");
   EXPECT_EQ(run("let x = [1] + 1"),
-            "test.coll:2:13: error: '+' needs two integers or two lists, got a "
-            "list and an integer");
+            "test.coll:2:13: error: '+' needs two integers, two lists or a "
+            "string, got a list and an integer");
+  // Strings concatenate, with integers written in decimal.
+  EXPECT_EQ(run("assert(\"s\" + 1 + 2 == \"s12\", \"concat\")"), "");
+  EXPECT_EQ(run("let x = \"s\" + true"),
+            "test.coll:2:13: error: '+' needs two integers, two lists or a "
+            "string, got a string and a boolean");
   EXPECT_EQ(run("let x = len(3)"),
             "test.coll:2:13: error: expected a list, got an integer");
 }
@@ -169,6 +174,15 @@ TEST(InterpTest, RunawayPrograms) {
       run("for i in 0..9223372036854775807 { }"),
       "test.coll:2:1: error: the program runs too long (more than 50000000 "
       "evaluation steps); does a loop never end?");
+  // A tool may give a smaller budget (the fuzzer does).
+  Overrides small;
+  small.maxSteps = 1000;
+  EXPECT_EQ(firstLine(trace("collective allreduce(ranks = 1, inplace = "
+                            "true)\nwhile true { }\n",
+                            small)
+                          .diags),
+            "test.coll:2:7: error: the program runs too long (more than 1000 "
+            "evaluation steps); does a loop never end?");
   // Recursion inside deeply nested blocks exhausts the nesting budget before
   // the call limit, with an error rather than a stack overflow.
   std::string nested = "fn g(n) {\n";
@@ -196,6 +210,14 @@ TEST(InterpTest, Options) {
   EXPECT_EQ(dag.options.instances, 2);
   EXPECT_TRUE(dag.options.manualThreadblocks);
   EXPECT_EQ(dag.options.minBytes, 1024u);
+  // The name becomes an XML attribute: no control characters (found by
+  // CollFuzzer, a NUL byte inside the string literal).
+  EXPECT_EQ(run(std::string("option name = \"ab\0c\"", 20)),
+            "test.coll:2:15: error: the algorithm name may not contain "
+            "control characters (byte 0x00 at offset 2)");
+  EXPECT_EQ(run("option name = \"a\\tb\""),
+            "test.coll:2:15: error: the algorithm name may not contain "
+            "control characters (byte 0x09 at offset 1)");
 
   EXPECT_EQ(run("option instances = 0"),
             "test.coll:2:20: error: instances must be between 1 and "
