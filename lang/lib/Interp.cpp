@@ -607,6 +607,13 @@ private:
       return evalUnary(llvm::cast<UnaryExpr>(expr), frame);
     case Expr::Kind::Binary:
       return evalBinary(llvm::cast<BinaryExpr>(expr), frame);
+    case Expr::Kind::Cond: {
+      auto &cond = llvm::cast<CondExpr>(expr);
+      std::optional<bool> which = evalAs<bool>(*cond.cond, frame);
+      if (!which)
+        return std::nullopt;
+      return eval(*(*which ? cond.then : cond.otherwise), frame);
+    }
     case Expr::Kind::Index: {
       auto &index = llvm::cast<IndexExpr>(expr);
       std::optional<ListPtr> list = evalAs<ListPtr>(*index.base, frame);

@@ -151,10 +151,13 @@ private:
       });
       return true;
     };
+    // `if` starts an expression (`if c then a else b`) as well as a
+    // statement.
     static const llvm::StringRef exprStart[] = {
-        "INT", "ID", "STRING", "'true'", "'false'", "'('", "'['", "'-'", "'!'"};
+        "INT", "ID",  "STRING", "'true'", "'false'",
+        "'('", "'['", "'-'",    "'!'",    "'if'"};
     static const llvm::StringRef stmtStart[] = {
-        "'let'", "'for'", "'while'", "'if'", "'return'", "'parallelize'"};
+        "'let'", "'for'", "'while'", "'return'", "'parallelize'"};
     static const llvm::StringRef declStart[] = {"'param'", "'collective'",
                                                 "'option'", "'fn'"};
     static const llvm::StringRef operators[] = {
@@ -460,6 +463,13 @@ private:
       binary->lhs = buildExpr(c->expr(0));
       binary->rhs = buildExpr(c->expr(1));
       return binary;
+    }
+    if (auto *c = dynamic_cast<CollParser::CondExprContext *>(ctx)) {
+      auto cond = make<ast::CondExpr>(at);
+      cond->cond = buildExpr(c->expr(0));
+      cond->then = buildExpr(c->expr(1));
+      cond->otherwise = buildExpr(c->expr(2));
+      return cond;
     }
     if (auto *c = dynamic_cast<CollParser::IndexExprContext *>(ctx)) {
       auto index = make<ast::IndexExpr>(at);

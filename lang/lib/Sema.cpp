@@ -445,6 +445,13 @@ private:
       return;
     case Expr::Kind::Unary:
       return resolveExpr(*llvm::cast<UnaryExpr>(expr).operand);
+    case Expr::Kind::Cond: {
+      auto &cond = llvm::cast<CondExpr>(expr);
+      resolveExpr(*cond.cond);
+      resolveExpr(*cond.then);
+      resolveExpr(*cond.otherwise);
+      return;
+    }
     case Expr::Kind::Binary: {
       auto &binary = llvm::cast<BinaryExpr>(expr);
       resolveExpr(*binary.lhs);

@@ -113,6 +113,16 @@ TEST(InterpTest, Conditionals) {
                 "return 1 } }\nassert(sign(-5) == -1 && sign(0) == 0 && "
                 "sign(3) == 1)"),
             "");
+  // The conditional expression evaluates one branch only, binds loosest
+  // and nests in its else branch.
+  EXPECT_EQ(run("fn sign(x) { return if x < 0 then -1 else if x == 0 then 0 "
+                "else 1 }\nassert(sign(-5) == -1 && sign(0) == 0 && "
+                "sign(3) == 1)"),
+            "");
+  EXPECT_EQ(run("assert((if true then 1 else 1 / 0) + 1 == 2)"), "");
+  EXPECT_EQ(run("assert(if false then false else 1 + 1 == 2)"), "");
+  EXPECT_EQ(run("let x = if 1 then 2 else 3"),
+            "test.coll:2:12: error: expected a boolean, got an integer");
 }
 
 TEST(InterpTest, Functions) {
