@@ -123,9 +123,10 @@ uint32_t ThreadblockAssigner::endpointOf(const Instr &instr, bool sending) {
 //===----------------------------------------------------------------------===//
 
 /// Joins instruction `by`'s endpoint (`sending` or receiving) with the tb
-/// the program named for it, or reports why they cannot be one tb: naming
-/// both operations, the current one at its place and the other one by line
-/// and with a note.
+/// the program named for it. Where they cannot be one tb the hint yields
+/// with `threadblocks = auto`; with `manual` the conflict is reported,
+/// naming both operations, the current one at its place and the other one
+/// by line and with a note.
 bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
   const Instr &instr = prog.instrs[by];
   int32_t tb = sending ? instr.sendTbHint : instr.recvTbHint;
@@ -140,6 +141,11 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
     merge(end, named);
     return true;
   }
+  // With `threadblocks = auto` the program's ids are hints, as msccl-tools
+  // treats them: one that conflicts with what earlier operations made of
+  // that tb yields, and the endpoint gets a tb of the compiler's choosing.
+  if (!prog.dag->options.manualThreadblocks)
+    return true;
 
   std::string rank = "rank " + std::to_string(instr.rank);
   std::string tbName = "tb " + std::to_string(tb) + " of " + rank;

@@ -124,21 +124,55 @@ chunk(0, output, 0).copy(1, output, 0, sendtb = 1, recvtb = 0)
   EXPECT_EQ(tbs(c.alg(), 1), "-1/0/0 -1/0/1");
 }
 
-TEST(ManualThreadblocks, TwoSendPeersInOneTb) {
+TEST(AutoThreadblocks, ConflictingTbHintsYield) {
+  // The programs of the manual tests below, with threadblocks = auto: the
+  // hints that conflict yield, and each compiles and verifies.
+  for (const char *source : {R"(
+collective broadcast(ranks = 3, chunks = 1, root = 0)
+chunk(0, input, 0).copy(0, output, 0)
+chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0)
+chunk(0, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0)
+)",
+                             R"(
+collective broadcast(ranks = 3, chunks = 1, root = 0)
+chunk(0, input, 0).copy(0, output, 0)
+chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0, ch = 0)
+chunk(1, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0, ch = 1)
+)"}) {
+    Compilation c(source);
+    EXPECT_TRUE(c.ok()) << c.text();
+    EXPECT_EQ(c.text(), "");
+  }
+  // Rank 0 sends to ranks 1 and 2: two tbs, whatever the hints said.
   Compilation c(R"(
 collective broadcast(ranks = 3, chunks = 1, root = 0)
 chunk(0, input, 0).copy(0, output, 0)
 chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0)
 chunk(0, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0)
 )");
+  ASSERT_TRUE(c.ok());
+  int sending = 0;
+  for (const ir::ThreadBlock &tb : c.alg().gpus[0].tbs)
+    sending += tb.sendPeer >= 0;
+  EXPECT_EQ(sending, 2);
+}
+
+TEST(ManualThreadblocks, TwoSendPeersInOneTb) {
+  Compilation c(R"(
+collective broadcast(ranks = 3, chunks = 1, root = 0)
+option threadblocks = manual
+chunk(0, input, 0).copy(0, output, 0)
+chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0)
+chunk(0, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0)
+)");
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.text(),
-            "test.coll:5:21: error: tb 0 of rank 0 would need two send peers: "
-            "it would send to rank 2 here and rank 1 at line 4:21; a tb has "
+            "test.coll:6:21: error: tb 0 of rank 0 would need two send peers: "
+            "it would send to rank 2 here and rank 1 at line 5:21; a tb has "
             "one send peer\n"
             "chunk(0, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0)\n"
             "                    ^\n"
-            "test.coll:4:21: note: the other operation is here\n"
+            "test.coll:5:21: note: the other operation is here\n"
             "chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0)\n"
             "                    ^\n");
 }
@@ -146,17 +180,18 @@ chunk(0, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0)
 TEST(ManualThreadblocks, TwoTbsOnOneConnectionDirection) {
   Compilation c(R"(
 collective allgather(ranks = 2, chunks = 2)
+option threadblocks = manual
 for j in 0..2 {
     chunk(0, input, j).copy(0, output, j)
     chunk(1, input, j).copy(1, output, 2 + j)
-    chunk(1, input, j).copy(0, output, 2 + j)
+    chunk(1, input, j).copy(0, output, 2 + j, sendtb = 2, recvtb = 2)
     chunk(0, input, j).copy(1, output, j, sendtb = j, recvtb = 0)
 }
 )");
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.firstLine(),
-            "test.coll:7:24: error: rank 0 sends to rank 1 on channel 0 from "
-            "tb 1 here but from tb 0 at line 7:24: one tb per rank drives "
+            "test.coll:8:24: error: rank 0 sends to rank 1 on channel 0 from "
+            "tb 1 here but from tb 0 at line 8:24: one tb per rank drives "
             "each direction of a connection");
   EXPECT_NE(c.text().find("note: the other operation is here"),
             std::string::npos);
@@ -165,14 +200,15 @@ for j in 0..2 {
 TEST(ManualThreadblocks, TwoChannelsInOneTb) {
   Compilation c(R"(
 collective broadcast(ranks = 3, chunks = 1, root = 0)
+option threadblocks = manual
 chunk(0, input, 0).copy(0, output, 0)
 chunk(0, output, 0).copy(1, output, 0, sendtb = 0, recvtb = 0, ch = 0)
 chunk(1, output, 0).copy(2, output, 0, sendtb = 0, recvtb = 0, ch = 1)
 )");
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.firstLine(),
-            "test.coll:5:21: error: tb 0 of rank 1 would need two channels: "
-            "channel 1 here and channel 0 at line 4:21; a tb has one channel");
+            "test.coll:6:21: error: tb 0 of rank 1 would need two channels: "
+            "channel 1 here and channel 0 at line 5:21; a tb has one channel");
 }
 
 TEST(ManualThreadblocks, LocalOperationOnTwoTbs) {
