@@ -293,6 +293,11 @@ public:
       const Gpu &gpu = alg.gpus[r];
       inChunks.push_back(std::max(gpu.inputChunks, def.inputChunks));
       outChunks.push_back(std::max(gpu.outputChunks, def.outputChunks));
+      // In place a custom collective aliases output chunk j with input
+      // chunk j: the owner must be able to hold either.
+      if (inplace && alg.collective == Collective::Custom)
+        inChunks.back() = outChunks.back() =
+            std::max(inChunks.back(), outChunks.back());
       base[r + 1] = base[r] + uint32_t(inChunks[r]) + uint32_t(outChunks[r]) +
                     uint32_t(gpu.scratchChunks);
     }
@@ -438,6 +443,7 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg,
                                                const Analysis &analysis,
                                                const Definition &def,
                                                bool inplace) {
+  assert(def.nranks == alg.ngpus() && "a definition for another rank count");
   Memory mem(alg, def, inplace);
   const std::vector<StepRef> &order = analysis.topologicalOrder;
   // What each position's data came from (its sender, or the writer of what

@@ -96,7 +96,7 @@ struct WrongResult {
 /// Symbolic execution of `alg` in `analysis.topologicalOrder` with the
 /// memory of one call mode; out of place, the input must stay unchanged.
 /// Meaningful only for race-free algorithms (then every order computes the
-/// same).
+/// same). `definition` must be for alg.ngpus() ranks.
 std::optional<WrongResult> executeSymbolically(const Algorithm &alg,
                                                const Analysis &analysis,
                                                const Definition &definition,
