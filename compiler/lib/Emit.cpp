@@ -79,7 +79,7 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
       llvm::sort(need);
       llvm::SmallVector<Wait, 1> &kept = waits[x];
       for (size_t i = 0; i < need.size(); ++i) {
-        auto [tb, pos] = need[i];
+        int32_t tb = need[i].first, pos = need[i].second;
         bool implied =
             (i + 1 < need.size() && need[i + 1].first == tb) ||
             known(mine, tb) >= pos || llvm::any_of(need, [&](Wait other) {

@@ -2,7 +2,8 @@
 //
 // The first three passes (docs/COMPILER.md):
 //
-//  buildLayout  R = instances * lcm(parallel factors); traced chunk j becomes
+//  buildLayout  channels of the operations (assignChannels, Channels.cpp);
+//               R = instances * lcm(parallel factors); traced chunk j becomes
 //               refined chunks [j*R, (j+1)*R). An operation is cut into
 //               instances * parallel contiguous parts; part q runs on lane
 //               (q / parallel) * maxParallel + q % parallel, and lane l uses
@@ -26,29 +27,6 @@
 namespace coll::compiler {
 
 using ir::BufferKind;
-
-Slot inPlaceOwner(ir::Collective kind, int32_t rank, int32_t chunksPerBlock,
-                  Slot slot) {
-  switch (kind) {
-  case ir::Collective::AllGather:
-  case ir::Collective::Gather:
-    // The input is block `rank` of the output.
-    if (slot.buf == BufferKind::Input)
-      return {BufferKind::Output, rank * chunksPerBlock + slot.off};
-    break;
-  case ir::Collective::ReduceScatter:
-  case ir::Collective::Scatter:
-    // The output is block `rank` of the input.
-    if (slot.buf == BufferKind::Output)
-      return {BufferKind::Input, rank * chunksPerBlock + slot.off};
-    break;
-  default:
-    if (slot.buf == BufferKind::Output)
-      return {BufferKind::Input, slot.off};
-    break;
-  }
-  return slot;
-}
 
 uint32_t Layout::cell(int32_t rank, Slot slot) const {
   if (aliasCells)
@@ -118,11 +96,11 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   layout.nranks = spec.nranks;
   layout.traceInPlace = spec.inplace;
 
+  assignChannels(dag, prog);
   int64_t lcm = 1, maxParallel = 1, maxChannel = 0;
   for (const lang::ChunkOp &op : dag.ops) {
     lcm = std::lcm(lcm, int64_t(op.parallel));
     maxParallel = std::max<int64_t>(maxParallel, op.parallel);
-    maxChannel = std::max<int64_t>(maxChannel, op.channel);
     if (lcm > MaxCells) {
       diags.error(op.loc, "the parallel factors of the program refine each "
                           "chunk into more than " +
@@ -153,11 +131,13 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
                               llvm::Twine(MaxCells) + ")");
     return false;
   }
+  for (int32_t channel : prog.opChannel)
+    maxChannel = std::max<int64_t>(maxChannel, channel);
   int64_t channelStride = maxChannel + 1;
   if (channelStride * lanes > MaxChannels) {
     diags.error(spec.loc,
                 "the program needs " + llvm::Twine(channelStride * lanes) +
-                    " channels (channel hints up to " +
+                    " channels (channels up to " +
                     llvm::Twine(maxChannel) + " on " + llvm::Twine(lanes) +
                     " lanes), more than " + llvm::Twine(MaxChannels));
     return false;
@@ -166,16 +146,18 @@ bool buildLayout(const lang::ChunkDag &dag, Program &prog,
   prog.maxParallel = static_cast<int32_t>(maxParallel);
   prog.channelStride = static_cast<int32_t>(channelStride);
 
-  // Program tb ids: a local operation runs on one tb, and every lane's ids
-  // must stay in range.
+  // Program tb ids: a local operation runs on one tb (its sendtb when the
+  // two differ), and every lane's ids must stay in range.
   std::vector<int64_t> maxTb(spec.nranks, -1);
+  const char *warnedAt = nullptr; // once per source location
   for (const lang::ChunkOp &op : dag.ops) {
     if (op.src.rank == op.dst.rank && op.sendTb >= 0 && op.recvTb >= 0 &&
-        op.sendTb != op.recvTb) {
-      diags.error(op.loc, "a local operation runs on one tb, but sendtb=" +
-                              llvm::Twine(op.sendTb) + " and recvtb=" +
-                              llvm::Twine(op.recvTb) + " differ");
-      return false;
+        op.sendTb != op.recvTb && op.loc.getPointer() != warnedAt) {
+      warnedAt = op.loc.getPointer();
+      diags.warning(op.loc, "a local operation runs on one tb: this one runs "
+                            "on its sendtb=" +
+                                llvm::Twine(op.sendTb) + "; recvtb=" +
+                                llvm::Twine(op.recvTb) + " is ignored");
     }
     maxTb[op.src.rank] = std::max<int64_t>(maxTb[op.src.rank], op.sendTb);
     maxTb[op.dst.rank] = std::max<int64_t>(maxTb[op.dst.rank], op.recvTb);
@@ -312,7 +294,7 @@ void lower(Program &prog) {
         return tb < 0 ? -1 : tb + lane * prog.tbStride[rank];
       };
       Instr base;
-      base.channel = std::max(op.channel, 0) + lane * prog.channelStride;
+      base.channel = prog.opChannel[o] + lane * prog.channelStride;
       base.lane = lane;
       base.count = width;
       base.op = o;
@@ -326,7 +308,8 @@ void lower(Program &prog) {
         local.rank = op.src.rank;
         local.src = readSrc;
         local.dst = writeDst;
-        local.sendTbHint = laneTb(local.rank, std::max(op.sendTb, op.recvTb));
+        local.sendTbHint =
+            laneTb(local.rank, op.sendTb >= 0 ? op.sendTb : op.recvTb);
         local.key = {id, 0};
         prog.instrs.push_back(local);
       } else {

@@ -26,7 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Program.h"
-#include "Simulation.h"
+#include "coll/ir/Simulation.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -34,6 +34,9 @@
 
 namespace coll::compiler {
 namespace {
+
+using ir::NoNode;
+using ir::SimGraph;
 
 /// The simulation graph of the live instructions, nodes in instruction
 /// order. With `gateChains`, the head of every chain also waits for the
@@ -103,7 +106,7 @@ bool order(Program &prog) {
   };
 
   SimGraph gated = buildGraph(prog, /*gateChains=*/true, instrOf, nodeOf);
-  if (auto orders = listSchedule(gated, FifoSlots)) {
+  if (auto orders = ir::listSchedule(gated, FifoSlots)) {
     setOrders(*orders);
     prog.ordering = Ordering::Simulated;
     return true;
@@ -122,7 +125,7 @@ bool order(Program &prog) {
         orders.back().push_back(nodeOf[x]);
     }
   prog.ordering = Ordering::ProgramOrder;
-  return runOrders(graph, orders, FifoSlots).empty();
+  return ir::runOrders(graph, orders, FifoSlots).empty();
 }
 
 } // namespace coll::compiler

@@ -17,6 +17,7 @@
 #define COLL_COMPILER_PROGRAM_H
 
 #include "coll/compiler/Compiler.h"
+#include "coll/ir/Memory.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -42,19 +43,10 @@ inline constexpr int32_t FifoSlots = 8;
 // Buffers
 //===----------------------------------------------------------------------===//
 
-/// A chunk of a buffer as the IR names it: `i`, `o` or `s`, and an offset in
-/// refined chunks (scratch offsets include the base of the named buffer).
-struct Slot {
-  ir::BufferKind buf = ir::BufferKind::Input;
-  int32_t off = 0;
-  friend bool operator==(const Slot &, const Slot &) = default;
-};
-
-/// In place, the buffer that owns the memory of `slot` and the slot there,
-/// as NCCL aliases them (docs/LANGUAGE.md, "In place"); `chunksPerBlock` is
-/// refined. The identity for scratch.
-Slot inPlaceOwner(ir::Collective kind, int32_t rank, int32_t chunksPerBlock,
-                  Slot slot);
+/// A chunk of a buffer as the IR names it (scratch offsets include the base
+/// of the named buffer), and in-place aliasing (coll/ir/Memory.h).
+using ir::Slot;
+using ir::inPlaceOwner;
 
 /// The refined geometry of a compilation: how traced slots map to IR slots
 /// and to *cells*, the units of memory that dependencies are computed on.
@@ -153,8 +145,12 @@ struct Program {
   /// Per rank: how far apart the program's tb ids of consecutive lanes are
   /// (the rank's largest id + 1).
   std::vector<int32_t> tbStride;
+  /// The channel of each traced operation before lanes: its hint, or the
+  /// one assignChannels chose.
+  std::vector<int32_t> opChannel;
   std::vector<Instr> instrs;
-  /// tbs[rank][id]; ids the program named stay, holes are empty tbs.
+  /// tbs[rank][id]; the ids the program named in their order, then the
+  /// others, dense (ids nothing uses are dropped).
   std::vector<std::vector<Threadblock>> tbs;
   Ordering ordering = Ordering::Simulated;
   bool fused = false;
@@ -190,7 +186,15 @@ inline void learn(Knowledge &knowledge, Wait fact) {
 // Passes (docs/COMPILER.md), in pipeline order
 //===----------------------------------------------------------------------===//
 
-/// Refinement and geometry: R, lanes, channels, scratch layout, cells.
+/// Channels automatic channels spread flows over, lanes included.
+inline constexpr int32_t MaxAutoChannels = 32;
+
+/// A channel for every operation: its hint, or one that keeps independent
+/// flows apart (Channels.cpp).
+void assignChannels(const lang::ChunkDag &dag, Program &prog);
+
+/// Refinement and geometry: channels (assignChannels), R, lanes, scratch
+/// layout, cells.
 /// Reports programs whose refinement or hints are out of range.
 bool buildLayout(const lang::ChunkDag &dag, Program &prog,
                  lang::DiagnosticEngine &diags);

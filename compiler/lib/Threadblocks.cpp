@@ -123,9 +123,10 @@ uint32_t ThreadblockAssigner::endpointOf(const Instr &instr, bool sending) {
 //===----------------------------------------------------------------------===//
 
 /// Joins instruction `by`'s endpoint (`sending` or receiving) with the tb
-/// the program named for it, or reports why they cannot be one tb: naming
-/// both operations, the current one at its place and the other one by line
-/// and with a note.
+/// the program named for it. Where they cannot be one tb the hint yields
+/// with `threadblocks = auto`; with `manual` the conflict is reported,
+/// naming both operations, the current one at its place and the other one
+/// by line and with a note.
 bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
   const Instr &instr = prog.instrs[by];
   int32_t tb = sending ? instr.sendTbHint : instr.recvTbHint;
@@ -140,6 +141,11 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
     merge(end, named);
     return true;
   }
+  // With `threadblocks = auto` the program's ids are hints, as msccl-tools
+  // treats them: one that conflicts with what earlier operations made of
+  // that tb yields, and the endpoint gets a tb of the compiler's choosing.
+  if (!prog.dag->options.manualThreadblocks)
+    return true;
 
   std::string rank = "rank " + std::to_string(instr.rank);
   std::string tbName = "tb " + std::to_string(tb) + " of " + rank;
@@ -290,7 +296,8 @@ void ThreadblockAssigner::assign(bool pairPeers) {
     }
   }
 
-  // Program ids stay; the other tbs follow in order of first use.
+  // Program ids keep their order; the other tbs follow in order of first
+  // use.
   prog.tbs.assign(prog.layout.nranks, {});
   std::vector<int32_t> idOf(comps.size(), -1);
   for (int32_t r = 0; r < prog.layout.nranks; ++r) {
@@ -299,6 +306,17 @@ void ThreadblockAssigner::assign(bool pairPeers) {
       next = std::max(next, comps[c].programId + 1);
     for (uint32_t c : rankComps[r])
       idOf[c] = comps[c].programId >= 0 ? comps[c].programId : next++;
+    // Ids nothing uses are dropped, keeping the order of the others, so that
+    // the IR has no empty tbs (`sendtb = 5` alone on a rank is its tb 0).
+    std::vector<int32_t> dense(next, -1);
+    for (uint32_t c : rankComps[r])
+      dense[idOf[c]] = 0;
+    next = 0;
+    for (int32_t &id : dense)
+      if (id == 0)
+        id = next++;
+    for (uint32_t c : rankComps[r])
+      idOf[c] = dense[idOf[c]];
     prog.tbs[r].resize(next);
     for (uint32_t c : rankComps[r]) {
       Threadblock &tb = prog.tbs[r][idOf[c]];

@@ -5,12 +5,12 @@
 //
 //  1. ir::verify: the IR contract, including the deadlock check over tb
 //     order, dependencies and send -> receive;
-//  2. a simulated run with 8-slot FIFOs (Simulation.h), which also finds
+//  2. a simulated run with 8-slot FIFOs (ir::findDeadlock), which also finds
 //     the deadlocks bounded FIFOs cause, and points at the steps involved;
 //  3. every traced operation scheduled exactly once: each part of it sent
 //     and received once (or run once, when local);
 //  4. symbolic execution in a topological order against the
-//     postcondition, and no races (Races.h), so that every order the
+//     postcondition, and no races (ir::findRace), so that every order the
 //     runtime may take computes the same: in the traced mode and, to decide
 //     whether to declare it, in the other mode;
 //  5. the target's runtime limits.
@@ -21,16 +21,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Program.h"
-#include "Races.h"
-#include "Simulation.h"
 #include "Symbolic.h"
+
+#include "coll/ir/Check.h"
+#include "coll/ir/Races.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace coll::compiler {
 
@@ -130,74 +129,11 @@ bool Checker::checkContract(std::optional<ir::Analysis> &analysis) {
 /// a dependency cycle (or a FIFO deadlock), reported at the operations of
 /// the steps the tbs wait at.
 bool Checker::checkDeadlock() {
-  SimGraph graph;
-  std::vector<ir::StepRef> refs;
-  std::vector<std::vector<uint32_t>> firstNode(alg.gpus.size());
-  std::vector<std::vector<uint32_t>> orders;
-  for (int32_t g = 0; g < alg.ngpus(); ++g)
-    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
-      firstNode[g].push_back(static_cast<uint32_t>(refs.size()));
-      orders.emplace_back();
-      const ir::ThreadBlock &tb = alg.gpus[g].tbs[t];
-      for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size()); ++s) {
-        orders.back().push_back(static_cast<uint32_t>(refs.size()));
-        refs.push_back({g, t, s});
-        SimGraph::Node node;
-        node.tb = static_cast<int32_t>(orders.size()) - 1;
-        node.count = tb.steps[s].count;
-        graph.nodes.push_back(node);
-      }
-    }
-  graph.numTbs = static_cast<int32_t>(orders.size());
-  for (const ir::StepRef &ref : refs) {
-    const ir::Step &step = alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
-    const auto &tbs = alg.gpus[ref.gpu].tbs;
-    if (step.hasDependency() && size_t(step.depTb) < tbs.size() &&
-        size_t(step.depStep) < tbs[step.depTb].steps.size())
-      graph.deps.push_back(firstNode[ref.gpu][step.depTb] + step.depStep);
-    graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));
-  }
-  // Connections: the k-th send of the (first) tb driving a direction meets
-  // the k-th receive of the tb driving it on the other side.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, std::pair<int32_t, int32_t>>
-      connections; // (sender, receiver, channel) -> (send tb, recv tb)
-  for (int32_t g = 0; g < alg.ngpus(); ++g)
-    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
-      const ir::ThreadBlock &tb = alg.gpus[g].tbs[t];
-      if (tb.sendPeer >= 0)
-        connections.try_emplace({g, tb.sendPeer, tb.channel}, -1, -1)
-            .first->second.first = t;
-      if (tb.recvPeer >= 0)
-        connections.try_emplace({tb.recvPeer, g, tb.channel}, -1, -1)
-            .first->second.second = t;
-    }
-  for (const auto &[key, ends] : connections) {
-    auto [sender, receiver, channel] = key;
-    if (ends.first < 0 || ends.second < 0)
-      continue;
-    std::vector<uint32_t> sends, recvs;
-    uint32_t s0 = firstNode[sender][ends.first];
-    for (const ir::Step &step : alg.gpus[sender].tbs[ends.first].steps) {
-      if (ir::stepTypeInfo(step.type).sends)
-        sends.push_back(s0);
-      ++s0;
-    }
-    uint32_t r0 = firstNode[receiver][ends.second];
-    for (const ir::Step &step : alg.gpus[receiver].tbs[ends.second].steps) {
-      if (ir::stepTypeInfo(step.type).receives)
-        recvs.push_back(r0);
-      ++r0;
-    }
-    for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
-      graph.nodes[sends[k]].feeds = recvs[k];
-      graph.nodes[recvs[k]].fedBy = sends[k];
-    }
-  }
-
-  std::vector<uint32_t> stuck = runOrders(graph, orders, FifoSlots);
-  if (stuck.empty())
+  std::optional<ir::Deadlock> dead = ir::findDeadlock(alg, FifoSlots);
+  if (!dead)
     return true;
-  ir::StepRef first = refs[stuck.front()];
+  const std::vector<ir::StepRef> &stuck = dead->stuck;
+  ir::StepRef first = stuck.front();
   diags.error(
       locOf(first),
       "deadlock: " + describeStep(first) + " waits forever, and so " +
@@ -207,8 +143,7 @@ bool Checker::checkDeadlock() {
           ": the tb orders, dependencies and connections (with " +
           std::to_string(FifoSlots) + "-slot FIFOs) form a cycle");
   for (size_t i = 1; i < stuck.size() && i <= MaxReported; ++i)
-    diags.note(locOf(refs[stuck[i]]),
-               describeStep(refs[stuck[i]]) + " waits here");
+    diags.note(locOf(stuck[i]), describeStep(stuck[i]) + " waits here");
   return false;
 }
 
@@ -297,7 +232,7 @@ std::optional<Modes> Checker::checkCorrectness() {
                                               : ": " + failure->message));
     return std::nullopt;
   }
-  if (std::optional<Race> race = findRace(alg, traced)) {
+  if (std::optional<ir::Race> race = ir::findRace(alg, traced)) {
     internalError(race->second, "nothing orders " + describeStep(race->second) +
                                     " after " + describeStep(race->first) +
                                     ", which both access " + race->memory);
@@ -311,7 +246,7 @@ std::optional<Modes> Checker::checkCorrectness() {
   bool other = (spec.kind != ir::Collective::Custom ||
                 spec.inputChunks == spec.outputChunks) &&
                !executeIR(alg, *analysis, dag, schedule.refinement, !traced) &&
-               !findRace(alg, !traced);
+               !ir::findRace(alg, !traced);
   return Modes{traced || other, !traced || other};
 }
 

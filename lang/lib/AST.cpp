@@ -270,6 +270,13 @@ private:
       end(binary.loc);
       return children({binary.lhs.get(), binary.rhs.get()});
     }
+    case Expr::Kind::Cond: {
+      auto &cond = llvm::cast<CondExpr>(expr);
+      line() << "Cond";
+      end(cond.loc);
+      return children(
+          {cond.cond.get(), cond.then.get(), cond.otherwise.get()});
+    }
     case Expr::Kind::Index: {
       auto &index = llvm::cast<IndexExpr>(expr);
       line() << "Index";

@@ -49,6 +49,7 @@ expr
   | expr op=('==' | '!=') expr                                # binaryExpr
   | expr op='&&' expr                                         # binaryExpr
   | expr op='||' expr                                         # binaryExpr
+  | 'if' expr 'then' expr 'else' expr                         # condExpr
   | ID '(' args? ')'                                          # callExpr
   | '(' expr ')'                                              # parenExpr
   | '[' (expr (',' expr)*)? ']'                               # listExpr

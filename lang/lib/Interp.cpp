@@ -24,6 +24,7 @@
 #include "llvm/Support/thread.h"
 
 #include <array>
+#include <cstdio>
 #include <variant>
 
 using namespace coll;
@@ -37,10 +38,15 @@ struct Contribution {
   int32_t rank = 0, index = 0;
 };
 
+/// `auto`: a scheduling hint left to the compiler, as a value so that
+/// helper functions can pass hints through.
+struct AutoHint {};
+
 struct Value;
 using ListPtr = std::shared_ptr<const std::vector<Value>>;
 using ValueData = std::variant<std::monostate, int64_t, bool, std::string,
-                               BufferId, SlotRange, Contribution, ListPtr>;
+                               BufferId, SlotRange, Contribution, ListPtr,
+                               AutoHint>;
 
 /// A run-time value. Lists are immutable, so they can be shared.
 struct Value {
@@ -58,7 +64,8 @@ struct Value {
 llvm::StringRef typeName(size_t alternative) {
   static const char *const names[] = {
       "nothing",  "an integer",        "a boolean",      "a string",
-      "a buffer", "a chunk reference", "a contribution", "a list"};
+      "a buffer", "a chunk reference", "a contribution", "a list",
+      "auto"};
   static_assert(std::size(names) == std::variant_size_v<ValueData>);
   return names[alternative];
 }
@@ -161,9 +168,11 @@ private:
     steps += cost;
     char here;
     uintptr_t stackUse = stackBase - reinterpret_cast<uintptr_t>(&here);
-    if (steps > limits::MaxSteps)
+    uint64_t maxSteps = overrides.maxSteps ? overrides.maxSteps
+                                           : limits::MaxSteps;
+    if (steps > maxSteps)
       diags.error(loc, "the program runs too long (more than " +
-                           llvm::Twine(limits::MaxSteps) +
+                           llvm::Twine(maxSteps) +
                            " evaluation steps); does a loop never end?");
     else if (depth > MaxEvalDepth || stackUse > MaxStackUse)
       diags.error(loc, "evaluation is nested too deeply (recursive calls "
@@ -484,6 +493,22 @@ private:
         std::optional<std::string> name = evalAs<std::string>(value, globals);
         if (!name)
           return false;
+        // The name becomes an XML attribute, which cannot hold control
+        // characters (XML 1.0 has no way to write most of them).
+        auto control = llvm::find_if(*name, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+        if (control != name->end()) {
+          char hex[3];
+          std::snprintf(hex, sizeof hex, "%02X",
+                        static_cast<unsigned char>(*control));
+          fail(value.loc,
+               "the algorithm name may not contain control characters (byte "
+               "0x" +
+                   llvm::Twine(hex) + " at offset " +
+                   llvm::Twine(control - name->begin()) + ")");
+          return false;
+        }
         options.name = std::move(*name);
         continue;
       }
@@ -553,15 +578,17 @@ private:
         return Value(BufferId{ir::BufferKind::Output, 0});
       case Binding::Kind::Scratch:
         return Value(BufferId{ir::BufferKind::Scratch, 0});
+      case Binding::Kind::Auto: return Value(AutoHint{});
       default: break;
       }
       const Value &value = slot(name.binding, frame);
-      // Only a parameter read from a function can be unset: the function ran
-      // before the parameter's declaration.
+      // Only a parameter or top-level variable read from a function can be
+      // unset: the function ran before the declaration.
       if (value.isNone())
         return fail(name.loc,
-                    "parameter '" + name.name +
-                        "' is used before its declaration is evaluated");
+                    "'" + name.name +
+                        "' is used before its declaration is evaluated (a "
+                        "function that reads it ran before the declaration)");
       return value;
     }
     case Expr::Kind::List: {
@@ -580,6 +607,13 @@ private:
       return evalUnary(llvm::cast<UnaryExpr>(expr), frame);
     case Expr::Kind::Binary:
       return evalBinary(llvm::cast<BinaryExpr>(expr), frame);
+    case Expr::Kind::Cond: {
+      auto &cond = llvm::cast<CondExpr>(expr);
+      std::optional<bool> which = evalAs<bool>(*cond.cond, frame);
+      if (!which)
+        return std::nullopt;
+      return eval(*(*which ? cond.then : cond.otherwise), frame);
+    }
     case Expr::Kind::Index: {
       auto &index = llvm::cast<IndexExpr>(expr);
       std::optional<ListPtr> list = evalAs<ListPtr>(*index.base, frame);
@@ -652,12 +686,27 @@ private:
       joined->insert(joined->end(), b.begin(), b.end());
       return Value(ListPtr(std::move(joined)));
     }
+    // String concatenation (names of scratch buffers); an integer operand
+    // is written in decimal.
+    if (op == BinaryOp::Add &&
+        (lhs->get<std::string>() || rhs->get<std::string>()) &&
+        (lhs->get<std::string>() || lhs->get<int64_t>()) &&
+        (rhs->get<std::string>() || rhs->get<int64_t>())) {
+      auto text = [](const Value &v) {
+        const std::string *s = v.get<std::string>();
+        return s ? *s : std::to_string(*v.get<int64_t>());
+      };
+      std::string joined = text(*lhs) + text(*rhs);
+      if (!tick(binary.opLoc, joined.size()))
+        return std::nullopt;
+      return Value(std::move(joined));
+    }
     const int64_t *a = lhs->get<int64_t>(), *b = rhs->get<int64_t>();
     if (!a || !b)
       return fail(binary.opLoc,
                   "'" + spelled + "' needs two integers" +
-                      (op == BinaryOp::Add ? " or two lists" : "") + ", got " +
-                      typeName(*lhs) + " and " + typeName(*rhs));
+                      (op == BinaryOp::Add ? ", two lists or a string" : "") +
+                      ", got " + typeName(*lhs) + " and " + typeName(*rhs));
     int64_t result = 0;
     bool overflow = false;
     switch (op) {
@@ -767,9 +816,20 @@ private:
       return ref ? std::optional<Value>(Value(*ref)) : std::nullopt;
     }
     case Builtin::Scratch: {
-      std::optional<std::string> name = evalAs<std::string>(*args[0], frame);
-      if (!name)
+      // A name or an integer key (`scratch(3)` is `scratch("3")`), so that
+      // programs can compute buffer names.
+      std::optional<Value> key = eval(*args[0], frame);
+      if (!key)
         return std::nullopt;
+      std::optional<std::string> name;
+      if (const int64_t *number = key->get<int64_t>())
+        name = std::to_string(*number);
+      else if (const std::string *text = key->get<std::string>())
+        name = *text;
+      else
+        return fail(args[0]->loc, "a scratch buffer is named by a string or "
+                                  "an integer, got " +
+                                      typeName(*key));
       if (name->empty())
         return fail(args[0]->loc, "a scratch buffer needs a non-empty name");
       return Value(tracer.scratch(*name));
@@ -899,7 +959,20 @@ private:
                                   llvm::StringRef name) {
     if (!expr)
       return -1;
-    return evalBounded(*expr, frame, name, 0, INT32_MAX);
+    std::optional<Value> value = eval(*expr, frame);
+    if (!value)
+      return std::nullopt;
+    if (value->get<AutoHint>())
+      return -1;
+    const int64_t *hint = value->get<int64_t>();
+    if (!hint)
+      return fail(expr->loc, name + " must be an integer or auto, got " +
+                                 typeName(*value));
+    if (*hint < 0 || *hint > INT32_MAX)
+      return fail(expr->loc, name + " must be between 0 and " +
+                                 llvm::Twine(INT32_MAX) + " (or auto), got " +
+                                 llvm::Twine(*hint));
+    return static_cast<int32_t>(*hint);
   }
 
   std::optional<Value> evalMethod(const MethodExpr &method, Frame &frame) {
@@ -921,10 +994,23 @@ private:
         std::optional<int32_t> rank = evalRank(*args[0], frame);
         std::optional<BufferId> buffer =
             rank ? evalAs<BufferId>(*args[1], frame) : std::nullopt;
-        std::optional<int64_t> index =
-            buffer ? evalAs<int64_t>(*args[2], frame) : std::nullopt;
+        // Without an index a copy to a scratch buffer appends to it.
+        std::optional<int64_t> index;
+        if (buffer && args[2])
+          index = evalAs<int64_t>(*args[2], frame);
+        else if (buffer && buffer->kind == ir::BufferKind::Scratch)
+          index = tracer.scratchEnd(*rank, *buffer);
+        else if (buffer)
+          return fail(method.nameLoc,
+                      "copy needs an index into " +
+                          llvm::Twine(buffer->kind == ir::BufferKind::Input
+                                          ? "input"
+                                          : "output") +
+                          " (only a copy to a scratch buffer may leave it "
+                          "out, to append)");
         std::optional<SlotRange> dst =
-            index ? makeRef(*rank, *buffer, *index, self->size, *args[2],
+            index ? makeRef(*rank, *buffer, *index, self->size,
+                            args[2] ? *args[2] : *args[1],
                             /*destination=*/true)
                   : std::nullopt;
         if (!dst)

@@ -105,6 +105,18 @@ private:
     case CollParser::UNTERMINATED_COMMENT: return "unterminated /* comment";
     default: break;
     }
+    // A keyword where only a name fits: say so rather than list what fits.
+    llvm::StringRef text = src.text(tok);
+    if (parser && tok->getType() != CollParser::ID && !text.empty() &&
+        (llvm::isAlpha(text.front()) || text.front() == '_') &&
+        llvm::all_of(text,
+                     [](char c) { return llvm::isAlnum(c) || c == '_'; })) {
+      std::vector<ssize_t> expected = parser->getExpectedTokens().toList();
+      if (expected.size() == 1 &&
+          expected.front() == static_cast<ssize_t>(CollParser::ID))
+        return "'" + text.str() +
+               "' is a reserved word and cannot be used as a name";
+    }
     std::string message = tok->getType() == antlr4::Token::EOF
                               ? "unexpected end of file"
                               : "unexpected '" + src.text(tok).str() + "'";
@@ -139,10 +151,13 @@ private:
       });
       return true;
     };
+    // `if` starts an expression (`if c then a else b`) as well as a
+    // statement.
     static const llvm::StringRef exprStart[] = {
-        "INT", "ID", "STRING", "'true'", "'false'", "'('", "'['", "'-'", "'!'"};
+        "INT", "ID",  "STRING", "'true'", "'false'",
+        "'('", "'['", "'-'",    "'!'",    "'if'"};
     static const llvm::StringRef stmtStart[] = {
-        "'let'", "'for'", "'while'", "'if'", "'return'", "'parallelize'"};
+        "'let'", "'for'", "'while'", "'return'", "'parallelize'"};
     static const llvm::StringRef declStart[] = {"'param'", "'collective'",
                                                 "'option'", "'fn'"};
     static const llvm::StringRef operators[] = {
@@ -448,6 +463,13 @@ private:
       binary->lhs = buildExpr(c->expr(0));
       binary->rhs = buildExpr(c->expr(1));
       return binary;
+    }
+    if (auto *c = dynamic_cast<CollParser::CondExprContext *>(ctx)) {
+      auto cond = make<ast::CondExpr>(at);
+      cond->cond = buildExpr(c->expr(0));
+      cond->then = buildExpr(c->expr(1));
+      cond->otherwise = buildExpr(c->expr(2));
+      return cond;
     }
     if (auto *c = dynamic_cast<CollParser::IndexExprContext *>(ctx)) {
       auto index = make<ast::IndexExpr>(at);

@@ -131,7 +131,9 @@ public:
   }
 
 private:
-  enum class VarKind : uint8_t { Variable, Param, LoopVar };
+  /// TopLet: a top-level `let` as functions see it (they read it, but only
+  /// the top level assigns it).
+  enum class VarKind : uint8_t { Variable, Param, LoopVar, TopLet };
   struct Var {
     Binding binding;
     VarKind kind;
@@ -145,7 +147,8 @@ private:
   }
 
   static bool isBuiltinName(llvm::StringRef name) {
-    return lookupBuiltin(name) || name == "input" || name == "output";
+    return lookupBuiltin(name) || name == "input" || name == "output" ||
+           name == "auto";
   }
 
   const Var *lookupVar(llvm::StringRef name) const {
@@ -192,7 +195,7 @@ private:
   void resolveFunction(FnDecl &fn) {
     inFunction = true;
     numLocals = 0;
-    scopes = {params, Scope()};
+    scopes = {params, topLets, Scope()};
     for (size_t i = 0; i < fn.params.size(); ++i)
       declare(fn.params[i], fn.paramLocs[i], VarKind::Variable);
     for (StmtPtr &stmt : fn.body)
@@ -215,6 +218,9 @@ private:
       auto &let = llvm::cast<LetStmt>(stmt);
       resolveExpr(*let.init);
       let.binding = declare(let.name, let.nameLoc, VarKind::Variable);
+      if (!inFunction && scopes.size() == 1)
+        topLets.try_emplace(let.name,
+                            Var{let.binding, VarKind::TopLet, let.nameLoc});
       return;
     }
     case Stmt::Kind::Assign: {
@@ -232,6 +238,13 @@ private:
       } else if (var->kind == VarKind::LoopVar) {
         error(assign.loc,
               "cannot assign to loop variable '" + assign.name + "'");
+      } else if (var->kind == VarKind::TopLet) {
+        error(assign.loc,
+              "a function cannot assign to top-level variable '" +
+                  assign.name +
+                  "': functions read top-level variables but only the top "
+                  "level changes them; return the new value instead");
+        diags.note(var->declLoc, "'" + assign.name + "' is declared here");
       } else {
         assign.binding = var->binding;
       }
@@ -417,6 +430,8 @@ private:
         name.binding.kind = Binding::Kind::Output;
       else if (name.name == "scratch")
         name.binding.kind = Binding::Kind::Scratch;
+      else if (name.name == "auto")
+        name.binding.kind = Binding::Kind::Auto;
       else if (functions.count(name.name))
         error(name.loc, "'" + name.name + "' is a function; call it as " +
                             name.name + "(...)");
@@ -430,6 +445,13 @@ private:
       return;
     case Expr::Kind::Unary:
       return resolveExpr(*llvm::cast<UnaryExpr>(expr).operand);
+    case Expr::Kind::Cond: {
+      auto &cond = llvm::cast<CondExpr>(expr);
+      resolveExpr(*cond.cond);
+      resolveExpr(*cond.then);
+      resolveExpr(*cond.otherwise);
+      return;
+    }
     case Expr::Kind::Binary: {
       auto &binary = llvm::cast<BinaryExpr>(expr);
       resolveExpr(*binary.lhs);
@@ -563,6 +585,8 @@ private:
   bool ok = true;
   llvm::StringMap<FnDecl *> functions;
   std::vector<Scope> scopes;
+  /// The variables `let` declares at the top level, outside any block.
+  Scope topLets;
   /// Every parameter: the scope function bodies see.
   Scope params;
   uint32_t numGlobals = 0, numLocals = 0;

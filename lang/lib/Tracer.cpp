@@ -3,6 +3,8 @@
 #include "Tracer.h"
 #include "Limits.h"
 
+#include "coll/ir/Check.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
@@ -74,62 +76,9 @@ CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
   spec.outputChunks = info.outputPerRank ? nranks * k : k;
   spec.root = info.hasRoot ? root : -1;
   spec.inplace = inplace;
-  bool rootInputOnly =
-      kind == ir::Collective::Broadcast || kind == ir::Collective::Scatter;
-  spec.inputDefined.resize(nranks);
-  for (int32_t r = 0; r < nranks; ++r)
-    spec.inputDefined[r].assign(spec.inputChunks, !rootInputOnly || r == root);
-  spec.expected.assign(nranks,
-                       std::vector<std::vector<ContribId>>(spec.outputChunks));
-  auto in = [&](int32_t rank, int32_t index) {
-    return static_cast<ContribId>(rank * spec.inputChunks + index);
-  };
-  auto &out = spec.expected;
-  // Lists are built in increasing rank order, hence sorted as
-  // CollectiveSpec requires.
-  auto sum = [&](auto contribOfRank) {
-    std::vector<ContribId> list(nranks);
-    for (int32_t a = 0; a < nranks; ++a)
-      list[a] = contribOfRank(a);
-    return list;
-  };
-  for (int32_t j = 0; j < k; ++j) {
-    switch (kind) {
-    case ir::Collective::AllReduce: {
-      std::vector<ContribId> all = sum([&](int32_t a) { return in(a, j); });
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = all;
-      break;
-    }
-    case ir::Collective::Reduce:
-      out[root][j] = sum([&](int32_t a) { return in(a, j); });
-      break;
-    case ir::Collective::ReduceScatter:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = sum([&](int32_t a) { return in(a, r * k + j); });
-      break;
-    case ir::Collective::Broadcast:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = {in(root, j)};
-      break;
-    case ir::Collective::Scatter:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = {in(root, r * k + j)};
-      break;
-    case ir::Collective::AllGather:
-    case ir::Collective::Gather:
-    case ir::Collective::AllToAll:
-      for (int32_t r = 0; r < nranks; ++r) {
-        if (kind == ir::Collective::Gather && r != root)
-          continue;
-        for (int32_t a = 0; a < nranks; ++a)
-          out[r][a * k + j] = {
-              kind == ir::Collective::AllToAll ? in(a, r * k + j) : in(a, j)};
-      }
-      break;
-    case ir::Collective::Custom: break;
-    }
-  }
+  ir::Definition def = ir::builtinDefinition(kind, nranks, k, root);
+  spec.inputDefined = std::move(def.inputDefined);
+  spec.expected = std::move(def.expected);
   return spec;
 }
 
@@ -205,6 +154,11 @@ BufferId Tracer::scratch(llvm::StringRef name) {
       rankSlots.emplace_back();
   }
   return {ir::BufferKind::Scratch, it->second};
+}
+
+int32_t Tracer::scratchEnd(int32_t rank, BufferId buffer) const {
+  assert(buffer.kind == ir::BufferKind::Scratch && "only scratch appends");
+  return static_cast<int32_t>(slots[rank][bufferSlot(buffer)].size());
 }
 
 SlotRange Tracer::canonical(const SlotRange &ref) const {
@@ -298,8 +252,10 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
       (reduce && !checkDefined(op.dst, sites.dst)))
     return false;
   SlotRange src = canonical(op.src), dst = canonical(op.dst);
+  // Located at the operation that writes (the `.copy`/`.reduce`), not at
+  // the reference it writes through.
   if (dst.buffer.kind == ir::BufferKind::Input && !s.inplace) {
-    diags.error(sites.dst, "cannot write to " + describe(op.dst) +
+    diags.error(sites.call, "cannot write to " + describe(op.dst) +
                                ": the input of an out-of-place collective is "
                                "read-only");
     return false;

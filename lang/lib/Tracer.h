@@ -55,6 +55,9 @@ public:
 
   /// The named scratch buffer, created on first use.
   BufferId scratch(llvm::StringRef name);
+  /// The chunks of scratch buffer `buffer` that `rank` uses so far: where a
+  /// copy without an index appends.
+  int32_t scratchEnd(int32_t rank, BufferId buffer) const;
 
   /// Where the interpreter's diagnostics point, one location per operand.
   struct Sites {

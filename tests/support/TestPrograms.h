@@ -13,8 +13,10 @@
 namespace coll::test {
 
 /// The textbook ring allreduce: chunk r is reduced around the ring ending at
-/// rank r, then copied around it. `param N` defaults to \p n. Tests pin
-/// source locations in it: the reduce is at 6:42, the copy at 9:15.
+/// rank r, then copied around it, all on channel 0 (one tb per rank; without
+/// the hints every chunk would get a channel of its own). `param N` defaults
+/// to \p n. Tests pin source locations in it: the reduce is at 6:42, the
+/// copy at 9:15.
 inline std::string ringAllReduceProgram(int n = 4, bool inplace = true) {
   return "param N = " + std::to_string(n) +
          "\ncollective allreduce(ranks = N, chunks = N, inplace = " +
@@ -22,10 +24,10 @@ inline std::string ringAllReduceProgram(int n = 4, bool inplace = true) {
 for r in 0..N {
     let c = chunk(r, input, r)
     for k in 1..N {
-        c = chunk((r + k) % N, input, r).reduce(c)
+        c = chunk((r + k) % N, input, r).reduce(c, ch = 0)
     }
     for k in 0..N-1 {
-        c = c.copy((r + k) % N, input, r)
+        c = c.copy((r + k) % N, input, r, ch = 0)
     }
 }
 )";

@@ -1,15 +1,17 @@
 //===- collir.cpp - Read, verify and emit MSCCL XML algorithms ------------===//
 //
-//   collir FILE.xml [--emit=none|text|xml] [-o OUT] [--target=coll|msccl]
-//                   [--max-warnings=N]
+//   collir FILE.xml [--check] [--emit=none|text|xml] [-o OUT]
+//                   [--target=coll|msccl] [--max-warnings=N]
 //
 // Reads an algorithm, verifies it against the IR contract (and the limits of
-// the chosen runtime), prints its diagnostics and, when it is valid, writes
-// it out. Exit status: 0 valid, 1 errors in the file, 2 bad usage or a file
-// that cannot be read or written.
+// the chosen runtime), with --check also proves it free of races and
+// deadlocks and computing its collective (coll/ir/Check.h), prints its
+// diagnostics and, when it is valid, writes it out. Exit status: 0 valid, 1
+// errors in the file, 2 bad usage or a file that cannot be read or written.
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/ir/Check.h"
 #include "coll/ir/Printer.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
@@ -50,6 +52,11 @@ llvm::cl::opt<Target> target(
                    "the MSCCL executor: at most 64 steps per tb, cnt below "
                    "72, at most 32 tbs per channel and direction")),
     llvm::cl::init(Target::Coll), llvm::cl::cat(category));
+llvm::cl::opt<bool> checkAlgorithm(
+    "check",
+    llvm::cl::desc("Also check races, deadlocks with 8-slot FIFOs and the "
+                   "result against the collective's definition"),
+    llvm::cl::init(false), llvm::cl::cat(category));
 llvm::cl::opt<unsigned> maxWarnings(
     "max-warnings", llvm::cl::desc("Print at most N warnings (default 5)"),
     llvm::cl::value_desc("N"), llvm::cl::init(5), llvm::cl::cat(category));
@@ -86,11 +93,15 @@ int main(int argc, char **argv) {
     return 1;
   }
   llvm::Expected<Analysis> analysis = verify(*alg, diags, limitsFor(target));
-  report();
   if (!analysis) {
+    report();
     llvm::consumeError(analysis.takeError());
     return 1;
   }
+  bool checked = !checkAlgorithm || check(*alg, *analysis, diags);
+  report();
+  if (!checked)
+    return 1;
   if (emit == Emit::None)
     return 0;
 

@@ -3,14 +3,15 @@
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
 //                    [--backend host|cuda] [--trace FILE.json] [--threads N]
+//                    [--no-check]
 //
-// Reads and verifies an MSCCL XML algorithm, runs it on the host backend
+// Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it on the host backend
 // (every rank in this process) or on the current GPU (every rank on it, its
 // buffers copied in and out around each call), checks every rank's output
 // against the collective's definition, and prints an nccl-tests-style table.
 //
 // Exit status: 0 every size verified; 1 a result was wrong or a call failed;
-// 2 bad usage, an unreadable/invalid file, or --backend cuda without a CUDA
+// 2 bad usage, an unreadable/invalid file or one that fails its check, or --backend cuda without a CUDA
 // backend or device; 3 the file does not apply (its collective cannot be
 // checked, or it does not support the requested mode).
 //
@@ -87,6 +88,10 @@ cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads that run the tbs on the host backend, the calling "
                                    "one included (default: one per CPU, or COLL_HOST_THREADS)"),
                           cl::cat(category));
+cl::opt<bool> noCheck("no-check", cl::init(false),
+                      cl::desc("Run the file without first checking it for races, deadlocks "
+                               "and a wrong result (collir --check)"),
+                      cl::cat(category));
 cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
                               cl::desc("Warnings about the file to print at most"),
                               cl::cat(category));
@@ -100,7 +105,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
       "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
-      "unreadable or invalid file, or --backend cuda without a CUDA backend or device, 3 the\n"
+      "unreadable or invalid file or one that fails its check, or --backend cuda without a CUDA backend or device, 3 the\n"
       "file does not apply (collective that cannot be checked, or unsupported mode).\n");
 
   std::string error;
@@ -124,7 +129,7 @@ int main(int argc, char **argv) {
   if (!byteSizes)
     return fail("collrun", BadInput, error);
 
-  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, maxWarnings);
+  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, maxWarnings, !noCheck);
   if (!loaded)
     return BadInput;
   ModeSelection selection = selectModes("collrun", *loaded, *request);

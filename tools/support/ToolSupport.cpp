@@ -3,6 +3,7 @@
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
+#include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 
@@ -67,7 +68,8 @@ std::optional<RunRequest> parseRunRequest(llvm::StringRef dtype, llvm::StringRef
   return request;
 }
 
-std::optional<LoadedAlgorithm> loadAlgorithm(llvm::StringRef file, unsigned maxWarnings) {
+std::optional<LoadedAlgorithm> loadAlgorithm(llvm::StringRef file, unsigned maxWarnings,
+                                             bool check) {
   ir::DiagnosticList readDiags(file.str());
   auto alg = ir::readAlgorithmFile(file, readDiags);
   readDiags.print(llvm::errs(), ir::Severity::Warning, maxWarnings);
@@ -81,6 +83,17 @@ std::optional<LoadedAlgorithm> loadAlgorithm(llvm::StringRef file, unsigned maxW
   if (!analysis) {
     llvm::logAllUnhandledErrors(analysis.takeError(), llvm::errs());
     return std::nullopt;
+  }
+  if (check) {
+    ir::DiagnosticList checkDiags(file.str());
+    bool ok = ir::check(*alg, *analysis, checkDiags);
+    checkDiags.print(llvm::errs(), ir::Severity::Warning, maxWarnings);
+    checkDiags.print(llvm::errs(), ir::Severity::Error);
+    if (!ok) {
+      llvm::errs() << file << ": the algorithm fails its check and is not run "
+                   << "(--no-check runs it anyway)\n";
+      return std::nullopt;
+    }
   }
   auto plan = interp::buildPlan(*alg, *analysis, file);
   if (!plan) {

@@ -58,9 +58,11 @@ struct LoadedAlgorithm {
   interp::Plan plan;
 };
 
-/// Reads, verifies and plans `file`, printing at most `maxWarnings` warnings
-/// of each stage and every error to stderr; nullopt on failure (BadInput).
-std::optional<LoadedAlgorithm> loadAlgorithm(llvm::StringRef file, unsigned maxWarnings);
+/// Reads, verifies, checks (coll/ir/Check.h, unless `check` is false) and
+/// plans `file`, printing at most `maxWarnings` warnings of each stage and
+/// every error to stderr; nullopt on failure (BadInput).
+std::optional<LoadedAlgorithm> loadAlgorithm(llvm::StringRef file, unsigned maxWarnings,
+                                             bool check = true);
 
 /// The modes to run (true = in place) for `request.mode`, or the exit code
 /// after saying why the file does not apply.

@@ -4,6 +4,7 @@
 
 #include "EmbeddedAlgorithms.h"
 
+#include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 
@@ -46,6 +47,10 @@ llvm::Expected<std::shared_ptr<const Compiled>> planAlgorithm(ir::Algorithm alg,
   auto analysis = ir::verify(alg, diags);
   if (!analysis)
     return analysis.takeError();
+  // An algorithm that races, deadlocks or computes something else is
+  // refused with the check's report rather than run (docs/IR.md, "Checking").
+  if (!ir::check(alg, *analysis, diags))
+    return diags.takeErrors();
   auto plan = interp::buildPlan(alg, *analysis, origin);
   if (!plan)
     return plan.takeError();

@@ -70,8 +70,13 @@ TEST(InterpTest, Lists) {
   EXPECT_EQ(run("let x = [1][1]"), "test.coll:2:13: error: index 1 is out of "
                                    "range (the list has 1 elements)");
   EXPECT_EQ(run("let x = [1] + 1"),
-            "test.coll:2:13: error: '+' needs two integers or two lists, got a "
-            "list and an integer");
+            "test.coll:2:13: error: '+' needs two integers, two lists or a "
+            "string, got a list and an integer");
+  // Strings concatenate, with integers written in decimal.
+  EXPECT_EQ(run("assert(\"s\" + 1 + 2 == \"s12\", \"concat\")"), "");
+  EXPECT_EQ(run("let x = \"s\" + true"),
+            "test.coll:2:13: error: '+' needs two integers, two lists or a "
+            "string, got a string and a boolean");
   EXPECT_EQ(run("let x = len(3)"),
             "test.coll:2:13: error: expected a list, got an integer");
 }
@@ -108,6 +113,16 @@ TEST(InterpTest, Conditionals) {
                 "return 1 } }\nassert(sign(-5) == -1 && sign(0) == 0 && "
                 "sign(3) == 1)"),
             "");
+  // The conditional expression evaluates one branch only, binds loosest
+  // and nests in its else branch.
+  EXPECT_EQ(run("fn sign(x) { return if x < 0 then -1 else if x == 0 then 0 "
+                "else 1 }\nassert(sign(-5) == -1 && sign(0) == 0 && "
+                "sign(3) == 1)"),
+            "");
+  EXPECT_EQ(run("assert((if true then 1 else 1 / 0) + 1 == 2)"), "");
+  EXPECT_EQ(run("assert(if false then false else 1 + 1 == 2)"), "");
+  EXPECT_EQ(run("let x = if 1 then 2 else 3"),
+            "test.coll:2:12: error: expected a boolean, got an integer");
 }
 
 TEST(InterpTest, Functions) {
@@ -149,8 +164,9 @@ TEST(InterpTest, Params) {
             "test: error: -D M: the program has no parameter named 'M'\n");
   // A function may read a parameter only once its declaration has run.
   EXPECT_EQ(run("fn f() { return P }\nlet x = f()\nparam P = 1"),
-            "test.coll:2:17: error: parameter 'P' is used before its "
-            "declaration is evaluated");
+            "test.coll:2:17: error: 'P' is used before its declaration is "
+            "evaluated (a function that reads it ran before the "
+            "declaration)");
 }
 
 TEST(InterpTest, Assert) {
@@ -168,6 +184,15 @@ TEST(InterpTest, RunawayPrograms) {
       run("for i in 0..9223372036854775807 { }"),
       "test.coll:2:1: error: the program runs too long (more than 50000000 "
       "evaluation steps); does a loop never end?");
+  // A tool may give a smaller budget (the fuzzer does).
+  Overrides small;
+  small.maxSteps = 1000;
+  EXPECT_EQ(firstLine(trace("collective allreduce(ranks = 1, inplace = "
+                            "true)\nwhile true { }\n",
+                            small)
+                          .diags),
+            "test.coll:2:7: error: the program runs too long (more than 1000 "
+            "evaluation steps); does a loop never end?");
   // Recursion inside deeply nested blocks exhausts the nesting budget before
   // the call limit, with an error rather than a stack overflow.
   std::string nested = "fn g(n) {\n";
@@ -195,6 +220,14 @@ TEST(InterpTest, Options) {
   EXPECT_EQ(dag.options.instances, 2);
   EXPECT_TRUE(dag.options.manualThreadblocks);
   EXPECT_EQ(dag.options.minBytes, 1024u);
+  // The name becomes an XML attribute: no control characters (found by
+  // CollFuzzer, a NUL byte inside the string literal).
+  EXPECT_EQ(run(std::string("option name = \"ab\0c\"", 20)),
+            "test.coll:2:15: error: the algorithm name may not contain "
+            "control characters (byte 0x00 at offset 2)");
+  EXPECT_EQ(run("option name = \"a\\tb\""),
+            "test.coll:2:15: error: the algorithm name may not contain "
+            "control characters (byte 0x09 at offset 1)");
 
   EXPECT_EQ(run("option instances = 0"),
             "test.coll:2:20: error: instances must be between 1 and "

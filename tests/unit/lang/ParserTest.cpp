@@ -186,6 +186,13 @@ TEST(ParserTest, SyntaxErrors) {
   EXPECT_EQ(
       first("fn f() { param N = 1 }"),
       "test.coll:1:10: error: unexpected 'param'; expected a statement or '}'");
+  // A reserved word where only a name fits.
+  EXPECT_EQ(first("fn f(a, in) { }"),
+            "test.coll:1:9: error: 'in' is a reserved word and cannot be used "
+            "as a name");
+  EXPECT_EQ(first("for step in 0..2 { }"),
+            "test.coll:1:5: error: 'step' is a reserved word and cannot be "
+            "used as a name");
 }
 
 TEST(ParserTest, NestingLimits) {

@@ -71,8 +71,16 @@ TEST(SemaTest, Functions) {
       check("param K = 2\nassert(twice(3) == 6)\nfn twice(x) { return x * K }"),
       "");
   // Does not see top-level variables.
-  EXPECT_EQ(check("let g = 1\nfn f() { return g }"),
+  // Top-level lets are readable from functions, not assignable; lets in
+  // blocks are not visible.
+  EXPECT_EQ(check("let g = 1\nfn f() { return g }"), "");
+  EXPECT_EQ(check("if true { let g = 1 }\nfn f() { return g }"),
             "test.coll:3:17: error: unknown name 'g'");
+  EXPECT_EQ(check("let g = 1\nfn f() { g = 2 }").rfind(
+                "test.coll:3:10: error: a function cannot assign to top-level "
+                "variable 'g'",
+                0),
+            0u);
   EXPECT_EQ(check("fn f(a) { }\nf()"),
             "test.coll:3:1: error: function 'f' takes 1 argument, got 0");
   EXPECT_EQ(check("fn f(a) { }\nf(a = 1)"),

@@ -401,7 +401,8 @@ TEST(TracerTest, ReferenceErrors) {
             "test.coll:2:18: error: expected a buffer, got an integer");
   EXPECT_EQ(
       run("chunk(0, input, 0).copy(0, input, 0, ch = -1)"),
-      "test.coll:2:43: error: ch must be between 0 and 2147483647, got -1");
+      "test.coll:2:43: error: ch must be between 0 and 2147483647 (or auto), "
+      "got -1");
   EXPECT_EQ(run("let s = scratch(\"\")"),
             "test.coll:2:17: error: a scratch buffer needs a non-empty name");
 }
@@ -427,9 +428,13 @@ TEST(TracerTest, OperationErrors) {
             "test.coll:2:1: error: chunk 1:output[0] is read before anything "
             "is written to it");
   EXPECT_EQ(first("chunk(0, input, 0).copy(1, input, 0)"),
-            "test.coll:2:28: error: cannot write to 1:input[0]: the input of "
+            "test.coll:2:20: error: cannot write to 1:input[0]: the input of "
             "an out-of-place "
             "collective is read-only");
+  // A reduction is located at `.reduce`, not at the reference it writes.
+  EXPECT_EQ(first("chunk(1, input, 0).reduce(chunk(0, input, 0))"),
+            "test.coll:2:20: error: cannot write to 1:input[0]: the input of "
+            "an out-of-place collective is read-only");
   EXPECT_EQ(first("chunk(0, input, 0).copy(0, scratch, 0)\n"
                   "chunk(0, scratch, 0).reduce(chunk(0, input, 0))"),
             "test.coll:3:22: error: duplicated contribution: the reduction "

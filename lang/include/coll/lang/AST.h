@@ -59,7 +59,8 @@ llvm::StringRef spelling(OptionKind kind);
 /// current function's frame, or one of the predefined buffers.
 struct Binding {
   enum class Kind : uint8_t {
-    Unresolved, Global, Local, Input, Output, Scratch
+    Unresolved, Global, Local, Input, Output, Scratch,
+    Auto, ///< `auto`: no scheduling hint
   };
   Kind kind = Kind::Unresolved;
   uint32_t slot = 0; ///< for Global and Local
@@ -72,7 +73,8 @@ struct Binding {
 class Expr {
 public:
   enum class Kind : uint8_t {
-    Int, Bool, String, Name, List, Unary, Binary, Index, Call, Method, Member
+    Int, Bool, String, Name, List, Unary, Binary, Cond, Index, Call, Method,
+    Member
   };
   Expr(Kind kind, llvm::SMLoc loc) : kind(kind), loc(loc) {}
   virtual ~Expr() = default;
@@ -122,6 +124,11 @@ struct BinaryExpr : ExprNode<Expr::Kind::Binary> {
   BinaryOp op = BinaryOp::Add;
   llvm::SMLoc opLoc;
   ExprPtr lhs, rhs;
+};
+/// `if cond then a else b`: evaluates one of the two.
+struct CondExpr : ExprNode<Expr::Kind::Cond> {
+  using ExprNode::ExprNode;
+  ExprPtr cond, then, otherwise;
 };
 struct IndexExpr : ExprNode<Expr::Kind::Index> {
   using ExprNode::ExprNode;

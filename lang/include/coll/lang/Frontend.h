@@ -44,6 +44,9 @@ struct Overrides {
   std::map<std::string, ParamValue> params;
   /// `--inplace`/`--outofplace`: replaces the collective's `inplace`.
   std::optional<bool> inplace;
+  /// Evaluation steps a trace may take; 0 is the default limit (50 million).
+  /// Tools that run many programs (the fuzzer) set a smaller one.
+  uint64_t maxSteps = 0;
 };
 
 /// Parses `NAME=VALUE` (VALUE an integer, `true` or `false`) into

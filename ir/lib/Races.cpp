@@ -1,26 +1,55 @@
 //===- Races.cpp - Unordered accesses to the same memory ------------------===//
 //
 // Per rank, the steps are walked in a topological order of tb order and
-// dependencies, keeping each tb's Knowledge (Program.h) as Emit.cpp does,
+// dependencies, keeping what each tb knows to have completed,
 // and, per chunk of memory, its last writer and the readers since. A read
 // must be ordered after the last write; a write after the last write and
 // every read since. Linear in steps, chunks moved and knowledge merged.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Races.h"
-#include "Program.h"
-
+#include "coll/ir/Races.h"
 #include "coll/ir/Geometry.h"
+#include "coll/ir/Memory.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <climits>
 #include <deque>
 
-namespace coll::compiler {
+namespace coll::ir {
+namespace {
 
-std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
-  int32_t perBlock = ir::blockShape(alg).chunksPerBlock;
+constexpr uint32_t NoStep = ~uint32_t(0);
+
+/// (tb, position in it).
+using Wait = std::pair<int32_t, int32_t>;
+/// What one tb of a rank knows to have completed, in the same pipeline
+/// iteration: per other tb, the last position (dependency flags are
+/// monotone, so waiting for a step covers the ones before it). Sorted by tb.
+using Knowledge = llvm::SmallVector<Wait, 2>;
+
+int32_t known(const Knowledge &knowledge, int32_t tb) {
+  auto it = llvm::lower_bound(knowledge, Wait{tb, INT32_MIN});
+  return it != knowledge.end() && it->first == tb ? it->second : -1;
+}
+
+void learn(Knowledge &knowledge, Wait fact) {
+  auto it = llvm::lower_bound(knowledge, Wait{fact.first, INT32_MIN});
+  if (it != knowledge.end() && it->first == fact.first)
+    it->second = std::max(it->second, fact.second);
+  else
+    knowledge.insert(it, fact);
+}
+
+} // namespace
+
+std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
+  int32_t perBlock = blockShape(alg).chunksPerBlock;
   for (int32_t g = 0; g < alg.ngpus(); ++g) {
-    const ir::Gpu &gpu = alg.gpus[g];
+    const Gpu &gpu = alg.gpus[g];
     // Nodes: the rank's steps, tb by tb.
     std::vector<uint32_t> first;
     std::vector<Wait> where; // (tb, step) of each node
@@ -30,10 +59,10 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
            ++s)
         where.emplace_back(t, s);
     }
-    auto step = [&](uint32_t n) -> const ir::Step & {
+    auto step = [&](uint32_t n) -> const Step & {
       return gpu.tbs[where[n].first].steps[where[n].second];
     };
-    auto depNode = [&](const ir::Step &s) {
+    auto depNode = [&](const Step &s) {
       return first[s.depTb] + static_cast<uint32_t>(s.depStep);
     };
 
@@ -58,9 +87,9 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
       if (inplace)
         slot = inPlaceOwner(alg.collective, g, perBlock, slot);
       uint32_t local = static_cast<uint32_t>(slot.off);
-      if (slot.buf != ir::BufferKind::Input)
+      if (slot.buf != BufferKind::Input)
         local += static_cast<uint32_t>(gpu.inputChunks);
-      if (slot.buf == ir::BufferKind::Scratch)
+      if (slot.buf == BufferKind::Scratch)
         local += static_cast<uint32_t>(gpu.outputChunks);
       return local;
     };
@@ -79,7 +108,7 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
     };
     size_t cells =
         size_t(gpu.inputChunks) + gpu.outputChunks + gpu.scratchChunks;
-    std::vector<uint32_t> lastWriter(cells, NoInstr);
+    std::vector<uint32_t> lastWriter(cells, NoStep);
     std::vector<std::vector<uint32_t>> readers(cells);
     std::vector<Knowledge> knowledge(gpu.tbs.size());
     std::vector<Knowledge> after(where.size());
@@ -90,8 +119,8 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
       for (uint32_t m : next[n])
         if (--pending[m] == 0)
           ready.push_back(m);
-      auto [t, s] = where[n];
-      const ir::Step &st = step(n);
+      int32_t t = where[n].first, s = where[n].second;
+      const Step &st = step(n);
       Knowledge &mine = knowledge[t];
       if (st.hasDependency()) {
         for (Wait fact : after[depNode(st)])
@@ -112,25 +141,25 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
             {g, where[p].first, where[p].second}, {g, t, s}, name(cell)};
       };
 
-      ir::StepTypeInfo info = ir::stepTypeInfo(st.type);
-      if (st.type == ir::StepType::Nop)
+      StepTypeInfo info = stepTypeInfo(st.type);
+      if (st.type == StepType::Nop)
         continue;
       // Receiving steps read their local operand only when they reduce;
       // `re` also reads its destination.
       bool readsSrc = info.readsSrc;
-      bool readsDst = st.type == ir::StepType::Reduce;
+      bool readsDst = st.type == StepType::Reduce;
       uint32_t src = cellOf({st.srcBuf, st.srcOff});
       uint32_t dst = cellOf({st.dstBuf, st.dstOff});
       uint32_t count = static_cast<uint32_t>(st.count);
       for (uint32_t i = 0; i < count; ++i)
         for (uint32_t c :
-             {readsSrc ? src + i : NoInstr, readsDst ? dst + i : NoInstr})
-          if (c != NoInstr && lastWriter[c] != NoInstr && lastWriter[c] != n &&
+             {readsSrc ? src + i : NoStep, readsDst ? dst + i : NoStep})
+          if (c != NoStep && lastWriter[c] != NoStep && lastWriter[c] != n &&
               !ordered(lastWriter[c]))
             return race(lastWriter[c], c);
       if (info.writesDst)
         for (uint32_t c = dst; c < dst + count; ++c) {
-          if (lastWriter[c] != NoInstr && !ordered(lastWriter[c]))
+          if (lastWriter[c] != NoStep && !ordered(lastWriter[c]))
             return race(lastWriter[c], c);
           for (uint32_t r : readers[c])
             if (r != n && !ordered(r))
@@ -149,4 +178,4 @@ std::optional<Race> findRace(const ir::Algorithm &alg, bool inplace) {
   return std::nullopt;
 }
 
-} // namespace coll::compiler
+} // namespace coll::ir

@@ -9,18 +9,18 @@
 //
 // Because every wait is persistent (only the waiting tb itself can consume
 // what it waits for), an execution that completes in this model proves that
-// every execution of the runtime completes (docs/COMPILER.md, "Ordering").
+// every execution of the runtime completes (docs/IR.md, "Checking").
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_SIMULATION_H
-#define COLL_COMPILER_SIMULATION_H
+#ifndef COLL_IR_SIMULATION_H
+#define COLL_IR_SIMULATION_H
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-namespace coll::compiler {
+namespace coll::ir {
 
 inline constexpr uint32_t NoNode = ~uint32_t(0);
 
@@ -52,6 +52,6 @@ std::vector<uint32_t>
 runOrders(const SimGraph &graph,
           const std::vector<std::vector<uint32_t>> &orders, int32_t fifoSlots);
 
-} // namespace coll::compiler
+} // namespace coll::ir
 
-#endif // COLL_COMPILER_SIMULATION_H
+#endif // COLL_IR_SIMULATION_H

@@ -8,14 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Simulation.h"
+#include "coll/ir/Simulation.h"
 
 #include <algorithm>
 #include <cassert>
 #include <deque>
 #include <queue>
 
-namespace coll::compiler {
+namespace coll::ir {
 namespace {
 
 class Simulator {
@@ -250,4 +250,4 @@ runOrders(const SimGraph &graph,
   return sim.blocked();
 }
 
-} // namespace coll::compiler
+} // namespace coll::ir

@@ -1,0 +1,181 @@
+//===- CheckTest.cpp - Races, deadlocks and results without running -------===//
+
+#include "IRTestUtil.h"
+
+#include "coll/ir/Check.h"
+
+namespace coll::ir {
+namespace {
+
+/// A 2-rank, 1-chunk in-place allreduce: each rank sends i[0], receives the
+/// peer's into s[0] and adds it to i[0]. `{DEP}` is rank 1's dependency of
+/// the reduction on the send, `{OP}` its reduction step type.
+std::string exchange(llvm::StringRef dep, llvm::StringRef op,
+                     llvm::StringRef modes = "inplace=\"1\" outofplace=\"0\"") {
+  std::string xml = R"(<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allreduce" )" +
+                    modes.str() + R"( minBytes="0" maxBytes="0">)";
+  for (int g = 0; g < 2; ++g) {
+    std::string peer = std::to_string(1 - g);
+    bool last = g == 1;
+    xml += "<gpu id=\"" + std::to_string(g) +
+           R"(" i_chunks="1" o_chunks="1" s_chunks="1">)";
+    xml += R"(<tb id="0" send=")" + peer + R"(" recv="-1" chan="0">)";
+    xml += R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="1"/></tb>)";
+    xml += R"(<tb id="1" send="-1" recv=")" + peer + R"(" chan="0">)";
+    xml += R"(<step s="0" type="r" srcbuf="s" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>)";
+    xml += "<step s=\"1\" type=\"" + (last ? op.str() : std::string("re")) +
+           R"(" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" )" +
+           (last ? dep.str() : std::string(R"(depid="0" deps="0")")) +
+           R"( hasdep="0"/></tb></gpu>)";
+  }
+  return xml + "</algo>";
+}
+
+std::vector<std::string> checkErrors(const Algorithm &alg,
+                                     std::vector<std::string> *warnings = nullptr,
+                                     const CheckOptions &options = {}) {
+  DiagnosticList diags("t.xml");
+  llvm::Expected<Analysis> analysis = verify(alg, diags);
+  EXPECT_TRUE(bool(analysis));
+  if (!analysis) {
+    llvm::consumeError(analysis.takeError());
+    return {};
+  }
+  bool ok = check(alg, *analysis, diags, options);
+  EXPECT_EQ(ok, !diags.hasErrors());
+  if (warnings)
+    *warnings = test::formatted(diags, Severity::Warning);
+  return test::formatted(diags, Severity::Error);
+}
+
+TEST(CheckTest, CorrectExchangePasses) {
+  Algorithm alg = test::parseValid(exchange(R"(depid="0" deps="0")", "re"));
+  EXPECT_EQ(checkErrors(alg), std::vector<std::string>{});
+}
+
+TEST(CheckTest, UnorderedReductionRaces) {
+  Algorithm alg = test::parseValid(exchange(R"(depid="-1" deps="-1")", "re"));
+  std::vector<std::string> errors = checkErrors(alg);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("gpu 1 tb 1 step 1: race (in place): nothing "
+                           "orders rank 1 tb 1 step 1 ('re') and rank 1 tb 0 "
+                           "step 0 ('s' to rank 0), which both access i[0]"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(CheckTest, CopyInsteadOfReductionIsWrong) {
+  Algorithm alg = test::parseValid(exchange(R"(depid="0" deps="0")", "cpy"));
+  std::vector<std::string> errors = checkErrors(alg);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("wrong result (in place): output chunk rank 1 "
+                           "o[0] holds in(0,0) but must hold in(0,0) + "
+                           "in(1,0); written by rank 1 tb 1 step 1 ('cpy')"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(CheckTest, OutOfPlaceMustNotWriteTheInput) {
+  // The same steps declared for both modes: out of place they reduce into
+  // the input, which must stay unchanged, and the output is never written.
+  Algorithm alg = test::parseValid(exchange(
+      R"(depid="0" deps="0")", "re", R"(inplace="1" outofplace="1")"));
+  std::vector<std::string> errors = checkErrors(alg);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("wrong result (out of place): rank "),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("tb 1 step 1 ('re') writes rank "),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find(
+                " i[0], but out of place the input must stay unchanged"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(CheckTest, CustomWithoutDefinitionWarns) {
+  std::string xml = exchange(R"(depid="0" deps="0")", "re");
+  xml.replace(xml.find("allreduce"), 9, "custom");
+  Algorithm alg = test::parseValid(xml);
+  std::vector<std::string> warnings;
+  EXPECT_EQ(checkErrors(alg, &warnings), std::vector<std::string>{});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("the result is not checked: collective 'custom' "
+                             "has no definition"),
+            std::string::npos);
+  // With a definition (here the allreduce one) it is checked.
+  Definition def = builtinDefinition(Collective::AllReduce, 2, 1, -1);
+  CheckOptions options;
+  options.custom = &def;
+  EXPECT_EQ(checkErrors(alg, &warnings, options), std::vector<std::string>{});
+  EXPECT_EQ(warnings, std::vector<std::string>{});
+  def.expected[1][0] = {0}; // rank 1 must hold only in(0,0): it does not
+  EXPECT_EQ(checkErrors(alg, &warnings, options).size(), 1u);
+}
+
+TEST(CheckTest, BuiltinDefinitions) {
+  Definition ag = builtinDefinition(Collective::AllGather, 2, 2, -1);
+  EXPECT_EQ(ag.inputChunks, 2);
+  EXPECT_EQ(ag.outputChunks, 4);
+  // Output chunk r*k + j of every rank is input chunk j of rank r.
+  EXPECT_EQ(ag.expected[0][3], std::vector<uint32_t>{3});
+  Definition rs = builtinDefinition(Collective::ReduceScatter, 2, 1, -1);
+  EXPECT_EQ(rs.expected[1][0], (std::vector<uint32_t>{1, 3}));
+  Definition bc = builtinDefinition(Collective::Broadcast, 3, 1, 2);
+  EXPECT_FALSE(bc.inputDefined[0][0]);
+  EXPECT_TRUE(bc.inputDefined[2][0]);
+  EXPECT_EQ(bc.expected[0][0], std::vector<uint32_t>{2});
+}
+
+TEST(CheckTest, DeadlockCycleNamesBothTbs) {
+  // Rank g sends 9 chunks before receiving any: 8-slot FIFOs fill up.
+  std::string xml = R"(<algo name="d" proto="Simple" nchannels="1" nchunksperloop="9" ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">)";
+  for (int g = 0; g < 2; ++g) {
+    std::string peer = std::to_string(1 - g);
+    xml += "<gpu id=\"" + std::to_string(g) +
+           R"(" i_chunks="9" o_chunks="0" s_chunks="9"><tb id="0" send=")" +
+           peer + R"(" recv=")" + peer + R"(" chan="0">)";
+    int s = 0;
+    for (const char *type : {"s", "r", "re"})
+      for (int c = 0; c < 9; ++c, ++s)
+        xml += "<step s=\"" + std::to_string(s) + "\" type=\"" + type +
+               "\" srcbuf=\"" + (type[0] == 's' ? "i" : "s") +
+               "\" srcoff=\"" + std::to_string(c) + "\" dstbuf=\"" +
+               (type[1] == 'e' ? "i" : "s") + "\" dstoff=\"" +
+               std::to_string(c) +
+               R"(" cnt="1" depid="-1" deps="-1" hasdep="0"/>)";
+    xml += "</tb></gpu>";
+  }
+  Algorithm alg = test::parseValid(xml + "</algo>");
+  std::optional<Deadlock> dead = findDeadlock(alg);
+  ASSERT_TRUE(dead.has_value());
+  ASSERT_EQ(dead->cycle.size(), 2u);
+  EXPECT_EQ(dead->cycle[0].step, (StepRef{0, 0, 8}));
+  EXPECT_EQ(dead->cycle[1].step, (StepRef{1, 0, 8}));
+  // With 9-slot FIFOs it completes, and everything else is right.
+  EXPECT_FALSE(findDeadlock(alg, 9).has_value());
+  CheckOptions options;
+  options.fifoSlots = 9;
+  EXPECT_EQ(checkErrors(alg, nullptr, options), std::vector<std::string>{});
+}
+
+TEST(CheckTest, EveryCorpusFilePasses) {
+  std::vector<std::string> files = test::corpusFiles();
+  if (files.empty())
+    GTEST_SKIP() << "no MSCCL files in " COLL_MSCCL_XML_DIR;
+  for (const std::string &path : files) {
+    SCOPED_TRACE(path);
+    DiagnosticList diags(path);
+    llvm::Expected<Algorithm> alg = readAlgorithmFile(path, diags);
+    ASSERT_TRUE(bool(alg)) << llvm::toString(alg.takeError());
+    llvm::Expected<Analysis> analysis = verify(*alg, diags);
+    ASSERT_TRUE(bool(analysis)) << llvm::toString(analysis.takeError());
+    EXPECT_TRUE(check(*alg, *analysis, diags));
+    EXPECT_EQ(test::formatted(diags, Severity::Error),
+              std::vector<std::string>{});
+  }
+}
+
+} // namespace
+} // namespace coll::ir
