@@ -6,7 +6,9 @@
 # interpreter is PYTHON, with coll.torch from this source tree and LIBCOLL,
 # at COLL_DEBUG=INFO. Passes when every rank printed "ok", the log shows the
 # decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
-# Exits 77 (skipped) when PYTHON has no torch.
+# MODE kill starts the ranks of tests/python/torch_kill.py itself (env://)
+# and passes when every survivor raised Coll's error within the watchdog
+# period. Exits 77 (skipped) when PYTHON has no torch.
 set -u
 py=$1 lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,6 +36,31 @@ tuning)
   expect+=("torch allreduce: gloo runs it by tuning rule $tmp/tuning.txt:2"
            "library gloo: tuning rule $tmp/tuning.txt:2") ;;
 esac
+if [ "$mode" = kill ]; then
+  # Plain processes (env://), so that nothing but Coll stops the survivors.
+  export COLL_WATCHDOG_MS=5000 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000))
+  export WORLD_SIZE=$n
+  pids=()
+  for r in $(seq 0 $((n - 1))); do
+    (cd "$tmp" && RANK=$r LOCAL_RANK=$r timeout 120 "$py" "$here/torch_kill.py" >"$tmp/out.$r" 2>&1) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  out=$(cat "$tmp"/out.*)
+  echo "$out"
+  status=0
+  for r in $(seq 0 $((n - 2))); do
+    line=$(grep "^rank $r: error after" "$tmp/out.$r" || true)
+    ms=$(sed -E 's/^rank [0-9]+: error after (-?[0-9]+) ms.*/\1/' <<<"$line")
+    if [ -z "$line" ] || [ "$ms" -gt 7000 ]; then
+      echo "torch-check: rank $r did not fail within the watchdog period: ${line:-no error}" >&2
+      status=1
+    fi
+  done
+  left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+  [ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
+  exit $status
+fi
 out=$(cd "$tmp" && timeout 500 "$py" -m torch.distributed.run --nproc_per_node "$n" \
   --master_port $((29500 + RANDOM % 2000)) "$here/torch_check.py" "${modes[@]}" 2>&1)
 rc=$?
