@@ -2,11 +2,12 @@
 //
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
-//                    [--backend host|cuda] [--trace FILE.json] [--threads N]
+//                    [--backend host|cuda|cuda-emu] [--trace FILE.json] [--threads N]
 //
 // Reads and verifies an MSCCL XML algorithm, runs it on the host backend
-// (every rank in this process) or on the current GPU (every rank on it, its
-// buffers copied in and out around each call), checks every rank's output
+// (every rank in this process), on the current GPU (every rank on it, its
+// buffers copied in and out around each call) or on the CPU emulation of the
+// GPU (the CUDA backend's own kernel on the SIMT launcher), checks every rank's output
 // against the collective's definition, and prints an nccl-tests-style table.
 //
 // Exit status: 0 every size verified; 1 a result was wrong or a call failed;
@@ -16,12 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceRunner.h"
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
-#if COLL_HAVE_CUDA
-#include "coll/interpreter/CudaExecutor.h"
-#endif
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
@@ -75,8 +74,9 @@ cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
                                      "the host backend's choice for the protocol)"),
                             cl::cat(category));
 cl::opt<std::string> backendName("backend", cl::init("host"),
-                                 cl::desc("host (ranks are CPU threads) or cuda (every rank on "
-                                          "the current GPU; times are CUDA-event times)"),
+                                 cl::desc("host (ranks are CPU threads), cuda (every rank on "
+                                          "the current GPU; times are CUDA-event times) or "
+                                          "cuda-emu (the CUDA backend on the CPU emulation)"),
                                  cl::cat(category));
 cl::opt<std::string> tracePath("trace", cl::init(""),
                                cl::desc("Write a timeline of every call (Chrome trace / Perfetto "
@@ -109,8 +109,9 @@ int main(int argc, char **argv) {
     return fail("collrun", BadInput, error);
   if (iters == 0)
     return fail("collrun", BadInput, "--iters must be at least 1");
-  if (backendName != "host" && backendName != "cuda")
-    return fail("collrun", BadInput, "--backend must be host or cuda, not '" + backendName + "'");
+  if (backendName != "host" && backendName != "cuda" && backendName != "cuda-emu")
+    return fail("collrun", BadInput,
+                "--backend must be host, cuda or cuda-emu, not '" + backendName + "'");
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
     return fail("collrun", BadInput,
@@ -164,46 +165,25 @@ int main(int argc, char **argv) {
       return Failed;
     }
   }
+  if (backendName == "cuda" || backendName == "cuda-emu") {
 #if COLL_HAVE_CUDA
-  std::unique_ptr<CudaExecutor> cudaExecutor;
-  std::optional<DeviceBuffers> deviceBuffers;
-  if (backendName == "cuda") {
-    auto device = currentCudaDevice();
-    if (!device)
-      return fail("collrun", BadInput, "--backend cuda: " + llvm::toString(device.takeError()));
-    backendNote = "cuda backend on " + device->name;
-    CudaOptions options;
-    options.watchdogMs = watchdogMs;
-    if (slotBytes)
-      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
-    auto created = CudaExecutor::create(*plan, options);
-    if (!created) {
-      llvm::logAllUnhandledErrors(created.takeError(), llvm::errs());
+    auto made = backendName == "cuda" ? makeGpuRunner(*plan, *type, watchdogMs, slotBytes)
+                                      : makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+#else
+    auto made = makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+#endif
+    if (!made) {
+      std::string message = llvm::toString(made.takeError());
+      if (llvm::StringRef(message).startswith("no CUDA device"))
+        return fail("collrun", BadInput, "--backend " + backendName + ": " + message);
+      llvm::errs() << message << "\n";
       return Failed;
     }
-    cudaExecutor = std::move(*created);
+    backendNote = made->note;
+    runCall = std::move(made->run);
     // The executor clears its own device state after a watchdog stop.
     recover = [] { return llvm::Error::success(); };
-    runCall = [&](CheckedCall &call, bool fresh) -> llvm::Expected<CallResult> {
-      if (fresh) {
-        deviceBuffers.reset();
-        auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * dataTypeSize(*type),
-                                             call.outputElems() * dataTypeSize(*type));
-        if (!buffers)
-          return buffers.takeError();
-        deviceBuffers = std::move(*buffers);
-      }
-      if (llvm::Error err = deviceBuffers->upload())
-        return err;
-      auto result = cudaExecutor->run(deviceBuffers->args());
-      if (!result)
-        return result.takeError();
-      if (llvm::Error err = deviceBuffers->download())
-        return err;
-      return result;
-    };
   }
-#endif
 
   const CollectiveDesc desc = CollectiveDesc::of(*plan);
   const double busFactor = busBandwidthFactor(*plan);
