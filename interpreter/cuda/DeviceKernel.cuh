@@ -625,7 +625,11 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   }
 
   __syncthreads();
-  if (tid == 0 && atomicAdd(&control->finished, 1u) == gridDim.x - 1) {
+  // acq_rel: every other block's increment (and its read of `generation`
+  // before it) happens before the last block's plain stores below. With a
+  // relaxed atomicAdd those stores raced with the other blocks' accesses in
+  // the PTX memory model (ThreadSanitizer found it on the CPU emulation).
+  if (tid == 0 && ptx::atomicAddAcqRel(&control->finished, 1u) == gridDim.x - 1) {
     control->finished = 0;
     control->generation = generation + 1;
   }

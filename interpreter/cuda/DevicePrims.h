@@ -17,6 +17,7 @@
 //    relies on;
 //  * atomicAdd/atomicCAS/atomicExch are relaxed read-modify-writes, as the
 //    PTX `atom` they compile to (no .sem qualifier: relaxed);
+//    atom.acq_rel.gpu.add is an acq_rel fetch_add;
 //  * %globaltimer is a monotonic clock in nanoseconds.
 //
 // ThreadSanitizer does not model stand-alone fences, so under TSan a relaxed
@@ -80,6 +81,11 @@ __device__ __forceinline__ void ldVolatile2(const uint64_t *p, uint64_t &a, uint
 }
 __device__ __forceinline__ void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
   asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+__device__ __forceinline__ uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
 }
 __device__ __forceinline__ uint64_t globalTimer() {
   uint64_t t;
@@ -173,6 +179,9 @@ inline void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
 inline void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
   stVolatile(p, a);
   stVolatile(p + 1, b);
+}
+inline uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
+  return atomicAt(p).fetch_add(v, std::memory_order_acq_rel);
 }
 inline uint64_t globalTimer() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

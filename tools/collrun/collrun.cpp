@@ -112,6 +112,12 @@ int main(int argc, char **argv) {
   if (backendName != "host" && backendName != "cuda" && backendName != "cuda-emu")
     return fail("collrun", BadInput,
                 "--backend must be host, cuda or cuda-emu, not '" + backendName + "'");
+#if !COLL_HAVE_CUDA_EMU
+  if (backendName == "cuda-emu")
+    return fail("collrun", BadInput,
+                "this build has no CUDA emulation (it was configured with "
+                "COLL_ENABLE_CUDA_EMU=OFF); use --backend host");
+#endif
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
     return fail("collrun", BadInput,
@@ -166,12 +172,20 @@ int main(int argc, char **argv) {
     }
   }
   if (backendName == "cuda" || backendName == "cuda-emu") {
+    auto makeRunner = [&]() -> llvm::Expected<DeviceRunner> {
 #if COLL_HAVE_CUDA
-    auto made = backendName == "cuda" ? makeGpuRunner(*plan, *type, watchdogMs, slotBytes)
-                                      : makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
-#else
-    auto made = makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+      if (backendName == "cuda")
+        return makeGpuRunner(*plan, *type, watchdogMs, slotBytes);
 #endif
+#if COLL_HAVE_CUDA_EMU
+      if (backendName == "cuda-emu")
+        return makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+#endif
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "no CUDA device: this build has no " + backendName +
+                                         " backend");
+    };
+    auto made = makeRunner();
     if (!made) {
       std::string message = llvm::toString(made.takeError());
       if (llvm::StringRef(message).startswith("no CUDA device"))

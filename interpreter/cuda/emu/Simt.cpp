@@ -27,7 +27,6 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -45,7 +44,10 @@ namespace {
 using host::Fiber;
 using Clock = std::chrono::steady_clock;
 
-thread_local ThreadContext *current = nullptr;
+/// The GPU thread running on this OS thread. Atomic (relaxed): the block's
+/// scheduler sets it around every resume, and an isolated fiber's reads
+/// have no happens-before with the scheduler's next write.
+thread_local std::atomic<ThreadContext *> current{nullptr};
 
 /// A fiber's stack: the kernel's frames are small (sanitizer builds get four
 /// times as much, Fiber::create).
@@ -131,7 +133,7 @@ public:
     }
     perturb = perturbationSeed() != 0;
     if (perturb)
-      rng.seed(perturbationSeed() * 1000003u + index);
+      rng.state.store(perturbationSeed() * 1000003u + index, std::memory_order_relaxed);
 
     Clock::time_point idleSince{};
     bool idle = false;
@@ -142,9 +144,9 @@ public:
       bool exited = false;
       for (size_t i = 0; i < order.size();) {
         const uint32_t t = order[i];
-        current = &threads[t];
+        current.store(&threads[t], std::memory_order_relaxed);
         const bool done = fibers[t]->resume();
-        current = nullptr;
+        current.store(nullptr, std::memory_order_relaxed);
         if (!done) {
           ++i;
           continue;
@@ -235,12 +237,28 @@ private:
   std::atomic<uint32_t> live{0};
   std::atomic<uint64_t> arrivals{0};
   bool perturb = false;
-  std::mt19937_64 rng;
+  /// SplitMix64 on an atomic state: the block's fibers draw from it with no
+  /// synchronisation between them (TSan would see a shared generator's
+  /// plain state as a race).
+  struct Random {
+    using result_type = uint64_t;
+    static constexpr uint64_t min() { return 0; }
+    static constexpr uint64_t max() { return ~uint64_t(0); }
+    uint64_t operator()() {
+      uint64_t z = state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed) +
+                   0x9e3779b97f4a7c15ull;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    }
+    std::atomic<uint64_t> state{0};
+  } rng;
 };
 
 ThreadContext &self() {
-  assert(current && "a CUDA primitive called outside an emulated kernel");
-  return *current;
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  assert(t && "a CUDA primitive called outside an emulated kernel");
+  return *t;
 }
 
 void spinPause() { self().block->pause(); }
@@ -254,7 +272,7 @@ int syncWarp(unsigned mask, int predicate) {
 
 #if COLL_SIMT_TSAN
 void noteRelaxedLoad(const void *address) {
-  ThreadContext *t = current;
+  ThreadContext *t = current.load(std::memory_order_relaxed);
   if (!t)
     return;
   for (int i = 0; i < t->nrelaxed; ++i)
