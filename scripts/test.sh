@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test, on a fresh Debian 12 machine too:
-#   1. the main build (the CUDA backend too when nvcc is present): all tests;
+#   1. the main build (the CUDA backend too when nvcc is present): all tests,
+#      then the fragile-place tests of the CUDA emulation under a few seeds
+#      of its perturbed schedule;
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build: the host tests;
-#   3. a ThreadSanitizer build: the interpreter tests.
+#   3. a ThreadSanitizer build: the interpreter tests and a subset of the
+#      CUDA emulation's tests (each protocol, in and out of place, the
+#      dependency-heavy algorithms, the watchdog).
 # Each build has its own folder (build/, build-asan/, build-tsan/). Any leak,
 # undefined behaviour or data race fails the run.
 set -euo pipefail
@@ -21,17 +25,24 @@ echo "== [1/3] main build"
 configure "$root/build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$root/build" -j "$jobs"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+for seed in 1 2 3; do
+  COLL_SIMT_SEED=$seed ctest --test-dir "$root/build" -L cuda-emu -R 'EmuFragile|GpuWatchdog' \
+    --output-on-failure -j "$jobs"
+done
 
 echo "== [2/3] ASan+UBSan build: host tests"
 configure "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCOLL_SANITIZE='address;undefined' -DCOLL_BUILD_BENCHMARKS=OFF
+  -DCOLL_SANITIZE='address;undefined' -DCOLL_BUILD_BENCHMARKS=OFF -DCOLL_ENABLE_CUDA_EMU=OFF
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" -L 'host|interpreter' --output-on-failure -j "$jobs"
 
-echo "== [3/3] TSan build: interpreter tests"
+echo "== [3/3] TSan build: interpreter tests, CUDA emulation subset"
 configure "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCOLL_SANITIZE=thread -DCOLL_ENABLE_LANG=OFF -DCOLL_BUILD_BENCHMARKS=OFF
 cmake --build "$root/build-tsan" -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir "$root/build-tsan" -L interpreter --output-on-failure -j "$jobs"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir "$root/build-tsan" -L cuda-emu -R 'SimtLauncher|EmuFragile|GpuWatchdog' \
+  --output-on-failure -j "$jobs"

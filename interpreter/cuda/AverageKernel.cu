@@ -4,14 +4,16 @@
 #include "Kernels.h"
 
 namespace coll::interp::cuda {
+COLL_CUDA_ABI_BEGIN
 
 const void *averageKernelFor(uint8_t type) {
   static const void *const table[] = {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  reinterpret_cast<const void *>(&averageKernel<CType>),
+  COLL_KERNEL_HANDLE(averageKernel<CType>),
 #include "coll/interpreter/DataTypes.def"
   };
   return table[type];
 }
 
+COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

@@ -28,7 +28,19 @@
 #include <cstring>
 #include <optional>
 
+namespace coll::interp::cuda {
+COLL_CUDA_ABI_BEGIN
+llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}",
+                                               cudaGetErrorName(error), cudaGetErrorString(error),
+                                               expr, llvm::sys::path::filename(file), line));
+}
+COLL_CUDA_ABI_END
+} // namespace coll::interp::cuda
+
 namespace coll::interp {
+COLL_CUDA_ABI_BEGIN
 
 using namespace cuda;
 
@@ -37,13 +49,6 @@ static_assert(static_cast<uint8_t>(ir::Protocol::Simple) == static_cast<uint8_t>
                   static_cast<uint8_t>(ir::Protocol::LL128) == static_cast<uint8_t>(Proto::LL128),
               "Proto mirrors ir::Protocol");
 static_assert(sizeof(PlanStep) % 4 == 0, "steps are copied to shared memory as is");
-
-llvm::Error cuda::cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}",
-                                               cudaGetErrorName(error), cudaGetErrorString(error),
-                                               expr, llvm::sys::path::filename(file), line));
-}
 
 namespace {
 
@@ -381,8 +386,20 @@ llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
   if (params.iterations == 0 || shape.blocks == 0)
     return llvm::Error::success();
   void *args[] = {&params};
-  COLL_CUDA_TRY(cudaLaunchKernel(kernel, dim3(shape.blocks), dim3(shape.threads), args,
-                                 shape.sharedBytes, s));
+  // Cooperative: the driver refuses a grid whose blocks cannot all be
+  // resident at once, which the persistent blocks need (they wait for each
+  // other), instead of relying on the occupancy query alone.
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(shape.blocks);
+  config.blockDim = dim3(shape.threads);
+  config.dynamicSmemBytes = shape.sharedBytes;
+  config.stream = s;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  COLL_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
   if (averageKernel) {
     constexpr uint32_t Threads = 256;
     const uint64_t blocks = std::clamp<uint64_t>((averageElems + Threads - 1) / Threads, 1, 1024);
@@ -574,4 +591,5 @@ llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warm
   });
 }
 
+COLL_CUDA_ABI_END
 } // namespace coll::interp

@@ -42,6 +42,10 @@
 //    data words therefore need no atomicity of the 128-byte store, which the
 //    ISA does not promise.
 //
+// The hardware is reached only through DevicePrims.h (PTX under nvcc, host
+// C++ for the CPU SIMT launcher otherwise), so this very source also runs on
+// the CPU (docs/CUDA.md).
+//
 // Waiting is bounded: every spin polls the launch's abort flag and, after
 // the watchdog period (read from %globaltimer), claims the report, writes it
 // into host-mapped memory, raises the abort flag and returns false; the
@@ -52,6 +56,7 @@
 #ifndef COLL_INTERPRETER_CUDA_DEVICEKERNEL_CUH
 #define COLL_INTERPRETER_CUDA_DEVICEKERNEL_CUH
 
+#include "DevicePrims.h"
 #include "DeviceTypes.h"
 
 #include "coll/interpreter/Float16.h"
@@ -62,61 +67,13 @@
 #include <cstring>
 
 namespace coll::interp::cuda {
+COLL_CUDA_ABI_BEGIN
 
 /// Blocks of MaxThreadsPerBlock threads that must fit on one SM: bounds the
 /// registers per thread so that large plans stay co-resident.
 inline constexpr int MinBlocksPerSm = 2;
 /// Polls between two looks at the abort flag and the clock.
 inline constexpr uint32_t SpinsPerCheck = 64;
-
-//===----------------------------------------------------------------------===//
-// PTX memory operations
-//===----------------------------------------------------------------------===//
-
-namespace ptx {
-
-__device__ __forceinline__ uint64_t ldRelaxed(const uint64_t *p) {
-  uint64_t v;
-  asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void stRelaxed(uint64_t *p, uint64_t v) {
-  asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void stRelease(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void fenceAcquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-__device__ __forceinline__ uint32_t ldVolatile(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.volatile.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint64_t ldVolatile(const uint64_t *p) {
-  uint64_t v;
-  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void stVolatile(uint64_t *p, uint64_t v) {
-  asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void stVolatile(uint32_t *p, uint32_t v) {
-  asm volatile("st.volatile.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-/// 16 bytes as two 64-bit elements, each single-copy atomic.
-__device__ __forceinline__ void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
-  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
-  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
-}
-__device__ __forceinline__ uint64_t globalTimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-} // namespace ptx
 
 //===----------------------------------------------------------------------===//
 // Element-wise work
@@ -354,6 +311,7 @@ private:
       return true;
     const uint64_t start = ptx::globalTimer();
     for (uint32_t spins = 1;; ++spins) {
+      ptx::spinPause();
       if (ready())
         return true;
       if (spins % SpinsPerCheck != 0)
@@ -640,7 +598,7 @@ private:
 template <class T, Proto P>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
-  extern __shared__ PlanStep sharedSteps[];
+  PlanStep *const sharedSteps = dynamicShared<PlanStep>();
   __shared__ PlanTb tb;
   __shared__ uint32_t generation;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
@@ -667,7 +625,11 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   }
 
   __syncthreads();
-  if (tid == 0 && atomicAdd(&control->finished, 1u) == gridDim.x - 1) {
+  // acq_rel: every other block's increment (and its read of `generation`
+  // before it) happens before the last block's plain stores below. With a
+  // relaxed atomicAdd those stores raced with the other blocks' accesses in
+  // the PTX memory model (ThreadSanitizer found it on the CPU emulation).
+  if (tid == 0 && ptx::atomicAddAcqRel(&control->finished, 1u) == gridDim.x - 1) {
     control->finished = 0;
     control->generation = generation + 1;
   }
@@ -688,12 +650,13 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
 template <Proto P> const void *collectiveKernelFor(uint8_t type) {
   static const void *const table[] = {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  reinterpret_cast<const void *>(&collectiveKernel<CType, P>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P>),
 #include "coll/interpreter/DataTypes.def"
   };
   return table[type];
 }
 
+COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 #endif // COLL_INTERPRETER_CUDA_DEVICEKERNEL_CUH

@@ -9,9 +9,12 @@
 #ifndef COLL_INTERPRETER_CUDA_KERNELS_H
 #define COLL_INTERPRETER_CUDA_KERNELS_H
 
+#include "coll/interpreter/Config.h"
+
 #include <cstdint>
 
 namespace coll::interp::cuda {
+COLL_CUDA_ABI_BEGIN
 
 /// collectiveKernel<T, protocol>(KernelParams).
 const void *kernelSimple(uint8_t type);
@@ -22,6 +25,7 @@ const void *kernelLL128(uint8_t type);
 /// uint64_t elems).
 const void *averageKernelFor(uint8_t type);
 
+COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 #endif // COLL_INTERPRETER_CUDA_KERNELS_H

@@ -97,7 +97,7 @@ coll_fiber_start:
 namespace coll::interp::host {
 
 namespace {
-thread_local Fiber *runningFiber = nullptr;
+thread_local std::atomic<Fiber *> runningFiber{nullptr};
 
 size_t pageSize() {
   static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -133,7 +133,9 @@ public:
 #endif
 
 #if COLL_FIBER_TSAN
-  void *tsanFiber = nullptr, *callerTsan = nullptr;
+  void *tsanFiber = nullptr;
+  std::atomic<void *> callerTsan{nullptr}; ///< written by the resumer, read by the fiber
+  bool isolated = false;
 #endif
 #if COLL_FIBER_ASAN
   void *fakeStack = nullptr, *callerFakeStack = nullptr;
@@ -144,7 +146,7 @@ public:
   /// Switches from the resumer into the fiber and back.
   void enter() {
 #if COLL_FIBER_TSAN
-    callerTsan = __tsan_get_current_fiber();
+    callerTsan.store(__tsan_get_current_fiber(), std::memory_order_relaxed);
     __tsan_switch_to_fiber(tsanFiber, 0);
 #endif
 #if COLL_FIBER_ASAN
@@ -160,7 +162,10 @@ public:
   /// back (its entry returned).
   void leave(bool exiting) {
 #if COLL_FIBER_TSAN
-    __tsan_switch_to_fiber(callerTsan, 0);
+    // 1 is __tsan_switch_to_fiber_no_sync: an isolated fiber's yield hands
+    // nothing over; its end does (the resumer then sees all it did).
+    __tsan_switch_to_fiber(callerTsan.load(std::memory_order_relaxed),
+                           isolated && !exiting ? 1u : 0u);
 #endif
 #if COLL_FIBER_ASAN
     __sanitizer_start_switch_fiber(exiting ? nullptr : &fakeStack, callerBottom, callerBytes);
@@ -177,7 +182,7 @@ public:
   }
 };
 
-llvm::Expected<std::unique_ptr<Fiber>> Fiber::create(size_t stackBytes) {
+llvm::Expected<std::unique_ptr<Fiber>> Fiber::create(size_t stackBytes, bool isolated) {
 #if COLL_FIBER_TSAN || COLL_FIBER_ASAN
   stackBytes *= 4; // instrumented frames are larger
 #endif
@@ -204,28 +209,32 @@ llvm::Expected<std::unique_ptr<Fiber>> Fiber::create(size_t stackBytes) {
   impl.stackBytes = stackBytes;
 #if COLL_FIBER_TSAN
   impl.tsanFiber = __tsan_create_fiber(0);
+  impl.isolated = isolated;
+#else
+  (void)isolated;
 #endif
   return fiber;
 }
 
 Fiber::~Fiber() {
-  assert(state != State::Running && "destroying a running fiber");
+  assert(state.load(std::memory_order_relaxed) != State::Running && "destroying a running fiber");
 }
 
 void Fiber::trampoline(Fiber *self) {
   self->impl->arrived();
   self->entry(self->arg);
-  self->state = State::Finished;
+  self->state.store(State::Finished, std::memory_order_relaxed);
   self->impl->leave(/*exiting=*/true);
   __builtin_unreachable();
 }
 
 void Fiber::reset(Entry fn, void *fnArg) {
-  assert(state != State::Running && state != State::Suspended &&
+  assert(state.load(std::memory_order_relaxed) != State::Running &&
+         state.load(std::memory_order_relaxed) != State::Suspended &&
          "resetting a fiber that is in the middle of its entry");
   entry = fn;
   arg = fnArg;
-  state = State::Ready;
+  state.store(State::Ready, std::memory_order_relaxed);
   Impl &i = *impl;
   char *top = i.stackBottom + i.stackBytes; // page aligned, so 16-byte aligned
 #if COLL_FIBER_ASM
@@ -256,24 +265,25 @@ void Fiber::reset(Entry fn, void *fnArg) {
 }
 
 bool Fiber::resume() {
-  assert((state == State::Ready || state == State::Suspended) &&
+  assert((state.load(std::memory_order_relaxed) == State::Ready ||
+          state.load(std::memory_order_relaxed) == State::Suspended) &&
          "resuming a fiber that is not ready");
-  Fiber *outer = runningFiber;
-  runningFiber = this;
-  state = State::Running;
+  Fiber *outer = runningFiber.load(std::memory_order_relaxed);
+  runningFiber.store(this, std::memory_order_relaxed);
+  state.store(State::Running, std::memory_order_relaxed);
   impl->enter();
-  runningFiber = outer;
-  return state == State::Finished;
+  runningFiber.store(outer, std::memory_order_relaxed);
+  return state.load(std::memory_order_relaxed) == State::Finished;
 }
 
 void Fiber::yield() {
-  Fiber *self = runningFiber;
+  Fiber *self = runningFiber.load(std::memory_order_relaxed);
   assert(self && "yield outside a fiber");
-  self->state = State::Suspended;
+  self->state.store(State::Suspended, std::memory_order_relaxed);
   self->impl->leave(/*exiting=*/false);
   // Resumed: resume() has set the state and runningFiber again.
 }
 
-Fiber *Fiber::current() { return runningFiber; }
+Fiber *Fiber::current() { return runningFiber.load(std::memory_order_relaxed); }
 
 } // namespace coll::interp::host

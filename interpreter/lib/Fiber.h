@@ -27,6 +27,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -39,7 +40,16 @@ public:
   /// A fiber with a stack of at least `stackBytes` bytes (rounded up to
   /// pages; sanitizer builds get four times as much). Fails when the stack
   /// cannot be mapped.
-  static llvm::Expected<std::unique_ptr<Fiber>> create(size_t stackBytes = 256 << 10);
+  ///
+  /// `isolated` matters only under ThreadSanitizer: by default every switch
+  /// synchronises the fibers involved, as if a lock were handed over. An
+  /// isolated fiber synchronises with its resumer only when it is entered and
+  /// when its entry returns, not when it yields, so TSan orders two isolated
+  /// fibers of one thread only by what they synchronise themselves (the CPU
+  /// SIMT launcher runs each GPU thread as one, so that a missing barrier
+  /// between threads of a block is a race TSan can see).
+  static llvm::Expected<std::unique_ptr<Fiber>> create(size_t stackBytes = 256 << 10,
+                                                       bool isolated = false);
   ~Fiber();
   Fiber(const Fiber &) = delete;
   Fiber &operator=(const Fiber &) = delete;
@@ -59,8 +69,8 @@ public:
   /// The fiber running on this thread, or null outside fibers.
   static Fiber *current();
 
-  bool finished() const { return state == State::Finished; }
-  bool suspended() const { return state == State::Suspended; }
+  bool finished() const { return state.load(std::memory_order_relaxed) == State::Finished; }
+  bool suspended() const { return state.load(std::memory_order_relaxed) == State::Suspended; }
 
   class Impl;
 
@@ -70,7 +80,9 @@ private:
 
   static void trampoline(Fiber *self);
 
-  State state = State::Idle;
+  // Atomic (relaxed) because an isolated fiber and its resumer both touch it
+  // with no synchronisation TSan would see; they never run at the same time.
+  std::atomic<State> state{State::Idle};
   Entry entry = nullptr;
   void *arg = nullptr;
   std::unique_ptr<Impl> impl;

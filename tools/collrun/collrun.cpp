@@ -2,12 +2,14 @@
 //
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
-//                    [--backend host|cuda] [--trace FILE.json] [--threads N]
+//                    [--backend host|cuda|cuda-emu] [--trace FILE.json] [--threads N]
 //                    [--no-check]
 //
-// Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it on the host backend
-// (every rank in this process) or on the current GPU (every rank on it, its
-// buffers copied in and out around each call), checks every rank's output
+// Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it
+// on the host backend (every rank in this process), on the current GPU (every
+// rank on it, its buffers copied in and out around each call) or on the CPU
+// emulation of the GPU (the CUDA backend's own kernel on the SIMT launcher),
+// checks every rank's output
 // against the collective's definition, and prints an nccl-tests-style table.
 //
 // Exit status: 0 every size verified; 1 a result was wrong or a call failed;
@@ -17,12 +19,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceRunner.h"
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
-#if COLL_HAVE_CUDA
-#include "coll/interpreter/CudaExecutor.h"
-#endif
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
@@ -76,8 +76,9 @@ cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
                                      "the host backend's choice for the protocol)"),
                             cl::cat(category));
 cl::opt<std::string> backendName("backend", cl::init("host"),
-                                 cl::desc("host (ranks are CPU threads) or cuda (every rank on "
-                                          "the current GPU; times are CUDA-event times)"),
+                                 cl::desc("host (ranks are CPU threads), cuda (every rank on "
+                                          "the current GPU; times are CUDA-event times) or "
+                                          "cuda-emu (the CUDA backend on the CPU emulation)"),
                                  cl::cat(category));
 cl::opt<std::string> tracePath("trace", cl::init(""),
                                cl::desc("Write a timeline of every call (Chrome trace / Perfetto "
@@ -114,8 +115,15 @@ int main(int argc, char **argv) {
     return fail("collrun", BadInput, error);
   if (iters == 0)
     return fail("collrun", BadInput, "--iters must be at least 1");
-  if (backendName != "host" && backendName != "cuda")
-    return fail("collrun", BadInput, "--backend must be host or cuda, not '" + backendName + "'");
+  if (backendName != "host" && backendName != "cuda" && backendName != "cuda-emu")
+    return fail("collrun", BadInput,
+                "--backend must be host, cuda or cuda-emu, not '" + backendName + "'");
+#if !COLL_HAVE_CUDA_EMU
+  if (backendName == "cuda-emu")
+    return fail("collrun", BadInput,
+                "this build has no CUDA emulation (it was configured with "
+                "COLL_ENABLE_CUDA_EMU=OFF); use --backend host");
+#endif
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
     return fail("collrun", BadInput,
@@ -169,46 +177,33 @@ int main(int argc, char **argv) {
       return Failed;
     }
   }
+  if (backendName == "cuda" || backendName == "cuda-emu") {
+    auto makeRunner = [&]() -> llvm::Expected<DeviceRunner> {
 #if COLL_HAVE_CUDA
-  std::unique_ptr<CudaExecutor> cudaExecutor;
-  std::optional<DeviceBuffers> deviceBuffers;
-  if (backendName == "cuda") {
-    auto device = currentCudaDevice();
-    if (!device)
-      return fail("collrun", BadInput, "--backend cuda: " + llvm::toString(device.takeError()));
-    backendNote = "cuda backend on " + device->name;
-    CudaOptions options;
-    options.watchdogMs = watchdogMs;
-    if (slotBytes)
-      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
-    auto created = CudaExecutor::create(*plan, options);
-    if (!created) {
-      llvm::logAllUnhandledErrors(created.takeError(), llvm::errs());
+      if (backendName == "cuda")
+        return makeGpuRunner(*plan, *type, watchdogMs, slotBytes);
+#endif
+#if COLL_HAVE_CUDA_EMU
+      if (backendName == "cuda-emu")
+        return makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+#endif
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "no CUDA device: this build has no " + backendName +
+                                         " backend");
+    };
+    auto made = makeRunner();
+    if (!made) {
+      std::string message = llvm::toString(made.takeError());
+      if (llvm::StringRef(message).startswith("no CUDA device"))
+        return fail("collrun", BadInput, "--backend " + backendName + ": " + message);
+      llvm::errs() << message << "\n";
       return Failed;
     }
-    cudaExecutor = std::move(*created);
+    backendNote = made->note;
+    runCall = std::move(made->run);
     // The executor clears its own device state after a watchdog stop.
     recover = [] { return llvm::Error::success(); };
-    runCall = [&](CheckedCall &call, bool fresh) -> llvm::Expected<CallResult> {
-      if (fresh) {
-        deviceBuffers.reset();
-        auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * dataTypeSize(*type),
-                                             call.outputElems() * dataTypeSize(*type));
-        if (!buffers)
-          return buffers.takeError();
-        deviceBuffers = std::move(*buffers);
-      }
-      if (llvm::Error err = deviceBuffers->upload())
-        return err;
-      auto result = cudaExecutor->run(deviceBuffers->args());
-      if (!result)
-        return result.takeError();
-      if (llvm::Error err = deviceBuffers->download())
-        return err;
-      return result;
-    };
   }
-#endif
 
   const CollectiveDesc desc = CollectiveDesc::of(*plan);
   const double busFactor = busBandwidthFactor(*plan);

@@ -15,13 +15,17 @@
 //
 // This header has no CUDA types, so host tools can include it; streams are
 // passed as `void *` (a cudaStream_t; null is the legacy default stream).
-// The library exists only in builds with CUDA (COLL_HAVE_CUDA).
+// CollCuda, for a GPU, exists only in builds with CUDA (COLL_HAVE_CUDA);
+// CollCudaEmu, the same code on the CPU SIMT launcher (docs/CUDA.md), in
+// every build. A translation unit compiled with COLL_CUDA_EMULATION=1 sees
+// the emulation's CudaExecutor under this name (Config.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_CUDAEXECUTOR_H
 #define COLL_INTERPRETER_CUDAEXECUTOR_H
 
+#include "coll/interpreter/Config.h"
 #include "coll/interpreter/DataType.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
@@ -56,7 +60,6 @@ struct CudaDeviceInfo {
   std::string name;
   int smCount = 0;
 };
-llvm::Expected<CudaDeviceInfo> currentCudaDevice();
 
 /// How the prepared call launches.
 struct LaunchShape {
@@ -66,6 +69,10 @@ struct LaunchShape {
   int blocksPerSm = 0;      ///< resident blocks per SM the occupancy API allows
   int smCount = 0;
 };
+
+COLL_CUDA_ABI_BEGIN
+
+llvm::Expected<CudaDeviceInfo> currentCudaDevice();
 
 class CudaExecutor {
 public:
@@ -149,6 +156,8 @@ private:
 /// Times device-to-device copies of `bytes` bytes on the current device
 /// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
 llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup, unsigned iters);
+
+COLL_CUDA_ABI_END
 
 } // namespace coll::interp
 

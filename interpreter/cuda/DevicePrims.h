@@ -1,0 +1,231 @@
+//===- DevicePrims.h - The kernel's hardware primitives, two ways -*- C++ -*-===//
+//
+// Everything DeviceKernel.cuh touches that is not plain C++: scoped loads,
+// stores and fences, 8- and 16-byte volatile accesses, atomics, block and
+// warp barriers, the global timer, thread and block indices, shared memory.
+//
+// Under nvcc these are the inline PTX statements and CUDA intrinsics the
+// kernel always used (the generated code is unchanged). Otherwise they are
+// host C++ for the CPU SIMT launcher (emu/Simt.h), with the same orderings:
+//
+//  * ld/st.relaxed.gpu are relaxed std::atomic_ref accesses, st.release.gpu
+//    a release store, fence.acq_rel.gpu an acq_rel fence;
+//  * ld/st.volatile of 4 or 8 bytes are relaxed atomic accesses, and a
+//    16-byte .v2.u64 access is two 8-byte relaxed atomic accesses: exactly
+//    the per-element single-copy atomicity the PTX ISA promises for vector
+//    accesses, and no more, so the LL protocol is tested for the property it
+//    relies on;
+//  * atomicAdd/atomicCAS/atomicExch are relaxed read-modify-writes, as the
+//    PTX `atom` they compile to (no .sem qualifier: relaxed);
+//    atom.acq_rel.gpu.add is an acq_rel fetch_add;
+//  * %globaltimer is a monotonic clock in nanoseconds.
+//
+// ThreadSanitizer does not model stand-alone fences, so under TSan a relaxed
+// load followed by an acquire fence would look like a race. There every
+// relaxed load records its address for the calling GPU thread, and the fence
+// announces an acquire of each recorded address (__tsan_acquire), which
+// synchronises with the release stores to it: the same edges the fence
+// creates, on the addresses that were really read. The non-TSan build keeps
+// the plain fence.
+//
+// Shared memory: the kernel's __shared__ variables become thread_local,
+// which is one per block because the launcher runs each block's threads as
+// fibers on one OS thread of its own; the dynamic area is dynamicShared<T>().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_DEVICEPRIMS_H
+#define COLL_INTERPRETER_CUDA_DEVICEPRIMS_H
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+
+//===----------------------------------------------------------------------===//
+// nvcc: PTX
+//===----------------------------------------------------------------------===//
+
+namespace coll::interp::cuda::ptx {
+
+__device__ __forceinline__ uint64_t ldRelaxed(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void stRelaxed(uint64_t *p, uint64_t v) {
+  asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void stRelease(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fenceAcquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ uint32_t ldVolatile(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.volatile.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t ldVolatile(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void stVolatile(uint64_t *p, uint64_t v) {
+  asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void stVolatile(uint32_t *p, uint32_t v) {
+  asm volatile("st.volatile.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+/// 16 bytes as two 64-bit elements, each single-copy atomic.
+__device__ __forceinline__ void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
+  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
+  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+__device__ __forceinline__ uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ uint64_t globalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+/// Once per iteration of a spin loop: nothing on a GPU, whose warps are
+/// scheduled by the hardware.
+__device__ __forceinline__ void spinPause() {}
+
+} // namespace coll::interp::cuda::ptx
+
+namespace coll::interp::cuda {
+/// The block's dynamic shared memory (the launch's sharedMem bytes).
+template <class T> __device__ __forceinline__ T *dynamicShared() {
+  extern __shared__ __align__(16) unsigned char collDynamicShared[];
+  return reinterpret_cast<T *>(collDynamicShared);
+}
+} // namespace coll::interp::cuda
+
+/// A kernel as cudaLaunchKernel takes it.
+#define COLL_KERNEL_HANDLE(...) reinterpret_cast<const void *>(&__VA_ARGS__)
+
+#else
+
+//===----------------------------------------------------------------------===//
+// Host C++ for the CPU SIMT launcher
+//===----------------------------------------------------------------------===//
+
+#include "coll/interpreter/Config.h"
+#include "emu/Simt.h"
+
+#include <atomic>
+#include <chrono>
+
+#if !COLL_CUDA_EMULATION
+#error "the host primitives are for the CPU emulation (COLL_CUDA_EMULATION=1)"
+#endif
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __shared__ thread_local
+#define threadIdx (::coll::interp::cuda::simt::self().threadIdx)
+#define blockIdx (::coll::interp::cuda::simt::self().blockIdx)
+#define blockDim (::coll::interp::cuda::simt::self().blockDim)
+#define gridDim (::coll::interp::cuda::simt::self().gridDim)
+
+namespace coll::interp::cuda {
+COLL_CUDA_ABI_BEGIN
+
+namespace ptx {
+
+template <class T> inline std::atomic_ref<T> atomicAt(const T *p) {
+  return std::atomic_ref<T>(*const_cast<T *>(p));
+}
+
+inline uint64_t ldRelaxed(const uint64_t *p) {
+  uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
+  simt::noteRelaxedLoad(p);
+  return v;
+}
+inline void stRelaxed(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
+inline void stRelease(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_release); }
+inline void fenceAcquire() {
+#if COLL_SIMT_TSAN
+  simt::acquireRelaxedLoads();
+#else
+  std::atomic_thread_fence(std::memory_order_acq_rel);
+#endif
+}
+inline uint32_t ldVolatile(const uint32_t *p) {
+  uint32_t v = atomicAt(p).load(std::memory_order_relaxed);
+  simt::noteRelaxedLoad(p);
+  return v;
+}
+inline uint64_t ldVolatile(const uint64_t *p) {
+  uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
+  simt::noteRelaxedLoad(p);
+  return v;
+}
+inline void stVolatile(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
+inline void stVolatile(uint32_t *p, uint32_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
+/// Two 8-byte single-copy-atomic halves, in no particular order.
+inline void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
+  a = ldVolatile(p);
+  b = ldVolatile(p + 1);
+}
+inline void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
+  stVolatile(p, a);
+  stVolatile(p + 1, b);
+}
+inline uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
+  return atomicAt(p).fetch_add(v, std::memory_order_acq_rel);
+}
+inline uint64_t globalTimer() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+/// Lets the block's other threads (fibers) run: a spinning thread never
+/// holds up its block.
+inline void spinPause() { simt::spinPause(); }
+
+} // namespace ptx
+
+template <class T> inline T *dynamicShared() { return static_cast<T *>(simt::self().dynamicShared); }
+
+inline void __syncthreads() { simt::syncThreads(0); }
+inline int __syncthreads_or(int predicate) { return simt::syncThreads(predicate != 0 ? 1 : 0); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { simt::syncWarp(mask, 0); }
+inline int __any_sync(unsigned mask, int predicate) {
+  return simt::syncWarp(mask, predicate != 0 ? 1 : 0);
+}
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  return ptx::atomicAt(p).fetch_add(v, std::memory_order_relaxed);
+}
+inline unsigned atomicCAS(unsigned *p, unsigned expected, unsigned desired) {
+  ptx::atomicAt(p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
+  return expected;
+}
+inline unsigned atomicExch(unsigned *p, unsigned v) {
+  return ptx::atomicAt(p).exchange(v, std::memory_order_relaxed);
+}
+inline void __threadfence_system() {
+#if !COLL_SIMT_TSAN // TSan ignores fences; the only reader is the host, after the launch
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+COLL_CUDA_ABI_END
+} // namespace coll::interp::cuda
+
+/// A kernel as the emulated cudaLaunchKernel takes it: a handle that can
+/// bind the kernel's parameters from `void **args`.
+#define COLL_KERNEL_HANDLE(...)                                                                    \
+  static_cast<const void *>(&::coll::interp::cuda::simt::kernelHandle<&__VA_ARGS__>)
+
+#endif
+
+#endif // COLL_INTERPRETER_CUDA_DEVICEPRIMS_H

@@ -1,0 +1,409 @@
+//===- Runtime.cpp - The CUDA runtime calls, on the CPU -------------------===//
+
+#include "Runtime.h"
+
+#include "Simt.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace coll::interp::cuda::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct State {
+  std::mutex mutex;
+  DeviceDescription device;
+  std::unordered_map<void *, size_t> allocations;        ///< cudaMalloc and cudaHostAlloc
+  std::unordered_map<const void *, int> maxDynamicShared; ///< per kernel, when raised
+};
+
+State &state() {
+  static State s;
+  return s;
+}
+
+thread_local std::string launchFailure;
+
+cudaError_t allocate(void **ptr, size_t bytes) {
+  if (!ptr)
+    return cudaErrorInvalidValue;
+  // 256-byte aligned, as cudaMalloc's allocations are.
+  void *p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  if (!p)
+    return cudaErrorMemoryAllocation;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.allocations[p] = bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t release(void *ptr) {
+  if (!ptr)
+    return cudaSuccess;
+  State &s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.allocations.erase(ptr) == 0)
+      return cudaErrorInvalidValue;
+  }
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+} // namespace
+
+/// Work of a stream, or a node of a captured graph.
+using Operation = std::function<cudaError_t()>;
+
+struct Graph {
+  std::vector<Operation> nodes;
+};
+
+struct Stream {
+  Graph *capture = nullptr; ///< recording instead of running
+  cudaError_t captureError = cudaSuccess;
+};
+
+struct Event {
+  Clock::time_point time{};
+  bool recorded = false;
+};
+
+namespace {
+
+/// Runs `op` now, or records it when `stream` is capturing.
+cudaError_t enqueue(cudaStream_t stream, Operation op) {
+  if (stream && stream->capture) {
+    stream->capture->nodes.push_back(std::move(op));
+    return cudaSuccess;
+  }
+  return op();
+}
+
+} // namespace
+
+const char *cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+  case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+  case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  case cudaErrorCooperativeLaunchTooLarge: return "cudaErrorCooperativeLaunchTooLarge";
+  case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess: return "no error";
+  case cudaErrorInvalidValue: return "invalid argument";
+  case cudaErrorMemoryAllocation: return "out of memory";
+  case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  case cudaErrorInvalidDevice: return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+  case cudaErrorLaunchFailure:
+    // What the launcher said, when it said something on this thread.
+    return launchFailure.empty() ? "the CPU launcher could not run the kernel"
+                                 : launchFailure.c_str();
+  case cudaErrorCooperativeLaunchTooLarge:
+    return "too many blocks in cooperative launch";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  if (!count)
+    return cudaErrorInvalidValue;
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+  if (!device)
+    return cudaErrorInvalidValue;
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device) {
+  if (!props)
+    return cudaErrorInvalidValue;
+  if (device != 0)
+    return cudaErrorInvalidDevice;
+  const DeviceDescription &d = describedDevice();
+  *props = cudaDeviceProp{};
+  std::strncpy(props->name, d.name.c_str(), sizeof props->name - 1);
+  props->multiProcessorCount = d.smCount;
+  props->maxThreadsPerBlock = d.maxThreadsPerBlock;
+  props->maxThreadsPerMultiProcessor = d.maxThreadsPerSm;
+  props->sharedMemPerBlock = d.sharedPerBlock;
+  props->sharedMemPerMultiprocessor = d.sharedPerSm;
+  props->regsPerMultiprocessor = d.registersPerSm;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+  if (!value)
+    return cudaErrorInvalidValue;
+  if (device != 0)
+    return cudaErrorInvalidDevice;
+  const DeviceDescription &d = describedDevice();
+  switch (attr) {
+  case cudaDevAttrMaxThreadsPerBlock: *value = d.maxThreadsPerBlock; return cudaSuccess;
+  case cudaDevAttrMultiProcessorCount: *value = d.smCount; return cudaSuccess;
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+    *value = static_cast<int>(d.sharedPerBlockOptin);
+    return cudaSuccess;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) { return allocate(ptr, bytes); }
+cudaError_t cudaFree(void *ptr) { return release(ptr); }
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) { return allocate(ptr, bytes); }
+cudaError_t cudaFreeHost(void *ptr) { return release(ptr); }
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags) {
+  if (!device || !host || flags != 0)
+    return cudaErrorInvalidValue;
+  *device = host;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
+                            cudaStream_t stream) {
+  if (bytes && (!dst || !src))
+    return cudaErrorInvalidValue;
+  return enqueue(stream, [=] {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  });
+}
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  return cudaMemsetAsync(ptr, value, bytes, nullptr);
+}
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes && !ptr)
+    return cudaErrorInvalidValue;
+  return enqueue(stream, [=] {
+    if (bytes)
+      std::memset(ptr, value, bytes);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  if (!stream)
+    return cudaErrorInvalidValue;
+  *stream = new Stream();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream)
+    return cudaErrorInvalidResourceHandle;
+  delete stream->capture;
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported;
+  return cudaSuccess; // work ran when it was enqueued
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  if (!event)
+    return cudaErrorInvalidValue;
+  *event = new Event();
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event)
+    return cudaErrorInvalidResourceHandle;
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event)
+    return cudaErrorInvalidResourceHandle;
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported; // event nodes are not emulated
+  event->time = Clock::now();
+  event->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms)
+    return cudaErrorInvalidValue;
+  if (!start || !end || !start->recorded || !end->recorded)
+    return cudaErrorInvalidResourceHandle;
+  *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+  if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      static_cast<size_t>(value) > describedDevice().sharedPerBlockOptin)
+    return cudaErrorInvalidValue;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.maxDynamicShared[func] = value;
+  return cudaSuccess;
+}
+
+namespace {
+size_t dynamicSharedLimit(const void *func) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.maxDynamicShared.find(func);
+  return it == s.maxDynamicShared.end() ? s.device.sharedPerBlock : static_cast<size_t>(it->second);
+}
+} // namespace
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
+                                                          int blockSize, size_t dynamicSharedBytes) {
+  if (!blocks || !func || blockSize <= 0)
+    return cudaErrorInvalidValue;
+  const DeviceDescription &d = describedDevice();
+  if (blockSize > d.maxThreadsPerBlock || blockSize > d.residentThreads ||
+      dynamicSharedBytes > dynamicSharedLimit(func)) {
+    *blocks = 0;
+    return cudaSuccess;
+  }
+  const int warps = (blockSize + 31) / 32;
+  int n = d.maxBlocksPerSm;
+  n = std::min(n, d.maxThreadsPerSm / (warps * 32));
+  n = std::min(n, d.registersPerSm / (d.registersPerThread * warps * 32));
+  n = std::min<int>(n, static_cast<int>(d.sharedPerSm /
+                                        (dynamicSharedBytes + d.sharedReservedPerBlock)));
+  *blocks = std::max(n, 0);
+  return cudaSuccess;
+}
+
+namespace {
+cudaError_t launchOn(const void *func, dim3 grid, dim3 block, void **args, size_t sharedBytes,
+                     cudaStream_t stream, bool cooperative) {
+  if (!func)
+    return cudaErrorInvalidValue;
+  const DeviceDescription &d = describedDevice();
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
+  if (threads == 0 || threads > static_cast<unsigned>(d.maxThreadsPerBlock) || blocks == 0)
+    return cudaErrorInvalidConfiguration;
+  if (sharedBytes > dynamicSharedLimit(func))
+    return cudaErrorInvalidValue;
+  if (cooperative) {
+    int perSm = 0;
+    if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &perSm, func, static_cast<int>(threads), sharedBytes);
+        err != cudaSuccess)
+      return err;
+    if (blocks > 1ull * perSm * d.smCount)
+      return cudaErrorCooperativeLaunchTooLarge;
+  }
+  // Parameters are copied when the launch is enqueued, as CUDA does.
+  auto kernel = static_cast<const simt::KernelHandle *>(func)->bind(args);
+  simt::Dim3 g{grid.x, grid.y, grid.z}, b{block.x, block.y, block.z};
+  return enqueue(stream, [kernel = std::move(kernel), g, b, sharedBytes, cooperative] {
+    std::string failure = simt::launch(kernel, g, b, sharedBytes, cooperative);
+    if (failure.empty())
+      return cudaSuccess;
+    launchFailure = std::move(failure);
+    return cudaErrorLaunchFailure;
+  });
+}
+} // namespace
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+                             size_t sharedBytes, cudaStream_t stream) {
+  return launchOn(func, grid, block, args, sharedBytes, stream, /*cooperative=*/false);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (!config || (config->numAttrs && !config->attrs))
+    return cudaErrorInvalidValue;
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id != cudaLaunchAttributeCooperative)
+      return cudaErrorInvalidValue; // no other attribute is emulated
+    cooperative = config->attrs[i].val.cooperative != 0;
+  }
+  return launchOn(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                  config->stream, cooperative);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (!stream || stream->capture)
+    return cudaErrorInvalidValue; // the legacy stream cannot be captured
+  stream->capture = new Graph();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  if (!stream || !graph || !stream->capture)
+    return cudaErrorInvalidValue;
+  *graph = stream->capture;
+  stream->capture = nullptr;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long) {
+  if (!exec || !graph)
+    return cudaErrorInvalidValue;
+  *exec = new Graph(*graph);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec)
+    return cudaErrorInvalidResourceHandle;
+  return enqueue(stream, [exec] {
+    for (const Operation &op : exec->nodes)
+      if (cudaError_t err = op(); err != cudaSuccess)
+        return err;
+    return cudaSuccess;
+  });
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+
+void describeDevice(const DeviceDescription &description) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.device = description;
+}
+const DeviceDescription &describedDevice() { return state().device; }
+
+std::string lastLaunchFailure() { return launchFailure; }
+
+} // namespace coll::interp::cuda::rt

@@ -1,0 +1,182 @@
+//===- Runtime.h - The CUDA runtime calls, on the CPU -----------*- C++ -*-===//
+//
+// The few CUDA runtime API calls the backend's host side and its tests make,
+// with CUDA's names, types and error codes, implemented on the CPU: device
+// memory is host memory, a launch runs the kernel on the SIMT launcher
+// (Simt.h) before returning, streams execute their work in order as it is
+// enqueued (so every synchronisation is immediate), events record the time,
+// and a stream in capture mode records launches, copies and sets into a
+// graph that cudaGraphLaunch replays in order.
+//
+// The device is described, not measured: DeviceDescription gives the SM
+// count, the block size limit and the per-SM limits the occupancy query
+// computes with (the defaults are an H100's, except that blocks have at most
+// 64 threads, to keep the CPU fast). Only CudaRuntime.h includes this file;
+// everything lives in coll::interp::cuda::rt so that the real runtime can be
+// linked into the same program.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_EMU_RUNTIME_H
+#define COLL_INTERPRETER_CUDA_EMU_RUNTIME_H
+
+#include <cstddef>
+#include <string>
+
+namespace coll::interp::cuda::rt {
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorLaunchOutOfResources = 701,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorCooperativeLaunchTooLarge = 720,
+  cudaErrorStreamCaptureUnsupported = 900,
+};
+
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x = 1, unsigned y = 1, unsigned z = 1) : x(x), y(y), z(z) {}
+};
+
+struct Stream;
+struct Event;
+struct Graph;
+using cudaStream_t = Stream *;
+using cudaEvent_t = Event *;
+using cudaGraph_t = Graph *;
+using cudaGraphExec_t = Graph *;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaDeviceAttr {
+  cudaDevAttrMaxThreadsPerBlock = 1,
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline constexpr unsigned cudaHostAllocDefault = 0;
+inline constexpr unsigned cudaHostAllocMapped = 2;
+
+enum cudaLaunchAttributeID { cudaLaunchAttributeCooperative = 2 };
+union cudaLaunchAttributeValue {
+  int cooperative;
+  char pad[64];
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+
+struct cudaDeviceProp {
+  char name[256];
+  int multiProcessorCount;
+  int maxThreadsPerBlock;
+  int maxThreadsPerMultiProcessor;
+  size_t sharedMemPerBlock;
+  size_t sharedMemPerMultiprocessor;
+  int regsPerMultiprocessor;
+};
+
+const char *cudaGetErrorName(cudaError_t error);
+const char *cudaGetErrorString(cudaError_t error);
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceSynchronize();
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
+                                                          int blockSize, size_t dynamicSharedBytes);
+/// Blocks of an ordinary launch run as resources free up (here: a few at a
+/// time); a cooperative one runs with every block co-resident, and is
+/// refused (cudaErrorCooperativeLaunchTooLarge) when the occupancy query says
+/// they do not all fit.
+cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
+                             size_t sharedBytes, cudaStream_t stream);
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args);
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
+/// The emulated device's limits: by default 16 SMs of an H100. Registers
+/// per thread is what the kernels' __launch_bounds__(512, 2) leave them
+/// (64), so the occupancy query gives what the register file allows.
+/// `residentThreads` is the CPU's own limit: the occupancy query finds no
+/// room for larger blocks, so the executor's automatic block size is 64
+/// threads here, and 32 for plans of more than 256 tbs (a larger explicit
+/// size is refused as on a GPU where it does not fit). Every GPU thread is a
+/// fiber with a stack, so 16 SMs keep launches within what the CPU holds.
+struct DeviceDescription {
+  std::string name = "CPU emulation (16 SMs of an H100, blocks of at most 64 threads)";
+  int smCount = 16;
+  int maxThreadsPerBlock = 1024;
+  int residentThreads = 64;
+  int maxThreadsPerSm = 2048;
+  int maxBlocksPerSm = 32;
+  int registersPerSm = 65536;
+  int registersPerThread = 64;
+  size_t sharedPerSm = 228 << 10;
+  size_t sharedPerBlock = 48 << 10;       ///< without the opt-in attribute
+  size_t sharedPerBlockOptin = 227 << 10; ///< the most cudaFuncSetAttribute allows
+  size_t sharedReservedPerBlock = 1 << 10;
+};
+/// The description every later call uses (for tests of the occupancy check).
+void describeDevice(const DeviceDescription &description);
+const DeviceDescription &describedDevice();
+/// Why the last failed launch on this thread failed.
+std::string lastLaunchFailure();
+
+} // namespace coll::interp::cuda::rt
+
+#endif // COLL_INTERPRETER_CUDA_EMU_RUNTIME_H

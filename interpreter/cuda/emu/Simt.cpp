@@ -1,0 +1,348 @@
+//===- Simt.cpp - A CPU SIMT launcher for the CUDA kernels ----------------===//
+//
+// A launch starts one OS thread per block and joins them all (thread start
+// and join also give ThreadSanitizer the edges a kernel boundary gives on a
+// GPU). Blocks keep their fibers, contexts and shared memory between
+// launches, in a pool indexed by block number.
+//
+// A block's thread runs its fibers round-robin. A pass in which no GPU thread
+// arrived at a barrier or exited made no visible progress: the threads are
+// all spinning on what other blocks have not yet done, so the OS thread gives
+// its CPU away (sched_yield; after 1 ms of that, 20 us sleeps), which keeps
+// hundreds of blocks moving on two cores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Simt.h"
+
+#include "Fiber.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/Error.h"
+
+#include <algorithm>
+#include <cassert>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <sched.h>
+
+#if COLL_SIMT_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace coll::interp::cuda::simt {
+
+namespace {
+
+using host::Fiber;
+using Clock = std::chrono::steady_clock;
+
+/// The GPU thread running on this OS thread. Atomic (relaxed): the block's
+/// scheduler sets it around every resume, and an isolated fiber's reads
+/// have no happens-before with the scheduler's next write.
+thread_local std::atomic<ThreadContext *> current{nullptr};
+
+/// A fiber's stack: the kernel's frames are small (sanitizer builds get four
+/// times as much, Fiber::create).
+constexpr size_t FiberStackBytes = 64 << 10;
+/// GPU threads one launch may hold at once: each fiber is two memory
+/// mappings (stack and guard page), and Linux allows about 65000 a process.
+constexpr uint64_t MaxResidentThreads = 16384;
+
+/// The seed of the perturbation mode (COLL_SIMT_SEED), 0 when off.
+uint64_t perturbationSeed() {
+  static const uint64_t seed = [] {
+    const char *text = std::getenv("COLL_SIMT_SEED");
+    return text ? std::strtoull(text, nullptr, 10) : 0ull;
+  }();
+  return seed;
+}
+
+/// A counting barrier. The last of `expected` arrivals publishes the
+/// predicate's OR and opens the next phase with a release store; the others
+/// yield until they acquire it. Arrivals are acq_rel read-modify-writes, so
+/// every arrival happens before every departure.
+struct Barrier {
+  std::atomic<uint32_t> arrived{0};
+  std::atomic<uint32_t> phase{0};
+  std::atomic<uint32_t> any{0};
+  uint32_t result[2] = {0, 0};
+
+  void open(uint32_t ph) {
+    result[ph & 1] = any.exchange(0, std::memory_order_relaxed);
+    arrived.store(0, std::memory_order_relaxed);
+    phase.store(ph + 1, std::memory_order_release);
+  }
+  void clear() {
+    arrived.store(0, std::memory_order_relaxed);
+    any.store(0, std::memory_order_relaxed);
+  }
+};
+
+} // namespace
+
+class Block {
+public:
+  llvm::Error prepare(uint32_t nthreads, size_t sharedBytes) {
+    while (fibers.size() < nthreads) {
+      auto fiber = Fiber::create(FiberStackBytes, /*isolated=*/true);
+      if (!fiber)
+        return fiber.takeError();
+      fibers.push_back(std::move(*fiber));
+    }
+    threads.resize(nthreads);
+    warps = std::vector<Barrier>((nthreads + 31) / 32);
+    warpLive = std::vector<std::atomic<uint32_t>>(warps.size());
+    if (shared.size() * sizeof(Line) < sharedBytes)
+      shared.resize((sharedBytes + sizeof(Line) - 1) / sizeof(Line));
+    return llvm::Error::success();
+  }
+
+  /// Runs block `index` of a launch to completion on the calling thread.
+  void run(const std::function<void()> &kernel, uint32_t index, Dim3 grid, Dim3 dims) {
+    const uint32_t n = dims.x * dims.y * dims.z;
+    live.store(n, std::memory_order_relaxed);
+    barrier.clear();
+    for (size_t w = 0; w < warps.size(); ++w) {
+      warps[w].clear();
+      const uint32_t lanes = std::min<uint32_t>(32, n - 32 * static_cast<uint32_t>(w));
+      warpLive[w].store(lanes == 32 ? 0xffffffffu : (1u << lanes) - 1, std::memory_order_relaxed);
+    }
+    const Dim3 blockIdx{index % grid.x, index / grid.x % grid.y, index / (grid.x * grid.y)};
+    std::vector<uint32_t> order(n);
+    for (uint32_t t = 0; t < n; ++t) {
+      ThreadContext &c = threads[t];
+      c = ThreadContext{};
+      c.threadIdx = {t % dims.x, t / dims.x % dims.y, t / (dims.x * dims.y)};
+      c.blockIdx = blockIdx;
+      c.blockDim = dims;
+      c.gridDim = grid;
+      c.dynamicShared = shared.data();
+      c.block = this;
+      c.linear = t;
+      c.kernel = &kernel;
+      fibers[t]->reset(&Block::entry, &c);
+      order[t] = t;
+    }
+    perturb = perturbationSeed() != 0;
+    if (perturb)
+      rng.state.store(perturbationSeed() * 1000003u + index, std::memory_order_relaxed);
+
+    Clock::time_point idleSince{};
+    bool idle = false;
+    while (!order.empty()) {
+      const uint64_t before = arrivals.load(std::memory_order_relaxed);
+      if (perturb)
+        std::shuffle(order.begin(), order.end(), rng);
+      bool exited = false;
+      for (size_t i = 0; i < order.size();) {
+        const uint32_t t = order[i];
+        current.store(&threads[t], std::memory_order_relaxed);
+        const bool done = fibers[t]->resume();
+        current.store(nullptr, std::memory_order_relaxed);
+        if (!done) {
+          ++i;
+          continue;
+        }
+        exited = true;
+        order.erase(order.begin() + static_cast<ptrdiff_t>(i));
+        exit(t);
+      }
+      if (exited || arrivals.load(std::memory_order_relaxed) != before) {
+        idle = false;
+        continue;
+      }
+      const Clock::time_point now = Clock::now();
+      if (!idle) {
+        idle = true;
+        idleSince = now;
+      }
+      if (now - idleSince < std::chrono::milliseconds(1))
+        sched_yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  int syncThreads(int predicate) {
+    return arrive(barrier, [&] { return live.load(std::memory_order_relaxed); }, predicate);
+  }
+
+  int syncWarp(uint32_t warp, unsigned mask, int predicate) {
+    return arrive(
+        warps[warp],
+        [&] {
+          return static_cast<uint32_t>(
+              __builtin_popcount(mask & warpLive[warp].load(std::memory_order_relaxed)));
+        },
+        predicate);
+  }
+
+  void pause() {
+    if (perturb && rng() % 8 == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4));
+    Fiber::yield();
+  }
+
+private:
+  struct alignas(16) Line {
+    unsigned char bytes[16];
+  };
+
+  static void entry(void *arg) { (*static_cast<ThreadContext *>(arg)->kernel)(); }
+
+  template <class Expected> int arrive(Barrier &b, Expected &&expected, int predicate) {
+    if (perturb && rng() % 4 == 0)
+      Fiber::yield(); // let others get there first
+    const uint32_t ph = b.phase.load(std::memory_order_relaxed);
+    if (predicate)
+      b.any.fetch_or(1, std::memory_order_relaxed);
+    arrivals.fetch_add(1, std::memory_order_relaxed);
+    const uint32_t n = b.arrived.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (n >= expected())
+      b.open(ph);
+    else
+      while (b.phase.load(std::memory_order_acquire) == ph)
+        Fiber::yield();
+    return static_cast<int>(b.result[ph & 1]);
+  }
+
+  /// Thread `t` has exited: barriers no longer wait for it.
+  void exit(uint32_t t) {
+    const uint32_t left = live.fetch_sub(1, std::memory_order_relaxed) - 1;
+    const uint32_t arrivedThere = barrier.arrived.load(std::memory_order_acquire);
+    if (arrivedThere > 0 && arrivedThere >= left)
+      barrier.open(barrier.phase.load(std::memory_order_relaxed));
+    Barrier &w = warps[t / 32];
+    const uint32_t lanes = warpLive[t / 32].fetch_and(~(1u << (t % 32)), std::memory_order_relaxed) &
+                           ~(1u << (t % 32));
+    const uint32_t arrivedWarp = w.arrived.load(std::memory_order_acquire);
+    if (arrivedWarp > 0 && arrivedWarp >= static_cast<uint32_t>(__builtin_popcount(lanes)))
+      w.open(w.phase.load(std::memory_order_relaxed));
+  }
+
+  std::vector<std::unique_ptr<Fiber>> fibers;
+  std::vector<ThreadContext> threads;
+  std::vector<Line> shared;
+  Barrier barrier;
+  std::vector<Barrier> warps;
+  std::vector<std::atomic<uint32_t>> warpLive;
+  std::atomic<uint32_t> live{0};
+  std::atomic<uint64_t> arrivals{0};
+  bool perturb = false;
+  /// SplitMix64 on an atomic state: the block's fibers draw from it with no
+  /// synchronisation between them (TSan would see a shared generator's
+  /// plain state as a race).
+  struct Random {
+    using result_type = uint64_t;
+    static constexpr uint64_t min() { return 0; }
+    static constexpr uint64_t max() { return ~uint64_t(0); }
+    uint64_t operator()() {
+      uint64_t z = state.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed) +
+                   0x9e3779b97f4a7c15ull;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    }
+    std::atomic<uint64_t> state{0};
+  } rng;
+};
+
+ThreadContext &self() {
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  assert(t && "a CUDA primitive called outside an emulated kernel");
+  return *t;
+}
+
+void spinPause() { self().block->pause(); }
+
+int syncThreads(int predicate) { return self().block->syncThreads(predicate); }
+
+int syncWarp(unsigned mask, int predicate) {
+  ThreadContext &t = self();
+  return t.block->syncWarp(t.linear / 32, mask, predicate);
+}
+
+#if COLL_SIMT_TSAN
+void noteRelaxedLoad(const void *address) {
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  if (!t)
+    return;
+  for (int i = 0; i < t->nrelaxed; ++i)
+    if (t->relaxed[i] == address)
+      return;
+  if (t->nrelaxed == ThreadContext::MaxRelaxed) {
+    std::move(t->relaxed + 1, t->relaxed + ThreadContext::MaxRelaxed, t->relaxed);
+    --t->nrelaxed;
+  }
+  t->relaxed[t->nrelaxed++] = address;
+}
+
+void acquireRelaxedLoads() {
+  ThreadContext &t = self();
+  for (int i = 0; i < t.nrelaxed; ++i)
+    __tsan_acquire(const_cast<void *>(t.relaxed[i]));
+  t.nrelaxed = 0;
+}
+#endif
+
+std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, size_t sharedBytes,
+                   bool coResident) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<Block>> pool;
+  std::lock_guard<std::mutex> lock(mutex);
+  const uint64_t nthreads = uint64_t(dims.x) * dims.y * dims.z;
+  const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
+  if (nthreads == 0 || nthreads > 1024)
+    return "a block of " + std::to_string(nthreads) + " threads (1 to 1024 allowed)";
+  if (nblocks == 0 || nblocks > (1u << 20))
+    return "a grid of " + std::to_string(nblocks) + " blocks (1 to 2^20 allowed)";
+  // OS threads: one per block, or a few that take blocks in turn.
+  const uint64_t workers = coResident ? nblocks : std::min<uint64_t>(nblocks, 4);
+  if (workers * nthreads > MaxResidentThreads)
+    return std::to_string(workers) + " blocks of " + std::to_string(nthreads) +
+           " threads at once: the CPU launcher holds at most " +
+           std::to_string(MaxResidentThreads) + " GPU threads (each has a stack mapping)";
+  // Blocks beyond what this launch needs are released, so that one large
+  // launch does not hold its stacks for the rest of the process.
+  auto trim = llvm::make_scope_exit([&] { pool.resize(std::min<size_t>(pool.size(), 64)); });
+  while (pool.size() < workers)
+    pool.push_back(std::make_unique<Block>());
+  for (uint64_t w = 0; w < workers; ++w)
+    if (llvm::Error err = pool[w]->prepare(static_cast<uint32_t>(nthreads), sharedBytes))
+      return "block " + std::to_string(w) + ": " + llvm::toString(std::move(err));
+
+  std::atomic<uint64_t> next{0};
+  std::vector<std::thread> threads;
+  threads.reserve(workers);
+  std::string failure;
+  for (uint64_t w = 0; w < workers; ++w) {
+    try {
+      threads.emplace_back([&, w] {
+        if (coResident) {
+          pool[w]->run(kernel, static_cast<uint32_t>(w), grid, dims);
+          return;
+        }
+        for (uint64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;)
+          pool[w]->run(kernel, static_cast<uint32_t>(b), grid, dims);
+      });
+    } catch (const std::system_error &e) {
+      // Blocks already started wait for this one until their watchdog ends
+      // them (a co-resident launch), or take its blocks (otherwise).
+      failure = "cannot start a thread for block " + std::to_string(w) + ": " + e.what();
+      break;
+    }
+  }
+  for (std::thread &t : threads)
+    t.join();
+  return failure;
+}
+
+} // namespace coll::interp::cuda::simt

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Plants bugs in the CUDA kernel source (interpreter/cuda/DeviceKernel.cuh)
+# one at a time and reports whether the emulated CUDA tests catch each:
+#   scripts/cuda-emu-mutants.sh [NAME ...]      (default: every mutant)
+# Not part of CI. Works on a copy of the committed tree in $COLL_MUTANT_DIR
+# (default /tmp/coll-mutants): one Release build, rebuilt per mutant; or,
+# with COLL_MUTANT_BUILD=DIR, on this checkout and its build DIR (the kernel
+# file is restored afterwards). A
+# mutant is caught when CudaEmuTests (the filter below) fails, reports a
+# race (a TSan build: COLL_MUTANT_BUILD=build-tsan) or runs past the timeout
+# (a hang the watchdog did not end in time counts as caught).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=${COLL_MUTANT_DIR:-/tmp/coll-mutants}
+filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*'}
+limit=${COLL_MUTANT_TIMEOUT:-180}
+kernel=interpreter/cuda/DeviceKernel.cuh
+
+# name|python expression of the text to find|replacement (\n for newlines)
+mutants=(
+  'no-barrier-before-free|    if (__syncthreads_or(!ok))\n      return false;\n    if (tid == 0) {|    if (!ok)\n      return false;\n    if (tid == 0) {'
+  'relaxed-tail|          ptx::stRelease(sendTail, sendSeq + 1);|          ptx::stRelaxed(sendTail, sendSeq + 1);'
+  'slot-off-by-one|        out[o++] = slot<T>(sendFifo, sendSeq);|        out[o++] = slot<T>(sendFifo, sendSeq + 1);'
+  'll-flag|    const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);|    const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq) + (sendSeq == 5);'
+  'll128-flag-before-syncwarp|        __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n        if (active \&\& j == FlagLane)\n          ptx::stRelease(line + LL128FlagWord, outFlag);|        if (active \&\& j == FlagLane)\n          ptx::stRelease(line + LL128FlagWord, outFlag);\n        __syncwarp();'
+  'dependency-wrong-iteration|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
+)
+
+selected=("$@")
+mkdir -p "$work"
+if [ -n "${COLL_MUTANT_BUILD:-}" ]; then
+  # An existing build of this checkout: the kernel is mutated in place and
+  # restored at the end (also on interruption).
+  src=$root
+  build=$COLL_MUTANT_BUILD
+  cp "$src/$kernel" "$work/kernel.orig"
+  trap 'cp "$work/kernel.orig" "$src/$kernel"' EXIT
+else
+  src=$work/src
+  build=$work/build
+  rm -rf "$src"
+  mkdir -p "$src"
+  git -C "$root" archive HEAD | tar -x -C "$src"
+  cp "$src/$kernel" "$work/kernel.orig"
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCOLL_ENABLE_LANG=OFF -DCOLL_BUILD_BENCHMARKS=OFF -DCOLL_ENABLE_CUDA=OFF \
+    >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 2; }
+fi
+
+printf '%-28s %s\n' mutant result
+for m in "${mutants[@]}"; do
+  IFS='|' read -r name find replace <<<"$m"
+  if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
+  cp "$work/kernel.orig" "$src/$kernel"
+  if ! FIND="$find" REPLACE="$replace" python3 - "$src/$kernel" <<'PY'
+import os, sys
+path = sys.argv[1]
+find = os.environ["FIND"].replace("\\n", "\n").replace("\\&", "&")
+repl = os.environ["REPLACE"].replace("\\n", "\n").replace("\\&", "&")
+text = open(path).read()
+if text.count(find) != 1:
+    sys.exit(1)
+open(path, "w").write(text.replace(find, repl))
+PY
+  then
+    printf '%-28s %s\n' "$name" "NOT APPLIED (the text to mutate was not found once)"
+    continue
+  fi
+  if ! ninja -C "$build" -j "${COLL_JOBS:-1}" CudaEmuTests >"$work/$name.build.log" 2>&1; then
+    printf '%-28s %s\n' "$name" "does not build (see $work/$name.build.log)"
+    continue
+  fi
+  start=$(date +%s)
+  timeout "$limit" "$build/tests/unit/cuda/CudaEmuTests" --gtest_filter="${filter//emu:/}" \
+    >"$work/$name.test.log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  if [ $rc -eq 124 ]; then
+    printf '%-28s %s\n' "$name" "caught: hang past ${limit}s"
+  elif grep -q 'WARNING: ThreadSanitizer' "$work/$name.test.log"; then
+    printf '%-28s %s\n' "$name" "caught: ThreadSanitizer race report (${secs}s)"
+  elif [ $rc -ne 0 ]; then
+    failed=$(grep '^\[  FAILED  \]' "$work/$name.test.log" | grep -v 'listed below' | sort -u | wc -l)
+    printf '%-28s %s\n' "$name" "caught: $failed tests failed (${secs}s)"
+  else
+    printf '%-28s %s\n' "$name" "SURVIVED (${secs}s)"
+  fi
+done
+cp "$work/kernel.orig" "$src/$kernel"
