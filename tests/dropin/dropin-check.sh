@@ -43,7 +43,7 @@ out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" -x LD_PRELOAD="$lib" -x COL
 rc=$?
 echo "$out"
 status=0
-ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+ok=$(grep -o "rank [0-9]*: ok" <<<"$out" | wc -l)
 [ "$rc" -eq 0 ] && [ "$ok" -eq "$n" ] || { echo "dropin-check: exit $rc, $ok of $n ranks ok" >&2; status=1; }
 for e in "${expect[@]}"; do
   grep -qF -- "$e" <<<"$out" || { echo "dropin-check: the log lacks: $e" >&2; status=1; }

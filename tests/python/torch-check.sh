@@ -66,7 +66,7 @@ out=$(cd "$tmp" && timeout 500 "$py" -m torch.distributed.run --nproc_per_node "
 rc=$?
 echo "$out"
 status=0
-ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+ok=$(grep -o "rank [0-9]*: ok" <<<"$out" | wc -l)
 [ "$rc" -eq 0 ] && [ "$ok" -eq "$n" ] || { echo "torch-check: exit $rc, $ok of $n ranks ok" >&2; status=1; }
 for e in "${expect[@]}"; do
   grep -qF -- "$e" <<<"$out" || { echo "torch-check: the log lacks: $e" >&2; status=1; }

@@ -43,7 +43,7 @@ for run in "2 $tmp/cmake-build/coll-mpi-collectives" "4 $tmp/pkgconfig-collectiv
   rc=$?
   echo "== mpirun -np $1 $(basename "$2")"
   echo "$out"
-  ok=$(grep -c "^rank [0-9]*: ok" <<<"$out")
+  ok=$(grep -o "rank [0-9]*: ok" <<<"$out" | wc -l)
   [ "$rc" -eq 0 ] && [ "$ok" -eq "$1" ] || { echo "exit $rc, $ok of $1 ranks ok" >&2; status=1; }
   grep -q "COLL INFO algorithm selection for $1 ranks" <<<"$out" ||
     { echo "COLL_DEBUG=INFO printed no algorithm selection" >&2; status=1; }

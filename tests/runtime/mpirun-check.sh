@@ -12,7 +12,7 @@ export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
 out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" "$prog" "$scenario" "$mode" 2>&1)
 rc=$?
 echo "$out"
-ok=$(grep -c ": ok " <<<"$out")
+ok=$(grep -o "rank [0-9]*: ok " <<<"$out" | wc -l)
 left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
 if [ "$rc" -ne 0 ] || [ "$ok" -ne "$n" ] || [ -n "$left" ]; then
   echo "mpirun-check: exit $rc, $ok of $n ranks ok, left in /dev/shm: ${left:-nothing}" >&2
