@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Coll builds with, skipping those already present.
-# Used by scripts/test.sh and scripts/demo.sh; safe to run repeatedly.
+# Installs the Debian 12 packages Coll builds with, skipping those already
+# present, and with --torch also PyTorch (below). Used by scripts/test.sh
+# (--torch) and scripts/demo.sh; safe to run repeatedly.
 set -euo pipefail
 
 pkgs=(
@@ -29,12 +30,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# PyTorch (from PyPI, CPU use; its wheel pulls CUDA libraries, which import
-# without a GPU) in a virtual environment of its own, for coll.torch and its
-# tests. Kept between runs; COLL_SKIP_TORCH=1 skips it, and a failed install
-# only warns: the torch tests then skip with the reason.
+# With --torch (scripts/test.sh passes it): PyTorch (from PyPI, CPU use; its
+# wheel pulls CUDA libraries, which import without a GPU) in a virtual
+# environment of its own, for coll.torch and its tests. Kept between runs;
+# COLL_SKIP_TORCH=1 skips it, and a failed install only warns: the torch
+# tests then skip with the reason.
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/coll/torch-venv
-if [ "${COLL_SKIP_TORCH:-0}" != 1 ] && ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+if [ "${1:-}" = --torch ] && [ "${COLL_SKIP_TORCH:-0}" != 1 ] &&
+  ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
   echo "coll setup: installing PyTorch into $venv (large: several GB)"
   mkdir -p "$(dirname "$venv")"
   if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy; }; then

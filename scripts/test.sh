@@ -11,7 +11,7 @@
 # undefined behaviour or data race fails the run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --torch
 
 jobs=${COLL_JOBS:-$(nproc)}
 configure() {

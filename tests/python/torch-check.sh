@@ -13,7 +13,7 @@ set -u
 py=$1 lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if ! "$py" -c "import torch" 2>/dev/null; then
-  echo "SKIP: no PyTorch at $py (scripts/setup.sh installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
+  echo "SKIP: no PyTorch at $py (scripts/setup.sh --torch, which scripts/test.sh runs, installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
   exit 77
 fi
 tmp=$(mktemp -d)
