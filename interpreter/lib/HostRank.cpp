@@ -357,15 +357,13 @@ private:
     ConnectionEnd &c = *send_;
     uint64_t seq = c.control->tail.load(std::memory_order_relaxed);
     uint64_t bytes = n * sizeof(T);
-    if constexpr (Proto == Protocol::Simple) {
-      c.control->tail.store(seq + 1, std::memory_order_release);
-    } else if constexpr (Proto == Protocol::LL) {
+    if constexpr (Proto == Protocol::LL)
       data::llStore(words(c, seq), stageOut, bytes, llFlag(seq));
-      c.control->tail.store(seq + 1, std::memory_order_relaxed);
-    } else {
+    else if constexpr (Proto == Protocol::LL128)
       data::ll128Store(words(c, seq), stageOut, bytes, ll128Flag(seq));
-      c.control->tail.store(seq + 1, std::memory_order_relaxed);
-    }
+    // Release in every protocol: a network proxy reads the slot after `tail`.
+    c.control->sizes[seq % FifoDepth].store(static_cast<uint32_t>(bytes), std::memory_order_relaxed);
+    c.control->tail.store(seq + 1, std::memory_order_release);
     c.peerBell->ring();
   }
 

@@ -31,6 +31,7 @@
 
 #include "coll/interpreter/DataType.h"
 #include "coll/interpreter/Plan.h"
+#include "coll/interpreter/Protocol.h"
 
 #include "llvm/Support/Error.h"
 
@@ -50,7 +51,10 @@ constexpr size_t CacheLine = 64;
 /// can live in memory shared between processes. The FIFO follows it.
 struct alignas(CacheLine) ConnectionControl {
   std::atomic<uint64_t> tail; ///< slots the sender filled
-  char pad0[CacheLine - sizeof(std::atomic<uint64_t>)];
+  /// Data bytes the sender put in each slot, stored before `tail`: what a
+  /// network proxy forwards (NetProxy.h); the receivers do not read it.
+  std::atomic<uint32_t> sizes[FifoDepth];
+  char pad0[CacheLine - sizeof(std::atomic<uint64_t>) - FifoDepth * sizeof(std::atomic<uint32_t>)];
   std::atomic<uint64_t> head; ///< slots the receiver freed
   char pad1[CacheLine - sizeof(std::atomic<uint64_t>)];
 };

@@ -243,8 +243,8 @@ const Segment *HostTransport::receiveSegment(int localIndex) const {
   return receive[localIndex].valid() ? &receive[localIndex] : nullptr;
 }
 
-llvm::Expected<ConnectionEnd> HostTransport::end(int sender, int receiver, int channel,
-                                                 ir::Protocol protocol) {
+llvm::Expected<ConnectionEnd> HostTransport::bindEnd(int sender, int receiver, int channel,
+                                                     ir::Protocol protocol, Doorbell *peerBell) {
   auto fail = [&](const llvm::Twine &why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    llvm::formatv("connection {0}->{1} channel {2} ({3}): ",
@@ -254,8 +254,8 @@ llvm::Expected<ConnectionEnd> HostTransport::end(int sender, int receiver, int c
                                        why.str());
   };
   int si = localIndexOf(sender), ri = localIndexOf(receiver);
-  if (si < 0 || ri < 0)
-    return fail("the ranks are on different hosts, and this build has no network transport");
+  if (ri < 0 || (si < 0 && !peerBell))
+    return fail("the ranks are on different hosts, and no network proxy serves the connection");
   if (channel < 0 || channel >= layout.channels)
     return fail(llvm::formatv("the channel is beyond the {0} this communicator set up",
                               layout.channels));
@@ -271,9 +271,21 @@ llvm::Expected<ConnectionEnd> HostTransport::end(int sender, int receiver, int c
   auto shape = FifoShape::of(protocol, layout.slotBytes[static_cast<int>(protocol)]);
   if (!shape)
     return shape.takeError();
-  const int other = local[me].rank == sender ? ri : si;
-  return ConnectionEnd::bind(static_cast<char *>(seg->data()) + offset, *shape,
-                             &doorbell(local[other].proc), sender, receiver, channel);
+  if (!peerBell)
+    peerBell = &doorbell(local[local[me].rank == sender ? ri : si].proc);
+  return ConnectionEnd::bind(static_cast<char *>(seg->data()) + offset, *shape, peerBell, sender,
+                             receiver, channel);
+}
+
+llvm::Expected<ConnectionEnd> HostTransport::end(int sender, int receiver, int channel,
+                                                 ir::Protocol protocol) {
+  return bindEnd(sender, receiver, channel, protocol, nullptr);
+}
+
+llvm::Expected<ConnectionEnd> HostTransport::inboundEnd(int sender, int channel,
+                                                        ir::Protocol protocol,
+                                                        Doorbell &proxyBell) {
+  return bindEnd(sender, local[me].rank, channel, protocol, &proxyBell);
 }
 
 } // namespace coll::transport

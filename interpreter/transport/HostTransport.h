@@ -108,6 +108,12 @@ public:
   /// Commits its pages first.
   llvm::Expected<interp::host::ConnectionEnd> end(int sender, int receiver, int channel,
                                                   ir::Protocol protocol);
+  /// The receiving end of a connection from `sender` on another host to
+  /// this rank: the FIFO in this rank's segment, which a network proxy fills
+  /// (NetProxy.h); the receiver rings `proxyBell` when it frees a slot.
+  llvm::Expected<interp::host::ConnectionEnd> inboundEnd(int sender, int channel,
+                                                         ir::Protocol protocol,
+                                                         interp::host::Doorbell &proxyBell);
   bool isLocal(int rank) const;
 
   interp::host::Doorbell &doorbell(int proc);
@@ -127,6 +133,9 @@ private:
   static std::string segmentName(uint64_t nonce, int rank);
   static std::string controlName(uint64_t nonce);
   static size_t controlBytes(int nlocal, int nprocs);
+  llvm::Expected<interp::host::ConnectionEnd> bindEnd(int sender, int receiver, int channel,
+                                                      ir::Protocol protocol,
+                                                      interp::host::Doorbell *peerBell);
   void *receiveBase(int localIndex) const;
   const Segment *receiveSegment(int localIndex) const;
 

@@ -4,6 +4,7 @@
 
 #include "Debug.h"
 #include "HostTransport.h"
+#include "NetProxy.h"
 
 #include "HostEngine.h"
 #include "HostRank.h"
@@ -37,6 +38,7 @@ namespace coll::rt {
 using interp::DataType;
 using interp::ReduceOp;
 using interp::host::ConnectionEnd;
+using interp::host::FifoShape;
 using interp::host::Doorbell;
 using interp::host::Engine;
 using interp::host::RankRunner;
@@ -379,6 +381,12 @@ public:
   std::unique_ptr<HostTransport> transport;
   std::unique_ptr<SharedStop> stop;
   std::unique_ptr<Engine> engine;
+  /// Connections to ranks on other hosts (null on one host); destroyed
+  /// first, while the doorbells and segments it uses still exist.
+  std::unique_ptr<NetProxy> net;
+  /// Network connection ends by (sender, receiver, channel, protocol): one
+  /// staging FIFO per connection, whatever plans share it.
+  std::map<std::tuple<int, int, int, int>, ConnectionEnd> netEnds;
   int p2pChannel = 0;
   /// Other processes of this host whose death this rank watches.
   struct Watched {
@@ -407,6 +415,11 @@ public:
   std::shared_ptr<TraceFile> trace; ///< COLL_TRACE, or null
 
   ~Impl() {
+    // What this rank sent must leave before the proxy closes its endpoints.
+    if (net && stop && !stop->stopping() && !net->drain(std::chrono::milliseconds(config.watchdogMs)))
+      COLL_LOG(Warn, Net, rank, "destroy: slots to other hosts still unsent after the watchdog "
+                                "period; closing anyway");
+    net.reset();
     for (Watched &w : watched)
       if (w.pidfd >= 0)
         ::close(w.pidfd);
@@ -415,6 +428,11 @@ public:
   }
 
   llvm::Error setup();
+  llvm::Error setupNetwork(const std::vector<transport::LocalRank> &local, bool allInProcess);
+  /// The end of (sender -> receiver, channel, protocol) this rank drives:
+  /// shared memory on one host, the network proxy across hosts.
+  llvm::Expected<ConnectionEnd> connectionEnd(int sender, int receiver, int channel,
+                                              ir::Protocol protocol);
   llvm::Error agree(llvm::Error local, llvm::StringRef what);
   void logSelection();
   bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
@@ -582,7 +600,10 @@ llvm::Error Communicator::Impl::setup() {
   layout.used[static_cast<int>(ir::Protocol::Simple)] = true; // point to point
   for (const LoadedAlgorithm &a : registry->algorithms())
     layout.used[static_cast<int>(a.protocol)] = true;
-  auto created = HostTransport::create(nonce, layout, local, myIndex, nprocs, allInProcess);
+  // Segment names carry the host: "hosts" of one machine (COLL_HOSTID,
+  // network namespaces) share /dev/shm.
+  const uint64_t hostNonce = llvm::hash_combine(nonce, me.hostHash);
+  auto created = HostTransport::create(hostNonce, layout, local, myIndex, nprocs, allInProcess);
   llvm::Error err = agree(created ? llvm::Error::success() : created.takeError(),
                           "creating shared memory");
   if (!err) {
@@ -590,7 +611,7 @@ llvm::Error Communicator::Impl::setup() {
     err = agree(transport->attach(), "mapping shared memory");
   }
   if (err) {
-    HostTransport::removeNames(nonce, local);
+    HostTransport::removeNames(hostNonce, local);
     return err;
   }
   transport->unlinkNames();
@@ -610,6 +631,8 @@ llvm::Error Communicator::Impl::setup() {
   if (!eng)
     return collError(collSystemError, llvm::toString(eng.takeError()));
   engine = std::move(*eng);
+  if (llvm::Error err = setupNetwork(local, allInProcess))
+    return err;
 
   // Watch the other processes of this host.
   std::set<int> seenPids;
@@ -625,6 +648,112 @@ llvm::Error Communicator::Impl::setup() {
   if (rank == 0)
     logSelection();
   return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::setupNetwork(const std::vector<transport::LocalRank> &local,
+                                             bool allInProcess) {
+  const char *localKind = allInProcess ? "process memory" : "shared memory";
+  if (shape.nodes == 1) {
+    if (local.size() > 1)
+      COLL_LOG(Info, Net, rank,
+               llvm::formatv("rank {0}: every peer is on this host ({1})", rank, localKind));
+    return llvm::Error::success();
+  }
+  NetProxy::Options no;
+  no.rank = rank;
+  no.nranks = nranks;
+  no.remote.resize(nranks);
+  no.hostnames.resize(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    no.remote[r] = hostOf[r] != hostOf[rank];
+    no.hostnames[r] = peers[r].hostname;
+  }
+  no.engineBell = &transport->myDoorbell();
+  no.fail = [this](collResult_t result, const std::string &report) { stop->fail(result, report); };
+  auto created = NetProxy::create(std::move(no));
+  llvm::Error err = created ? llvm::Error::success() : created.takeError();
+  if (err)
+    err = collError(collSystemError,
+                    llvm::formatv("ranks on {0} hosts: {1}", shape.nodes, llvm::toString(std::move(err))));
+  if (llvm::Error agreed = agree(std::move(err), "connecting hosts"))
+    return agreed;
+  net = std::move(*created);
+
+  // Worker addresses, one fixed-size record per rank.
+  struct Record {
+    uint32_t length = 0;
+    uint8_t bytes[4092] = {};
+  };
+  std::vector<Record> records(static_cast<size_t>(nranks));
+  const std::vector<uint8_t> &mine = net->address();
+  llvm::Error tooLong = llvm::Error::success();
+  if (mine.size() > sizeof records[rank].bytes)
+    tooLong = collError(collSystemError,
+                        llvm::formatv("UCX worker address of {0} B exceeds {1} B (set UCX_TLS or "
+                                      "UCX_NET_DEVICES to fewer transports)",
+                                      mine.size(), sizeof records[rank].bytes));
+  else {
+    records[rank].length = static_cast<uint32_t>(mine.size());
+    std::memcpy(records[rank].bytes, mine.data(), mine.size());
+  }
+  if (llvm::Error agreed = agree(std::move(tooLong), "connecting hosts"))
+    return agreed;
+  if (llvm::Error e = boot->allgather(records.data(), sizeof(Record)))
+    return collError(collRemoteError,
+                     "exchanging UCX addresses: lost contact with the other ranks: " +
+                         llvm::toString(std::move(e)));
+  std::vector<std::vector<uint8_t>> addresses(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r)
+    addresses[r].assign(records[r].bytes, records[r].bytes + std::min<uint32_t>(records[r].length, sizeof records[r].bytes));
+  llvm::Error connected = net->connect(addresses);
+  if (connected)
+    connected = collError(collSystemError, llvm::toString(std::move(connected)));
+  if (llvm::Error agreed = agree(std::move(connected), "connecting hosts"))
+    return agreed;
+  COLL_LOG(Info, Net, rank, llvm::formatv("rank {0}: network: {1}", rank, net->describe()));
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank)
+      continue;
+    bool remote = hostOf[r] != hostOf[rank];
+    COLL_LOG(Info, Net, rank,
+             llvm::formatv("rank {0} <-> rank {1} (host {2}): {3}", rank, r, peers[r].hostname,
+                           remote ? net->describePeer(r) : std::string(localKind)));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<ConnectionEnd> Communicator::Impl::connectionEnd(int sender, int receiver,
+                                                                int channel,
+                                                                ir::Protocol protocol) {
+  if (hostOf[sender] == hostOf[receiver])
+    return transport->end(sender, receiver, channel, protocol);
+  auto key = std::make_tuple(sender, receiver, channel, static_cast<int>(protocol));
+  if (auto found = netEnds.find(key); found != netEnds.end())
+    return found->second;
+  if (!net)
+    return collError(collInternalError, "a connection to another host, but no network proxy");
+  auto make = [&]() -> llvm::Expected<ConnectionEnd> {
+    if (sender == rank) {
+      auto shape = FifoShape::of(protocol, config.slotBytes[static_cast<int>(protocol)]);
+      if (!shape)
+        return shape.takeError();
+      return net->outbound(receiver, channel, *shape);
+    }
+    auto in = transport->inboundEnd(sender, channel, protocol, net->doorbell());
+    if (!in)
+      return in.takeError();
+    if (llvm::Error err = net->inbound(*in))
+      return err;
+    return *in;
+  };
+  auto end = make();
+  if (!end)
+    return end.takeError();
+  COLL_LOG(Trace, Net, rank,
+           llvm::formatv("connection {0}->{1} channel {2} ({3}) over the network", sender,
+                         receiver, channel, ir::protocolName(protocol)));
+  netEnds.emplace(key, *end);
+  return *end;
 }
 
 //===----------------------------------------------------------------------===//
@@ -831,7 +960,7 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
     const interp::PlanConnection &info = plan.connections[c];
     if (info.sender != rank && info.receiver != rank)
       continue;
-    auto end = transport->end(info.sender, info.receiver, info.channel, plan.protocol);
+    auto end = connectionEnd(info.sender, info.receiver, info.channel, plan.protocol);
     if (!end)
       return collError(collSystemError, llvm::toString(end.takeError()));
     ends[c] = *end;
@@ -1133,6 +1262,8 @@ void runP2P(void *arg) {
         }
         std::memcpy(s, static_cast<const std::byte *>(op->send) + done, n);
         done += n;
+        e.control->sizes[seq % interp::FifoDepth].store(
+            static_cast<uint32_t>(first ? n + Header : n), std::memory_order_relaxed);
         e.control->tail.store(seq + 1, std::memory_order_release);
         e.peerBell->ring();
       } else {
@@ -1197,10 +1328,10 @@ llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
     for (auto &[peer, list] : byPeer) {
       auto found = c.p2pEnds.find(peer);
       if (found == c.p2pEnds.end()) {
-        auto out = c.transport->end(c.rank, peer, c.p2pChannel, ir::Protocol::Simple);
+        auto out = c.connectionEnd(c.rank, peer, c.p2pChannel, ir::Protocol::Simple);
         if (!out)
           return collError(collInvalidUsage, llvm::toString(out.takeError()));
-        auto in = c.transport->end(peer, c.rank, c.p2pChannel, ir::Protocol::Simple);
+        auto in = c.connectionEnd(peer, c.rank, c.p2pChannel, ir::Protocol::Simple);
         if (!in)
           return collError(collInvalidUsage, llvm::toString(in.takeError()));
         found = c.p2pEnds.emplace(peer, std::make_pair(*out, *in)).first;
@@ -1347,6 +1478,12 @@ void Communicator::setLastError(const std::string &message) {
 }
 
 llvm::Error Communicator::finalize() {
+  if (impl->net && !impl->stop->stopping() &&
+      !impl->net->drain(std::chrono::milliseconds(impl->config.watchdogMs)))
+    return collError(collTimeout,
+                     llvm::formatv("finalize: rank {0}'s data for other hosts did not leave within "
+                                   "the watchdog period ({1} ms)",
+                                   impl->rank, impl->config.watchdogMs));
   if (llvm::Error err = impl->boot->barrier())
     return collError(collRemoteError,
                      "finalize: lost contact with the other ranks: " + llvm::toString(std::move(err)));
@@ -1439,3 +1576,4 @@ bool isDevicePointer(const void *p) {
 }
 
 } // namespace coll::rt
+
