@@ -9,7 +9,7 @@
 //   coll-rank-check SCENARIO --env          (collCommInitFromEnv: mpirun, srun, torchrun)
 //   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
 //
-// Scenarios: collectives, p2p, kill, stop, mismatch, abort, split, errors, trace.
+// Scenarios: collectives, p2p, kill, stop, loop, mismatch, abort, split, errors, trace.
 // Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
 // Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
 // mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
@@ -396,6 +396,17 @@ void fault(bool stop) {
   loopUntilError(start + std::chrono::milliseconds(300), 60);
 }
 
+/// Every rank streams allreduces until one fails, for a fault the driver
+/// makes from outside (a network link taken down); "running" tells it when.
+void loopScenario() {
+  std::vector<float> buf(1 << 16, 1.0f);
+  check(collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr),
+        "first allreduce");
+  std::printf("rank %d: running\n", rank);
+  std::fflush(stdout);
+  loopUntilError(Clock::now(), 120);
+}
+
 /// A few calls for COLL_TRACE: an allreduce and an allgather, checked.
 void traceScenario() {
   const size_t count = 3000;
@@ -557,6 +568,8 @@ int main(int argc, char **argv) {
     fault(false);
   else if (scenario == "stop")
     fault(true);
+  else if (scenario == "loop")
+    loopScenario();
   else if (scenario == "mismatch")
     mismatch();
   else if (scenario == "abort")

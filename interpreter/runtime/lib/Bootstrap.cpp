@@ -449,7 +449,10 @@ PeerInfo selfPeerInfo(uint64_t configHash) {
   info.hostHash = hostHash();
   info.processHash = llvm::hash_combine(info.hostHash, info.pid);
   info.configHash = configHash;
-  std::snprintf(info.hostname, sizeof info.hostname, "%s", hostName().c_str());
+  // With COLL_HOSTID (tests: "hosts" of one machine) the name carries it.
+  const char *hostId = std::getenv("COLL_HOSTID");
+  std::snprintf(info.hostname, sizeof info.hostname, "%s%s%s", hostName().c_str(),
+                hostId && *hostId ? "/" : "", hostId && *hostId ? hostId : "");
   return info;
 }
 

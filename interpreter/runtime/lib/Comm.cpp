@@ -419,6 +419,8 @@ public:
     if (net && stop && !stop->stopping() && !net->drain(std::chrono::milliseconds(config.watchdogMs)))
       COLL_LOG(Warn, Net, rank, "destroy: slots to other hosts still unsent after the watchdog "
                                 "period; closing anyway");
+    if (net)
+      net->close(stop && !stop->stopping());
     net.reset();
     for (Watched &w : watched)
       if (w.pidfd >= 0)

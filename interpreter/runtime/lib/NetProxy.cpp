@@ -183,7 +183,7 @@ public:
   std::thread proxy, waker;
   bool failed = false;
 
-  ~Impl() { shutdown(); }
+  ~Impl() { shutdown(false); }
 
   //===--- Completions (called from ucp_worker_progress) ------------------===//
 
@@ -434,26 +434,30 @@ public:
 
   //===--- Shutdown --------------------------------------------------------===//
 
-  /// Waits for `request` (or gives up at `deadline`), progressing.
-  bool waitRequest(ucs_status_ptr_t request, Clock::time_point deadline) {
-    if (request == nullptr)
-      return true;
-    if (UCS_PTR_IS_ERR(request))
-      return false;
-    while (ucp_request_check_status(request) == UCS_INPROGRESS) {
-      if (Clock::now() > deadline) {
-        ucp_request_cancel(worker, request);
-        ucp_worker_progress(worker);
-        ucp_request_free(request);
-        return false;
-      }
+  /// Progresses until every request of `requests` is done or `deadline`
+  /// passes, then releases them all (UCX frees one still in flight when it
+  /// ends, which a forced close makes happen).
+  void settle(std::vector<ucs_status_ptr_t> &requests, Clock::time_point deadline) {
+    for (;;) {
+      bool busy = false;
+      for (ucs_status_ptr_t r : requests)
+        if (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
+          busy = true;
+      if (!busy || Clock::now() > deadline)
+        break;
       ucp_worker_progress(worker);
     }
-    ucp_request_free(request);
-    return true;
+    for (ucs_status_ptr_t r : requests)
+      if (r && !UCS_PTR_IS_ERR(r))
+        ucp_request_free(r);
+    requests.clear();
   }
 
-  void shutdown() {
+  /// Stops the threads and closes every endpoint. `graceful`: this rank is
+  /// healthy, so peers get a goodbye (delivered: the endpoint is flushed)
+  /// before the close, and can tell it from a crash. Otherwise the close is
+  /// immediate and the peers see a lost rank.
+  void shutdown(bool graceful) {
     if (!worker)
       return;
     if (proxy.joinable()) {
@@ -464,40 +468,40 @@ public:
       proxy.join();
       waker.join();
     }
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(failed ? 0 : 2);
-    // Goodbyes first, then close: a peer that sees the close after the
-    // goodbye knows this rank left on purpose.
-    for (Peer &p : peers) {
-      if (!p.ep)
-        continue;
-      if (p.error == UCS_OK) {
+    graceful = graceful && !failed;
+    std::vector<ucs_status_ptr_t> requests;
+    if (graceful) {
+      static const uint64_t word = 0;
+      for (Peer &p : peers) {
+        if (!p.ep || p.error != UCS_OK)
+          continue;
         ucp_request_param_t param{};
-        uint64_t word = 0;
-        waitRequest(ucp_tag_send_nbx(p.ep, &word, sizeof word,
-                                     tagOf(KindBye, ir::Protocol::Simple, 0, opts.rank, p.rank, 0),
-                                     &param),
-                    deadline);
+        requests.push_back(ucp_tag_send_nbx(
+            p.ep, &word, sizeof word,
+            tagOf(KindBye, ir::Protocol::Simple, 0, opts.rank, p.rank, 0), &param));
+        ucp_request_param_t flush{};
+        requests.push_back(ucp_ep_flush_nbx(p.ep, &flush));
       }
+      settle(requests, Clock::now() + std::chrono::seconds(2));
     }
+    // A forced close never waits for the peer; what is still in flight on
+    // the endpoint completes as cancelled.
     for (Peer &p : peers) {
       if (!p.ep)
         continue;
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = p.error == UCS_OK && Clock::now() < deadline ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &param);
-      if (!waitRequest(r, deadline) && param.flags == 0) {
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        waitRequest(ucp_ep_close_nbx(p.ep, &param), Clock::now() + std::chrono::seconds(1));
-      }
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      requests.push_back(ucp_ep_close_nbx(p.ep, &param));
       p.ep = nullptr;
     }
+    settle(requests, Clock::now() + std::chrono::seconds(1));
     // Receives still posted (slots and goodbyes) are cancelled: their
     // callbacks see UCS_ERR_CANCELED and free them.
     for (auto &c : conns)
-      for (void *&r : c->requests)
-        if (r)
-          ucp_request_cancel(worker, r);
+      for (size_t i = 0; i < FifoDepth; ++i)
+        if (c->inFlight[i] && c->requests[i])
+          ucp_request_cancel(worker, c->requests[i]);
     for (Peer &p : peers)
       if (p.byeRequest)
         ucp_request_cancel(worker, p.byeRequest);
@@ -685,6 +689,8 @@ bool NetProxy::drain(std::chrono::milliseconds timeout) {
   }
 }
 
+void NetProxy::close(bool graceful) { impl->shutdown(graceful); }
+
 std::string NetProxy::describePeer(int peer) const { return impl->lanes[peer]; }
 
 std::string NetProxy::describe() const {
@@ -725,6 +731,7 @@ Doorbell &NetProxy::doorbell() {
   return none;
 }
 bool NetProxy::drain(std::chrono::milliseconds) { return true; }
+void NetProxy::close(bool) {}
 std::string NetProxy::describePeer(int) const { return "no UCX in this build"; }
 std::string NetProxy::describe() const { return "no UCX in this build"; }
 

@@ -85,6 +85,11 @@ public:
   /// their way or delivered), at most `timeout`; false on timeout.
   bool drain(std::chrono::milliseconds timeout);
 
+  /// Stops the proxy and closes the connections. `graceful` (this rank is
+  /// healthy): peers are told first, so the close is not taken for a lost
+  /// rank. The destructor closes ungracefully if close() was not called.
+  void close(bool graceful);
+
   /// What carries the connection to `peer` (UCX's lanes), after connect().
   std::string describePeer(int peer) const;
   /// The UCX version and what memory it can move.

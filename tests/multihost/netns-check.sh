@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# netns-check.sh PROGRAM SCENARIO HOSTS RANKS_PER_HOST [FAULT]
+#
+# Runs coll-rank-check as one job over HOSTS "hosts": network namespaces
+# joined through a bridge in a switch namespace by veth pairs, each with its
+# own COLL_HOSTID, so the runtime puts shared memory inside a namespace and
+# UCX across them. Ranks start with the launcher variables (RANK,
+# WORLD_SIZE) and the TCP bootstrap at host 0's address.
+#
+# FAULT: none (every rank must print "ok"), kill (the scenario kills the last
+# rank mid-call: the others must end with an error), or linkdown (SCENARIO
+# loop: once every rank runs, the last host's link goes down; every rank must
+# end with an error within the watchdog period, plus slack).
+#
+# Extra environment for the ranks: COLL_NETNS_ENV ("A=1 B=2"). The test
+# checks COLL_DEBUG=INFO's report that UCX carries the cross-host
+# connections and shared memory the local ones. It removes its namespaces
+# and processes, and checks nothing is left in /dev/shm. Exits 77 (skip)
+# where namespaces cannot be made.
+set -u
+prog=$1 scenario=$2 hosts=$3 per=$4 fault=${5:-none}
+n=$((hosts * per))
+watchdog_ms=4000
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+
+tag="coll$$"
+sw="${tag}sw"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  for h in $(seq 0 $((hosts - 1))); do ip netns del "${tag}h$h" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip netns add "$sw" 2>"$work/err" || skip "ip netns add failed: $(cat "$work/err")"
+ip -n "$sw" link add br0 type bridge 2>"$work/err" || skip "no bridge device: $(cat "$work/err")"
+ip -n "$sw" link set br0 up
+for h in $(seq 0 $((hosts - 1))); do
+  ns="${tag}h$h"
+  ip netns add "$ns" || skip "ip netns add $ns failed"
+  ip -n "$ns" link set lo up
+  # veth pair: eth0 inside the host, p$h on the switch's bridge.
+  ip link add "${tag}a$h" type veth peer name "${tag}b$h" || skip "no veth pairs"
+  ip link set "${tag}a$h" netns "$ns"
+  ip link set "${tag}b$h" netns "$sw"
+  ip -n "$ns" link set "${tag}a$h" name eth0
+  ip -n "$sw" link set "${tag}b$h" name "p$h"
+  ip -n "$sw" link set "p$h" master br0 up
+  ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+done
+# Wait until host 0 answers from the last host (bridge learning).
+for i in $(seq 1 50); do
+  ip netns exec "${tag}h$((hosts - 1))" ping -c1 -W1 10.77.0.1 >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+port=$((20000 + $$ % 20000))
+start=$(date +%s%N)
+for r in $(seq 0 $((n - 1))); do
+  h=$((r / per))
+  # shellcheck disable=SC2086
+  ip netns exec "${tag}h$h" env COLL_HOSTID="host$h" RANK="$r" WORLD_SIZE="$n" \
+    COLL_COMM_ID="10.77.0.1:$port" COLL_SOCKET_IFNAME=eth0 UCX_NET_DEVICES=eth0 \
+    COLL_WATCHDOG_MS=$watchdog_ms COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
+    ${COLL_NETNS_ENV:-} timeout 300 "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
+  pids+=($!)
+done
+
+down_at=0
+if [ "$fault" = linkdown ]; then
+  for i in $(seq 1 600); do
+    running=$(cat "$work"/rank*.log 2>/dev/null | grep -c ": running$")
+    [ "$running" -eq "$n" ] && break
+    sleep 0.1
+  done
+  sleep 0.3
+  ip -n "${tag}h$((hosts - 1))" link set eth0 down
+  down_at=$(date +%s%N)
+  echo "netns-check: host $((hosts - 1))'s link is down"
+fi
+
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+end=$(date +%s%N)
+pids=()
+for r in $(seq 0 $((n - 1))); do
+  sed "s/^/[rank $r] /" "$work/rank$r.log"
+done
+
+fail() { echo "netns-check: FAIL: $*" >&2; exit 1; }
+left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+[ -z "$left" ] || fail "left in /dev/shm: $left"
+all=$(cat "$work"/rank*.log)
+case "$fault" in
+  none)
+    ok=$(grep -o "rank [0-9]*: ok " <<<"$all" | wc -l)
+    [ "$rc" -eq 0 ] && [ "$ok" -eq "$n" ] || fail "exit status $rc, $ok of $n ranks ok"
+    # What carries each connection, as COLL_DEBUG=INFO reports it.
+    if [ "$hosts" -gt 1 ]; then
+      grep -q "<-> rank .*: UCX tcp" <<<"$all" || fail "no connection reported over UCX"
+      [ "$per" -eq 1 ] || grep -q "<-> rank .*: shared memory" <<<"$all" ||
+        fail "no connection reported over shared memory"
+      grep -q "node shape $hosts x $per" <<<"$all" || fail "node shape $hosts x $per not reported"
+    fi
+    ;;
+  kill)
+    errs=$(grep -c "^rank [0-9]*: error " <<<"$all")
+    [ "$errs" -eq $((n - 1)) ] || fail "$errs of $((n - 1)) surviving ranks reported an error"
+    ;;
+  linkdown)
+    errs=$(grep -c "^rank [0-9]*: error " <<<"$all")
+    [ "$errs" -eq "$n" ] || fail "$errs of $n ranks reported an error after the link went down"
+    ms=$(((end - down_at) / 1000000))
+    echo "netns-check: every rank ended $ms ms after the link went down (watchdog $watchdog_ms ms)"
+    [ "$ms" -le $((watchdog_ms + 6000)) ] || fail "ranks took $ms ms to end, watchdog $watchdog_ms ms"
+    ;;
+esac
+echo "netns-check: $scenario on $hosts hosts x $per ranks ($fault): passed"
