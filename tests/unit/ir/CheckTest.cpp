@@ -135,7 +135,7 @@ TEST(CheckTest, CustomCarriesItsCondition) {
   alg = test::parseValid(std::string(xml).insert(xml.rfind("</algo>"), condition));
   std::vector<std::string> errors = checkErrors(alg);
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("output chunk rank 1 i[0] holds in(0,0) + in(1,0) but "
+  EXPECT_NE(errors[0].find("output chunk rank 1 o[0] holds in(0,0) + in(1,0) but "
                            "must hold in(0,0)"),
             std::string::npos)
       << errors[0];
