@@ -104,6 +104,29 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
   return waits;
 }
 
+/// A custom collective's pre- and postcondition on the refined chunks, for
+/// the IR to carry: traced chunk j is refined chunks [j*R, (j+1)*R), and
+/// part t of in(a, j) is in(a, j*R + t).
+ir::Definition refinedCondition(const lang::CollectiveSpec &spec, int32_t R) {
+  ir::Definition def;
+  def.nranks = spec.nranks;
+  def.inputChunks = spec.inputChunks * R;
+  def.outputChunks = spec.outputChunks * R;
+  def.inputDefined.assign(spec.nranks, std::vector<bool>(def.inputChunks));
+  def.expected.assign(spec.nranks, std::vector<std::vector<uint32_t>>(
+                                       size_t(def.outputChunks)));
+  for (int32_t r = 0; r < spec.nranks; ++r) {
+    for (int32_t j = 0; j < def.inputChunks; ++j)
+      def.inputDefined[r][j] = spec.inputDefined[r][j / R];
+    for (int32_t i = 0; i < spec.outputChunks; ++i)
+      for (int32_t t = 0; t < R; ++t)
+        for (lang::ContribId id : spec.expected[r][i])
+          // Sorted, as ids keep their order when scaled.
+          def.expected[r][i * R + t].push_back(id * uint32_t(R) + uint32_t(t));
+  }
+  return def;
+}
+
 } // namespace
 
 Schedule emit(const Program &prog) {
@@ -132,6 +155,8 @@ Schedule emit(const Program &prog) {
   alg.minBytes = dag.options.minBytes;
   alg.maxBytes = dag.options.maxBytes;
   alg.gpus.resize(spec.nranks);
+  if (spec.kind == ir::Collective::Custom)
+    alg.condition = refinedCondition(spec, layout.refinement);
   schedule.origins.resize(spec.nranks);
 
   std::vector<int32_t> position(prog.instrs.size(), -1);

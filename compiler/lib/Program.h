@@ -263,6 +263,7 @@ private:
   void merge(uint32_t a, uint32_t b);
   uint32_t endpointOf(const Instr &instr, bool sending);
   bool joinProgramId(InstrId by, bool sending);
+  void noteCalls(const lang::ChunkOp &op);
 
   /// Node keys pack (rank, kind, peer or id, channel) into bit fields;
   /// DenseMap's hash of integers (k * 37) would only see the low ones.

@@ -192,21 +192,33 @@ bool ThreadblockAssigner::joinProgramId(InstrId by, bool sending) {
               "; a tb has one channel";
   }
   assert(other != NoInstr && "a conflict has a witness");
+  const lang::ChunkOp &op = prog.dag->ops[instr.op];
   const lang::ChunkOp &otherOp = prog.dag->ops[prog.instrs[other].op];
-  diags.error(prog.dag->ops[instr.op].loc, message);
+  diags.error(op.loc, message);
+  noteCalls(op);
   diags.note(otherOp.loc, "the other operation is here");
+  noteCalls(otherOp);
   return false;
+}
+
+/// The chain of function calls that traced `op`, innermost first: one note
+/// per call site, so that a conflict between two operations of one helper
+/// function says which calls of it meet.
+void ThreadblockAssigner::noteCalls(const lang::ChunkOp &op) {
+  const std::vector<lang::CallSite> &calls = prog.dag->calls;
+  for (uint32_t c = op.call; c != lang::ChunkOp::NoCall; c = calls[c].parent)
+    diags.note(calls[c].loc, "called from here");
 }
 
 bool ThreadblockAssigner::applyProgramIds() {
   constexpr unsigned MaxReported = 10;
   unsigned errors = 0;
-  uint32_t lastFailedOp = NoOp;
+  // Every lane of an operation repeats the first one's conflicts: report
+  // each operation once.
+  std::vector<bool> failed(prog.dag->ops.size(), false);
   for (InstrId x = 0; x < prog.instrs.size() && errors < MaxReported; ++x) {
     const Instr &instr = prog.instrs[x];
-    // Every lane repeats the first one's conflicts: report each operation
-    // once.
-    if (instr.op == lastFailedOp)
+    if (failed[instr.op])
       continue;
     bool ok = true;
     if (instr.sends())
@@ -222,7 +234,7 @@ bool ThreadblockAssigner::applyProgramIds() {
         comps[named].idBy = x;
     }
     if (!ok) {
-      lastFailedOp = instr.op;
+      failed[instr.op] = true;
       ++errors;
     }
   }

@@ -4,6 +4,8 @@
 
 #include "coll/interpreter/ReduceOps.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -92,6 +94,12 @@ struct Source {
   uint64_t elem;  ///< element index in the contributing input(s)
 };
 
+/// One input element that an output element is made of.
+struct Term {
+  int32_t rank;
+  uint64_t elem;
+};
+
 Source sourceOf(const CollectiveDesc &d, uint64_t count, int32_t r, uint64_t e) {
   const int32_t root = d.root;
   switch (d.collective) {
@@ -143,6 +151,12 @@ CheckedCall::CheckedCall(const CollectiveDesc &desc, DataType type, ReduceOp op,
       for (uint64_t e = 0; e < inElems; ++e)
         in[e] = randomElement<T>(splitmix64(stream + e), op);
     });
+    // The chunks a custom precondition leaves undefined hold no data.
+    if (desc.custom && count > 0)
+      for (int32_t j = 0; j < desc.custom->inputChunks; ++j)
+        if (!desc.custom->inputDefined[r][j])
+          std::memset(pristine[r].data() + layout.chunkOffset(ir::BufferKind::Input, j) * elemSize,
+                      0xff, layout.chunkSize(ir::BufferKind::Input, j) * elemSize);
   }
   reset();
 }
@@ -204,14 +218,18 @@ CheckResult CheckedCall::check() const {
       T bits;
       double value, tol;
     };
-    auto expectedOf = [&](const Source &src) -> Expected {
-      if (!src.reduction)
-        return {true, input(src.single)[src.elem], 0, 0};
+    // The result of reducing `terms`, or the one term of a copy. The
+    // tolerance grows with the number of terms; avg divides by nranks.
+    auto expectedOf = [&](llvm::ArrayRef<Term> terms, bool reduction) -> Expected {
+      auto term = [&](const Term &t) { return input(t.rank)[t.elem]; };
+      if (!reduction)
+        return {true, term(terms.front()), 0, 0};
+      const auto k = static_cast<int32_t>(terms.size());
       if constexpr (isFloating<T>) {
         if (op == ReduceOp::Min || op == ReduceOp::Max) {
-          T want = input(0)[src.elem];
-          for (int32_t a = 1; a < n; ++a) {
-            T v = input(a)[src.elem];
+          T want = term(terms.front());
+          for (const Term &t : terms.drop_front()) {
+            T v = term(t);
             if (op == ReduceOp::Min ? widen(v) < widen(want) : widen(v) > widen(want))
               want = v;
           }
@@ -219,8 +237,8 @@ CheckResult CheckedCall::check() const {
         }
         using W = decltype(widen(T{}));
         W exact = op == ReduceOp::Prod ? W(1) : W(0), magnitude = 0;
-        for (int32_t a = 0; a < n; ++a) {
-          W v = widen(input(a)[src.elem]);
+        for (const Term &t : terms) {
+          W v = widen(term(t));
           if (op == ReduceOp::Prod)
             exact *= v;
           else
@@ -230,9 +248,9 @@ CheckResult CheckedCall::check() const {
         const double u = unitRoundoff<T>();
         double tol;
         if (op == ReduceOp::Prod) {
-          tol = n * u * std::fabs(static_cast<double>(exact));
+          tol = k * u * std::fabs(static_cast<double>(exact));
         } else {
-          tol = n * u * static_cast<double>(magnitude);
+          tol = k * u * static_cast<double>(magnitude);
           if (op == ReduceOp::Avg) {
             exact /= n;
             tol = tol / n + 2 * u * std::fabs(static_cast<double>(exact));
@@ -243,9 +261,9 @@ CheckResult CheckedCall::check() const {
         // Integers: the wrapping result, computed in 64 bits and truncated.
         using U = std::make_unsigned_t<T>;
         uint64_t acc = op == ReduceOp::Prod ? 1 : 0;
-        T extreme = input(0)[src.elem];
-        for (int32_t a = 0; a < n; ++a) {
-          T v = input(a)[src.elem];
+        T extreme = term(terms.front());
+        for (const Term &t : terms) {
+          T v = term(t);
           uint64_t bits = static_cast<uint64_t>(static_cast<U>(v));
           if (op == ReduceOp::Prod)
             acc *= bits;
@@ -263,7 +281,63 @@ CheckResult CheckedCall::check() const {
       }
     };
 
-    for (uint64_t e = 0; e < outElems; ++e) {
+    auto compare = [&](int32_t r, uint64_t e, const Expected &want, const std::string &from) {
+      ++res.checked;
+      T got = output(r)[e];
+      if (want.exact) {
+        if (!sameBits(got, want.bits))
+          wrongAt(r, e, "got " + show(got) + ", expected " + show(want.bits) + from);
+      } else {
+        double diff = std::fabs(static_cast<double>(widen(got)) - want.value);
+        if (!(diff <= want.tol)) // also catches NaN
+          wrongAt(r, e, llvm::formatv("got {0}, expected {1:e} within {2:e}", show(got),
+                                      want.value, want.tol)
+                            .str() +
+                            from);
+      }
+    };
+
+    llvm::SmallVector<Term, 16> terms;
+    if (desc.collective == Collective::Custom) {
+      // Output chunk by output chunk, as the postcondition states them.
+      const ir::Definition &def = *desc.custom;
+      ir::ChunkLayout layout(desc.shape, count);
+      auto contrib = [&](uint32_t id) {
+        return "in(" + std::to_string(id / def.inputChunks) + "," +
+               std::to_string(id % def.inputChunks) + ")";
+      };
+      for (int32_t r = 0; r < n; ++r)
+        for (int32_t i = 0; i < def.outputChunks; ++i) {
+          const std::vector<uint32_t> &ids = def.expected[r][i];
+          if (ids.empty())
+            continue;
+          uint64_t at = layout.chunkOffset(ir::BufferKind::Output, i);
+          uint64_t size = layout.chunkSize(ir::BufferKind::Output, i);
+          std::string from = " (output chunk " + std::to_string(i) + " must hold " +
+                             contrib(ids.front()) + (ids.size() > 1 ? " + ..." : "") + ")";
+          bool sized = llvm::all_of(ids, [&](uint32_t id) {
+            return layout.chunkSize(ir::BufferKind::Input, int32_t(id % def.inputChunks)) ==
+                   size;
+          });
+          for (uint64_t e = 0; e < size; ++e) {
+            if (!sized) {
+              ++res.checked;
+              wrongAt(r, at + e,
+                      "output chunk " + std::to_string(i) +
+                          " and the input chunks it must hold differ in size for this count");
+              continue;
+            }
+            terms.clear();
+            for (uint32_t id : ids)
+              terms.push_back(
+                  {int32_t(id / def.inputChunks),
+                   layout.chunkOffset(ir::BufferKind::Input, int32_t(id % def.inputChunks)) + e});
+            compare(r, at + e, expectedOf(terms, terms.size() > 1), from);
+          }
+        }
+    }
+
+    for (uint64_t e = 0; e < outElems && desc.collective != Collective::Custom; ++e) {
       Source cached{false, false, -1, 0};
       Expected want{};
       for (int32_t r = 0; r < n; ++r) {
@@ -272,23 +346,15 @@ CheckResult CheckedCall::check() const {
           continue;
         if (src.reduction != cached.reduction || src.single != cached.single ||
             src.elem != cached.elem || !cached.constrained) {
-          want = expectedOf(src);
+          terms.clear();
+          for (int32_t a = 0; a < n; ++a)
+            if (src.reduction || a == src.single)
+              terms.push_back({a, src.elem});
+          want = expectedOf(terms, src.reduction);
           cached = src;
         }
-        ++res.checked;
-        T got = output(r)[e];
-        if (want.exact) {
-          if (!sameBits(got, want.bits))
-            wrongAt(r, e, "got " + show(got) + ", expected " + show(want.bits) +
-                              (src.reduction ? std::string()
-                                             : " from rank " + std::to_string(src.single)));
-        } else {
-          double diff = std::fabs(static_cast<double>(widen(got)) - want.value);
-          if (!(diff <= want.tol)) // also catches NaN
-            wrongAt(r, e, llvm::formatv("got {0}, expected {1:e} within {2:e}", show(got),
-                                        want.value, want.tol)
-                              .str());
-        }
+        compare(r, e, want,
+                src.reduction ? std::string() : " from rank " + std::to_string(src.single));
       }
     }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -161,6 +162,8 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   plan.protocol = alg.protocol;
   plan.nranks = alg.ngpus();
   plan.root = alg.root;
+  if (alg.condition && alg.collective == ir::Collective::Custom)
+    plan.condition = std::make_shared<const ir::Definition>(*alg.condition);
   plan.inplace = alg.inplace;
   plan.outofplace = alg.outofplace;
   plan.minBytes = alg.minBytes;

@@ -130,7 +130,7 @@ bool operator==(const Algorithm &a, const Algorithm &b) {
          a.collectiveSpelling == b.collectiveSpelling && a.root == b.root &&
          a.inplace == b.inplace && a.outofplace == b.outofplace &&
          a.minBytes == b.minBytes && a.maxBytes == b.maxBytes &&
-         a.gpus == b.gpus;
+         a.gpus == b.gpus && a.condition == b.condition;
 }
 
 } // namespace coll::ir

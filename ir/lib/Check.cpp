@@ -101,7 +101,7 @@ Definition builtinDefinition(Collective kind, int32_t nranks, int32_t k,
 
 std::optional<Definition> definitionOf(const Algorithm &alg) {
   if (alg.collective == Collective::Custom)
-    return std::nullopt;
+    return alg.condition;
   BlockShape shape = blockShape(alg);
   int32_t root = alg.root < 0 ? 0 : alg.root;
   return builtinDefinition(alg.collective, shape.nranks, shape.chunksPerBlock,
@@ -568,14 +568,19 @@ bool check(const Algorithm &alg, const Analysis &analysis,
     diags.error(lineOf(alg, first), first, text);
   }
 
-  std::optional<Definition> builtin = definitionOf(alg);
-  const Definition *def = builtin ? &*builtin : options.custom;
+  std::optional<Definition> builtin;
+  if (alg.collective != Collective::Custom)
+    builtin = definitionOf(alg);
+  const Definition *def = builtin          ? &*builtin
+                          : options.custom ? options.custom
+                          : alg.condition  ? &*alg.condition
+                                           : nullptr;
   if (!def) {
     diags.warning(alg.line, {},
                   "the result is not checked: collective '" +
                       collectiveAttribute(alg) +
                       "' has no definition here (only races and deadlocks "
-                      "are)");
+                      "are): the file carries no <condition>");
     return ok;
   }
   if (def->nranks != alg.ngpus()) {

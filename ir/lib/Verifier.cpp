@@ -62,6 +62,7 @@ public:
 
 private:
   void checkHeader();
+  void checkCondition(const Definition &def);
   void checkGpu(int32_t g);
   void checkTb(int32_t g, int32_t t);
   void checkStep(int32_t g, int32_t t, int32_t s);
@@ -145,6 +146,44 @@ void Verifier::checkHeader() {
     error(alg.line, {},
           "minBytes " + llvm::Twine(alg.minBytes) +
               " is larger than maxBytes " + llvm::Twine(alg.maxBytes));
+  if (alg.condition)
+    checkCondition(*alg.condition);
+}
+
+void Verifier::checkCondition(const Definition &def) {
+  uint32_t line = alg.conditionLine ? alg.conditionLine : alg.line;
+  if (alg.collective != Collective::Custom) {
+    error(line, {},
+          "a <condition> belongs to a custom collective, but " +
+              collectiveAttribute(alg) + " has a built-in definition");
+    return;
+  }
+  // An algorithm built in memory may hold anything; the reader's are
+  // consistent.
+  bool consistent =
+      def.nranks == ngpus && def.inputDefined.size() == size_t(ngpus) &&
+      def.expected.size() == size_t(ngpus) &&
+      llvm::all_of(def.inputDefined,
+                   [&](const auto &v) { return v.size() == size_t(def.inputChunks); }) &&
+      llvm::all_of(def.expected, [&](const auto &v) {
+        return v.size() == size_t(def.outputChunks);
+      });
+  if (!consistent) {
+    error(line, {},
+          "the condition is not for " + llvm::Twine(ngpus) + " ranks of " +
+              llvm::Twine(def.inputChunks) + " input and " +
+              llvm::Twine(def.outputChunks) + " output chunks");
+    return;
+  }
+  // A custom collective's buffers are one block of nchunksperloop chunks.
+  for (auto [chunks, attr] : {std::pair(def.inputChunks, "i_chunks"),
+                              std::pair(def.outputChunks, "o_chunks")})
+    if (alg.nchunksPerLoop >= 1 && chunks > alg.nchunksPerLoop)
+      error(line, {},
+            "condition " + llvm::Twine(attr) + " " + llvm::Twine(chunks) +
+                " is larger than nchunksperloop " +
+                llvm::Twine(alg.nchunksPerLoop) +
+                ", the chunks of a custom collective's buffers");
 }
 
 void Verifier::checkGpu(int32_t g) {

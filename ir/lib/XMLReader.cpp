@@ -40,6 +40,18 @@ constexpr llvm::StringLiteral TbAttrs[] = {"id", "send", "recv", "chan"};
 constexpr llvm::StringLiteral StepAttrs[] = {
     "s",      "type", "srcbuf", "srcoff", "dstbuf",
     "dstoff", "cnt",  "depid",  "deps",   "hasdep"};
+constexpr llvm::StringLiteral ConditionAttrs[] = {"i_chunks", "o_chunks"};
+constexpr llvm::StringLiteral PreAttrs[] = {"rank", "chunks"};
+constexpr llvm::StringLiteral PostAttrs[] = {"rank", "chunk", "holds"};
+
+/// The children each element kind knows.
+const llvm::StringRef AlgoChildren[] = {"gpu", "condition"};
+const llvm::StringRef ConditionChildren[] = {"pre", "post"};
+
+/// A condition's chunk cells over all ranks (ranks times chunks, for input
+/// and for output) are bounded, so that a hostile header cannot make the
+/// reader allocate without bound.
+constexpr int64_t MaxConditionCells = int64_t(1) << 24;
 
 /// How the id of each element kind is named in messages.
 struct IdKind {
@@ -99,12 +111,20 @@ private:
   WithId<Gpu> readGpu(const XMLElement &elem);
   WithId<ThreadBlock> readTb(const XMLElement &elem, int32_t gpu);
   WithId<Step> readStep(const XMLElement &elem, int32_t gpu, int32_t tb);
+  std::optional<Definition> readCondition(const XMLElement &elem,
+                                          const Algorithm &alg);
+  bool readRank(const Attributes &attrs, int32_t nranks, int32_t &rank);
+  /// Splits a list attribute into its space-separated tokens.
+  std::optional<llvm::SmallVector<llvm::StringRef, 16>>
+  tokens(const Attributes &attrs, llvm::StringRef name);
 
   Attributes attributes(const XMLElement &elem,
                         llvm::ArrayRef<llvm::StringLiteral> names,
                         StepRef where);
   std::vector<const XMLElement *> children(const XMLElement &parent,
                                            llvm::StringRef tag);
+  std::vector<const XMLElement *>
+  children(const XMLElement &parent, llvm::ArrayRef<llvm::StringRef> tags);
   template <typename T>
   std::vector<T> place(std::vector<WithId<T>> items, const IdKind &kind,
                        uint32_t parentLine, StepRef parentWhere);
@@ -216,15 +236,174 @@ Algorithm Reader::readAlgo(const XMLElement &elem) {
   }
 
   std::vector<WithId<Gpu>> gpus;
-  for (const XMLElement *child : children(elem, "gpu"))
-    gpus.push_back(readGpu(*child));
+  const XMLElement *condition = nullptr;
+  for (const XMLElement *child : children(elem, AlgoChildren)) {
+    if (llvm::StringRef(child->Name()) == "gpu")
+      gpus.push_back(readGpu(*child));
+    else if (condition)
+      diags.error(lineOf(*child), {},
+                  "second <condition> element (the first is at line " +
+                      llvm::Twine(lineOf(*condition)) + ")");
+    else
+      condition = child;
+  }
   alg.gpus = place(std::move(gpus), GpuIds, alg.line, {});
   if (haveNgpus && ngpus != alg.ngpus())
     diags.error(alg.line, {},
                 "ngpus " + llvm::Twine(ngpus) +
                     " does not match the number of <gpu> elements, " +
                     llvm::Twine(alg.ngpus()));
+  if (condition && alg.collective != Collective::Custom) {
+    diags.warning(lineOf(*condition), {},
+                  "<condition> ignored: " + alg.collectiveSpelling +
+                      " has a built-in definition");
+  } else if (condition) {
+    alg.conditionLine = lineOf(*condition);
+    alg.condition = readCondition(*condition, alg);
+  }
   return alg;
+}
+
+/// `<condition i_chunks o_chunks>` with `<pre rank chunks="j ...">` for the
+/// input chunks defined at the start and `<post rank chunk holds="a:j ...">`
+/// for what each constrained output chunk must hold (docs/IR.md). Several
+/// elements for one rank, or one output chunk, add up.
+std::optional<Definition> Reader::readCondition(const XMLElement &elem,
+                                                const Algorithm &alg) {
+  unsigned errorsBefore = diags.errorCount();
+  Attributes attrs = attributes(elem, ConditionAttrs, {});
+  Definition def;
+  def.nranks = alg.ngpus();
+  bool sized = integer(attrs, "i_chunks", def.inputChunks) &
+               integer(attrs, "o_chunks", def.outputChunks);
+  for (const char *name : {"i_chunks", "o_chunks"}) {
+    int32_t chunks = llvm::StringRef(name) == "i_chunks" ? def.inputChunks
+                                                         : def.outputChunks;
+    if (sized && chunks < 0) {
+      diags.error(attrs.line, {},
+                  "attribute '" + llvm::Twine(name) +
+                      "' of <condition> is negative: " + llvm::Twine(chunks));
+      sized = false;
+    } else if (sized && int64_t(chunks) * std::max(def.nranks, 1) >
+                            MaxConditionCells) {
+      diags.error(attrs.line, {},
+                  "attribute '" + llvm::Twine(name) + "' of <condition>: " +
+                      llvm::Twine(chunks) + " chunks on each of " +
+                      llvm::Twine(def.nranks) + " ranks is more than the " +
+                      llvm::Twine(MaxConditionCells) + " a condition may name");
+      sized = false;
+    }
+  }
+  std::vector<const XMLElement *> parts = children(elem, ConditionChildren);
+  if (!sized)
+    return std::nullopt;
+  def.inputDefined.assign(def.nranks,
+                          std::vector<bool>(size_t(def.inputChunks), false));
+  def.expected.assign(def.nranks, std::vector<std::vector<uint32_t>>(
+                                      size_t(def.outputChunks)));
+  auto index = [&](const Attributes &attrs, llvm::StringRef name,
+                   llvm::StringRef token, int32_t limit,
+                   const char *what) -> std::optional<int32_t> {
+    int32_t value;
+    if (token.getAsInteger(10, value) || !llvm::all_of(token, llvm::isDigit) ||
+        value >= limit) {
+      diags.error(attrs.line, {},
+                  "attribute '" + name + "' of <" + attrs.tag + ">: " +
+                      quoted(token) + " is not " + what + " in [0, " +
+                      llvm::Twine(limit) + ")");
+      return std::nullopt;
+    }
+    return value;
+  };
+  // Preconditions first, so that a postcondition can be checked against
+  // them whatever the order of the elements.
+  std::vector<std::pair<const XMLElement *, Attributes>> posts;
+  for (const XMLElement *part : parts) {
+    bool pre = llvm::StringRef(part->Name()) == "pre";
+    Attributes partAttrs =
+        attributes(*part, pre ? llvm::ArrayRef(PreAttrs) : PostAttrs, {});
+    children(*part, ""); // no content; warn about any
+    if (!pre) {
+      posts.emplace_back(part, std::move(partAttrs));
+      continue;
+    }
+    int32_t rank;
+    auto list = tokens(partAttrs, "chunks");
+    if (!readRank(partAttrs, def.nranks, rank) || !list)
+      continue;
+    for (llvm::StringRef token : *list)
+      if (auto j = index(partAttrs, "chunks", token, def.inputChunks,
+                         "an input chunk"))
+        def.inputDefined[rank][*j] = true;
+  }
+  for (auto &[part, partAttrs] : posts) {
+    int32_t rank, chunk = -1;
+    auto list = tokens(partAttrs, "holds");
+    bool ok = readRank(partAttrs, def.nranks, rank) &
+              integer(partAttrs, "chunk", chunk);
+    if (!ok || !list)
+      continue;
+    if (chunk < 0 || chunk >= def.outputChunks) {
+      diags.error(partAttrs.line, {},
+                  "attribute 'chunk' of <post>: " + llvm::Twine(chunk) +
+                      " is not an output chunk in [0, " +
+                      llvm::Twine(def.outputChunks) + ")");
+      continue;
+    }
+    if (list->empty())
+      diags.error(partAttrs.line, {},
+                  "attribute 'holds' of <post> names no contribution (a "
+                  "chunk no <post> names is unconstrained)");
+    std::vector<uint32_t> &want = def.expected[rank][chunk];
+    for (llvm::StringRef token : *list) {
+      auto [from, at] = token.split(':');
+      auto a = index(partAttrs, "holds", from, def.nranks, "a rank");
+      auto j = a ? index(partAttrs, "holds", at, def.inputChunks,
+                         "an input chunk")
+                 : std::nullopt;
+      if (!a || !j)
+        continue;
+      std::string name = "in(" + std::to_string(*a) + "," +
+                         std::to_string(*j) + ")";
+      uint32_t id = uint32_t(*a) * uint32_t(def.inputChunks) + uint32_t(*j);
+      auto it = std::lower_bound(want.begin(), want.end(), id);
+      if (!def.inputDefined[*a][*j])
+        diags.error(partAttrs.line, {},
+                    "<post> for rank " + llvm::Twine(rank) + " chunk " +
+                        llvm::Twine(chunk) + " names " + name +
+                        ", which no <pre> provides");
+      else if (it != want.end() && *it == id)
+        diags.error(partAttrs.line, {},
+                    "<post> for rank " + llvm::Twine(rank) + " chunk " +
+                        llvm::Twine(chunk) + " names " + name + " twice");
+      else
+        want.insert(it, id);
+    }
+  }
+  if (diags.errorCount() != errorsBefore)
+    return std::nullopt;
+  return def;
+}
+
+bool Reader::readRank(const Attributes &attrs, int32_t nranks, int32_t &rank) {
+  if (!integer(attrs, "rank", rank))
+    return false;
+  if (rank >= 0 && rank < nranks)
+    return true;
+  diags.error(attrs.line, {},
+              "attribute 'rank' of <" + attrs.tag + ">: " + llvm::Twine(rank) +
+                  " is out of range [0, " + llvm::Twine(nranks) + ")");
+  return false;
+}
+
+std::optional<llvm::SmallVector<llvm::StringRef, 16>>
+Reader::tokens(const Attributes &attrs, llvm::StringRef name) {
+  const char *value = text(attrs, name, /*required=*/true);
+  if (!value)
+    return std::nullopt;
+  llvm::SmallVector<llvm::StringRef, 16> list;
+  llvm::SplitString(value, list, " ");
+  return list;
 }
 
 WithId<Gpu> Reader::readGpu(const XMLElement &elem) {
@@ -311,11 +490,18 @@ Attributes Reader::attributes(const XMLElement &elem,
 
 std::vector<const XMLElement *> Reader::children(const XMLElement &parent,
                                                  llvm::StringRef tag) {
+  return children(parent, tag.empty() ? llvm::ArrayRef<llvm::StringRef>()
+                                      : llvm::ArrayRef(tag));
+}
+
+std::vector<const XMLElement *>
+Reader::children(const XMLElement &parent,
+                 llvm::ArrayRef<llvm::StringRef> tags) {
   std::vector<const XMLElement *> result;
   for (const XMLNode *node = parent.FirstChild(); node;
        node = node->NextSibling()) {
     if (const XMLElement *elem = node->ToElement()) {
-      if (tag == elem->Name())
+      if (llvm::is_contained(tags, llvm::StringRef(elem->Name())))
         result.push_back(elem);
       else
         warnOnce(lineOf(*elem), "unknown element <" +

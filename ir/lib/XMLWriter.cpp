@@ -50,6 +50,46 @@ void writeEscaped(llvm::raw_ostream &os, llvm::StringRef value) {
   }
 }
 
+/// Writes `head` once per run of `items` whose text stays short: MSCCL's
+/// parser reads an attribute value into a 255-byte buffer, and skips the
+/// condition only if it can read it.
+void writeLists(llvm::raw_ostream &os, const std::string &head,
+                const std::vector<std::string> &items) {
+  constexpr size_t MaxValue = 200;
+  for (size_t i = 0; i < items.size();) {
+    std::string value = items[i++];
+    while (i < items.size() && value.size() + 1 + items[i].size() <= MaxValue)
+      value += " " + items[i++];
+    os << head << value << "\"/>\n";
+  }
+}
+
+/// A custom collective's `<condition>` (docs/IR.md, "Custom collectives").
+void writeCondition(llvm::raw_ostream &os, const Definition &def) {
+  os << "  <condition i_chunks=\"" << def.inputChunks << "\" o_chunks=\""
+     << def.outputChunks << "\">\n";
+  for (int32_t r = 0; r < def.nranks; ++r) {
+    std::vector<std::string> chunks;
+    for (int32_t j = 0; j < def.inputChunks; ++j)
+      if (def.inputDefined[r][j])
+        chunks.push_back(std::to_string(j));
+    writeLists(os, "    <pre rank=\"" + std::to_string(r) + "\" chunks=\"",
+               chunks);
+  }
+  for (int32_t r = 0; r < def.nranks; ++r)
+    for (int32_t i = 0; i < def.outputChunks; ++i) {
+      std::vector<std::string> holds;
+      for (uint32_t id : def.expected[r][i])
+        holds.push_back(std::to_string(id / uint32_t(def.inputChunks)) + ":" +
+                        std::to_string(id % uint32_t(def.inputChunks)));
+      writeLists(os,
+                 "    <post rank=\"" + std::to_string(r) + "\" chunk=\"" +
+                     std::to_string(i) + "\" holds=\"",
+                 holds);
+    }
+  os << "  </condition>\n";
+}
+
 void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
   os << "<algo name=\"";
   writeEscaped(os, alg.name);
@@ -86,6 +126,8 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
     }
     os << "  </gpu>\n";
   }
+  if (alg.condition && alg.collective == Collective::Custom)
+    writeCondition(os, *alg.condition);
   os << "</algo>\n";
 }
 

@@ -764,7 +764,9 @@ private:
       callee[arg.param] = std::move(*value);
     }
     ++callDepth;
+    activeCalls.push_back({call.loc});
     Flow flow = execBlock(fn.body, callee);
+    activeCalls.pop_back();
     --callDepth;
     if (flow == Flow::Fail)
       return std::nullopt;
@@ -988,6 +990,7 @@ private:
       ChunkOp op;
       op.kind = copy ? OpKind::Copy : OpKind::Reduce;
       op.loc = method.nameLoc;
+      op.call = currentCall();
       op.parallel = parallel;
       Tracer::Sites sites{method.nameLoc, {}, {}};
       if (copy) {
@@ -1137,6 +1140,26 @@ private:
   int32_t parallel = 1;
   uint64_t steps = 0;
   unsigned depth = 0, callDepth = 0;
+  /// The user-function calls in progress, outermost first: each one's call
+  /// site and its ChunkDag::calls entry once an operation needed it (so that
+  /// calls that trace nothing cost no entry).
+  struct ActiveCall {
+    llvm::SMLoc loc;
+    uint32_t entry = ChunkOp::NoCall;
+  };
+  std::vector<ActiveCall> activeCalls;
+
+  /// The entry of the innermost call in progress, recording the chain of
+  /// calls that lead to it where it is not recorded yet.
+  uint32_t currentCall() {
+    uint32_t parent = ChunkOp::NoCall;
+    for (ActiveCall &active : activeCalls) {
+      if (active.entry == ChunkOp::NoCall)
+        active.entry = tracer.call(active.loc, parent);
+      parent = active.entry;
+    }
+    return parent;
+  }
   uintptr_t stackBase = 0; ///< where evaluation started; the stack grows down
 };
 

@@ -59,6 +59,13 @@ public:
   /// copy without an index appends.
   int32_t scratchEnd(int32_t rank, BufferId buffer) const;
 
+  /// Records a call of a user function made at `loc` within call `parent`
+  /// (ChunkOp::NoCall at the top level); returns its id for ChunkOp::call.
+  uint32_t call(llvm::SMLoc loc, uint32_t parent) {
+    dag.calls.push_back({loc, parent});
+    return static_cast<uint32_t>(dag.calls.size() - 1);
+  }
+
   /// Where the interpreter's diagnostics point, one location per operand.
   struct Sites {
     llvm::SMLoc call; ///< the method name

@@ -74,8 +74,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!analysis)
       fail("the compiled XML does not verify",
            llvm::toString(analysis.takeError()) + "\n" + xml);
-    if (alg->collective != ir::Collective::Custom &&
-        !ir::check(*back, *analysis, irDiags)) {
+    // A custom collective's condition travels in the XML, so it is checked
+    // against its own postcondition like any other.
+    if (!(*back == *alg))
+      fail("the compiled XML reads back as another algorithm", xml);
+    if (!ir::check(*back, *analysis, irDiags)) {
       std::string report;
       for (const ir::Diagnostic &d : irDiags.all())
         report += irDiags.format(d) + "\n";

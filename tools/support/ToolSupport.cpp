@@ -112,9 +112,13 @@ ModeSelection selectModes(llvm::StringRef tool, const LoadedAlgorithm &loaded,
     selection.exitCode = fail(tool, NotApplicable, plan.fileName + ": " + why);
     return selection;
   };
-  if (!interp::CheckedCall::canCheck(plan.collective))
+  if (!interp::CollectiveDesc::of(plan).checkable())
     return notApplicable("collective '" + loaded.alg.collectiveSpelling +
-                         "' has no built-in definition, so its results cannot be checked");
+                         "' has no built-in definition and the file carries no <condition>, "
+                         "so its results cannot be checked");
+  if (plan.collective == ir::Collective::Custom && request.op == interp::ReduceOp::Avg)
+    return notApplicable("--op avg is not defined for a custom collective (the runtime "
+                         "divides only the results of built-in reducing collectives)");
   for (bool inplace : {false, true}) {
     bool supported = inplace ? plan.inplace : plan.outofplace;
     bool requested =

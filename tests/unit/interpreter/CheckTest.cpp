@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 using namespace coll;
 using namespace coll::interp;
@@ -113,9 +114,42 @@ TEST(Check, InputsAreNeverZeroAndDependOnTheSeed) {
   }
 }
 
-TEST(Check, CustomCollectivesCannotBeChecked) {
+TEST(Check, CustomCollectivesNeedTheirCondition) {
   EXPECT_FALSE(CheckedCall::canCheck(ir::Collective::Custom));
   EXPECT_TRUE(CheckedCall::canCheck(ir::Collective::Scatter));
+  CollectiveDesc d = describe(ir::Collective::Custom, 2, 2);
+  EXPECT_FALSE(d.checkable());
+  // Rank 0's output chunk 0 is the sum of both ranks' input chunk 0, its
+  // chunk 1 is rank 1's input chunk 1; rank 0's input chunk 1 holds no data
+  // and rank 1's output is unconstrained.
+  auto def = std::make_shared<ir::Definition>();
+  def->nranks = 2;
+  def->inputChunks = def->outputChunks = 2;
+  def->inputDefined = {{true, false}, {true, true}};
+  def->expected = {{{0, 2}, {3}}, {{}, {}}};
+  d.custom = def;
+  EXPECT_TRUE(d.checkable());
+  const uint64_t count = 6; // chunks of 3 elements
+  CheckedCall call(d, DataType::Int32, ReduceOp::Sum, count, false, 5);
+  CallArgs args = call.args();
+  const auto *in0 = static_cast<const int32_t *>(args.input[0]);
+  const auto *in1 = static_cast<const int32_t *>(args.input[1]);
+  for (uint64_t e = 3; e < 6; ++e)
+    EXPECT_EQ(in0[e], -1) << "an undefined input chunk holds 0xff bytes";
+  auto *out0 = static_cast<int32_t *>(args.output[0]);
+  for (uint64_t e = 0; e < 3; ++e) {
+    out0[e] = int32_t(uint32_t(in0[e]) + uint32_t(in1[e]));
+    out0[3 + e] = in1[3 + e];
+  }
+  CheckResult r = call.check();
+  EXPECT_EQ(r.checked, 6u);
+  EXPECT_EQ(r.wrong, 0u) << r.firstWrong;
+  out0[4] = in0[4];
+  r = call.check();
+  EXPECT_EQ(r.wrong, 1u);
+  EXPECT_EQ(r.firstWrong.substr(0, 26), "rank 0 element 4: got -1, ");
+  EXPECT_NE(r.firstWrong.find("(output chunk 1 must hold in(1,1))"), std::string::npos)
+      << r.firstWrong;
 }
 
 } // namespace

@@ -114,6 +114,33 @@ TEST(CheckTest, CustomWithoutDefinitionWarns) {
   EXPECT_EQ(checkErrors(alg, &warnings, options).size(), 1u);
 }
 
+TEST(CheckTest, CustomCarriesItsCondition) {
+  std::string xml = exchange(R"(depid="0" deps="0")", "re");
+  xml.replace(xml.find("allreduce"), 9, "custom");
+  // The allreduce postcondition, carried by the file.
+  std::string condition = R"(<condition i_chunks="1" o_chunks="1">
+<pre rank="0" chunks="0"/><pre rank="1" chunks="0"/>
+<post rank="0" chunk="0" holds="0:0 1:0"/><post rank="1" chunk="0" holds="1:0 0:0"/>
+</condition>)";
+  Algorithm alg = test::parseValid(
+      std::string(xml).insert(xml.rfind("</algo>"), condition));
+  ASSERT_TRUE(alg.condition.has_value());
+  EXPECT_EQ(alg.condition->expected[1][0], (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(*definitionOf(alg), builtinDefinition(Collective::AllReduce, 2, 1, -1));
+  std::vector<std::string> warnings;
+  EXPECT_EQ(checkErrors(alg, &warnings), std::vector<std::string>{});
+  EXPECT_EQ(warnings, std::vector<std::string>{});
+  // Rank 1 must hold only in(0,0): it does not.
+  condition.replace(condition.find("1:0 0:0"), 7, "0:0");
+  alg = test::parseValid(std::string(xml).insert(xml.rfind("</algo>"), condition));
+  std::vector<std::string> errors = checkErrors(alg);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("output chunk rank 1 o[0] holds in(0,0) + in(1,0) but "
+                           "must hold in(0,0)"),
+            std::string::npos)
+      << errors[0];
+}
+
 TEST(CheckTest, BuiltinDefinitions) {
   Definition ag = builtinDefinition(Collective::AllGather, 2, 2, -1);
   EXPECT_EQ(ag.inputChunks, 2);

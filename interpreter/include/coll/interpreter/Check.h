@@ -15,6 +15,12 @@
 //    n*u*|p| for products (u = unit roundoff of the type).
 //  - Out of place, the input must be unchanged (NCCL's sendbuff is const).
 //
+// A custom collective is checked against the condition its file carries
+// (ir::Definition): input chunks the precondition leaves undefined hold
+// 0xff bytes rather than data, and each output chunk the postcondition
+// constrains must hold exactly its contributions, reduced with the call's
+// operator (`avg` is not defined for a custom collective).
+//
 // For allreduce it also counts elements whose bits differ between ranks: a
 // valid algorithm may reduce in a different order on different ranks, and
 // users need to know when it does.
@@ -41,11 +47,17 @@ struct CollectiveDesc {
   ir::Collective collective = ir::Collective::AllReduce;
   ir::BlockShape shape;
   int32_t root = 0;
+  /// A custom collective's condition (Plan::condition).
+  std::shared_ptr<const ir::Definition> custom;
 
   static CollectiveDesc of(const Plan &plan) {
-    return CollectiveDesc{plan.collective, plan.shape, plan.root < 0 ? 0 : plan.root};
+    return CollectiveDesc{plan.collective, plan.shape, plan.root < 0 ? 0 : plan.root,
+                          plan.condition};
   }
   int32_t nranks() const { return shape.nranks; }
+  /// Whether the definition is known: a built-in collective, or a custom
+  /// one with its condition.
+  bool checkable() const { return collective != ir::Collective::Custom || custom; }
 };
 
 struct CheckResult {
@@ -58,7 +70,8 @@ struct CheckResult {
 
 class CheckedCall {
 public:
-  /// Whether the definition of `desc.collective` is known (custom's is not).
+  /// Whether `collective` has a built-in definition (custom's comes with its
+  /// file: CollectiveDesc::checkable).
   static bool canCheck(ir::Collective collective);
 
   /// Allocates and fills the buffers of one call of `count` elements per

@@ -37,6 +37,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct Plan {
   bool inplace = false, outofplace = true;
   uint64_t minBytes = 0, maxBytes = 0;
   ir::BlockShape shape;
+  /// A custom collective's pre- and postcondition, when its file carries
+  /// one (for checking results; the backends do not read it).
+  std::shared_ptr<const ir::Definition> condition;
   /// Steps of the longest tb in the IR (nops and fused steps included): the
   /// span of one iteration in dependency flags.
   int32_t maxIrSteps = 0;

@@ -131,6 +131,25 @@ struct Gpu {
   friend bool operator==(const Gpu &a, const Gpu &b);
 };
 
+/// What a collective computes, chunk by chunk (docs/IR.md, "Custom
+/// collectives"). A contribution is an original input chunk, numbered
+/// `rank * inputChunks + index`. Built-in collectives derive theirs
+/// (Check.h, builtinDefinition); a custom collective carries its own in the
+/// file, as a `<condition>` element that MSCCL runtimes skip.
+struct Definition {
+  int32_t nranks = 0;
+  int32_t inputChunks = 0, outputChunks = 0; ///< per rank
+  /// Precondition: inputDefined[rank][index] says whether that input chunk
+  /// carries a contribution when the collective starts.
+  std::vector<std::vector<bool>> inputDefined;
+  /// Postcondition: expected[rank][index] is the sorted list of
+  /// contributions output chunk `index` of `rank` must hold, each once; an
+  /// empty list leaves the chunk unconstrained.
+  std::vector<std::vector<std::vector<uint32_t>>> expected;
+
+  friend bool operator==(const Definition &a, const Definition &b) = default;
+};
+
 /// One `<algo>`.
 struct Algorithm {
   std::string name;
@@ -150,7 +169,11 @@ struct Algorithm {
   uint64_t minBytes = 0; ///< 0: no lower limit
   uint64_t maxBytes = 0; ///< 0: no upper limit
   std::vector<Gpu> gpus; ///< one per rank; ngpus == gpus.size()
+  /// A custom collective's pre- and postcondition (`<condition>`), when the
+  /// file carries one; always empty for built-in collectives.
+  std::optional<Definition> condition;
   uint32_t line = 0;
+  uint32_t conditionLine = 0; ///< of `<condition>`; not part of the value
 
   int32_t ngpus() const { return static_cast<int32_t>(gpus.size()); }
   friend bool operator==(const Algorithm &a, const Algorithm &b);

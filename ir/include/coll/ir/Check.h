@@ -33,20 +33,6 @@
 
 namespace coll::ir {
 
-/// What a collective computes, chunk by chunk. A contribution is an original
-/// input chunk, numbered `rank * inputChunks + index`.
-struct Definition {
-  int32_t nranks = 0;
-  int32_t inputChunks = 0, outputChunks = 0; ///< per rank
-  /// Precondition: inputDefined[rank][index] says whether that input chunk
-  /// carries a contribution when the collective starts.
-  std::vector<std::vector<bool>> inputDefined;
-  /// Postcondition: expected[rank][index] is the sorted list of
-  /// contributions output chunk `index` of `rank` must hold, each once; an
-  /// empty list leaves the chunk unconstrained.
-  std::vector<std::vector<std::vector<uint32_t>>> expected;
-};
-
 /// The definition of a built-in collective (not Custom) over `nranks` ranks
 /// whose count-element blocks are cut into `chunksPerBlock` chunks; `root`
 /// only for rooted collectives.
@@ -54,7 +40,7 @@ Definition builtinDefinition(Collective kind, int32_t nranks,
                              int32_t chunksPerBlock, int32_t root);
 
 /// The definition `alg` must implement: the built-in one for its header, or
-/// nothing for a custom collective.
+/// the condition a custom collective carries (none when it carries none).
 std::optional<Definition> definitionOf(const Algorithm &alg);
 
 /// One tb of a deadlock cycle: the step it waits at and what it waits for.
@@ -104,9 +90,9 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg,
 
 struct CheckOptions {
   int32_t fifoSlots = 8;
-  /// The definition of a custom collective; ignored for built-in ones. A
-  /// custom collective without one is checked for races and deadlocks only,
-  /// with a warning.
+  /// The definition of a custom collective, in place of the one the file
+  /// carries; ignored for built-in ones. A custom collective without either
+  /// is checked for races and deadlocks only, with a warning.
   const Definition *custom = nullptr;
 };
 

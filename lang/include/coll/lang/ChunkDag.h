@@ -79,6 +79,18 @@ struct ChunkOp {
   /// Sorted, unique.
   std::vector<uint32_t> deps;
   llvm::SMLoc loc; ///< the `.copy`/`.reduce` call
+  /// The innermost user-function call active when the operation was traced
+  /// (an index into ChunkDag::calls), or NoCall at the top level.
+  uint32_t call = NoCall;
+  static constexpr uint32_t NoCall = ~uint32_t(0);
+};
+
+/// A call of a user function that traced operations: where it was called
+/// from, and the call it was made in (ChunkOp::NoCall at the top level).
+/// Operations traced in one activation of a function share its entry.
+struct CallSite {
+  llvm::SMLoc loc;
+  uint32_t parent = ChunkOp::NoCall;
 };
 
 /// The collective the program implements and its pre- and postcondition.
@@ -125,6 +137,7 @@ struct ChunkDag {
   /// program uses on that rank (highest index + size).
   std::vector<std::vector<int32_t>> scratchChunks;
   std::vector<ChunkOp> ops;
+  std::vector<CallSite> calls; ///< ChunkOp::call chains
 };
 
 /// `1:input[3]`, `0:scratch[2:4]` (chunks 2 and 3), `2:scratch("tmp")[0]`.
