@@ -498,8 +498,12 @@ ncclResult_t validate(const Call &c) {
                     llvm::formatv("{0}: datatype {1} is not an ncclDataType_t", c.function,
                                   int(c.datatype)));
   if (needsOp(op.kind) && (c.redop < 0 || c.redop >= ncclNumOps)) {
-    std::lock_guard<std::mutex> lock(comm->mutex);
-    if (!comm->userOps.count(c.redop))
+    bool made = false;
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      made = comm->userOps.count(c.redop) != 0;
+    }
+    if (!made)
       return failWith(comm, ncclInvalidArgument,
                       llvm::formatv("{0}: reduction op {1} is neither built in nor made by "
                                     "ncclRedOpCreatePreMulSum on this communicator",
