@@ -29,6 +29,14 @@ struct collComm {
   std::unique_ptr<Communicator> impl;
 };
 
+Communicator *coll::rt::communicatorOf(collComm_t comm) {
+  return comm ? comm->impl.get() : nullptr;
+}
+
+collComm_t coll::rt::wrapCommunicator(std::unique_ptr<Communicator> c) {
+  return new collComm{std::move(c)};
+}
+
 namespace {
 
 thread_local std::string threadError;
@@ -71,33 +79,6 @@ struct GroupState {
 };
 thread_local GroupState group;
 
-std::optional<interp::DataType> toType(collDataType_t t) {
-  switch (t) {
-  case collInt8: return interp::DataType::Int8;
-  case collUint8: return interp::DataType::Uint8;
-  case collInt32: return interp::DataType::Int32;
-  case collUint32: return interp::DataType::Uint32;
-  case collInt64: return interp::DataType::Int64;
-  case collUint64: return interp::DataType::Uint64;
-  case collFloat16: return interp::DataType::Float16;
-  case collFloat32: return interp::DataType::Float32;
-  case collFloat64: return interp::DataType::Float64;
-  case collBfloat16: return interp::DataType::BFloat16;
-  default: return std::nullopt;
-  }
-}
-
-std::optional<interp::ReduceOp> toOp(collRedOp_t op) {
-  switch (op) {
-  case collSum: return interp::ReduceOp::Sum;
-  case collProd: return interp::ReduceOp::Prod;
-  case collMax: return interp::ReduceOp::Max;
-  case collMin: return interp::ReduceOp::Min;
-  case collAvg: return interp::ReduceOp::Avg;
-  default: return std::nullopt;
-  }
-}
-
 /// Checks and queues or runs one operation.
 collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_t redop,
                      bool needsOp, bool rooted, void *stream) {
@@ -105,7 +86,7 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
   if (!comm || !comm->impl)
     return failWith(nullptr, collInvalidArgument, std::string(name) + ": comm is NULL");
   Communicator &c = *comm->impl;
-  auto type = toType(datatype);
+  auto type = dataTypeOf(datatype);
   if (!type)
     return failWith(comm, collInvalidArgument,
                     llvm::formatv("{0}: datatype {1} is not supported (Coll supports int8, uint8, "
@@ -113,7 +94,7 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                                   name, int(datatype)));
   op.type = *type;
   if (needsOp) {
-    auto r = toOp(redop);
+    auto r = reduceOpOf(redop);
     if (!r)
       return failWith(comm, collInvalidArgument,
                       llvm::formatv("{0}: reduction op {1} is not collSum, collProd, collMax, "
@@ -668,38 +649,17 @@ collResult_t collGroupEnd(void) {
         return failWith(nullptr, results[i], messages[i]);
   }
 
-  // Operations: per communicator in call order; round k runs the k-th unit
-  // of every communicator (a collective, or a run of sends and receives).
-  std::vector<collComm_t> order;
-  std::vector<std::vector<std::vector<Op>>> units;
-  for (auto &[comm, op] : state.ops) {
-    size_t idx = std::find(order.begin(), order.end(), comm) - order.begin();
-    if (idx == order.size()) {
-      order.push_back(comm);
-      units.emplace_back();
-    }
-    auto &list = units[idx];
-    if (!list.empty() && op.pointToPoint() && list.back().front().pointToPoint())
-      list.back().push_back(op);
-    else
-      list.push_back({op});
+  std::vector<std::pair<Communicator *, Op>> ops;
+  ops.reserve(state.ops.size());
+  for (auto &[comm, op] : state.ops)
+    ops.emplace_back(comm->impl.get(), op);
+  if (llvm::Error err = Communicator::runQueued(ops)) {
+    std::string message;
+    collResult_t status = takeResult(std::move(err), message);
+    threadError = message;
+    return status;
   }
-  collResult_t status = collSuccess;
-  for (size_t round = 0;; ++round) {
-    std::vector<Communicator::Unit> batch;
-    for (size_t i = 0; i < order.size(); ++i)
-      if (round < units[i].size())
-        batch.push_back({order[i]->impl.get(), units[i][round]});
-    if (batch.empty())
-      break;
-    if (llvm::Error err = Communicator::runRound(batch)) {
-      std::string message;
-      status = takeResult(std::move(err), message);
-      threadError = message;
-      break;
-    }
-  }
-  return status;
+  return collSuccess;
 }
 
 } // extern "C"

@@ -66,6 +66,33 @@ collResult_t takeResult(llvm::Error err, std::string &message, collResult_t othe
   return result;
 }
 
+std::optional<interp::DataType> dataTypeOf(collDataType_t t) {
+  switch (t) {
+  case collInt8: return interp::DataType::Int8;
+  case collUint8: return interp::DataType::Uint8;
+  case collInt32: return interp::DataType::Int32;
+  case collUint32: return interp::DataType::Uint32;
+  case collInt64: return interp::DataType::Int64;
+  case collUint64: return interp::DataType::Uint64;
+  case collFloat16: return interp::DataType::Float16;
+  case collFloat32: return interp::DataType::Float32;
+  case collFloat64: return interp::DataType::Float64;
+  case collBfloat16: return interp::DataType::BFloat16;
+  default: return std::nullopt;
+  }
+}
+
+std::optional<interp::ReduceOp> reduceOpOf(collRedOp_t op) {
+  switch (op) {
+  case collSum: return interp::ReduceOp::Sum;
+  case collProd: return interp::ReduceOp::Prod;
+  case collMax: return interp::ReduceOp::Max;
+  case collMin: return interp::ReduceOp::Min;
+  case collAvg: return interp::ReduceOp::Avg;
+  default: return std::nullopt;
+  }
+}
+
 const char *opKindName(OpKind kind) {
   switch (kind) {
   case OpKind::AllReduce: return "allreduce";
@@ -1477,6 +1504,33 @@ const char *Communicator::lastError() {
 void Communicator::setLastError(const std::string &message) {
   std::lock_guard<std::mutex> lock(impl->errorMutex);
   impl->lastError = message;
+}
+
+llvm::Error Communicator::runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops) {
+  std::vector<Communicator *> order;
+  std::vector<std::vector<std::vector<Op>>> units;
+  for (const auto &[comm, op] : ops) {
+    size_t idx = std::find(order.begin(), order.end(), comm) - order.begin();
+    if (idx == order.size()) {
+      order.push_back(comm);
+      units.emplace_back();
+    }
+    auto &list = units[idx];
+    if (!list.empty() && op.pointToPoint() && list.back().front().pointToPoint())
+      list.back().push_back(op);
+    else
+      list.push_back({op});
+  }
+  for (size_t round = 0;; ++round) {
+    std::vector<Unit> batch;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (round < units[i].size())
+        batch.push_back({order[i], units[i][round]});
+    if (batch.empty())
+      return llvm::Error::success();
+    if (llvm::Error err = runRound(batch))
+      return err;
+  }
 }
 
 llvm::Error Communicator::finalize() {

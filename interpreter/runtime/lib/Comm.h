@@ -31,6 +31,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,11 @@ enum class OpKind : uint8_t {
 };
 const char *opKindName(OpKind kind);
 
+/// The interpreter's type and op for coll.h's (and NCCL's: the numbering is
+/// the same); nullopt for those Coll does not have.
+std::optional<interp::DataType> dataTypeOf(collDataType_t type);
+std::optional<interp::ReduceOp> reduceOpOf(collRedOp_t op);
+
 /// One call, arguments already validated.
 struct Op {
   OpKind kind = OpKind::AllReduce;
@@ -127,6 +134,10 @@ public:
   /// Runs one round; the error is the first failure (every failed
   /// communicator records its own).
   static llvm::Error runRound(llvm::ArrayRef<Unit> units);
+  /// Runs the calls of a group, queued in call order: per communicator in
+  /// that order, round k running the k-th unit of every communicator (a
+  /// collective, or a run of consecutive sends and receives).
+  static llvm::Error runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops);
 
   /// Which algorithm serves `coll` for `bytes` (nccl-tests' size) and
   /// `root`; the error names every candidate and why it was rejected.
@@ -150,6 +161,11 @@ private:
   explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
+
+/// The communicator behind a collComm_t (null for NULL), and a collComm_t
+/// that owns `c` (Api.cpp), for the drop-in libraries, which use both.
+Communicator *communicatorOf(collComm_t comm);
+collComm_t wrapCommunicator(std::unique_ptr<Communicator> c);
 
 } // namespace coll::rt
 

@@ -28,6 +28,7 @@
 #include "Bootstrap.h"
 #include "Comm.h"
 #include "Debug.h"
+#include "DropIn.h"
 
 #include "coll/interpreter/DataType.h"
 
@@ -115,7 +116,6 @@ struct Entry {
 std::mutex stateMutex;
 int keyval = MPI_KEYVAL_INVALID;
 std::set<Entry *> live; ///< every entry, destroyed at MPI_Finalize at the latest
-std::set<std::string> logged;
 
 int deleteEntry(MPI_Comm, int, void *value, void *) {
   auto *e = static_cast<Entry *>(value);
@@ -127,23 +127,15 @@ int deleteEntry(MPI_Comm, int, void *value, void *) {
   return MPI_SUCCESS;
 }
 
-/// Logs `message` at INFO the first time it comes up in this process.
-void onceAtInfo(const std::string &message) {
-  if (!logEnabled(Level::Info, Coll))
-    return;
-  {
-    std::lock_guard<std::mutex> lock(stateMutex);
-    if (!logged.insert(message).second)
-      return;
-  }
+int worldRank() {
   int rank = -1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  log(Level::Info, Coll, rank, message + " (said once)");
+  return rank;
 }
 
 /// Logs once per (collective, reason) that a call fell back to MPI.
 void fallback(const char *collective, const std::string &reason) {
-  onceAtInfo(llvm::formatv("{0}: falls back to Open MPI: {1}", collective, reason));
+  dropin::fallback(collective, "Open MPI", reason, worldRank());
 }
 
 /// The Coll communicator of `comm`, made on first use; null with `why` when
@@ -287,41 +279,8 @@ Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult)
     fallback(collective, why);
     return Outcome::Fallback;
   }
-  if (isDevicePointer(op.send) || isDevicePointer(op.recv)) {
-    fallback(collective, "device buffers: the runtime's CUDA path is not built yet");
+  if (!dropin::collRuns(collective, *c, op, "Open MPI", worldRank()))
     return Outcome::Fallback;
-  }
-  const ir::Collective coll = [&] {
-    switch (op.kind) {
-    case OpKind::AllReduce: return ir::Collective::AllReduce;
-    case OpKind::AllGather: return ir::Collective::AllGather;
-    case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
-    case OpKind::AllToAll: return ir::Collective::AllToAll;
-    case OpKind::Broadcast: return ir::Collective::Broadcast;
-    default: return ir::Collective::Reduce;
-    }
-  }();
-  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
-  const uint64_t n = static_cast<uint64_t>(c->nranks());
-  const uint64_t bytes = op.count * interp::dataTypeSize(op.type) *
-                         (info.inputPerRank || info.outputPerRank ? n : 1);
-  if (op.count > 0) {
-    auto choice = c->select(coll, bytes, info.hasRoot ? op.root : 0);
-    if (!choice) {
-      std::string message;
-      takeResult(choice.takeError(), message);
-      fallback(collective, message);
-      return Outcome::Fallback;
-    }
-    if (!choice->algo) {
-      // A tuning rule chose MPI for this size: not a fallback, a choice.
-      onceAtInfo(llvm::formatv("{0}: Open MPI runs it by {1}", collective, choice->why));
-      return Outcome::Fallback;
-    }
-    onceAtInfo(llvm::formatv("{0}: Coll runs it with {1} ({2}, {3}) by {4}", collective,
-                             choice->algo->name, ir::protocolName(choice->algo->protocol),
-                             choice->algo->origin, choice->why));
-  }
   Communicator::Unit unit{c, llvm::ArrayRef<Op>(&op, 1)};
   if (llvm::Error err = Communicator::runRound(unit)) {
     std::string message;

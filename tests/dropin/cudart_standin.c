@@ -1,0 +1,94 @@
+/*===- cudart_standin.c - A stand-in CUDA runtime for libcoll_nccl.so's tests =*
+ *
+ * Built as libcudart.so.13 and linked into the test program, as a real NCCL
+ * program links the CUDA runtime: the shim finds it loaded and asks it about
+ * devices and pointers. "Device memory" is host memory that cudaMalloc
+ * handed out and cudaPointerGetAttributes calls cudaMemoryTypeDevice; the
+ * current device is per thread, and device d has the PCI bus id
+ * 0000:(d+1):00.0.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include <cuda_runtime_api.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_ALLOCS 256
+
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *base;
+  size_t size;
+} allocs[MAX_ALLOCS];
+static __thread int current;
+
+cudaError_t cudaGetDevice(int *device) {
+  *device = current;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device > 7)
+    return cudaErrorInvalidDevice;
+  current = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+  if (device < 0 || device > 7)
+    return cudaErrorInvalidDevice;
+  snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", device + 1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCS; ++i)
+    if (!allocs[i].base) {
+      allocs[i].base = malloc(size ? size : 1);
+      allocs[i].size = size ? size : 1;
+      *ptr = allocs[i].base;
+      pthread_mutex_unlock(&mutex);
+      return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+    }
+  pthread_mutex_unlock(&mutex);
+  return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFree(void *ptr) {
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCS; ++i)
+    if (allocs[i].base == ptr) {
+      free(ptr);
+      allocs[i].base = NULL;
+      pthread_mutex_unlock(&mutex);
+      return cudaSuccess;
+    }
+  pthread_mutex_unlock(&mutex);
+  return ptr ? cudaErrorInvalidValue : cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr) {
+  const char *p = ptr;
+  attributes->type = cudaMemoryTypeUnregistered;
+  attributes->device = -2;
+  attributes->devicePointer = NULL;
+  attributes->hostPointer = (void *)ptr;
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCS; ++i)
+    if (allocs[i].base && p >= allocs[i].base && p < allocs[i].base + allocs[i].size) {
+      attributes->type = cudaMemoryTypeDevice;
+      attributes->device = current;
+      attributes->devicePointer = (void *)ptr;
+      attributes->hostPointer = NULL;
+    }
+  pthread_mutex_unlock(&mutex);
+  return cudaSuccess;
+}
