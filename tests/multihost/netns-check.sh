@@ -23,44 +23,20 @@ n=$((hosts * per))
 watchdog_ms=4000
 
 skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
-command -v ip >/dev/null || skip "no ip (iproute2)"
 
 tag="coll$$"
-sw="${tag}sw"
 work=$(mktemp -d)
 pids=()
+# shellcheck source=netns-lib.sh
+. "$(dirname "$0")/netns-lib.sh"
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  for h in $(seq 0 $((hosts - 1))); do ip netns del "${tag}h$h" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
+  netns_remove "$tag" "$hosts"
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-ip netns add "$sw" 2>"$work/err" || skip "ip netns add failed: $(cat "$work/err")"
-ip -n "$sw" link add br0 type bridge 2>"$work/err" || skip "no bridge device: $(cat "$work/err")"
-ip -n "$sw" link set br0 up
-for h in $(seq 0 $((hosts - 1))); do
-  ns="${tag}h$h"
-  ip netns add "$ns" || skip "ip netns add $ns failed"
-  ip -n "$ns" link set lo up
-  # veth pair: eth0 inside the host, p$h on the switch's bridge.
-  ip link add "${tag}a$h" type veth peer name "${tag}b$h" || skip "no veth pairs"
-  ip link set "${tag}a$h" netns "$ns"
-  ip link set "${tag}b$h" netns "$sw"
-  ip -n "$ns" link set "${tag}a$h" name eth0
-  ip -n "$sw" link set "${tag}b$h" name "p$h"
-  ip -n "$sw" link set "p$h" master br0 up
-  ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-done
-# Wait until host 0 answers from the last host (bridge learning).
-for i in $(seq 1 50); do
-  ip netns exec "${tag}h$((hosts - 1))" ping -c1 -W1 10.77.0.1 >/dev/null 2>&1 && break
-  sleep 0.1
-done
+why=$(netns_make "$tag" "$hosts") || skip "$why"
 
 port=$((20000 + $$ % 20000))
 start=$(date +%s%N)
