@@ -279,63 +279,65 @@ public:
 
   //===--- The proxy loop --------------------------------------------------===//
 
+  /// Posts slot `seq` of `c` with `start` (a send or a receive, given the
+  /// request parameters); false when UCX refused it.
+  template <class Start> bool postSlot(Conn &c, uint64_t seq, Start &&start) {
+    const size_t idx = seq % FifoDepth;
+    c.pending[idx] = {&c, seq};
+    ucp_request_param_t param{};
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    if (c.out)
+      param.cb.send = &sendDone;
+    else
+      param.cb.recv = &recvDone;
+    param.user_data = &c.pending[idx];
+    // Counted before the call: UCX may complete it (and call back) inside.
+    ++c.posted;
+    c.inFlight[idx] = true;
+    const FifoShape &shape = c.end.shape;
+    ucs_status_ptr_t r =
+        start(tagOf(KindData, shape.protocol, c.end.channel, c.end.sender, c.end.receiver, seq),
+              param);
+    if (UCS_PTR_IS_ERR(r)) {
+      lose(c.peer, UCS_PTR_STATUS(r));
+      return false;
+    }
+    if (c.inFlight[idx])
+      c.requests[idx] = r;
+    return true;
+  }
+
+  /// Sends every slot the sender published; posts a receive for every free
+  /// slot of the receiver's FIFO.
   bool post(Conn &c) {
     bool moved = false;
     const FifoShape &shape = c.end.shape;
-    const ir::Protocol protocol = shape.protocol;
+    const uint64_t stride = slotStride(shape);
     if (c.out) {
       const uint64_t tail = c.end.control->tail.load(std::memory_order_acquire);
       while (c.posted < tail) {
-        const uint64_t seq = c.posted;
-        const size_t idx = seq % FifoDepth;
+        const size_t idx = c.posted % FifoDepth;
         const uint64_t bytes =
             wireBytes(shape, c.end.control->sizes[idx].load(std::memory_order_relaxed));
-        c.pending[idx] = {&c, seq};
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-        param.cb.send = &sendDone;
-        param.user_data = &c.pending[idx];
-        // Counted before the call: UCX may complete it (and call back) inside.
-        ++c.posted;
-        c.inFlight[idx] = true;
-        ucs_status_ptr_t r = ucp_tag_send_nbx(
-            peers[c.peer].ep, c.end.fifo + idx * slotStride(shape), bytes,
-            tagOf(KindData, protocol, c.end.channel, c.end.sender, c.end.receiver, seq), &param);
-        if (UCS_PTR_IS_ERR(r)) {
-          lose(c.peer, UCS_PTR_STATUS(r));
+        if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
+              return ucp_tag_send_nbx(peers[c.peer].ep, c.end.fifo + idx * stride, bytes, tag,
+                                      &param);
+            }))
           return moved;
-        }
-        if (c.inFlight[idx])
-          c.requests[idx] = r;
         moved = true;
       }
     } else {
       const uint64_t head = c.end.control->head.load(std::memory_order_acquire);
       while (c.posted < head + FifoDepth) {
-        const uint64_t seq = c.posted;
-        const size_t idx = seq % FifoDepth;
-        std::byte *buffer = protocol == ir::Protocol::Simple
-                                ? c.end.fifo + idx * slotStride(shape)
-                                : c.bounce.data() + idx * slotStride(shape);
-        c.pending[idx] = {&c, seq};
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-        param.cb.recv = &recvDone;
-        param.user_data = &c.pending[idx];
-        ++c.posted;
-        c.inFlight[idx] = true;
-        ucs_status_ptr_t r = ucp_tag_recv_nbx(
-            worker, buffer, slotStride(shape),
-            tagOf(KindData, protocol, c.end.channel, c.end.sender, c.end.receiver, seq),
-            ~uint64_t(0), &param);
-        if (UCS_PTR_IS_ERR(r)) {
-          lose(c.peer, UCS_PTR_STATUS(r));
+        const size_t idx = c.posted % FifoDepth;
+        std::byte *buffer = shape.protocol == ir::Protocol::Simple
+                                ? c.end.fifo + idx * stride
+                                : c.bounce.data() + idx * stride;
+        if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
+              return ucp_tag_recv_nbx(worker, buffer, stride, tag, ~uint64_t(0), &param);
+            }))
           return moved;
-        }
-        if (c.inFlight[idx])
-          c.requests[idx] = r;
         moved = true;
       }
     }
