@@ -25,7 +25,8 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$build/CMakeCache.txt" ] ||
   { echo "gpu-stage: $build is not configured: cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release" >&2; exit 2; }
-grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||
+nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
+[ -n "$nvcc" ] && [ -d "$build/tests/unit/cuda/CMakeFiles/CudaTests.dir" ] ||
   { echo "gpu-stage: $build has no CUDA backend (nvcc not found at configure time)" >&2; exit 2; }
 [ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
 
@@ -63,7 +64,7 @@ size=$(du -sb "$out" | cut -f1)
 {
   echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD -- . ':!gpu-stage' || echo ' (with uncommitted changes)')"
   echo "staged: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
-  echo "nvcc: $(grep '^CMAKE_CUDA_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2-)"
+  echo "nvcc: $nvcc ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   echo "size: $size bytes"
   (cd "$out" && du -ab bin lib algorithms | sort -k2)
 } >"$out/STAGED"
