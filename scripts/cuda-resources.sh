@@ -4,8 +4,9 @@
 #   scripts/cuda-resources.sh                   print the table
 #   scripts/cuda-resources.sh --write FILE      record it (the expected figures)
 #   scripts/cuda-resources.sh --check FILE      compare with FILE; exit 1 on a regression
-# Options: --jobs N (parallel nvcc runs, default 2), --markdown (the table as
-# in docs/CUDA.md). Environment: NVCC (default: on PATH, else
+# Options: --jobs N (parallel nvcc runs, default 2). --markdown FILE prints
+# FILE's figures as the table of docs/CUDA.md and compiles nothing.
+# Environment: NVCC (default: on PATH, else
 # /usr/local/cuda/bin/nvcc), NVDISASM (default: beside nvcc, on PATH, else
 # in the PyTorch environment of scripts/setup.sh, whose Triton ships one).
 #
@@ -35,7 +36,7 @@
 # nvdisasm the SASS columns are not checked, and the script says so.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-mode=print file= jobs=2 markdown=0
+mode=print file= jobs=2 markdown=
 while [ $# -gt 0 ]; do
   case $1 in
   --write | --check)
@@ -49,11 +50,24 @@ while [ $# -gt 0 ]; do
     jobs=$2
     shift 2
     ;;
-  --markdown) markdown=1; shift ;;
+  --markdown)
+    [ $# -ge 2 ] && [ -r "$2" ] || { echo "cuda-resources: --markdown needs a readable recorded file" >&2; exit 2; }
+    markdown=$2
+    shift 2
+    ;;
   -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "cuda-resources: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$markdown" ]; then # the table of docs/CUDA.md, from a recorded file; compiles nothing
+  awk 'BEGIN { print "| kernel | regs | stack | spill st/ld | smem | LDG/STG.128 | LDL/STL | pack loop: LDG.128 first/other, STG.128, LDL+STL |"
+               print "|---|---|---|---|---|---|---|---|" }
+    /^#/ || NF == 0 { next }
+    { delete v; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      hot = ("hot_ld" in v) ? v["hot_ld"] "/" v["hot_ld_red"] ", " v["hot_st"] ", " v["hot_local"] : "–"
+      printf "| `%s` | %s | %s | %s/%s | %s | %s/%s | %s/%s | %s |\n", $1, v["regs"], v["stack"], v["spill_st"], v["spill_ld"], v["smem"], v["ldg128"], v["stg128"], v["ldl"], v["stl"], hot }' "$markdown"
+  exit 0
+fi
 if [ "$mode" = check ] && [ ! -r "$file" ]; then
   echo "cuda-resources: cannot read expected figures '$file'" >&2
   exit 2
@@ -172,14 +186,7 @@ awk -v have_sass="$have_sass" '
     print line
   }' $([ $have_sass = 1 ] && echo "$tmp/sass") "$tmp/res" | sort >"$tmp/table"
 
-if [ "$markdown" = 1 ]; then
-  awk 'BEGIN { print "| kernel | regs | stack | spill st/ld | smem | LDG/STG.128 | LDL/STL | pack loop: LDG.128 first/other, STG.128, LDL+STL |"
-               print "|---|---|---|---|---|---|---|---|" }
-    { delete v; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      hot = ("hot_ld" in v) ? v["hot_ld"] "/" v["hot_ld_red"] ", " v["hot_st"] ", " v["hot_local"] : "–"
-      sass = ("ldg128" in v) ? v["ldg128"] "/" v["stg128"] " | " v["ldl"] "/" v["stl"] : "– | –"
-      printf "| `%s` | %s | %s | %s/%s | %s | %s | %s |\n", $1, v["regs"], v["stack"], v["spill_st"], v["spill_ld"], v["smem"], sass, hot }' "$tmp/table"
-elif [ "$mode" = print ]; then
+if [ "$mode" = print ]; then
   cat "$tmp/table"
 fi
 [ "$have_sass" = 1 ] || echo "cuda-resources: SASS not checked: no nvdisasm (set NVDISASM); resources only" >&2
