@@ -8,6 +8,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,12 @@ inline std::vector<std::string> filesWithExtension(llvm::StringRef dir,
   return files;
 }
 
-/// The shared MSCCL corpus (../shared/msccl-xml), sorted.
+/// The shared MSCCL corpus (../shared/msccl-xml, or the folder named by the
+/// environment variable COLL_MSCCL_XML_DIR: scripts/gpu-check.sh runs the
+/// staged tests away from the source tree), sorted.
 inline std::vector<std::string> corpusFiles() {
-  return filesWithExtension(COLL_MSCCL_XML_DIR, ".xml");
+  const char *dir = std::getenv("COLL_MSCCL_XML_DIR");
+  return filesWithExtension(dir && *dir ? dir : COLL_MSCCL_XML_DIR, ".xml");
 }
 
 /// A parameterised-test name for a file: its stem with every character that

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with a GPU from the folder that
+# scripts/gpu-stage.sh filled (it copies this script there):
+#   gpu-stage/gpu-check.sh [--quick]
+# Runs, each step timed out on its own and logged with its exit status:
+#   1. nvidia-smi (what the device is);
+#   2. the `cuda` tests (ctest -L '^cuda$' needs the build tree, so the staged
+#      CudaTests binary runs directly, with the staged MSCCL corpus);
+#   3. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
+#      /usr/local/cuda/bin) over collrun --backend cuda on one program per
+#      protocol, small sizes;
+#   4. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
+#      the 1 GiB ring allreduce, which checks its result on the host).
+# Writes one report, gpu-check-report.txt, under $OUT when set, else here.
+# Exit status: 0 when every step passed, 1 otherwise (a GPU test skipped for
+# lack of a device counts as a failure here: this script is for a GPU).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+quick=0
+[ "${1:-}" = --quick ] && quick=1
+[ -x "$here/bin/CudaTests" ] || { echo "gpu-check: run it from a folder staged by scripts/gpu-stage.sh ($here/bin/CudaTests missing)" >&2; exit 2; }
+report=${OUT:-$here}/gpu-check-report.txt
+mkdir -p "$(dirname "$report")"
+export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export COLL_MSCCL_XML_DIR=$here/algorithms/msccl-xml
+alg=$here/algorithms
+failed=0
+: >"$report"
+log() { echo "$*" | tee -a "$report"; }
+step() { # name timeout command...
+  local name=$1 limit=$2 rc start
+  shift 2
+  log ""
+  log "== $name: $*"
+  start=$(date +%s)
+  timeout "$limit" "$@" >"$report.step" 2>&1
+  rc=$?
+  tail -c 20000 "$report.step" >>"$report"
+  log "-- $name: exit $rc, $(($(date +%s) - start)) s"
+  [ "$rc" = 0 ] || failed=$((failed + 1))
+  rm -f "$report.step"
+  return 0
+}
+log "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+[ -f "$here/STAGED" ] && sed -n 1,4p "$here/STAGED" >>"$report"
+if command -v nvidia-smi >/dev/null; then
+  step nvidia-smi 60 nvidia-smi
+else
+  log "nvidia-smi: not found"
+fi
+
+step cuda-tests 1800 "$here/bin/CudaTests" --gtest_brief=0
+if grep -q '\[  SKIPPED \]' "$report"; then
+  log "cuda-tests: tests were skipped (no usable device?): counted as a failure"
+  failed=$((failed + 1))
+fi
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  for tool in memcheck racecheck synccheck; do
+    for f in send_2ranks_simple allpairs_allreduce_8ranks_ll ring_allreduce_4ranks_ll128; do
+      step "sanitizer-$tool-$f" 900 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+        "$here/bin/collrun" "$alg/$f.xml" --backend cuda --size 4K,64K --iters 1
+    done
+  done
+else
+  log "compute-sanitizer: not found (PATH, /usr/local/cuda/bin): sanitizer steps not run"
+  failed=$((failed + 1))
+fi
+
+# docs/PERFORMANCE.md, "GPU (not yet measured)".
+bench=$here/bin/collbench
+step bench-simple-send-256M 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5
+step bench-ll-allpairs-8K-graph 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --graph --iters 200 --warmup 50
+step bench-ll-allpairs-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --iters 200 --warmup 50
+step bench-msccl-allpairs-8K-graph 600 "$bench" "$alg/msccl-xml/rccl__allreduce-allpairs-8n-ll-32tb.xml" --size 8K --graph --iters 200 --warmup 50
+step bench-simple-send-256M-threads256 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --threads 256
+step bench-simple-send-256M-slot512K 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --slot-bytes 524288
+if [ "$quick" = 0 ]; then
+  step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
+fi
+
+log ""
+log "gpu-check: $failed step(s) failed; report: $report"
+[ "$failed" = 0 ]

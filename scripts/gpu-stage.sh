@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Stages what a GPU check needs into one folder (default gpu-stage/, ignored
+# by git) that the device tool can carry (at most 64 MiB):
+#   scripts/gpu-stage.sh [--build DIR] [--out DIR]
+#   bin/   CudaTests (the ctest label `cuda`), collrun, collbench (stripped)
+#   lib/   the shared libraries they load that are not glibc's (CUDA runtime,
+#          tinyxml2, libtinfo, libstdc++, libgcc_s); never the CUDA driver
+#   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
+#          collc, and the shared MSCCL corpus (msccl-xml/)
+#   gpu-check.sh, STAGED (commit, nvcc, sizes)
+# The build (default build/) must have the CUDA backend (nvcc found); the
+# script builds the targets it needs. Fails when the folder exceeds 64 MiB.
+# On the GPU machine: gpu-stage/gpu-check.sh (see docs/CUDA.md).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$root/build out=$root/gpu-stage
+limit=$((64 * 1024 * 1024))
+while [ $# -gt 0 ]; do
+  case $1 in
+  --build) [ $# -ge 2 ] || { echo "gpu-stage: --build needs a folder" >&2; exit 2; }; build=$(realpath -m "$2"); shift 2 ;;
+  --out) [ $# -ge 2 ] || { echo "gpu-stage: --out needs a folder" >&2; exit 2; }; out=$(realpath -m "$2"); shift 2 ;;
+  -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "gpu-stage: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -f "$build/CMakeCache.txt" ] ||
+  { echo "gpu-stage: $build is not configured: cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release" >&2; exit 2; }
+nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
+[ -n "$nvcc" ] && [ -d "$build/tests/unit/cuda/CMakeFiles/CudaTests.dir" ] ||
+  { echo "gpu-stage: $build has no CUDA backend (nvcc not found at configure time)" >&2; exit 2; }
+[ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
+
+cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/algorithms"
+for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench"; do
+  [ -x "$b" ] || { echo "gpu-stage: $b was not built" >&2; exit 1; }
+  strip -o "$out/bin/$(basename "$b")" "$b"
+done
+# Every library the loader resolves, except glibc's own (present on any
+# Linux machine, and tied to its loader) and the CUDA driver (libcuda, the
+# machine's own).
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libcuda|ld-linux[^/]*)\.so' || true
+done | sort -u | while read -r lib; do
+  cp -L "$lib" "$out/lib/$(basename "$lib")"
+done
+ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
+
+# The GPU section of docs/PERFORMANCE.md, compiled here.
+collc=$build/bin/collc
+"$collc" "$root/algorithms/broadcast_chain.coll" -D N=2 -D K=1 -o "$out/algorithms/send_2ranks_simple.xml"
+"$collc" "$root/algorithms/allreduce_allpairs.coll" -D N=8 --protocol LL -o "$out/algorithms/allpairs_allreduce_8ranks_ll.xml"
+"$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -D CHANNELS=8 -o "$out/algorithms/ring_allreduce_8ranks_simple_8ch.xml"
+"$collc" "$root/algorithms/allreduce_ring.coll" -D N=4 --protocol LL128 -o "$out/algorithms/ring_allreduce_4ranks_ll128.xml"
+corpus=$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)
+[ -d "$corpus" ] || { echo "gpu-stage: no MSCCL corpus at '$corpus' (COLL_MSCCL_XML_DIR)" >&2; exit 1; }
+cp -r "$corpus" "$out/algorithms/msccl-xml"
+
+cp "$root/scripts/gpu-check.sh" "$out/"
+size=$(du -sb "$out" | cut -f1)
+{
+  echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD -- . ':!gpu-stage' || echo ' (with uncommitted changes)')"
+  echo "staged: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
+  echo "nvcc: $nvcc ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+  echo "size: $size bytes"
+  (cd "$out" && du -ab bin lib algorithms | sort -k2)
+} >"$out/STAGED"
+if [ "$size" -gt "$limit" ]; then
+  du -sh "$out"/* >&2
+  echo "gpu-stage: $out is $size bytes, over the 64 MiB the device tool carries" >&2
+  exit 1
+fi
+echo "gpu-stage: $out ready, $((size / 1024)) KiB (limit 65536 KiB)"
