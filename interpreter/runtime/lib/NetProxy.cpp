@@ -187,50 +187,46 @@ public:
 
   //===--- Completions (called from ucp_worker_progress) ------------------===//
 
-  static void sendDone(void *request, ucs_status_t status, void *user) {
+  /// Releases a completed request; the slot's pending entry when it
+  /// succeeded, null when it was cancelled (shutdown) or failed (the peer
+  /// is reported lost).
+  static Pending *finish(void *request, ucs_status_t status, void *user) {
     auto *p = static_cast<Pending *>(user);
     Conn &c = *p->conn;
     const size_t idx = p->seq % FifoDepth;
     c.requests[idx] = nullptr;
     c.inFlight[idx] = false;
     ucp_request_free(request);
-    if (status == UCS_ERR_CANCELED)
-      return;
-    if (status != UCS_OK) {
+    if (status == UCS_OK)
+      return p;
+    if (status != UCS_ERR_CANCELED)
       c.self->lose(c.peer, status);
-      return;
-    }
-    c.complete[idx] = true;
+    return nullptr;
+  }
+
+  /// Marks slot `seq` done and publishes, in slot order, every done slot
+  /// to `counter` (the sender's head, or the receiver's tail).
+  static void publish(Conn &c, uint64_t seq, std::atomic<uint64_t> &counter) {
+    c.complete[seq % FifoDepth] = true;
     while (c.complete[c.published % FifoDepth] && c.published < c.posted) {
       c.complete[c.published % FifoDepth] = false;
       ++c.published;
     }
-    c.end.control->head.store(c.published, std::memory_order_release);
+    counter.store(c.published, std::memory_order_release);
     c.self->opts.engineBell->ring();
+  }
+
+  static void sendDone(void *request, ucs_status_t status, void *user) {
+    if (Pending *p = finish(request, status, user))
+      publish(*p->conn, p->seq, p->conn->end.control->head);
   }
 
   static void recvDone(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                        void *user) {
-    auto *p = static_cast<Pending *>(user);
-    Conn &c = *p->conn;
-    const size_t idx = p->seq % FifoDepth;
-    c.requests[idx] = nullptr;
-    c.inFlight[idx] = false;
-    ucp_request_free(request);
-    if (status == UCS_ERR_CANCELED)
-      return; // at shutdown
-    if (status != UCS_OK) {
-      c.self->lose(c.peer, status);
-      return;
+    if (Pending *p = finish(request, status, user)) {
+      deliver(*p->conn, p->seq, info->length);
+      publish(*p->conn, p->seq, p->conn->end.control->tail);
     }
-    deliver(c, p->seq, info->length);
-    c.complete[idx] = true;
-    while (c.complete[c.published % FifoDepth] && c.published < c.posted) {
-      c.complete[c.published % FifoDepth] = false;
-      ++c.published;
-    }
-    c.end.control->tail.store(c.published, std::memory_order_release);
-    c.self->opts.engineBell->ring();
   }
 
   /// Puts a received slot where the receiver looks for it, with the stores
