@@ -28,6 +28,8 @@
 #include <cstring>
 #include <optional>
 
+#include <unistd.h>
+
 namespace coll::interp::cuda {
 COLL_CUDA_ABI_BEGIN
 llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
@@ -161,11 +163,13 @@ public:
   llvm::Error finish(cudaStream_t stream);
   llvm::Expected<CallResult> run(const CallArgs &args);
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+  llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
 
   Plan plan;
   CudaOptions options;
   Proto proto;
   LaunchShape shape;
+  ConnectionExport exported; ///< one rank: the FIFOs it receives on
 
 private:
   /// How a kernel launches: its block size and resident blocks per SM.
@@ -181,6 +185,9 @@ private:
   /// start deadlock.
   llvm::Expected<Residency> chooseResidency(const void *kernel, uint32_t sharedBytes);
   llvm::Error resetState();
+  /// Where each connection's memory lies (connPointers), uploaded.
+  llvm::Error uploadConnections();
+  bool oneRank() const { return options.rank >= 0; }
 
   CudaDeviceInfo device;
   uint32_t watchdogMs = 0;
@@ -188,6 +195,13 @@ private:
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  /// One rank: the connections it receives on, in Plan::connections order.
+  DeviceMemory received;
+  DeviceMemory connTable;
+  std::vector<unsigned char *> connPointers; ///< per connection; null: not reached yet
+  std::vector<uint64_t> indexAtReceiver;     ///< per connection
+  std::vector<void *> opened;                ///< IPC mappings of other processes
+  int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
   WatchdogReport *report = nullptr; ///< host-mapped
   WatchdogReport *deviceReport = nullptr;
   cudaStream_t stream = nullptr; ///< run() and timeLaunches()
@@ -208,6 +222,8 @@ private:
 };
 
 CudaExecutor::Impl::~Impl() {
+  for (void *p : opened)
+    cudaIpcCloseMemHandle(p);
   if (startEvent)
     cudaEventDestroy(startEvent);
   if (stopEvent)
@@ -227,8 +243,17 @@ llvm::Error CudaExecutor::Impl::start() {
   device = *info;
   watchdogMs = resolveWatchdogMs(options.watchdogMs);
 
+  if (oneRank() && options.rank >= plan.nranks)
+    return fail(llvm::formatv("{0}: rank {1} of a plan of {2} ranks", plan.fileName, options.rank,
+                              plan.nranks));
+  firstTb = oneRank() ? plan.rankTbBegin[options.rank] : 0;
+  launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
+                        : static_cast<int32_t>(plan.tbs.size());
+
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
-  stateLayout = StateLayout::of(plan.tbs.size(), plan.connections.size(), connection);
+  // One rank: the connections live with their receivers, not in the state.
+  stateLayout = StateLayout::of(plan.tbs.size(), oneRank() ? 0 : plan.connections.size(),
+                                connection);
   if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size()))
     return err;
   if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size()))
@@ -236,6 +261,37 @@ llvm::Error CudaExecutor::Impl::start() {
   if (llvm::Error err = state.reserve(stateLayout.bytes))
     return err;
   COLL_CUDA_TRY(cudaMemset(state.as<void>(), 0, stateLayout.bytes));
+  connPointers.assign(plan.connections.size(), nullptr);
+  indexAtReceiver.assign(plan.connections.size(), 0);
+  if (!oneRank()) {
+    for (size_t c = 0; c < plan.connections.size(); ++c)
+      connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
+                        c * connection.stride;
+  } else {
+    std::vector<uint64_t> perReceiver(plan.nranks, 0);
+    for (size_t c = 0; c < plan.connections.size(); ++c)
+      indexAtReceiver[c] = perReceiver[plan.connections[c].receiver]++;
+    const uint64_t bytes = perReceiver[options.rank] * connection.stride;
+    exported.pid = static_cast<int32_t>(getpid());
+    exported.rank = options.rank;
+    exported.stride = connection.stride;
+    if (bytes) {
+      if (llvm::Error err = received.reserve(bytes))
+        return err;
+      COLL_CUDA_TRY(cudaMemset(received.as<void>(), 0, bytes));
+      cudaIpcMemHandle_t handle;
+      COLL_CUDA_TRY(cudaIpcGetMemHandle(&handle, received.as<void>()));
+      static_assert(sizeof handle == sizeof exported.ipcHandle, "CUDA's IPC handle is 64 bytes");
+      std::memcpy(exported.ipcHandle, &handle, sizeof handle);
+      exported.address = reinterpret_cast<uintptr_t>(received.as<void>());
+      exported.bytes = bytes;
+    }
+    for (size_t c = 0; c < plan.connections.size(); ++c)
+      if (plan.connections[c].receiver == options.rank)
+        connPointers[c] = received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
+  }
+  if (llvm::Error err = uploadConnections())
+    return err;
   COLL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&report), sizeof(WatchdogReport),
                               cudaHostAllocMapped));
   std::memset(report, 0, sizeof(WatchdogReport));
@@ -247,34 +303,79 @@ llvm::Error CudaExecutor::Impl::start() {
   return llvm::Error::success();
 }
 
+llvm::Error CudaExecutor::Impl::uploadConnections() {
+  return upload(connTable, connPointers.data(), connPointers.size());
+}
+
+llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionExport> &all) {
+  if (!oneRank())
+    return fail("CudaExecutor::importConnections: the executor runs every rank itself");
+  if (all.size() != static_cast<size_t>(plan.nranks))
+    return fail(llvm::formatv("CudaExecutor::importConnections: {0} entries for {1} ranks",
+                              all.size(), plan.nranks));
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  std::vector<unsigned char *> base(plan.nranks, nullptr);
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    if (info.sender != options.rank || info.receiver == options.rank)
+      continue;
+    const ConnectionExport &peer = all[info.receiver];
+    const uint64_t need = (indexAtReceiver[c] + 1) * connection.stride;
+    if (peer.rank != info.receiver || peer.stride != connection.stride || peer.bytes < need)
+      return fail(llvm::formatv(
+          "{0}: rank {1} exported {2} bytes of FIFOs ({3} per connection) as rank {4}; rank {5} "
+          "needs {6} ({7} per connection): the ranks disagree on the plan or the slot size",
+          plan.fileName, info.receiver, peer.bytes, peer.stride, peer.rank, options.rank, need,
+          connection.stride));
+    if (!base[info.receiver]) {
+      if (peer.pid == static_cast<int32_t>(getpid())) {
+        // Another executor of this process: its pointer is valid here.
+        base[info.receiver] = reinterpret_cast<unsigned char *>(peer.address);
+      } else {
+        cudaIpcMemHandle_t handle;
+        std::memcpy(&handle, peer.ipcHandle, sizeof handle);
+        void *mapped = nullptr;
+        cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+        if (err != cudaSuccess)
+          return fail(llvm::formatv("{0}: cannot map rank {1}'s FIFOs (process {2}): {3} ({4})",
+                                    plan.fileName, info.receiver, peer.pid,
+                                    cudaGetErrorName(err), cudaGetErrorString(err)));
+        opened.push_back(mapped);
+        base[info.receiver] = static_cast<unsigned char *>(mapped);
+      }
+    }
+    connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
+  }
+  return uploadConnections();
+}
+
 llvm::Expected<CudaExecutor::Impl::Residency>
 CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
-  if (sharedBytes > 48 * 1024) {
-    int optin = 0;
-    COLL_CUDA_TRY(
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.device));
-    if (sharedBytes > static_cast<uint32_t>(optin))
-      return fail(llvm::formatv("{0}: a tb of {1} steps needs {2} bytes of shared memory; "
-                                "{3} allows {4} per block",
-                                plan.fileName, params.maxSteps, sharedBytes, device.name, optin));
-    COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(sharedBytes)));
-  }
+  int optin = 0;
+  COLL_CUDA_TRY(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.device));
+  if (sharedBytes > static_cast<uint32_t>(optin))
+    return fail(llvm::formatv("{0}: a tb of {1} steps needs {2} bytes of shared memory; "
+                              "{3} allows {4} per block",
+                              plan.fileName, params.maxSteps, sharedBytes, device.name, optin));
+  // The attribute belongs to the kernel, not to this executor: always the
+  // device's maximum, so that no executor lowers it under another's launch.
+  COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const bool automatic = options.threadsPerBlock == 0;
   Residency r{k, automatic ? MaxThreadsPerBlock : options.threadsPerBlock, 0};
   for (;; r.threads /= 2) {
     COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &r.blocksPerSm, k, static_cast<int>(r.threads), sharedBytes));
     const uint64_t resident = static_cast<uint64_t>(r.blocksPerSm) * device.smCount;
-    if (resident >= plan.tbs.size())
+    if (resident >= static_cast<uint64_t>(launchTbs))
       return r;
     if (automatic && r.threads > 32)
       continue;
     return fail(llvm::formatv(
-        "{0}: the plan's {1} thread blocks must all be resident at once, but only {2} fit on "
+        "{0}: the launch's {1} thread blocks must all be resident at once, but only {2} fit on "
         "{3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per block); "
         "{8}",
-        plan.fileName, plan.tbs.size(), resident, device.name, r.blocksPerSm, device.smCount,
+        plan.fileName, launchTbs, resident, device.name, r.blocksPerSm, device.smCount,
         r.threads, sharedBytes,
         automatic ? "use an algorithm with fewer tbs"
                   : "use fewer threads per block or an algorithm with fewer tbs"));
@@ -295,9 +396,15 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
     if (llvm::Error err = upload(slices, layout->slices.data(), layout->slices.size()))
       return err;
   }
-  auto inplace = checkCallBuffers(plan, *layout, args);
+  auto inplace = checkCallBuffers(plan, *layout, args, options.rank);
   if (!inplace)
     return inplace.takeError();
+  if (oneRank())
+    for (size_t c = 0; c < connPointers.size(); ++c)
+      if (!connPointers[c] && plan.connections[c].sender == options.rank)
+        return fail(llvm::formatv("{0}: rank {1} sends to rank {2}, whose FIFOs are not mapped "
+                                  "(importConnections)",
+                                  plan.fileName, options.rank, plan.connections[c].receiver));
 
   const uint64_t es = dataTypeSize(args.type);
   const uint64_t sliceElems = slotBytes(options, proto) / es;
@@ -316,13 +423,15 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   uint64_t scratchBytes = 0;
   for (int32_t r = 0; r < plan.nranks; ++r) {
     scratchAt[r] = scratchBytes;
-    scratchBytes += (layout->scratchElems[r] * es + 255) / 256 * 256;
+    if (!oneRank() || r == options.rank)
+      scratchBytes += (layout->scratchElems[r] * es + 255) / 256 * 256;
   }
   if (llvm::Error err = scratch.reserve(scratchBytes))
     return err;
   std::vector<RankPointers> table(plan.nranks);
   for (int32_t r = 0; r < plan.nranks; ++r)
-    table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
+    if (!oneRank() || r == options.rank)
+      table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
   if (table.size() != rankTable.size() ||
       std::memcmp(table.data(), rankTable.data(), table.size() * sizeof(RankPointers)) != 0) {
     if (llvm::Error err = upload(ranks, table.data(), table.size()))
@@ -331,8 +440,8 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   }
 
   int32_t maxSteps = 1;
-  for (const PlanTb &tb : plan.tbs)
-    maxSteps = std::max(maxSteps, tb.nSteps);
+  for (int32_t t = firstTb; t < firstTb + launchTbs; ++t)
+    maxSteps = std::max(maxSteps, plan.tbs[t].nSteps);
   const uint8_t type = static_cast<uint8_t>(args.type);
   kernel = proto == Proto::Simple ? kernelSimple(type)
            : proto == Proto::LL   ? kernelLL(type)
@@ -343,9 +452,10 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.slices = slices.as<CallSlice>();
   params.ranks = ranks.as<RankPointers>();
   params.state = state.as<unsigned char>();
+  params.connections = connTable.as<unsigned char *const>();
+  params.firstTb = firstTb;
   params.report = deviceReport;
   params.flagsOffset = stateLayout.flagsOffset;
-  params.connectionsOffset = stateLayout.connectionsOffset;
   params.connection = connection;
   params.iterations = result.iterations;
   params.sliceElems = sliceElems;
@@ -354,7 +464,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.maxSteps = static_cast<uint32_t>(maxSteps);
   params.op = static_cast<DeviceOp>(args.op);
 
-  shape.blocks = static_cast<uint32_t>(plan.tbs.size());
+  shape.blocks = static_cast<uint32_t>(launchTbs);
   shape.sharedBytes = static_cast<uint32_t>(maxSteps * sizeof(PlanStep));
   shape.smCount = device.smCount;
   auto known = std::find_if(residencies.begin(), residencies.end(),
@@ -372,9 +482,11 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   if (args.op == ReduceOp::Avg && ir::collectiveInfo(plan.collective).reduces) {
     averageKernel = averageKernelFor(type);
     const bool rootOnly = plan.collective == ir::Collective::Reduce;
-    averageFirstRank = rootOnly ? plan.root : 0;
-    averageRanks = rootOnly ? 1 : plan.nranks;
+    averageFirstRank = rootOnly ? plan.root : oneRank() ? options.rank : 0;
+    averageRanks = rootOnly || oneRank() ? 1 : plan.nranks;
     averageElems = layout->outputElems;
+    if (rootOnly && oneRank() && options.rank != plan.root)
+      averageKernel = nullptr; // only the root's output holds the result
   }
   prepared = true;
   return result;
@@ -383,6 +495,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
 llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
   if (!prepared)
     return fail("CudaExecutor::launch: no call is prepared");
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
   if (params.iterations == 0 || shape.blocks == 0)
     return llvm::Error::success();
   void *args[] = {&params};
@@ -415,12 +528,17 @@ llvm::Error CudaExecutor::Impl::launch(cudaStream_t s) {
 
 llvm::Error CudaExecutor::Impl::resetState() {
   COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
+  // One rank: its receiving FIFOs too. The senders' ends (in other
+  // executors) are mid-transfer as well; a job does not go on after a stop.
+  if (exported.bytes)
+    COLL_CUDA_TRY(cudaMemsetAsync(received.as<void>(), 0, exported.bytes, stream));
   COLL_CUDA_TRY(cudaStreamSynchronize(stream));
   std::memset(report, 0, sizeof(WatchdogReport));
   return llvm::Error::success();
 }
 
 llvm::Error CudaExecutor::Impl::finish(cudaStream_t s) {
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
   COLL_CUDA_TRY(cudaStreamSynchronize(s));
   // The reporting block fenced its writes at system scope before `valid`,
   // and the kernel has completed.
@@ -453,6 +571,7 @@ llvm::Expected<std::vector<double>> CudaExecutor::Impl::timeLaunches(unsigned wa
                                                                      unsigned iters, bool graph) {
   if (!prepared)
     return fail("CudaExecutor::timeLaunches: no call is prepared");
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
   cudaGraph_t captured = nullptr;
   cudaGraphExec_t exec = nullptr;
   auto destroy = llvm::make_scope_exit([&] {
@@ -509,6 +628,10 @@ llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) { return impl
 llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, unsigned iters,
                                                                bool graph) {
   return impl->timeLaunches(warmup, iters, graph);
+}
+ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
+llvm::Error CudaExecutor::importConnections(const std::vector<ConnectionExport> &ranks) {
+  return impl->importConnections(ranks);
 }
 const Plan &CudaExecutor::plan() const { return impl->plan; }
 uint64_t CudaExecutor::sliceElems(DataType type) const {

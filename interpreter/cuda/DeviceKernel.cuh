@@ -294,7 +294,7 @@ public:
 
 private:
   __device__ unsigned char *connection(int32_t c) const {
-    return p.state + p.connectionsOffset + static_cast<uint64_t>(c) * p.connection.stride;
+    return p.connections[c];
   }
   __device__ uint64_t *tbFlag(int32_t t) const {
     return reinterpret_cast<uint64_t *>(p.state + p.flagsOffset) + t * FlagStrideWords;
@@ -593,7 +593,8 @@ private:
 // Kernels
 //===----------------------------------------------------------------------===//
 
-/// One block per tb of every rank: gridDim.x == number of tbs in the plan,
+/// One block per tb of every rank (or of one rank, from p.firstTb): gridDim.x
+/// == number of tbs launched,
 /// dynamic shared memory == p.maxSteps * sizeof(PlanStep).
 template <class T, Proto P>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
@@ -602,7 +603,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __shared__ PlanTb tb;
   __shared__ uint32_t generation;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
-  const int32_t tbIndex = static_cast<int32_t>(blockIdx.x);
+  const int32_t tbIndex = p.firstTb + static_cast<int32_t>(blockIdx.x);
   auto *control = reinterpret_cast<DeviceControl *>(p.state);
 
   if (tid == 0) {

@@ -14,6 +14,10 @@
 //   then per connection c, ConnectionLayout::stride bytes:
 //     [0, 128) head   [128, 256) tail   [256, ...) FifoDepth slots
 //
+// An executor of one rank (CudaOptions::rank) keeps the connections it
+// receives on in an allocation of their own, in Plan::connections order,
+// which the senders map (KernelParams::connections).
+//
 // Counters and flags sit on their own 128-byte lines so that a waiter's
 // polling does not contend with unrelated stores.
 //
@@ -178,8 +182,14 @@ struct KernelParams {
   const CallSlice *slices;
   const RankPointers *ranks;
   unsigned char *state; ///< the device state (layout above)
+  /// Per Plan::connections index, where its head, tail and FIFO lie: in the
+  /// device state for an executor of every rank; for an executor of one
+  /// rank, in the receiving rank's memory (mapped by CUDA IPC when that rank
+  /// is another process's).
+  unsigned char *const *connections;
+  int32_t firstTb; ///< block b runs tb firstTb + b
   WatchdogReport *report;
-  uint64_t flagsOffset, connectionsOffset; ///< StateLayout
+  uint64_t flagsOffset; ///< StateLayout
   ConnectionLayout connection;
   uint64_t iterations;
   uint64_t sliceElems;

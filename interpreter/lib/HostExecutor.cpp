@@ -45,7 +45,7 @@ uint64_t HostOptions::slotBytes(ir::Protocol protocol) const {
 }
 
 llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
-                                      const CallArgs &args) {
+                                      const CallArgs &args, int32_t onlyRank) {
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
@@ -62,6 +62,8 @@ llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
   }
   int places[2] = {0, 0}; // ranks out of place, in place
   for (int32_t r = 0; r < plan.nranks; ++r) {
+    if (onlyRank >= 0 && r != onlyRank)
+      continue;
     auto *in = static_cast<const std::byte *>(args.input[r]);
     auto *out = static_cast<const std::byte *>(args.output[r]);
     if ((!in && inBytes) || (!out && outBytes))

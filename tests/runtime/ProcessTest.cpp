@@ -375,6 +375,56 @@ TEST(Runtime, AKilledRankEndsTheOthersWithAnError) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
+// The emulated device (COLL_EMULATED_DEVICE): every collective through the
+// C API, each rank's kernel in its own process with the FIFOs shared between
+// the processes, bit-identical to the host backend (RankCheck's "device").
+TEST(Runtime, EveryCollectiveOnTheEmulatedDeviceMatchesTheHost) {
+  if (!COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
+  AlgoDir dir(3);
+  JobOptions o = withAlgorithms(dir);
+  o.env["COLL_TEST_SMALL"] = "1";
+  expectAllOk(runJob("device", 3, o));
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+// A rank killed while the others' kernels wait for it: their watchdog ends
+// the call, with the kernel's report and the cause (the peer exited), the
+// communicator stays broken, and nothing is left in /dev/shm.
+TEST(Runtime, AKilledRankEndsTheOthersOnTheEmulatedDevice) {
+  if (!COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
+  const int n = 3, watchdog = smallSizes() ? 8000 : 3000;
+  AlgoDir dir(n);
+  JobOptions o = withAlgorithms(dir);
+  o.watchdogMs = watchdog;
+  o.env["COLL_EMULATED_DEVICE"] = "1";
+  auto results = runJob("kill", n, o);
+  EXPECT_TRUE(WIFSIGNALED(results[n - 1].status) && WTERMSIG(results[n - 1].status) == SIGKILL)
+      << describe(results);
+  for (int r = 0; r < n - 1; ++r) {
+    EXPECT_TRUE(results[r].exitedOk()) << describe(results);
+    auto f = failureOf(results[r]);
+    ASSERT_TRUE(f) << describe(results);
+    // The cause (a peer that exited, found once the kernel stopped) and the
+    // kernel's watchdog report. (Should the victim die before the first
+    // launch, while the ranks map each other's FIFOs, the others see the
+    // lost contact instead.)
+    EXPECT_TRUE(f->code == collRemoteError || f->code == collTimeout) << describe(results);
+    if (f->message.find("mapping FIFOs") == std::string::npos &&
+        f->message.find("executor") == std::string::npos) {
+      EXPECT_NE(f->message.find("emulated device"), std::string::npos) << describe(results);
+      EXPECT_NE(f->message.find("watchdog: no progress"), std::string::npos) << describe(results);
+    }
+    EXPECT_LE(f->ms, watchdog + 3000) << describe(results);
+    EXPECT_NE(results[r].output.find("async " + std::to_string(f->code) + " again " +
+                                     std::to_string(f->code)),
+              std::string::npos)
+        << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
 TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
   const int n = 3, watchdog = smallSizes() ? 8000 : 2000;
   AlgoDir dir(n);

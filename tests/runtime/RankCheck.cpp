@@ -9,7 +9,8 @@
 //   coll-rank-check SCENARIO --env          (collCommInitFromEnv: mpirun, srun, torchrun)
 //   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
 //
-// Scenarios: collectives, p2p, kill, stop, loop, mismatch, abort, split, errors, trace.
+// Scenarios: collectives, p2p, kill, stop, loop, mismatch, abort, split, errors, trace,
+// device (every collective on the emulated device against the host backend).
 // Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
 // Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
 // mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
@@ -522,6 +523,143 @@ void errors() {
   ++checks;
 }
 
+//===----------------------------------------------------------------------===//
+// The emulated device
+//===----------------------------------------------------------------------===//
+
+/// A second communicator on the emulated device (collConfig_t
+/// emulatedDevice, COLL_EMULATED_DEVICE) runs every collective with the
+/// CUDA kernel on the CPU; each call's output must equal, bit for bit, the
+/// same call on the host backend (`comm`), with inputs that are not small
+/// integers, so that the order of every reduction shows.
+void deviceScenario(bool small) {
+  collConfig_t config = COLL_CONFIG_INITIALIZER;
+  config.emulatedDevice = 1;
+  collComm_t dev = nullptr;
+  check(collCommSplit(comm, 0, rank, &dev, &config), "split onto the emulated device");
+  struct TypeCase {
+    collDataType_t type;
+    size_t size;
+    const char *name;
+  };
+  const TypeCase types[] = {{collFloat32, 4, "fp32"}, {collFloat64, 8, "fp64"},
+                            {collBfloat16, 2, "bf16"}, {collInt32, 4, "int32"},
+                            {collInt8, 1, "int8"}};
+  std::vector<size_t> counts = {0, 1, 7, 1000, 65536 + 3};
+  if (!small)
+    counts.push_back(1 << 20);
+  const Coll all[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                      Coll::Broadcast, Coll::Reduce,    Coll::Gather,        Coll::Scatter};
+  uint32_t seed = 12345u + uint32_t(rank) * 7919u;
+  auto fill = [&](std::vector<unsigned char> &buf, const TypeCase &t) {
+    for (size_t i = 0; i < buf.size() / t.size; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      const float f = float(int32_t(seed >> 8) % 20000) / 997.0f; // not exact in bf16
+      unsigned char *p = buf.data() + i * t.size;
+      if (t.type == collFloat32) {
+        std::memcpy(p, &f, 4);
+      } else if (t.type == collFloat64) {
+        const double d = double(f) / 3.0;
+        std::memcpy(p, &d, 8);
+      } else if (t.type == collBfloat16) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(p, &h, 2);
+      } else if (t.type == collInt32) {
+        const int32_t x = int32_t(seed >> 4);
+        std::memcpy(p, &x, 4);
+      } else {
+        *p = static_cast<unsigned char>(seed >> 24);
+      }
+    }
+  };
+  auto runBoth = [&](Coll coll, const TypeCase &t, collRedOp_t op, size_t count, bool inplace,
+                     int root) {
+    const size_t n = size_t(nranks);
+    const bool inPerRank =
+        coll == Coll::ReduceScatter || coll == Coll::AllToAll || coll == Coll::Scatter;
+    const bool outPerRank =
+        coll == Coll::AllGather || coll == Coll::AllToAll || coll == Coll::Gather;
+    const size_t inElems = inPerRank ? n * count : count;
+    const size_t outElems = outPerRank ? n * count : count;
+    const size_t bigElems = std::max<size_t>(std::max(inElems, outElems), 1);
+    size_t inOffset = 0;
+    if (outPerRank && !inPerRank)
+      inOffset = size_t(rank) * count;
+    std::vector<unsigned char> input(std::max<size_t>(inElems, 1) * t.size);
+    fill(input, t);
+    std::vector<unsigned char> result[2];
+    for (int d = 0; d < 2; ++d) {
+      collComm_t c = d ? dev : comm;
+      std::vector<unsigned char> big(bigElems * t.size, 0xcd), recvBuf(bigElems * t.size, 0xcd);
+      const void *send = input.data();
+      void *recv = recvBuf.data();
+      if (inplace) {
+        std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
+        send = big.data() + inOffset * t.size;
+        recv = big.data();
+        if (inPerRank && !outPerRank)
+          recv = big.data() + size_t(rank) * count * t.size;
+      }
+      collResult_t r = collSuccess;
+      switch (coll) {
+      case Coll::AllReduce: r = collAllReduce(send, recv, count, t.type, op, c, nullptr); break;
+      case Coll::AllGather: r = collAllGather(send, recv, count, t.type, c, nullptr); break;
+      case Coll::ReduceScatter:
+        r = collReduceScatter(send, recv, count, t.type, op, c, nullptr);
+        break;
+      case Coll::AllToAll: r = collAlltoAll(send, recv, count, t.type, c, nullptr); break;
+      case Coll::Broadcast: r = collBroadcast(send, recv, count, t.type, root, c, nullptr); break;
+      case Coll::Reduce: r = collReduce(send, recv, count, t.type, op, root, c, nullptr); break;
+      case Coll::Gather: r = collGather(send, recv, count, t.type, root, c, nullptr); break;
+      case Coll::Scatter: r = collScatter(send, recv, count, t.type, root, c, nullptr); break;
+      }
+      char what[200];
+      std::snprintf(what, sizeof what, "%s %s count %zu %s op %d root %d on the %s",
+                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", int(op),
+                    root, d ? "emulated device" : "host");
+      if (r != collSuccess) {
+        comm = c; // collGetLastError of the failing communicator
+        check(r, what);
+      }
+      result[d] = inplace ? big : recvBuf;
+    }
+    const bool hasOutput = !(coll == Coll::Reduce || coll == Coll::Gather) || rank == root;
+    if (hasOutput && result[0] != result[1]) {
+      size_t e = 0;
+      while (std::memcmp(result[0].data() + e * t.size, result[1].data() + e * t.size, t.size) == 0)
+        ++e;
+      char msg[240];
+      std::snprintf(msg, sizeof msg,
+                    "%s %s count %zu %s root %d: element %zu differs between the host and the "
+                    "emulated device",
+                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", root, e);
+      failNow(msg);
+    }
+    ++checks;
+  };
+  for (Coll coll : all)
+    for (const TypeCase &t : types)
+      for (size_t count : counts)
+        for (bool inplace : {false, true}) {
+          if ((t.type != collFloat32 && count > (1u << 17)) || (inplace && count > (1u << 17)))
+            continue;
+          const bool reduces =
+              coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+          if (!reduces && t.type != collFloat32 && t.type != collInt8)
+            continue; // moving data does not depend on the type
+          const int root = int((count + size_t(t.size)) % size_t(nranks));
+          runBoth(coll, t, collSum, count, inplace, root);
+        }
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (collRedOp_t op : {collProd, collMin, collMax, collAvg})
+      for (const TypeCase &t : types)
+        runBoth(coll, t, op, 1001, false, nranks - 1);
+  check(collCommFinalize(dev), "finalize the emulated device's communicator");
+  check(collCommDestroy(dev), "destroy the emulated device's communicator");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -580,6 +718,8 @@ int main(int argc, char **argv) {
     traceScenario();
   else if (scenario == "errors")
     errors();
+  else if (scenario == "device")
+    deviceScenario(small);
   else
     failNow("unknown scenario " + scenario);
   check(collCommFinalize(comm), "finalize");

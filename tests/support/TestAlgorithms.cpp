@@ -263,6 +263,21 @@ ir::Algorithm fifoDeadlock(ir::Protocol proto) {
   return b.alg;
 }
 
+ir::Algorithm fifoDeadlockWithDependency(ir::Protocol proto) {
+  Builder b("fifo_deadlock_dep", ir::Collective::AllReduce, 2, 16, proto, false, true);
+  b.chunks(16, 16, 16);
+  for (int r = 0; r < 2; ++r) {
+    int t = b.tb(r, 1 - r, 1 - r);
+    b.step(r, t, StepType::Send, I, 0, O, 0, 16);
+    b.step(r, t, StepType::Recv, O, 0, O, 0, 16);
+    b.hasDep(r, t, 1);
+    int local = b.tb(r, -1, -1);
+    b.step(r, local, StepType::Copy, O, 0, S, 0, 16, t, 1);
+    b.step(r, local, StepType::Copy, S, 0, O, 0, 16);
+  }
+  return b.alg;
+}
+
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto) {
   return {
       {"ring_allreduce", ringAllReduce(n, proto)},

@@ -53,6 +53,9 @@ ir::Algorithm directScatter(int n, int root, ir::Protocol proto);
 /// Two ranks that each send 16 chunks before receiving any: valid IR that
 /// deadlocks on 8-slot FIFOs. For watchdog tests.
 ir::Algorithm fifoDeadlock(ir::Protocol proto);
+/// fifoDeadlock with a second tb per rank that waits on the receive (a
+/// cross-tb dependency) and copies the received data through scratch.
+ir::Algorithm fifoDeadlockWithDependency(ir::Protocol proto);
 
 /// Every builder above at `n` ranks with `proto`, named.
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto);

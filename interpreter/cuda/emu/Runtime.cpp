@@ -14,16 +14,29 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fcntl.h>
+#include <sanitizer/asan_interface.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace coll::interp::cuda::rt {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Allocation {
+  size_t bytes = 0;  ///< as asked for
+  size_t mapped = 0; ///< whole pages
+  int fd = -1;       ///< the memfd behind it
+};
+
 struct State {
   std::mutex mutex;
   DeviceDescription device;
-  std::unordered_map<void *, size_t> allocations;        ///< cudaMalloc and cudaHostAlloc
+  std::unordered_map<void *, Allocation> allocations;    ///< cudaMalloc and cudaHostAlloc
+  std::unordered_map<void *, size_t> opened;             ///< cudaIpcOpenMemHandle: mapped bytes
   std::unordered_map<const void *, int> maxDynamicShared; ///< per kernel, when raised
 };
 
@@ -34,16 +47,45 @@ State &state() {
 
 thread_local std::string launchFailure;
 
+size_t pageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+/// Device memory is shared memory (a memfd), so that cudaIpcGetMemHandle can
+/// hand it to another process as CUDA IPC does; page aligned (cudaMalloc
+/// promises 256 bytes) between two inaccessible guard pages, and the slack
+/// after the requested size poisoned for AddressSanitizer, so out-of-bounds
+/// accesses by a kernel are still caught.
 cudaError_t allocate(void **ptr, size_t bytes) {
   if (!ptr)
     return cudaErrorInvalidValue;
-  // 256-byte aligned, as cudaMalloc's allocations are.
-  void *p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
-  if (!p)
+  const size_t page = pageBytes();
+  const size_t body = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  const int fd = memfd_create("coll-emulated-device", MFD_CLOEXEC);
+  if (fd < 0)
     return cudaErrorMemoryAllocation;
+  if (ftruncate(fd, static_cast<off_t>(body)) != 0) {
+    ::close(fd);
+    return cudaErrorMemoryAllocation;
+  }
+  void *area = mmap(nullptr, body + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+  if (area == MAP_FAILED) {
+    ::close(fd);
+    return cudaErrorMemoryAllocation;
+  }
+  void *p = mmap(static_cast<char *>(area) + page, body, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    munmap(area, body + 2 * page);
+    ::close(fd);
+    return cudaErrorMemoryAllocation;
+  }
+  ASAN_POISON_MEMORY_REGION(static_cast<char *>(p) + bytes, body - bytes);
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allocations[p] = bytes;
+  s.allocations[p] = Allocation{bytes, body, fd};
   *ptr = p;
   return cudaSuccess;
 }
@@ -52,14 +94,34 @@ cudaError_t release(void *ptr) {
   if (!ptr)
     return cudaSuccess;
   State &s = state();
+  Allocation a;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.allocations.erase(ptr) == 0)
+    auto found = s.allocations.find(ptr);
+    if (found == s.allocations.end())
       return cudaErrorInvalidValue;
+    a = found->second;
+    s.allocations.erase(found);
   }
-  std::free(ptr);
+  const size_t page = pageBytes();
+  ASAN_UNPOISON_MEMORY_REGION(ptr, a.mapped);
+  munmap(static_cast<char *>(ptr) - page, a.mapped + 2 * page);
+  ::close(a.fd);
   return cudaSuccess;
 }
+
+/// What an emulated cudaIpcMemHandle_t holds: the exporting process and its
+/// memfd, identified by inode so that a reused descriptor number is noticed.
+struct IpcHandle {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  uint32_t pad;
+  uint64_t bytes; ///< mapped size
+  uint64_t inode, device;
+};
+static_assert(sizeof(IpcHandle) <= sizeof(cudaIpcMemHandle_t), "fits CUDA's 64 bytes");
+constexpr uint32_t IpcMagic = 0xc011e11du;
 
 } // namespace
 
@@ -102,6 +164,7 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
   case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   case cudaErrorCooperativeLaunchTooLarge: return "cudaErrorCooperativeLaunchTooLarge";
@@ -119,6 +182,7 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorInvalidContext: return "invalid device context";
   case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   case cudaErrorLaunchFailure:
     // What the launcher said, when it said something on this thread.
@@ -394,6 +458,72 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr) {
+  if (!handle || !ptr)
+    return cudaErrorInvalidValue;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto found = s.allocations.find(ptr);
+  if (found == s.allocations.end())
+    return cudaErrorInvalidValue; // not the base of a cudaMalloc allocation
+  struct stat st {};
+  if (fstat(found->second.fd, &st) != 0)
+    return cudaErrorInvalidValue;
+  IpcHandle h{IpcMagic, static_cast<int32_t>(getpid()), found->second.fd, 0,
+              found->second.mapped, static_cast<uint64_t>(st.st_ino),
+              static_cast<uint64_t>(st.st_dev)};
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &h, sizeof h);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned flags) {
+  if (!ptr || flags != cudaIpcMemLazyEnablePeerAccess)
+    return cudaErrorInvalidValue;
+  IpcHandle h;
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (h.magic != IpcMagic || h.bytes == 0)
+    return cudaErrorInvalidResourceHandle;
+  // As CUDA: a process does not open its own handles.
+  if (h.pid == getpid())
+    return cudaErrorInvalidContext;
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return cudaErrorInvalidResourceHandle; // the exporter is gone (or freed it)
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != h.inode ||
+      static_cast<uint64_t>(st.st_dev) != h.device ||
+      static_cast<uint64_t>(st.st_size) < h.bytes) {
+    ::close(fd);
+    return cudaErrorInvalidResourceHandle;
+  }
+  void *p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED)
+    return cudaErrorMemoryAllocation;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.opened[p] = h.bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *ptr) {
+  State &s = state();
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto found = s.opened.find(ptr);
+    if (found == s.opened.end())
+      return cudaErrorInvalidValue;
+    bytes = found->second;
+    s.opened.erase(found);
+  }
+  munmap(ptr, bytes);
   return cudaSuccess;
 }
 

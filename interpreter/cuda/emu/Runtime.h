@@ -2,11 +2,12 @@
 //
 // The few CUDA runtime API calls the backend's host side and its tests make,
 // with CUDA's names, types and error codes, implemented on the CPU: device
-// memory is host memory, a launch runs the kernel on the SIMT launcher
-// (Simt.h) before returning, streams execute their work in order as it is
-// enqueued (so every synchronisation is immediate), events record the time,
-// and a stream in capture mode records launches, copies and sets into a
-// graph that cudaGraphLaunch replays in order.
+// memory is shared host memory (so that CUDA IPC works between processes), a
+// launch runs the kernel on the SIMT launcher (Simt.h) before returning,
+// streams execute their work in order as it is enqueued (so every
+// synchronisation is immediate), events record the time, and a stream in
+// capture mode records launches, copies and sets into a graph that
+// cudaGraphLaunch replays in order.
 //
 // The device is described, not measured: DeviceDescription gives the SM
 // count, the block size limit and the per-SM limits the occupancy query
@@ -32,6 +33,7 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidContext = 201,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
@@ -101,6 +103,14 @@ struct cudaDeviceProp {
   int regsPerMultiprocessor;
 };
 
+/// CUDA IPC: device memory of one process mapped by another. The handle is
+/// CUDA's 64 opaque bytes; here it names the exporter's memfd (device memory
+/// is shared memory on the CPU), and the importer maps it through /proc.
+struct cudaIpcMemHandle_t {
+  char reserved[64];
+};
+inline constexpr unsigned cudaIpcMemLazyEnablePeerAccess = 1;
+
 const char *cudaGetErrorName(cudaError_t error);
 const char *cudaGetErrorString(cudaError_t error);
 
@@ -116,6 +126,11 @@ cudaError_t cudaFree(void *ptr);
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
 cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags);
+/// `ptr` must be the start of a cudaMalloc allocation. Opening a handle of
+/// this same process fails (cudaErrorInvalidContext), as in CUDA.
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr);
+cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned flags);
+cudaError_t cudaIpcCloseMemHandle(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);

@@ -295,9 +295,24 @@ void acquireRelaxedLoads() {
 
 std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, size_t sharedBytes,
                    bool coResident) {
+  // Launches from several threads (one executor per rank, each on its own
+  // thread) run at once, each with blocks of its own; blocks are kept for
+  // later launches.
+  using Pool = std::vector<std::unique_ptr<Block>>;
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<Block>> pool;
-  std::lock_guard<std::mutex> lock(mutex);
+  static std::vector<Pool> idle;
+  Pool pool;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!idle.empty()) {
+      pool = std::move(idle.back());
+      idle.pop_back();
+    }
+  }
+  auto giveBack = llvm::make_scope_exit([&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    idle.push_back(std::move(pool));
+  });
   const uint64_t nthreads = uint64_t(dims.x) * dims.y * dims.z;
   const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
   if (nthreads == 0 || nthreads > 1024)

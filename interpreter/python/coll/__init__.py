@@ -54,7 +54,8 @@ class _Config(ctypes.Structure):
                 ("watchdogMs", ctypes.c_int), ("algoDir", ctypes.c_char_p),
                 ("algoFiles", ctypes.c_char_p), ("tuningFile", ctypes.c_char_p),
                 ("debugLevel", ctypes.c_int), ("embeddedAlgorithms", ctypes.c_int),
-                ("hostThreads", ctypes.c_int), ("libraries", ctypes.c_char_p)]
+                ("hostThreads", ctypes.c_int), ("libraries", ctypes.c_char_p),
+                ("emulatedDevice", ctypes.c_int)]
 
 
 def _candidates():
@@ -156,7 +157,7 @@ class Comm:
         ctypes.memmove(ctypes.addressof(uid), unique_id, UNIQUE_ID_BYTES)
         config = _Config(ctypes.sizeof(_Config), 0xc011c0f1, version(), _UNDEF_INT, None, None,
                          None, _UNDEF_INT, _UNDEF_INT, _UNDEF_INT,
-                         libraries.encode() if libraries else None)
+                         libraries.encode() if libraries else None, _UNDEF_INT)
         if watchdog_ms is not None:
             config.watchdogMs = int(watchdog_ms)
         handle = _comm_t()

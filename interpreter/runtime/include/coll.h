@@ -108,6 +108,11 @@ typedef struct collConfig_v1 {
    * (comma-separated, e.g. "gloo,torch"), for bindings that run those
    * calls themselves (collCommQueryChoice); default none. */
   const char *libraries;
+  /* COLL_EMULATED_DEVICE: 1 runs collectives with the CUDA kernel on the CPU
+   * emulation of a GPU (one emulated device per rank, FIFOs shared between
+   * processes as CUDA IPC shares device memory; buffers are host memory);
+   * default 0, the host backend. See docs/RUNTIME.md. */
+  int emulatedDevice;
 } collConfig_t;
 
 #define COLL_CONFIG_INITIALIZER                                                 \
@@ -115,7 +120,7 @@ typedef struct collConfig_v1 {
     sizeof(collConfig_t), 0xc011c0f1u, COLL_VERSION_CODE,                      \
         COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_PTR,   \
         COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT,   \
-        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                           \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_INT    \
   }
 
 /* Version as COLL_VERSION_CODE. */

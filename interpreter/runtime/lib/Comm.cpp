@@ -9,6 +9,9 @@
 #include "HostEngine.h"
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
+#if COLL_RUNTIME_HAVE_EMU
+#include "coll/interpreter/CudaExecutor.h"
+#endif
 #include "coll/interpreter/Protocol.h"
 #include "coll/interpreter/Timeline.h"
 #include "coll/ir/Geometry.h"
@@ -191,7 +194,7 @@ bool processGone(int pidfd, int pid) {
 //===----------------------------------------------------------------------===//
 
 uint64_t Config::agreedHash() const {
-  return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin);
+  return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin, emulatedDevice);
 }
 
 llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
@@ -218,6 +221,16 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   c.algoFiles = envString("COLL_ALGO_FILES");
   c.tuningFile = envString("COLL_TUNING_FILE");
   c.traceFile = envString("COLL_TRACE");
+  if (auto v = envUnsigned("COLL_EMULATED_DEVICE", error)) {
+    if (*v > 1)
+      return collError(collInvalidArgument,
+                       llvm::formatv("COLL_EMULATED_DEVICE={0}: 0 (host) or 1 (the CUDA kernel "
+                                     "on the CPU emulation)",
+                                     *v));
+    c.emulatedDevice = *v == 1;
+  }
+  if (!error.empty())
+    return collError(collInvalidArgument, error);
   if (!cfg)
     return c;
   if (cfg->magic != 0xc011c0f1u || cfg->size < offsetof(collConfig_t, hostThreads) + sizeof(int))
@@ -255,6 +268,19 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
       return collError(collInvalidArgument, "config hostThreads must not be negative");
     c.hostThreads = static_cast<unsigned>(std::min(cfg->hostThreads, 256));
   }
+  if (cfg->size >= offsetof(collConfig_t, emulatedDevice) + sizeof(int) &&
+      cfg->emulatedDevice != COLL_CONFIG_UNDEF_INT) {
+    if (cfg->emulatedDevice != 0 && cfg->emulatedDevice != 1)
+      return collError(collInvalidArgument,
+                       llvm::formatv("config emulatedDevice {0} is not 0 or 1",
+                                     cfg->emulatedDevice));
+    c.emulatedDevice = cfg->emulatedDevice == 1;
+  }
+#if !COLL_RUNTIME_HAVE_EMU
+  if (c.emulatedDevice)
+    return collError(collInvalidUsage, "the emulated device was asked for, but this libcoll was "
+                                       "built without it (COLL_ENABLE_CUDA_EMU=OFF)");
+#endif
   return c;
 }
 
@@ -428,6 +454,11 @@ public:
     std::array<bool, 3> uses{}; ///< the plan reads or writes input/output/scratch here
   };
   std::map<const Compiled *, RunnerEntry> runners;
+#if COLL_RUNTIME_HAVE_EMU
+  /// Config::emulatedDevice: per plan, this rank's executor on the CPU
+  /// emulation of the GPU, its FIFOs shared with the other ranks' (IPC).
+  std::map<const Compiled *, std::unique_ptr<interp::CudaExecutor>> devices;
+#endif
   std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
   std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
   std::map<std::tuple<int, uint64_t, int>, Choice> choices;
@@ -467,6 +498,9 @@ public:
   bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
   llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
+#if COLL_RUNTIME_HAVE_EMU
+  llvm::Expected<interp::CudaExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled);
+#endif
   llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
   void publishCall(const Op &op);
   void pollPeers();
@@ -475,11 +509,31 @@ public:
 
 namespace {
 
+/// Whether `rank`'s tbs read or write its input, output and scratch.
+std::array<bool, 3> buffersUsed(const interp::Plan &plan, int rank) {
+  std::array<bool, 3> uses{};
+  for (int32_t t = plan.rankTbBegin[rank]; t < plan.rankTbBegin[rank + 1]; ++t) {
+    const interp::PlanTb &tb = plan.tbs[t];
+    for (int32_t s = tb.stepBegin; s < tb.stepBegin + tb.nSteps; ++s) {
+      const interp::PlanStep &step = plan.steps[s];
+      ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<ir::StepType>(step.type));
+      if (info.readsSrc && step.srcBuf < 3)
+        uses[step.srcBuf] = true;
+      if (info.writesDst && step.dstBuf < 3)
+        uses[step.dstBuf] = true;
+    }
+  }
+  return uses;
+}
+
 /// A collective of one rank, ready to run.
 struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
+#if COLL_RUNTIME_HAVE_EMU
+  interp::CudaExecutor *device = nullptr; ///< the call runs on the emulated device
+#endif
   const interp::Plan *plan = nullptr;
   std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE
   void *postDst = nullptr;
@@ -1002,20 +1056,46 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
     return collError(collSystemError, llvm::toString(runner.takeError()));
   RunnerEntry entry;
   entry.runner = std::move(*runner);
-  for (int32_t t = plan.rankTbBegin[rank]; t < plan.rankTbBegin[rank + 1]; ++t) {
-    const interp::PlanTb &tb = plan.tbs[t];
-    for (int32_t s = tb.stepBegin; s < tb.stepBegin + tb.nSteps; ++s) {
-      const interp::PlanStep &step = plan.steps[s];
-      ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<ir::StepType>(step.type));
-      if (info.readsSrc && step.srcBuf < 3)
-        entry.uses[step.srcBuf] = true;
-      if (info.writesDst && step.dstBuf < 3)
-        entry.uses[step.dstBuf] = true;
-    }
-  }
+  entry.uses = buffersUsed(plan, rank);
   keepAlive.push_back(compiled);
   return &runners.emplace(compiled.get(), std::move(entry)).first->second;
 }
+
+#if COLL_RUNTIME_HAVE_EMU
+llvm::Expected<interp::CudaExecutor *>
+Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled) {
+  auto found = devices.find(compiled.get());
+  if (found != devices.end())
+    return found->second.get();
+  // Collective: every rank selects the same plan for the same call, so all
+  // of them get here together. Each makes its executor and shares where
+  // its receiving FIFOs are; then each maps the ones it sends on.
+  interp::CudaOptions options;
+  options.rank = rank;
+  options.watchdogMs = config.watchdogMs;
+  options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
+  options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
+  options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
+  auto created = interp::CudaExecutor::create(compiled->plan, options);
+  const std::string what = "emulated device, " + compiled->plan.fileName;
+  if (llvm::Error err =
+          agree(created ? llvm::Error::success() : created.takeError(), what + ": executor"))
+    return err;
+  std::vector<interp::ConnectionExport> all(static_cast<size_t>(nranks));
+  all[rank] = (*created)->exportConnections();
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(interp::ConnectionExport)))
+    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
+                                                    what, llvm::toString(std::move(err))));
+  if (llvm::Error err = agree((*created)->importConnections(all), what + ": mapping FIFOs"))
+    return err;
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("{0}: this rank's {1} tbs on the CPU emulation of the GPU, FIFOs "
+                         "shared with CUDA IPC",
+                         what, compiled->plan.tbCount(rank)));
+  keepAlive.push_back(compiled);
+  return devices.emplace(compiled.get(), std::move(*created)).first->second.get();
+}
+#endif
 
 llvm::Expected<const interp::CallLayout *> Communicator::Impl::layoutFor(const Compiled &compiled,
                                                                           uint64_t count) {
@@ -1131,10 +1211,30 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                      llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
                                    choice->algo->origin, root,
                                    llvm::toString(compiled.takeError())));
-  auto entry = c.runnerFor(*compiled);
-  if (!entry)
-    return entry.takeError();
   const interp::Plan &plan = (*compiled)->plan;
+  // Which of its buffers this rank's tbs touch (for the adaptation below).
+  std::array<bool, 3> uses{};
+#if COLL_RUNTIME_HAVE_EMU
+  interp::CudaExecutor *device = nullptr;
+  if (c.config.emulatedDevice) {
+    auto d = c.deviceFor(*compiled);
+    if (!d)
+      return d.takeError();
+    device = *d;
+    uses = buffersUsed(plan, c.rank);
+  }
+  const bool onHost = device == nullptr;
+#else
+  const bool onHost = true;
+#endif
+  Communicator::Impl::RunnerEntry *entry = nullptr;
+  if (onHost) {
+    auto e = c.runnerFor(*compiled);
+    if (!e)
+      return e.takeError();
+    entry = *e;
+    uses = entry->uses;
+  }
   auto layout = c.layoutFor(**compiled, op.count);
   if (!layout)
     return layout.takeError();
@@ -1203,7 +1303,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   } else {
     if (inMeaningful && !userInPlace) {
       planIn = const_cast<std::byte *>(userIn);
-    } else if (inMeaningful || (*entry)->uses[0]) {
+    } else if (inMeaningful || uses[0]) {
       auto t = c.temp[0].get(inElems * es);
       if (!t)
         return t.takeError();
@@ -1217,7 +1317,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     }
     if (outMeaningful) {
       planOut = userOut;
-    } else if ((*entry)->uses[1]) {
+    } else if (uses[1]) {
       auto t = c.temp[1].get(outElems * es);
       if (!t)
         return t.takeError();
@@ -1229,18 +1329,39 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
 
   if (logEnabled(Level::Trace, Coll))
     log(Level::Trace, Coll, c.rank,
-        llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}",
+        llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}{11}",
                       opKindName(op.kind), bytes, op.count, interp::dataTypeName(op.type),
                       info.reduces ? " " + interp::reduceOpName(op.op).str() : std::string(),
                       info.hasRoot ? " root " + std::to_string(root) : std::string(),
                       userInPlace ? "in place" : "out of place", choice->algo->name,
                       ir::protocolName(plan.protocol), choice->why,
-                      adaptation.empty() ? std::string() : "; " + adaptation));
+                      adaptation.empty() ? std::string() : "; " + adaptation,
+                      onHost ? "" : "; on the emulated device"));
 
-  if (llvm::Error err = (*entry)->runner->bind(**layout, op.type, op.op, planIn, planOut))
+#if COLL_RUNTIME_HAVE_EMU
+  if (device) {
+    interp::CallArgs args;
+    args.type = op.type;
+    args.op = op.op;
+    args.count = op.count;
+    args.input.assign(static_cast<size_t>(c.nranks), nullptr);
+    args.output.assign(static_cast<size_t>(c.nranks), nullptr);
+    args.input[c.rank] = planIn;
+    args.output[c.rank] = planOut;
+    auto prepared = device->prepare(args);
+    if (!prepared)
+      return collError(collInvalidUsage, llvm::toString(prepared.takeError()));
+    c.publishCall(op);
+    out.device = device;
+    out.plan = &plan;
+    return llvm::Error::success();
+  }
+#endif
+
+  if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, planIn, planOut))
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);
-  out.runner = (*entry)->runner.get();
+  out.runner = entry->runner.get();
   out.plan = &plan;
   if (c.trace) {
     out.traces.assign(static_cast<size_t>(plan.tbCount(c.rank)), {});
@@ -1436,8 +1557,39 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   poll.arg = &comms;
   Impl &lead = *units.front().comm->impl;
   const auto t0 = std::chrono::steady_clock::now();
+#if COLL_RUNTIME_HAVE_EMU
+  // Calls on the emulated device: a launch returns when the kernel has
+  // finished, so the ranks of this round launch at once, one thread each
+  // when there is more than one thing to run.
+  std::vector<size_t> onDevice;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (prepared[u].device)
+      onDevice.push_back(u);
+  std::vector<std::string> deviceErrors(units.size());
+  auto launchOne = [&](size_t u) {
+    // Same stream, prepare above: launch and finish only.
+    llvm::Error err = prepared[u].device->launch(nullptr);
+    if (!err)
+      err = prepared[u].device->finish(nullptr);
+    if (err)
+      deviceErrors[u] = llvm::toString(std::move(err));
+  };
+  std::vector<std::thread> deviceThreads;
+  const bool alone = tasks.empty() && onDevice.size() == 1;
+  for (size_t u : onDevice) {
+    if (alone)
+      launchOne(u);
+    else
+      deviceThreads.emplace_back(launchOne, u);
+  }
+  if (!tasks.empty())
+#endif
   if (llvm::Error err = lead.engine->run(tasks, poll))
     record(lead, collError(collSystemError, llvm::toString(std::move(err))));
+#if COLL_RUNTIME_HAVE_EMU
+  for (std::thread &t : deviceThreads)
+    t.join();
+#endif
   // A mismatched call can complete when the data happen to fit; every peer
   // that sent to this rank has published its call by now, so look once more.
   for (Impl *c : comms)
@@ -1445,6 +1597,24 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
 
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
+#if COLL_RUNTIME_HAVE_EMU
+    if (!deviceErrors[u].empty()) {
+      // The FIFOs shared with the other ranks are mid-transfer: this
+      // communicator cannot run another call. A peer found dead (pollPeers
+      // above) is the cause; the kernel's report says where it waited.
+      const std::string kernel = "emulated device: " + deviceErrors[u];
+      const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
+      llvm::Error err = collError(watchdog ? collTimeout : collSystemError, kernel);
+      if (c.stop->stopping()) {
+        llvm::consumeError(std::move(err));
+        std::string cause;
+        collResult_t result = takeResult(c.stop->error(), cause);
+        err = collError(result, cause + "; the kernel's report: " + kernel);
+      }
+      c.breakWith(record(c, std::move(err)));
+      continue;
+    }
+#endif
     if (c.stop->stopping()) {
       collResult_t result = record(c, c.stop->error());
       c.breakWith(result);

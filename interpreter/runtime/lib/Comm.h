@@ -66,6 +66,9 @@ struct Config {
   std::string traceFile;
   bool builtin = true;
   unsigned hostThreads = 0;
+  /// COLL_EMULATED_DEVICE: collectives run the CUDA kernel on the CPU
+  /// emulation of the GPU (docs/RUNTIME.md "The emulated device").
+  bool emulatedDevice = false;
   std::array<uint64_t, 3> slotBytes{128u << 10, 16u << 10, 120u * 256}; ///< Simple, LL, LL128
   /// Libraries underneath Coll that tuning rules may name (set by the
   /// drop-in libraries; empty for the C API).

@@ -15,6 +15,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace coll;
 using namespace coll::interp;
@@ -73,6 +77,63 @@ TEST(SimtLauncher, RefusesBadShapes) {
             std::string::npos);
 }
 
+// CUDA IPC on the CPU: device memory exported by one process and mapped by
+// another (the runtime's device path across processes). A process cannot
+// open its own handle, as in CUDA; a handle of a process that has exited
+// is refused, not mapped.
+TEST(EmuIpc, AnotherProcessMapsExportedMemory) {
+  using namespace coll::interp::cuda::rt;
+  int toParent[2], toChild[2];
+  ASSERT_EQ(pipe(toParent), 0);
+  ASSERT_EQ(pipe(toChild), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    void *p = nullptr;
+    cudaIpcMemHandle_t handle;
+    if (cudaMalloc(&p, 10000) != cudaSuccess)
+      _exit(2);
+    std::memset(p, 0x5a, 10000);
+    if (cudaIpcGetMemHandle(&handle, p) != cudaSuccess)
+      _exit(3);
+    void *inside = static_cast<char *>(p) + 256;
+    cudaIpcMemHandle_t other;
+    if (cudaIpcGetMemHandle(&other, inside) != cudaErrorInvalidValue)
+      _exit(4);
+    void *self = nullptr;
+    if (cudaIpcOpenMemHandle(&self, handle, cudaIpcMemLazyEnablePeerAccess) !=
+        cudaErrorInvalidContext)
+      _exit(5);
+    if (write(toParent[1], &handle, sizeof handle) != static_cast<ssize_t>(sizeof handle))
+      _exit(6);
+    char done = 0;
+    if (read(toChild[0], &done, 1) != 1)
+      _exit(7);
+    // The parent wrote through its mapping.
+    _exit(static_cast<unsigned char *>(p)[9999] == 0xa5 ? 0 : 8);
+  }
+  cudaIpcMemHandle_t handle;
+  ASSERT_EQ(read(toParent[0], &handle, sizeof handle), static_cast<ssize_t>(sizeof handle));
+  void *mapped = nullptr;
+  ASSERT_EQ(cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+  auto *bytes = static_cast<unsigned char *>(mapped);
+  EXPECT_EQ(bytes[0], 0x5a);
+  EXPECT_EQ(bytes[9999], 0x5a);
+  bytes[9999] = 0xa5;
+  EXPECT_EQ(cudaIpcCloseMemHandle(mapped), cudaSuccess);
+  EXPECT_EQ(cudaIpcCloseMemHandle(mapped), cudaErrorInvalidValue);
+  char done = 1;
+  ASSERT_EQ(write(toChild[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  void *again = nullptr;
+  EXPECT_EQ(cudaIpcOpenMemHandle(&again, handle, cudaIpcMemLazyEnablePeerAccess),
+            cudaErrorInvalidResourceHandle);
+  for (int fd : {toParent[0], toParent[1], toChild[0], toChild[1]})
+    close(fd);
+}
+
 // LL128 lines at slot sizes just below, at and above one and two lines, with
 // the narrowest and widest types over many iterations (tiny slots wrap the
 // FIFO hundreds of times).
@@ -124,6 +185,85 @@ TEST(EmuFragile, RepeatedLaunchesAdvanceTheGeneration) {
                      "launch " + std::to_string(i), /*seed=*/i + 1);
 }
 
+// A watchdog stop, then graph replays of a plan with a cross-tb dependency,
+// then a plain call, on one executor: the reset after the stop leaves the
+// generation, the dependency flags and the FIFO counters consistent for
+// launches the host does not drive.
+TEST(EmuFragile, WatchdogThenGraphReplayThenPlainCall) {
+  using namespace coll::interp::cuda::rt;
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    HostOptions host;
+    CudaOptions gpu;
+    gpu.watchdogMs = 200;
+    auto ex = makeExecutors(planOf(coll::testing::fifoDeadlockWithDependency(proto)), host, gpu);
+    const std::string what = ir::protocolName(proto).str();
+    const Plan &plan = ex.gpu->plan();
+    CollectiveDesc desc = CollectiveDesc::of(plan);
+    {
+      CheckedCall stalls(desc, DataType::Float32, ReduceOp::Sum, 64, false, 1);
+      std::string message;
+      llvm::Error err = coll::testing::runOnDevice(
+          stalls, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+            auto result = ex.gpu->run(a);
+            if (!result)
+              message = llvm::toString(result.takeError());
+            return llvm::Error::success();
+          });
+      ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+      ASSERT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos)
+          << what << ": " << message;
+    }
+    const uint64_t count = 4; // fits in the FIFO
+    CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, count, false, 3);
+    ASSERT_TRUE(static_cast<bool>(ex.host->run(reference.args())));
+    CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 3);
+    auto buffers = DeviceBuffers::create(call.args(), call.inputElems() * 4, call.outputElems() * 4);
+    ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
+    ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+    auto prepared = ex.gpu->prepare(buffers->args());
+    ASSERT_TRUE(static_cast<bool>(prepared)) << llvm::toString(prepared.takeError());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    llvm::Error launched = ex.gpu->launch(stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_FALSE(static_cast<bool>(launched)) << llvm::toString(std::move(launched));
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int replay = 0; replay < 3; ++replay) {
+      call.reset();
+      ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      llvm::Error finished = ex.gpu->finish(stream);
+      ASSERT_FALSE(static_cast<bool>(finished))
+          << what << " replay " << replay << ": " << llvm::toString(std::move(finished));
+      ASSERT_FALSE(static_cast<bool>(buffers->download()));
+      for (int32_t r = 0; r < plan.nranks; ++r)
+        EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r], count * 4), 0)
+            << what << " replay " << replay << " rank " << r;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+    expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, false,
+                     what + ": a plain call after the replays", 9, /*checkDefinition=*/false);
+  }
+}
+
+// 40000 elements with the matrix's tiny slots (thousands of pipeline
+// iterations; the matrix stops at 1001 elements there to stay fast).
+TEST(EmuFragile, TinySlotsAtFortyThousandElements) {
+  const std::pair<ir::Protocol, uint32_t> cases[] = {
+      {ir::Protocol::Simple, 64}, {ir::Protocol::LL, 24}, {ir::Protocol::LL128, 248}};
+  for (auto [proto, bytes] : cases) {
+    auto [host, gpu] = slots(bytes);
+    auto ex = makeExecutors(planOf(coll::testing::ringAllReduce(4, proto)), host, gpu);
+    expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 40000, false,
+                     ir::protocolName(proto).str() + " slot " + std::to_string(bytes));
+  }
+}
+
 // The occupancy check against a described device: a plan with exactly as
 // many tbs as fit is accepted, one with more is refused with both numbers.
 TEST(EmuFragile, OccupancyAtTheResidentLimit) {
@@ -158,7 +298,7 @@ TEST(EmuFragile, OccupancyAtTheResidentLimit) {
     } else {
       ASSERT_TRUE(static_cast<bool>(err)) << plan->tbs.size() << " tbs were accepted";
       std::string message = llvm::toString(std::move(err));
-      EXPECT_NE(message.find("the plan's " + std::to_string(plan->tbs.size()) +
+      EXPECT_NE(message.find("the launch's " + std::to_string(plan->tbs.size()) +
                              " thread blocks must all be resident at once, but only " +
                              std::to_string(limit) + " fit"),
                 std::string::npos)

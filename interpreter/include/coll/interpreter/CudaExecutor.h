@@ -51,6 +51,24 @@ struct CudaOptions {
   /// power of two from 512 down to 32 at which every block of the plan can be
   /// resident at once (see launchShape()).
   uint32_t threadsPerBlock = 0;
+  /// -1: the executor runs every rank of the plan on this device. Otherwise
+  /// it runs that one rank's tbs, as one process of a job does: the FIFOs of
+  /// the connections it receives on are its own (exportConnections()), and
+  /// the others' are mapped with CUDA IPC (importConnections()) before the
+  /// first call. Calls pass buffers for this rank only.
+  int32_t rank = -1;
+};
+
+/// What an executor of one rank tells the executors of the other ranks so
+/// that they can reach the FIFOs it receives on: plain bytes, to be
+/// exchanged between processes as they are.
+struct ConnectionExport {
+  char ipcHandle[64] = {}; ///< cudaIpcMemHandle_t of the allocation
+  int32_t pid = 0;         ///< the exporting process
+  int32_t rank = -1;
+  uint64_t address = 0; ///< the allocation in the exporting process
+  uint64_t bytes = 0;   ///< 0: this rank receives on no connection
+  uint64_t stride = 0;  ///< bytes per connection (the FIFO slot size agrees)
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
@@ -63,7 +81,7 @@ struct CudaDeviceInfo {
 
 /// How the prepared call launches.
 struct LaunchShape {
-  uint32_t blocks = 0;      ///< one per tb of every rank
+  uint32_t blocks = 0;      ///< one per tb of every rank (or of CudaOptions::rank)
   uint32_t threads = 0;     ///< per block
   uint32_t sharedBytes = 0; ///< dynamic shared memory per block
   int blocksPerSm = 0;      ///< resident blocks per SM the occupancy API allows
@@ -106,6 +124,13 @@ public:
   /// launch is a replay of a CUDA graph captured from launch(). Returns the
   /// seconds of each timed launch.
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+
+  /// For an executor of one rank (CudaOptions::rank): its receiving FIFOs.
+  ConnectionExport exportConnections() const;
+  /// For an executor of one rank: maps the FIFOs it sends on, from every
+  /// rank's exportConnections() (indexed by rank; in this process too). Until
+  /// it has, prepare() fails.
+  llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
 
   const Plan &plan() const;
   /// Elements a slice (one FIFO slot) holds for `type`.

@@ -63,9 +63,11 @@ struct CallArgs {
 /// does, whether it is in place: every rank's input and output alias as the
 /// collective defines (ir::inPlaceOffsets), or none does and no buffers
 /// overlap. A call of 0 elements is out of place and never fails. Shared by
-/// the backends so that they accept and classify the same calls.
+/// the backends so that they accept and classify the same calls. With
+/// `onlyRank` >= 0, only that rank's buffers are looked at (an executor of
+/// one rank of a job).
 llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
-                                      const CallArgs &args);
+                                      const CallArgs &args, int32_t onlyRank = -1);
 
 struct CallResult {
   bool inplace = false;
