@@ -420,15 +420,26 @@ private:
   /// local src (Src), store to the local dst (Dst), send on (Send).
   template <bool Recv, bool Src, bool Dst, bool Send>
   __device__ bool move(const T *src, T *dst, uint64_t n) {
-    // Thread 0 waits for what guards the whole slot: a free send slot, and
-    // for Simple the receive slot's data (LL and LL128 data carry flags).
+    // Thread 0 waits for what guards the whole slot: for Simple the receive
+    // slot's data (LL and LL128 data carry flags), and a free send slot. In
+    // the host backend's order — the received data first (for LL and LL128
+    // its first line), then the free slot — so that a stall is reported as
+    // the host reports it.
     if constexpr (Send || (Recv && P == Proto::Simple)) {
       bool fail = false;
       if (tid == 0) {
+        if constexpr (Recv && P == Proto::Simple) {
+          fail = !waitSimpleData();
+        } else if constexpr (Recv && P == Proto::LL) {
+          uint64_t w0, w1;
+          if (llLines(n * sizeof(T)) > 0)
+            fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0, w0, w1);
+        } else if constexpr (Recv && P == Proto::LL128) {
+          if (ll128Lines(n * sizeof(T)) > 0)
+            fail = !waitLL128Line(slot<const uint64_t>(recvFifo, recvSeq), ll128Flag(recvSeq), 0);
+        }
         if constexpr (Send)
-          fail = !waitFreeSlot();
-        if constexpr (Recv && P == Proto::Simple)
-          fail = fail || !waitSimpleData();
+          fail = fail || !waitFreeSlot();
       }
       if (__syncthreads_or(fail))
         return false;

@@ -18,6 +18,7 @@
 #include "llvm/ADT/ScopeExit.h"
 
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 using namespace coll;
@@ -362,6 +363,28 @@ TEST_P(GpuWatchdog, ReportsAStallAndRecovers) {
   EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos) << message;
   EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
   EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos) << message;
+  // Word for word the host backend's report of the same stall (the
+  // device waits in the host's order).
+  HostOptions hostStall;
+  hostStall.watchdogMs = 200;
+  auto host = HostExecutor::create(ex.gpu->plan(), hostStall);
+  ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+  CheckedCall onHost(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64,
+                     false, 1);
+  auto hostResult = (*host)->run(onHost.args());
+  ASSERT_FALSE(static_cast<bool>(hostResult));
+  // The fixture is symmetric: whichever rank's wait times out first reports.
+  auto mirrored = [](std::string m) {
+    for (auto [from, to] : {std::pair<const char *, const char *>{"rank 0 ", "rank # "},
+                            {"rank 1 ", "rank 0 "}, {"rank # ", "rank 1 "},
+                            {"0->1", "#"}, {"1->0", "0->1"}, {"#", "1->0"}})
+      if (size_t at = m.find(from); at != std::string::npos)
+        m.replace(at, std::strlen(from), to);
+    return m;
+  };
+  const std::string hostMessage = llvm::toString(hostResult.takeError());
+  EXPECT_TRUE(hostMessage == message || hostMessage == mirrored(message))
+      << "host: " << hostMessage << "\ndevice: " << message;
 
   // The device state was cleared: 4 elements make 4 one-element sends, which
   // fit in the FIFO, and the results match a host executor that never stalled.
