@@ -177,40 +177,7 @@ TEST_F(GpuExecutor, GraphReplaysMatchTheHost) {
     ASSERT_TRUE(static_cast<bool>(ex.host->run(reference.args())));
 
     CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 7);
-    auto buffers =
-        DeviceBuffers::create(call.args(), call.inputElems() * 4, call.outputElems() * 4);
-    ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
-    ASSERT_FALSE(static_cast<bool>(buffers->upload()));
-    auto prepared = ex.gpu->prepare(buffers->args());
-    ASSERT_TRUE(static_cast<bool>(prepared)) << llvm::toString(prepared.takeError());
-
-    cudaStream_t stream = nullptr;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    llvm::Error launched = ex.gpu->launch(stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_FALSE(static_cast<bool>(launched)) << llvm::toString(std::move(launched));
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-
-    for (int replay = 0; replay < 3; ++replay) {
-      call.reset(); // poisons the outputs again
-      ASSERT_FALSE(static_cast<bool>(buffers->upload()));
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      llvm::Error finished = ex.gpu->finish(stream);
-      ASSERT_FALSE(static_cast<bool>(finished))
-          << what << ": " << llvm::toString(std::move(finished));
-      ASSERT_FALSE(static_cast<bool>(buffers->download()));
-      for (int32_t r = 0; r < plan.nranks; ++r)
-        EXPECT_EQ(
-            std::memcmp(reference.args().output[r], call.args().output[r], call.outputElems() * 4),
-            0)
-            << what << " replay " << replay << " rank " << r;
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+    coll::testing::expectGraphReplaysMatch(*ex.gpu, reference, call, 4, what);
 
     // Ordinary launches continue after the replays.
     expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 77, true, what + " after replays");

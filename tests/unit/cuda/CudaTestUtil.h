@@ -139,6 +139,48 @@ inline void expectSameAsHost(ExecutorPair &ex, interp::DataType type, interp::Re
   }
 }
 
+/// Runs `call` (the same arguments as `reference`, which ran on the host) as
+/// a launch of `gpu` captured once in a CUDA graph and replayed three times,
+/// each replay from freshly uploaded inputs; every replay's outputs must
+/// equal the reference's.
+inline void expectGraphReplaysMatch(interp::CudaExecutor &gpu, const interp::CheckedCall &reference,
+                                    interp::CheckedCall &call, uint64_t elemBytes,
+                                    const std::string &what) {
+  const interp::Plan &plan = gpu.plan();
+  auto buffers = interp::DeviceBuffers::create(call.args(), call.inputElems() * elemBytes,
+                                               call.outputElems() * elemBytes);
+  ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
+  ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+  auto prepared = gpu.prepare(buffers->args());
+  ASSERT_TRUE(static_cast<bool>(prepared)) << llvm::toString(prepared.takeError());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  llvm::Error launched = gpu.launch(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_FALSE(static_cast<bool>(launched)) << llvm::toString(std::move(launched));
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    call.reset(); // poisons the outputs again
+    ASSERT_FALSE(static_cast<bool>(buffers->upload()));
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    llvm::Error finished = gpu.finish(stream);
+    ASSERT_FALSE(static_cast<bool>(finished))
+        << what << " replay " << replay << ": " << llvm::toString(std::move(finished));
+    ASSERT_FALSE(static_cast<bool>(buffers->download()));
+    for (int32_t r = 0; r < plan.nranks; ++r)
+      EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r],
+                            call.outputElems() * elemBytes),
+                0)
+          << what << " replay " << replay << " rank " << r;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 } // namespace coll::testing
 
 #endif // COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H
