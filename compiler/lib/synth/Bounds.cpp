@@ -2,8 +2,8 @@
 //
 // The fabric is the set of links synthesis uses: NVLink and network links
 // when they join every GPU (NCCL too prefers them and falls back to PCIe
-// only when it must), else every link. Routes between ranks never pass
-// through a third GPU. Bounds are over the fabric's capacities; capacity
+// only when it must), else every link. Routes between ranks pass through a
+// third GPU only where nothing else joins them. Bounds are over the fabric's capacities; capacity
 // groups are not part of the bounds (the cost model charges them).
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +11,7 @@
 #include "SynthSupport.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <deque>
 
@@ -79,7 +80,7 @@ double detail::maxFlow(std::vector<std::vector<double>> cap, int32_t s, int32_t 
 /// `allowed` links, not passing through another GPU.
 static std::vector<int32_t> route(const Topology &topo,
                                   const std::vector<int32_t> &allowed,
-                                  int32_t a, int32_t b) {
+                                  int32_t a, int32_t b, bool gpuRelay) {
   const size_t n = topo.nodes.size();
   std::vector<int32_t> hops(n, INT32_MAX), via(n, -1);
   std::vector<double> width(n, 0);
@@ -91,7 +92,7 @@ static std::vector<int32_t> route(const Topology &topo,
       const Link &l = topo.links[id];
       if (hops[l.from] == INT32_MAX)
         continue;
-      if (l.from != a && topo.nodes[l.from].kind == NodeKind::Gpu)
+      if (!gpuRelay && l.from != a && topo.nodes[l.from].kind == NodeKind::Gpu)
         continue; // GPUs do not relay
       int32_t h = hops[l.from] + 1;
       double w = std::min(width[l.from], l.bw);
@@ -165,14 +166,14 @@ llvm::Expected<Fabric> coll::synth::buildFabric(const Topology &topo) {
     for (int32_t b = 0; b < n; ++b) {
       if (a == b)
         continue;
-      auto r = route(topo, fabric.links, topo.gpus[a], topo.gpus[b]);
+      // Over the fabric, then over anything, and only then through another
+      // GPU (which then forwards the data, as a relay in NCCL's PXN does).
+      auto r = route(topo, fabric.links, topo.gpus[a], topo.gpus[b], false);
       if (r.empty())
-        r = route(topo, all, topo.gpus[a], topo.gpus[b]);
+        r = route(topo, all, topo.gpus[a], topo.gpus[b], false);
       if (r.empty())
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "topology '" + topo.name + "': no path from rank " + std::to_string(a) +
-                " to rank " + std::to_string(b) + " that avoids other GPUs");
+        r = route(topo, all, topo.gpus[a], topo.gpus[b], true);
+      assert(!r.empty() && "connected() holds");
       fabric.route[a][b] = std::move(r);
     }
   fabric.unitBw = 0;
