@@ -73,6 +73,14 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
     next[perRank ? t.root : 0] += t.weight;
   }
 
+  // Channel of each tree: its index, so that a tb never waits for one
+  // tree's data before it can move another's.
+  std::vector<int32_t> channel(plan.trees.size());
+  {
+    std::map<int32_t, int32_t> seen;
+    for (size_t i = 0; i < plan.trees.size(); ++i)
+      channel[i] = seen[0]++;
+  }
   auto sizeArg = [](int32_t w) {
     return w == 1 ? std::string() : ", size = " + std::to_string(w);
   };
@@ -85,21 +93,22 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
     else
       os << "for r in 0.." << n << " { chunk(r, input, 0, size = " << chunks
          << ").copy(r, output, r * " << chunks << ") }\n";
-    os << "fn send(c, w, src, dst) { chunk(src, output, c, size = w).copy(dst, output, c) }\n";
+    os << "fn send(c, w, src, dst, ch) { chunk(src, output, c, size = w).copy(dst, output, c, "
+          "ch = ch) }\n";
     if (plan.pipeline > 1) {
       const Tree &t = plan.trees.front();
       os << "let chain = [" << t.root;
       for (auto [p, c] : t.edges)
         os << ", " << c;
       os << "]\nfor k in 0.." << plan.pipeline
-         << " {\n    for h in 1..len(chain) { send(k, 1, chain[h - 1], chain[h]) }\n}\n";
+         << " {\n    for h in 1..len(chain) { send(k, 1, chain[h - 1], chain[h], 0) }\n}\n";
       break;
     }
     for (size_t i = 0; i < plan.trees.size(); ++i) {
       os << "// tree " << i << "\n";
       for (auto [p, c] : plan.trees[i].edges)
         os << "send(" << offset[i] << ", " << plan.trees[i].weight << ", " << p << ", " << c
-           << ")\n";
+           << ", " << channel[i] << ")\n";
     }
     break;
   }
@@ -141,12 +150,12 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
              << (p == t.root && plan.kind == CollKind::ReduceScatter ? c - t.root * chunks
                                                                       : c)
              << ")\n";
-        os << dst << ".reduce(" << src << ")\n";
+        os << dst << ".reduce(" << src << ", ch = " << channel[i] << ")\n";
       }
       if (plan.kind == CollKind::AllReduce)
         for (auto [p, ch] : t.edges)
           os << "chunk(" << p << ", output, " << c << sz << ").copy(" << ch << ", output, " << c
-             << ")\n";
+             << ", ch = " << channel[i] << ")\n";
     }
     break;
   }
