@@ -60,7 +60,9 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
      << ", chunks = " << chunks;
   if (rooted)
     os << ", root = " << plan.root;
-  os << ", inplace = true)\n";
+  // Traced out of place, the copies into the output are real, and the
+  // compiled algorithm serves both modes.
+  os << ")\n";
   os << "option name = \"" << name << "\"\n\n";
 
   // Offsets of each tree's chunks.
