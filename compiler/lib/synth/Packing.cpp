@@ -521,12 +521,42 @@ Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabri
 Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t root,
                             uint64_t bytes) {
   const int32_t n = topo.numRanks();
+  // A chain needs no closing hop: the Hamiltonian path from the root whose
+  // slowest hop is fastest (every order when n <= 9), else the best ring's.
+  auto hopBw = [&](int32_t a, int32_t b) {
+    double w = 1e300;
+    for (int32_t id : fabric.route[a][b])
+      w = std::min(w, topo.links[id].bw);
+    return w;
+  };
   std::vector<int32_t> ring = findRings(topo, fabric, 1).front();
+  Edges chain = chainFrom(ring, root, n - 1);
+  if (n <= 9) {
+    std::vector<int32_t> order{root};
+    for (int32_t r = 0; r < n; ++r)
+      if (r != root)
+        order.push_back(r);
+    double bestMin = -1, bestSum = -1;
+    do {
+      double mn = 1e300, sum = 0;
+      for (int32_t i = 0; i + 1 < n; ++i) {
+        double w = hopBw(order[i], order[i + 1]);
+        mn = std::min(mn, w);
+        sum += w;
+      }
+      if (mn > bestMin + 1e-9 || (mn > bestMin - 1e-9 && sum > bestSum + 1e-9)) {
+        bestMin = mn;
+        bestSum = sum;
+        chain.clear();
+        for (int32_t i = 0; i + 1 < n; ++i)
+          chain.push_back({order[i], order[i + 1]});
+      }
+    } while (std::next_permutation(order.begin() + 1, order.end()));
+  }
   Plan plan;
   plan.generator = "chain";
   plan.kind = CollKind::Broadcast;
   plan.root = root;
-  Edges chain = chainFrom(ring, root, n - 1);
   double bw = 1e300, lat = 0;
   for (auto [a, b] : chain) {
     double l = 0;

@@ -117,7 +117,9 @@ Plan ringPlan(const Topology &topo, const Fabric &fabric, CollKind kind,
 Plan doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
                           CollKind kind, int32_t root = 0);
 
-/// Pipelined chain broadcast along the best ring's order, with the chunk
+/// Pipelined chain broadcast along the Hamiltonian path from the root whose
+/// slowest hop is fastest (searched over every order up to 9 ranks, else
+/// the best ring's order), with the chunk
 /// count in 1..64 that minimises the α-β time of `bytes` (α: the chain's
 /// slowest hop latency plus the protocol's base latency).
 Plan chainPlan(const Topology &topo, const Fabric &fabric, int32_t root,
