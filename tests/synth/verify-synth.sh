@@ -42,8 +42,9 @@ run_case ndv2 "$topo/ndv2.topo"
 run_case dgx-a100 "$topo/dgx-a100.xml"
 run_case dgx-h100 "$topo/dgx-h100.xml"
 run_case cluster-2x8 "$topo/cluster-2x8.topo"
-# Partial DGX-1 allocations; 0,4,5 / 0,1,5 / 0,1,2,4 / 0,1,2,3,4 have no NVLink ring.
-for ranks in 0,4,5 0,1,5 0,1,2 0,1,2,4 0,1,2,3 0,1,2,3,4 0,1,4,5,6 0,1,2,3,4,5 \
+# Partial DGX-1 allocations; 0,4,5 / 0,1,5 / 0,1,2,4 / 0,1,2,3,4 have no NVLink ring,
+# and NVLink does not even join 0,5,6.
+for ranks in 0,4,5 0,1,5 0,5,6 0,1,2 0,1,2,4 0,1,2,3 0,1,2,3,4 0,1,4,5,6 0,1,2,3,4,5 \
              1,2,3,5,6,7,0 0,1,2,3,4,5,6,7; do
   run_case "dgx1-${ranks//,/-}" "$topo/dgx1-v100.topo" "$ranks"
 done

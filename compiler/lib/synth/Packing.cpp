@@ -284,7 +284,8 @@ llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo, const Fabric &
     return plan;
   }
   // One packing per root, then balance the roots against each other; try
-  // the min-cut tree count and twice it (finer splits balance better).
+  // the min-cut tree count and two and three times it (finer splits
+  // balance better).
   int32_t k = INT32_MAX;
   for (int32_t r = 0; r < n; ++r)
     k = std::min(k, minFlowFrom(units, r));
@@ -297,7 +298,7 @@ llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo, const Fabric &
       start[r].push_back(bfsOrder(e, r, n));
   }
   Plan best;
-  for (int32_t mult : {1, 2}) {
+  for (int32_t mult : {1, 2, 3}) {
     std::vector<std::vector<Edges>> s = start;
     for (auto &v : s) {
       std::vector<Edges> copy = v;

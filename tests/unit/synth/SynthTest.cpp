@@ -155,7 +155,7 @@ TEST(Partial, TreesBeatTheBestRingWithoutAnNVLinkRing) {
   }
 }
 
-TEST(Partial, EveryDgx1SubsetPacksToItsBound) {
+TEST(Partial, EveryNVLinkConnectedDgx1SubsetPacksToItsBound) {
   Topology t = dgx1();
   // Every allocation of 3 to 8 GPUs that contains GPU 0 (by symmetry enough).
   int checked = 0;
@@ -172,10 +172,13 @@ TEST(Partial, EveryDgx1SubsetPacksToItsBound) {
     ASSERT_TRUE(!!fabric);
     if (fabric->description != "NVLink")
       continue; // NVLink does not join them: the trees cannot stay on it
-    auto bound = lowerBound(*part, *fabric, CollKind::Broadcast);
-    auto plan = packTrees(*part, *fabric, CollKind::Broadcast);
-    ASSERT_TRUE(bound && plan);
-    EXPECT_NEAR(plan->predictedBusBw, bound->busBw, 1e-9) << part->name;
+    for (CollKind k : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter}) {
+      auto bound = lowerBound(*part, *fabric, k);
+      auto plan = packTrees(*part, *fabric, k);
+      ASSERT_TRUE(bound && plan);
+      EXPECT_NEAR(plan->predictedBusBw, bound->busBw, 1e-9)
+          << part->name << " " << collKindName(k).str();
+    }
     ++checked;
   }
   EXPECT_GT(checked, 50);
