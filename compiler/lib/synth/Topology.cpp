@@ -42,7 +42,7 @@ double coll::synth::nvlinkBandwidth(int32_t sm) {
   // NCCL's per-link figures (src/graph/topo.h), in GB/s.
   if (sm >= 90)
     return 20.6;
-  if (sm == 86 || sm == 87 || sm == 89)
+  if (sm == 86)
     return 12.0;
   if (sm >= 70)
     return 20.0;
