@@ -2,7 +2,7 @@
 //
 //   collsynth --topology T [--ranks a,b,...] [--coll c,...] [--generator g]
 //             [--root R] [--size BYTES] [-o OUT.coll | --out-dir DIR]
-//             [--report]
+//             [--report] [--print-topology]
 //
 // Reads a topology (NCCL XML or Coll's text format), optionally keeps only
 // some of its GPUs (a partial allocation), and writes .coll programs made by
@@ -10,7 +10,8 @@
 // `dbtree` (double binary tree), `chain` (pipelined chain broadcast), or
 // `best` (the generator the link-load model predicts fastest). --report
 // prints, per collective, every generator's predicted bus bandwidth beside
-// the lower bound. Exit status: 0 done, 1 bad input, 2 bad usage or I/O.
+// the lower bound; --print-topology prints the topology as read (in the
+// text format) and stops. Exit status: 0 done, 1 bad input, 2 bad usage or I/O.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +58,9 @@ cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
                             cl::desc("Write COLL_GENERATOR.coll for every collective and "
                                      "generator that applies"),
                             cl::cat(category));
+cl::opt<bool> printTopo("print-topology", cl::init(false),
+                        cl::desc("Print the topology as read (in the text format) and stop"),
+                        cl::cat(category));
 cl::opt<bool> report("report", cl::init(false),
                      cl::desc("Print predicted bandwidth and bound per collective and "
                               "generator"),
@@ -104,6 +108,10 @@ int main(int argc, char **argv) {
     if (!part)
       return fail(1, llvm::toString(part.takeError()));
     topo = std::move(*part);
+  }
+  if (printTopo) {
+    printTopology(topo, llvm::outs());
+    return 0;
   }
   if (topo.numRanks() < 2)
     return fail(1, "synthesis needs at least 2 GPUs");

@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
@@ -258,13 +259,15 @@ llvm::Expected<Topology> TextReader::read(llvm::StringRef text) {
       err = addNode(lineNo, NodeKind::Nic, words);
     else if (kw == "cpu")
       err = addNode(lineNo, NodeKind::Cpu, words);
+    else if (kw == "pci")
+      err = addNode(lineNo, NodeKind::Pci, words);
     else if (kw == "link")
       err = addLink(lineNo, words);
     else if (kw == "group")
       err = addGroup(lineNo, words);
     else
       return error(lineNo, "unknown statement '" + kw +
-                               "' (topology, gpu, switch, nic, cpu, group or link)");
+                               "' (topology, gpu, switch, nic, cpu, pci, group or link)");
     if (err)
       return err;
   }
@@ -347,17 +350,20 @@ void coll::synth::printTopology(const Topology &topo, llvm::raw_ostream &os) {
   os << "topology " << topo.name << "\n";
   for (const Group &g : topo.groups)
     if (!llvm::StringRef(g.name).endswith("~"))
-      os << "group " << g.name << " bw=" << g.bw << "\n";
+      os << "group " << g.name << " bw=" << llvm::format("%g", g.bw) << "\n";
+  // Other nodes first, then the GPUs in rank order (the text format numbers
+  // ranks by declaration).
   for (const Node &n : topo.nodes)
-    os << nodeKindName(n.kind) << " " << n.name << " host=" << n.host << "\n";
+    if (n.kind != NodeKind::Gpu)
+      os << nodeKindName(n.kind) << " " << n.name << " host=" << n.host << "\n";
+  for (int32_t g : topo.gpus)
+    os << "gpu " << topo.nodes[g].name << " host=" << topo.nodes[g].host << "\n";
   for (const Link &l : topo.links) {
     os << "link " << topo.nodes[l.from].name << " " << topo.nodes[l.to].name
-       << " bw=" << l.bw / l.count << " count=" << l.count << " lat=" << l.latUs
-       << " kind=" << linkKindName(l.kind);
-    if (l.group >= 0) {
-      llvm::StringRef g = topo.groups[l.group].name;
-      os << " group=" << g.rtrim('~');
-    }
+       << " bw=" << llvm::format("%g", l.bw / l.count) << " count=" << l.count
+       << " lat=" << llvm::format("%g", l.latUs) << " kind=" << linkKindName(l.kind);
+    if (l.group >= 0)
+      os << " group=" << topo.groups[l.group].name; // "G~": G's reverse twin
     os << " oneway\n";
   }
 }

@@ -212,3 +212,15 @@ TEST(Chain, ChunkCountMinimisesTheModel) {
 }
 
 } // namespace
+
+namespace {
+// Two links out of a share one 10 GB/s group: a broadcast from a over them
+// both is predicted at 5 GB/s, though the bound (which ignores groups) is 10.
+TEST(Model, SharedCapacityIsCharged) {
+  Topology t = parse("gpu a\ngpu b\ngpu c\ngroup out bw=10\n"
+                     "link a b bw=10 group=out\nlink a c bw=10 group=out\n");
+  Result r = boundAndPacking(t, CollKind::Broadcast);
+  EXPECT_DOUBLE_EQ(r.bound, 10.0);
+  EXPECT_NEAR(r.packed, 5.0, 1e-9);
+}
+} // namespace

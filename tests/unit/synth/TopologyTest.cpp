@@ -44,7 +44,7 @@ TEST(TopologyText, ErrorsNameFileLineAndCause) {
   EXPECT_EQ(errorOf(parseTopologyText("gpu a\ngpu a\n", "x.topo")),
             "x.topo:2: error: node 'a' is declared twice");
   EXPECT_EQ(errorOf(parseTopologyText("\n\nwire a b\n", "x.topo")),
-            "x.topo:3: error: unknown statement 'wire' (topology, gpu, switch, nic, cpu, "
+            "x.topo:3: error: unknown statement 'wire' (topology, gpu, switch, nic, cpu, pci, "
             "group or link)");
   EXPECT_EQ(errorOf(parseTopologyText("gpu a\ngpu b\nlink a b bw=1 count=0\n", "x.topo")),
             "x.topo:3: error: count= needs an integer from 1 to 64, not '0'");
@@ -163,4 +163,43 @@ TEST(TopologyRestrict, KeepsTheGivenGpus) {
   EXPECT_EQ(llvm::toString(twice.takeError()), "rank 1 is listed twice");
 }
 
+} // namespace
+
+namespace {
+TEST(TopologyText, PrintedFormReadsBack) {
+  auto t = parseTopologyText("topology g\ngpu a\ngpu b\nswitch s\ngroup up bw=12\n"
+                             "link a s bw=12 kind=pci group=up\nlink b s bw=12 kind=pci\n"
+                             "link a b bw=20 count=2 lat=0.5\n",
+                             "g.topo");
+  ASSERT_TRUE(!!t) << llvm::toString(t.takeError());
+  std::string once, twice;
+  llvm::raw_string_ostream a(once), b(twice);
+  printTopology(*t, a);
+  auto back = parseTopologyText(a.str(), "printed.topo");
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError()) << "\n" << once;
+  printTopology(*back, b);
+  EXPECT_EQ(a.str(), b.str());
+  ASSERT_EQ(back->links.size(), t->links.size());
+  for (size_t i = 0; i < t->links.size(); ++i) {
+    EXPECT_EQ(back->links[i].group, t->links[i].group);
+    EXPECT_DOUBLE_EQ(back->links[i].bw, t->links[i].bw);
+    EXPECT_DOUBLE_EQ(back->links[i].latUs, t->links[i].latUs);
+  }
+}
+} // namespace
+
+namespace {
+TEST(TopologyXml, PrintedFormReadsBackAsText) {
+  auto x = readTopologyFile(std::string(COLL_TOPOLOGY_DIR) + "/dgx-a100.xml");
+  ASSERT_TRUE(!!x);
+  std::string once, twice;
+  llvm::raw_string_ostream a(once), b(twice);
+  printTopology(*x, a);
+  auto back = parseTopologyText(a.str(), "printed.topo");
+  ASSERT_TRUE(!!back) << llvm::toString(back.takeError());
+  printTopology(*back, b);
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_EQ(back->numRanks(), 8);
+  EXPECT_EQ(back->links.size(), x->links.size());
+}
 } // namespace

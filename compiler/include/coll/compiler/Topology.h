@@ -92,7 +92,9 @@ llvm::Expected<Topology> restrictTopology(const Topology &topo,
 /// NCCL's per-link NVLink bandwidth for a compute capability (e.g. 70).
 double nvlinkBandwidth(int32_t sm);
 
-/// The stable text form (the text format itself, links one per direction).
+/// The stable text form: the text format itself, every link one way (so
+/// that the text reads back as the same topology); `G~` names the twin group
+/// that the reverse direction of a duplex link in group `G` draws from.
 void printTopology(const Topology &topo, llvm::raw_ostream &os);
 
 } // namespace coll::synth
