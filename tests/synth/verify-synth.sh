@@ -16,10 +16,11 @@ rm -rf "$work"
 mkdir -p "$work"
 count=0
 
-run_case() { # name topology-file [ranks]
+run_case() { # name topology-file [ranks] [collsynth options...]
   local name=$1 file=$2 ranks=${3:-}
+  shift 3 || shift $#
   local dir="$work/$name"
-  local args=(--topology "$file" --out-dir "$dir")
+  local args=(--topology "$file" --out-dir "$dir" "$@")
   [[ -n $ranks ]] && args+=(--ranks "$ranks")
   "$bin/collsynth" "${args[@]}"
   for prog in "$dir"/*.coll; do
@@ -48,4 +49,7 @@ for ranks in 0,4,5 0,1,5 0,5,6 0,1,2 0,1,2,4 0,1,2,3 0,1,2,3,4 0,1,4,5,6 0,1,2,3
              1,2,3,5,6,7,0 0,1,2,3,4,5,6,7; do
   run_case "dgx1-${ranks//,/-}" "$topo/dgx1-v100.topo" "$ranks"
 done
+# Rooted collectives from another root.
+run_case dgx1-root5 "$topo/dgx1-v100.topo" "" --root 5 --coll broadcast,reduce
+run_case dgx1-0-1-2-4-root3 "$topo/dgx1-v100.topo" 0,1,2,4 --root 3 --coll broadcast,reduce
 echo "verified $count synthesized programs"
