@@ -483,30 +483,32 @@ Plan coll::synth::ringPlan(const Topology &topo, const Fabric &fabric, CollKind 
   return plan;
 }
 
-Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
-                                       CollKind kind, int32_t root) {
+/// NCCL's double binary tree over `order` (a permutation of the ranks):
+/// heap positions 0..n-1 hold order[0..n-1] in the first tree and the
+/// mirrored order in the second, so that the leaves of one are the inner
+/// nodes of the other. Rooted collectives keep the root at the top of both.
+static Plan dbtOver(const Topology &topo, const Fabric &fabric, CollKind kind, int32_t root,
+                    const std::vector<int32_t> &order) {
   const int32_t n = topo.numRanks();
   Plan plan;
   plan.generator = "double-binary-tree";
   plan.kind = kind;
   plan.root = root;
   plan.chunks = 2;
+  bool rooted = kind == CollKind::Broadcast || kind == CollKind::Reduce;
   for (int32_t which = 0; which < 2; ++which) {
-    // Heap positions 0..n-1 hold ranks; the second tree mirrors the first so
-    // that the leaves of one are the inner nodes of the other.
     std::vector<int32_t> at(n);
-    bool rooted = kind == CollKind::Broadcast || kind == CollKind::Reduce;
     if (rooted) {
       at[0] = root;
       int32_t p = 1;
       for (int32_t i = 0; i < n; ++i) {
-        int32_t r = which == 0 ? i : n - 1 - i;
+        int32_t r = order[which == 0 ? i : n - 1 - i];
         if (r != root)
           at[p++] = r;
       }
     } else {
       for (int32_t i = 0; i < n; ++i)
-        at[i] = which == 0 ? i : n - 1 - i;
+        at[i] = order[which == 0 ? i : n - 1 - i];
     }
     Edges edges;
     for (int32_t i = 1; i < n; ++i)
@@ -515,8 +517,28 @@ Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabri
     plan.reduceEdges.push_back(reversedChildrenFirst(edges));
   }
   plan.predictedBusBw = predictBusBw(topo, fabric, plan);
-  plan.note = "two binary trees, each with half of the data";
   return plan;
+}
+
+Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
+                                       CollKind kind, int32_t root) {
+  const int32_t n = topo.numRanks();
+  // NCCL lays the trees over rank order; here the order of the ranks in
+  // the heap is searched (every order up to 8 ranks, rank 0 first) for the
+  // best link-load prediction, so that tree edges stay on fast links where
+  // they can.
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  Plan best = dbtOver(topo, fabric, kind, root, order);
+  if (n <= 8) {
+    while (std::next_permutation(order.begin() + 1, order.end())) {
+      Plan p = dbtOver(topo, fabric, kind, root, order);
+      if (p.predictedBusBw > best.predictedBusBw * (1 + 1e-9))
+        best = std::move(p);
+    }
+  }
+  best.note = "two binary trees, each with half of the data";
+  return best;
 }
 
 Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t root,

@@ -113,7 +113,9 @@ Plan ringPlan(const Topology &topo, const Fabric &fabric, CollKind kind,
               const std::vector<std::vector<int32_t>> &rings, int32_t root = 0);
 
 /// NCCL's double binary tree (allreduce, and broadcast/reduce with the
-/// data halved over the two trees).
+/// data halved over the two trees), laid over the order of ranks (rank 0
+/// first; every order up to 8 ranks is tried) that the link-load model
+/// predicts fastest.
 Plan doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
                           CollKind kind, int32_t root = 0);
 
