@@ -254,11 +254,11 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
         index[v] = static_cast<int32_t>(used.size());
         used.push_back(v);
       }
-  if (used.size() > 24)
+  if (used.size() > 22)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "topology '" + topo.name + "': the cut bound enumerates every split of the " +
-            std::to_string(used.size()) + " fabric nodes; at most 24 are supported");
+            std::to_string(used.size()) + " fabric nodes; at most 22 are supported");
   struct Arc {
     int32_t a, b;
     double bw;

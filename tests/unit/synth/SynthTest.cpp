@@ -224,3 +224,24 @@ TEST(Model, SharedCapacityIsCharged) {
   EXPECT_NEAR(r.packed, 5.0, 1e-9);
 }
 } // namespace
+
+namespace {
+TEST(Bounds, CutEnumerationHasALimitAndSaysSo) {
+  std::string text;
+  for (int i = 0; i < 23; ++i)
+    text += "gpu g" + std::to_string(i) + "\n";
+  for (int i = 0; i < 23; ++i)
+    text += "link g" + std::to_string(i) + " g" + std::to_string((i + 1) % 23) + " bw=10\n";
+  Topology t = parse(text);
+  auto fabric = buildFabric(t);
+  ASSERT_TRUE(!!fabric);
+  auto bc = lowerBound(t, *fabric, CollKind::Broadcast);
+  ASSERT_TRUE(!!bc);
+  EXPECT_DOUBLE_EQ(bc->busBw, 20.0); // both ways around the ring
+  auto ag = lowerBound(t, *fabric, CollKind::AllGather);
+  ASSERT_FALSE(!!ag);
+  EXPECT_EQ(llvm::toString(ag.takeError()),
+            "topology 'test.topo': the cut bound enumerates every split of the 23 fabric "
+            "nodes; at most 22 are supported");
+}
+} // namespace
