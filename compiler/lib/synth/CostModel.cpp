@@ -46,7 +46,7 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
   const ProtocolModel pm = protocolModel(alg.protocol);
   const double chunkBytes = double(bytes) / std::max(1, alg.nchunksPerLoop);
   const int32_t iterations = static_cast<int32_t>(
-      std::clamp(std::ceil(chunkBytes / pm.sliceBytes), 1.0, 64.0));
+      std::clamp(std::ceil(chunkBytes / pm.sliceBytes), 1.0, 256.0));
   const double slice = chunkBytes / iterations;
 
   // Global numbering of tbs and steps.
