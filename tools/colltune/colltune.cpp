@@ -10,8 +10,9 @@
 // "Tuning tables"): one rule per size range, naming the fastest candidate.
 // --out-dir writes the candidates' .coll files, which COLL_ALGO_DIR loads.
 // --measure also runs every candidate on the host backend (collrun) at the
-// same sizes and reports, per size, where the measured winner differs from
-// the model's. Output is deterministic.
+// same sizes (rounded down to whole fp32 elements per rank) and reports, per
+// size, where the measured winner differs from the model's. Output is
+// deterministic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,15 +104,27 @@ std::optional<ir::Algorithm> compileText(const std::string &text, const std::str
   return alg;
 }
 
-/// Runs collrun on a candidate and returns busbw per size (in-place rows).
+/// A size collrun accepts for n ranks of fp32: a multiple of 4n bytes (the
+/// nearest one below, at least 4n).
+uint64_t measurable(uint64_t size, int32_t n) {
+  uint64_t unit = 4ull * n;
+  return std::max(unit, size / unit * unit);
+}
+
+/// Runs collrun on a candidate and returns busbw per requested size
+/// (in-place rows); says why when collrun fails.
 std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidate &c,
                                       const std::vector<uint64_t> &sizes) {
   std::map<uint64_t, double> out;
+  std::map<uint64_t, uint64_t> asked; // measured size -> requested size
   llvm::SmallString<128> log;
   llvm::sys::fs::createTemporaryFile("colltune", "txt", log);
   std::string sizeArg = "--size=";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    sizeArg += (i ? "," : "") + std::to_string(sizes[i]);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    uint64_t m = measurable(sizes[i], c.alg.ngpus());
+    asked[m] = sizes[i];
+    sizeArg += (i ? "," : "") + std::to_string(m);
+  }
   llvm::SmallVector<llvm::StringRef, 8> args{collrun, c.xmlPath, sizeArg, "--iters=3",
                                              "--mode=inplace"};
   llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(log),
@@ -119,8 +132,12 @@ std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidat
   int rc = llvm::sys::ExecuteAndWait(collrun, args, llvm::None, redirects);
   auto buf = llvm::MemoryBuffer::getFile(log);
   llvm::sys::fs::remove(log);
-  if (rc != 0 || !buf)
+  if (rc != 0 || !buf) {
+    llvm::StringRef text = buf ? (*buf)->getBuffer().trim() : "";
+    llvm::errs() << "colltune: collrun failed on " << c.name << " (exit status " << rc
+                 << "): " << text.rsplit('\n').second.trim() << "\n";
     return out;
+  }
   llvm::SmallVector<llvm::StringRef, 32> lines;
   (*buf)->getBuffer().split(lines, '\n');
   for (llvm::StringRef line : lines) {
@@ -130,8 +147,8 @@ std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidat
     if (f.size() >= 9 && f[0] == "in-place") {
       uint64_t size = 0;
       double bus = 0;
-      if (!f[1].getAsInteger(10, size) && !f[7].getAsDouble(bus))
-        out[size] = bus;
+      if (!f[1].getAsInteger(10, size) && !f[7].getAsDouble(bus) && asked.count(size))
+        out[asked[size]] = bus;
     }
   }
   return out;

@@ -90,6 +90,31 @@ TEST(Colltune, PartialAllocation) {
   llvm::sys::fs::remove_directories(dir);
 }
 
+TEST(Colltune, MeasuresOnTheHostAndComparesWithTheModel) {
+  std::string tool = std::string(COLL_BIN_DIR) + "/colltune";
+  llvm::SmallString<128> err, out;
+  llvm::sys::fs::createTemporaryFile("err", "txt", err);
+  llvm::sys::fs::createTemporaryFile("out", "txt", out);
+  std::string topo = std::string(COLL_TOPOLOGY_DIR) + "/dgx1-v100.topo";
+  std::vector<llvm::StringRef> args{tool,          "--topology",        topo,
+                                    "--ranks",     "0,4,5",             "--coll",
+                                    "allgather",   "--measure",         "--measure-sizes",
+                                    "4K,64K",      "--collrun",         COLL_BIN_DIR "/collrun"};
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out),
+                                                 llvm::StringRef(err)};
+  EXPECT_EQ(llvm::sys::ExecuteAndWait(tool, args, llvm::None, redirects), 0);
+  auto buf = llvm::MemoryBuffer::getFile(err);
+  ASSERT_TRUE(!!buf);
+  std::string text = (*buf)->getBuffer().str();
+  // One line per measured size, each naming the model's and the host's pick.
+  for (const char *size : {"allgather 4K: model picks ", "allgather 64K: model picks "})
+    EXPECT_NE(text.find(size), std::string::npos) << text;
+  EXPECT_EQ(text.find("no measurement"), std::string::npos) << text;
+  EXPECT_NE(text.find("model and host measurement disagree at "), std::string::npos) << text;
+  llvm::sys::fs::remove(err);
+  llvm::sys::fs::remove(out);
+}
+
 TEST(Colltune, BadTopologyFails) {
   std::string tool = std::string(COLL_BIN_DIR) + "/colltune";
   llvm::SmallString<128> bad;
