@@ -91,8 +91,8 @@ int main(int argc, char **argv) {
   if (!fabric)
     return fail(1, llvm::toString(fabric.takeError()));
   llvm::outs() << "# " << alg->name << " (" << coll::ir::collectiveAttribute(*alg) << ", "
-               << coll::ir::protocolName(alg->protocol) << ", " << alg->ngpus()
-               << " ranks) on " << topo->name << ", fabric " << fabric->description << "\n";
+               << coll::ir::protocolName(alg->protocol) << ", " << alg->ngpus() << " ranks) on "
+               << topo->name << ", fabric " << fabric->description << "\n";
   std::optional<Bound> bound;
   if (auto kind = synthKind(alg->collective)) {
     auto b = lowerBound(*topo, *fabric, *kind, std::max(0, alg->root));

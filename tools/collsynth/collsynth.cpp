@@ -72,8 +72,8 @@ int fail(int code, const llvm::Twine &msg) {
 }
 
 /// Every plan the generators make for one collective (those that apply).
-std::vector<Plan> allPlans(const Topology &topo, const Fabric &fabric, CollKind kind,
-                           int32_t root, std::vector<std::string> &skipped) {
+std::vector<Plan> allPlans(const Topology &topo, const Fabric &fabric, CollKind kind, int32_t root,
+                           std::vector<std::string> &skipped) {
   std::vector<Plan> plans;
   if (auto p = packTrees(topo, fabric, kind, root))
     plans.push_back(std::move(*p));
@@ -128,8 +128,8 @@ int main(int argc, char **argv) {
     kinds.push_back(*k);
   }
   if (kinds.empty())
-    kinds = {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
-             CollKind::ReduceScatter, CollKind::AllReduce};
+    kinds = {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather, CollKind::ReduceScatter,
+             CollKind::AllReduce};
   llvm::StringRef gen = generatorOpt;
   if (gen != "best" && gen != "trees" && gen != "rings" && gen != "dbtree" && gen != "chain")
     return fail(2, "unknown generator '" + gen + "' (trees, rings, dbtree, chain or best)");
@@ -146,9 +146,8 @@ int main(int argc, char **argv) {
     std::vector<std::string> skipped;
     std::vector<Plan> plans = allPlans(topo, *fabric, kind, rootOpt, skipped);
     if (report) {
-      llvm::outs() << collKindName(kind) << ": bound "
-                   << llvm::formatv("{0:f2}", bound->busBw) << " GB/s (" << bound->how
-                   << ")\n";
+      llvm::outs() << collKindName(kind) << ": bound " << llvm::formatv("{0:f2}", bound->busBw)
+                   << " GB/s (" << bound->how << ")\n";
       const Plan *bestTree = nullptr, *bestRing = nullptr;
       for (const Plan &p : plans) {
         llvm::outs() << llvm::formatv("  {0,-8} {1,8:f2} GB/s  {2,5:f1}% of bound  {3}\n",

@@ -52,8 +52,7 @@ cl::list<std::string> collsOpt("coll", cl::CommaSeparated, cl::value_desc("c,...
 cl::opt<std::string> outputPath("o", cl::init("-"), cl::value_desc("file"),
                                 cl::desc("The tuning table ('-': stdout)"), cl::cat(category));
 cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
-                            cl::desc("Write the candidates' .coll files here"),
-                            cl::cat(category));
+                            cl::desc("Write the candidates' .coll files here"), cl::cat(category));
 cl::opt<bool> measure("measure", cl::init(false),
                       cl::desc("Also time every candidate on the host backend (collrun) "
                                "and report where model and measurement disagree"),
@@ -99,8 +98,8 @@ std::optional<ir::Algorithm> compileText(const std::string &text, const std::str
   if (dag)
     alg = compiler::compile(*dag, compiler::CompileOptions(), diags);
   if (!alg)
-    llvm::errs() << "colltune: error: the synthesized " << name
-                 << " does not compile:\n" << os.str();
+    llvm::errs() << "colltune: error: the synthesized " << name << " does not compile:\n"
+                 << os.str();
   return alg;
 }
 
@@ -128,7 +127,7 @@ std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidat
   llvm::SmallVector<llvm::StringRef, 8> args{collrun, c.xmlPath, sizeArg, "--iters=3",
                                              "--mode=inplace"};
   llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(log),
-                                                llvm::StringRef(log)};
+                                                 llvm::StringRef(log)};
   int rc = llvm::sys::ExecuteAndWait(collrun, args, llvm::None, redirects);
   auto buf = llvm::MemoryBuffer::getFile(log);
   llvm::sys::fs::remove(log);
@@ -181,8 +180,8 @@ int main(int argc, char **argv) {
     kinds.push_back(*k);
   }
   if (kinds.empty())
-    kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter,
-             CollKind::Broadcast, CollKind::Reduce};
+    kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast,
+             CollKind::Reduce};
   std::string collrun = collrunPath;
   if (measure && collrun.empty()) {
     std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
@@ -199,9 +198,12 @@ int main(int argc, char **argv) {
     llvm::StringRef(measureSizes).split(parts, ',', -1, false);
     for (llvm::StringRef p : parts) {
       uint64_t mult = 1;
-      if (p.endswith("K")) mult = 1ull << 10;
-      else if (p.endswith("M")) mult = 1ull << 20;
-      else if (p.endswith("G")) mult = 1ull << 30;
+      if (p.endswith("K"))
+        mult = 1ull << 10;
+      else if (p.endswith("M"))
+        mult = 1ull << 20;
+      else if (p.endswith("G"))
+        mult = 1ull << 30;
       uint64_t v = 0;
       if ((mult != 1 ? p.drop_back() : p).getAsInteger(10, v) || v == 0)
         return fail(2, "bad size '" + p + "' in --measure-sizes");
@@ -218,7 +220,8 @@ int main(int argc, char **argv) {
   os << "# Tuning table for " << topo->name << ", " << n
      << " ranks, from Coll's cost model (colltune).\n"
      << "# Targets are algorithms colltune --out-dir writes (load them with COLL_ALGO_DIR).\n"
-     << "# collective   ranks   bytes   target   # predicted bus bandwidth at the range's largest size "
+     << "# collective   ranks   bytes   target   # predicted bus bandwidth at the range's largest "
+        "size "
         "evaluated\n";
   int disagreements = 0;
   for (CollKind kind : kinds) {
@@ -295,8 +298,8 @@ int main(int argc, char **argv) {
       std::string lo = i == 0 ? "0" : sizeText(sizes[i]);
       std::string hi = j + 1 == sizes.size() ? "*" : sizeText(sizes[j + 1]);
       os << llvm::formatv("{0,-14} {1,-7} {2,-11} {3,-24} # {4:f2} GB/s at {5} (bound {6:f2})\n",
-                          collKindName(kind), n, lo + "-" + hi, cands[winner[i]].name,
-                          winnerBw[j], sizeText(sizes[j]), bound->busBw);
+                          collKindName(kind), n, lo + "-" + hi, cands[winner[i]].name, winnerBw[j],
+                          sizeText(sizes[j]), bound->busBw);
       i = j + 1;
     }
     if (measure) {

@@ -3,8 +3,9 @@
 // The fabric is the set of links synthesis uses: NVLink and network links
 // when they join every GPU (NCCL too prefers them and falls back to PCIe
 // only when it must), else every link. Routes between ranks pass through a
-// third GPU only where nothing else joins them. Bounds are over the fabric's capacities; capacity
-// groups are not part of the bounds (the cost model charges them).
+// third GPU only where nothing else joins them. Bounds are over the fabric's
+// capacities; capacity groups are not part of the bounds (the cost model
+// charges them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +20,16 @@ using namespace coll::synth;
 
 llvm::StringRef coll::synth::collKindName(CollKind kind) {
   switch (kind) {
-  case CollKind::Broadcast: return "broadcast";
-  case CollKind::Reduce: return "reduce";
-  case CollKind::AllGather: return "allgather";
-  case CollKind::ReduceScatter: return "reducescatter";
-  case CollKind::AllReduce: return "allreduce";
+  case CollKind::Broadcast:
+    return "broadcast";
+  case CollKind::Reduce:
+    return "reduce";
+  case CollKind::AllGather:
+    return "allgather";
+  case CollKind::ReduceScatter:
+    return "reducescatter";
+  case CollKind::AllReduce:
+    return "allreduce";
   }
   return "?";
 }
@@ -39,15 +45,19 @@ std::optional<CollKind> coll::synth::parseCollKind(llvm::StringRef name) {
 double coll::synth::busFactor(CollKind kind, int32_t n) {
   switch (kind) {
   case CollKind::Broadcast:
-  case CollKind::Reduce: return 1.0;
+  case CollKind::Reduce:
+    return 1.0;
   case CollKind::AllGather:
-  case CollKind::ReduceScatter: return double(n - 1) / n;
-  case CollKind::AllReduce: return 2.0 * (n - 1) / n;
+  case CollKind::ReduceScatter:
+    return double(n - 1) / n;
+  case CollKind::AllReduce:
+    return 2.0 * (n - 1) / n;
   }
   return 1.0;
 }
 
-double detail::maxFlow(std::vector<std::vector<double>> cap, int32_t s, int32_t t) {
+double detail::maxFlow(std::vector<std::vector<double>> cap, int32_t s,
+                       int32_t t) {
   const size_t n = cap.size();
   double flow = 0;
   while (true) {
@@ -127,8 +137,8 @@ llvm::Expected<Fabric> coll::synth::buildFabric(const Topology &topo) {
   }
   // Connected over the fast links, with GPUs allowed to relay (trees do)?
   auto connected = [&](const std::vector<int32_t> &links) {
-    std::vector<std::vector<double>> cap(topo.nodes.size(),
-                                         std::vector<double>(topo.nodes.size(), 0));
+    std::vector<std::vector<double>> cap(
+        topo.nodes.size(), std::vector<double>(topo.nodes.size(), 0));
     for (int32_t id : links)
       cap[topo.links[id].from][topo.links[id].to] += topo.links[id].bw;
     for (int32_t a = 0; a < n; ++a)
@@ -158,7 +168,8 @@ llvm::Expected<Fabric> coll::synth::buildFabric(const Topology &topo) {
   fabric.gpuOnly = true;
   for (int32_t id : fabric.links) {
     const Link &l = topo.links[id];
-    if (topo.nodes[l.from].kind != NodeKind::Gpu || topo.nodes[l.to].kind != NodeKind::Gpu)
+    if (topo.nodes[l.from].kind != NodeKind::Gpu ||
+        topo.nodes[l.to].kind != NodeKind::Gpu)
       fabric.gpuOnly = false;
   }
   fabric.route.assign(n, std::vector<std::vector<int32_t>>(n));
@@ -179,7 +190,8 @@ llvm::Expected<Fabric> coll::synth::buildFabric(const Topology &topo) {
   fabric.unitBw = 0;
   for (int32_t id : fabric.links) {
     const Link &l = topo.links[id];
-    if (topo.nodes[l.from].kind == NodeKind::Gpu && topo.nodes[l.to].kind == NodeKind::Gpu) {
+    if (topo.nodes[l.from].kind == NodeKind::Gpu &&
+        topo.nodes[l.to].kind == NodeKind::Gpu) {
       double per = l.bw / l.count;
       if (fabric.unitBw == 0 || per < fabric.unitBw)
         fabric.unitBw = per;
@@ -199,12 +211,14 @@ std::vector<std::vector<int32_t>> detail::unitGraph(const Topology &topo,
     int32_t a = topo.nodes[l.from].rank, b = topo.nodes[l.to].rank;
     if (a < 0 || b < 0)
       continue;
-    units[a][b] += std::max<int32_t>(1, static_cast<int32_t>(std::floor(l.bw / fabric.unitBw + 1e-6)));
+    units[a][b] += std::max<int32_t>(
+        1, static_cast<int32_t>(std::floor(l.bw / fabric.unitBw + 1e-6)));
   }
   return units;
 }
 
-llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric &fabric,
+llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo,
+                                              const Fabric &fabric,
                                               CollKind kind, int32_t root) {
   const int32_t n = topo.numRanks();
   Bound bound;
@@ -213,7 +227,8 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
                                    "a collective needs at least 2 ranks");
   if (root < 0 || root >= n)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "root " + std::to_string(root) + " is not a rank");
+                                   "root " + std::to_string(root) +
+                                       " is not a rank");
   const size_t nodes = topo.nodes.size();
   std::vector<std::vector<double>> cap(nodes, std::vector<double>(nodes, 0));
   for (int32_t id : fabric.links)
@@ -234,11 +249,12 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
       }
     }
     bound.busBw = best;
-    bound.how = "max-flow/min-cut: " + fmt(best) + " GB/s " +
-                (kind == CollKind::Broadcast ? "from root " + std::to_string(root) +
-                                                   " to rank " + std::to_string(at)
-                                             : "from rank " + std::to_string(at) +
-                                                   " to root " + std::to_string(root));
+    bound.how =
+        "max-flow/min-cut: " + fmt(best) + " GB/s " +
+        (kind == CollKind::Broadcast ? "from root " + std::to_string(root) +
+                                           " to rank " + std::to_string(at)
+                                     : "from rank " + std::to_string(at) +
+                                           " to root " + std::to_string(root));
     return bound;
   }
   // Cut bounds over every split of the fabric's nodes.
@@ -257,15 +273,18 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
   if (used.size() > 22)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "topology '" + topo.name + "': the cut bound enumerates every split of the " +
-            std::to_string(used.size()) + " fabric nodes; at most 22 are supported");
+        "topology '" + topo.name +
+            "': the cut bound enumerates every split of the " +
+            std::to_string(used.size()) +
+            " fabric nodes; at most 22 are supported");
   struct Arc {
     int32_t a, b;
     double bw;
   };
   std::vector<Arc> arcs;
   for (int32_t id : fabric.links)
-    arcs.push_back({index[topo.links[id].from], index[topo.links[id].to], topo.links[id].bw});
+    arcs.push_back({index[topo.links[id].from], index[topo.links[id].to],
+                    topo.links[id].bw});
   // bus bandwidth = (N-1) * cap(cut) / (GPUs on the receiving... side)
   auto cutBound = [&](bool intoS, std::string &how) {
     double best = 1e300;
@@ -285,8 +304,9 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
       double bw = (n - 1) * c / outS;
       if (bw < best - 1e-9) {
         best = bw;
-        how = std::to_string(outS) + " blocks must cross " + fmt(c) + " GB/s of links " +
-              (intoS ? "into" : "out of") + " a set of " + std::to_string(inS) + " GPU(s)";
+        how = std::to_string(outS) + " blocks must cross " + fmt(c) +
+              " GB/s of links " + (intoS ? "into" : "out of") + " a set of " +
+              std::to_string(inS) + " GPU(s)";
       }
     }
     return best;
@@ -330,8 +350,10 @@ llvm::Expected<Bound> coll::synth::lowerBound(const Topology &topo, const Fabric
     }
     double twice = 2.0 / (1.0 / ag + 1.0 / rs);
     bound.busBw = best;
-    bound.how = "cut bound: " + how + "; reduce-scatter then allgather, one after the "
-                "other, can reach at most " + fmt(twice) + " GB/s";
+    bound.how = "cut bound: " + how +
+                "; reduce-scatter then allgather, one after the "
+                "other, can reach at most " +
+                fmt(twice) + " GB/s";
   }
   return bound;
 }

@@ -22,9 +22,12 @@ using coll::ir::Protocol;
 
 ProtocolModel coll::synth::protocolModel(Protocol proto) {
   switch (proto) {
-  case Protocol::LL: return {0.5, 6.6, 1.0, 16 * 1024};
-  case Protocol::LL128: return {120.0 / 128.0, 14.0, 1.6, 120 * 1024};
-  case Protocol::Simple: return {1.0, 8.4, 2.8, 512 * 1024};
+  case Protocol::LL:
+    return {0.5, 6.6, 1.0, 16 * 1024};
+  case Protocol::LL128:
+    return {120.0 / 128.0, 14.0, 1.6, 120 * 1024};
+  case Protocol::Simple:
+    return {1.0, 8.4, 2.8, 512 * 1024};
   }
   return {1.0, 8.4, 2.8, 512 * 1024};
 }
@@ -34,15 +37,18 @@ std::optional<CollKind> coll::synth::synthKind(ir::Collective coll) {
   return parseCollKind(name);
 }
 
-llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const Topology &topo,
-                                                     const Fabric &fabric, uint64_t bytes) {
+llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg,
+                                                     const Topology &topo,
+                                                     const Fabric &fabric,
+                                                     uint64_t bytes) {
   auto fail = [](const llvm::Twine &msg) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
   };
   const int32_t n = alg.ngpus();
   if (n != topo.numRanks())
-    return fail("the algorithm has " + llvm::Twine(n) + " ranks and topology '" + topo.name +
-                "' " + llvm::Twine(topo.numRanks()) + " GPUs (use --ranks)");
+    return fail("the algorithm has " + llvm::Twine(n) +
+                " ranks and topology '" + topo.name + "' " +
+                llvm::Twine(topo.numRanks()) + " GPUs (use --ranks)");
   const ProtocolModel pm = protocolModel(alg.protocol);
   const double chunkBytes = double(bytes) / std::max(1, alg.nchunksPerLoop);
   const int32_t iterations = static_cast<int32_t>(
@@ -64,7 +70,8 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
     }
   auto stepOf = [&](int32_t tb, int32_t s) { return tbs[tb].firstStep + s; };
   // Match the k-th send of a connection with its k-th receive.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<int32_t>> sends, recvs;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<int32_t>> sends,
+      recvs;
   for (size_t i = 0; i < tbs.size(); ++i) {
     const ir::ThreadBlock &tb = alg.gpus[tbs[i].gpu].tbs[tbs[i].tb];
     for (size_t s = 0; s < tb.steps.size(); ++s) {
@@ -82,13 +89,16 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
     auto it = sends.find(key);
     if (it == sends.end() || it->second.size() != list.size())
       return fail("connection " + llvm::Twine(std::get<0>(key)) + "->" +
-                  llvm::Twine(std::get<1>(key)) + " has unmatched sends and receives");
+                  llvm::Twine(std::get<1>(key)) +
+                  " has unmatched sends and receives");
     for (size_t k = 0; k < list.size(); ++k)
       matchSend[list[k]] = it->second[k];
   }
 
-  std::vector<double> done(size_t(steps) * iterations, -1), arrive(size_t(steps) * iterations, -1);
-  std::vector<double> linkFree(topo.links.size(), 0), groupFree(topo.groups.size(), 0);
+  std::vector<double> done(size_t(steps) * iterations, -1),
+      arrive(size_t(steps) * iterations, -1);
+  std::vector<double> linkFree(topo.links.size(), 0),
+      groupFree(topo.groups.size(), 0);
   std::vector<int32_t> iter(tbs.size(), 0), pos(tbs.size(), 0);
   std::vector<double> tbFree(tbs.size(), 0);
   std::vector<std::vector<int32_t>> waiting(steps);
@@ -139,7 +149,8 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
     int32_t gs = stepOf(t, pos[t]);
     size_t base = size_t(iter[t]) * steps;
     // Local work (copies and reductions in GPU memory).
-    if (st.type != ir::StepType::Nop && (info.reduces || (!info.sends && !info.receives)))
+    if (st.type != ir::StepType::Nop &&
+        (info.reduces || (!info.sends && !info.receives)))
       finish += b / 1000e9 * 1e6;
     if (info.sends) {
       const auto &route = fabric.route[tbs[t].gpu][tb.sendPeer];
@@ -156,7 +167,8 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
         linkFree[id] = s + b / (topo.links[id].bw * pm.efficiency * 1e9) * 1e6;
         if (topo.links[id].group >= 0) {
           const Group &g = topo.groups[topo.links[id].group];
-          groupFree[topo.links[id].group] = s + b / (g.bw * pm.efficiency * 1e9) * 1e6;
+          groupFree[topo.links[id].group] =
+              s + b / (g.bw * pm.efficiency * 1e9) * 1e6;
         }
       }
       finish = s + dur;
@@ -167,7 +179,8 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
     end = std::max(end, std::max(finish, arrive[base + gs]));
     ++executed;
     // Advance, wrapping into the next iteration.
-    if (++pos[t] == static_cast<int32_t>(tb.steps.size()) && iter[t] + 1 < iterations) {
+    if (++pos[t] == static_cast<int32_t>(tb.steps.size()) &&
+        iter[t] + 1 < iterations) {
       pos[t] = 0;
       ++iter[t];
     }
@@ -183,8 +196,8 @@ llvm::Expected<CostResult> coll::synth::simulateCost(const Algorithm &alg, const
     }
   }
   if (executed != int64_t(steps) * iterations)
-    return fail("the simulation got stuck after " + llvm::Twine(executed) + " of " +
-                llvm::Twine(int64_t(steps) * iterations) + " steps");
+    return fail("the simulation got stuck after " + llvm::Twine(executed) +
+                " of " + llvm::Twine(int64_t(steps) * iterations) + " steps");
   CostResult r;
   r.iterations = iterations;
   r.timeUs = end + pm.baseLatUs;

@@ -29,15 +29,16 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
      << "// Topology: " << topo.name << " (" << n << " GPUs)\n"
      << "// Predicted bus bandwidth (link-load model): "
      << llvm::formatv("{0:f2}", plan.predictedBusBw) << " GB/s\n"
-     << "// Lower bound on this topology: " << llvm::formatv("{0:f2}", bound.busBw)
-     << " GB/s (" << bound.how << ")\n"
+     << "// Lower bound on this topology: "
+     << llvm::formatv("{0:f2}", bound.busBw) << " GB/s (" << bound.how << ")\n"
      << "// Reaches " << llvm::formatv("{0:f1}", pct) << "% of the bound.\n"
      << "// " << plan.note << "\n";
   // Chunks per block: each root's trees split its block by weight.
   std::map<int32_t, int32_t> perRoot;
   for (const Tree &t : plan.trees)
     perRoot[t.root] += t.weight;
-  bool perRank = plan.kind == CollKind::AllGather || plan.kind == CollKind::ReduceScatter;
+  bool perRank =
+      plan.kind == CollKind::AllGather || plan.kind == CollKind::ReduceScatter;
   int32_t chunks = 0;
   if (perRank) {
     chunks = perRoot.begin()->second;
@@ -55,7 +56,8 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
     os << "\n";
   }
   os << "\n";
-  bool rooted = plan.kind == CollKind::Broadcast || plan.kind == CollKind::Reduce;
+  bool rooted =
+      plan.kind == CollKind::Broadcast || plan.kind == CollKind::Reduce;
   os << "collective " << collKindName(plan.kind) << "(ranks = " << n
      << ", chunks = " << chunks;
   if (rooted)
@@ -90,12 +92,13 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
   case CollKind::Broadcast:
   case CollKind::AllGather: {
     if (plan.kind == CollKind::Broadcast)
-      os << "chunk(" << plan.root << ", input, 0, size = " << chunks << ").copy(" << plan.root
-         << ", output, 0)\n";
+      os << "chunk(" << plan.root << ", input, 0, size = " << chunks
+         << ").copy(" << plan.root << ", output, 0)\n";
     else
       os << "for r in 0.." << n << " { chunk(r, input, 0, size = " << chunks
          << ").copy(r, output, r * " << chunks << ") }\n";
-    os << "fn send(c, w, src, dst, ch) { chunk(src, output, c, size = w).copy(dst, output, c, "
+    os << "fn send(c, w, src, dst, ch) { chunk(src, output, c, size = "
+          "w).copy(dst, output, c, "
           "ch = ch) }\n";
     if (plan.pipeline > 1) {
       const Tree &t = plan.trees.front();
@@ -103,14 +106,15 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
       for (auto [p, c] : t.edges)
         os << ", " << c;
       os << "]\nfor k in 0.." << plan.pipeline
-         << " {\n    for h in 1..len(chain) { send(k, 1, chain[h - 1], chain[h], 0) }\n}\n";
+         << " {\n    for h in 1..len(chain) { send(k, 1, chain[h - 1], "
+            "chain[h], 0) }\n}\n";
       break;
     }
     for (size_t i = 0; i < plan.trees.size(); ++i) {
       os << "// tree " << i << "\n";
       for (auto [p, c] : plan.trees[i].edges)
-        os << "send(" << offset[i] << ", " << plan.trees[i].weight << ", " << p << ", " << c
-           << ", " << channel[i] << ")\n";
+        os << "send(" << offset[i] << ", " << plan.trees[i].weight << ", " << p
+           << ", " << c << ", " << channel[i] << ")\n";
     }
     break;
   }
@@ -129,10 +133,11 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
       int32_t c = offset[i];
       std::string sz = sizeArg(t.weight);
       // Where the root keeps the result.
-      std::string rootOut =
-          "chunk(" + std::to_string(t.root) + ", output, " +
-          std::to_string(plan.kind == CollKind::ReduceScatter ? c - t.root * chunks : c) + sz +
-          ")";
+      std::string rootOut = "chunk(" + std::to_string(t.root) + ", output, " +
+                            std::to_string(plan.kind == CollKind::ReduceScatter
+                                               ? c - t.root * chunks
+                                               : c) +
+                            sz + ")";
       std::set<int32_t> hasChildren, started;
       for (auto [ch, p] : up)
         hasChildren.insert(p);
@@ -143,21 +148,23 @@ std::string coll::synth::emitProgram(const Topology &topo, const Plan &plan,
                                     std::to_string(c) + sz + ")"
                               : "chunk(" + std::to_string(ch) + ", input, " +
                                     std::to_string(c) + sz + ")";
-        std::string dst = p == t.root ? rootOut
-                                      : "chunk(" + std::to_string(p) + ", scratch, " +
-                                            std::to_string(c) + sz + ")";
+        std::string dst = p == t.root
+                              ? rootOut
+                              : "chunk(" + std::to_string(p) + ", scratch, " +
+                                    std::to_string(c) + sz + ")";
         if (started.insert(p).second)
-          os << "chunk(" << p << ", input, " << c << sz << ").copy(" << p << ", "
-             << (p == t.root ? "output" : "scratch") << ", "
-             << (p == t.root && plan.kind == CollKind::ReduceScatter ? c - t.root * chunks
-                                                                      : c)
+          os << "chunk(" << p << ", input, " << c << sz << ").copy(" << p
+             << ", " << (p == t.root ? "output" : "scratch") << ", "
+             << (p == t.root && plan.kind == CollKind::ReduceScatter
+                     ? c - t.root * chunks
+                     : c)
              << ")\n";
         os << dst << ".reduce(" << src << ", ch = " << channel[i] << ")\n";
       }
       if (plan.kind == CollKind::AllReduce)
         for (auto [p, ch] : t.edges)
-          os << "chunk(" << p << ", output, " << c << sz << ").copy(" << ch << ", output, " << c
-             << ", ch = " << channel[i] << ")\n";
+          os << "chunk(" << p << ", output, " << c << sz << ").copy(" << ch
+             << ", output, " << c << ", ch = " << channel[i] << ")\n";
     }
     break;
   }

@@ -36,15 +36,15 @@ static int32_t minFlowFrom(const Matrix &units, int32_t root) {
   int32_t best = INT32_MAX;
   for (size_t v = 0; v < units.size(); ++v)
     if (static_cast<int32_t>(v) != root)
-      best = std::min(best, static_cast<int32_t>(std::lround(
-                                detail::maxFlow(cap, root, static_cast<int32_t>(v)))));
+      best = std::min(best, static_cast<int32_t>(std::lround(detail::maxFlow(
+                                cap, root, static_cast<int32_t>(v)))));
   return best;
 }
 
 /// Edmonds/Lovász: k edge-disjoint spanning arborescences rooted at `root`
 /// in the unit multigraph, or an error when the construction gets stuck.
-static llvm::Expected<std::vector<Edges>> edmondsPacking(const Matrix &units, int32_t root,
-                                                         int32_t k) {
+static llvm::Expected<std::vector<Edges>>
+edmondsPacking(const Matrix &units, int32_t root, int32_t k) {
   const int32_t n = static_cast<int32_t>(units.size());
   Matrix rest = units;
   std::vector<Edges> trees;
@@ -76,7 +76,8 @@ static llvm::Expected<std::vector<Edges>> edmondsPacking(const Matrix &units, in
       }
       if (!ok)
         return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "tree packing got stuck at tree " + std::to_string(t));
+                                       "tree packing got stuck at tree " +
+                                           std::to_string(t));
     }
     trees.push_back(std::move(edges));
   }
@@ -102,7 +103,8 @@ static Edges bfsOrder(const Edges &edges, int32_t root, int32_t n) {
 }
 
 /// Minimum-bottleneck arborescence (Prim on the load ratio) under `load`.
-static Edges cheapestTree(const Matrix &units, const std::vector<std::vector<double>> &load,
+static Edges cheapestTree(const Matrix &units,
+                          const std::vector<std::vector<double>> &load,
                           int32_t root) {
   const int32_t n = static_cast<int32_t>(units.size());
   std::vector<int32_t> depth(n, -1);
@@ -129,8 +131,9 @@ static Edges cheapestTree(const Matrix &units, const std::vector<std::vector<dou
 }
 
 /// Per-root trees balanced over the links; returns the trees (k per root).
-static std::vector<Tree> balancedAllRoots(const Matrix &units,
-                                          const std::vector<std::vector<Edges>> &start) {
+static std::vector<Tree>
+balancedAllRoots(const Matrix &units,
+                 const std::vector<std::vector<Edges>> &start) {
   const int32_t n = static_cast<int32_t>(units.size());
   std::vector<Tree> trees;
   for (int32_t r = 0; r < n; ++r)
@@ -166,7 +169,8 @@ static std::vector<Tree> balancedAllRoots(const Matrix &units,
       apply(t, 1);
       auto s = score();
       if (s.first < current.first - 1e-9 ||
-          (s.first < current.first + 1e-9 && s.second < current.second - 1e-9)) {
+          (s.first < current.first + 1e-9 &&
+           s.second < current.second - 1e-9)) {
         current = s;
         changed = true;
       } else {
@@ -184,7 +188,8 @@ static std::vector<Tree> balancedAllRoots(const Matrix &units,
 double coll::synth::predictBusBw(const Topology &topo, const Fabric &fabric,
                                  const Plan &plan) {
   const int32_t n = topo.numRanks();
-  std::vector<double> linkLoad(topo.links.size(), 0), groupLoad(topo.groups.size(), 0);
+  std::vector<double> linkLoad(topo.links.size(), 0),
+      groupLoad(topo.groups.size(), 0);
   auto move = [&](int32_t a, int32_t b, double amount) {
     for (int32_t id : fabric.route[a][b]) {
       linkLoad[id] += amount;
@@ -199,7 +204,8 @@ double coll::synth::predictBusBw(const Topology &topo, const Fabric &fabric,
     total += t.weight;
   for (size_t i = 0; i < plan.trees.size(); ++i) {
     const Tree &t = plan.trees[i];
-    if (plan.kind == CollKind::AllGather || plan.kind == CollKind::ReduceScatter) {
+    if (plan.kind == CollKind::AllGather ||
+        plan.kind == CollKind::ReduceScatter) {
       double rootTotal = 0;
       for (const Tree &u : plan.trees)
         if (u.root == t.root)
@@ -211,9 +217,11 @@ double coll::synth::predictBusBw(const Topology &topo, const Fabric &fabric,
   }
   for (size_t i = 0; i < plan.trees.size(); ++i) {
     const Tree &t = plan.trees[i];
-    bool bcast = plan.kind == CollKind::Broadcast || plan.kind == CollKind::AllGather ||
+    bool bcast = plan.kind == CollKind::Broadcast ||
+                 plan.kind == CollKind::AllGather ||
                  plan.kind == CollKind::AllReduce;
-    bool reduce = plan.kind == CollKind::Reduce || plan.kind == CollKind::ReduceScatter ||
+    bool reduce = plan.kind == CollKind::Reduce ||
+                  plan.kind == CollKind::ReduceScatter ||
                   plan.kind == CollKind::AllReduce;
     if (bcast)
       for (auto [p, c] : t.edges)
@@ -245,14 +253,15 @@ static Edges reversedChildrenFirst(const Edges &bfs) {
   return out;
 }
 
-llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo, const Fabric &fabric,
-                                            CollKind kind, int32_t root) {
+llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo,
+                                            const Fabric &fabric, CollKind kind,
+                                            int32_t root) {
   const int32_t n = topo.numRanks();
   if (!fabric.gpuOnly)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "tree packing needs GPUs joined by direct links; the fabric of '" + topo.name +
-            "' (" + fabric.description + ") goes through switches");
+        "tree packing needs GPUs joined by direct links; the fabric of '" +
+            topo.name + "' (" + fabric.description + ") goes through switches");
   if (n < 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "a collective needs at least 2 ranks");
@@ -274,8 +283,8 @@ llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo, const Fabric &
     for (Edges &e : *trees) {
       Edges ordered = bfsOrder(e, root, n);
       plan.trees.push_back({root, ordered, 1});
-      plan.reduceEdges.push_back(kind == CollKind::Reduce ? reversedChildrenFirst(ordered)
-                                                          : Edges());
+      plan.reduceEdges.push_back(
+          kind == CollKind::Reduce ? reversedChildrenFirst(ordered) : Edges());
     }
     plan.chunks = k;
     plan.predictedBusBw = predictBusBw(topo, fabric, plan);
@@ -315,7 +324,8 @@ llvm::Expected<Plan> coll::synth::packTrees(const Topology &topo, const Fabric &
       p.reduceEdges.push_back(reversedChildrenFirst(t.edges));
     p.chunks = k * mult;
     p.predictedBusBw = predictBusBw(topo, fabric, p);
-    p.note = std::to_string(k * mult) + " spanning trees per root, balanced over the links";
+    p.note = std::to_string(k * mult) +
+             " spanning trees per root, balanced over the links";
     if (p.predictedBusBw > best.predictedBusBw * (1 + 1e-9))
       best = std::move(p);
   }
@@ -348,8 +358,9 @@ std::vector<std::vector<int32_t>> coll::synth::findRings(const Topology &topo,
         for (int32_t w = 0; w < n; ++w)
           if (!seen[w] && rest[u][w] > 0)
             next.push_back(w);
-        std::stable_sort(next.begin(), next.end(),
-                         [&](int32_t a, int32_t b) { return rest[u][a] > rest[u][b]; });
+        std::stable_sort(next.begin(), next.end(), [&](int32_t a, int32_t b) {
+          return rest[u][a] > rest[u][b];
+        });
         for (int32_t w : next) {
           seen[w] = 1;
           path.push_back(w);
@@ -376,7 +387,8 @@ std::vector<std::vector<int32_t>> coll::synth::findRings(const Topology &topo,
       take(path);
       if (static_cast<int32_t>(rings.size()) < maxRings && n > 2) {
         std::vector<int32_t> rev(path.rbegin(), path.rend());
-        std::rotate(rev.begin(), std::find(rev.begin(), rev.end(), 0), rev.end());
+        std::rotate(rev.begin(), std::find(rev.begin(), rev.end(), 0),
+                    rev.end());
         take(rev);
       }
     }
@@ -403,12 +415,14 @@ std::vector<std::vector<int32_t>> coll::synth::findRings(const Topology &topo,
     size_t per = byHost.front().size();
     for (const auto &h : byHost)
       per = std::min(per, h.size());
-    for (size_t i = 0; i < per && static_cast<int32_t>(rings.size()) < maxRings; ++i) {
+    for (size_t i = 0; i < per && static_cast<int32_t>(rings.size()) < maxRings;
+         ++i) {
       std::vector<int32_t> ring;
       for (const auto &h : byHost)
         for (size_t j = 0; j < h.size(); ++j)
           ring.push_back(h[(i + j) % h.size()]);
-      std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), 0), ring.end());
+      std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), 0),
+                  ring.end());
       rings.push_back(ring);
     }
     return rings;
@@ -433,7 +447,8 @@ std::vector<std::vector<int32_t>> coll::synth::findRings(const Topology &topo,
         mn = std::min(mn, w);
         sum += w;
       }
-      if (mn > bestMin + 1e-9 || (mn > bestMin - 1e-9 && sum > bestSum + 1e-9)) {
+      if (mn > bestMin + 1e-9 ||
+          (mn > bestMin - 1e-9 && sum > bestSum + 1e-9)) {
         bestMin = mn;
         bestSum = sum;
         best = order;
@@ -444,17 +459,21 @@ std::vector<std::vector<int32_t>> coll::synth::findRings(const Topology &topo,
   return rings;
 }
 
-static Edges chainFrom(const std::vector<int32_t> &ring, int32_t start, int32_t hops) {
+static Edges chainFrom(const std::vector<int32_t> &ring, int32_t start,
+                       int32_t hops) {
   const int32_t n = static_cast<int32_t>(ring.size());
-  int32_t pos = static_cast<int32_t>(std::find(ring.begin(), ring.end(), start) - ring.begin());
+  int32_t pos = static_cast<int32_t>(
+      std::find(ring.begin(), ring.end(), start) - ring.begin());
   Edges e;
   for (int32_t h = 0; h < hops; ++h)
     e.push_back({ring[(pos + h) % n], ring[(pos + h + 1) % n]});
   return e;
 }
 
-Plan coll::synth::ringPlan(const Topology &topo, const Fabric &fabric, CollKind kind,
-                           const std::vector<std::vector<int32_t>> &rings, int32_t root) {
+Plan coll::synth::ringPlan(const Topology &topo, const Fabric &fabric,
+                           CollKind kind,
+                           const std::vector<std::vector<int32_t>> &rings,
+                           int32_t root) {
   const int32_t n = topo.numRanks();
   Plan plan;
   plan.generator = "rings";
@@ -467,12 +486,14 @@ Plan coll::synth::ringPlan(const Topology &topo, const Fabric &fabric, CollKind 
       plan.reduceEdges.push_back({});
     } else if (kind == CollKind::Reduce) {
       // The chain that starts after the root and ends at it.
-      int32_t pos = static_cast<int32_t>(std::find(ring.begin(), ring.end(), root) - ring.begin());
+      int32_t pos = static_cast<int32_t>(
+          std::find(ring.begin(), ring.end(), root) - ring.begin());
       plan.trees.push_back({root, chainFrom(ring, root, n - 1), 1});
       plan.reduceEdges.push_back(chainFrom(ring, ring[(pos + 1) % n], n - 1));
     } else {
       for (int32_t r = 0; r < n; ++r) {
-        int32_t pos = static_cast<int32_t>(std::find(ring.begin(), ring.end(), r) - ring.begin());
+        int32_t pos = static_cast<int32_t>(
+            std::find(ring.begin(), ring.end(), r) - ring.begin());
         plan.trees.push_back({r, chainFrom(ring, r, n - 1), 1});
         plan.reduceEdges.push_back(chainFrom(ring, ring[(pos + 1) % n], n - 1));
       }
@@ -487,8 +508,8 @@ Plan coll::synth::ringPlan(const Topology &topo, const Fabric &fabric, CollKind 
 /// heap positions 0..n-1 hold order[0..n-1] in the first tree and the
 /// mirrored order in the second, so that the leaves of one are the inner
 /// nodes of the other. Rooted collectives keep the root at the top of both.
-static Plan dbtOver(const Topology &topo, const Fabric &fabric, CollKind kind, int32_t root,
-                    const std::vector<int32_t> &order) {
+static Plan dbtOver(const Topology &topo, const Fabric &fabric, CollKind kind,
+                    int32_t root, const std::vector<int32_t> &order) {
   const int32_t n = topo.numRanks();
   Plan plan;
   plan.generator = "double-binary-tree";
@@ -520,8 +541,9 @@ static Plan dbtOver(const Topology &topo, const Fabric &fabric, CollKind kind, i
   return plan;
 }
 
-Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
-                                       CollKind kind, int32_t root) {
+Plan coll::synth::doubleBinaryTreePlan(const Topology &topo,
+                                       const Fabric &fabric, CollKind kind,
+                                       int32_t root) {
   const int32_t n = topo.numRanks();
   // NCCL lays the trees over rank order; here the order of the ranks in
   // the heap is searched (every order up to 8 ranks, rank 0 first) for the
@@ -541,8 +563,8 @@ Plan coll::synth::doubleBinaryTreePlan(const Topology &topo, const Fabric &fabri
   return best;
 }
 
-Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t root,
-                            uint64_t bytes) {
+Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric,
+                            int32_t root, uint64_t bytes) {
   const int32_t n = topo.numRanks();
   // A chain needs no closing hop: the Hamiltonian path from the root whose
   // slowest hop is fastest (every order when n <= 9), else the best ring's.
@@ -567,7 +589,8 @@ Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t 
         mn = std::min(mn, w);
         sum += w;
       }
-      if (mn > bestMin + 1e-9 || (mn > bestMin - 1e-9 && sum > bestSum + 1e-9)) {
+      if (mn > bestMin + 1e-9 ||
+          (mn > bestMin - 1e-9 && sum > bestSum + 1e-9)) {
         bestMin = mn;
         bestSum = sum;
         chain.clear();
@@ -595,7 +618,8 @@ Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t 
   double bestTime = 1e300;
   int32_t bestK = 1;
   for (int32_t k = 1; k <= 64; ++k) {
-    double t = (n - 1 + k - 1) * (alphaUs * 1e-6 + double(bytes) / k / (bw * 1e9));
+    double t =
+        (n - 1 + k - 1) * (alphaUs * 1e-6 + double(bytes) / k / (bw * 1e9));
     if (t < bestTime - 1e-15) {
       bestTime = t;
       bestK = k;
@@ -606,9 +630,11 @@ Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric, int32_t 
   plan.chunks = bestK;
   plan.pipeline = bestK;
   plan.predictedBusBw = predictBusBw(topo, fabric, plan);
-  plan.note = llvm::formatv("{0} chunks minimise the alpha-beta time at {1} bytes: {2:f2} us "
-                            "({3:f2} GB/s; alpha {4:f2} us per hop, beta from {5:f2} GB/s)",
-                            bestK, bytes, bestTime * 1e6, bytes / bestTime / 1e9, alphaUs, bw)
-                  .str();
+  plan.note =
+      llvm::formatv(
+          "{0} chunks minimise the alpha-beta time at {1} bytes: {2:f2} us "
+          "({3:f2} GB/s; alpha {4:f2} us per hop, beta from {5:f2} GB/s)",
+          bestK, bytes, bestTime * 1e6, bytes / bestTime / 1e9, alphaUs, bw)
+          .str();
   return plan;
 }

@@ -16,7 +16,8 @@ double maxFlow(std::vector<std::vector<double>> cap, int32_t s, int32_t t);
 
 /// units[a][b]: physical links of fabric.unitBw from rank a to rank b over
 /// direct GPU links.
-std::vector<std::vector<int32_t>> unitGraph(const Topology &topo, const Fabric &fabric);
+std::vector<std::vector<int32_t>> unitGraph(const Topology &topo,
+                                            const Fabric &fabric);
 
 } // namespace coll::synth::detail
 

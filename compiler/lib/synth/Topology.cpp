@@ -20,21 +20,30 @@ using namespace coll::synth;
 
 llvm::StringRef coll::synth::nodeKindName(NodeKind kind) {
   switch (kind) {
-  case NodeKind::Gpu: return "gpu";
-  case NodeKind::Switch: return "switch";
-  case NodeKind::Nic: return "nic";
-  case NodeKind::Cpu: return "cpu";
-  case NodeKind::Pci: return "pci";
+  case NodeKind::Gpu:
+    return "gpu";
+  case NodeKind::Switch:
+    return "switch";
+  case NodeKind::Nic:
+    return "nic";
+  case NodeKind::Cpu:
+    return "cpu";
+  case NodeKind::Pci:
+    return "pci";
   }
   return "?";
 }
 
 llvm::StringRef coll::synth::linkKindName(LinkKind kind) {
   switch (kind) {
-  case LinkKind::NVLink: return "nvlink";
-  case LinkKind::PCI: return "pci";
-  case LinkKind::Net: return "net";
-  case LinkKind::Sys: return "sys";
+  case LinkKind::NVLink:
+    return "nvlink";
+  case LinkKind::PCI:
+    return "pci";
+  case LinkKind::Net:
+    return "net";
+  case LinkKind::Sys:
+    return "sys";
   }
   return "?";
 }
@@ -52,7 +61,8 @@ double coll::synth::nvlinkBandwidth(int32_t sm) {
 
 bool Topology::gpusDirectlyLinked() const {
   for (const Link &l : links)
-    if (nodes[l.from].kind != NodeKind::Gpu || nodes[l.to].kind != NodeKind::Gpu)
+    if (nodes[l.from].kind != NodeKind::Gpu ||
+        nodes[l.to].kind != NodeKind::Gpu)
       return false;
   return true;
 }
@@ -68,10 +78,14 @@ static double defaultLatency(LinkKind kind) {
   // One-way per-hop latencies in microseconds, in line with NCCL's hwLat
   // for the Simple protocol's per-hop part (NVLink < PCI < network).
   switch (kind) {
-  case LinkKind::NVLink: return 0.6;
-  case LinkKind::PCI: return 1.0;
-  case LinkKind::Net: return 5.0;
-  case LinkKind::Sys: return 1.0;
+  case LinkKind::NVLink:
+    return 0.6;
+  case LinkKind::PCI:
+    return 1.0;
+  case LinkKind::Net:
+    return 5.0;
+  case LinkKind::Sys:
+    return 1.0;
   }
   return 1.0;
 }
@@ -124,13 +138,16 @@ llvm::Error TextReader::addNode(unsigned line, NodeKind kind,
   for (llvm::StringRef w : words.drop_front(2)) {
     auto [key, value] = w.split('=');
     if (key != "host")
-      return error(line, "unknown attribute '" + key + "' of a node (only host=)");
+      return error(line,
+                   "unknown attribute '" + key + "' of a node (only host=)");
     int64_t h = 0;
     if (value.getAsInteger(10, h) || h < 0 || h > 1000000)
-      return error(line, "host= needs a non-negative integer, not '" + value + "'");
+      return error(line,
+                   "host= needs a non-negative integer, not '" + value + "'");
     node.host = static_cast<int32_t>(h);
   }
-  if (!nodeIds.insert({node.name, static_cast<int32_t>(topo.nodes.size())}).second)
+  if (!nodeIds.insert({node.name, static_cast<int32_t>(topo.nodes.size())})
+           .second)
     return error(line, "node '" + node.name + "' is declared twice");
   if (kind == NodeKind::Gpu) {
     node.rank = topo.numRanks();
@@ -147,11 +164,13 @@ llvm::Error TextReader::addGroup(unsigned line,
   auto bw = number(line, "bw", words[2].drop_front(3), true);
   if (!bw)
     return bw.takeError();
-  if (!groupIds.insert({words[1], static_cast<int32_t>(topo.groups.size())}).second)
+  if (!groupIds.insert({words[1], static_cast<int32_t>(topo.groups.size())})
+           .second)
     return error(line, "group '" + words[1] + "' is declared twice");
   topo.groups.push_back({words[1].str(), *bw});
   // The reverse direction of a duplex link draws from a twin group.
-  groupIds.insert({(words[1] + "~").str(), static_cast<int32_t>(topo.groups.size())});
+  groupIds.insert(
+      {(words[1] + "~").str(), static_cast<int32_t>(topo.groups.size())});
   topo.groups.push_back({(words[1] + "~").str(), *bw});
   return llvm::Error::success();
 }
@@ -165,7 +184,8 @@ llvm::Error TextReader::addLink(unsigned line,
   for (int i = 1; i <= 2; ++i) {
     auto it = nodeIds.find(words[i]);
     if (it == nodeIds.end())
-      return error(line, "unknown node '" + words[i] + "' (declare it before the link)");
+      return error(line, "unknown node '" + words[i] +
+                             "' (declare it before the link)");
     (i == 1 ? link.from : link.to) = it->second;
   }
   if (link.from == link.to)
@@ -194,18 +214,25 @@ llvm::Error TextReader::addLink(unsigned line,
     } else if (key == "count") {
       int64_t c = 0;
       if (value.getAsInteger(10, c) || c < 1 || c > 64)
-        return error(line, "count= needs an integer from 1 to 64, not '" + value + "'");
+        return error(line, "count= needs an integer from 1 to 64, not '" +
+                               value + "'");
       link.count = static_cast<int32_t>(c);
     } else if (key == "kind") {
-      if (value == "nvlink") link.kind = LinkKind::NVLink;
-      else if (value == "pci") link.kind = LinkKind::PCI;
-      else if (value == "net") link.kind = LinkKind::Net;
-      else if (value == "sys") link.kind = LinkKind::Sys;
+      if (value == "nvlink")
+        link.kind = LinkKind::NVLink;
+      else if (value == "pci")
+        link.kind = LinkKind::PCI;
+      else if (value == "net")
+        link.kind = LinkKind::Net;
+      else if (value == "sys")
+        link.kind = LinkKind::Sys;
       else
-        return error(line, "unknown link kind '" + value + "' (nvlink, pci, net or sys)");
+        return error(line, "unknown link kind '" + value +
+                               "' (nvlink, pci, net or sys)");
     } else if (key == "group") {
       if (!groupIds.count(value))
-        return error(line, "unknown group '" + value + "' (declare it before the link)");
+        return error(line, "unknown group '" + value +
+                               "' (declare it before the link)");
       group = value.str();
     } else {
       return error(line, "unknown link attribute '" + w + "'");
@@ -266,8 +293,10 @@ llvm::Expected<Topology> TextReader::read(llvm::StringRef text) {
     else if (kw == "group")
       err = addGroup(lineNo, words);
     else
-      return error(lineNo, "unknown statement '" + kw +
-                               "' (topology, gpu, switch, nic, cpu, pci, group or link)");
+      return error(
+          lineNo,
+          "unknown statement '" + kw +
+              "' (topology, gpu, switch, nic, cpu, pci, group or link)");
     if (err)
       return err;
   }
@@ -280,8 +309,8 @@ llvm::Expected<Topology> TextReader::read(llvm::StringRef text) {
   return topo;
 }
 
-llvm::Expected<Topology> coll::synth::parseTopologyText(llvm::StringRef text,
-                                                        llvm::StringRef fileName) {
+llvm::Expected<Topology>
+coll::synth::parseTopologyText(llvm::StringRef text, llvm::StringRef fileName) {
   TextReader reader(fileName);
   return reader.read(text);
 }
@@ -289,8 +318,9 @@ llvm::Expected<Topology> coll::synth::parseTopologyText(llvm::StringRef text,
 llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
-    return llvm::createStringError(buf.getError(), path + ": error: cannot read: " +
-                                                       buf.getError().message());
+    return llvm::createStringError(
+        buf.getError(),
+        path + ": error: cannot read: " + buf.getError().message());
   llvm::StringRef text = (*buf)->getBuffer();
   if (text.ltrim().startswith("<"))
     return parseNcclTopologyXml(text, path);
@@ -305,14 +335,14 @@ coll::synth::restrictTopology(const Topology &topo,
     keep[g] = 0;
   for (int32_t r : ranks) {
     if (r < 0 || r >= topo.numRanks())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "rank " + std::to_string(r) +
-                                         " is not a GPU of topology '" + topo.name +
-                                         "' (it has " +
-                                         std::to_string(topo.numRanks()) + ")");
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "rank " + std::to_string(r) + " is not a GPU of topology '" +
+              topo.name + "' (it has " + std::to_string(topo.numRanks()) + ")");
     if (keep[topo.gpus[r]])
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "rank " + std::to_string(r) + " is listed twice");
+                                     "rank " + std::to_string(r) +
+                                         " is listed twice");
     keep[topo.gpus[r]] = 1;
   }
   Topology out;
@@ -357,11 +387,13 @@ void coll::synth::printTopology(const Topology &topo, llvm::raw_ostream &os) {
     if (n.kind != NodeKind::Gpu)
       os << nodeKindName(n.kind) << " " << n.name << " host=" << n.host << "\n";
   for (int32_t g : topo.gpus)
-    os << "gpu " << topo.nodes[g].name << " host=" << topo.nodes[g].host << "\n";
+    os << "gpu " << topo.nodes[g].name << " host=" << topo.nodes[g].host
+       << "\n";
   for (const Link &l : topo.links) {
     os << "link " << topo.nodes[l.from].name << " " << topo.nodes[l.to].name
        << " bw=" << llvm::format("%g", l.bw / l.count) << " count=" << l.count
-       << " lat=" << llvm::format("%g", l.latUs) << " kind=" << linkKindName(l.kind);
+       << " lat=" << llvm::format("%g", l.latUs)
+       << " kind=" << linkKindName(l.kind);
     if (l.group >= 0)
       os << " group=" << topo.groups[l.group].name; // "G~": G's reverse twin
     os << " oneway\n";

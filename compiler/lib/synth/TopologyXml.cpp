@@ -75,7 +75,8 @@ private:
 
 /// PCIe bandwidth in GB/s as NCCL computes it: lanes x per-lane rate / 80,
 /// the rate in NCCL's units ("8 GT/s" -> 60, gen3 x16 -> 12 GB/s).
-static std::optional<double> pciBandwidth(const char *speed, const char *width) {
+static std::optional<double> pciBandwidth(const char *speed,
+                                          const char *width) {
   if (!speed || !width)
     return std::nullopt;
   static const std::pair<const char *, double> rates[] = {
@@ -86,7 +87,8 @@ static std::optional<double> pciBandwidth(const char *speed, const char *width) 
     if (llvm::StringRef(speed).trim() == name)
       rate = r;
   int64_t lanes = 0;
-  if (rate == 0 || llvm::StringRef(width).trim().getAsInteger(10, lanes) || lanes <= 0)
+  if (rate == 0 || llvm::StringRef(width).trim().getAsInteger(10, lanes) ||
+      lanes <= 0)
     return std::nullopt;
   return lanes * rate / 80.0;
 }
@@ -101,7 +103,8 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
       if (!bus)
         return error(c, "missing attribute 'busid'");
       double bw = parentBw;
-      if (auto b = pciBandwidth(c->Attribute("link_speed"), c->Attribute("link_width")))
+      if (auto b = pciBandwidth(c->Attribute("link_speed"),
+                                c->Attribute("link_width")))
         bw = std::min(*b, parentBw);
       // A <pci> holding a <gpu> or a <nic> is that device; otherwise it is a
       // PCIe switch.
@@ -111,8 +114,10 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
         int32_t node = addNode(NodeKind::Gpu, std::string("gpu@") + bus);
         addDuplex(node, parent, bw, LinkKind::PCI, 1.0);
         int sm = 0;
-        if (gpu->QueryIntAttribute("sm", &sm) != tinyxml2::XML_SUCCESS || sm <= 0)
-          return error(gpu, "missing or bad attribute 'sm' (the compute capability, e.g. 70)");
+        if (gpu->QueryIntAttribute("sm", &sm) != tinyxml2::XML_SUCCESS ||
+            sm <= 0)
+          return error(gpu, "missing or bad attribute 'sm' (the compute "
+                            "capability, e.g. 70)");
         int rank = -1;
         if (gpu->QueryIntAttribute("rank", &rank) != tinyxml2::XML_SUCCESS &&
             gpu->QueryIntAttribute("dev", &rank) != tinyxml2::XML_SUCCESS)
@@ -124,17 +129,19 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
             return error(gpu, "two GPUs have rank " + llvm::Twine(rank));
         gpuRanks.push_back({rank, node});
         gpuByBus[llvm::StringRef(bus).lower()] = node;
-        for (const tinyxml2::XMLElement *nv = gpu->FirstChildElement("nvlink"); nv;
-             nv = nv->NextSiblingElement("nvlink")) {
+        for (const tinyxml2::XMLElement *nv = gpu->FirstChildElement("nvlink");
+             nv; nv = nv->NextSiblingElement("nvlink")) {
           const char *target = nv->Attribute("target");
           int count = 1;
           if (!target)
             return error(nv, "missing attribute 'target'");
-          if (nv->QueryIntAttribute("count", &count) != tinyxml2::XML_SUCCESS || count < 1)
+          if (nv->QueryIntAttribute("count", &count) != tinyxml2::XML_SUCCESS ||
+              count < 1)
             return error(nv, "missing or bad attribute 'count'");
-          llvm::StringRef tclass = nv->Attribute("tclass") ? nv->Attribute("tclass") : "";
-          nvlinks.push_back({nv, node, llvm::StringRef(target).lower(), count, sm,
-                             tclass == "0x068000"});
+          llvm::StringRef tclass =
+              nv->Attribute("tclass") ? nv->Attribute("tclass") : "";
+          nvlinks.push_back({nv, node, llvm::StringRef(target).lower(), count,
+                             sm, tclass == "0x068000"});
         }
       } else if (nic) {
         int32_t node = addNode(NodeKind::Nic, std::string("nic@") + bus);
@@ -150,25 +157,29 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
     } else if (name == "nic") {
       int32_t node = parent;
       if (topo.nodes[parent].kind != NodeKind::Nic) {
-        node = addNode(NodeKind::Nic, "nic" + std::to_string(topo.nodes.size()));
+        node =
+            addNode(NodeKind::Nic, "nic" + std::to_string(topo.nodes.size()));
         addDuplex(node, parent, parentBw, LinkKind::PCI, 1.0);
       }
       if (llvm::Error err = walk(c, node, parentBw))
         return err;
     } else if (name == "net") {
       int speed = 0;
-      if (c->QueryIntAttribute("speed", &speed) != tinyxml2::XML_SUCCESS || speed <= 0)
+      if (c->QueryIntAttribute("speed", &speed) != tinyxml2::XML_SUCCESS ||
+          speed <= 0)
         return error(c, "missing or bad attribute 'speed' (Mb/s)");
       if (netSwitch < 0)
         netSwitch = addNode(NodeKind::Switch, "network");
       int32_t node = parent;
       if (topo.nodes[parent].kind != NodeKind::Nic) {
-        node = addNode(NodeKind::Nic, c->Attribute("name") ? c->Attribute("name") : "net");
+        node = addNode(NodeKind::Nic,
+                       c->Attribute("name") ? c->Attribute("name") : "net");
         addDuplex(node, parent, parentBw, LinkKind::PCI, 1.0);
       }
       addDuplex(node, netSwitch, speed / 8000.0, LinkKind::Net, 5.0);
     } else if (name == "gpu") {
-      return error(c, "a <gpu> must sit inside the <pci> element of its bus id");
+      return error(c,
+                   "a <gpu> must sit inside the <pci> element of its bus id");
     }
     // Other elements (e.g. <nvs>, <c2c>) carry nothing the model uses.
   }
@@ -191,7 +202,8 @@ llvm::Expected<Topology> XmlReader::read(llvm::StringRef text) {
   for (const tinyxml2::XMLElement *cpu = system->FirstChildElement("cpu"); cpu;
        cpu = cpu->NextSiblingElement("cpu")) {
     int32_t node = addNode(NodeKind::Cpu, "cpu" + std::to_string(cpus.size()));
-    llvm::StringRef vendor = cpu->Attribute("vendor") ? cpu->Attribute("vendor") : "";
+    llvm::StringRef vendor =
+        cpu->Attribute("vendor") ? cpu->Attribute("vendor") : "";
     llvm::StringRef arch = cpu->Attribute("arch") ? cpu->Attribute("arch") : "";
     int model = 0;
     cpu->QueryIntAttribute("modelid", &model);
@@ -211,8 +223,8 @@ llvm::Expected<Topology> XmlReader::read(llvm::StringRef text) {
   }
   for (size_t i = 0; i < cpus.size(); ++i)
     for (size_t j = i + 1; j < cpus.size(); ++j)
-      addDuplex(cpus[i].first, cpus[j].first, std::min(cpus[i].second, cpus[j].second),
-                LinkKind::Sys, 1.0);
+      addDuplex(cpus[i].first, cpus[j].first,
+                std::min(cpus[i].second, cpus[j].second), LinkKind::Sys, 1.0);
   int32_t nvswitch = -1;
   for (const PendingNvlink &nv : nvlinks) {
     double bw = nvlinkBandwidth(nv.sm) * nv.count;
@@ -246,28 +258,31 @@ llvm::Expected<Topology> XmlReader::read(llvm::StringRef text) {
   llvm::sort(gpuRanks);
   for (size_t i = 0; i < gpuRanks.size(); ++i) {
     if (gpuRanks[i].first != static_cast<int32_t>(i))
-      return error(system, "GPU ranks must be 0.." + llvm::Twine(gpuRanks.size() - 1) +
-                               "; rank " + llvm::Twine(i) + " is missing");
+      return error(system, "GPU ranks must be 0.." +
+                               llvm::Twine(gpuRanks.size() - 1) + "; rank " +
+                               llvm::Twine(i) + " is missing");
     topo.nodes[gpuRanks[i].second].rank = static_cast<int32_t>(i);
     topo.gpus.push_back(gpuRanks[i].second);
   }
   // NVLinks between GPUs must be declared from both sides.
   for (const Link &l : topo.links)
-    if (l.kind == LinkKind::NVLink && topo.nodes[l.from].kind == NodeKind::Gpu &&
+    if (l.kind == LinkKind::NVLink &&
+        topo.nodes[l.from].kind == NodeKind::Gpu &&
         topo.nodes[l.to].kind == NodeKind::Gpu) {
       bool back = false;
       for (const Link &m : topo.links)
         back |= m.kind == LinkKind::NVLink && m.from == l.to && m.to == l.from;
       if (!back)
-        return error(system, "the NVLink from " + topo.nodes[l.from].name + " to " +
-                                 topo.nodes[l.to].name +
+        return error(system, "the NVLink from " + topo.nodes[l.from].name +
+                                 " to " + topo.nodes[l.to].name +
                                  " is not declared by the other GPU");
     }
   return topo;
 }
 
-llvm::Expected<Topology> coll::synth::parseNcclTopologyXml(llvm::StringRef text,
-                                                           llvm::StringRef fileName) {
+llvm::Expected<Topology>
+coll::synth::parseNcclTopologyXml(llvm::StringRef text,
+                                  llvm::StringRef fileName) {
   XmlReader reader(fileName);
   return reader.read(text);
 }

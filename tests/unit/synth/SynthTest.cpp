@@ -46,8 +46,8 @@ const char *const triangle = "gpu a\ngpu b\ngpu c\n"
 
 TEST(Bounds, TriangleByHand) {
   Topology t = parse(triangle);
-  for (CollKind k : {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather,
-                     CollKind::ReduceScatter}) {
+  for (CollKind k :
+       {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather, CollKind::ReduceScatter}) {
     Result r = boundAndPacking(t, k);
     EXPECT_DOUBLE_EQ(r.bound, 20.0) << collKindName(k).str();
     EXPECT_NEAR(r.packed, r.bound, 1e-9) << collKindName(k).str();
@@ -84,8 +84,8 @@ TEST(Bounds, SquareByHand) {
 
 TEST(Packing, Dgx1ReachesTheBound) {
   Topology t = dgx1();
-  for (CollKind k : {CollKind::Broadcast, CollKind::AllGather, CollKind::Reduce,
-                     CollKind::ReduceScatter}) {
+  for (CollKind k :
+       {CollKind::Broadcast, CollKind::AllGather, CollKind::Reduce, CollKind::ReduceScatter}) {
     Result r = boundAndPacking(t, k);
     // Six NVLinks of 20 GB/s into every GPU.
     EXPECT_DOUBLE_EQ(r.bound, 120.0) << collKindName(k).str();
@@ -198,8 +198,7 @@ TEST(Emit, ProgramsAreDeterministicAndSayWhatTheyAre) {
   EXPECT_NE(pa.find("// Predicted bus bandwidth (link-load model): 120.00 GB/s"),
             std::string::npos);
   EXPECT_NE(pa.find("// Lower bound on this topology: 120.00 GB/s"), std::string::npos);
-  EXPECT_NE(pa.find("collective allgather(ranks = 8, chunks = 6)"),
-            std::string::npos);
+  EXPECT_NE(pa.find("collective allgather(ranks = 8, chunks = 6)"), std::string::npos);
 }
 
 TEST(Chain, ChunkCountMinimisesTheModel) {

@@ -152,7 +152,7 @@ TEST(TopologyRestrict, KeepsTheGivenGpus) {
   ASSERT_TRUE(!!part) << llvm::toString(part.takeError());
   EXPECT_EQ(part->numRanks(), 3);
   EXPECT_EQ(part->nodes[part->gpus[0]].name, "gpu4");
-  EXPECT_GE(part->directLink(0, 1), 0); // gpu4-gpu0
+  EXPECT_GE(part->directLink(0, 1), 0);  // gpu4-gpu0
   EXPECT_EQ(part->directLink(1, 2), -1); // gpu0-gpu5
   auto bad = restrictTopology(*t, {0, 9});
   ASSERT_FALSE(!!bad);

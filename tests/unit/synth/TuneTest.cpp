@@ -28,9 +28,10 @@ TuneRun colltune(const std::vector<std::string> &extra, const std::string &outDi
   llvm::SmallString<128> out;
   llvm::sys::fs::createTemporaryFile("tune", "txt", out);
   std::string tool = std::string(COLL_BIN_DIR) + "/colltune";
-  std::vector<std::string> argv{tool, "--topology",
-                                std::string(COLL_TOPOLOGY_DIR) + "/dgx1-v100.topo", "-o",
-                                std::string(out), "--out-dir", outDir};
+  std::vector<std::string> argv{
+      tool,  "--topology",     std::string(COLL_TOPOLOGY_DIR) + "/dgx1-v100.topo",
+      "-o",  std::string(out), "--out-dir",
+      outDir};
   argv.insert(argv.end(), extra.begin(), extra.end());
   std::vector<llvm::StringRef> args(argv.begin(), argv.end());
   TuneRun r;
@@ -63,8 +64,8 @@ void checkTable(const std::string &table, int nranks, const std::string &dir) {
     EXPECT_TRUE(llvm::sys::fs::exists(dir + "/" + rule.target + ".coll")) << rule.target;
   }
   EXPECT_EQ(expectFrom, UINT64_MAX);
-  EXPECT_EQ(colls, (std::set<std::string>{"allreduce", "allgather", "reducescatter",
-                                          "broadcast", "reduce"}));
+  EXPECT_EQ(colls, (std::set<std::string>{"allreduce", "allgather", "reducescatter", "broadcast",
+                                          "reduce"}));
 }
 
 TEST(Colltune, TablesParseAndAreDeterministic) {
@@ -96,10 +97,10 @@ TEST(Colltune, MeasuresOnTheHostAndComparesWithTheModel) {
   llvm::sys::fs::createTemporaryFile("err", "txt", err);
   llvm::sys::fs::createTemporaryFile("out", "txt", out);
   std::string topo = std::string(COLL_TOPOLOGY_DIR) + "/dgx1-v100.topo";
-  std::vector<llvm::StringRef> args{tool,          "--topology",        topo,
-                                    "--ranks",     "0,4,5",             "--coll",
-                                    "allgather",   "--measure",         "--measure-sizes",
-                                    "4K,64K",      "--collrun",         COLL_BIN_DIR "/collrun"};
+  std::vector<llvm::StringRef> args{tool,        "--topology", topo,
+                                    "--ranks",   "0,4,5",      "--coll",
+                                    "allgather", "--measure",  "--measure-sizes",
+                                    "4K,64K",    "--collrun",  COLL_BIN_DIR "/collrun"};
   llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out),
                                                  llvm::StringRef(err)};
   EXPECT_EQ(llvm::sys::ExecuteAndWait(tool, args, llvm::None, redirects), 0);

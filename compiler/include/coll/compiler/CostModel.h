@@ -41,7 +41,8 @@ struct CostResult {
 
 /// Simulates `alg` (rank i on the topology's rank i) for a call of `bytes`
 /// bytes, the larger all-ranks side as nccl-tests counts it.
-llvm::Expected<CostResult> simulateCost(const ir::Algorithm &alg, const Topology &topo,
+llvm::Expected<CostResult> simulateCost(const ir::Algorithm &alg,
+                                        const Topology &topo,
                                         const Fabric &fabric, uint64_t bytes);
 
 /// The synthesis collective an IR collective is, if any.

@@ -1,4 +1,5 @@
-//===- Synthesis.h - Lower bounds, tree packing, rings, .coll text -*- C++ -*-===//
+//===- Synthesis.h - Lower bounds, tree packing, rings, .coll text -*- C++
+//-*-===//
 //
 // Topology-aware synthesis (docs/SYNTHESIS.md):
 //
@@ -33,7 +34,13 @@
 
 namespace coll::synth {
 
-enum class CollKind : uint8_t { Broadcast, Reduce, AllGather, ReduceScatter, AllReduce };
+enum class CollKind : uint8_t {
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllReduce
+};
 llvm::StringRef collKindName(CollKind kind);
 std::optional<CollKind> parseCollKind(llvm::StringRef name);
 
@@ -43,9 +50,9 @@ double busFactor(CollKind kind, int32_t nranks);
 
 /// The links synthesis works on, and how ranks reach each other over them.
 struct Fabric {
-  std::vector<int32_t> links;    ///< topology link ids in the fabric
-  bool gpuOnly = false;          ///< every fabric link joins two GPUs
-  std::string description;      ///< "NVLink", "NVLink+network", "all links"
+  std::vector<int32_t> links; ///< topology link ids in the fabric
+  bool gpuOnly = false;       ///< every fabric link joins two GPUs
+  std::string description;    ///< "NVLink", "NVLink+network", "all links"
   /// route[a][b]: topology link ids from rank a to rank b (empty: a == b).
   std::vector<std::vector<std::vector<int32_t>>> route;
   /// Units of the GPU-to-GPU multigraph the packer uses: unitBw GB/s each.
@@ -81,15 +88,16 @@ struct Plan {
   /// `trees`: (child, parent) edges, children before their parents. Empty:
   /// the reversed out-tree.
   std::vector<std::vector<std::pair<int32_t, int32_t>>> reduceEdges;
-  int32_t chunks = 1;       ///< chunks per block (the .coll `chunks`)
-  int32_t pipeline = 1;     ///< chain: chunks streamed one after another
+  int32_t chunks = 1;   ///< chunks per block (the .coll `chunks`)
+  int32_t pipeline = 1; ///< chain: chunks streamed one after another
   double predictedBusBw = 0;
   std::string note;
 };
 
 /// The link-load model: data moved over every link (and capacity group) by
 /// the plan, for one byte of message; returns the predicted bus bandwidth.
-double predictBusBw(const Topology &topo, const Fabric &fabric, const Plan &plan);
+double predictBusBw(const Topology &topo, const Fabric &fabric,
+                    const Plan &plan);
 
 /// Spanning-tree packing. Broadcast and reduce: as many edge-disjoint
 /// arborescences as the min-cut allows (Edmonds), grown edge by edge while a
@@ -103,9 +111,8 @@ llvm::Expected<Plan> packTrees(const Topology &topo, const Fabric &fabric,
 /// fabric's unit multigraph where it has direct GPU links; otherwise (or
 /// when no Hamiltonian cycle exists there) the single ring whose slowest hop
 /// is fastest over every path. Never empty for two or more ranks.
-std::vector<std::vector<int32_t>> findRings(const Topology &topo,
-                                            const Fabric &fabric,
-                                            int32_t maxRings);
+std::vector<std::vector<int32_t>>
+findRings(const Topology &topo, const Fabric &fabric, int32_t maxRings);
 
 /// A plan from rings: allgather/reduce-scatter/allreduce as on a ring,
 /// broadcast/reduce as chains along each ring.
