@@ -4,10 +4,11 @@
 //            [--out-dir DIR] [--measure] [--collrun PATH]
 //
 // For every collective, synthesizes the candidates collsynth makes for the
-// topology (trees, rings, double binary trees, the chain), compiles each
-// with the .coll compiler, predicts its time with the cost model at sizes
-// 1K, 4K, ..., 1G, and writes the runtime's tuning table (docs/RUNTIME.md,
-// "Tuning tables"): one rule per size range, naming the fastest candidate.
+// topology (trees, rings, double binary trees, chains of 1, 4, 16 and 64
+// chunks), compiles each with the .coll compiler, predicts its time with
+// the cost model at sizes 1K, 4K, ..., 1G, and writes the runtime's tuning
+// table (docs/RUNTIME.md, "Tuning tables"): one rule per size range, naming
+// the fastest candidate.
 // --out-dir writes the candidates' .coll files, which COLL_ALGO_DIR loads.
 // --measure also runs every candidate on the host backend (collrun) at the
 // same sizes (rounded down to whole fp32 elements per rank) and reports, per
@@ -237,10 +238,9 @@ int main(int argc, char **argv) {
     if (n >= 3 && kind != CollKind::AllGather && kind != CollKind::ReduceScatter)
       plans.push_back(doubleBinaryTreePlan(*topo, *fabric, kind, 0));
     if (kind == CollKind::Broadcast) {
-      plans.push_back(chainPlan(*topo, *fabric, 0, 64ull << 20));
-      Plan small = chainPlan(*topo, *fabric, 0, 64ull << 10);
-      if (small.pipeline != plans.back().pipeline)
-        plans.push_back(small);
+      // Chains of several chunk counts: the simulation picks per size.
+      for (int32_t k : {1, 4, 16, 64})
+        plans.push_back(chainPlan(*topo, *fabric, 0, 64ull << 20, k));
     }
     std::vector<Candidate> cands;
     for (const Plan &p : plans) {

@@ -564,7 +564,7 @@ Plan coll::synth::doubleBinaryTreePlan(const Topology &topo,
 }
 
 Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric,
-                            int32_t root, uint64_t bytes) {
+                            int32_t root, uint64_t bytes, int32_t chunks) {
   const int32_t n = topo.numRanks();
   // A chain needs no closing hop: the Hamiltonian path from the root whose
   // slowest hop is fastest (every order when n <= 9), else the best ring's.
@@ -620,6 +620,8 @@ Plan coll::synth::chainPlan(const Topology &topo, const Fabric &fabric,
   for (int32_t k = 1; k <= 64; ++k) {
     double t =
         (n - 1 + k - 1) * (alphaUs * 1e-6 + double(bytes) / k / (bw * 1e9));
+    if (chunks > 0 && k != chunks)
+      continue;
     if (t < bestTime - 1e-15) {
       bestTime = t;
       bestK = k;

@@ -128,11 +128,12 @@ Plan doubleBinaryTreePlan(const Topology &topo, const Fabric &fabric,
 
 /// Pipelined chain broadcast along the Hamiltonian path from the root whose
 /// slowest hop is fastest (searched over every order up to 9 ranks, else
-/// the best ring's order), with the chunk
-/// count in 1..64 that minimises the α-β time of `bytes` (α: the chain's
-/// slowest hop latency plus the protocol's base latency).
+/// the best ring's order), with the chunk count in 1..64 that minimises the
+/// α-β time of `bytes` (α: the slowest hop's latency plus 1 µs of per-step
+/// overhead; β: the path's narrowest link), or with `chunks` chunks when
+/// that is given (1..64).
 Plan chainPlan(const Topology &topo, const Fabric &fabric, int32_t root,
-               uint64_t bytes);
+               uint64_t bytes, int32_t chunks = 0);
 
 /// The .coll program for a plan, opening with a comment that names the
 /// topology, the predicted bandwidth and the bound.
