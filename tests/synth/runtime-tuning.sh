@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+#===- tests/synth/runtime-tuning.sh - colltune's output in a real job -----===#
+#
+# runtime-tuning.sh BIN_DIR TOPOLOGY_DIR WORK_DIR
+#
+# Writes colltune's table and programs for the DGX-1 and for GPUs 0,1,2,4 of
+# it, then runs the runtime's `collectives` scenario (coll-rank-check: every
+# collective, several sizes, types and roots, both modes, each result
+# checked) on as many processes as the topology has GPUs, with
+# COLL_TUNING_FILE and COLL_ALGO_DIR pointing at them. Passes when every
+# rank's checks pass and rank 0's selection report (COLL_DEBUG=INFO) shows
+# every tuned collective served by a synthesized program through a rule of
+# the table.
+#
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+bin=$1 topo=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+
+run_job() { # name nranks [ranks]
+  local name=$1 n=$2 ranks=${3:-}
+  local dir="$work/$name"
+  local args=(--topology "$topo/dgx1-v100.topo" -o "$dir/table" --out-dir "$dir/algos")
+  [[ -n $ranks ]] && args+=(--ranks "$ranks")
+  mkdir -p "$dir"
+  "$bin/colltune" "${args[@]}"
+  local port=$((20000 + ($$ * 7 + n) % 30000))
+  local pids=()
+  for ((r = 0; r < n; r++)); do
+    RANK=$r WORLD_SIZE=$n COLL_COMM_ID=127.0.0.1:$port COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,TUNING \
+      COLL_TUNING_FILE="$dir/table" COLL_ALGO_DIR="$dir/algos" COLL_TEST_SMALL=1 \
+      COLL_WATCHDOG_MS=60000 \
+      timeout 300 "$bin/coll-rank-check" collectives --env >"$dir/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0
+  for ((r = 0; r < n; r++)); do
+    wait "${pids[$r]}" || failed=1
+    if ! grep -q "^rank $r: ok [0-9]* checks" "$dir/rank$r.log"; then
+      echo "FAIL: $name rank $r"; tail -n 20 "$dir/rank$r.log"; failed=1
+    fi
+  done
+  ((failed == 0)) || exit 1
+  for coll in allreduce allgather reducescatter broadcast reduce; do
+    if ! grep -Eq "^  $coll +\[[^)]*\)  ${coll}_[a-z0-9]+ \(Simple, $dir/algos/${coll}_[a-z0-9]+\.coll\): tuning rule $dir/table:" \
+        "$dir/rank0.log"; then
+      echo "FAIL: $name: $coll is not served by a synthesized program through the table"
+      grep -n "$coll" "$dir/rank0.log" | head; exit 1
+    fi
+  done
+  echo "ok: $name ($n ranks)"
+}
+
+run_job dgx1 8
+run_job dgx1-0-1-2-4 4 0,1,2,4

@@ -1,0 +1,118 @@
+//===- collcost.cpp - Predict an algorithm's time on a topology -----------===//
+//
+//   collcost ALG.xml --topology T [--ranks a,b,...] [--size 1K,1M,...]
+//
+// Simulates a compiled algorithm (MSCCL XML) on a topology with the cost
+// model (coll/compiler/CostModel.h) and prints, per message size, the
+// predicted time, algorithm and bus bandwidth, and the lower bound of that
+// collective on that topology. Exit status: 0 done, 1 bad input, 2 usage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/compiler/CostModel.h"
+#include "coll/ir/XML.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace coll::synth;
+namespace cl = llvm::cl;
+
+namespace {
+cl::OptionCategory category("collcost options");
+cl::opt<std::string> inputPath(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
+                               cl::cat(category));
+cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
+                                  cl::desc("NCCL topology XML or Coll topology text"),
+                                  cl::cat(category));
+cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
+                           cl::desc("Use only these GPUs, as ranks 0..n-1 in this order"),
+                           cl::cat(category));
+cl::list<std::string> sizesOpt("size", cl::CommaSeparated,
+                               cl::desc("Message sizes in bytes (K, M, G: powers of 1024); "
+                                        "default 1K,64K,1M,16M,256M,1G"),
+                               cl::cat(category));
+
+int fail(int code, const llvm::Twine &msg) {
+  llvm::errs() << "collcost: error: " << msg << "\n";
+  return code;
+}
+
+std::optional<uint64_t> parseSize(llvm::StringRef s) {
+  uint64_t mult = 1;
+  if (s.endswith_insensitive("k"))
+    mult = 1ull << 10;
+  else if (s.endswith_insensitive("m"))
+    mult = 1ull << 20;
+  else if (s.endswith_insensitive("g"))
+    mult = 1ull << 30;
+  if (mult != 1)
+    s = s.drop_back();
+  uint64_t v = 0;
+  if (s.getAsInteger(10, v) || v == 0)
+    return std::nullopt;
+  return v * mult;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, "Coll cost model\n");
+  std::vector<uint64_t> sizes;
+  for (const std::string &s : sizesOpt) {
+    auto v = parseSize(s);
+    if (!v)
+      return fail(2, "bad size '" + s + "'");
+    sizes.push_back(*v);
+  }
+  if (sizes.empty())
+    sizes = {1ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 256ull << 20, 1ull << 30};
+  auto topo = readTopologyFile(topologyPath);
+  if (!topo)
+    return fail(1, llvm::toString(topo.takeError()));
+  if (!ranksOpt.empty()) {
+    auto part = restrictTopology(*topo, std::vector<int32_t>(ranksOpt.begin(), ranksOpt.end()));
+    if (!part)
+      return fail(1, llvm::toString(part.takeError()));
+    *topo = std::move(*part);
+  }
+  coll::ir::DiagnosticList diags(inputPath);
+  auto alg = coll::ir::readAlgorithmFile(inputPath, diags);
+  for (const auto &d : diags.all())
+    llvm::errs() << diags.format(d) << "\n";
+  if (!alg)
+    return fail(1, llvm::toString(alg.takeError()));
+  if (diags.hasErrors())
+    return 1;
+  auto fabric = buildFabric(*topo);
+  if (!fabric)
+    return fail(1, llvm::toString(fabric.takeError()));
+  llvm::outs() << "# " << alg->name << " (" << coll::ir::collectiveAttribute(*alg) << ", "
+               << coll::ir::protocolName(alg->protocol) << ", " << alg->ngpus() << " ranks) on "
+               << topo->name << ", fabric " << fabric->description << "\n";
+  std::optional<Bound> bound;
+  if (auto kind = synthKind(alg->collective)) {
+    auto b = lowerBound(*topo, *fabric, *kind, std::max(0, alg->root));
+    if (!b)
+      return fail(1, llvm::toString(b.takeError()));
+    bound = *b;
+    llvm::outs() << llvm::formatv("# lower bound: {0:f2} GB/s bus bandwidth ({1})\n", b->busBw,
+                                  b->how);
+  } else {
+    llvm::outs() << "# no lower bound for this collective\n";
+  }
+  llvm::outs() << llvm::formatv("# {0,12} {1,12} {2,10} {3,10} {4,8}\n", "bytes", "time(us)",
+                                "algbw", "busbw", "%bound");
+  for (uint64_t size : sizes) {
+    auto r = simulateCost(*alg, *topo, *fabric, size);
+    if (!r)
+      return fail(1, llvm::toString(r.takeError()));
+    llvm::outs() << llvm::formatv("  {0,12} {1,12:f2} {2,10:f2} {3,10:f2} {4,8:f1}\n", size,
+                                  r->timeUs, r->algBw, r->busBw,
+                                  bound ? 100 * r->busBw / bound->busBw : 0.0);
+  }
+  return 0;
+}

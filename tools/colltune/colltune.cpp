@@ -1,0 +1,352 @@
+//===- colltune.cpp - Tuning tables from the cost model -------------------===//
+//
+//   colltune --topology T [--ranks a,b,...] [--coll c,...] [-o TABLE]
+//            [--out-dir DIR] [--measure] [--collrun PATH]
+//
+// For every collective, synthesizes the candidates collsynth makes for the
+// topology (trees, rings, double binary trees, chains of 1, 4, 16 and 64
+// chunks), compiles each with the .coll compiler, predicts its time with
+// the cost model at sizes 1K, 4K, ..., 1G, and writes the runtime's tuning
+// table (docs/RUNTIME.md, "Tuning tables"): one rule per size range, naming
+// the fastest candidate.
+// --out-dir writes the candidates' .coll files, which COLL_ALGO_DIR loads.
+// --measure also runs every candidate on the host backend (collrun) at the
+// same sizes (rounded down to whole fp32 elements per rank) and reports, per
+// size, where the measured winner differs from the model's. Output is
+// deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/compiler/Compiler.h"
+#include "coll/compiler/CostModel.h"
+#include "coll/ir/XML.h"
+#include "coll/lang/Frontend.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace coll;
+using namespace coll::synth;
+namespace cl = llvm::cl;
+
+namespace {
+cl::OptionCategory category("colltune options");
+cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
+                                  cl::desc("NCCL topology XML or Coll topology text"),
+                                  cl::cat(category));
+cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
+                           cl::desc("Use only these GPUs, as ranks 0..n-1 in this order"),
+                           cl::cat(category));
+cl::list<std::string> collsOpt("coll", cl::CommaSeparated, cl::value_desc("c,..."),
+                               cl::desc("allreduce, allgather, reducescatter, broadcast, "
+                                        "reduce (default: all)"),
+                               cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::init("-"), cl::value_desc("file"),
+                                cl::desc("The tuning table ('-': stdout)"), cl::cat(category));
+cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
+                            cl::desc("Write the candidates' .coll files here"), cl::cat(category));
+cl::opt<bool> measure("measure", cl::init(false),
+                      cl::desc("Also time every candidate on the host backend (collrun) "
+                               "and report where model and measurement disagree"),
+                      cl::cat(category));
+cl::opt<std::string> collrunPath("collrun", cl::init(""), cl::value_desc("path"),
+                                 cl::desc("collrun to measure with (default: beside colltune)"),
+                                 cl::cat(category));
+cl::opt<std::string> measureSizes("measure-sizes", cl::init("4K,64K,1M"),
+                                  cl::desc("Sizes --measure runs (the host backend is slow)"),
+                                  cl::cat(category));
+
+int fail(int code, const llvm::Twine &msg) {
+  llvm::errs() << "colltune: error: " << msg << "\n";
+  return code;
+}
+
+std::string sizeText(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+    return std::to_string(b >> 30) + "G";
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+    return std::to_string(b >> 20) + "M";
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0)
+    return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+struct Candidate {
+  std::string name, source;
+  ir::Algorithm alg;
+  std::string xmlPath; ///< for --measure
+};
+
+/// Compiles a synthesized program in process.
+std::optional<ir::Algorithm> compileText(const std::string &text, const std::string &name) {
+  llvm::SourceMgr srcMgr;
+  std::string diagText;
+  llvm::raw_string_ostream os(diagText);
+  lang::DiagnosticEngine diags(srcMgr, os, "colltune");
+  unsigned id = srcMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, name + ".coll"), llvm::SMLoc());
+  auto dag = lang::compileToDag(id, lang::Overrides(), diags);
+  std::optional<ir::Algorithm> alg;
+  if (dag)
+    alg = compiler::compile(*dag, compiler::CompileOptions(), diags);
+  if (!alg)
+    llvm::errs() << "colltune: error: the synthesized " << name << " does not compile:\n"
+                 << os.str();
+  return alg;
+}
+
+/// A size collrun accepts for n ranks of fp32: a multiple of 4n bytes (the
+/// nearest one below, at least 4n).
+uint64_t measurable(uint64_t size, int32_t n) {
+  uint64_t unit = 4ull * n;
+  return std::max(unit, size / unit * unit);
+}
+
+/// Runs collrun on a candidate and returns busbw per requested size
+/// (in-place rows); says why when collrun fails.
+std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidate &c,
+                                      const std::vector<uint64_t> &sizes) {
+  std::map<uint64_t, double> out;
+  std::map<uint64_t, uint64_t> asked; // measured size -> requested size
+  llvm::SmallString<128> log;
+  llvm::sys::fs::createTemporaryFile("colltune", "txt", log);
+  std::string sizeArg = "--size=";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    uint64_t m = measurable(sizes[i], c.alg.ngpus());
+    asked[m] = sizes[i];
+    sizeArg += (i ? "," : "") + std::to_string(m);
+  }
+  llvm::SmallVector<llvm::StringRef, 8> args{collrun, c.xmlPath, sizeArg, "--iters=3",
+                                             "--mode=inplace"};
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(log),
+                                                 llvm::StringRef(log)};
+  int rc = llvm::sys::ExecuteAndWait(collrun, args, llvm::None, redirects);
+  auto buf = llvm::MemoryBuffer::getFile(log);
+  llvm::sys::fs::remove(log);
+  if (rc != 0 || !buf) {
+    llvm::StringRef text = buf ? (*buf)->getBuffer().trim() : "";
+    llvm::errs() << "colltune: collrun failed on " << c.name << " (exit status " << rc
+                 << "): " << text.rsplit('\n').second.trim() << "\n";
+    return out;
+  }
+  llvm::SmallVector<llvm::StringRef, 32> lines;
+  (*buf)->getBuffer().split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    llvm::SmallVector<llvm::StringRef, 12> f;
+    line.split(f, ' ', -1, false);
+    // place size count type redop time algbw busbw #wrong
+    if (f.size() >= 9 && f[0] == "in-place") {
+      uint64_t size = 0;
+      double bus = 0;
+      if (!f[1].getAsInteger(10, size) && !f[7].getAsDouble(bus) && asked.count(size))
+        out[asked[size]] = bus;
+    }
+  }
+  return out;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, "Coll tuning tables from the cost model\n");
+  auto topo = readTopologyFile(topologyPath);
+  if (!topo)
+    return fail(1, llvm::toString(topo.takeError()));
+  if (!ranksOpt.empty()) {
+    auto part = restrictTopology(*topo, std::vector<int32_t>(ranksOpt.begin(), ranksOpt.end()));
+    if (!part)
+      return fail(1, llvm::toString(part.takeError()));
+    *topo = std::move(*part);
+  }
+  if (topo->numRanks() < 2)
+    return fail(1, "tuning needs at least 2 GPUs");
+  auto fabric = buildFabric(*topo);
+  if (!fabric)
+    return fail(1, llvm::toString(fabric.takeError()));
+  std::vector<CollKind> kinds;
+  for (const std::string &c : collsOpt) {
+    auto k = parseCollKind(c);
+    if (!k)
+      return fail(2, "unknown collective '" + c + "'");
+    kinds.push_back(*k);
+  }
+  if (kinds.empty())
+    kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast,
+             CollKind::Reduce};
+  std::string collrun = collrunPath;
+  if (measure && collrun.empty()) {
+    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+    llvm::SmallString<256> p(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(p, "collrun");
+    collrun = std::string(p);
+  }
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = 1ull << 10; s <= (1ull << 30); s *= 4)
+    sizes.push_back(s);
+  std::vector<uint64_t> mSizes;
+  if (measure) {
+    llvm::SmallVector<llvm::StringRef, 8> parts;
+    llvm::StringRef(measureSizes).split(parts, ',', -1, false);
+    for (llvm::StringRef p : parts) {
+      uint64_t mult = 1;
+      if (p.endswith("K"))
+        mult = 1ull << 10;
+      else if (p.endswith("M"))
+        mult = 1ull << 20;
+      else if (p.endswith("G"))
+        mult = 1ull << 30;
+      uint64_t v = 0;
+      if ((mult != 1 ? p.drop_back() : p).getAsInteger(10, v) || v == 0)
+        return fail(2, "bad size '" + p + "' in --measure-sizes");
+      mSizes.push_back(v * mult);
+    }
+  }
+  llvm::SmallString<256> tmpDir;
+  if (measure && llvm::sys::fs::createUniqueDirectory("colltune", tmpDir))
+    return fail(2, "cannot create a temporary directory");
+
+  std::string table;
+  llvm::raw_string_ostream os(table);
+  const int32_t n = topo->numRanks();
+  os << "# Tuning table for " << topo->name << ", " << n
+     << " ranks, from Coll's cost model (colltune).\n"
+     << "# Targets are algorithms colltune --out-dir writes (load them with COLL_ALGO_DIR).\n"
+     << "# collective   ranks   bytes   target   # predicted bus bandwidth at the range's largest "
+        "size "
+        "evaluated\n";
+  int disagreements = 0;
+  for (CollKind kind : kinds) {
+    auto bound = lowerBound(*topo, *fabric, kind, 0);
+    if (!bound)
+      return fail(1, llvm::toString(bound.takeError()));
+    std::vector<Plan> plans;
+    if (auto p = packTrees(*topo, *fabric, kind, 0))
+      plans.push_back(std::move(*p));
+    else
+      llvm::consumeError(p.takeError());
+    plans.push_back(ringPlan(*topo, *fabric, kind, findRings(*topo, *fabric, 8), 0));
+    if (n >= 3 && kind != CollKind::AllGather && kind != CollKind::ReduceScatter)
+      plans.push_back(doubleBinaryTreePlan(*topo, *fabric, kind, 0));
+    if (kind == CollKind::Broadcast) {
+      // Chains of several chunk counts: the simulation picks per size.
+      for (int32_t k : {1, 4, 16, 64})
+        plans.push_back(chainPlan(*topo, *fabric, 0, 64ull << 20, k));
+    }
+    std::vector<Candidate> cands;
+    for (const Plan &p : plans) {
+      std::string gen = p.generator == "double-binary-tree" ? "dbtree" : p.generator;
+      std::string name = collKindName(kind).str() + "_" + gen;
+      if (p.generator == "chain")
+        name += std::to_string(p.pipeline);
+      std::string text = emitProgram(*topo, p, *bound, name);
+      auto alg = compileText(text, name);
+      if (!alg)
+        return 1;
+      Candidate c{name, text, std::move(*alg), ""};
+      if (!outDir.empty()) {
+        llvm::sys::fs::create_directories(outDir);
+        llvm::SmallString<256> path(outDir);
+        llvm::sys::path::append(path, name + ".coll");
+        std::error_code ec;
+        llvm::raw_fd_ostream f(path, ec);
+        if (ec)
+          return fail(2, "cannot write '" + path + "': " + ec.message());
+        f << text;
+      }
+      if (measure) {
+        llvm::SmallString<256> path(tmpDir);
+        llvm::sys::path::append(path, name + ".xml");
+        c.xmlPath = std::string(path);
+        if (llvm::Error e = ir::writeAlgorithmFile(c.alg, c.xmlPath))
+          return fail(2, llvm::toString(std::move(e)));
+      }
+      cands.push_back(std::move(c));
+    }
+    // Model: the fastest candidate per size; ties go to the earlier one.
+    std::vector<size_t> winner;
+    std::vector<double> winnerBw;
+    for (uint64_t size : sizes) {
+      size_t best = 0;
+      double bestT = 1e300, bestBw = 0;
+      for (size_t i = 0; i < cands.size(); ++i) {
+        auto r = simulateCost(cands[i].alg, *topo, *fabric, size);
+        if (!r)
+          return fail(1, cands[i].name + ": " + llvm::toString(r.takeError()));
+        if (r->timeUs < bestT * (1 - 1e-9)) {
+          bestT = r->timeUs;
+          best = i;
+          bestBw = r->busBw;
+        }
+      }
+      winner.push_back(best);
+      winnerBw.push_back(bestBw);
+    }
+    for (size_t i = 0; i < sizes.size();) {
+      size_t j = i;
+      while (j + 1 < sizes.size() && winner[j + 1] == winner[i])
+        ++j;
+      std::string lo = i == 0 ? "0" : sizeText(sizes[i]);
+      std::string hi = j + 1 == sizes.size() ? "*" : sizeText(sizes[j + 1]);
+      os << llvm::formatv("{0,-14} {1,-7} {2,-11} {3,-24} # {4:f2} GB/s at {5} (bound {6:f2})\n",
+                          collKindName(kind), n, lo + "-" + hi, cands[winner[i]].name, winnerBw[j],
+                          sizeText(sizes[j]), bound->busBw);
+      i = j + 1;
+    }
+    if (measure) {
+      std::vector<std::map<uint64_t, double>> got;
+      for (const Candidate &c : cands)
+        got.push_back(measureOne(collrun, c, mSizes));
+      for (uint64_t size : mSizes) {
+        size_t model = 0, meas = 0;
+        double bestT = 1e300, bestM = -1;
+        for (size_t i = 0; i < cands.size(); ++i) {
+          auto r = simulateCost(cands[i].alg, *topo, *fabric, size);
+          if (r && r->timeUs < bestT * (1 - 1e-9)) {
+            bestT = r->timeUs;
+            model = i;
+          }
+          auto it = got[i].find(size);
+          if (it != got[i].end() && it->second > bestM) {
+            bestM = it->second;
+            meas = i;
+          }
+        }
+        if (bestM < 0) {
+          llvm::errs() << "colltune: " << collKindName(kind) << " " << sizeText(size)
+                       << ": no measurement (did collrun run?)\n";
+          ++disagreements;
+          continue;
+        }
+        bool agree = model == meas;
+        disagreements += !agree;
+        llvm::errs() << llvm::formatv("colltune: {0} {1}: model picks {2}, host measurement "
+                                      "picks {3} ({4:f3} GB/s){5}\n",
+                                      collKindName(kind), sizeText(size), cands[model].name,
+                                      cands[meas].name, bestM, agree ? "" : "  <- disagree");
+      }
+    }
+  }
+  if (measure) {
+    llvm::errs() << "colltune: model and host measurement disagree at " << disagreements
+                 << " point(s); the host backend runs ranks as CPU threads, so its "
+                    "ranking reflects memory copies, not the topology's links\n";
+    llvm::sys::fs::remove_directories(tmpDir);
+  }
+  os.flush();
+  std::error_code ec;
+  llvm::raw_fd_ostream out(outputPath, ec);
+  if (ec)
+    return fail(2, "cannot write '" + outputPath + "': " + ec.message());
+  out << table;
+  return 0;
+}
