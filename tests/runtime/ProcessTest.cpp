@@ -388,6 +388,47 @@ TEST(Runtime, EveryCollectiveOnTheEmulatedDeviceMatchesTheHost) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
+// collCommInitAll: one process holds every rank, and one thread drives them
+// through a group. On the emulated device the first call of a plan makes the
+// executors collectively, so the ranks of the group prepare side by side.
+TEST(Runtime, OneThreadDrivesEveryRankOnTheEmulatedDevice) {
+  if (!COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
+  const int n = 3;
+  const size_t count = 10000;
+  AlgoDir dir(n);
+  for (bool device : {false, true}) {
+    setenv("COLL_ALGO_DIR", dir.path.c_str(), 1);
+    setenv("COLL_EMULATED_DEVICE", device ? "1" : "0", 1);
+    std::vector<collComm_t> comms(n, nullptr);
+    collResult_t init = collCommInitAll(comms.data(), n, nullptr);
+    unsetenv("COLL_ALGO_DIR");
+    unsetenv("COLL_EMULATED_DEVICE");
+    ASSERT_EQ(init, collSuccess) << collGetLastError(nullptr);
+    std::vector<std::vector<float>> data(n, std::vector<float>(count));
+    for (int call = 0; call < 2; ++call) {
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i)
+          data[r][i] = float(r + int(i % 7) + call);
+      ASSERT_EQ(collGroupStart(), collSuccess);
+      for (int r = 0; r < n; ++r)
+        ASSERT_EQ(collAllReduce(data[r].data(), data[r].data(), count, collFloat32, collSum,
+                                comms[r], nullptr),
+                  collSuccess)
+            << collGetLastError(comms[r]);
+      ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(comms[0]);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; i += 997)
+          ASSERT_EQ(data[r][i], float(3 * int(i % 7) + 3 + 3 * call))
+              << (device ? "emulated device" : "host") << " call " << call << " rank " << r
+              << " element " << i;
+    }
+    for (collComm_t c : comms)
+      EXPECT_EQ(collCommDestroy(c), collSuccess);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
 // A rank killed while the others' kernels wait for it: their watchdog ends
 // the call, with the kernel's report and the cause (the peer exited), the
 // communicator stays broken, and nothing is left in /dev/shm.

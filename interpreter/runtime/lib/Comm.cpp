@@ -1508,7 +1508,6 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   std::vector<Task> tasks;
   std::vector<PreparedCollective> prepared(units.size());
   std::vector<std::unique_ptr<P2PTask>> p2p;
-  std::vector<llvm::Error> errors;
   std::vector<Impl *> comms;
   llvm::Error first = llvm::Error::success();
   auto record = [&](Impl &c, llvm::Error err) {
@@ -1526,6 +1525,8 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     return result;
   };
 
+  std::vector<bool> runs(units.size(), false);
+  bool onDevice = false;
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
     c.inCall.fetch_add(1, std::memory_order_acq_rel);
@@ -1537,11 +1538,43 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
                                         collGetErrorString(static_cast<collResult_t>(broken)))));
       continue;
     }
-    llvm::Error err = units[u].ops.front().pointToPoint()
-                          ? prepareP2P(c, units[u].ops, p2p, tasks)
-                          : prepareCollective(c, units[u].ops.front(), prepared[u], tasks);
-    if (err)
-      record(c, std::move(err));
+    runs[u] = true;
+    onDevice = onDevice || c.config.emulatedDevice;
+  }
+  std::vector<llvm::Error> errors;
+  std::vector<std::vector<Task>> unitTasks(units.size());
+  std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
+  for (size_t u = 0; u < units.size(); ++u)
+    errors.push_back(llvm::Error::success());
+  auto prepare = [&](size_t u) {
+    Impl &c = *units[u].comm->impl;
+    errors[u] = units[u].ops.front().pointToPoint()
+                    ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
+                    : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
+  };
+  if (onDevice && units.size() > 1) {
+    // A unit on the emulated device may first make its executor, which is
+    // collective (the ranks exchange IPC handles): with several ranks
+    // driven by this thread (collCommInitAll and a group), each prepares
+    // on a thread of its own.
+    std::vector<std::thread> threads;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (runs[u])
+        threads.emplace_back(prepare, u);
+    for (std::thread &t : threads)
+      t.join();
+  } else {
+    for (size_t u = 0; u < units.size(); ++u)
+      if (runs[u])
+        prepare(u);
+  }
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (errors[u])
+      record(*units[u].comm->impl, std::move(errors[u]));
+    for (Task &t : unitTasks[u])
+      tasks.push_back(std::move(t));
+    for (auto &t : unitP2P[u])
+      p2p.push_back(std::move(t));
   }
   if (first) {
     for (Impl *c : comms)
