@@ -1526,7 +1526,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   };
 
   std::vector<bool> runs(units.size(), false);
-  bool onDevice = false;
+  bool anyOnDevice = false;
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
     c.inCall.fetch_add(1, std::memory_order_acq_rel);
@@ -1539,7 +1539,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       continue;
     }
     runs[u] = true;
-    onDevice = onDevice || c.config.emulatedDevice;
+    anyOnDevice = anyOnDevice || c.config.emulatedDevice;
   }
   std::vector<llvm::Error> errors;
   std::vector<std::vector<Task>> unitTasks(units.size());
@@ -1552,7 +1552,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
                     ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
                     : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
   };
-  if (onDevice && units.size() > 1) {
+  if (anyOnDevice && units.size() > 1) {
     // A unit on the emulated device may first make its executor, which is
     // collective (the ranks exchange IPC handles): with several ranks
     // driven by this thread (collCommInitAll and a group), each prepares
