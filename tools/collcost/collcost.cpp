@@ -12,6 +12,8 @@
 #include "coll/compiler/CostModel.h"
 #include "coll/ir/XML.h"
 
+#include "ToolSupport.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -40,21 +42,6 @@ int fail(int code, const llvm::Twine &msg) {
   return code;
 }
 
-std::optional<uint64_t> parseSize(llvm::StringRef s) {
-  uint64_t mult = 1;
-  if (s.endswith_insensitive("k"))
-    mult = 1ull << 10;
-  else if (s.endswith_insensitive("m"))
-    mult = 1ull << 20;
-  else if (s.endswith_insensitive("g"))
-    mult = 1ull << 30;
-  if (mult != 1)
-    s = s.drop_back();
-  uint64_t v = 0;
-  if (s.getAsInteger(10, v) || v == 0)
-    return std::nullopt;
-  return v * mult;
-}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -63,22 +50,17 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "Coll cost model\n");
   std::vector<uint64_t> sizes;
   for (const std::string &s : sizesOpt) {
-    auto v = parseSize(s);
-    if (!v)
+    // The size spellings of collrun and collbench; a size of 0 has no time.
+    auto v = coll::tools::parseSize(s);
+    if (!v || *v == 0)
       return fail(2, "bad size '" + s + "'");
     sizes.push_back(*v);
   }
   if (sizes.empty())
     sizes = {1ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 256ull << 20, 1ull << 30};
-  auto topo = readTopologyFile(topologyPath);
+  auto topo = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
   if (!topo)
     return fail(1, llvm::toString(topo.takeError()));
-  if (!ranksOpt.empty()) {
-    auto part = restrictTopology(*topo, std::vector<int32_t>(ranksOpt.begin(), ranksOpt.end()));
-    if (!part)
-      return fail(1, llvm::toString(part.takeError()));
-    *topo = std::move(*part);
-  }
   coll::ir::DiagnosticList diags(inputPath);
   auto alg = coll::ir::readAlgorithmFile(inputPath, diags);
   for (const auto &d : diags.all())

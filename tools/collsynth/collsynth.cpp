@@ -99,16 +99,10 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Coll topology-aware synthesis\n");
-  auto full = readTopologyFile(topologyPath);
-  if (!full)
-    return fail(1, llvm::toString(full.takeError()));
-  Topology topo = std::move(*full);
-  if (!ranksOpt.empty()) {
-    auto part = restrictTopology(topo, std::vector<int32_t>(ranksOpt.begin(), ranksOpt.end()));
-    if (!part)
-      return fail(1, llvm::toString(part.takeError()));
-    topo = std::move(*part);
-  }
+  auto read = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
+  if (!read)
+    return fail(1, llvm::toString(read.takeError()));
+  Topology topo = std::move(*read);
   if (printTopo) {
     printTopology(topo, llvm::outs());
     return 0;

@@ -159,15 +159,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Coll tuning tables from the cost model\n");
-  auto topo = readTopologyFile(topologyPath);
+  auto topo = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
   if (!topo)
     return fail(1, llvm::toString(topo.takeError()));
-  if (!ranksOpt.empty()) {
-    auto part = restrictTopology(*topo, std::vector<int32_t>(ranksOpt.begin(), ranksOpt.end()));
-    if (!part)
-      return fail(1, llvm::toString(part.takeError()));
-    *topo = std::move(*part);
-  }
   if (topo->numRanks() < 2)
     return fail(1, "tuning needs at least 2 GPUs");
   auto fabric = buildFabric(*topo);

@@ -327,6 +327,14 @@ llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path) {
   return parseTopologyText(text, path);
 }
 
+llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path,
+                                                       const std::vector<int32_t> &ranks) {
+  auto topo = readTopologyFile(path);
+  if (!topo || ranks.empty())
+    return topo;
+  return restrictTopology(*topo, ranks);
+}
+
 llvm::Expected<Topology>
 coll::synth::restrictTopology(const Topology &topo,
                               const std::vector<int32_t> &ranks) {

@@ -89,6 +89,11 @@ llvm::Expected<Topology> parseNcclTopologyXml(llvm::StringRef text,
 llvm::Expected<Topology> restrictTopology(const Topology &topo,
                                           const std::vector<int32_t> &ranks);
 
+/// readTopologyFile, then restrictTopology to `ranks` unless it is empty
+/// (the tools' --topology and --ranks).
+llvm::Expected<Topology> readTopologyFile(llvm::StringRef path,
+                                          const std::vector<int32_t> &ranks);
+
 /// NCCL's per-link NVLink bandwidth for a compute capability (e.g. 70).
 double nvlinkBandwidth(int32_t sm);
 
