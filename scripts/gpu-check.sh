@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with a GPU from the folder that
 # scripts/gpu-stage.sh filled (it copies this script there):
-#   gpu-stage/gpu-check.sh [--quick]
-# Runs, each step timed out on its own and logged with its exit status:
+#   gpu-stage/gpu-check.sh [--quick] [--budget SECONDS]
+# Runs, each step timed out on its own and logged with its exit status (its
+# output goes to the report as it comes, so a run cut short keeps it):
 #   1. nvidia-smi (what the device is);
 #   2. the `cuda` tests (ctest -L '^cuda$' needs the build tree, so the staged
 #      CudaTests binary runs directly, with the staged MSCCL corpus);
-#   3. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
+#   3. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
+#      the 1 GiB ring allreduce, which checks its result on the host);
+#   4. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
-#      protocol, small sizes;
-#   4. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
-#      the 1 GiB ring allreduce, which checks its result on the host).
+#      protocol, small sizes.
+# --budget: no step starts after that many seconds, and none runs past them
+# (steps left out are listed and count as failures), so that the report
+# comes back from a machine lent for a limited time.
 # Writes one report, gpu-check-report.txt, under $OUT when set, else here.
 # Exit status: 0 when every step passed, 1 otherwise (a GPU test skipped for
 # lack of a device counts as a failure here: this script is for a GPU).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quick=0
-[ "${1:-}" = --quick ] && quick=1
+quick=0 budget=0
+while [ $# -gt 0 ]; do
+  case $1 in
+  --quick) quick=1; shift ;;
+  --budget) [ $# -ge 2 ] || { echo "gpu-check: --budget needs seconds" >&2; exit 2; }; budget=$2; shift 2 ;;
+  *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+begin=$(date +%s)
 [ -x "$here/bin/CudaTests" ] || { echo "gpu-check: run it from a folder staged by scripts/gpu-stage.sh ($here/bin/CudaTests missing)" >&2; exit 2; }
 report=${OUT:-$here}/gpu-check-report.txt
 mkdir -p "$(dirname "$report")"
@@ -28,17 +39,25 @@ failed=0
 : >"$report"
 log() { echo "$*" | tee -a "$report"; }
 step() { # name timeout command...
-  local name=$1 limit=$2 rc start
+  local name=$1 limit=$2 rc start left
   shift 2
   log ""
+  if [ "$budget" -gt 0 ]; then
+    left=$((begin + budget - $(date +%s)))
+    if [ "$left" -le 5 ]; then
+      log "== $name: not run (--budget $budget s spent)"
+      failed=$((failed + 1))
+      return 0
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
   log "== $name: $*"
   start=$(date +%s)
-  timeout "$limit" "$@" >"$report.step" 2>&1
-  rc=$?
-  tail -c 20000 "$report.step" >>"$report"
+  # At most 2 MB of a step's output, appended as it comes.
+  timeout "$limit" "$@" 2>&1 | head -c 2000000 >>"$report"
+  rc=${PIPESTATUS[0]}
   log "-- $name: exit $rc, $(($(date +%s) - start)) s"
   [ "$rc" = 0 ] || failed=$((failed + 1))
-  rm -f "$report.step"
   return 0
 }
 log "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
@@ -55,6 +74,18 @@ if grep -q '\[  SKIPPED \]' "$report"; then
   failed=$((failed + 1))
 fi
 
+# docs/PERFORMANCE.md, "GPU (not yet measured)".
+bench=$here/bin/collbench
+step bench-simple-send-256M 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5
+step bench-ll-allpairs-8K-graph 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --graph --iters 200 --warmup 50
+step bench-ll-allpairs-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --iters 200 --warmup 50
+step bench-msccl-allpairs-8K-graph 600 "$bench" "$alg/msccl-xml/rccl__allreduce-allpairs-8n-ll-32tb.xml" --size 8K --graph --iters 200 --warmup 50
+step bench-simple-send-256M-threads256 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --threads 256
+step bench-simple-send-256M-slot512K 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --slot-bytes 524288
+if [ "$quick" = 0 ]; then
+  step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
+fi
+
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
   for tool in memcheck racecheck synccheck; do
@@ -66,18 +97,6 @@ if [ -x "$sanitizer" ]; then
 else
   log "compute-sanitizer: not found (PATH, /usr/local/cuda/bin): sanitizer steps not run"
   failed=$((failed + 1))
-fi
-
-# docs/PERFORMANCE.md, "GPU (not yet measured)".
-bench=$here/bin/collbench
-step bench-simple-send-256M 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5
-step bench-ll-allpairs-8K-graph 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --graph --iters 200 --warmup 50
-step bench-ll-allpairs-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --iters 200 --warmup 50
-step bench-msccl-allpairs-8K-graph 600 "$bench" "$alg/msccl-xml/rccl__allreduce-allpairs-8n-ll-32tb.xml" --size 8K --graph --iters 200 --warmup 50
-step bench-simple-send-256M-threads256 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --threads 256
-step bench-simple-send-256M-slot512K 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --slot-bytes 524288
-if [ "$quick" = 0 ]; then
-  step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
 fi
 
 log ""

@@ -59,40 +59,58 @@ llvm::Error fail(const llvm::Twine &message) {
 }
 
 /// A device allocation that grows on demand (contents are not kept).
+/// Stream-ordered (cudaMallocAsync/cudaFreeAsync on the executor's stream)
+/// unless it is exported with CUDA IPC, which needs cudaMalloc: cudaMalloc
+/// and cudaFree may wait for every kernel on the device, and a rank that
+/// waits for a peer's kernel that waits for it never returns.
 class DeviceMemory {
 public:
   DeviceMemory() = default;
   DeviceMemory(const DeviceMemory &) = delete;
   DeviceMemory &operator=(const DeviceMemory &) = delete;
-  ~DeviceMemory() {
-    if (ptr)
-      cudaFree(ptr);
-  }
+  ~DeviceMemory() { release(); }
 
+  /// Stream-ordered on `s` from now on (null: cudaMalloc).
+  void orderOn(cudaStream_t s) { stream = s; }
   llvm::Error reserve(size_t bytes) {
     if (ptr && bytes <= capacity)
       return llvm::Error::success();
-    if (ptr)
+    release();
+    if (stream)
+      COLL_CUDA_TRY(cudaMallocAsync(&ptr, std::max<size_t>(bytes, 1), stream));
+    else
+      COLL_CUDA_TRY(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
+    capacity = bytes;
+    return llvm::Error::success();
+  }
+  void release() {
+    if (ptr && stream)
+      cudaFreeAsync(ptr, stream);
+    else if (ptr)
       cudaFree(ptr);
     ptr = nullptr;
     capacity = 0;
-    COLL_CUDA_TRY(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
-    capacity = bytes;
-    return llvm::Error::success();
   }
   template <class T> T *as() const { return static_cast<T *>(ptr); }
 
 private:
   void *ptr = nullptr;
   size_t capacity = 0;
+  cudaStream_t stream = nullptr;
 };
 
-/// Uploads `n` records to `memory` (synchronously).
-template <class T> llvm::Error upload(DeviceMemory &memory, const T *data, size_t n) {
+/// Uploads `n` records to `memory` on `stream`, after the launches
+/// enqueued there (which may read the old contents), and waits: the
+/// source is pageable host memory.
+template <class T>
+llvm::Error upload(DeviceMemory &memory, const T *data, size_t n, cudaStream_t stream) {
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
   if (llvm::Error err = memory.reserve(n * sizeof(T)))
     return err;
   if (n)
-    COLL_CUDA_TRY(cudaMemcpy(memory.as<void>(), data, n * sizeof(T), cudaMemcpyHostToDevice));
+    COLL_CUDA_TRY(cudaMemcpyAsync(memory.as<void>(), data, n * sizeof(T), cudaMemcpyHostToDevice,
+                                  stream));
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
   return llvm::Error::success();
 }
 
@@ -144,6 +162,8 @@ llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
   COLL_CUDA_TRY(cudaGetDeviceProperties(&props, info.device));
   info.name = props.name;
   info.smCount = props.multiProcessorCount;
+  static_assert(sizeof props.uuid == sizeof info.uuid, "a device UUID is 16 bytes");
+  std::memcpy(info.uuid.data(), &props.uuid, sizeof info.uuid);
   return info;
 }
 
@@ -161,6 +181,11 @@ public:
   llvm::Expected<CallResult> prepare(const CallArgs &args);
   llvm::Error launch(cudaStream_t stream);
   llvm::Error finish(cudaStream_t stream);
+  llvm::Error enqueue(cudaStream_t after, llvm::ArrayRef<DeviceCopy> before,
+                      llvm::ArrayRef<DeviceCopy> afterwards);
+  llvm::Error join(cudaStream_t caller);
+  llvm::Expected<bool> poll(bool wait);
+  llvm::Expected<void *> temporary(int which, uint64_t bytes);
   llvm::Expected<CallResult> run(const CallArgs &args);
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
@@ -189,12 +214,18 @@ private:
   llvm::Error uploadConnections();
   bool oneRank() const { return options.rank >= 0; }
 
+public:
+  const CudaDeviceInfo &deviceInfo() const { return device; }
+
+private:
+
   CudaDeviceInfo device;
   uint32_t watchdogMs = 0;
   ConnectionLayout connection;
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  DeviceMemory temp[2]; ///< temporary()
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
   DeviceMemory connTable;
@@ -204,8 +235,14 @@ private:
   int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
   WatchdogReport *report = nullptr; ///< host-mapped
   WatchdogReport *deviceReport = nullptr;
-  cudaStream_t stream = nullptr; ///< run() and timeLaunches()
+  /// The executor's own stream (non-blocking: it never waits for the
+  /// legacy default stream): uploads, run(), timeLaunches(), enqueue().
+  cudaStream_t stream = nullptr;
   cudaEvent_t startEvent = nullptr, stopEvent = nullptr;
+  cudaEvent_t callerReady = nullptr, launched = nullptr; ///< enqueue() and join()
+  /// Blocks of other executors that share this GPU and run at the same
+  /// time (importConnections): they must be resident together.
+  uint64_t coResidentTbs = 0;
 
   std::optional<CallLayout> layout;
   uint64_t layoutCount = 0;
@@ -222,8 +259,20 @@ private:
 };
 
 CudaExecutor::Impl::~Impl() {
+  if (stream)
+    cudaStreamSynchronize(stream);
+  // Stream-ordered memory goes back on the stream, before it is destroyed.
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+                          &temp[1]})
+    m->release();
+  if (stream)
+    cudaStreamSynchronize(stream);
   for (void *p : opened)
     cudaIpcCloseMemHandle(p);
+  if (callerReady)
+    cudaEventDestroy(callerReady);
+  if (launched)
+    cudaEventDestroy(launched);
   if (startEvent)
     cudaEventDestroy(startEvent);
   if (stopEvent)
@@ -250,17 +299,21 @@ llvm::Error CudaExecutor::Impl::start() {
   launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
                         : static_cast<int32_t>(plan.tbs.size());
 
+  COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+                          &temp[1]})
+    m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
   stateLayout = StateLayout::of(plan.tbs.size(), oneRank() ? 0 : plan.connections.size(),
                                 connection);
-  if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size()))
+  if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size(), stream))
     return err;
-  if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size()))
+  if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size(), stream))
     return err;
   if (llvm::Error err = state.reserve(stateLayout.bytes))
     return err;
-  COLL_CUDA_TRY(cudaMemset(state.as<void>(), 0, stateLayout.bytes));
+  COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
   connPointers.assign(plan.connections.size(), nullptr);
   indexAtReceiver.assign(plan.connections.size(), 0);
   if (!oneRank()) {
@@ -274,11 +327,14 @@ llvm::Error CudaExecutor::Impl::start() {
     const uint64_t bytes = perReceiver[options.rank] * connection.stride;
     exported.pid = static_cast<int32_t>(getpid());
     exported.rank = options.rank;
+    exported.device = device.device;
+    exported.tbs = static_cast<uint32_t>(launchTbs);
+    std::memcpy(exported.deviceUuid, device.uuid.data(), sizeof exported.deviceUuid);
     exported.stride = connection.stride;
     if (bytes) {
       if (llvm::Error err = received.reserve(bytes))
         return err;
-      COLL_CUDA_TRY(cudaMemset(received.as<void>(), 0, bytes));
+      COLL_CUDA_TRY(cudaMemsetAsync(received.as<void>(), 0, bytes, stream));
       cudaIpcMemHandle_t handle;
       COLL_CUDA_TRY(cudaIpcGetMemHandle(&handle, received.as<void>()));
       static_assert(sizeof handle == sizeof exported.ipcHandle, "CUDA's IPC handle is 64 bytes");
@@ -296,15 +352,16 @@ llvm::Error CudaExecutor::Impl::start() {
                               cudaHostAllocMapped));
   std::memset(report, 0, sizeof(WatchdogReport));
   COLL_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceReport), report, 0));
-  COLL_CUDA_TRY(cudaStreamCreate(&stream));
   COLL_CUDA_TRY(cudaEventCreate(&startEvent));
   COLL_CUDA_TRY(cudaEventCreate(&stopEvent));
-  COLL_CUDA_TRY(cudaDeviceSynchronize());
+  COLL_CUDA_TRY(cudaEventCreateWithFlags(&callerReady, cudaEventDisableTiming));
+  COLL_CUDA_TRY(cudaEventCreateWithFlags(&launched, cudaEventDisableTiming));
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
   return llvm::Error::success();
 }
 
 llvm::Error CudaExecutor::Impl::uploadConnections() {
-  return upload(connTable, connPointers.data(), connPointers.size());
+  return upload(connTable, connPointers.data(), connPointers.size(), stream);
 }
 
 llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionExport> &all) {
@@ -314,6 +371,13 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
     return fail(llvm::formatv("CudaExecutor::importConnections: {0} entries for {1} ranks",
                               all.size(), plan.nranks));
   COLL_CUDA_TRY(cudaSetDevice(device.device));
+  // Ranks on this same GPU run their blocks beside ours.
+  coResidentTbs = 0;
+  for (const ConnectionExport &peer : all)
+    if (peer.rank != options.rank &&
+        std::memcmp(peer.deviceUuid, device.uuid.data(), sizeof peer.deviceUuid) == 0)
+      coResidentTbs += peer.tbs;
+  residencies.clear();
   std::vector<unsigned char *> base(plan.nranks, nullptr);
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const PlanConnection &info = plan.connections[c];
@@ -329,7 +393,18 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
           connection.stride));
     if (!base[info.receiver]) {
       if (peer.pid == static_cast<int32_t>(getpid())) {
-        // Another executor of this process: its pointer is valid here.
+        // Another executor of this process: its pointer is valid here, on
+        // another GPU once peer access is on.
+        if (peer.device != device.device) {
+          cudaError_t err = cudaDeviceEnablePeerAccess(peer.device, 0);
+          if (err == cudaErrorPeerAccessAlreadyEnabled)
+            (void)cudaGetLastError();
+          else if (err != cudaSuccess)
+            return fail(llvm::formatv("{0}: rank {1} on device {2} cannot reach rank {3}'s FIFOs "
+                                      "on device {4}: {5} ({6})",
+                                      plan.fileName, options.rank, device.device, info.receiver,
+                                      peer.device, cudaGetErrorName(err), cudaGetErrorString(err)));
+        }
         base[info.receiver] = reinterpret_cast<unsigned char *>(peer.address);
       } else {
         cudaIpcMemHandle_t handle;
@@ -354,46 +429,59 @@ CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
   int optin = 0;
   COLL_CUDA_TRY(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.device));
-  if (sharedBytes > static_cast<uint32_t>(optin))
+  // The opt-in limit covers static and dynamic shared memory together.
+  cudaFuncAttributes attributes{};
+  COLL_CUDA_TRY(cudaFuncGetAttributes(&attributes, k));
+  const int64_t dynamicMax = static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
+  if (static_cast<int64_t>(sharedBytes) > dynamicMax)
     return fail(llvm::formatv("{0}: a tb of {1} steps needs {2} bytes of shared memory; "
-                              "{3} allows {4} per block",
-                              plan.fileName, params.maxSteps, sharedBytes, device.name, optin));
+                              "{3} allows {4} per block beside the kernel's {5} static bytes",
+                              plan.fileName, params.maxSteps, sharedBytes, device.name,
+                              std::max<int64_t>(dynamicMax, 0), attributes.sharedSizeBytes));
   // The attribute belongs to the kernel, not to this executor: always the
   // device's maximum, so that no executor lowers it under another's launch.
-  COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(dynamicMax)));
   const bool automatic = options.threadsPerBlock == 0;
   Residency r{k, automatic ? MaxThreadsPerBlock : options.threadsPerBlock, 0};
   for (;; r.threads /= 2) {
     COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &r.blocksPerSm, k, static_cast<int>(r.threads), sharedBytes));
     const uint64_t resident = static_cast<uint64_t>(r.blocksPerSm) * device.smCount;
-    if (resident >= static_cast<uint64_t>(launchTbs))
+    if (resident >= static_cast<uint64_t>(launchTbs) + coResidentTbs)
       return r;
     if (automatic && r.threads > 32)
       continue;
+    const std::string others =
+        coResidentTbs ? llvm::formatv(" (with the {0} of the other ranks on this GPU)",
+                                      coResidentTbs)
+                            .str()
+                      : std::string();
     return fail(llvm::formatv(
-        "{0}: the launch's {1} thread blocks must all be resident at once, but only {2} fit on "
-        "{3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per block); "
-        "{8}",
-        plan.fileName, launchTbs, resident, device.name, r.blocksPerSm, device.smCount,
-        r.threads, sharedBytes,
+        "{0}: the launch's {1} thread blocks{9} must all be resident at once, but only {2} fit "
+        "on {3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per "
+        "block); {8}",
+        plan.fileName, launchTbs + coResidentTbs, resident, device.name, r.blocksPerSm,
+        device.smCount, r.threads, sharedBytes,
         automatic ? "use an algorithm with fewer tbs"
-                  : "use fewer threads per block or an algorithm with fewer tbs"));
+                  : "use fewer threads per block or an algorithm with fewer tbs",
+        others));
   }
 }
 
 llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   prepared = false;
   COLL_CUDA_TRY(cudaSetDevice(device.device));
-  // The tables below are in use until this executor's earlier launches end.
-  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  // The tables below are in use until this executor's earlier launches end:
+  // each upload waits for the stream first (launches on other streams must
+  // have ended; see the header).
   if (!layout || layoutCount != args.count) {
     auto resolved = resolveCall(plan, args.count);
     if (!resolved)
       return resolved.takeError();
     layout = std::move(*resolved);
     layoutCount = args.count;
-    if (llvm::Error err = upload(slices, layout->slices.data(), layout->slices.size()))
+    if (llvm::Error err = upload(slices, layout->slices.data(), layout->slices.size(), stream))
       return err;
   }
   auto inplace = checkCallBuffers(plan, *layout, args, options.rank);
@@ -434,7 +522,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
       table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
   if (table.size() != rankTable.size() ||
       std::memcmp(table.data(), rankTable.data(), table.size() * sizeof(RankPointers)) != 0) {
-    if (llvm::Error err = upload(ranks, table.data(), table.size()))
+    if (llvm::Error err = upload(ranks, table.data(), table.size(), stream))
       return err;
     rankTable = std::move(table);
   }
@@ -551,6 +639,56 @@ llvm::Error CudaExecutor::Impl::finish(cudaStream_t s) {
   return fail(plan.fileName + ": " + text);
 }
 
+llvm::Error CudaExecutor::Impl::enqueue(cudaStream_t caller, llvm::ArrayRef<DeviceCopy> before,
+                                        llvm::ArrayRef<DeviceCopy> afterwards) {
+  if (!prepared)
+    return fail("CudaExecutor::enqueue: no call is prepared");
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  COLL_CUDA_TRY(cudaEventRecord(callerReady, caller));
+  COLL_CUDA_TRY(cudaStreamWaitEvent(stream, callerReady, 0));
+  for (const DeviceCopy &c : before)
+    if (c.bytes)
+      COLL_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
+  if (llvm::Error err = launch(stream))
+    return err;
+  for (const DeviceCopy &c : afterwards)
+    if (c.bytes)
+      COLL_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
+  COLL_CUDA_TRY(cudaEventRecord(launched, stream));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::join(cudaStream_t caller) {
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  COLL_CUDA_TRY(cudaStreamWaitEvent(caller, launched, 0));
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> CudaExecutor::Impl::poll(bool wait) {
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  if (wait) {
+    COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  } else {
+    cudaError_t status = cudaStreamQuery(stream);
+    if (status == cudaErrorNotReady)
+      return false;
+    COLL_CUDA_TRY(status);
+  }
+  if (!reinterpret_cast<volatile WatchdogReport *>(report)->valid)
+    return true;
+  std::string text = describeWatchdogReport(plan, *report, watchdogMs);
+  if (llvm::Error err = resetState())
+    return err;
+  return fail(plan.fileName + ": " + text);
+}
+
+llvm::Expected<void *> CudaExecutor::Impl::temporary(int which, uint64_t bytes) {
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  if (llvm::Error err = temp[which].reserve(bytes))
+    return err;
+  return temp[which].as<void>();
+}
+
 llvm::Expected<CallResult> CudaExecutor::Impl::run(const CallArgs &args) {
   auto result = prepare(args);
   if (!result)
@@ -629,6 +767,20 @@ llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, 
                                                                bool graph) {
   return impl->timeLaunches(warmup, iters, graph);
 }
+llvm::Error CudaExecutor::enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before,
+                                  llvm::ArrayRef<DeviceCopy> after) {
+  return impl->enqueue(static_cast<cudaStream_t>(stream), before, after);
+}
+llvm::Error CudaExecutor::join(void *stream) {
+  return impl->join(static_cast<cudaStream_t>(stream));
+}
+llvm::Expected<bool> CudaExecutor::poll(bool wait) { return impl->poll(wait); }
+llvm::Expected<void *> CudaExecutor::temporary(int which, uint64_t bytes) {
+  if (which < 0 || which > 1)
+    return fail("CudaExecutor::temporary: buffer 0 or 1");
+  return impl->temporary(which, bytes);
+}
+const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); }
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
 llvm::Error CudaExecutor::importConnections(const std::vector<ConnectionExport> &ranks) {
   return impl->importConnections(ranks);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -38,6 +39,9 @@ struct State {
   std::unordered_map<void *, Allocation> allocations;    ///< cudaMalloc and cudaHostAlloc
   std::unordered_map<void *, size_t> opened;             ///< cudaIpcOpenMemHandle: mapped bytes
   std::unordered_map<const void *, int> maxDynamicShared; ///< per kernel, when raised
+  // Work running now (cudaStreamCreate's header comment), by kind of stream.
+  std::condition_variable idle;
+  int runningLegacy = 0, runningBlocking = 0, runningNonBlocking = 0;
 };
 
 State &state() {
@@ -135,6 +139,7 @@ struct Graph {
 struct Stream {
   Graph *capture = nullptr; ///< recording instead of running
   cudaError_t captureError = cudaSuccess;
+  bool nonBlocking = false; ///< cudaStreamNonBlocking
 };
 
 struct Event {
@@ -144,13 +149,41 @@ struct Event {
 
 namespace {
 
-/// Runs `op` now, or records it when `stream` is capturing.
+/// Runs `op` now, or records it when `stream` is capturing. Work on the
+/// legacy stream and on blocking streams first waits for each other.
 cudaError_t enqueue(cudaStream_t stream, Operation op) {
   if (stream && stream->capture) {
     stream->capture->nodes.push_back(std::move(op));
     return cudaSuccess;
   }
-  return op();
+  State &s = state();
+  int State::*mine = !stream ? &State::runningLegacy
+                     : stream->nonBlocking ? &State::runningNonBlocking
+                                           : &State::runningBlocking;
+  {
+    std::unique_lock<std::mutex> lock(s.mutex);
+    if (!stream) // the legacy stream is one stream: its work runs one at a time
+      s.idle.wait(lock, [&] { return s.runningBlocking == 0 && s.runningLegacy == 0; });
+    else if (!stream->nonBlocking)
+      s.idle.wait(lock, [&] { return s.runningLegacy == 0; });
+    ++(s.*mine);
+  }
+  cudaError_t result = op();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    --(s.*mine);
+  }
+  s.idle.notify_all();
+  return result;
+}
+
+/// cudaMalloc, cudaFree, cudaDeviceSynchronize...: until no work runs.
+void waitForDeviceIdle() {
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.idle.wait(lock, [&] {
+    return s.runningLegacy == 0 && s.runningBlocking == 0 && s.runningNonBlocking == 0;
+  });
 }
 
 } // namespace
@@ -164,6 +197,8 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorNotReady: return "cudaErrorNotReady";
+  case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
   case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
   case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
@@ -182,6 +217,9 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorNotReady: return "device not ready";
+  case cudaErrorPeerAccessAlreadyEnabled:
+    return "peer access is already enabled";
   case cudaErrorInvalidContext: return "invalid device context";
   case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   case cudaErrorLaunchFailure:
@@ -219,6 +257,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device) {
   const DeviceDescription &d = describedDevice();
   *props = cudaDeviceProp{};
   std::strncpy(props->name, d.name.c_str(), sizeof props->name - 1);
+  // One emulated device per process: the pid and the boot time tell it apart.
+  const uint64_t pid = static_cast<uint64_t>(getpid());
+  static const uint64_t born = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  std::memcpy(props->uuid.bytes, &pid, 8);
+  std::memcpy(props->uuid.bytes + 8, &born, 8);
   props->multiProcessorCount = d.smCount;
   props->maxThreadsPerBlock = d.maxThreadsPerBlock;
   props->maxThreadsPerMultiProcessor = d.maxThreadsPerSm;
@@ -244,12 +287,40 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
   return cudaErrorInvalidValue;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  waitForDeviceIdle();
+  return cudaSuccess;
+}
 
-cudaError_t cudaMalloc(void **ptr, size_t bytes) { return allocate(ptr, bytes); }
-cudaError_t cudaFree(void *ptr) { return release(ptr); }
-cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) { return allocate(ptr, bytes); }
-cudaError_t cudaFreeHost(void *ptr) { return release(ptr); }
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned) { return cudaErrorInvalidDevice; }
+cudaError_t cudaGetLastError() { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  waitForDeviceIdle();
+  return allocate(ptr, bytes);
+}
+cudaError_t cudaFree(void *ptr) {
+  waitForDeviceIdle();
+  return release(ptr);
+}
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
+  waitForDeviceIdle();
+  return allocate(ptr, bytes);
+}
+cudaError_t cudaFreeHost(void *ptr) {
+  waitForDeviceIdle();
+  return release(ptr);
+}
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported; // allocation nodes are not emulated
+  return allocate(ptr, bytes);
+}
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported;
+  return release(ptr);
+}
 cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags) {
   if (!device || !host || flags != 0)
     return cudaErrorInvalidValue;
@@ -284,9 +355,13 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream) {
-  if (!stream)
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+  if (!stream || (flags & ~cudaStreamNonBlocking))
     return cudaErrorInvalidValue;
   *stream = new Stream();
+  (*stream)->nonBlocking = flags & cudaStreamNonBlocking;
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -302,8 +377,23 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess; // work ran when it was enqueued
 }
 
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  if (!event || flags != 0)
+    return cudaErrorInvalidValue;
+  if (stream && stream->capture)
+    return cudaErrorStreamCaptureUnsupported; // event nodes are not emulated
+  return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
-  if (!event)
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+  if (!event || (flags & ~cudaEventDisableTiming))
     return cudaErrorInvalidValue;
   *event = new Event();
   return cudaSuccess;
@@ -333,12 +423,20 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+  const DeviceDescription &d = describedDevice();
   if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
-      static_cast<size_t>(value) > describedDevice().sharedPerBlockOptin)
+      static_cast<size_t>(value) + d.staticSharedPerKernel > d.sharedPerBlockOptin)
     return cudaErrorInvalidValue;
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.maxDynamicShared[func] = value;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attributes, const void *func) {
+  if (!attributes || !func)
+    return cudaErrorInvalidValue;
+  attributes->sharedSizeBytes = describedDevice().staticSharedPerKernel;
   return cudaSuccess;
 }
 

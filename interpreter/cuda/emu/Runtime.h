@@ -35,6 +35,8 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidContext = 201,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorPeerAccessAlreadyEnabled = 704,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
   cudaErrorCooperativeLaunchTooLarge = 720,
@@ -72,6 +74,10 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline constexpr unsigned cudaStreamDefault = 0;
+inline constexpr unsigned cudaStreamNonBlocking = 1;
+inline constexpr unsigned cudaEventDefault = 0;
+inline constexpr unsigned cudaEventDisableTiming = 2;
 inline constexpr unsigned cudaHostAllocDefault = 0;
 inline constexpr unsigned cudaHostAllocMapped = 2;
 
@@ -93,8 +99,18 @@ struct cudaLaunchConfig_t {
   unsigned numAttrs;
 };
 
+/// What cudaFuncGetAttributes reports; only the field the executor reads.
+struct cudaFuncAttributes {
+  size_t sharedSizeBytes; ///< static shared memory per block
+};
+
+struct cudaUUID_t {
+  char bytes[16];
+};
+
 struct cudaDeviceProp {
   char name[256];
+  cudaUUID_t uuid; ///< here: this process's emulated device
   int multiProcessorCount;
   int maxThreadsPerBlock;
   int maxThreadsPerMultiProcessor;
@@ -120,6 +136,10 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
+/// There is one emulated device per process: no peer to enable.
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned flags);
+/// The last error of a call on this thread, reset (only peer access sets it).
+cudaError_t cudaGetLastError();
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes);
 cudaError_t cudaFree(void *ptr);
@@ -137,15 +157,35 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
 
+/// Implicit synchronization, as the CUDA Programming Guide describes it
+/// (launches and copies run when enqueued here, but several host threads
+/// can have work running at once): work on the legacy default stream (null;
+/// cudaMemcpy and cudaMemset too) waits until no work of a blocking stream
+/// (cudaStreamCreate, or flags cudaStreamDefault) is running, and such work
+/// waits for running legacy work; a stream made with cudaStreamNonBlocking
+/// waits for neither. cudaMalloc, cudaHostAlloc, cudaFree, cudaFreeHost and
+/// cudaDeviceSynchronize wait until no work of any stream is running.
+/// cudaMallocAsync and cudaFreeAsync are stream-ordered and wait for nothing.
 cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+/// Work has run by the time it is enqueued, so a stream is always idle and
+/// waiting for an event never waits.
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
+/// As on a GPU, the dynamic shared-memory maximum may be at most the
+/// opt-in limit less the kernel's static shared memory.
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *attributes, const void *func);
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
                                                           int blockSize, size_t dynamicSharedBytes);
 /// Blocks of an ordinary launch run as resources free up (here: a few at a
@@ -185,6 +225,10 @@ struct DeviceDescription {
   size_t sharedPerBlock = 48 << 10;       ///< without the opt-in attribute
   size_t sharedPerBlockOptin = 227 << 10; ///< the most cudaFuncSetAttribute allows
   size_t sharedReservedPerBlock = 1 << 10;
+  /// Static shared memory of every kernel: what ptxas reports for the
+  /// collective kernels (resources.expected), which are the ones that ask for
+  /// dynamic shared memory.
+  size_t staticSharedPerKernel = 32;
 };
 /// The description every later call uses (for tests of the occupancy check).
 void describeDevice(const DeviceDescription &description);

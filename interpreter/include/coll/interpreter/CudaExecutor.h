@@ -30,8 +30,10 @@
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -69,6 +71,9 @@ struct ConnectionExport {
   uint64_t address = 0; ///< the allocation in the exporting process
   uint64_t bytes = 0;   ///< 0: this rank receives on no connection
   uint64_t stride = 0;  ///< bytes per connection (the FIFO slot size agrees)
+  char deviceUuid[16] = {}; ///< the exporter's GPU, whatever its ordinal there
+  int32_t device = -1;      ///< its ordinal in the exporting process
+  uint32_t tbs = 0;         ///< blocks its launches run
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
@@ -77,6 +82,15 @@ struct CudaDeviceInfo {
   int device = 0;
   std::string name;
   int smCount = 0;
+  std::array<char, 16> uuid{}; ///< cudaDeviceProp::uuid
+};
+
+/// A copy enqueued around a launch (CudaExecutor::enqueue): device or
+/// host memory, cudaMemcpyDefault.
+struct DeviceCopy {
+  void *dst = nullptr;
+  const void *src = nullptr;
+  uint64_t bytes = 0;
 };
 
 /// How the prepared call launches.
@@ -104,9 +118,10 @@ public:
   /// Host work for one call on device buffers `args` (per rank, as for the
   /// host backend): resolves the count, checks the buffers, uploads the
   /// tables the kernel reads and checks that all blocks can be resident at
-  /// once. Waits for this executor's earlier launches on its own stream;
-  /// launches on other streams must be finished first. Returns the mode and
-  /// the iteration count (seconds is 0).
+  /// once. Where a table changes, waits for this executor's earlier
+  /// launches on its own stream (enqueue() and run() use it); launches on
+  /// other streams must be finished first. Returns the mode and the
+  /// iteration count (seconds is 0).
   llvm::Expected<CallResult> prepare(const CallArgs &args);
   /// Enqueues the prepared call on `stream`: kernel launches only, so it may
   /// be captured in a CUDA graph; replays repeat the prepared call.
@@ -115,6 +130,28 @@ public:
   /// the last finish() as an error (worded as the host backend's), after
   /// clearing the device state so that the executor can be used again.
   llvm::Error finish(void *stream = nullptr);
+  /// Enqueues the prepared call on the executor's own stream (made with
+  /// cudaStreamNonBlocking) after the work `stream` holds now: the copies
+  /// `before`, the launch, the copies `after`. It returns at once; join()
+  /// makes `stream` wait for all of it, poll() says whether it has ended.
+  /// Ranks that share a GPU thus run side by side whatever streams their
+  /// callers pass, provided every rank's enqueue() comes before any rank's
+  /// join() on a stream that another rank's enqueue() waits for.
+  llvm::Error enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before = {},
+                      llvm::ArrayRef<DeviceCopy> after = {});
+  /// Makes `stream` wait for the last enqueue().
+  llvm::Error join(void *stream);
+  /// Whether the work enqueued so far on the executor's stream has ended
+  /// (`wait`: waits until it has). A watchdog stop is an error, as from
+  /// finish(), and resets the device state.
+  llvm::Expected<bool> poll(bool wait);
+  /// Device memory of at least `bytes` (buffer 0 or 1), ordered on the
+  /// executor's stream: valid for the copies and launches of enqueue()
+  /// until the next call that asks for more.
+  llvm::Expected<void *> temporary(int which, uint64_t bytes);
+  /// The device the executor was created on.
+  const CudaDeviceInfo &device() const;
+
   /// prepare, launch and finish on the executor's stream; `seconds` is the
   /// launch's time measured with CUDA events.
   llvm::Expected<CallResult> run(const CallArgs &args);
