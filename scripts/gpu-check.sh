@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with a GPU from the folder that
 # scripts/gpu-stage.sh filled (it copies this script there):
-#   gpu-stage/gpu-check.sh [--quick] [--budget SECONDS]
+#   gpu-stage/gpu-check.sh [--quick] [--budget SECONDS] [--steps REGEX]
 # Runs, each step timed out on its own and logged with its exit status (its
 # output goes to the report as it comes, so a run cut short keeps it):
 #   1. nvidia-smi (what the device is);
 #   2. the `cuda` tests (ctest -L '^cuda$' needs the build tree, so the staged
 #      CudaTests binary runs directly, with the staged MSCCL corpus);
-#   3. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
+#   3. the runtime on device buffers: coll-rank-check-gpu with 2 and 3
+#      processes on the GPU and with 4 ranks of one process (the ctest
+#      label `cuda` runs the same);
+#   4. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
 #      the 1 GiB ring allreduce, which checks its result on the host);
-#   4. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
+#   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
 #      protocol, small sizes.
 # --budget: no step starts after that many seconds, and none runs past them
 # (steps left out are listed and count as failures), so that the report
-# comes back from a machine lent for a limited time.
+# comes back from a machine lent for a limited time. --steps: only the steps
+# whose names match the extended regular expression (e.g. 'cuda-tests|runtime').
 # Writes one report, gpu-check-report.txt, under $OUT when set, else here.
 # Exit status: 0 when every step passed, 1 otherwise (a GPU test skipped for
 # lack of a device counts as a failure here: this script is for a GPU).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quick=0 budget=0
+quick=0 budget=0 only=
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) quick=1; shift ;;
   --budget) [ $# -ge 2 ] || { echo "gpu-check: --budget needs seconds" >&2; exit 2; }; budget=$2; shift 2 ;;
+  --steps) [ $# -ge 2 ] || { echo "gpu-check: --steps needs a regex" >&2; exit 2; }; only=$2; shift 2 ;;
   *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +46,9 @@ log() { echo "$*" | tee -a "$report"; }
 step() { # name timeout command...
   local name=$1 limit=$2 rc start left
   shift 2
+  if [ -n "$only" ] && ! [[ $name =~ $only ]]; then
+    return 0
+  fi
   log ""
   if [ "$budget" -gt 0 ]; then
     left=$((begin + budget - $(date +%s)))
@@ -74,7 +82,13 @@ if grep -q '\[  SKIPPED \]' "$report"; then
   failed=$((failed + 1))
 fi
 
-# docs/PERFORMANCE.md, "GPU (not yet measured)".
+# The runtime (libcoll.so, its plugin beside it in lib/) on device buffers.
+rankcheck=$here/bin/coll-rank-check-gpu
+step runtime-gpu-processes-2 600 "$rankcheck" gpu --fork 2
+step runtime-gpu-processes-3 600 "$rankcheck" gpu --fork 3
+step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
+
+# docs/PERFORMANCE.md, the GPU section.
 bench=$here/bin/collbench
 step bench-simple-send-256M 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5
 step bench-ll-allpairs-8K-graph 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --graph --iters 200 --warmup 50
@@ -94,6 +108,9 @@ if [ -x "$sanitizer" ]; then
         "$here/bin/collrun" "$alg/$f.xml" --backend cuda --size 4K,64K --iters 1
     done
   done
+  # The runtime's device path: libcoll.so, the plugin it loads, 4 ranks on one GPU.
+  step "sanitizer-memcheck-runtime-one-process-4" 900 "$sanitizer" --tool memcheck \
+    --error-exitcode 9 "$here/bin/coll-rank-check-gpu" gpu-all --all 4
 else
   log "compute-sanitizer: not found (PATH, /usr/local/cuda/bin): sanitizer steps not run"
   failed=$((failed + 1))

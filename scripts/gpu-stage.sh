@@ -2,9 +2,11 @@
 # Stages what a GPU check needs into one folder (default gpu-stage/, ignored
 # by git) that the device tool can carry (at most 64 MiB):
 #   scripts/gpu-stage.sh [--build DIR] [--out DIR]
-#   bin/   CudaTests (the ctest label `cuda`), collrun, collbench (stripped)
-#   lib/   the shared libraries they load that are not glibc's (CUDA runtime,
-#          tinyxml2, libtinfo, libstdc++, libgcc_s); never the CUDA driver
+#   bin/   CudaTests (the ctest label `cuda`), collrun, collbench and
+#          coll-rank-check-gpu (the runtime's device path; stripped)
+#   lib/   libcoll.so, its GPU plugin libcoll_cuda.so, and the shared
+#          libraries the programs load that are not glibc's (CUDA runtime,
+#          tinyxml2, UCX, libstdc++, ...); never the CUDA driver
 #   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
 #   gpu-check.sh, STAGED (commit, nvcc, sizes)
@@ -30,11 +32,13 @@ nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*
   { echo "gpu-stage: $build has no CUDA backend (nvcc not found at configure time)" >&2; exit 2; }
 [ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
 
-cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc
+cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc \
+  coll coll_cuda coll-rank-check-gpu
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/algorithms"
-for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench"; do
+for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench" \
+  "$build/bin/coll-rank-check-gpu"; do
   [ -x "$b" ] || { echo "gpu-stage: $b was not built" >&2; exit 1; }
   strip -o "$out/bin/$(basename "$b")" "$b"
 done
@@ -47,6 +51,9 @@ for b in "$out"/bin/*; do
 done | sort -u | while read -r lib; do
   cp -L "$lib" "$out/lib/$(basename "$lib")"
 done
+# libcoll.so under its soname, and the plugin it loads from beside itself.
+strip -o "$out/lib/$(readlink "$build/lib/libcoll.so")" "$build/lib/$(readlink "$build/lib/libcoll.so")"
+strip -o "$out/lib/libcoll_cuda.so" "$build/lib/libcoll_cuda.so"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 
 # The GPU section of docs/PERFORMANCE.md, compiled here.

@@ -10,7 +10,15 @@
 //   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
 //
 // Scenarios: collectives, p2p, kill, stop, loop, mismatch, abort, split, errors, trace,
-// device (every collective on the emulated device against the host backend).
+// device (every collective on the emulated device against the host backend),
+// and where built with CUDA (coll-rank-check-gpu): gpu (every collective on
+// device buffers, on the caller's streams, against the host backend).
+//
+//   coll-rank-check SCENARIO --fork N       (this program forks N ranks itself)
+//   coll-rank-check-gpu gpu-all --all N     (N ranks of one process on GPU 0,
+//                                            collCommInitAll, groups)
+//
+// Exit 77 (skip) when a GPU scenario finds no CUDA device.
 // Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
 // Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
 // mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
@@ -23,6 +31,9 @@
 #if COLL_TEST_MPI
 #include "coll_mpi.h"
 #endif
+#if COLL_TEST_GPU
+#include <cuda_runtime_api.h>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -31,10 +42,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -527,16 +540,113 @@ void errors() {
 // The emulated device
 //===----------------------------------------------------------------------===//
 
-/// A second communicator on the emulated device (collConfig_t
-/// emulatedDevice, COLL_EMULATED_DEVICE) runs every collective with the
-/// CUDA kernel on the CPU; each call's output must equal, bit for bit, the
-/// same call on the host backend (`comm`), with inputs that are not small
-/// integers, so that the order of every reduction shows.
-void deviceScenario(bool small) {
-  collConfig_t config = COLL_CONFIG_INITIALIZER;
-  config.emulatedDevice = 1;
-  collComm_t dev = nullptr;
-  check(collCommSplit(comm, 0, rank, &dev, &config), "split onto the emulated device");
+#if COLL_TEST_GPU
+void cudaCheck(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    failNow(std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+/// A buffer in device memory with the contents of `host`.
+struct DeviceBuffer {
+  void *ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(const std::vector<unsigned char> &host) : bytes(host.size()) {
+    cudaCheck(cudaMalloc(&ptr, bytes), "cudaMalloc");
+    cudaCheck(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  std::vector<unsigned char> download() const {
+    std::vector<unsigned char> host(bytes);
+    cudaCheck(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    return host;
+  }
+  unsigned char *at(size_t offset) const { return static_cast<unsigned char *>(ptr) + offset; }
+};
+
+/// Calls queued on one stream with no wait in between, each reading the
+/// previous one's output (in-place allreduces), checked after one wait.
+void gpuQueue(cudaStream_t stream) {
+  const size_t count = 100003;
+  const int calls = 8;
+  std::vector<unsigned char> bytes(count * 4);
+  double sum[7] = {};
+  for (size_t i = 0; i < count; ++i) {
+    const float v = float((size_t(rank) + i) % 7);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  DeviceBuffer d(bytes);
+  for (int k = 0; k < calls; ++k)
+    check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, k % 2 ? stream : nullptr),
+          "queued allreduce");
+  cudaCheck(cudaStreamSynchronize(stream), "queued allreduces");
+  cudaCheck(cudaStreamSynchronize(nullptr), "queued allreduces");
+  const std::vector<unsigned char> out = d.download();
+  for (int r = 0; r < nranks; ++r)
+    for (size_t j = 0; j < 7; ++j)
+      sum[j] += double((size_t(r) + j) % 7); // element i of rank r holds (r + i) % 7
+  double scale = 1;
+  for (int k = 1; k < calls; ++k)
+    scale *= nranks;
+  for (size_t i = 0; i < count; ++i) {
+    float got;
+    std::memcpy(&got, out.data() + 4 * i, 4);
+    const double want = sum[i % 7] * scale;
+    if (double(got) != want)
+      failNow("queued allreduces: element " + std::to_string(i) + " is " + std::to_string(got) +
+              ", expected " + std::to_string(want));
+  }
+  ++checks;
+}
+
+/// Wrong calls with device buffers fail with a message naming the cause,
+/// and the communicator goes on working.
+void gpuErrors() {
+  std::vector<unsigned char> host(64, 0);
+  DeviceBuffer d(host);
+  auto expect = [&](collResult_t got, collResult_t want, const char *what, const char *needle) {
+    if (got != want)
+      failNow(std::string(what) + ": got " + collGetErrorString(got));
+    if (!std::strstr(collGetLastError(comm), needle))
+      failNow(std::string(what) + ": message '" + collGetLastError(comm) + "' lacks '" + needle +
+              "'");
+    ++checks;
+  };
+  expect(collAllReduce(host.data(), d.ptr, 16, collFloat32, collSum, comm, nullptr),
+         collInvalidArgument, "host sendbuff, device recvbuff", "sendbuff is host memory");
+  expect(collSend(d.ptr, 16, collFloat32, (rank + 1) % nranks, comm, nullptr), collInvalidUsage,
+         "send from device memory", "point-to-point calls on device buffers");
+  check(collAllReduce(d.ptr, d.ptr, 16, collFloat32, collSum, comm, nullptr),
+        "device allreduce after errors");
+  cudaCheck(cudaDeviceSynchronize(), "device allreduce after errors");
+  ++checks;
+}
+#endif
+
+/// Where the compared calls run: a second communicator on the emulated
+/// device (collConfig_t emulatedDevice) with host buffers, or `comm` itself
+/// with device buffers on a GPU.
+enum class Target { Emulated, Gpu };
+
+/// Every collective on `target`; each call's output must equal, bit for
+/// bit, the same call on the host backend (`comm` with host buffers), with
+/// inputs that are not small integers, so that the order of every
+/// reduction shows.
+void compareScenario(bool small, Target target) {
+  collComm_t dev = comm;
+  if (target == Target::Emulated) {
+    collConfig_t config = COLL_CONFIG_INITIALIZER;
+    config.emulatedDevice = 1;
+    check(collCommSplit(comm, 0, rank, &dev, &config), "split onto the emulated device");
+  }
+  const char *where = target == Target::Emulated ? "emulated device" : "GPU";
+#if COLL_TEST_GPU
+  // Calls alternate between a stream of the caller's and the legacy
+  // default stream.
+  cudaStream_t gpuStream = nullptr;
+  if (target == Target::Gpu)
+    cudaCheck(cudaStreamCreate(&gpuStream), "cudaStreamCreate");
+  unsigned calls = 0;
+#endif
   struct TypeCase {
     collDataType_t type;
     size_t size;
@@ -593,36 +703,66 @@ void deviceScenario(bool small) {
     for (int d = 0; d < 2; ++d) {
       collComm_t c = d ? dev : comm;
       std::vector<unsigned char> big(bigElems * t.size, 0xcd), recvBuf(bigElems * t.size, 0xcd);
-      const void *send = input.data();
-      void *recv = recvBuf.data();
+      std::vector<unsigned char> sendBuf = input;
+      unsigned char *sendBase = sendBuf.data(), *recvBase = recvBuf.data(), *bigBase = big.data();
+      void *stream = nullptr;
+#if COLL_TEST_GPU
+      std::unique_ptr<DeviceBuffer> dSend, dRecv, dBig;
+      if (d && target == Target::Gpu) {
+        dSend = std::make_unique<DeviceBuffer>(sendBuf);
+        dRecv = std::make_unique<DeviceBuffer>(recvBuf);
+        if (inplace)
+          std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
+        dBig = std::make_unique<DeviceBuffer>(big);
+        sendBase = dSend->at(0);
+        recvBase = dRecv->at(0);
+        bigBase = dBig->at(0);
+        stream = calls++ % 2 ? nullptr : gpuStream;
+      }
+#endif
+      const void *send = sendBase;
+      void *recv = recvBase;
       if (inplace) {
-        std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
-        send = big.data() + inOffset * t.size;
-        recv = big.data();
+        if (!(d && target == Target::Gpu))
+          std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
+        send = bigBase + inOffset * t.size;
+        recv = bigBase;
         if (inPerRank && !outPerRank)
-          recv = big.data() + size_t(rank) * count * t.size;
+          recv = bigBase + size_t(rank) * count * t.size;
       }
       collResult_t r = collSuccess;
       switch (coll) {
-      case Coll::AllReduce: r = collAllReduce(send, recv, count, t.type, op, c, nullptr); break;
-      case Coll::AllGather: r = collAllGather(send, recv, count, t.type, c, nullptr); break;
+      case Coll::AllReduce: r = collAllReduce(send, recv, count, t.type, op, c, stream); break;
+      case Coll::AllGather: r = collAllGather(send, recv, count, t.type, c, stream); break;
       case Coll::ReduceScatter:
-        r = collReduceScatter(send, recv, count, t.type, op, c, nullptr);
+        r = collReduceScatter(send, recv, count, t.type, op, c, stream);
         break;
-      case Coll::AllToAll: r = collAlltoAll(send, recv, count, t.type, c, nullptr); break;
-      case Coll::Broadcast: r = collBroadcast(send, recv, count, t.type, root, c, nullptr); break;
-      case Coll::Reduce: r = collReduce(send, recv, count, t.type, op, root, c, nullptr); break;
-      case Coll::Gather: r = collGather(send, recv, count, t.type, root, c, nullptr); break;
-      case Coll::Scatter: r = collScatter(send, recv, count, t.type, root, c, nullptr); break;
+      case Coll::AllToAll: r = collAlltoAll(send, recv, count, t.type, c, stream); break;
+      case Coll::Broadcast: r = collBroadcast(send, recv, count, t.type, root, c, stream); break;
+      case Coll::Reduce: r = collReduce(send, recv, count, t.type, op, root, c, stream); break;
+      case Coll::Gather: r = collGather(send, recv, count, t.type, root, c, stream); break;
+      case Coll::Scatter: r = collScatter(send, recv, count, t.type, root, c, stream); break;
       }
       char what[200];
       std::snprintf(what, sizeof what, "%s %s count %zu %s op %d root %d on the %s",
                     collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", int(op),
-                    root, d ? "emulated device" : "host");
+                    root, d ? where : "host");
       if (r != collSuccess) {
         comm = c; // collGetLastError of the failing communicator
         check(r, what);
       }
+#if COLL_TEST_GPU
+      if (d && target == Target::Gpu) {
+        cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
+        collResult_t async = collSuccess;
+        check(collCommGetAsyncError(c, &async), "collCommGetAsyncError");
+        check(async, what);
+        result[d] = inplace ? dBig->download() : dRecv->download();
+        if (!inplace && dSend->download() != input)
+          failNow(std::string(what) + ": the device send buffer changed");
+        continue;
+      }
+#endif
       result[d] = inplace ? big : recvBuf;
     }
     const bool hasOutput = !(coll == Coll::Reduce || coll == Coll::Gather) || rank == root;
@@ -633,8 +773,9 @@ void deviceScenario(bool small) {
       char msg[240];
       std::snprintf(msg, sizeof msg,
                     "%s %s count %zu %s root %d: element %zu differs between the host and the "
-                    "emulated device",
-                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", root, e);
+                    "%s",
+                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", root, e,
+                    where);
       failNow(msg);
     }
     ++checks;
@@ -656,9 +797,169 @@ void deviceScenario(bool small) {
     for (collRedOp_t op : {collProd, collMin, collMax, collAvg})
       for (const TypeCase &t : types)
         runBoth(coll, t, op, 1001, false, nranks - 1);
-  check(collCommFinalize(dev), "finalize the emulated device's communicator");
-  check(collCommDestroy(dev), "destroy the emulated device's communicator");
+  if (target == Target::Emulated) {
+    check(collCommFinalize(dev), "finalize the emulated device's communicator");
+    check(collCommDestroy(dev), "destroy the emulated device's communicator");
+  }
+#if COLL_TEST_GPU
+  if (target == Target::Gpu) {
+    gpuQueue(gpuStream);
+    gpuErrors();
+    cudaCheck(cudaStreamDestroy(gpuStream), "cudaStreamDestroy");
+  }
+#endif
 }
+
+/// `--fork N`: rank 0's id here, then N children run the scenario as ranks
+/// 0..N-1 (no CUDA is touched before the fork). Exit status: 0 when all
+/// passed, 77 when all skipped, else 1.
+int forkRanks(const char *self, const std::string &scenario, int n) {
+  if (n < 1)
+    return 2;
+  collUniqueId id;
+  if (collGetUniqueId(&id) != collSuccess) {
+    std::printf("FAIL collGetUniqueId: %s\n", collGetLastError(nullptr));
+    return 1;
+  }
+  std::string hex;
+  for (char c : id.internal) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", unsigned(static_cast<unsigned char>(c)));
+    hex += two;
+  }
+  std::vector<pid_t> children;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("fork");
+      return 1;
+    }
+    if (pid == 0) {
+      const std::string rs = std::to_string(r), ns = std::to_string(n);
+      execl(self, self, scenario.c_str(), "--id", hex.c_str(), "--rank", rs.c_str(), "--nranks",
+            ns.c_str(), static_cast<char *>(nullptr));
+      std::_Exit(127);
+    }
+    children.push_back(pid);
+  }
+  int passed = 0, skipped = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      ++passed;
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+      ++skipped;
+  }
+  if (skipped == n)
+    return 77;
+  return passed == n ? 0 : 1;
+}
+
+#if COLL_TEST_GPU
+/// `gpu-all --all N`: N ranks of this process on GPU 0 (collCommInitAll),
+/// driven by this thread through groups, every rank's call on a stream of
+/// its own, on one shared stream and on the legacy default stream, against
+/// N host ranks of this process running the same calls.
+int allOnOneGpu(int n) {
+  rank = 0;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("rank ?: skip: no CUDA device\n");
+    return 77;
+  }
+  if (n < 1)
+    return 2;
+  nranks = n;
+  std::vector<collComm_t> gpu(n), host(n);
+  std::vector<int> devices(n, 0);
+  check(collCommInitAll(gpu.data(), n, devices.data()), "collCommInitAll on GPU 0");
+  check(collCommInitAll(host.data(), n, nullptr), "collCommInitAll on the host");
+  std::vector<cudaStream_t> own(n);
+  for (cudaStream_t &s : own)
+    cudaCheck(cudaStreamCreate(&s), "cudaStreamCreate");
+  cudaStream_t shared = nullptr;
+  cudaCheck(cudaStreamCreateWithFlags(&shared, cudaStreamNonBlocking), "cudaStreamCreate");
+  const size_t counts[] = {1, 1000, 262147};
+  uint32_t seed = 99u;
+  int call = 0;
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                    Coll::Broadcast, Coll::Reduce})
+    for (size_t elems : counts) {
+      const int streams = call++ % 3; // 0: own streams, 1: one shared stream, 2: legacy
+      const bool inPerRank = coll == Coll::ReduceScatter || coll == Coll::AllToAll;
+      const bool outPerRank = coll == Coll::AllGather || coll == Coll::AllToAll;
+      const size_t inElems = inPerRank ? size_t(n) * elems : elems;
+      const size_t outElems = outPerRank ? size_t(n) * elems : elems;
+      const int root = int(elems % size_t(n));
+      std::vector<std::vector<unsigned char>> in(n), hostOut(n);
+      std::vector<std::unique_ptr<DeviceBuffer>> dIn, dOut;
+      for (int r = 0; r < n; ++r) {
+        in[r].resize(inElems * 4);
+        for (size_t i = 0; i < inElems; ++i) {
+          seed = seed * 1664525u + 1013904223u;
+          const float f = float(int32_t(seed >> 8) % 20000) / 997.0f;
+          std::memcpy(in[r].data() + 4 * i, &f, 4);
+        }
+        hostOut[r].assign(outElems * 4, 0xcd);
+        dIn.push_back(std::make_unique<DeviceBuffer>(in[r]));
+        dOut.push_back(std::make_unique<DeviceBuffer>(hostOut[r]));
+      }
+      auto issue = [&](collComm_t c, const void *send, void *recv, void *stream) {
+        switch (coll) {
+        case Coll::AllReduce: return collAllReduce(send, recv, elems, collFloat32, collSum, c, stream);
+        case Coll::AllGather: return collAllGather(send, recv, elems, collFloat32, c, stream);
+        case Coll::ReduceScatter:
+          return collReduceScatter(send, recv, elems, collFloat32, collSum, c, stream);
+        case Coll::AllToAll: return collAlltoAll(send, recv, elems, collFloat32, c, stream);
+        case Coll::Broadcast:
+          return collBroadcast(send, recv, elems, collFloat32, root, c, stream);
+        case Coll::Reduce:
+          return collReduce(send, recv, elems, collFloat32, collSum, root, c, stream);
+        default: return collInternalError;
+        }
+      };
+      char what[160];
+      std::snprintf(what, sizeof what, "%s of %zu fp32 on %d ranks of GPU 0 (%s)", collName(coll),
+                    elems, n,
+                    streams == 0 ? "a stream per rank"
+                    : streams == 1 ? "one shared stream"
+                                   : "the legacy default stream");
+      check(collGroupStart(), "group start");
+      for (int r = 0; r < n; ++r)
+        check(issue(host[r], in[r].data(), hostOut[r].data(), nullptr), "host call");
+      check(collGroupEnd(), "host group");
+      check(collGroupStart(), "group start");
+      for (int r = 0; r < n; ++r) {
+        void *stream = streams == 0 ? own[r] : streams == 1 ? shared : nullptr;
+        comm = gpu[r];
+        check(issue(gpu[r], dIn[r]->ptr, dOut[r]->ptr, stream), what);
+      }
+      check(collGroupEnd(), what);
+      cudaCheck(cudaDeviceSynchronize(), what);
+      for (int r = 0; r < n; ++r) {
+        collResult_t async = collSuccess;
+        check(collCommGetAsyncError(gpu[r], &async), "collCommGetAsyncError");
+        comm = gpu[r];
+        check(async, what);
+        const bool hasOutput = coll != Coll::Reduce || r == root;
+        if (hasOutput && dOut[r]->download() != hostOut[r])
+          failNow(std::string(what) + ": rank " + std::to_string(r) +
+                  "'s output differs from the host's");
+        ++checks;
+      }
+    }
+  for (int r = 0; r < n; ++r) {
+    comm = gpu[r];
+    check(collCommDestroy(gpu[r]), "destroy");
+    check(collCommDestroy(host[r]), "destroy");
+    cudaStreamDestroy(own[r]);
+  }
+  cudaStreamDestroy(shared);
+  std::printf("rank 0..%d: ok %ld checks\n", n - 1, checks);
+  return 0;
+}
+#endif
 
 } // namespace
 
@@ -670,6 +971,21 @@ int main(int argc, char **argv) {
   }
   std::string scenario = argv[1], mode = argv[2];
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (mode == "--fork" && argc >= 4)
+    return forkRanks(argv[0], scenario, std::atoi(argv[3]));
+#if COLL_TEST_GPU
+  if (mode == "--all" && argc >= 4)
+    return allOnOneGpu(std::atoi(argv[3]));
+  if (scenario.rfind("gpu", 0) == 0) {
+    int devices = 0;
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err != cudaSuccess || devices == 0) {
+      std::printf("rank ?: skip: no CUDA device (%s)\n",
+                  err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+      return 77;
+    }
+  }
+#endif
   if (mode == "--id" && argc >= 8) {
     collUniqueId id;
     std::string hex = argv[3];
@@ -719,7 +1035,11 @@ int main(int argc, char **argv) {
   else if (scenario == "errors")
     errors();
   else if (scenario == "device")
-    deviceScenario(small);
+    compareScenario(small, Target::Emulated);
+#if COLL_TEST_GPU
+  else if (scenario == "gpu")
+    compareScenario(small, Target::Gpu);
+#endif
   else
     failNow("unknown scenario " + scenario);
   check(collCommFinalize(comm), "finalize");

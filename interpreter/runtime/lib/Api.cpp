@@ -5,6 +5,7 @@
 #include "Bootstrap.h"
 #include "Comm.h"
 #include "Debug.h"
+#include "Device.h"
 
 #include "coll/interpreter/DataType.h"
 
@@ -132,17 +133,46 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
       return failWith(comm, collInvalidArgument,
                       llvm::formatv("{0}: {1} is NULL with count {2}", name,
                                     needSend && !op.send ? "sendbuff" : "recvbuff", op.count));
-    if (isDevicePointer(op.send) || isDevicePointer(op.recv))
-      return failWith(comm, collInvalidUsage,
-                      llvm::formatv("{0}: device buffers need the runtime's CUDA path, which "
-                                    "this build does not have yet; pass host buffers",
-                                    name));
+    // Where the buffers live: host memory, or one CUDA device.
+    const int sendDevice = needSend ? deviceOfPointer(op.send) : -2;
+    const int recvDevice = needRecv ? deviceOfPointer(op.recv) : -2;
+    auto place = [](int d) {
+      return d >= 0 ? "memory of CUDA device " + std::to_string(d) : std::string("host memory");
+    };
+    if (sendDevice != -2 && recvDevice != -2 && sendDevice != recvDevice)
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("{0}: sendbuff is {1} but recvbuff is {2}; both must be "
+                                    "host memory or memory of the same device",
+                                    name, place(sendDevice), place(recvDevice)));
+    op.device = std::max(sendDevice, recvDevice);
   }
-  if (stream)
+  if (op.device >= 0) {
+    if (op.pointToPoint())
+      return failWith(comm, collInvalidUsage,
+                      llvm::formatv("{0}: point-to-point calls on device buffers are not "
+                                    "supported yet; pass host buffers",
+                                    name));
+    if (c.config().emulatedDevice)
+      return failWith(comm, collInvalidUsage,
+                      llvm::formatv("{0}: this communicator runs on the emulated device "
+                                    "(COLL_EMULATED_DEVICE), which takes host buffers; the "
+                                    "buffers are on CUDA device {1}",
+                                    name, op.device));
+    const int bound = c.boundDevice();
+    if (bound >= 0 && bound != op.device)
+      return failWith(comm, collInvalidUsage,
+                      llvm::formatv("{0}: rank {1} of this communicator runs on CUDA device {2}, "
+                                    "but the buffers are on device {3}",
+                                    name, c.rank(), bound, op.device));
+    if (bound < 0)
+      c.bindDevice(op.device);
+    op.stream = stream;
+  } else if (stream && op.count > 0) { // 0 elements: nothing runs, wherever the buffers are
     return failWith(comm, collInvalidArgument,
                     llvm::formatv("{0}: host buffers run on the host backend, synchronously; "
                                   "pass stream NULL",
                                   name));
+  }
   if (int broken = c.asyncError(); broken != collSuccess)
     return failWith(comm, static_cast<collResult_t>(broken),
                     "the communicator is broken by an earlier error; abort or destroy it");
@@ -300,10 +330,14 @@ collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices) 
   if (nranks < 1)
     return failWith(nullptr, collInvalidArgument,
                     llvm::formatv("nranks {0} must be at least 1", nranks));
+  // devices[r]: the CUDA device of rank r's device buffers (several ranks
+  // may share one); NULL: bound by each rank's first call on device memory.
   if (devices)
-    return failWith(nullptr, collInvalidUsage,
-                    "device ranks need the runtime's CUDA path, which this build does not have "
-                    "yet; pass devices = NULL for host ranks");
+    for (int r = 0; r < nranks; ++r)
+      if (devices[r] < 0)
+        return failWith(nullptr, collInvalidArgument,
+                        llvm::formatv("devices[{0}] is {1}, not a CUDA device ordinal", r,
+                                      devices[r]));
   auto config = resolveConfig(nullptr);
   if (!config)
     return failWith(nullptr, config.takeError());
@@ -338,8 +372,11 @@ collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices) 
         comms[i] = nullptr;
       return failWith(nullptr, results[r], llvm::formatv("rank {0}: {1}", r, errors[r]));
     }
-  for (int r = 0; r < nranks; ++r)
+  for (int r = 0; r < nranks; ++r) {
+    if (devices)
+      made[r]->bindDevice(devices[r]);
     comms[r] = new collComm{std::move(made[r])};
+  }
   return collSuccess;
 }
 
@@ -481,7 +518,7 @@ collResult_t collCommAbort(collComm_t comm) {
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError) {
   if (!comm || !comm->impl || !asyncError)
     return failWith(comm, collInvalidArgument, "collCommGetAsyncError: NULL argument");
-  *asyncError = comm->impl->asyncError();
+  *asyncError = comm->impl->checkAsyncError();
   return collSuccess;
 }
 

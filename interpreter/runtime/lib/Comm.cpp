@@ -9,9 +9,8 @@
 #include "HostEngine.h"
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
-#if COLL_RUNTIME_HAVE_EMU
+#include "Device.h"
 #include "coll/interpreter/CudaExecutor.h"
-#endif
 #include "coll/interpreter/Protocol.h"
 #include "coll/interpreter/Timeline.h"
 #include "coll/ir/Geometry.h"
@@ -454,11 +453,15 @@ public:
     std::array<bool, 3> uses{}; ///< the plan reads or writes input/output/scratch here
   };
   std::map<const Compiled *, RunnerEntry> runners;
-#if COLL_RUNTIME_HAVE_EMU
-  /// Config::emulatedDevice: per plan, this rank's executor on the CPU
-  /// emulation of the GPU, its FIFOs shared with the other ranks' (IPC).
-  std::map<const Compiled *, std::unique_ptr<interp::CudaExecutor>> devices;
-#endif
+  /// Per plan, this rank's executor on its GPU (device buffers) or on the
+  /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
+  /// the other ranks' (CUDA IPC). One backend per communicator.
+  std::map<const Compiled *, std::unique_ptr<DeviceRunner>> devices;
+  DeviceBackend *backend = nullptr;
+  int gpu = -1; ///< the CUDA device of this rank's device buffers, once known
+  /// Held while device runners are used: a call, or checkAsyncError()
+  /// from another thread.
+  std::mutex deviceMutex;
   std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
   std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
   std::map<std::tuple<int, uint64_t, int>, Choice> choices;
@@ -473,6 +476,10 @@ public:
   std::shared_ptr<TraceFile> trace; ///< COLL_TRACE, or null
 
   ~Impl() {
+    // Kernels enqueued on a GPU read the FIFOs and tables the runners own.
+    if (!devices.empty())
+      if (llvm::Error err = checkDevices(true))
+        COLL_LOG(Warn, Coll, rank, "destroy: " + llvm::toString(std::move(err)));
     // What this rank sent must leave before the proxy closes its endpoints.
     if (net && stop && !stop->stopping() && !net->drain(std::chrono::milliseconds(config.watchdogMs)))
       COLL_LOG(Warn, Net, rank, "destroy: slots to other hosts still unsent after the watchdog "
@@ -498,9 +505,11 @@ public:
   bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
   llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
-#if COLL_RUNTIME_HAVE_EMU
-  llvm::Expected<interp::CudaExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled);
-#endif
+  llvm::Expected<DeviceRunner *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
+                                           int device);
+  /// Polls every device runner (`wait`: until its work has ended); the
+  /// first watchdog stop breaks the communicator and is returned.
+  llvm::Error checkDevices(bool wait);
   llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
   void publishCall(const Op &op);
   void pollPeers();
@@ -531,9 +540,8 @@ struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
-#if COLL_RUNTIME_HAVE_EMU
-  interp::CudaExecutor *device = nullptr; ///< the call runs on the emulated device
-#endif
+  DeviceRunner *device = nullptr; ///< the call runs on a GPU or on the emulation
+  std::vector<interp::DeviceCopy> before, after; ///< device: copies around the kernel
   const interp::Plan *plan = nullptr;
   std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE
   void *postDst = nullptr;
@@ -1061,41 +1069,87 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
   return &runners.emplace(compiled.get(), std::move(entry)).first->second;
 }
 
-#if COLL_RUNTIME_HAVE_EMU
-llvm::Expected<interp::CudaExecutor *>
-Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled) {
+llvm::Expected<DeviceRunner *>
+Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, int device) {
   auto found = devices.find(compiled.get());
   if (found != devices.end())
     return found->second.get();
   // Collective: every rank selects the same plan for the same call, so all
   // of them get here together. Each makes its executor and shares where
   // its receiving FIFOs are; then each maps the ones it sends on.
-  interp::CudaOptions options;
-  options.rank = rank;
-  options.watchdogMs = config.watchdogMs;
-  options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
-  options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
-  options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
-  auto created = interp::CudaExecutor::create(compiled->plan, options);
-  const std::string what = "emulated device, " + compiled->plan.fileName;
-  if (llvm::Error err =
-          agree(created ? llvm::Error::success() : created.takeError(), what + ": executor"))
+  llvm::Error chosen = llvm::Error::success();
+  if (!backend) {
+    auto b = device >= 0 ? gpuBackend() : emulatedBackend();
+    if (b)
+      backend = *b;
+    else
+      chosen = b.takeError();
+  }
+  const std::string where = backend ? backend->describe(device) : std::string("GPU");
+  const std::string what = where + ", " + compiled->plan.fileName;
+  std::unique_ptr<DeviceRunner> created;
+  if (!chosen) {
+    interp::CudaOptions options;
+    options.rank = rank;
+    options.watchdogMs = config.watchdogMs;
+    options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
+    options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
+    options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
+    auto made = backend->create(compiled->plan, options, device);
+    if (made)
+      created = std::move(*made);
+    else
+      chosen = made.takeError();
+  }
+  if (llvm::Error err = agree(std::move(chosen), what + ": executor"))
     return err;
   std::vector<interp::ConnectionExport> all(static_cast<size_t>(nranks));
-  all[rank] = (*created)->exportConnections();
+  all[rank] = created->exportConnections();
   if (llvm::Error err = boot->allgather(all.data(), sizeof(interp::ConnectionExport)))
     return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
                                                     what, llvm::toString(std::move(err))));
-  if (llvm::Error err = agree((*created)->importConnections(all), what + ": mapping FIFOs"))
+  if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs"))
     return err;
   COLL_LOG(Info, Init, rank,
-           llvm::formatv("{0}: this rank's {1} tbs on the CPU emulation of the GPU, FIFOs "
-                         "shared with CUDA IPC",
-                         what, compiled->plan.tbCount(rank)));
+           llvm::formatv("{0}: this rank's {1} tbs on {2}, FIFOs shared with CUDA IPC", what,
+                         compiled->plan.tbCount(rank),
+                         backend->emulated() ? "the CPU emulation of a GPU" : "the GPU"));
   keepAlive.push_back(compiled);
-  return devices.emplace(compiled.get(), std::move(*created)).first->second.get();
+  return devices.emplace(compiled.get(), std::move(created)).first->second.get();
 }
-#endif
+
+llvm::Error Communicator::Impl::checkDevices(bool wait) {
+  llvm::Error first = llvm::Error::success();
+  for (auto &[plan, runner] : devices) {
+    auto ended = runner->poll(wait);
+    if (ended || first) {
+      if (!ended)
+        llvm::consumeError(ended.takeError());
+      continue;
+    }
+    // A kernel stopped at its watchdog: the FIFOs it shares with the other
+    // ranks are mid-transfer, so this communicator cannot go on.
+    std::string text = llvm::toString(ended.takeError());
+    const bool watchdog = text.find("watchdog:") != std::string::npos;
+    const std::string kernel = (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
+    first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
+    if (stop->stopping()) {
+      llvm::consumeError(std::move(first));
+      std::string cause;
+      collResult_t result = takeResult(stop->error(), cause);
+      first = collError(result, cause + "; the kernel's report: " + kernel);
+    }
+    std::string message;
+    collResult_t result = takeResult(std::move(first), message);
+    breakWith(result);
+    {
+      std::lock_guard<std::mutex> lock(errorMutex);
+      lastError = message;
+    }
+    first = collError(result, message);
+  }
+  return first;
+}
 
 llvm::Expected<const interp::CallLayout *> Communicator::Impl::layoutFor(const Compiled &compiled,
                                                                           uint64_t count) {
@@ -1214,19 +1268,15 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const interp::Plan &plan = (*compiled)->plan;
   // Which of its buffers this rank's tbs touch (for the adaptation below).
   std::array<bool, 3> uses{};
-#if COLL_RUNTIME_HAVE_EMU
-  interp::CudaExecutor *device = nullptr;
-  if (c.config.emulatedDevice) {
-    auto d = c.deviceFor(*compiled);
+  DeviceRunner *device = nullptr;
+  if (op.device >= 0 || c.config.emulatedDevice) {
+    auto d = c.deviceFor(*compiled, op.device);
     if (!d)
       return d.takeError();
     device = *d;
     uses = buffersUsed(plan, c.rank);
   }
   const bool onHost = device == nullptr;
-#else
-  const bool onHost = true;
-#endif
   Communicator::Impl::RunnerEntry *entry = nullptr;
   if (onHost) {
     auto e = c.runnerFor(*compiled);
@@ -1272,6 +1322,19 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                                                : plan.inplace;
   std::byte *planIn = nullptr, *planOut = nullptr;
   std::string adaptation;
+  // On a device, temporary buffers are the runner's and copies are
+  // enqueued around the kernel, in order on its stream.
+  auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<void *> {
+    if (device)
+      return device->temporary(which, bytes);
+    return c.temp[which].get(bytes);
+  };
+  auto copyBefore = [&](void *dst, const void *src, uint64_t bytes) {
+    if (device)
+      out.before.push_back({dst, src, bytes});
+    else
+      std::memmove(dst, src, bytes);
+  };
   if (inPlace) {
     const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
     const uint64_t bigElems = std::max(inElems, outElems);
@@ -1281,16 +1344,16 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     } else if (outMeaningful && !bigIsInput) {
       big = userOut;
       if (inMeaningful) {
-        std::memmove(big + off.inputInOutput * es, userIn, inElems * es);
+        copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
         adaptation = "in-place algorithm: sendbuff copied into recvbuff first";
       }
     } else {
-      auto t = c.temp[0].get(bigElems * es);
+      auto t = temporary(0, bigElems * es);
       if (!t)
         return t.takeError();
       big = static_cast<std::byte *>(*t);
       if (inMeaningful)
-        std::memcpy(big + off.inputInOutput * es, userIn, inElems * es);
+        copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
       if (outMeaningful) {
         out.postDst = userOut;
         out.postSrc = big + off.outputInInput * es;
@@ -1304,12 +1367,12 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     if (inMeaningful && !userInPlace) {
       planIn = const_cast<std::byte *>(userIn);
     } else if (inMeaningful || uses[0]) {
-      auto t = c.temp[0].get(inElems * es);
+      auto t = temporary(0, inElems * es);
       if (!t)
         return t.takeError();
       planIn = static_cast<std::byte *>(*t);
       if (inMeaningful) {
-        std::memcpy(planIn, userIn, inElems * es);
+        copyBefore(planIn, userIn, inElems * es);
         adaptation = "out-of-place algorithm: sendbuff copied to a temporary buffer first";
       }
     } else {
@@ -1318,7 +1381,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     if (outMeaningful) {
       planOut = userOut;
     } else if (uses[1]) {
-      auto t = c.temp[1].get(outElems * es);
+      auto t = temporary(1, outElems * es);
       if (!t)
         return t.takeError();
       planOut = static_cast<std::byte *>(*t);
@@ -1336,9 +1399,10 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                       userInPlace ? "in place" : "out of place", choice->algo->name,
                       ir::protocolName(plan.protocol), choice->why,
                       adaptation.empty() ? std::string() : "; " + adaptation,
-                      onHost ? "" : "; on the emulated device"));
+                      onHost                      ? ""
+                      : c.backend->emulated()     ? "; on the emulated device"
+                                                  : "; on GPU " + std::to_string(op.device)));
 
-#if COLL_RUNTIME_HAVE_EMU
   if (device) {
     interp::CallArgs args;
     args.type = op.type;
@@ -1348,15 +1412,17 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     args.output.assign(static_cast<size_t>(c.nranks), nullptr);
     args.input[c.rank] = planIn;
     args.output[c.rank] = planOut;
-    auto prepared = device->prepare(args);
-    if (!prepared)
-      return collError(collInvalidUsage, llvm::toString(prepared.takeError()));
+    if (llvm::Error err = device->prepare(args))
+      return collError(collInvalidUsage, llvm::toString(std::move(err)));
+    if (out.postBytes) {
+      out.after.push_back({out.postDst, out.postSrc, out.postBytes});
+      out.postBytes = 0;
+    }
     c.publishCall(op);
     out.device = device;
     out.plan = &plan;
     return llvm::Error::success();
   }
-#endif
 
   if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, planIn, planOut))
     return collError(collSystemError, llvm::toString(std::move(err)));
@@ -1527,10 +1593,18 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
 
   std::vector<bool> runs(units.size(), false);
   bool anyOnDevice = false;
+  // Device runners are this round's (checkAsyncError() keeps off them).
+  std::vector<std::unique_lock<std::mutex>> deviceLocks;
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
     c.inCall.fetch_add(1, std::memory_order_acq_rel);
     comms.push_back(&c);
+    deviceLocks.emplace_back(c.deviceMutex);
+    // Kernels of earlier calls on a GPU end after their call returned:
+    // one stopped by its watchdog breaks the communicator now.
+    if (!c.devices.empty() && c.backend && !c.backend->emulated())
+      if (llvm::Error err = c.checkDevices(false))
+        llvm::consumeError(std::move(err)); // recorded below, as the broken communicator
     if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
       record(c, collError(static_cast<collResult_t>(broken),
                           llvm::formatv("the communicator is broken by an earlier error ({0}); "
@@ -1539,7 +1613,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       continue;
     }
     runs[u] = true;
-    anyOnDevice = anyOnDevice || c.config.emulatedDevice;
+    anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
   }
   std::vector<llvm::Error> errors;
   std::vector<std::vector<Task>> unitTasks(units.size());
@@ -1553,7 +1627,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
                     : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
   };
   if (anyOnDevice && units.size() > 1) {
-    // A unit on the emulated device may first make its executor, which is
+    // A unit on a device may first make its executor, which is
     // collective (the ranks exchange IPC handles): with several ranks
     // driven by this thread (collCommInitAll and a group), each prepares
     // on a thread of its own.
@@ -1590,39 +1664,47 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   poll.arg = &comms;
   Impl &lead = *units.front().comm->impl;
   const auto t0 = std::chrono::steady_clock::now();
-#if COLL_RUNTIME_HAVE_EMU
-  // Calls on the emulated device: a launch returns when the kernel has
-  // finished, so the ranks of this round launch at once, one thread each
-  // when there is more than one thing to run.
-  std::vector<size_t> onDevice;
+  // Calls on a device. On a GPU every unit's work is enqueued before any
+  // caller's stream is made to wait for it, so that ranks of this process
+  // sharing a GPU run side by side; the call returns without waiting. On
+  // the emulation an enqueue returns when the kernel has ended, so the
+  // ranks of this round launch at once, one thread each when there is more
+  // than one thing to run.
+  std::vector<size_t> onGpu, onEmulation;
   for (size_t u = 0; u < units.size(); ++u)
     if (prepared[u].device)
-      onDevice.push_back(u);
+      (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
   std::vector<std::string> deviceErrors(units.size());
-  auto launchOne = [&](size_t u) {
-    // Same stream, prepare above: launch and finish only.
-    llvm::Error err = prepared[u].device->launch(nullptr);
-    if (!err)
-      err = prepared[u].device->finish(nullptr);
+  auto enqueueOne = [&](size_t u) {
+    PreparedCollective &p = prepared[u];
+    llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
+    if (!err && p.comm->backend->emulated()) {
+      auto ended = p.device->poll(true);
+      if (!ended)
+        err = ended.takeError();
+    }
     if (err)
       deviceErrors[u] = llvm::toString(std::move(err));
   };
+  for (size_t u : onGpu)
+    enqueueOne(u);
+  for (size_t u : onGpu)
+    if (deviceErrors[u].empty())
+      if (llvm::Error err = prepared[u].device->join(prepared[u].op->stream))
+        deviceErrors[u] = llvm::toString(std::move(err));
   std::vector<std::thread> deviceThreads;
-  const bool alone = tasks.empty() && onDevice.size() == 1;
-  for (size_t u : onDevice) {
+  const bool alone = tasks.empty() && onEmulation.size() == 1;
+  for (size_t u : onEmulation) {
     if (alone)
-      launchOne(u);
+      enqueueOne(u);
     else
-      deviceThreads.emplace_back(launchOne, u);
+      deviceThreads.emplace_back(enqueueOne, u);
   }
   if (!tasks.empty())
-#endif
-  if (llvm::Error err = lead.engine->run(tasks, poll))
-    record(lead, collError(collSystemError, llvm::toString(std::move(err))));
-#if COLL_RUNTIME_HAVE_EMU
+    if (llvm::Error err = lead.engine->run(tasks, poll))
+      record(lead, collError(collSystemError, llvm::toString(std::move(err))));
   for (std::thread &t : deviceThreads)
     t.join();
-#endif
   // A mismatched call can complete when the data happen to fit; every peer
   // that sent to this rank has published its call by now, so look once more.
   for (Impl *c : comms)
@@ -1630,14 +1712,17 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
 
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
-#if COLL_RUNTIME_HAVE_EMU
     if (!deviceErrors[u].empty()) {
       // The FIFOs shared with the other ranks are mid-transfer: this
       // communicator cannot run another call. A peer found dead (pollPeers
       // above) is the cause; the kernel's report says where it waited.
-      const std::string kernel = "emulated device: " + deviceErrors[u];
+      const bool emulated = c.backend && c.backend->emulated();
+      const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
       const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
-      llvm::Error err = collError(watchdog ? collTimeout : collSystemError, kernel);
+      llvm::Error err = collError(watchdog ? collTimeout
+                                  : emulated ? collSystemError
+                                             : collUnhandledCudaError,
+                                  kernel);
       if (c.stop->stopping()) {
         llvm::consumeError(std::move(err));
         std::string cause;
@@ -1647,7 +1732,6 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       c.breakWith(record(c, std::move(err)));
       continue;
     }
-#endif
     if (c.stop->stopping()) {
       collResult_t result = record(c, c.stop->error());
       c.breakWith(result);
@@ -1699,6 +1783,16 @@ collResult_t Communicator::asyncError() const {
   return static_cast<collResult_t>(impl->asyncError.load(std::memory_order_acquire));
 }
 
+collResult_t Communicator::checkAsyncError() {
+  std::unique_lock<std::mutex> lock(impl->deviceMutex, std::try_to_lock);
+  if (lock.owns_lock() && !impl->devices.empty() && impl->backend && !impl->backend->emulated())
+    llvm::consumeError(impl->checkDevices(false)); // breaks the communicator, records the message
+  return asyncError();
+}
+
+int Communicator::boundDevice() const { return impl->gpu; }
+void Communicator::bindDevice(int device) { impl->gpu = device; }
+
 const char *Communicator::lastError() {
   std::lock_guard<std::mutex> lock(impl->errorMutex);
   return impl->lastError.c_str();
@@ -1737,6 +1831,13 @@ llvm::Error Communicator::runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>
 }
 
 llvm::Error Communicator::finalize() {
+  {
+    // Kernels this rank enqueued on a GPU end first (the watchdog bounds them).
+    std::lock_guard<std::mutex> lock(impl->deviceMutex);
+    if (!impl->devices.empty())
+      if (llvm::Error err = impl->checkDevices(true))
+        return err;
+  }
   if (impl->net && !impl->stop->stopping() &&
       !impl->net->drain(std::chrono::milliseconds(impl->config.watchdogMs)))
     return collError(collTimeout,
@@ -1811,28 +1912,7 @@ Communicator::split(int color, int key, const Config &config) {
 }
 
 // Whether `p` is CUDA device memory (Comm.h).
-bool isDevicePointer(const void *p) {
-  if (!p)
-    return false;
-  static auto query = []() -> int (*)(void *, const void *) {
-    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
-        return reinterpret_cast<int (*)(void *, const void *)>(
-            dlsym(lib, "cudaPointerGetAttributes"));
-    return nullptr;
-  }();
-  if (!query)
-    return false;
-  struct {
-    int type;
-    int device;
-    void *devicePointer;
-    void *hostPointer;
-  } attributes{};
-  if (query(&attributes, p) != 0)
-    return false;
-  return attributes.type == 2 || attributes.type == 3; // device or managed
-}
+bool isDevicePointer(const void *p) { return deviceOfPointer(p) >= 0; }
 
 } // namespace coll::rt
 

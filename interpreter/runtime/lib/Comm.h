@@ -101,13 +101,15 @@ struct Op {
   interp::DataType type = interp::DataType::Float32;
   interp::ReduceOp op = interp::ReduceOp::Sum;
   int root = 0; ///< the root, or the peer of Send/Recv
+  /// Device buffers: their CUDA device, and the caller's stream (a
+  /// cudaStream_t); -1 for host buffers.
+  int device = -1;
+  void *stream = nullptr;
 
   bool pointToPoint() const { return kind == OpKind::Send || kind == OpKind::Recv; }
 };
 
-/// Whether `p` is CUDA device memory. Only asked of a CUDA runtime the
-/// process has already loaded: a program that never touched CUDA has no
-/// device buffers, and asking would create a context.
+/// Whether `p` is CUDA device memory (deviceOfPointer, Device.h).
 bool isDevicePointer(const void *p);
 
 /// Which algorithm (or library underneath) serves a call, and why.
@@ -153,6 +155,15 @@ public:
   void abort();
   /// collSuccess, or the error that broke this communicator.
   collResult_t asyncError() const;
+  /// Looks whether kernels it enqueued on a GPU have ended, and breaks the
+  /// communicator when one stopped at its watchdog (without waiting; not
+  /// while a call runs on another thread); then asyncError().
+  collResult_t checkAsyncError();
+  /// The CUDA device this rank's device buffers must be on: given to
+  /// collCommInitAll, else that of its first call with device buffers; -1
+  /// until then.
+  int boundDevice() const;
+  void bindDevice(int device);
 
   /// The message of the last error on this communicator.
   const char *lastError();

@@ -1,0 +1,308 @@
+//===- Device.cpp - Collectives on a GPU or on its CPU emulation ----------===//
+
+#include "Device.h"
+
+#include "DevicePlugin.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <dlfcn.h>
+
+namespace coll::rt {
+
+DeviceRunner::~DeviceRunner() = default;
+DeviceBackend::~DeviceBackend() = default;
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Which memory a pointer is
+//===----------------------------------------------------------------------===//
+
+int deviceOfPointer(const void *p) {
+  if (!p)
+    return -1;
+  // The driver API: every CUDA program has libcuda.so.1 loaded, whether it
+  // links the CUDA runtime statically (nvcc's default) or not. The plural
+  // call answers host memory with zeros rather than an error (which tools
+  // such as compute-sanitizer would report).
+  using GetAttributes = int (*)(unsigned, int *, void **, unsigned long long);
+  static const GetAttributes driver = []() -> GetAttributes {
+    if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))
+      return reinterpret_cast<GetAttributes>(dlsym(lib, "cuPointerGetAttributes"));
+    return nullptr;
+  }();
+  if (driver) {
+    int names[] = {2, 8, 9}; // CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _IS_MANAGED, _DEVICE_ORDINAL
+    unsigned type = 0;
+    int managed = 0, ordinal = -1; // IS_MANAGED writes a bool into the low byte
+    void *data[] = {&type, &managed, &ordinal};
+    if (driver(3, names, data, reinterpret_cast<unsigned long long>(p)) != 0)
+      return -1;
+    constexpr unsigned TypeDevice = 2; // CU_MEMORYTYPE_DEVICE
+    if (type != TypeDevice && (managed & 0xff) == 0)
+      return -1;
+    return ordinal >= 0 ? ordinal : 0;
+  }
+  // A CUDA runtime loaded as a shared library (or a stand-in for one).
+  using PointerAttributes = int (*)(void *, const void *);
+  static const PointerAttributes runtime = []() -> PointerAttributes {
+    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
+        return reinterpret_cast<PointerAttributes>(dlsym(lib, "cudaPointerGetAttributes"));
+    return nullptr;
+  }();
+  if (!runtime)
+    return -1;
+  struct {
+    int type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+  } attributes{};
+  if (runtime(&attributes, p) != 0)
+    return -1;
+  // cudaMemoryTypeDevice, cudaMemoryTypeManaged
+  return attributes.type == 2 || attributes.type == 3 ? std::max(attributes.device, 0) : -1;
+}
+
+//===----------------------------------------------------------------------===//
+// The emulated backend
+//===----------------------------------------------------------------------===//
+
+#if COLL_RUNTIME_HAVE_EMU
+namespace {
+
+class EmulatedRunner final : public DeviceRunner {
+public:
+  explicit EmulatedRunner(std::unique_ptr<interp::CudaExecutor> ex) : ex(std::move(ex)) {}
+  interp::ConnectionExport exportConnections() override { return ex->exportConnections(); }
+  llvm::Error importConnections(const std::vector<interp::ConnectionExport> &all) override {
+    return ex->importConnections(all);
+  }
+  llvm::Error prepare(const interp::CallArgs &args) override {
+    auto result = ex->prepare(args);
+    return result ? llvm::Error::success() : result.takeError();
+  }
+  llvm::Error enqueue(void *stream, llvm::ArrayRef<interp::DeviceCopy> before,
+                      llvm::ArrayRef<interp::DeviceCopy> after) override {
+    return ex->enqueue(stream, before, after);
+  }
+  llvm::Error join(void *stream) override { return ex->join(stream); }
+  llvm::Expected<bool> poll(bool wait) override { return ex->poll(wait); }
+  llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
+    return ex->temporary(which, bytes);
+  }
+
+private:
+  std::unique_ptr<interp::CudaExecutor> ex;
+};
+
+class EmulatedBackend final : public DeviceBackend {
+public:
+  llvm::Expected<std::unique_ptr<DeviceRunner>> create(const interp::Plan &plan,
+                                                       const interp::CudaOptions &options,
+                                                       int) override {
+    auto ex = interp::CudaExecutor::create(plan, options);
+    if (!ex)
+      return ex.takeError();
+    return std::make_unique<EmulatedRunner>(std::move(*ex));
+  }
+  bool emulated() const override { return true; }
+  std::string describe(int) override { return "the CPU emulation of a GPU"; }
+};
+
+} // namespace
+
+llvm::Expected<DeviceBackend *> emulatedBackend() {
+  static EmulatedBackend backend;
+  return &backend;
+}
+#else
+llvm::Expected<DeviceBackend *> emulatedBackend() {
+  return fail("this libcoll was built without the CUDA emulation (COLL_ENABLE_CUDA_EMU=OFF)");
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// The GPU backend: libcoll_cuda.so
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The plugin's message, freed.
+llvm::Error pluginError(char *error, llvm::StringRef what) {
+  std::string text = error ? error : "(no message)";
+  std::free(error);
+  return fail(what + ": " + text);
+}
+
+class PluginRunner final : public DeviceRunner {
+public:
+  PluginRunner(const CollDevicePlugin *api, void *handle) : api(api), handle(handle) {}
+  ~PluginRunner() override { api->destroy(handle); }
+
+  interp::ConnectionExport exportConnections() override {
+    interp::ConnectionExport out;
+    api->exportConnections(handle, &out);
+    return out;
+  }
+  llvm::Error importConnections(const std::vector<interp::ConnectionExport> &all) override {
+    char *error = nullptr;
+    if (api->importConnections(handle, all.data(), all.size(), &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Error prepare(const interp::CallArgs &args) override {
+    char *error = nullptr;
+    if (api->prepare(handle, &args, &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Error enqueue(void *stream, llvm::ArrayRef<interp::DeviceCopy> before,
+                      llvm::ArrayRef<interp::DeviceCopy> after) override {
+    char *error = nullptr;
+    if (api->enqueue(handle, stream, before.data(), before.size(), after.data(), after.size(),
+                     &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Error join(void *stream) override {
+    char *error = nullptr;
+    if (api->join(handle, stream, &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Expected<bool> poll(bool wait) override {
+    char *error = nullptr;
+    int done = 0;
+    if (api->poll(handle, wait ? 1 : 0, &done, &error))
+      return pluginError(error, "GPU");
+    return done != 0;
+  }
+  llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
+    char *error = nullptr;
+    void *out = nullptr;
+    if (api->temporary(handle, which, bytes, &out, &error))
+      return pluginError(error, "GPU");
+    return out;
+  }
+
+private:
+  const CollDevicePlugin *api;
+  void *handle;
+};
+
+class PluginBackend final : public DeviceBackend {
+public:
+  explicit PluginBackend(const CollDevicePlugin *api) : api(api) {}
+  llvm::Expected<std::unique_ptr<DeviceRunner>>
+  create(const interp::Plan &plan, const interp::CudaOptions &options, int device) override {
+    char *error = nullptr;
+    void *handle = api->create(&plan, &options, device, &error);
+    if (!handle)
+      return pluginError(error, "GPU");
+    return std::make_unique<PluginRunner>(api, handle);
+  }
+  bool emulated() const override { return false; }
+  std::string describe(int device) override {
+    char *error = nullptr;
+    char *text = api->describe(device, &error);
+    if (!text) {
+      std::free(error);
+      return llvm::formatv("CUDA device {0}", device);
+    }
+    std::string out = text;
+    std::free(text);
+    return out;
+  }
+
+private:
+  const CollDevicePlugin *api;
+};
+
+/// Where libcoll.so (this code) was loaded from.
+std::string thisLibraryDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void *>(&deviceOfPointer), &info) == 0 || !info.dli_fname)
+    return {};
+  return llvm::sys::path::parent_path(info.dli_fname).str();
+}
+
+llvm::Expected<const CollDevicePlugin *> loadPlugin() {
+  std::vector<std::string> tried;
+  std::vector<std::string> candidates;
+  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && *named) {
+    candidates.push_back(named);
+  } else {
+    const std::string dir = thisLibraryDir();
+    if (!dir.empty())
+      candidates.push_back(dir + "/libcoll_cuda.so");
+    candidates.push_back("libcoll_cuda.so");
+  }
+  for (const std::string &path : candidates) {
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char *why = dlerror();
+      tried.push_back(path + " (" + (why ? why : "not found") + ")");
+      continue;
+    }
+    auto entry = reinterpret_cast<CollDevicePluginEntry>(dlsym(lib, "collDevicePlugin"));
+    const CollDevicePlugin *api = entry ? entry() : nullptr;
+    if (!api) {
+      tried.push_back(path + " (no collDevicePlugin)");
+      continue;
+    }
+    if (api->abi != COLL_DEVICE_PLUGIN_ABI || api->planSize != sizeof(interp::Plan) ||
+        api->argsSize != sizeof(interp::CallArgs) ||
+        api->optionsSize != sizeof(interp::CudaOptions) ||
+        api->exportSize != sizeof(interp::ConnectionExport) ||
+        std::strcmp(api->version, COLL_VERSION_STRING) != 0) {
+      tried.push_back(llvm::formatv("{0} (from another build: Coll {1}, plugin ABI {2}; this "
+                                    "libcoll is {3}, ABI {4})",
+                                    path, api->version, api->abi, COLL_VERSION_STRING,
+                                    COLL_DEVICE_PLUGIN_ABI));
+      continue;
+    }
+    return api;
+  }
+  std::string list;
+  for (const std::string &t : tried)
+    list += (list.empty() ? "" : "; ") + t;
+  return fail("device buffers need Coll's CUDA plugin, libcoll_cuda.so (built where nvcc is "
+              "found), which could not be loaded: " +
+              list);
+}
+
+} // namespace
+
+llvm::Expected<DeviceBackend *> gpuBackend() {
+  static std::mutex mutex;
+  static std::unique_ptr<PluginBackend> backend;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (backend)
+    return backend.get();
+  if (!failure.empty())
+    return fail(failure);
+  auto api = loadPlugin();
+  if (!api) {
+    failure = llvm::toString(api.takeError());
+    return fail(failure);
+  }
+  backend = std::make_unique<PluginBackend>(*api);
+  return backend.get();
+}
+
+} // namespace coll::rt

@@ -1,0 +1,77 @@
+//===- Device.h - Collectives on a GPU or on its CPU emulation ---*- C++ -*-===//
+//
+// The runtime's device path (docs/RUNTIME.md "Device buffers"): one rank's
+// CUDA executor per plan, behind one interface whether it runs on a GPU or
+// on the CPU emulation of one.
+//
+// The GPU backend lives in libcoll_cuda.so, a plugin loaded with dlopen the
+// first time a call passes device memory, so that libcoll.so itself never
+// links the CUDA runtime: a CPU job loads no CUDA at all. The emulated
+// backend (COLL_EMULATED_DEVICE) is linked into libcoll.so.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_DEVICE_H
+#define COLL_RUNTIME_DEVICE_H
+
+#include "coll/interpreter/CudaExecutor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coll::rt {
+
+/// The CUDA device ordinal of the memory at `p`; -1 for host memory (pinned
+/// host memory included) and whenever the process has not loaded the CUDA
+/// driver: a program that never touched CUDA has no device memory, and
+/// asking would load it. Managed memory counts as device memory.
+int deviceOfPointer(const void *p);
+
+/// One rank's executor of one plan (interp::CudaExecutor with
+/// CudaOptions::rank). Every call keeps the caller's CUDA device current.
+class DeviceRunner {
+public:
+  virtual ~DeviceRunner();
+  virtual interp::ConnectionExport exportConnections() = 0;
+  virtual llvm::Error importConnections(const std::vector<interp::ConnectionExport> &all) = 0;
+  virtual llvm::Error prepare(const interp::CallArgs &args) = 0;
+  /// Enqueues after `stream`'s work: the copies `before`, the kernel, the
+  /// copies `after` (CudaExecutor::enqueue). On the emulation this returns
+  /// when the kernel has ended.
+  virtual llvm::Error enqueue(void *stream, llvm::ArrayRef<interp::DeviceCopy> before,
+                              llvm::ArrayRef<interp::DeviceCopy> after) = 0;
+  /// Makes `stream` wait for the last enqueue().
+  virtual llvm::Error join(void *stream) = 0;
+  /// Whether everything enqueued has ended (`wait`: waits); a watchdog
+  /// stop is an error naming where the kernel waited.
+  virtual llvm::Expected<bool> poll(bool wait) = 0;
+  /// Device memory ordered with enqueue()'s work (buffer 0 or 1).
+  virtual llvm::Expected<void *> temporary(int which, uint64_t bytes) = 0;
+};
+
+class DeviceBackend {
+public:
+  virtual ~DeviceBackend();
+  /// This rank's executor of `plan` (options.rank set) on CUDA device
+  /// `device` (ignored by the emulation, which has one device).
+  virtual llvm::Expected<std::unique_ptr<DeviceRunner>>
+  create(const interp::Plan &plan, const interp::CudaOptions &options, int device) = 0;
+  virtual bool emulated() const = 0;
+  /// For logs: "the CPU emulation of a GPU", "NVIDIA H100 80GB HBM3 (CUDA device 0)".
+  virtual std::string describe(int device) = 0;
+};
+
+/// The CPU emulation linked into this library; an error in builds without it.
+llvm::Expected<DeviceBackend *> emulatedBackend();
+/// The GPU, through libcoll_cuda.so: COLL_CUDA_PLUGIN names the file, else
+/// it is looked for beside libcoll.so, then on the loader's path. Loaded
+/// once; the error says what was tried and why it failed.
+llvm::Expected<DeviceBackend *> gpuBackend();
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_DEVICE_H
