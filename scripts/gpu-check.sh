@@ -8,8 +8,10 @@
 #   2. the `cuda` tests (ctest -L '^cuda$' needs the build tree, so the staged
 #      CudaTests binary runs directly, with the staged MSCCL corpus);
 #   3. the runtime on device buffers: coll-rank-check-gpu with 2 and 3
-#      processes on the GPU and with 4 ranks of one process (the ctest
-#      label `cuda` runs the same);
+#      processes on the GPU and with 4 ranks of one process; libcoll_nccl.so
+#      (nccl-gpu-check: Coll with 2 ranks, and the real libnccl.so.2 that
+#      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
+#      PyTorch (the ctest label `cuda` runs the same);
 #   4. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
 #      the 1 GiB ring allreduce, which checks its result on the host);
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
@@ -87,6 +89,18 @@ rankcheck=$here/bin/coll-rank-check-gpu
 step runtime-gpu-processes-2 600 "$rankcheck" gpu --fork 2
 step runtime-gpu-processes-3 600 "$rankcheck" gpu --fork 3
 step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
+step nccl-gpu-coll-2 600 env COLL_DEBUG=INFO "$here/bin/nccl-gpu-check" coll 2
+realnccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+[ -f "$realnccl" ] || realnccl=libnccl.so.2
+step nccl-gpu-real-1 600 env COLL_FORCE_FALLBACK=all COLL_NCCL_LIB="$realnccl" COLL_DEBUG=INFO \
+  "$here/bin/nccl-gpu-check" real 1
+# PyTorch's own libstdc++ and CUDA runtime, not the staged ones.
+torchlib=$(mktemp -d)
+for f in "$here"/lib/*; do
+  case $(basename "$f") in libstdc++* | libgcc_s* | libcudart*) ;; *) ln -s "$f" "$torchlib/" ;; esac
+done
+step torch-cuda-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \
+  bash "$here/tests/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
 
 # docs/PERFORMANCE.md, the GPU section.
 bench=$here/bin/collbench
@@ -116,6 +130,7 @@ else
   failed=$((failed + 1))
 fi
 
+rm -rf "$torchlib"
 log ""
 log "gpu-check: $failed step(s) failed; report: $report"
 [ "$failed" = 0 ]

@@ -2,11 +2,14 @@
 # Stages what a GPU check needs into one folder (default gpu-stage/, ignored
 # by git) that the device tool can carry (at most 64 MiB):
 #   scripts/gpu-stage.sh [--build DIR] [--out DIR]
-#   bin/   CudaTests (the ctest label `cuda`), collrun, collbench and
-#          coll-rank-check-gpu (the runtime's device path; stripped)
-#   lib/   libcoll.so, its GPU plugin libcoll_cuda.so, and the shared
-#          libraries the programs load that are not glibc's (CUDA runtime,
-#          tinyxml2, UCX, libstdc++, ...); never the CUDA driver
+#   bin/   CudaTests (the ctest label `cuda`), collrun, collbench,
+#          coll-rank-check-gpu (the runtime's device path) and nccl-gpu-check
+#          (libcoll_nccl.so on device buffers); stripped
+#   lib/   libcoll.so, its GPU plugin libcoll_cuda.so, libcoll_nccl.so, and
+#          the shared libraries the programs load that are not glibc's (CUDA
+#          runtime, tinyxml2, UCX, libstdc++, ...); never the CUDA driver
+#   python/coll, tests/  the Python package and the torch check (coll.torch
+#          on CUDA tensors, with the GPU machine's own PyTorch)
 #   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
 #   gpu-check.sh, STAGED (commit, nvcc, sizes)
@@ -33,12 +36,12 @@ nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*
 [ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
 
 cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc \
-  coll coll_cuda coll-rank-check-gpu
+  coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/algorithms"
 for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench" \
-  "$build/bin/coll-rank-check-gpu"; do
+  "$build/bin/coll-rank-check-gpu" "$build/bin/nccl-gpu-check"; do
   [ -x "$b" ] || { echo "gpu-stage: $b was not built" >&2; exit 1; }
   strip -o "$out/bin/$(basename "$b")" "$b"
 done
@@ -54,6 +57,11 @@ done
 # libcoll.so under its soname, and the plugin it loads from beside itself.
 strip -o "$out/lib/$(readlink "$build/lib/libcoll.so")" "$build/lib/$(readlink "$build/lib/libcoll.so")"
 strip -o "$out/lib/libcoll_cuda.so" "$build/lib/libcoll_cuda.so"
+strip -o "$out/lib/$(readlink "$build/lib/libcoll_nccl.so")" "$build/lib/$(readlink "$build/lib/libcoll_nccl.so")"
+mkdir -p "$out/python" "$out/tests"
+cp -r "$root/interpreter/python/coll" "$out/python/"
+rm -rf "$out/python/coll/__pycache__"
+cp "$root/tests/python/torch-check.sh" "$root/tests/python/torch_check.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 
 # The GPU section of docs/PERFORMANCE.md, compiled here.

@@ -16,9 +16,13 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   echo "SKIP: no PyTorch at $py (scripts/setup.sh --torch, which scripts/test.sh runs, installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
   exit 77
 fi
+if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "SKIP: torch sees no CUDA device"
+  exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export PYTHONPATH=$here/../../interpreter/python COLL_LIBRARY=$lib COLL_DEBUG=INFO
+export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../interpreter/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it with")
 modes=("$mode")
@@ -30,6 +34,10 @@ collectives|all)
            "torch reduce: Coll runs it with"
            "torch allreduce: falls back to gloo: dtype torch.bool"
            "torch alltoall: falls back to gloo: unequal splits") ;;
+cuda)
+  expect=("torch allreduce: Coll runs it on the GPU with" "torch allgather: Coll runs it on the GPU with"
+           "torch reducescatter: Coll runs it on the GPU with" "torch alltoall: Coll runs it on the GPU with"
+           "torch broadcast: Coll runs it on the GPU with" "torch reduce: Coll runs it on the GPU with") ;;
 tuning)
   printf '# small all-reduces to gloo, the rest to Coll\nallreduce * 0-4K gloo\n' >"$tmp/tuning.txt"
   export COLL_TUNING_FILE=$tmp/tuning.txt

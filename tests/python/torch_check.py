@@ -1,6 +1,6 @@
 """A torch.distributed program on the "coll" backend, run under torchrun.
 
-    torchrun --nproc_per_node N tests/python/torch_check.py MODE...   (collectives, ddp, tuning)
+    torchrun --nproc_per_node N tests/python/torch_check.py MODE...   (collectives, ddp, tuning, cuda)
 
 collectives: every collective coll.torch serves, at sizes 0, 1, odd and up
 to 2.4 MB, in fp32, bf16 and int32, each result checked against the closed
@@ -9,7 +9,10 @@ that must fall back (an unsupported dtype, unequal all-to-all splits).
 ddp: a DistributedDataParallel model trained for a few steps on "coll" and
 on "gloo" from the same start ends with the same parameters, identical on
 every rank. tuning: small all-reduces go to gloo by a tuning rule, large
-ones to Coll (the wrapper checks the log). Prints "rank R: ok N checks".
+ones to Coll (the wrapper checks the log). cuda: the collectives on CUDA
+tensors (rank r on GPU r mod the GPU count: ranks may share one), each
+checked against the closed form; an async call issued on a side stream;
+the ddp training on the GPU. Prints "rank R: ok N checks".
 """
 
 import os
@@ -168,7 +171,7 @@ def collectives():
           torch.cat([torch.full((r + 1,), float(r)) for r in range(n)]))
 
 
-def ddp():
+def ddp(device=None):
     torch.manual_seed(1234)
     start = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
     results = []
@@ -176,12 +179,14 @@ def ddp():
         model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(),
                                     torch.nn.Linear(64, 4))
         model.load_state_dict(start.state_dict())
-        net = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
+        model.to(device or "cpu")
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, process_group=group, device_ids=[device] if device is not None else None)
         opt = torch.optim.SGD(net.parameters(), lr=0.05)
         gen = torch.Generator().manual_seed(100 + rank)
         for _ in range(5):
-            x = torch.randn(16, 32, generator=gen)
-            y = torch.randn(16, 4, generator=gen)
+            x = torch.randn(16, 32, generator=gen).to(device or "cpu")
+            y = torch.randn(16, 4, generator=gen).to(device or "cpu")
             opt.zero_grad()
             torch.nn.functional.mse_loss(net(x), y).backward()
             opt.step()
@@ -193,6 +198,70 @@ def ddp():
         check(f"ddp: rank {r}'s parameters equal this rank's", gathered[r], results[0])
 
 
+def cuda():
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    for count in (1, 1000, 600001):
+        for dtype in (torch.float32, torch.bfloat16, torch.int32):
+            tag = f"cuda {dtype} x {count}"
+            ops = [(dist.ReduceOp.SUM, lambda xs: sum(xs)),
+                   (dist.ReduceOp.PRODUCT, None),
+                   (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0).values),
+                   (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0).values)]
+            for op, combine in ops:
+                prod = op == dist.ReduceOp.PRODUCT
+                allv = [values(r, count, dtype, prod) for r in range(n)]
+                want = torch.stack(allv).prod(0).to(dtype) if prod else combine(allv).to(dtype)
+                t = values(rank, count, dtype, prod).to(dev)
+                dist.all_reduce(t, op=op)
+                check(f"all_reduce {op} {tag}", t.cpu(), want)
+            if dtype != torch.int32:
+                t = values(rank, count, dtype).to(dev)
+                dist.all_reduce(t, op=dist.ReduceOp.AVG)
+                want = (sum(values(r, count, torch.float64) for r in range(n)) / n).to(dtype)
+                check(f"all_reduce AVG {tag}", t.cpu(), want, exact=False)
+            mine = values(rank, count, dtype).to(dev)
+            out = torch.empty(n * count, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, mine)
+            check(f"all_gather_into_tensor {tag}", out.cpu(),
+                  torch.cat([values(r, count, dtype) for r in range(n)]))
+            outs = [torch.empty(count, dtype=dtype, device=dev) for _ in range(n)]
+            dist.all_gather(outs, mine)
+            for r in range(n):
+                check(f"all_gather {tag} block {r}", outs[r].cpu(), values(r, count, dtype))
+            big = values(rank, n * count, dtype).to(dev)
+            out = torch.empty(count, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, big)
+            total = sum(values(r, n * count, dtype) for r in range(n)).to(dtype)
+            check(f"reduce_scatter_tensor {tag}", out.cpu(), total[rank * count:(rank + 1) * count])
+            out = torch.empty(n * count, dtype=dtype, device=dev)
+            dist.all_to_all_single(out, big)
+            want = torch.cat([values(r, n * count, dtype)[rank * count:(rank + 1) * count]
+                              for r in range(n)])
+            check(f"all_to_all_single {tag}", out.cpu(), want)
+            root = n - 1
+            t = (values(root, count, dtype) if rank == root
+                 else torch.zeros(count, dtype=dtype)).to(dev)
+            dist.broadcast(t, src=root)
+            check(f"broadcast {tag}", t.cpu(), values(root, count, dtype))
+            t = values(rank, count, dtype).to(dev)
+            dist.reduce(t, dst=root)
+            if rank == root:
+                check(f"reduce {tag}", t.cpu(),
+                      sum(values(r, count, dtype) for r in range(n)).to(dtype))
+    # Issued on a side stream after work of that stream; wait() orders the
+    # current stream after it.
+    side = torch.cuda.Stream()
+    t = torch.ones(1 << 20, device=dev)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        t.mul_(3)
+        work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    check("all_reduce async_op on a side stream", t.cpu(), torch.full((1 << 20,), 3.0 * n))
+    ddp(dev)
+
+
 def tuning():
     for count in (16, 256, 100000):  # 64 B and 1 KiB go to gloo, 400 KB to Coll
         t = torch.full((count,), float(rank))
@@ -202,6 +271,6 @@ def tuning():
 
 
 for mode in modes:
-    {"collectives": collectives, "ddp": ddp, "tuning": tuning}[mode]()
+    {"collectives": collectives, "ddp": ddp, "tuning": tuning, "cuda": cuda}[mode]()
 dist.destroy_process_group()
 print(f"rank {rank}: ok {checks} checks", flush=True)

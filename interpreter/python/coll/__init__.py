@@ -114,6 +114,8 @@ _lib.collGather.argtypes = [_P, _P, _S, _I, _I, _comm_t, _P]
 _lib.collScatter.argtypes = [_P, _P, _S, _I, _I, _comm_t, _P]
 _lib.collSend.argtypes = [_P, _S, _I, _I, _comm_t, _P]
 _lib.collRecv.argtypes = [_P, _S, _I, _I, _comm_t, _P]
+_lib.collDeviceBuffersSupported.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
+                                            ctypes.c_size_t]
 
 
 def _check(code, comm=None):
@@ -137,6 +139,20 @@ def version():
     return v.value
 
 
+_device_support = None
+
+
+def device_buffers_supported():
+    """(True, "") when calls on CUDA device memory can run here (Coll's GPU
+    backend, libcoll_cuda.so, loads), else (False, why). Asked once."""
+    global _device_support
+    if _device_support is None:
+        ok, why = ctypes.c_int(), ctypes.create_string_buffer(1024)
+        _check(_lib.collDeviceBuffersSupported(ctypes.byref(ok), why, 1024))
+        _device_support = (bool(ok.value), why.value.decode(errors="replace"))
+    return _device_support
+
+
 def get_unique_id():
     """Starts rank 0's listener in this process; returns the 128-byte id."""
     uid = _UniqueId()
@@ -146,7 +162,9 @@ def get_unique_id():
 
 class Comm:
     """One rank of a communicator (collCommInitRank). Every method is the
-    coll.h call of the same name; pointers are integers."""
+    coll.h call of the same name; pointers are integers. `stream` is a
+    cudaStream_t as an integer, for device buffers (0: the legacy default
+    stream); host buffers take 0."""
 
     def __init__(self, nranks, unique_id, rank, libraries=None, watchdog_ms=None):
         """`libraries`: names underneath Coll that tuning rules may send
@@ -169,35 +187,35 @@ class Comm:
     def _c(self, code):
         _check(code, self._h)
 
-    def all_reduce(self, send, recv, count, dtype, op):
-        self._c(_lib.collAllReduce(send, recv, count, dtype, op, self._h, None))
+    def all_reduce(self, send, recv, count, dtype, op, stream=0):
+        self._c(_lib.collAllReduce(send, recv, count, dtype, op, self._h, stream or None))
 
-    def all_gather(self, send, recv, count, dtype):
-        self._c(_lib.collAllGather(send, recv, count, dtype, self._h, None))
+    def all_gather(self, send, recv, count, dtype, stream=0):
+        self._c(_lib.collAllGather(send, recv, count, dtype, self._h, stream or None))
 
-    def reduce_scatter(self, send, recv, count, dtype, op):
-        self._c(_lib.collReduceScatter(send, recv, count, dtype, op, self._h, None))
+    def reduce_scatter(self, send, recv, count, dtype, op, stream=0):
+        self._c(_lib.collReduceScatter(send, recv, count, dtype, op, self._h, stream or None))
 
-    def all_to_all(self, send, recv, count, dtype):
-        self._c(_lib.collAlltoAll(send, recv, count, dtype, self._h, None))
+    def all_to_all(self, send, recv, count, dtype, stream=0):
+        self._c(_lib.collAlltoAll(send, recv, count, dtype, self._h, stream or None))
 
-    def broadcast(self, send, recv, count, dtype, root):
-        self._c(_lib.collBroadcast(send, recv, count, dtype, root, self._h, None))
+    def broadcast(self, send, recv, count, dtype, root, stream=0):
+        self._c(_lib.collBroadcast(send, recv, count, dtype, root, self._h, stream or None))
 
-    def reduce(self, send, recv, count, dtype, op, root):
-        self._c(_lib.collReduce(send, recv, count, dtype, op, root, self._h, None))
+    def reduce(self, send, recv, count, dtype, op, root, stream=0):
+        self._c(_lib.collReduce(send, recv, count, dtype, op, root, self._h, stream or None))
 
-    def gather(self, send, recv, count, dtype, root):
-        self._c(_lib.collGather(send, recv, count, dtype, root, self._h, None))
+    def gather(self, send, recv, count, dtype, root, stream=0):
+        self._c(_lib.collGather(send, recv, count, dtype, root, self._h, stream or None))
 
-    def scatter(self, send, recv, count, dtype, root):
-        self._c(_lib.collScatter(send, recv, count, dtype, root, self._h, None))
+    def scatter(self, send, recv, count, dtype, root, stream=0):
+        self._c(_lib.collScatter(send, recv, count, dtype, root, self._h, stream or None))
 
-    def send(self, buf, count, dtype, peer):
-        self._c(_lib.collSend(buf, count, dtype, peer, self._h, None))
+    def send(self, buf, count, dtype, peer, stream=0):
+        self._c(_lib.collSend(buf, count, dtype, peer, self._h, stream or None))
 
-    def recv(self, buf, count, dtype, peer):
-        self._c(_lib.collRecv(buf, count, dtype, peer, self._h, None))
+    def recv(self, buf, count, dtype, peer, stream=0):
+        self._c(_lib.collRecv(buf, count, dtype, peer, self._h, stream or None))
 
     def query_choice(self, collective, nbytes, root=0):
         """(name, reason): the algorithm, or "library:NAME", that would serve

@@ -16,7 +16,11 @@ The backend is a Python ``ProcessGroup`` calling libcoll.so through ctypes
 
 ``async_op=True`` returns a Work whose ``wait()`` blocks until the call has
 completed (and raises its error); with ``async_op=False`` torch waits
-before returning. At ``COLL_DEBUG=INFO`` rank 0 prints the selection table
+before returning. CUDA tensors go to Coll's GPU backend when libcoll has
+one (``coll.device_buffers_supported()``): a call is enqueued after the
+work of the stream that was current when it was issued, and that stream
+waits for it, as with NCCL; ``wait()`` then returns once it is enqueued and
+makes the current stream wait for it. At ``COLL_DEBUG=INFO`` rank 0 prints the selection table
 when the group is made (libcoll does), and every process says once per
 (collective, reason) where a call went and why.
 """
@@ -62,6 +66,7 @@ class _Work(dist.Work):
         self._event = threading.Event()
         self._error = None
         self._future = torch.futures.Future()
+        self._cuda_event = None  # CUDA calls: recorded after the call on its stream
 
     def _finish(self, error=None):
         self._error = error
@@ -75,10 +80,12 @@ class _Work(dist.Work):
         self._event.wait()
         if self._error is not None:
             raise self._error
+        if self._cuda_event is not None:
+            torch.cuda.current_stream().wait_event(self._cuda_event)
         return True
 
     def is_completed(self):
-        return self._event.is_set()
+        return self._event.is_set() and (self._cuda_event is None or self._cuda_event.query())
 
     def is_success(self):
         return self._event.is_set() and self._error is None
@@ -96,6 +103,12 @@ class _Work(dist.Work):
 
 def _flat(tensors):
     return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.empty(0)
+
+
+def _stream(t):
+    """The cudaStream_t a call on `t` runs after: the current stream of its
+    device (the worker makes the issuing stream current); 0 on the CPU."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
 class CollProcessGroup(dist.ProcessGroup):
@@ -149,22 +162,34 @@ class CollProcessGroup(dist.ProcessGroup):
             item = self._queue.get()
             if item is None:
                 return
-            fn, work = item
+            fn, work, stream = item
             if self._broken is not None:
                 work._finish(RuntimeError(f"coll: the process group is broken by an earlier "
                                           f"error: {self._broken}"))
                 continue
             try:
-                fn()
+                if stream is None:
+                    fn()
+                else:
+                    # The issuing stream, current here too: the call runs after
+                    # its work, and its temporaries are ordered with it.
+                    with torch.cuda.device(stream.device), torch.cuda.stream(stream):
+                        fn()
+                        work._cuda_event = torch.cuda.Event()
+                        work._cuda_event.record(stream)
                 work._finish()
             except Exception as e:  # the call's error goes to its Work
                 if isinstance(e, coll.CollError):
                     self._broken = str(e)
                 work._finish(e)
 
-    def _submit(self, fn, result):
+    def _submit(self, fn, result, tensors=()):
+        """Queues `fn`; a call on CUDA `tensors` runs with the stream that is
+        current now."""
+        cuda = next((t for t in tensors if t.is_cuda), None)
+        stream = torch.cuda.current_stream(cuda.device) if cuda is not None else None
         work = _Work(result)
-        self._queue.put((fn, work))
+        self._queue.put((fn, work, stream))
         return work
 
     # -- deciding ---------------------------------------------------------
@@ -173,9 +198,14 @@ class CollProcessGroup(dist.ProcessGroup):
     def _dtype(tensors, what):
         t0 = tensors[0]
         for t in tensors:
-            if t.device.type != "cpu":
-                raise _Unsupported(f"{t.device.type} tensors (the runtime's CUDA path is not "
-                                   "built yet)")
+            if t.device.type == "cuda":
+                ok, why = coll.device_buffers_supported()
+                if not ok:
+                    raise _Unsupported(f"cuda tensors: {why}")
+            elif t.device.type != "cpu":
+                raise _Unsupported(f"{t.device.type} tensors")
+            if t.device != t0.device:
+                raise _Unsupported("tensors on different devices")
             if t.dtype != t0.dtype:
                 raise _Unsupported("tensors of different dtypes")
         if t0.dtype not in _DTYPES:
@@ -190,9 +220,11 @@ class CollProcessGroup(dist.ProcessGroup):
                 return coll_op
         raise _Unsupported(f"reduce op {op}")
 
-    def _route(self, collective, nbytes, root, prepare, via_coll, via_fallback, result):
+    def _route(self, collective, nbytes, root, prepare, via_coll, via_fallback, result,
+               tensors=()):
         """Runs `via_coll` when Coll serves the call, else `via_fallback`;
-        `prepare` raises _Unsupported with the reason."""
+        `prepare` raises _Unsupported with the reason. `tensors`: those of
+        the call, which say whether it runs on a CUDA stream."""
         try:
             prepare()
             if nbytes > 0:
@@ -200,7 +232,8 @@ class CollProcessGroup(dist.ProcessGroup):
                 if algo.startswith("library:"):
                     self._log_once(f"{collective}: {self._fallback_name} runs it by {why}")
                     return self._submit(via_fallback, result)
-                self._log_once(f"{collective}: Coll runs it with {algo} by {why}")
+                where = " on the GPU" if any(t.is_cuda for t in tensors) else ""
+                self._log_once(f"{collective}: Coll runs it{where} with {algo} by {why}")
         except _Unsupported as e:
             self._log_once(f"{collective}: falls back to {self._fallback_name}: {e}")
             return self._submit(via_fallback, result)
@@ -208,7 +241,7 @@ class CollProcessGroup(dist.ProcessGroup):
             self._log_once(f"{collective}: falls back to {self._fallback_name}: "
                            f"{str(e).splitlines()[0]}")
             return self._submit(via_fallback, result)
-        return self._submit(via_coll, result)
+        return self._submit(via_coll, result, tensors)
 
     def _gloo(self, call):
         """A function that runs `call` on the fallback and waits for it."""
@@ -228,12 +261,13 @@ class CollProcessGroup(dist.ProcessGroup):
             dt, op = self._dtype(tensors, ""), self._op(opts)
             for t in tensors:
                 c = t.contiguous()
-                self._comm.all_reduce(c.data_ptr(), c.data_ptr(), c.numel(), dt, op)
+                self._comm.all_reduce(c.data_ptr(), c.data_ptr(), c.numel(), dt, op, _stream(c))
                 if c.data_ptr() != t.data_ptr():
                     t.copy_(c)
 
         return self._route("allreduce", nbytes, 0, prepare, run,
-                           self._gloo(lambda: self._fallback.allreduce(tensors, opts)), tensors)
+                           self._gloo(lambda: self._fallback.allreduce(tensors, opts)), tensors,
+                           tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
@@ -250,12 +284,13 @@ class CollProcessGroup(dist.ProcessGroup):
             dt = self._dtype(tensors, "")
             for t in tensors:
                 c = t.contiguous()
-                self._comm.broadcast(c.data_ptr(), c.data_ptr(), c.numel(), dt, root)
+                self._comm.broadcast(c.data_ptr(), c.data_ptr(), c.numel(), dt, root, _stream(c))
                 if c.data_ptr() != t.data_ptr():
                     t.copy_(c)
 
         return self._route("broadcast", nbytes, root, lambda: self._dtype(tensors, ""), run,
-                           self._gloo(lambda: self._fallback.broadcast(tensors, opts)), tensors)
+                           self._gloo(lambda: self._fallback.broadcast(tensors, opts)), tensors,
+                           tensors)
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
@@ -270,12 +305,13 @@ class CollProcessGroup(dist.ProcessGroup):
             dt, op = self._dtype(tensors, ""), self._op(opts)
             for t in tensors:
                 c = t.contiguous()
-                self._comm.reduce(c.data_ptr(), c.data_ptr(), c.numel(), dt, op, root)
+                self._comm.reduce(c.data_ptr(), c.data_ptr(), c.numel(), dt, op, root, _stream(c))
                 if c.data_ptr() != t.data_ptr():
                     t.copy_(c)
 
         return self._route("reduce", nbytes, root, prepare, run,
-                           self._gloo(lambda: self._fallback.reduce(tensors, opts)), tensors)
+                           self._gloo(lambda: self._fallback.reduce(tensors, opts)), tensors,
+                           tensors)
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts or dist.AllgatherOptions()
@@ -288,14 +324,14 @@ class CollProcessGroup(dist.ProcessGroup):
         def run():
             dt = self._dtype([output, input], "")
             i, o = input.contiguous(), output.contiguous()
-            self._comm.all_gather(i.data_ptr(), o.data_ptr(), i.numel(), dt)
+            self._comm.all_gather(i.data_ptr(), o.data_ptr(), i.numel(), dt, _stream(i))
             if o.data_ptr() != output.data_ptr():
                 output.copy_(o)
 
         return self._route("allgather", output.numel() * output.element_size(), 0, prepare, run,
                            self._gloo(lambda: self._fallback._allgather_base(output, input,
                                                                              opts)),
-                           [output])
+                           [output], [output, input])
 
     _allgather_base = all_gather_single
 
@@ -312,8 +348,8 @@ class CollProcessGroup(dist.ProcessGroup):
         def run():
             dt = self._dtype(outs + [inp], "")
             i = inp.contiguous()
-            flat = torch.empty(i.numel() * self._size, dtype=i.dtype)
-            self._comm.all_gather(i.data_ptr(), flat.data_ptr(), i.numel(), dt)
+            flat = torch.empty(i.numel() * self._size, dtype=i.dtype, device=i.device)
+            self._comm.all_gather(i.data_ptr(), flat.data_ptr(), i.numel(), dt, _stream(i))
             for r, o in enumerate(outs):
                 o.copy_(flat[r * i.numel():(r + 1) * i.numel()].view_as(o))
 
@@ -321,7 +357,7 @@ class CollProcessGroup(dist.ProcessGroup):
                            prepare, run,
                            self._gloo(lambda: self._fallback.allgather(output_lists, inputs,
                                                                        opts)),
-                           output_lists)
+                           output_lists, outs + [inp])
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
@@ -341,7 +377,7 @@ class CollProcessGroup(dist.ProcessGroup):
         def run():
             dt, op = self._dtype([output, input], ""), self._op(opts)
             i, o = input.contiguous(), output.contiguous()
-            self._comm.reduce_scatter(i.data_ptr(), o.data_ptr(), o.numel(), dt, op)
+            self._comm.reduce_scatter(i.data_ptr(), o.data_ptr(), o.numel(), dt, op, _stream(i))
             if o.data_ptr() != output.data_ptr():
                 output.copy_(o)
 
@@ -349,7 +385,7 @@ class CollProcessGroup(dist.ProcessGroup):
                            run,
                            self._gloo(lambda: self._fallback._reduce_scatter_base(
                                output, input, opts)),
-                           [output])
+                           [output], [output, input])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -367,7 +403,7 @@ class CollProcessGroup(dist.ProcessGroup):
             dt, op = self._dtype(ins + [out], ""), self._op(opts)
             flat = _flat(ins).to(out.dtype)
             o = out.contiguous()
-            self._comm.reduce_scatter(flat.data_ptr(), o.data_ptr(), o.numel(), dt, op)
+            self._comm.reduce_scatter(flat.data_ptr(), o.data_ptr(), o.numel(), dt, op, _stream(o))
             if o.data_ptr() != out.data_ptr():
                 out.copy_(o)
 
@@ -375,7 +411,7 @@ class CollProcessGroup(dist.ProcessGroup):
                            prepare, run,
                            self._gloo(lambda: self._fallback.reduce_scatter(outputs, input_lists,
                                                                             opts)),
-                           outputs)
+                           outputs, ins + [out])
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
@@ -401,14 +437,14 @@ class CollProcessGroup(dist.ProcessGroup):
         def run():
             dt = self._dtype([output, input], "")
             i, o = input.contiguous(), output.contiguous()
-            self._comm.all_to_all(i.data_ptr(), o.data_ptr(), i.numel() // n, dt)
+            self._comm.all_to_all(i.data_ptr(), o.data_ptr(), i.numel() // n, dt, _stream(i))
             if o.data_ptr() != output.data_ptr():
                 output.copy_(o)
 
         return self._route("alltoall", input.numel() * input.element_size(), 0, prepare, run,
                            self._gloo(lambda: self._fallback.alltoall_base(
                                output, input, output_splits, input_splits, opts)),
-                           [output])
+                           [output], [output, input])
 
     alltoall_base = all_to_all_single
 
@@ -424,7 +460,8 @@ class CollProcessGroup(dist.ProcessGroup):
             dt = self._dtype(outputs + inputs, "")
             flat_in = _flat(inputs)
             flat_out = torch.empty_like(flat_in)
-            self._comm.all_to_all(flat_in.data_ptr(), flat_out.data_ptr(), inputs[0].numel(), dt)
+            self._comm.all_to_all(flat_in.data_ptr(), flat_out.data_ptr(), inputs[0].numel(), dt,
+                                  _stream(flat_in))
             k = inputs[0].numel()
             for r, o in enumerate(outputs):
                 o.copy_(flat_out[r * k:(r + 1) * k].view_as(o))
@@ -432,7 +469,7 @@ class CollProcessGroup(dist.ProcessGroup):
         nbytes = sum(t.numel() * t.element_size() for t in inputs)
         return self._route("alltoall", nbytes, 0, prepare, run,
                            self._gloo(lambda: self._fallback.alltoall(outputs, inputs, opts)),
-                           outputs)
+                           outputs, outputs + inputs)
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
@@ -445,9 +482,9 @@ class CollProcessGroup(dist.ProcessGroup):
             dt = self._dtype([inp], "")
             i = inp.contiguous()
             flat = torch.empty(i.numel() * self._size if self._rank == root else 0,
-                               dtype=i.dtype)
+                               dtype=i.dtype, device=i.device)
             self._comm.gather(i.data_ptr(), flat.data_ptr() if self._rank == root else 0,
-                              i.numel(), dt, root)
+                              i.numel(), dt, root, _stream(i))
             if self._rank == root:
                 for r, o in enumerate(output_lists[0]):
                     o.copy_(flat[r * i.numel():(r + 1) * i.numel()].view_as(o))
@@ -455,7 +492,7 @@ class CollProcessGroup(dist.ProcessGroup):
         return self._route("gather", inp.numel() * inp.element_size() * self._size, root,
                            prepare, run,
                            self._gloo(lambda: self._fallback.gather(output_lists, inputs, opts)),
-                           output_lists)
+                           output_lists, [inp])
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
@@ -469,14 +506,14 @@ class CollProcessGroup(dist.ProcessGroup):
             flat = _flat(input_lists[0]).to(out.dtype) if self._rank == root else None
             o = out.contiguous()
             self._comm.scatter(flat.data_ptr() if flat is not None else 0, o.data_ptr(),
-                               o.numel(), dt, root)
+                               o.numel(), dt, root, _stream(o))
             if o.data_ptr() != out.data_ptr():
                 out.copy_(o)
 
         return self._route("scatter", out.numel() * out.element_size() * self._size, root,
                            prepare, run,
                            self._gloo(lambda: self._fallback.scatter(outputs, input_lists, opts)),
-                           outputs)
+                           outputs, [out])
 
     def barrier(self, opts=None):
         token = torch.zeros(1, dtype=torch.int32)
@@ -492,6 +529,8 @@ class CollProcessGroup(dist.ProcessGroup):
         t = tensors[0]
         try:
             dt = self._dtype([t], "")
+            if t.is_cuda:
+                raise _Unsupported("cuda tensors (Coll's point-to-point calls take host memory)")
         except _Unsupported as e:
             self._log_once(f"send: falls back to {self._fallback_name}: {e}")
             return self._submit(self._gloo(lambda: self._fallback.send(tensors, dst, tag)),
@@ -503,6 +542,8 @@ class CollProcessGroup(dist.ProcessGroup):
         t = tensors[0]
         try:
             dt = self._dtype([t], "")
+            if t.is_cuda:
+                raise _Unsupported("cuda tensors (Coll's point-to-point calls take host memory)")
         except _Unsupported as e:
             self._log_once(f"recv: falls back to {self._fallback_name}: {e}")
             return self._submit(self._gloo(lambda: self._fallback.recv(tensors, src, tag)),
@@ -555,4 +596,6 @@ def create_backend(store, rank, size, timeout):
     return CollProcessGroup(store, rank, size, timeout)
 
 
-dist.Backend.register_backend("coll", create_backend, devices=["cpu"])
+# CUDA tensors too: Coll's GPU backend where libcoll has one, else gloo
+# (each call says which, at COLL_DEBUG=INFO).
+dist.Backend.register_backend("coll", create_backend, devices=["cpu", "cuda"])

@@ -154,6 +154,15 @@ char *describe(int device, char **error) {
   return duplicate(llvm::formatv("{0} (CUDA device {1})", props.name, device));
 }
 
+int deviceCount(int *count, char **error) {
+  cudaError_t err = cudaGetDeviceCount(count);
+  if (err != cudaSuccess) {
+    *error = duplicate(llvm::formatv("{0} ({1})", cudaGetErrorString(err), cudaGetErrorName(err)));
+    return 1;
+  }
+  return 0;
+}
+
 const CollDevicePlugin table = {
     COLL_DEVICE_PLUGIN_ABI,
     sizeof(Plan),
@@ -171,6 +180,7 @@ const CollDevicePlugin table = {
     poll,
     temporary,
     describe,
+    deviceCount,
 };
 
 } // namespace

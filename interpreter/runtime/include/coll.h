@@ -177,8 +177,17 @@ collResult_t collCommUserRank(const collComm_t comm, int *rank);
 collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t bytes, int root,
                                  char *out, size_t outBytes);
 
-/* Collectives: NCCL's argument order and in-place rules. `stream` is a
- * cudaStream_t for device buffers; NULL for host buffers. */
+/* Whether calls on device buffers can run in this process: loads Coll's GPU
+ * backend (libcoll_cuda.so, beside libcoll.so; COLL_CUDA_PLUGIN names
+ * another file) unless it is loaded. On success *supported is 1, or 0 with
+ * the reason in `why` (if not NULL, NUL-terminated within whyBytes). Local. */
+collResult_t collDeviceBuffersSupported(int *supported, char *why, size_t whyBytes);
+
+/* Collectives: NCCL's argument order and in-place rules. Buffers are host
+ * memory (stream NULL; the call returns when it is done) or memory of one
+ * CUDA device (the call is enqueued after the work `stream` holds, a
+ * cudaStream_t, NULL for the legacy default stream, and returns at once, as
+ * NCCL's do). */
 collResult_t collAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op, collComm_t comm,
                            void *stream);

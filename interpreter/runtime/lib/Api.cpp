@@ -274,6 +274,17 @@ collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t
   return collSuccess;
 }
 
+collResult_t collDeviceBuffersSupported(int *supported, char *why, size_t whyBytes) {
+  if (!supported)
+    return failWith(nullptr, collInvalidArgument, "collDeviceBuffersSupported: supported is NULL");
+  auto backend = gpuBackend();
+  *supported = backend ? 1 : 0;
+  std::string reason = backend ? std::string() : llvm::toString(backend.takeError());
+  if (why && whyBytes)
+    std::snprintf(why, whyBytes, "%s", reason.c_str());
+  return collSuccess;
+}
+
 const char *collGetLastError(collComm_t comm) {
   if (comm && comm->impl)
     return comm->impl->lastError();

@@ -1791,6 +1791,11 @@ collResult_t Communicator::checkAsyncError() {
 }
 
 int Communicator::boundDevice() const { return impl->gpu; }
+
+llvm::Error Communicator::waitDevice() {
+  std::lock_guard<std::mutex> lock(impl->deviceMutex);
+  return impl->checkDevices(true);
+}
 void Communicator::bindDevice(int device) { impl->gpu = device; }
 
 const char *Communicator::lastError() {

@@ -163,6 +163,10 @@ public:
   /// collCommInitAll, else that of its first call with device buffers; -1
   /// until then.
   int boundDevice() const;
+  /// Waits until the kernels this rank enqueued on a GPU have ended (for
+  /// callers whose calls must be complete on return, as MPI's are); a
+  /// watchdog stop is the error, and breaks the communicator.
+  llvm::Error waitDevice();
   void bindDevice(int device);
 
   /// The message of the last error on this communicator.

@@ -275,6 +275,13 @@ llvm::Expected<const CollDevicePlugin *> loadPlugin() {
                                     COLL_DEVICE_PLUGIN_ABI));
       continue;
     }
+    // Loaded: usable only where the CUDA runtime finds a device.
+    char *error = nullptr;
+    int count = 0;
+    if (api->deviceCount(&count, &error) != 0)
+      return pluginError(error, "Coll's GPU backend (" + path + ") finds no CUDA device");
+    if (count == 0)
+      return fail("Coll's GPU backend (" + path + ") finds no CUDA device");
     return api;
   }
   std::string list;

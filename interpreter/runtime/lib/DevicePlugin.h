@@ -42,6 +42,8 @@ struct CollDevicePlugin {
   int (*temporary)(void *executor, int which, uint64_t bytes, void **out, char **error);
   /// "NAME (CUDA device N)", malloc'ed; null with `*error`.
   char *(*describe)(int device, char **error);
+  /// The CUDA devices this process sees (cudaGetDeviceCount).
+  int (*deviceCount)(int *count, char **error);
 };
 
 typedef const CollDevicePlugin *(*CollDevicePluginEntry)();

@@ -2,6 +2,8 @@
 
 #include "DropIn.h"
 
+#include "Device.h"
+
 #include "Debug.h"
 
 #include "coll/ir/Algorithm.h"
@@ -31,7 +33,6 @@ ir::Collective collectiveOf(OpKind kind) {
 }
 } // namespace
 
-const char *const DeviceBuffersReason = "device buffers: the runtime's CUDA path is not built yet";
 
 void onceAtInfo(int rank, const std::string &message) {
   if (!logEnabled(Level::Info, Coll))
@@ -48,11 +49,46 @@ void fallback(const char *collective, const char *library, const std::string &re
   onceAtInfo(rank, llvm::formatv("{0}: falls back to {1}: {2}", collective, library, reason));
 }
 
-bool collRuns(const char *collective, Communicator &c, const Op &op, const char *library,
+bool collRuns(const char *collective, Communicator &c, Op &op, const char *library,
               int logRank) {
-  if (isDevicePointer(op.send) || isDevicePointer(op.recv)) {
-    fallback(collective, library, DeviceBuffersReason, logRank);
-    return false;
+  const int sendDevice = deviceOfPointer(op.send), recvDevice = deviceOfPointer(op.recv);
+  op.device = -1;
+  if (sendDevice >= 0 || recvDevice >= 0) {
+    auto place = [](int d) {
+      return d >= 0 ? "memory of CUDA device " + std::to_string(d) : std::string("host memory");
+    };
+    const bool sendUsed = op.send && op.kind != OpKind::Recv;
+    const bool recvUsed = op.recv && op.kind != OpKind::Send;
+    if (sendUsed && recvUsed && sendDevice != recvDevice) {
+      fallback(collective, library,
+               "sendbuff is " + place(sendDevice) + ", recvbuff " + place(recvDevice), logRank);
+      return false;
+    }
+    if (op.pointToPoint()) {
+      fallback(collective, library, "point-to-point calls on device buffers", logRank);
+      return false;
+    }
+    if (c.config().emulatedDevice) {
+      fallback(collective, library, "device buffers on a communicator of the emulated device",
+               logRank);
+      return false;
+    }
+    auto backend = gpuBackend();
+    if (!backend) {
+      fallback(collective, library, "device buffers: " + llvm::toString(backend.takeError()),
+               logRank);
+      return false;
+    }
+    const int device = std::max(sendDevice, recvDevice);
+    if (c.boundDevice() >= 0 && c.boundDevice() != device) {
+      fallback(collective, library,
+               llvm::formatv("buffers on CUDA device {0}, but this rank's Coll communicator "
+                             "runs on device {1}",
+                             device, c.boundDevice()),
+               logRank);
+      return false;
+    }
+    op.device = device;
   }
   if (op.count == 0 || op.pointToPoint())
     return true;
@@ -73,9 +109,12 @@ bool collRuns(const char *collective, Communicator &c, const Op &op, const char 
     onceAtInfo(logRank, llvm::formatv("{0}: {1} runs it by {2}", collective, library, choice->why));
     return false;
   }
-  onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it with {1} ({2}, {3}) by {4}", collective,
+  onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it{5} with {1} ({2}, {3}) by {4}", collective,
                                     choice->algo->name, ir::protocolName(choice->algo->protocol),
-                                    choice->algo->origin, choice->why));
+                                    choice->algo->origin, choice->why,
+                                    op.device >= 0 ? " on the GPU" : ""));
+  if (op.device >= 0 && c.boundDevice() < 0)
+    c.bindDevice(op.device);
   return true;
 }
 

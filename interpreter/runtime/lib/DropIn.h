@@ -25,14 +25,12 @@ void onceAtInfo(int rank, const std::string &message);
 /// Logs once per (collective, reason) that a call went to `library`.
 void fallback(const char *collective, const char *library, const std::string &reason, int rank);
 
-/// Why a host backend cannot take device buffers (the reason logged).
-extern const char *const DeviceBuffersReason;
-
 /// Whether Coll runs `op` (already validated) on `c`: its buffers are host
-/// memory and the selection gives it an algorithm. Otherwise the call goes
-/// to `library` and this says why: a fallback, or the tuning table's choice.
-bool collRuns(const char *collective, Communicator &c, const Op &op, const char *library,
-              int logRank);
+/// memory, or memory of one CUDA device that Coll's GPU backend serves
+/// (then op.device is set; the caller sets op.stream), and the selection
+/// gives it an algorithm. Otherwise the call goes to `library` and this
+/// says why: a fallback, or the tuning table's choice.
+bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank);
 
 } // namespace coll::rt::dropin
 

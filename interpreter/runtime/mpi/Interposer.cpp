@@ -281,8 +281,14 @@ Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult)
   }
   if (!dropin::collRuns(collective, *c, op, "Open MPI", worldRank()))
     return Outcome::Fallback;
+  // Device buffers (a CUDA-aware call): after the legacy default stream's
+  // work, complete on return as MPI's calls are.
+  op.stream = nullptr;
   Communicator::Unit unit{c, llvm::ArrayRef<Op>(&op, 1)};
-  if (llvm::Error err = Communicator::runRound(unit)) {
+  llvm::Error err = Communicator::runRound(unit);
+  if (!err && op.device >= 0)
+    err = c->waitDevice();
+  if (err) {
     std::string message;
     collResult_t result = takeResult(std::move(err), message);
     log(Level::Warn, Coll, c->rank(),

@@ -435,6 +435,8 @@ ncclResult_t initRank(ncclComm_t *out, int nranks, const ncclUniqueId &commId, i
     return failWith(nullptr, toNccl(r), message);
   }
   comm->coll = wrapCommunicator(std::move(*made));
+  if (device >= 0)
+    comm->impl()->bindDevice(device); // the GPU NCCL would run this rank on
   logNoReal(comm.get());
   *out = comm.release();
   return ncclSuccess;
@@ -569,6 +571,8 @@ void route(Call &c) {
     c.op.op = *red;
   }
   c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
+  if (c.onColl && c.op.device >= 0)
+    c.op.stream = c.stream; // enqueued there, as the real NCCL would
 }
 
 /// Issues a call to the real NCCL (inside a real group when one is open).
@@ -619,13 +623,15 @@ ncclResult_t issueReal(const Call &c) {
   return fromReal(comm, c.function, result);
 }
 
-/// Runs Coll's share of a group (or one call), complete on return.
+/// Runs Coll's share of a group (or one call): on host buffers complete on
+/// return, on device buffers enqueued on the call's stream.
 ncclResult_t runOnColl(const std::vector<Call> &calls) {
   std::vector<std::pair<Communicator *, Op>> ops;
   std::set<cudaStream_t> streams;
   for (const Call &c : calls) {
     ops.emplace_back(c.comm->impl(), c.op);
-    streams.insert(c.stream);
+    if (c.op.device < 0)
+      streams.insert(c.stream); // host buffers: the stream's earlier work first
   }
   if (ops.empty())
     return ncclSuccess;
@@ -828,6 +834,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     c->rank = i;
     c->nranks = ndev;
     c->device = devices[i];
+    if (Communicator *impl = c->impl())
+      impl->bindDevice(devices[i]);
     comms[i] = c;
   }
   logNoReal(comms[0]);
@@ -994,7 +1002,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     return failWith(comm, ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
   *asyncError = ncclSuccess;
   if (Communicator *impl = comm->impl())
-    *asyncError = toNccl(impl->asyncError());
+    *asyncError = toNccl(impl->checkAsyncError()); // kernels of Coll stopped by the watchdog too
   if (*asyncError == ncclSuccess && comm->real) {
     COLL_NEED_REAL(comm, ncclCommGetAsyncError);
     return fromReal(comm, "ncclCommGetAsyncError",

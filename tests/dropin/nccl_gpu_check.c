@@ -1,0 +1,228 @@
+/*===- nccl_gpu_check.c - libcoll_nccl.so on a real GPU ---------------------===*
+ *
+ *   nccl-gpu-check SCENARIO NRANKS
+ *
+ * An NCCL program (linked to libcoll_nccl.so as to libnccl, and to the CUDA
+ * runtime) that forks NRANKS ranks before touching CUDA; rank 0 makes the
+ * unique id and hands it to the others through a pipe. Every rank uses
+ * CUDA device 0, so ranks share it. Scenarios:
+ *   coll   device buffers on the program's streams: every collective and a
+ *          group run on Coll (the real NCCL refuses duplicate GPUs, so none
+ *          is made) and are checked; a call only the real NCCL could run
+ *          (fp8) fails saying why; the async error stays ncclSuccess
+ *   real   one rank with COLL_FORCE_FALLBACK=all (set by the caller) and
+ *          COLL_NCCL_LIB naming the real libnccl.so.2: the same calls on the
+ *          real NCCL, whose version ncclGetVersion reports
+ * Exits 0 when every rank passed, 77 (skip) when there is no CUDA device.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int myRank = -1;
+static int failures = 0;
+
+#define CHECK(cond, ...)                                                                        \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", myRank, __FILE__, __LINE__, #cond);          \
+      fprintf(stderr, __VA_ARGS__);                                                             \
+      fprintf(stderr, "\n");                                                                    \
+      ++failures;                                                                               \
+    }                                                                                           \
+  } while (0)
+
+#define OK(call)                                                                                \
+  do {                                                                                          \
+    ncclResult_t r_ = (call);                                                                   \
+    CHECK(r_ == ncclSuccess, "%s -> %d (%s): %s", #call, (int)r_, ncclGetErrorString(r_),       \
+          ncclGetLastError(NULL));                                                              \
+  } while (0)
+
+#define CUDA(call)                                                                              \
+  do {                                                                                          \
+    cudaError_t e_ = (call);                                                                    \
+    if (e_ != cudaSuccess) {                                                                    \
+      fprintf(stderr, "rank %d: FAIL %s: %s\n", myRank, #call, cudaGetErrorString(e_));          \
+      exit(1);                                                                                  \
+    }                                                                                           \
+  } while (0)
+
+static ncclComm_t initOk(int rank, int nranks, int idFd[2]) {
+  ncclUniqueId id;
+  if (rank == 0) {
+    OK(ncclGetUniqueId(&id));
+    for (int i = 1; i < nranks; ++i)
+      if (write(idFd[1], &id, sizeof id) != sizeof id)
+        CHECK(0, "cannot pass the id");
+  } else if (read(idFd[0], &id, sizeof id) != sizeof id) {
+    CHECK(0, "cannot read the id");
+  }
+  CUDA(cudaSetDevice(0));
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
+  CHECK(r == ncclSuccess && comm, "ncclCommInitRank -> %d: %s", (int)r, ncclGetLastError(NULL));
+  if (!comm)
+    exit(1);
+  return comm;
+}
+
+/* Element i of rank r's input. */
+static int32_t value(int r, size_t i) { return (int32_t)(r * 1000 + (int)(i % 977)); }
+
+/* Copies `count` ints of device memory `d` to the host and compares each with want(i). */
+#define EXPECT(d, count, what, want)                                                            \
+  do {                                                                                          \
+    int32_t *h_ = malloc(((count) + 1) * sizeof(int32_t));                                      \
+    CUDA(cudaMemcpy(h_, (d), (count) * sizeof(int32_t), cudaMemcpyDeviceToHost));               \
+    for (size_t i = 0; i < (count); ++i)                                                        \
+      if (h_[i] != (want)) {                                                                    \
+        CHECK(0, "%s: element %zu is %d, expected %d", what, i, h_[i], (int)(want));            \
+        break;                                                                                  \
+      }                                                                                         \
+    free(h_);                                                                                   \
+  } while (0)
+
+static void collectives(ncclComm_t comm, int rank, int n, cudaStream_t stream) {
+  const size_t sizes[] = {1, 1000, 1 << 18};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; ++s) {
+    const size_t count = sizes[s];
+    int32_t *host = malloc(count * n * sizeof(int32_t));
+    for (size_t i = 0; i < count * n; ++i)
+      host[i] = value(rank, i);
+    int32_t *in = NULL, *out = NULL;
+    CUDA(cudaMalloc((void **)&in, count * n * sizeof(int32_t)));
+    CUDA(cudaMalloc((void **)&out, count * n * sizeof(int32_t)));
+    CUDA(cudaMemcpy(in, host, count * n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    const int sum = 1000 * n * (n - 1) / 2;
+
+    OK(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count, "allreduce sum", sum + n * (int)(i % 977));
+    OK(ncclAllReduce(in, out, count, ncclInt32, ncclMax, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count, "allreduce max", (n - 1) * 1000 + (int)(i % 977));
+    OK(ncclAllGather(in, out, count, ncclInt32, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count * n, "allgather", value((int)(i / count), i % count));
+    OK(ncclReduceScatter(in, out, count, ncclInt32, ncclSum, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count, "reducescatter", sum + n * (int)((rank * count + i) % 977));
+    OK(ncclAlltoAll(in, out, count, ncclInt32, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count * n, "alltoall", value((int)(i / count), rank * count + i % count));
+    OK(ncclBroadcast(in, out, count, ncclInt32, n - 1, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    EXPECT(out, count, "broadcast", value(n - 1, i));
+    OK(ncclReduce(in, out, count, ncclInt32, ncclSum, 0, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    if (rank == 0)
+      EXPECT(out, count, "reduce", sum + n * (int)(i % 977));
+    /* In place, two calls queued in one group, then on the legacy stream. */
+    CUDA(cudaMemcpy(out, host, count * sizeof(int32_t), cudaMemcpyHostToDevice));
+    OK(ncclGroupStart());
+    OK(ncclAllReduce(out, out, count, ncclInt32, ncclSum, comm, stream));
+    OK(ncclAllReduce(out, out, count, ncclInt32, ncclSum, comm, stream));
+    OK(ncclGroupEnd());
+    OK(ncclAllReduce(out, out, count, ncclInt32, ncclSum, comm, NULL));
+    CUDA(cudaDeviceSynchronize());
+    EXPECT(out, count, "three in-place allreduces", n * n * (sum + n * (int)(i % 977)));
+    CUDA(cudaFree(in));
+    CUDA(cudaFree(out));
+    free(host);
+  }
+}
+
+static void scenarioColl(int rank, int n, int idFd[2]) {
+  ncclComm_t comm = initOk(rank, n, idFd);
+  cudaStream_t stream;
+  CUDA(cudaStreamCreate(&stream));
+  collectives(comm, rank, n, stream);
+  /* fp8 is the real NCCL's, which cannot be made with ranks sharing a GPU. */
+  void *d = NULL;
+  CUDA(cudaMalloc(&d, 64));
+  ncclResult_t r = ncclAllReduce(d, d, 16, ncclFloat8e4m3, ncclSum, comm, stream);
+  CHECK(r == ncclInvalidUsage, "fp8 allreduce -> %d, not ncclInvalidUsage", (int)r);
+  CHECK(strstr(ncclGetLastError(comm), "real NCCL") != NULL, "fp8: '%s'", ncclGetLastError(comm));
+  CUDA(cudaFree(d));
+  ncclResult_t async = ncclInternalError;
+  OK(ncclCommGetAsyncError(comm, &async));
+  CHECK(async == ncclSuccess, "async error %d", (int)async);
+  OK(ncclCommFinalize(comm));
+  OK(ncclCommDestroy(comm));
+  CUDA(cudaStreamDestroy(stream));
+}
+
+static void scenarioReal(int rank, int n, int idFd[2]) {
+  int version = 0;
+  OK(ncclGetVersion(&version));
+  CHECK(version >= 22000, "ncclGetVersion gave %d, not a real NCCL 2.2x", version);
+  ncclComm_t comm = initOk(rank, n, idFd);
+  cudaStream_t stream;
+  CUDA(cudaStreamCreate(&stream));
+  collectives(comm, rank, n, stream);
+  OK(ncclCommDestroy(comm));
+  CUDA(cudaStreamDestroy(stream));
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s coll|real NRANKS\n", argv[0]);
+    return 2;
+  }
+  const char *scenario = argv[1];
+  int n = atoi(argv[2]);
+  void (*run)(int, int, int[2]) = NULL;
+  if (!strcmp(scenario, "coll")) run = scenarioColl;
+  else if (!strcmp(scenario, "real")) run = scenarioReal;
+  if (!run || n < 1 || n > 8) {
+    fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
+    return 2;
+  }
+  int idFd[2];
+  if (pipe(idFd) != 0)
+    return 2;
+  pid_t pids[8];
+  for (int r = 0; r < n; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      myRank = r;
+      alarm(300); /* never outlive a hung test */
+      int devices = 0;
+      if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("rank %d: skip: no CUDA device\n", r);
+        _exit(77);
+      }
+      run(r, n, idFd);
+      if (failures == 0)
+        printf("rank %d: ok\n", r);
+      fflush(stdout);
+      _exit(failures ? 1 : 0);
+    }
+  }
+  int bad = 0, skipped = 0;
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+      ++skipped;
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "rank %d ended with status %d\n", r, status);
+      ++bad;
+    }
+  }
+  if (skipped == n) {
+    printf("%s with %d ranks: skipped (no CUDA device)\n", scenario, n);
+    return 77;
+  }
+  printf("%s with %d ranks: %s\n", scenario, n, bad || skipped ? "FAILED" : "passed");
+  return bad || skipped ? 1 : 0;
+}
