@@ -89,6 +89,8 @@ rankcheck=$here/bin/coll-rank-check-gpu
 step runtime-gpu-processes-2 600 "$rankcheck" gpu --fork 2
 step runtime-gpu-processes-3 600 "$rankcheck" gpu --fork 3
 step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
+step runtime-gpu-kill-2 300 "$rankcheck" gpu-kill --fork 2
+step runtime-gpu-abort-2 300 "$rankcheck" gpu-abort --fork 2
 step nccl-gpu-coll-2 600 env COLL_DEBUG=INFO "$here/bin/nccl-gpu-check" coll 2
 realnccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
 [ -f "$realnccl" ] || realnccl=libnccl.so.2

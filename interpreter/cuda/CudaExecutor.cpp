@@ -25,6 +25,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 
@@ -186,6 +187,7 @@ public:
   llvm::Error join(cudaStream_t caller);
   llvm::Expected<bool> poll(bool wait);
   llvm::Expected<void *> temporary(int which, uint64_t bytes);
+  llvm::Error abort();
   llvm::Expected<CallResult> run(const CallArgs &args);
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
@@ -240,6 +242,7 @@ private:
   cudaStream_t stream = nullptr;
   cudaEvent_t startEvent = nullptr, stopEvent = nullptr;
   cudaEvent_t callerReady = nullptr, launched = nullptr; ///< enqueue() and join()
+  cudaStream_t abortStream = nullptr;                    ///< abort(): beside `stream`
   /// Blocks of other executors that share this GPU and run at the same
   /// time (importConnections): they must be resident together.
   uint64_t coResidentTbs = 0;
@@ -269,6 +272,8 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   for (void *p : opened)
     cudaIpcCloseMemHandle(p);
+  if (abortStream)
+    cudaStreamDestroy(abortStream);
   if (callerReady)
     cudaEventDestroy(callerReady);
   if (launched)
@@ -682,6 +687,19 @@ llvm::Expected<bool> CudaExecutor::Impl::poll(bool wait) {
   return fail(plan.fileName + ": " + text);
 }
 
+llvm::Error CudaExecutor::Impl::abort() {
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  if (!abortStream)
+    COLL_CUDA_TRY(cudaStreamCreateWithFlags(&abortStream, cudaStreamNonBlocking));
+  // The flag every wait polls (as a watchdog stop raises it), written from
+  // a stream of its own while the launches run on `stream`.
+  COLL_CUDA_TRY(cudaMemsetAsync(state.as<unsigned char>() + offsetof(DeviceControl, abort), 1,
+                                sizeof(uint32_t), abortStream));
+  COLL_CUDA_TRY(cudaStreamSynchronize(abortStream));
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  return resetState();
+}
+
 llvm::Expected<void *> CudaExecutor::Impl::temporary(int which, uint64_t bytes) {
   COLL_CUDA_TRY(cudaSetDevice(device.device));
   if (llvm::Error err = temp[which].reserve(bytes))
@@ -780,6 +798,7 @@ llvm::Expected<void *> CudaExecutor::temporary(int which, uint64_t bytes) {
     return fail("CudaExecutor::temporary: buffer 0 or 1");
   return impl->temporary(which, bytes);
 }
+llvm::Error CudaExecutor::abort() { return impl->abort(); }
 const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); }
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
 llvm::Error CudaExecutor::importConnections(const std::vector<ConnectionExport> &ranks) {

@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -620,6 +621,75 @@ void gpuErrors() {
   cudaCheck(cudaDeviceSynchronize(), "device allreduce after errors");
   ++checks;
 }
+
+/// gpu-kill: the last rank dies after a first device allreduce; the others'
+/// next one (enqueued, so the call itself succeeds) ends at the kernel's
+/// watchdog (COLL_WATCHDOG_MS=3000 here), and collCommGetAsyncError says so,
+/// naming the dead process. Prints "rank R: error CODE after MS ms: ...".
+void gpuKill() {
+  const size_t count = 1 << 20;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
+  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
+  check(collGroupStart(), "group start"); // a barrier through the host backend
+  std::vector<float> token(1, 1.0f);
+  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr),
+        "token");
+  check(collGroupEnd(), "group end");
+  if (rank == nranks - 1) {
+    std::printf("rank %d: dying now\n", rank);
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = Clock::now();
+  collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
+  collResult_t async = collSuccess;
+  while (r == collSuccess && async == collSuccess && Clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
+  }
+  const collResult_t got = r != collSuccess ? r : async;
+  const long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+                           .count());
+  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, collGetLastError(comm));
+  if (got != collRemoteError && got != collTimeout)
+    failNow("the survivor's call did not end with collRemoteError or collTimeout");
+  if (ms > 3000 + 2000)
+    failNow("the survivor's call ended " + std::to_string(ms) + " ms after it was issued");
+  check(collCommDestroy(comm), "destroy after the peer died");
+  comm = nullptr;
+  std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
+/// gpu-abort: rank 0's device allreduce waits for ranks that never join it
+/// (COLL_WATCHDOG_MS=20000 here); collCommAbort must stop its kernel and
+/// return within 2 s, and so must the others'.
+void gpuAbort() {
+  const size_t count = 1 << 20;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
+  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
+  if (rank == 0)
+    check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr),
+          "the allreduce nobody joins");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  check(collCommAbort(comm), "collCommAbort");
+  comm = nullptr;
+  const long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+                           .count());
+  std::printf("rank %d: abort took %ld ms\n", rank, ms);
+  if (ms > 2000)
+    failNow("collCommAbort took " + std::to_string(ms) + " ms with a kernel in flight");
+  std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
 #endif
 
 /// Where the compared calls run: a second communicator on the emulated
@@ -843,13 +913,27 @@ int forkRanks(const char *self, const std::string &scenario, int n) {
     children.push_back(pid);
   }
   int passed = 0, skipped = 0;
-  for (pid_t pid : children) {
+  for (size_t r = 0; r < children.size(); ++r) {
     int status = 0;
-    waitpid(pid, &status, 0);
+    waitpid(children[r], &status, 0);
+    const bool victim = scenario == "gpu-kill" && int(r) == n - 1;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       ++passed;
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
       ++skipped;
+    else if (victim && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      ++passed; // it was meant to die
+  }
+  // Nothing of Coll's may be left in /dev/shm once the job has ended.
+  for (const char *dir : {"/dev/shm"}) {
+    if (DIR *d = opendir(dir)) {
+      while (struct dirent *e = readdir(d))
+        if (std::strncmp(e->d_name, "coll-", 5) == 0) {
+          std::printf("FAIL left in /dev/shm: %s\n", e->d_name);
+          passed = -n;
+        }
+      closedir(d);
+    }
   }
   if (skipped == n)
     return 77;
@@ -976,6 +1060,10 @@ int main(int argc, char **argv) {
 #if COLL_TEST_GPU
   if (mode == "--all" && argc >= 4)
     return allOnOneGpu(std::atoi(argv[3]));
+  if (scenario == "gpu-kill")
+    setenv("COLL_WATCHDOG_MS", "3000", 1);
+  if (scenario == "gpu-abort")
+    setenv("COLL_WATCHDOG_MS", "20000", 1);
   if (scenario.rfind("gpu", 0) == 0) {
     int devices = 0;
     cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1039,6 +1127,10 @@ int main(int argc, char **argv) {
 #if COLL_TEST_GPU
   else if (scenario == "gpu")
     compareScenario(small, Target::Gpu);
+  else if (scenario == "gpu-kill")
+    gpuKill();
+  else if (scenario == "gpu-abort")
+    gpuAbort();
 #endif
   else
     failNow("unknown scenario " + scenario);

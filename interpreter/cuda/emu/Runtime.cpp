@@ -140,6 +140,7 @@ struct Stream {
   Graph *capture = nullptr; ///< recording instead of running
   cudaError_t captureError = cudaSuccess;
   bool nonBlocking = false; ///< cudaStreamNonBlocking
+  int running = 0;          ///< work of this stream running now (State::mutex)
 };
 
 struct Event {
@@ -167,11 +168,15 @@ cudaError_t enqueue(cudaStream_t stream, Operation op) {
     else if (!stream->nonBlocking)
       s.idle.wait(lock, [&] { return s.runningLegacy == 0; });
     ++(s.*mine);
+    if (stream)
+      ++stream->running;
   }
   cudaError_t result = op();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     --(s.*mine);
+    if (stream)
+      --stream->running;
   }
   s.idle.notify_all();
   return result;
@@ -374,13 +379,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (stream && stream->capture)
     return cudaErrorStreamCaptureUnsupported;
-  return cudaSuccess; // work ran when it was enqueued
+  // Work ran when it was enqueued, unless another thread's still runs.
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.idle.wait(lock, [&] { return stream ? stream->running == 0 : s.runningLegacy == 0; });
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (stream && stream->capture)
     return cudaErrorStreamCaptureUnsupported;
-  return cudaSuccess;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return (stream ? stream->running : s.runningLegacy) ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   if (!event || flags != 0)

@@ -172,8 +172,9 @@ cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream);
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
-/// Work has run by the time it is enqueued, so a stream is always idle and
-/// waiting for an event never waits.
+/// Work has run by the time it is enqueued, unless another thread's work on
+/// the stream still runs: synchronizing waits for that, a query says
+/// cudaErrorNotReady, and waiting for an event never waits.
 cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags);
 cudaError_t cudaEventCreate(cudaEvent_t *event);

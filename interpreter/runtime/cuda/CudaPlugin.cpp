@@ -163,6 +163,13 @@ int deviceCount(int *count, char **error) {
   return 0;
 }
 
+int abortExecutor(void *p, char **error) {
+  DeviceScope scope(of(p)->device);
+  if (llvm::Error err = of(p)->ex->abort())
+    return failWith(std::move(err), error);
+  return 0;
+}
+
 const CollDevicePlugin table = {
     COLL_DEVICE_PLUGIN_ABI,
     sizeof(Plan),
@@ -181,6 +188,7 @@ const CollDevicePlugin table = {
     temporary,
     describe,
     deviceCount,
+    abortExecutor,
 };
 
 } // namespace

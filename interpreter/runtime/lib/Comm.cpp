@@ -462,6 +462,9 @@ public:
   /// Held while device runners are used: a call, or checkAsyncError()
   /// from another thread.
   std::mutex deviceMutex;
+  /// Held while `devices` changes, and by abort(), which must not wait for
+  /// a call in flight (whose kernel it stops).
+  std::mutex devicesMapMutex;
   std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
   std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
   std::map<std::tuple<int, uint64_t, int>, Choice> choices;
@@ -1115,6 +1118,7 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
                          compiled->plan.tbCount(rank),
                          backend->emulated() ? "the CPU emulation of a GPU" : "the GPU"));
   keepAlive.push_back(compiled);
+  std::lock_guard<std::mutex> lock(devicesMapMutex);
   return devices.emplace(compiled.get(), std::move(created)).first->second.get();
 }
 
@@ -1128,8 +1132,10 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
       continue;
     }
     // A kernel stopped at its watchdog: the FIFOs it shares with the other
-    // ranks are mid-transfer, so this communicator cannot go on.
+    // ranks are mid-transfer, so this communicator cannot go on. A peer
+    // process found dead is the likely cause, and is named.
     std::string text = llvm::toString(ended.takeError());
+    pollPeers();
     const bool watchdog = text.find("watchdog:") != std::string::npos;
     const std::string kernel = (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
     first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
@@ -1859,6 +1865,14 @@ void Communicator::abort() {
   impl->stop->fail(collRemoteError,
                    llvm::formatv("rank {0} aborted the communicator", impl->rank));
   impl->breakWith(collRemoteError);
+  {
+    // Kernels in flight on a device stop at their next poll instead of
+    // running on until their watchdog.
+    std::lock_guard<std::mutex> lock(impl->devicesMapMutex);
+    for (auto &[plan, runner] : impl->devices)
+      if (llvm::Error err = runner->abort())
+        COLL_LOG(Warn, Coll, impl->rank, "abort: " + llvm::toString(std::move(err)));
+  }
   // A call in flight on another thread sees the stop word at once; wait for
   // it to leave before the caller frees the communicator.
   for (int i = 0; impl->inCall.load(std::memory_order_acquire) != 0 && i < 100000; ++i)

@@ -104,6 +104,7 @@ public:
   llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
     return ex->temporary(which, bytes);
   }
+  llvm::Error abort() override { return ex->abort(); }
 
 private:
   std::unique_ptr<interp::CudaExecutor> ex;
@@ -197,6 +198,12 @@ public:
     if (api->temporary(handle, which, bytes, &out, &error))
       return pluginError(error, "GPU");
     return out;
+  }
+  llvm::Error abort() override {
+    char *error = nullptr;
+    if (api->abort(handle, &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
   }
 
 private:

@@ -51,6 +51,8 @@ public:
   virtual llvm::Expected<bool> poll(bool wait) = 0;
   /// Device memory ordered with enqueue()'s work (buffer 0 or 1).
   virtual llvm::Expected<void *> temporary(int which, uint64_t bytes) = 0;
+  /// Stops the kernels in flight and waits for them (CudaExecutor::abort).
+  virtual llvm::Error abort() = 0;
 };
 
 class DeviceBackend {

@@ -44,6 +44,7 @@ struct CollDevicePlugin {
   char *(*describe)(int device, char **error);
   /// The CUDA devices this process sees (cudaGetDeviceCount).
   int (*deviceCount)(int *count, char **error);
+  int (*abort)(void *executor, char **error);
 };
 
 typedef const CollDevicePlugin *(*CollDevicePluginEntry)();

@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <chrono>
 #include <thread>
 
 using namespace coll;
@@ -280,6 +281,82 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
             << what << " call " << repeat << " rank " << r;
     }
   }
+}
+
+// abort() stops a launch that waits for a rank that never comes, long
+// before its watchdog; once every rank's executor has aborted they are
+// usable again: the next call of both ranks matches the host backend.
+TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(512);
+  gpuOptions.watchdogMs = 60000;
+  const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
+  std::vector<std::unique_ptr<CudaExecutor>> ranks;
+  std::vector<ConnectionExport> exports;
+  for (int32_t r = 0; r < 2; ++r) {
+    CudaOptions options = gpuOptions;
+    options.rank = r;
+    auto gpu = CudaExecutor::create(plan, options);
+    ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+    exports.push_back((*gpu)->exportConnections());
+    ranks.push_back(std::move(*gpu));
+  }
+  for (auto &gpu : ranks)
+    ASSERT_FALSE(static_cast<bool>(gpu->importConnections(exports)));
+  CollectiveDesc desc = CollectiveDesc::of(plan);
+  CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 3);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        // Rank 0 alone: its launch waits for rank 1 until abort().
+        const auto start = std::chrono::steady_clock::now();
+        std::string failure;
+        std::thread waiting([&] {
+          auto result = ranks[0]->run(a);
+          if (!result)
+            failure = llvm::toString(result.takeError());
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        llvm::Error aborted = ranks[0]->abort();
+        waiting.join();
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+        EXPECT_LT(ms, 10000) << "the launch ran on after abort()";
+        EXPECT_EQ(failure, "") << "an aborted launch ends without a watchdog report";
+        return aborted;
+      });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  // Rank 0 wrote into rank 1's FIFOs before it stopped: once every rank has
+  // aborted (rank 1 has nothing in flight), they start afresh together.
+  err = ranks[1]->abort();
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  // Both ranks now: a correct call.
+  auto host = HostExecutor::create(plan, hostOptions);
+  ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+  CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
+  ASSERT_TRUE(static_cast<bool>((*host)->run(reference.args())));
+  CheckedCall again(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
+  err = coll::testing::runOnDevice(again, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+    std::string failures[2];
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        auto result = ranks[r]->run(a);
+        if (!result)
+          failures[r] = llvm::toString(result.takeError());
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (const std::string &f : failures)
+      if (!f.empty())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(), f);
+    return llvm::Error::success();
+  });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(std::memcmp(reference.args().output[r], again.args().output[r],
+                          again.outputElems() * 4),
+              0)
+        << "rank " << r << " after abort()";
 }
 
 TEST_F(GpuExecutor, TimesLaunchesAndGraphReplays) {

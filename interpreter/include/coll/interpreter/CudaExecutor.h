@@ -149,6 +149,12 @@ public:
   /// executor's stream: valid for the copies and launches of enqueue()
   /// until the next call that asks for more.
   llvm::Expected<void *> temporary(int which, uint64_t bytes);
+  /// Stops the launches in flight at their next poll (as a watchdog stop
+  /// does, without a report), waits for them to end and clears the device
+  /// state: their outputs are undefined. The FIFOs of other ranks' executors
+  /// that this one sent on are mid-transfer too: they are usable again once
+  /// every rank has aborted (as the runtime's communicators never are).
+  llvm::Error abort();
   /// The device the executor was created on.
   const CudaDeviceInfo &device() const;
 
