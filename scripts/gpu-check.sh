@@ -7,7 +7,9 @@
 #   1. nvidia-smi (what the device is);
 #   2. the `cuda` tests (ctest -L '^cuda$' needs the build tree, so the staged
 #      CudaTests binary runs directly, with the staged MSCCL corpus);
-#   3. the runtime on device buffers: coll-rank-check-gpu with 2 and 3
+#   3. topology detection: collsynth --topology nvml (the inventory NVML
+#      gives, and the topology made of it), beside nvidia-smi topo -m;
+#      the runtime on device buffers: coll-rank-check-gpu with 2 and 3
 #      processes on the GPU and with 4 ranks of one process; libcoll_nccl.so
 #      (nccl-gpu-check: Coll with 2 ranks, and the real libnccl.so.2 that
 #      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
@@ -83,6 +85,14 @@ if grep -q '\[  SKIPPED \]' "$report"; then
   log "cuda-tests: tests were skipped (no usable device?): counted as a failure"
   failed=$((failed + 1))
 fi
+
+# Topology detection (docs/SYNTHESIS.md): what NVML reports, as collsynth
+# reads it, beside nvidia-smi's own view.
+if command -v nvidia-smi >/dev/null; then
+  step nvidia-smi-topo 60 nvidia-smi topo -m
+fi
+step nvml-inventory 60 "$here/bin/collsynth" --topology nvml --inventory
+step nvml-topology 60 "$here/bin/collsynth" --topology nvml --print-topology
 
 # The runtime (libcoll.so, its plugin beside it in lib/) on device buffers.
 rankcheck=$here/bin/coll-rank-check-gpu

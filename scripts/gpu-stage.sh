@@ -3,8 +3,9 @@
 # by git) that the device tool can carry (at most 64 MiB):
 #   scripts/gpu-stage.sh [--build DIR] [--out DIR]
 #   bin/   CudaTests (the ctest label `cuda`), collrun, collbench,
-#          coll-rank-check-gpu (the runtime's device path) and nccl-gpu-check
-#          (libcoll_nccl.so on device buffers); stripped
+#          coll-rank-check-gpu (the runtime's device path), nccl-gpu-check
+#          (libcoll_nccl.so on device buffers) and collsynth (topology
+#          detection through NVML); stripped
 #   lib/   libcoll.so, its GPU plugin libcoll_cuda.so, libcoll_nccl.so, and
 #          the shared libraries the programs load that are not glibc's (CUDA
 #          runtime, tinyxml2, UCX, libstdc++, ...); never the CUDA driver
@@ -36,12 +37,12 @@ nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*
 [ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
 
 cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc \
-  coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check
+  coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check collsynth
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/algorithms"
 for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench" \
-  "$build/bin/coll-rank-check-gpu" "$build/bin/nccl-gpu-check"; do
+  "$build/bin/coll-rank-check-gpu" "$build/bin/nccl-gpu-check" "$build/bin/collsynth"; do
   [ -x "$b" ] || { echo "gpu-stage: $b was not built" >&2; exit 1; }
   strip -o "$out/bin/$(basename "$b")" "$b"
 done

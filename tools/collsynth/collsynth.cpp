@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/compiler/Synthesis.h"
+#include "coll/compiler/Detect.h"
 #include "coll/compiler/Topology.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -32,8 +33,13 @@ namespace cl = llvm::cl;
 namespace {
 cl::OptionCategory category("collsynth options");
 cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
-                                  cl::desc("NCCL topology XML or Coll topology text"),
+                                  cl::desc("NCCL topology XML, Coll topology text, a GPU "
+                                           "inventory, or 'nvml' (this machine's GPUs)"),
                                   cl::cat(category));
+cl::opt<bool> printInventoryOpt("inventory", cl::init(false),
+                                cl::desc("With --topology nvml: print what NVML reports, in "
+                                         "the inventory form the tools read back, and stop"),
+                                cl::cat(category));
 cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
                            cl::desc("Use only these GPUs (a partial allocation), as ranks "
                                     "0..n-1 in this order"),
@@ -99,6 +105,15 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Coll topology-aware synthesis\n");
+  if (printInventoryOpt) {
+    if (topologyPath != "nvml")
+      return fail(2, "--inventory prints what NVML reports: use it with --topology nvml");
+    auto inventory = queryNvml();
+    if (!inventory)
+      return fail(1, llvm::toString(inventory.takeError()));
+    printInventory(*inventory, llvm::outs());
+    return 0;
+  }
   auto read = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
   if (!read)
     return fail(1, llvm::toString(read.takeError()));

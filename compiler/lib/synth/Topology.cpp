@@ -7,6 +7,8 @@
 
 #include "coll/compiler/Topology.h"
 
+#include "coll/compiler/Detect.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -316,6 +318,8 @@ coll::synth::parseTopologyText(llvm::StringRef text, llvm::StringRef fileName) {
 }
 
 llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path) {
+  if (path == "nvml")
+    return detectTopology();
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
     return llvm::createStringError(
@@ -324,6 +328,12 @@ llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path) {
   llvm::StringRef text = (*buf)->getBuffer();
   if (text.ltrim().startswith("<"))
     return parseNcclTopologyXml(text, path);
+  if (isInventory(text)) {
+    auto inventory = parseInventory(text, path);
+    if (!inventory)
+      return inventory.takeError();
+    return topologyOf(*inventory, path);
+  }
   return parseTopologyText(text, path);
 }
 

@@ -75,8 +75,9 @@ struct Topology {
   int32_t directLink(int32_t a, int32_t b) const;
 };
 
-/// Reads `path` as NCCL topology XML when it starts with '<', else as the
-/// text format.
+/// Reads `path` as NCCL topology XML when it starts with '<', as a GPU
+/// inventory when it starts with "coll-gpu-inventory" (Detect.h), else as
+/// the text format; "nvml" is this machine's GPUs as NVML reports them.
 llvm::Expected<Topology> readTopologyFile(llvm::StringRef path);
 llvm::Expected<Topology> parseTopologyText(llvm::StringRef text,
                                            llvm::StringRef fileName);
