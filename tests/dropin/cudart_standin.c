@@ -5,7 +5,10 @@
  * devices and pointers. "Device memory" is host memory that cudaMalloc
  * handed out and cudaPointerGetAttributes calls cudaMemoryTypeDevice; the
  * current device is per thread, and device d has the PCI bus id
- * 0000:(d+1):00.0.
+ * 0000:(d+1):00.0. Streams are tokens and copies are memcpy: with
+ * COLL_CUDA_PLUGIN=emulated, libcoll serves this "device memory" on the CPU
+ * emulation of its GPU backend, so programs written for a GPU (the rank
+ * checks of tests/runtime, nccl_gpu_check.c) run their device paths here.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_ALLOCS 256
 
@@ -46,6 +50,45 @@ cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   (void)stream;
   return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+static char streamTokens[64];
+static int nextToken;
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+  (void)flags;
+  pthread_mutex_lock(&mutex);
+  *stream = (cudaStream_t)&streamTokens[nextToken++ % 64];
+  pthread_mutex_unlock(&mutex);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWithFlags(stream, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+  (void)kind;
+  memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+const char *cudaGetErrorName(cudaError_t error) {
+  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorStandIn";
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "an error of the stand-in CUDA runtime";
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t size) {

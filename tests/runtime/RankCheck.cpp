@@ -622,6 +622,31 @@ void gpuErrors() {
   ++checks;
 }
 
+/// gpu-unserved (COLL_CUDA_PLUGIN naming a file that is not there): a call
+/// on device memory fails at once on every rank with collInvalidUsage
+/// naming the plugin, and host calls go on working.
+void gpuUnserved() {
+  std::vector<unsigned char> host(64, 0);
+  DeviceBuffer d(host);
+  collResult_t r = collAllReduce(d.ptr, d.ptr, 16, collFloat32, collSum, comm, nullptr);
+  if (r != collInvalidUsage)
+    failNow(std::string("device allreduce without a GPU backend: got ") + collGetErrorString(r));
+  const char *needle = "could not be loaded";
+  if (!std::strstr(collGetLastError(comm), needle))
+    failNow(std::string("message '") + collGetLastError(comm) + "' lacks '" + needle + "'");
+  int supported = 1;
+  char why[512] = {};
+  check(collDeviceBuffersSupported(&supported, why, sizeof why), "collDeviceBuffersSupported");
+  if (supported || !std::strstr(why, needle))
+    failNow(std::string("collDeviceBuffersSupported: ") + std::to_string(supported) + " " + why);
+  std::vector<float> x(16, 1.0f);
+  check(collAllReduce(x.data(), x.data(), 16, collFloat32, collSum, comm, nullptr),
+        "host allreduce after the refusal");
+  if (x[0] != float(nranks))
+    failNow("host allreduce after the refusal: wrong result");
+  checks += 3;
+}
+
 /// gpu-kill: the last rank dies after a first device allreduce; the others'
 /// next one (enqueued, so the call itself succeeds) ends at the kernel's
 /// watchdog (COLL_WATCHDOG_MS=3000 here), and collCommGetAsyncError says so,
@@ -1129,6 +1154,8 @@ int main(int argc, char **argv) {
     compareScenario(small, Target::Gpu);
   else if (scenario == "gpu-kill")
     gpuKill();
+  else if (scenario == "gpu-unserved")
+    gpuUnserved();
   else if (scenario == "gpu-abort")
     gpuAbort();
 #endif

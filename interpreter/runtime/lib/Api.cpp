@@ -158,6 +158,10 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                                     "(COLL_EMULATED_DEVICE), which takes host buffers; the "
                                     "buffers are on CUDA device {1}",
                                     name, op.device));
+    if (auto backend = gpuBackend(); !backend)
+      return failWith(comm, collInvalidUsage,
+                      llvm::formatv("{0}: the buffers are on CUDA device {1}, but {2}", name,
+                                    op.device, llvm::toString(backend.takeError())));
     const int bound = c.boundDevice();
     if (bound >= 0 && bound != op.device)
       return failWith(comm, collInvalidUsage,

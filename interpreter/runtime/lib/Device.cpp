@@ -84,6 +84,8 @@ int deviceOfPointer(const void *p) {
 #if COLL_RUNTIME_HAVE_EMU
 namespace {
 
+/// The emulation runs a launch before enqueue() returns, so callers'
+/// streams (which are not the emulation's) order nothing and are not used.
 class EmulatedRunner final : public DeviceRunner {
 public:
   explicit EmulatedRunner(std::unique_ptr<interp::CudaExecutor> ex) : ex(std::move(ex)) {}
@@ -95,11 +97,11 @@ public:
     auto result = ex->prepare(args);
     return result ? llvm::Error::success() : result.takeError();
   }
-  llvm::Error enqueue(void *stream, llvm::ArrayRef<interp::DeviceCopy> before,
+  llvm::Error enqueue(void *, llvm::ArrayRef<interp::DeviceCopy> before,
                       llvm::ArrayRef<interp::DeviceCopy> after) override {
-    return ex->enqueue(stream, before, after);
+    return ex->enqueue(nullptr, before, after);
   }
-  llvm::Error join(void *stream) override { return ex->join(stream); }
+  llvm::Error join(void *) override { return llvm::Error::success(); }
   llvm::Expected<bool> poll(bool wait) override { return ex->poll(wait); }
   llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
     return ex->temporary(which, bytes);
@@ -121,7 +123,11 @@ public:
     return std::make_unique<EmulatedRunner>(std::move(*ex));
   }
   bool emulated() const override { return true; }
-  std::string describe(int) override { return "the CPU emulation of a GPU"; }
+  std::string describe(int device) override {
+    return device >= 0 ? llvm::formatv("the CPU emulation of a GPU, for CUDA device {0}", device)
+                             .str()
+                       : std::string("the CPU emulation of a GPU");
+  }
 };
 
 } // namespace
@@ -302,6 +308,10 @@ llvm::Expected<const CollDevicePlugin *> loadPlugin() {
 } // namespace
 
 llvm::Expected<DeviceBackend *> gpuBackend() {
+  // For tests without a GPU: "device memory" of a stand-in CUDA runtime
+  // (host memory it calls device memory) served by the emulation.
+  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && llvm::StringRef(named) == "emulated")
+    return emulatedBackend();
   static std::mutex mutex;
   static std::unique_ptr<PluginBackend> backend;
   static std::string failure;

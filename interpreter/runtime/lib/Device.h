@@ -71,7 +71,9 @@ public:
 llvm::Expected<DeviceBackend *> emulatedBackend();
 /// The GPU, through libcoll_cuda.so: COLL_CUDA_PLUGIN names the file, else
 /// it is looked for beside libcoll.so, then on the loader's path. Loaded
-/// once; the error says what was tried and why it failed.
+/// once; the error says what was tried and why it failed. For tests,
+/// COLL_CUDA_PLUGIN=emulated is emulatedBackend(): "device memory" of a
+/// stand-in CUDA runtime (host memory) served by the emulation.
 llvm::Expected<DeviceBackend *> gpuBackend();
 
 } // namespace coll::rt
