@@ -5,7 +5,8 @@
 # intercepted collectives and every forced fallback with its reason, and
 # nothing of Coll's is left in /dev/shm. MODE tuning adds a tuning table
 # that sends allreduces below 4 KiB to Open MPI; MODE python runs PROGRAM,
-# an mpi4py script, with Debian's python3.
+# an mpi4py script, with Debian's python3; MODE device expects every
+# collective served on the GPU path (COLL_CUDA_PLUGIN passed on).
 set -u
 mpirun=$1 n=$2 lib=$3 prog=$4 mode=$5
 tmp=$(mktemp -d)
@@ -32,6 +33,9 @@ else
   expect+=("MPI_Allgather: falls back to Open MPI: a derived datatype"
            "MPI_Allreduce: falls back to Open MPI: an intercommunicator")
 fi
+if [ "$mode" = device ]; then
+  expect=("${expect[@]/Coll runs it with/Coll runs it on the GPU with}")
+fi
 if [ "$mode" = tuning ]; then
   printf '# small allreduces to Open MPI, the rest to Coll\nallreduce * 0-4K mpi\n' >"$tmp/tuning.txt"
   export COLL_TUNING_FILE=$tmp/tuning.txt
@@ -39,7 +43,8 @@ if [ "$mode" = tuning ]; then
            "library mpi: tuning rule $tmp/tuning.txt:2")
 fi
 out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" -x LD_PRELOAD="$lib" -x COLL_DEBUG \
-  ${COLL_TUNING_FILE:+-x COLL_TUNING_FILE} "${run[@]}" 2>&1)
+  ${COLL_TUNING_FILE:+-x COLL_TUNING_FILE} ${COLL_CUDA_PLUGIN:+-x COLL_CUDA_PLUGIN} \
+  "${run[@]}" 2>&1)
 rc=$?
 echo "$out"
 status=0

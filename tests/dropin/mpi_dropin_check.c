@@ -9,9 +9,18 @@
  * fall back (a derived datatype, MPI_MAXLOC, a user-defined op, an
  * intercommunicator). Prints "rank R: ok N checks" or "rank R: FAIL ...".
  *
+ * Built with COLL_TEST_DEVICE=1 (mpi-dropin-check-device), every buffer
+ * comes from cudaMalloc, as in a CUDA-aware MPI program: linked to the
+ * stand-in CUDA runtime (whose device memory is host memory, which Open MPI
+ * can read too) and run with COLL_CUDA_PLUGIN=emulated, the interposer's
+ * device path runs on the CPU.
+ *
  *===----------------------------------------------------------------------===*/
 
 #include <mpi.h>
+#if COLL_TEST_DEVICE
+#include <cuda_runtime_api.h>
+#endif
 
 #include <math.h>
 #include <stdint.h>
@@ -48,12 +57,23 @@ static void compareBytes(const char *what, const void *a, const void *b, size_t 
   }
 }
 
+#if COLL_TEST_DEVICE
+static void *xmalloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess || !p)
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  memset(p, 0, bytes ? bytes : 1); /* the stand-in's device memory is the host's */
+  return p;
+}
+#define free(p) cudaFree(p)
+#else
 static void *xmalloc(size_t bytes) {
   void *p = calloc(bytes ? bytes : 1, 1);
   if (!p)
     MPI_Abort(MPI_COMM_WORLD, 2);
   return p;
 }
+#endif
 
 static void fillF(float *p, size_t n, int rank, int salt) {
   size_t i;
