@@ -17,10 +17,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Compiler.h"
 #include "coll/compiler/CostModel.h"
+#include "coll/compiler/Tune.h"
 #include "coll/ir/XML.h"
-#include "coll/lang/Frontend.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -70,39 +69,11 @@ int fail(int code, const llvm::Twine &msg) {
   return code;
 }
 
-std::string sizeText(uint64_t b) {
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
-    return std::to_string(b >> 30) + "G";
-  if (b >= (1ull << 20) && b % (1ull << 20) == 0)
-    return std::to_string(b >> 20) + "M";
-  if (b >= (1ull << 10) && b % (1ull << 10) == 0)
-    return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
-}
-
 struct Candidate {
   std::string name, source;
   ir::Algorithm alg;
   std::string xmlPath; ///< for --measure
 };
-
-/// Compiles a synthesized program in process.
-std::optional<ir::Algorithm> compileText(const std::string &text, const std::string &name) {
-  llvm::SourceMgr srcMgr;
-  std::string diagText;
-  llvm::raw_string_ostream os(diagText);
-  lang::DiagnosticEngine diags(srcMgr, os, "colltune");
-  unsigned id = srcMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(text, name + ".coll"), llvm::SMLoc());
-  auto dag = lang::compileToDag(id, lang::Overrides(), diags);
-  std::optional<ir::Algorithm> alg;
-  if (dag)
-    alg = compiler::compile(*dag, compiler::CompileOptions(), diags);
-  if (!alg)
-    llvm::errs() << "colltune: error: the synthesized " << name << " does not compile:\n"
-                 << os.str();
-  return alg;
-}
 
 /// A size collrun accepts for n ranks of fp32: a multiple of 4n bytes (the
 /// nearest one below, at least 4n).
@@ -184,9 +155,6 @@ int main(int argc, char **argv) {
     llvm::sys::path::append(p, "collrun");
     collrun = std::string(p);
   }
-  std::vector<uint64_t> sizes;
-  for (uint64_t s = 1ull << 10; s <= (1ull << 30); s *= 4)
-    sizes.push_back(s);
   std::vector<uint64_t> mSizes;
   if (measure) {
     llvm::SmallVector<llvm::StringRef, 8> parts;
@@ -219,115 +187,76 @@ int main(int argc, char **argv) {
         "size "
         "evaluated\n";
   int disagreements = 0;
-  for (CollKind kind : kinds) {
-    auto bound = lowerBound(*topo, *fabric, kind, 0);
-    if (!bound)
-      return fail(1, llvm::toString(bound.takeError()));
-    std::vector<Plan> plans;
-    if (auto p = packTrees(*topo, *fabric, kind, 0))
-      plans.push_back(std::move(*p));
-    else
-      llvm::consumeError(p.takeError());
-    plans.push_back(ringPlan(*topo, *fabric, kind, findRings(*topo, *fabric, 8), 0));
-    if (n >= 3 && kind != CollKind::AllGather && kind != CollKind::ReduceScatter)
-      plans.push_back(doubleBinaryTreePlan(*topo, *fabric, kind, 0));
-    if (kind == CollKind::Broadcast) {
-      // Chains of several chunk counts: the simulation picks per size.
-      for (int32_t k : {1, 4, 16, 64})
-        plans.push_back(chainPlan(*topo, *fabric, 0, 64ull << 20, k));
-    }
-    std::vector<Candidate> cands;
-    for (const Plan &p : plans) {
-      std::string gen = p.generator == "double-binary-tree" ? "dbtree" : p.generator;
-      std::string name = collKindName(kind).str() + "_" + gen;
-      if (p.generator == "chain")
-        name += std::to_string(p.pipeline);
-      std::string text = emitProgram(*topo, p, *bound, name);
-      auto alg = compileText(text, name);
-      if (!alg)
-        return 1;
-      Candidate c{name, text, std::move(*alg), ""};
-      if (!outDir.empty()) {
-        llvm::sys::fs::create_directories(outDir);
-        llvm::SmallString<256> path(outDir);
-        llvm::sys::path::append(path, name + ".coll");
-        std::error_code ec;
-        llvm::raw_fd_ostream f(path, ec);
-        if (ec)
-          return fail(2, "cannot write '" + path + "': " + ec.message());
-        f << text;
-      }
-      if (measure) {
-        llvm::SmallString<256> path(tmpDir);
-        llvm::sys::path::append(path, name + ".xml");
-        c.xmlPath = std::string(path);
-        if (llvm::Error e = ir::writeAlgorithmFile(c.alg, c.xmlPath))
-          return fail(2, llvm::toString(std::move(e)));
-      }
-      cands.push_back(std::move(c));
-    }
-    // Model: the fastest candidate per size; ties go to the earlier one.
-    std::vector<size_t> winner;
-    std::vector<double> winnerBw;
-    for (uint64_t size : sizes) {
-      size_t best = 0;
-      double bestT = 1e300, bestBw = 0;
-      for (size_t i = 0; i < cands.size(); ++i) {
-        auto r = simulateCost(cands[i].alg, *topo, *fabric, size);
-        if (!r)
-          return fail(1, cands[i].name + ": " + llvm::toString(r.takeError()));
-        if (r->timeUs < bestT * (1 - 1e-9)) {
-          bestT = r->timeUs;
-          best = i;
-          bestBw = r->busBw;
-        }
-      }
-      winner.push_back(best);
-      winnerBw.push_back(bestBw);
-    }
-    for (size_t i = 0; i < sizes.size();) {
-      size_t j = i;
-      while (j + 1 < sizes.size() && winner[j + 1] == winner[i])
-        ++j;
-      std::string lo = i == 0 ? "0" : sizeText(sizes[i]);
-      std::string hi = j + 1 == sizes.size() ? "*" : sizeText(sizes[j + 1]);
-      os << llvm::formatv("{0,-14} {1,-7} {2,-11} {3,-24} # {4:f2} GB/s at {5} (bound {6:f2})\n",
-                          collKindName(kind), n, lo + "-" + hi, cands[winner[i]].name, winnerBw[j],
-                          sizeText(sizes[j]), bound->busBw);
-      i = j + 1;
+  auto tuned = tuneTopology(*topo, kinds);
+  if (!tuned)
+    return fail(1, llvm::toString(tuned.takeError()));
+  std::vector<Candidate> cands;
+  for (const TunedCandidate &t : tuned->candidates) {
+    Candidate c{t.name, t.program, t.alg, ""};
+    if (!outDir.empty()) {
+      llvm::sys::fs::create_directories(outDir);
+      llvm::SmallString<256> path(outDir);
+      llvm::sys::path::append(path, c.name + ".coll");
+      std::error_code ec;
+      llvm::raw_fd_ostream f(path, ec);
+      if (ec)
+        return fail(2, "cannot write '" + path + "': " + ec.message());
+      f << c.source;
     }
     if (measure) {
-      std::vector<std::map<uint64_t, double>> got;
-      for (const Candidate &c : cands)
-        got.push_back(measureOne(collrun, c, mSizes));
-      for (uint64_t size : mSizes) {
-        size_t model = 0, meas = 0;
-        double bestT = 1e300, bestM = -1;
-        for (size_t i = 0; i < cands.size(); ++i) {
-          auto r = simulateCost(cands[i].alg, *topo, *fabric, size);
-          if (r && r->timeUs < bestT * (1 - 1e-9)) {
-            bestT = r->timeUs;
-            model = i;
-          }
-          auto it = got[i].find(size);
-          if (it != got[i].end() && it->second > bestM) {
-            bestM = it->second;
-            meas = i;
-          }
+      llvm::SmallString<256> path(tmpDir);
+      llvm::sys::path::append(path, c.name + ".xml");
+      c.xmlPath = std::string(path);
+      if (llvm::Error e = ir::writeAlgorithmFile(c.alg, c.xmlPath))
+        return fail(2, llvm::toString(std::move(e)));
+    }
+    cands.push_back(std::move(c));
+  }
+  for (const TunedRange &r : tuned->ranges) {
+    std::string lo = r.minBytes == 0 ? "0" : sizeText(r.minBytes);
+    std::string hi = r.maxBytes == UINT64_MAX ? "*" : sizeText(r.maxBytes);
+    os << llvm::formatv("{0,-14} {1,-7} {2,-11} {3,-24} # {4:f2} GB/s at {5} (bound {6:f2})\n",
+                        collKindName(r.kind), n, lo + "-" + hi, cands[r.candidate].name, r.busBw,
+                        sizeText(r.atBytes), r.bound);
+  }
+  for (CollKind kind : kinds) {
+    if (!measure)
+      break;
+    // This collective's candidates.
+    std::vector<size_t> mine;
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (llvm::StringRef(cands[i].name).startswith(collKindName(kind).str() + "_"))
+        mine.push_back(i);
+    std::vector<std::map<uint64_t, double>> got(cands.size());
+    for (size_t i : mine)
+      got[i] = measureOne(collrun, cands[i], mSizes);
+    for (uint64_t size : mSizes) {
+      size_t model = mine.front(), meas = mine.front();
+      double bestT = 1e300, bestM = -1;
+      for (size_t i : mine) {
+        auto r = simulateCost(cands[i].alg, *topo, *fabric, size);
+        if (r && r->timeUs < bestT * (1 - 1e-9)) {
+          bestT = r->timeUs;
+          model = i;
         }
-        if (bestM < 0) {
-          llvm::errs() << "colltune: " << collKindName(kind) << " " << sizeText(size)
-                       << ": no measurement (did collrun run?)\n";
-          ++disagreements;
-          continue;
+        auto it = got[i].find(size);
+        if (it != got[i].end() && it->second > bestM) {
+          bestM = it->second;
+          meas = i;
         }
-        bool agree = model == meas;
-        disagreements += !agree;
-        llvm::errs() << llvm::formatv("colltune: {0} {1}: model picks {2}, host measurement "
-                                      "picks {3} ({4:f3} GB/s){5}\n",
-                                      collKindName(kind), sizeText(size), cands[model].name,
-                                      cands[meas].name, bestM, agree ? "" : "  <- disagree");
       }
+      if (bestM < 0) {
+        llvm::errs() << "colltune: " << collKindName(kind) << " " << sizeText(size)
+                     << ": no measurement (did collrun run?)\n";
+        ++disagreements;
+        continue;
+      }
+      bool agree = model == meas;
+      disagreements += !agree;
+      llvm::errs() << llvm::formatv("colltune: {0} {1}: model picks {2}, host measurement "
+                                    "picks {3} ({4:f3} GB/s){5}\n",
+                                    collKindName(kind), sizeText(size), cands[model].name,
+                                    cands[meas].name, bestM, agree ? "" : "  <- disagree");
     }
   }
   if (measure) {
