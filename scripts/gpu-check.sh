@@ -101,6 +101,10 @@ step runtime-gpu-processes-3 600 "$rankcheck" gpu --fork 3
 step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
 step runtime-gpu-kill-2 300 "$rankcheck" gpu-kill --fork 2
 step runtime-gpu-abort-2 300 "$rankcheck" gpu-abort --fork 2
+# Synthesis at creation for this machine's GPUs (COLL_TOPO_FILE=nvml): the
+# ranks' GPUs found by PCI bus id; ranks sharing the one GPU must be said.
+step runtime-gpu-topo-nvml 300 bash -c "COLL_TOPO_FILE=nvml COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TUNING \
+  '$rankcheck' gpu --fork 2 2>&1 | tee /dev/stderr | grep -q 'COLL_TOPO_FILE=nvml: no synthesis: ranks share GPU 0 of nvml'"
 step nccl-gpu-coll-2 600 env COLL_DEBUG=INFO "$here/bin/nccl-gpu-check" coll 2
 realnccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
 [ -f "$realnccl" ] || realnccl=libnccl.so.2

@@ -1097,6 +1097,8 @@ int main(int argc, char **argv) {
                   err != cudaSuccess ? cudaGetErrorString(err) : "none found");
       return 77;
     }
+    // As NCCL programs do: the rank's device is current before init.
+    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
   }
 #endif
   if (mode == "--id" && argc >= 8) {

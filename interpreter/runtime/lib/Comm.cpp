@@ -10,6 +10,10 @@
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "Device.h"
+#if COLL_RUNTIME_HAVE_LANG
+#include "coll/compiler/Detect.h"
+#include "coll/compiler/Tune.h"
+#endif
 #include "coll/interpreter/CudaExecutor.h"
 #include "coll/interpreter/Protocol.h"
 #include "coll/interpreter/Timeline.h"
@@ -220,6 +224,8 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   c.algoFiles = envString("COLL_ALGO_FILES");
   c.tuningFile = envString("COLL_TUNING_FILE");
   c.traceFile = envString("COLL_TRACE");
+  c.topoFile = envString("COLL_TOPO_FILE");
+  c.topoGpus = envString("COLL_TOPO_GPUS");
   if (auto v = envUnsigned("COLL_EMULATED_DEVICE", error)) {
     if (*v > 1)
       return collError(collInvalidArgument,
@@ -504,6 +510,9 @@ public:
   llvm::Expected<ConnectionEnd> connectionEnd(int sender, int receiver, int channel,
                                               ir::Protocol protocol);
   llvm::Error agree(llvm::Error local, llvm::StringRef what);
+  /// COLL_TOPO_FILE: programs synthesized for the GPUs of this job join the
+  /// registry, with rules from the cost model. Collective.
+  llvm::Error synthesizeForJob();
   void logSelection();
   bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
   llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
@@ -684,6 +693,9 @@ llvm::Error Communicator::Impl::setup() {
   }
   if (llvm::Error err = agree(llvm::Error::success(), "reading the tuning file"))
     return err;
+  if (!config.topoFile.empty())
+    if (llvm::Error err = synthesizeForJob())
+      return err;
 
   // Connections: every (protocol, channel, sender) into every local rank.
   transport::FifoLayout layout;
@@ -969,12 +981,143 @@ llvm::Expected<Choice> Communicator::Impl::select(ir::Collective coll, uint64_t 
   return collError(collInvalidUsage, message);
 }
 
+llvm::Error Communicator::Impl::synthesizeForJob() {
+  // Every rank finds its GPU in the topology, then all compare; whatever
+  // cannot apply is said at INFO and the communicator goes on without.
+  struct Mine {
+    int32_t gpu = -1;
+    char why[244] = {};
+  };
+  Mine mine;
+  std::string why;
+#if COLL_RUNTIME_HAVE_LANG
+  auto topo = synth::readTopologyFile(config.topoFile);
+  if (!topo) {
+    why = llvm::toString(topo.takeError());
+  } else if (!config.topoGpus.empty()) {
+    llvm::SmallVector<llvm::StringRef, 16> parts;
+    llvm::StringRef(config.topoGpus).split(parts, ',', -1, false);
+    int32_t g = -1;
+    if (parts.size() != static_cast<size_t>(nranks))
+      why = llvm::formatv("COLL_TOPO_GPUS={0} names {1} GPUs for {2} ranks", config.topoGpus,
+                          parts.size(), nranks);
+    else if (parts[rank].trim().getAsInteger(10, g) || g < 0 || g >= topo->numRanks())
+      why = llvm::formatv("COLL_TOPO_GPUS entry '{0}' of rank {1} is not a GPU of {2} (0..{3})",
+                          parts[rank].trim(), rank, config.topoFile, topo->numRanks() - 1);
+    else
+      mine.gpu = g;
+  } else if (hostOf.size() && *std::max_element(hostOf.begin(), hostOf.end()) > 0) {
+    why = "the job spans hosts: name each rank's GPU with COLL_TOPO_GPUS";
+  } else {
+    // The GPU of this rank's CUDA device, by PCI bus id.
+    std::string busWhy;
+    const std::string bus = pciBusIdOfDevice(gpu, busWhy);
+    if (bus.empty()) {
+      why = "rank " + std::to_string(rank) + "'s GPU is not known at creation (" + busWhy +
+            "): name it with COLL_TOPO_GPUS";
+    } else {
+      for (int32_t g = 0; g < topo->numRanks(); ++g)
+        if (llvm::StringRef(topo->nodes[topo->gpus[g]].name).equals_insensitive("gpu@" + bus))
+          mine.gpu = g;
+      if (mine.gpu < 0)
+        why = "rank " + std::to_string(rank) + "'s GPU " + bus + " is not in " + config.topoFile;
+    }
+  }
+#else
+  why = "this libcoll was built without the .coll compiler (COLL_ENABLE_LANG=OFF)";
+#endif
+  std::snprintf(mine.why, sizeof mine.why, "%s", why.c_str());
+  std::vector<Mine> all(static_cast<size_t>(nranks));
+  all[rank] = mine;
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(Mine)))
+    return collError(collRemoteError, "synthesis: lost contact with the other ranks: " +
+                                          llvm::toString(std::move(err)));
+  std::string skipped;
+  std::vector<int32_t> gpus;
+  for (int r = 0; r < nranks && skipped.empty(); ++r) {
+    if (all[r].gpu < 0)
+      skipped = all[r].why;
+    else if (std::find(gpus.begin(), gpus.end(), all[r].gpu) != gpus.end())
+      skipped = llvm::formatv("ranks share GPU {0} of {1}; synthesis assumes one rank per GPU",
+                              all[r].gpu, config.topoFile);
+    gpus.push_back(all[r].gpu);
+  }
+  if (skipped.empty() && nranks < 2)
+    skipped = "one rank: nothing to synthesize";
+  if (!skipped.empty()) {
+    if (rank == 0)
+      COLL_LOG(Info, Tuning, rank,
+               "COLL_TOPO_FILE=" + config.topoFile + ": no synthesis: " + skipped);
+    return llvm::Error::success();
+  }
+#if COLL_RUNTIME_HAVE_LANG
+  // Every rank computes the same programs and rules from the same input.
+  std::string gpuList;
+  for (int32_t g : gpus)
+    gpuList += (gpuList.empty() ? "" : ",") + std::to_string(g);
+  const std::string origin = "synthesized for " + config.topoFile + " GPUs " + gpuList;
+  auto restricted = synth::restrictTopology(*topo, gpus);
+  llvm::Expected<synth::TuneResult> tuned =
+      restricted ? synth::tuneTopology(*restricted, {}) : restricted.takeError();
+  std::vector<TuningRule> rules;
+  std::string failure;
+  if (!tuned) {
+    failure = llvm::toString(tuned.takeError());
+  } else {
+    std::vector<bool> used(tuned->candidates.size(), false);
+    for (const synth::TunedRange &range : tuned->ranges)
+      used[range.candidate] = true;
+    for (size_t i = 0; i < tuned->candidates.size() && failure.empty(); ++i)
+      if (used[i])
+        if (llvm::Error err = registry->addSynthesized(tuned->candidates[i].alg, origin))
+          failure = llvm::toString(std::move(err));
+    for (const synth::TunedRange &range : tuned->ranges) {
+      TuningRule r;
+      r.collective = *ir::parseCollective(synth::collKindName(range.kind));
+      r.minRanks = r.maxRanks = nranks;
+      r.minBytes = range.minBytes;
+      r.maxBytes = range.maxBytes;
+      r.target = tuned->candidates[range.candidate].name;
+      r.origin = origin;
+      r.text = llvm::formatv("{0} {1} {2}-{3} {4}  # {5:f2} GB/s predicted at {6}, bound {7:f2}",
+                             synth::collKindName(range.kind), nranks,
+                             synth::sizeText(range.minBytes),
+                             range.maxBytes == UINT64_MAX ? "*" : synth::sizeText(range.maxBytes),
+                             r.target, range.busBw, synth::sizeText(range.atBytes), range.bound)
+                   .str();
+      rules.push_back(std::move(r));
+    }
+  }
+  if (llvm::Error err = agree(failure.empty() ? llvm::Error::success()
+                                              : collError(collInternalError, failure),
+                              "synthesis for COLL_TOPO_FILE"))
+    return err;
+  // After the user's own table (which wins), before the built-in rules.
+  userRules.insert(userRules.end(), rules.begin(), rules.end());
+  if (rank == 0)
+    COLL_LOG(Info, Tuning, rank,
+             llvm::formatv("COLL_TOPO_FILE={0}: {1} programs {2}, {3} rules", config.topoFile,
+                           std::count_if(registry->algorithms().begin(),
+                                         registry->algorithms().end(),
+                                         [&](const LoadedAlgorithm &a) { return a.origin == origin; }),
+                           origin, rules.size()));
+  return llvm::Error::success();
+#else
+  return llvm::Error::success();
+#endif
+}
+
 void Communicator::Impl::logSelection() {
   if (!logEnabled(Level::Info, Tuning))
     return;
+  std::string source = config.tuningFile.empty() ? std::string()
+                                                 : "tuning file " + config.tuningFile;
+  if (std::any_of(userRules.begin(), userRules.end(), [](const TuningRule &r) {
+        return llvm::StringRef(r.origin).startswith("synthesized for ");
+      }))
+    source += (source.empty() ? "" : ", ") + std::string("rules synthesized for COLL_TOPO_FILE");
   std::string out = llvm::formatv("algorithm selection for {0} ranks ({1}):", nranks,
-                                  userRules.empty() ? std::string("built-in rules")
-                                                    : "tuning file " + config.tuningFile)
+                                  source.empty() ? std::string("built-in rules") : source)
                         .str();
   std::set<const LoadedAlgorithm *> used;
   for (int c = 0; c < static_cast<int>(ir::Collective::Custom); ++c) {

@@ -69,6 +69,9 @@ struct Config {
   /// COLL_EMULATED_DEVICE: collectives run the CUDA kernel on the CPU
   /// emulation of the GPU (docs/RUNTIME.md "The emulated device").
   bool emulatedDevice = false;
+  /// COLL_TOPO_FILE: a topology (file, or "nvml") to synthesize programs
+  /// for at creation; COLL_TOPO_GPUS: each rank's GPU in it (docs/SYNTHESIS.md).
+  std::string topoFile, topoGpus;
   std::array<uint64_t, 3> slotBytes{128u << 10, 16u << 10, 120u * 256}; ///< Simple, LL, LL128
   /// Libraries underneath Coll that tuning rules may name (set by the
   /// drop-in libraries; empty for the C API).

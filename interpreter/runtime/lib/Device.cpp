@@ -77,6 +77,37 @@ int deviceOfPointer(const void *p) {
   return attributes.type == 2 || attributes.type == 3 ? std::max(attributes.device, 0) : -1;
 }
 
+std::string pciBusIdOfDevice(int ordinal, std::string &why) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) {
+    why = "the process has not loaded CUDA";
+    return {};
+  }
+  auto ctxDevice = reinterpret_cast<int (*)(int *)>(dlsym(lib, "cuCtxGetDevice"));
+  auto deviceGet = reinterpret_cast<int (*)(int *, int)>(dlsym(lib, "cuDeviceGet"));
+  auto busId = reinterpret_cast<int (*)(char *, int, int)>(dlsym(lib, "cuDeviceGetPCIBusId"));
+  if (!ctxDevice || !deviceGet || !busId) {
+    why = "the CUDA driver lacks cuDeviceGetPCIBusId";
+    return {};
+  }
+  int device = 0;
+  if (ordinal < 0) {
+    if (ctxDevice(&device) != 0) {
+      why = "the thread has no current CUDA device";
+      return {};
+    }
+  } else if (deviceGet(&device, ordinal) != 0) {
+    why = llvm::formatv("there is no CUDA device {0}", ordinal).str();
+    return {};
+  }
+  char text[32] = {};
+  if (busId(text, sizeof text, device) != 0) {
+    why = "cuDeviceGetPCIBusId failed";
+    return {};
+  }
+  return llvm::StringRef(text).lower();
+}
+
 //===----------------------------------------------------------------------===//
 // The emulated backend
 //===----------------------------------------------------------------------===//

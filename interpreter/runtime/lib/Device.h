@@ -31,6 +31,11 @@ namespace coll::rt {
 /// asking would load it. Managed memory counts as device memory.
 int deviceOfPointer(const void *p);
 
+/// The PCI bus id ("0000:06:00.0", lower case) of CUDA device `ordinal`, or
+/// with -1 of the calling thread's current CUDA device; empty (and `why`)
+/// when the process has not loaded the CUDA driver or has no such device.
+std::string pciBusIdOfDevice(int ordinal, std::string &why);
+
 /// One rank's executor of one plan (interp::CudaExecutor with
 /// CudaOptions::rank). Every call keeps the caller's CUDA device current.
 class DeviceRunner {

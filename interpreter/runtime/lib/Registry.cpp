@@ -329,6 +329,23 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
   return reg;
 }
 
+llvm::Error Registry::addSynthesized(const ir::Algorithm &alg, const std::string &origin) {
+  if (alg.ngpus() != shape.nranks)
+    return fail(llvm::formatv("{0}: synthesized for {1} ranks; the communicator has {2}", alg.name,
+                              alg.ngpus(), shape.nranks));
+  auto compiled = planAlgorithm(alg, origin);
+  if (!compiled)
+    return compiled.takeError();
+  LoadedAlgorithm la;
+  la.name = alg.name;
+  la.origin = origin;
+  la.collective = alg.collective;
+  la.protocol = alg.protocol;
+  la.compiled = std::move(*compiled);
+  algos.push_back(std::move(la));
+  return llvm::Error::success();
+}
+
 uint64_t Registry::fingerprint() const {
   llvm::hash_code h = llvm::hash_value(algos.size());
   for (const LoadedAlgorithm &a : algos)

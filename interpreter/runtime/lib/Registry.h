@@ -92,6 +92,10 @@ public:
   llvm::Expected<std::shared_ptr<const Compiled>> forRoot(const LoadedAlgorithm &algo,
                                                           int root) const;
 
+  /// Adds a program synthesized for this communicator (docs/SYNTHESIS.md,
+  /// COLL_TOPO_FILE) as a candidate like a loaded file, from `origin`.
+  llvm::Error addSynthesized(const ir::Algorithm &alg, const std::string &origin);
+
   /// Whether this build compiles `.coll` programs.
   static bool compilesPrograms();
 
