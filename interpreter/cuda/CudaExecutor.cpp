@@ -109,8 +109,8 @@ llvm::Error upload(DeviceMemory &memory, const T *data, size_t n, cudaStream_t s
   if (llvm::Error err = memory.reserve(n * sizeof(T)))
     return err;
   if (n)
-    COLL_CUDA_TRY(cudaMemcpyAsync(memory.as<void>(), data, n * sizeof(T), cudaMemcpyHostToDevice,
-                                  stream));
+    COLL_CUDA_TRY(
+        cudaMemcpyAsync(memory.as<void>(), data, n * sizeof(T), cudaMemcpyHostToDevice, stream));
   COLL_CUDA_TRY(cudaStreamSynchronize(stream));
   return llvm::Error::success();
 }
@@ -220,7 +220,6 @@ public:
   const CudaDeviceInfo &deviceInfo() const { return device; }
 
 private:
-
   CudaDeviceInfo device;
   uint32_t watchdogMs = 0;
   ConnectionLayout connection;
@@ -265,8 +264,8 @@ CudaExecutor::Impl::~Impl() {
   if (stream)
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
-                          &temp[1]})
+  for (DeviceMemory *m :
+       {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0], &temp[1]})
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -305,8 +304,8 @@ llvm::Error CudaExecutor::Impl::start() {
                         : static_cast<int32_t>(plan.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
-                          &temp[1]})
+  for (DeviceMemory *m :
+       {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0], &temp[1]})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
@@ -437,7 +436,8 @@ CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
   // The opt-in limit covers static and dynamic shared memory together.
   cudaFuncAttributes attributes{};
   COLL_CUDA_TRY(cudaFuncGetAttributes(&attributes, k));
-  const int64_t dynamicMax = static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
+  const int64_t dynamicMax =
+      static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
   if (static_cast<int64_t>(sharedBytes) > dynamicMax)
     return fail(llvm::formatv("{0}: a tb of {1} steps needs {2} bytes of shared memory; "
                               "{3} allows {4} per block beside the kernel's {5} static bytes",
@@ -458,10 +458,9 @@ CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
     if (automatic && r.threads > 32)
       continue;
     const std::string others =
-        coResidentTbs ? llvm::formatv(" (with the {0} of the other ranks on this GPU)",
-                                      coResidentTbs)
-                            .str()
-                      : std::string();
+        coResidentTbs
+            ? llvm::formatv(" (with the {0} of the other ranks on this GPU)", coResidentTbs).str()
+            : std::string();
     return fail(llvm::formatv(
         "{0}: the launch's {1} thread blocks{9} must all be resident at once, but only {2} fit "
         "on {3} ({4} per SM x {5} SMs with {6} threads and {7} bytes of shared memory per "

@@ -30,30 +30,30 @@
 static int myRank = -1;
 static int failures = 0;
 
-#define CHECK(cond, ...)                                                                        \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", myRank, __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                                             \
-      fprintf(stderr, "\n");                                                                    \
-      ++failures;                                                                               \
-    }                                                                                           \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", myRank, __FILE__, __LINE__, #cond);             \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      ++failures;                                                                                  \
+    }                                                                                              \
   } while (0)
 
-#define OK(call)                                                                                \
-  do {                                                                                          \
-    ncclResult_t r_ = (call);                                                                   \
-    CHECK(r_ == ncclSuccess, "%s -> %d (%s): %s", #call, (int)r_, ncclGetErrorString(r_),       \
-          ncclGetLastError(NULL));                                                              \
+#define OK(call)                                                                                   \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    CHECK(r_ == ncclSuccess, "%s -> %d (%s): %s", #call, (int)r_, ncclGetErrorString(r_),          \
+          ncclGetLastError(NULL));                                                                 \
   } while (0)
 
-#define CUDA(call)                                                                              \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) {                                                                    \
-      fprintf(stderr, "rank %d: FAIL %s: %s\n", myRank, #call, cudaGetErrorString(e_));          \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define CUDA(call)                                                                                 \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "rank %d: FAIL %s: %s\n", myRank, #call, cudaGetErrorString(e_));            \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static ncclComm_t initOk(int rank, int nranks, int idFd[2]) {
@@ -79,16 +79,16 @@ static ncclComm_t initOk(int rank, int nranks, int idFd[2]) {
 static int32_t value(int r, size_t i) { return (int32_t)(r * 1000 + (int)(i % 977)); }
 
 /* Copies `count` ints of device memory `d` to the host and compares each with want(i). */
-#define EXPECT(d, count, what, want)                                                            \
-  do {                                                                                          \
-    int32_t *h_ = malloc(((count) + 1) * sizeof(int32_t));                                      \
-    CUDA(cudaMemcpy(h_, (d), (count) * sizeof(int32_t), cudaMemcpyDeviceToHost));               \
-    for (size_t i = 0; i < (count); ++i)                                                        \
-      if (h_[i] != (want)) {                                                                    \
-        CHECK(0, "%s: element %zu is %d, expected %d", what, i, h_[i], (int)(want));            \
-        break;                                                                                  \
-      }                                                                                         \
-    free(h_);                                                                                   \
+#define EXPECT(d, count, what, want)                                                               \
+  do {                                                                                             \
+    int32_t *h_ = malloc(((count) + 1) * sizeof(int32_t));                                         \
+    CUDA(cudaMemcpy(h_, (d), (count) * sizeof(int32_t), cudaMemcpyDeviceToHost));                  \
+    for (size_t i = 0; i < (count); ++i)                                                           \
+      if (h_[i] != (want)) {                                                                       \
+        CHECK(0, "%s: element %zu is %d, expected %d", what, i, h_[i], (int)(want));               \
+        break;                                                                                     \
+      }                                                                                            \
+    free(h_);                                                                                      \
   } while (0)
 
 static void collectives(ncclComm_t comm, int rank, int n, cudaStream_t stream) {
@@ -181,8 +181,10 @@ int main(int argc, char **argv) {
   const char *scenario = argv[1];
   int n = atoi(argv[2]);
   void (*run)(int, int, int[2]) = NULL;
-  if (!strcmp(scenario, "coll")) run = scenarioColl;
-  else if (!strcmp(scenario, "real")) run = scenarioReal;
+  if (!strcmp(scenario, "coll"))
+    run = scenarioColl;
+  else if (!strcmp(scenario, "real"))
+    run = scenarioReal;
   if (!run || n < 1 || n > 8) {
     fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
     return 2;

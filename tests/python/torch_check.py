@@ -58,15 +58,18 @@ def both(fn, *tensors):
     return a, b
 
 
+# The reduce ops with how each combines the ranks' tensors (PRODUCT: below).
+REDUCE_OPS = [(dist.ReduceOp.SUM, lambda xs: sum(xs)),
+              (dist.ReduceOp.PRODUCT, None),
+              (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0).values),
+              (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0).values)]
+
+
 def collectives():
     for count in (0, 1, 7, 1000, 600001):
         for dtype in (torch.float32, torch.bfloat16, torch.int32):
             tag = f"{dtype} x {count}"
-            ops = [(dist.ReduceOp.SUM, lambda xs: sum(xs)),
-                   (dist.ReduceOp.PRODUCT, None),
-                   (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0).values),
-                   (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0).values)]
-            for op, combine in ops:
+            for op, combine in REDUCE_OPS:
                 prod = op == dist.ReduceOp.PRODUCT
                 mine = values(rank, count, dtype, prod)
                 allv = [values(r, count, dtype, prod) for r in range(n)]
@@ -204,11 +207,7 @@ def cuda():
     for count in (1, 1000, 600001):
         for dtype in (torch.float32, torch.bfloat16, torch.int32):
             tag = f"cuda {dtype} x {count}"
-            ops = [(dist.ReduceOp.SUM, lambda xs: sum(xs)),
-                   (dist.ReduceOp.PRODUCT, None),
-                   (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0).values),
-                   (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0).values)]
-            for op, combine in ops:
+            for op, combine in REDUCE_OPS:
                 prod = op == dist.ReduceOp.PRODUCT
                 allv = [values(r, count, dtype, prod) for r in range(n)]
                 want = torch.stack(allv).prod(0).to(dtype) if prod else combine(allv).to(dtype)

@@ -659,8 +659,7 @@ void gpuKill() {
   cudaCheck(cudaDeviceSynchronize(), "first allreduce");
   check(collGroupStart(), "group start"); // a barrier through the host backend
   std::vector<float> token(1, 1.0f);
-  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr),
-        "token");
+  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr), "token");
   check(collGroupEnd(), "group end");
   if (rank == nranks - 1) {
     std::printf("rank %d: dying now\n", rank);
@@ -671,13 +670,14 @@ void gpuKill() {
   const auto start = Clock::now();
   collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
   collResult_t async = collSuccess;
-  while (r == collSuccess && async == collSuccess && Clock::now() - start < std::chrono::seconds(30)) {
+  while (r == collSuccess && async == collSuccess &&
+         Clock::now() - start < std::chrono::seconds(30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
   }
   const collResult_t got = r != collSuccess ? r : async;
-  const long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
-                           .count());
+  const long ms =
+      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, collGetLastError(comm));
   if (got != collRemoteError && got != collTimeout)
     failNow("the survivor's call did not end with collRemoteError or collTimeout");
@@ -706,8 +706,8 @@ void gpuAbort() {
   const auto start = Clock::now();
   check(collCommAbort(comm), "collCommAbort");
   comm = nullptr;
-  const long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
-                           .count());
+  const long ms =
+      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   std::printf("rank %d: abort took %ld ms\n", rank, ms);
   if (ms > 2000)
     failNow("collCommAbort took " + std::to_string(ms) + " ms with a kernel in flight");
@@ -827,21 +827,35 @@ void compareScenario(bool small, Target target) {
       }
       collResult_t r = collSuccess;
       switch (coll) {
-      case Coll::AllReduce: r = collAllReduce(send, recv, count, t.type, op, c, stream); break;
-      case Coll::AllGather: r = collAllGather(send, recv, count, t.type, c, stream); break;
+      case Coll::AllReduce:
+        r = collAllReduce(send, recv, count, t.type, op, c, stream);
+        break;
+      case Coll::AllGather:
+        r = collAllGather(send, recv, count, t.type, c, stream);
+        break;
       case Coll::ReduceScatter:
         r = collReduceScatter(send, recv, count, t.type, op, c, stream);
         break;
-      case Coll::AllToAll: r = collAlltoAll(send, recv, count, t.type, c, stream); break;
-      case Coll::Broadcast: r = collBroadcast(send, recv, count, t.type, root, c, stream); break;
-      case Coll::Reduce: r = collReduce(send, recv, count, t.type, op, root, c, stream); break;
-      case Coll::Gather: r = collGather(send, recv, count, t.type, root, c, stream); break;
-      case Coll::Scatter: r = collScatter(send, recv, count, t.type, root, c, stream); break;
+      case Coll::AllToAll:
+        r = collAlltoAll(send, recv, count, t.type, c, stream);
+        break;
+      case Coll::Broadcast:
+        r = collBroadcast(send, recv, count, t.type, root, c, stream);
+        break;
+      case Coll::Reduce:
+        r = collReduce(send, recv, count, t.type, op, root, c, stream);
+        break;
+      case Coll::Gather:
+        r = collGather(send, recv, count, t.type, root, c, stream);
+        break;
+      case Coll::Scatter:
+        r = collScatter(send, recv, count, t.type, root, c, stream);
+        break;
       }
       char what[200];
-      std::snprintf(what, sizeof what, "%s %s count %zu %s op %d root %d on the %s",
-                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", int(op),
-                    root, d ? where : "host");
+      std::snprintf(what, sizeof what, "%s %s count %zu %s op %d root %d on the %s", collName(coll),
+                    t.name, count, inplace ? "in-place" : "out-of-place", int(op), root,
+                    d ? where : "host");
       if (r != collSuccess) {
         comm = c; // collGetLastError of the failing communicator
         check(r, what);
@@ -1016,22 +1030,26 @@ int allOnOneGpu(int n) {
       }
       auto issue = [&](collComm_t c, const void *send, void *recv, void *stream) {
         switch (coll) {
-        case Coll::AllReduce: return collAllReduce(send, recv, elems, collFloat32, collSum, c, stream);
-        case Coll::AllGather: return collAllGather(send, recv, elems, collFloat32, c, stream);
+        case Coll::AllReduce:
+          return collAllReduce(send, recv, elems, collFloat32, collSum, c, stream);
+        case Coll::AllGather:
+          return collAllGather(send, recv, elems, collFloat32, c, stream);
         case Coll::ReduceScatter:
           return collReduceScatter(send, recv, elems, collFloat32, collSum, c, stream);
-        case Coll::AllToAll: return collAlltoAll(send, recv, elems, collFloat32, c, stream);
+        case Coll::AllToAll:
+          return collAlltoAll(send, recv, elems, collFloat32, c, stream);
         case Coll::Broadcast:
           return collBroadcast(send, recv, elems, collFloat32, root, c, stream);
         case Coll::Reduce:
           return collReduce(send, recv, elems, collFloat32, collSum, root, c, stream);
-        default: return collInternalError;
+        default:
+          return collInternalError;
         }
       };
       char what[160];
       std::snprintf(what, sizeof what, "%s of %zu fp32 on %d ranks of GPU 0 (%s)", collName(coll),
                     elems, n,
-                    streams == 0 ? "a stream per rank"
+                    streams == 0   ? "a stream per rank"
                     : streams == 1 ? "one shared stream"
                                    : "the legacy default stream");
       check(collGroupStart(), "group start");

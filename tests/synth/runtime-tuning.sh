@@ -25,19 +25,16 @@ bin=$1 topo=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work"
 
-run_job() { # name nranks [ranks]
-  local name=$1 n=$2 ranks=${3:-}
+# The `collectives` scenario on N processes (the caller's environment
+# passed on), each rank's log in $work/NAME/rankR.log; exits unless all pass.
+run_ranks() { # name nranks port-salt
+  local name=$1 n=$2 salt=$3
   local dir="$work/$name"
-  local args=(--topology "$topo/dgx1-v100.topo" -o "$dir/table" --out-dir "$dir/algos")
-  [[ -n $ranks ]] && args+=(--ranks "$ranks")
-  mkdir -p "$dir"
-  "$bin/colltune" "${args[@]}"
-  local port=$((20000 + ($$ * 7 + n) % 30000))
+  local port=$((20000 + ($$ * salt + n) % 30000))
   local pids=()
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n COLL_COMM_ID=127.0.0.1:$port COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,TUNING \
-      COLL_TUNING_FILE="$dir/table" COLL_ALGO_DIR="$dir/algos" COLL_TEST_SMALL=1 \
-      COLL_WATCHDOG_MS=60000 \
+      COLL_TEST_SMALL=1 COLL_WATCHDOG_MS=60000 \
       timeout 300 "$bin/coll-rank-check" collectives --env >"$dir/rank$r.log" 2>&1 &
     pids+=($!)
   done
@@ -49,6 +46,16 @@ run_job() { # name nranks [ranks]
     fi
   done
   ((failed == 0)) || exit 1
+}
+
+run_job() { # name nranks [ranks]
+  local name=$1 n=$2 ranks=${3:-}
+  local dir="$work/$name"
+  local args=(--topology "$topo/dgx1-v100.topo" -o "$dir/table" --out-dir "$dir/algos")
+  [[ -n $ranks ]] && args+=(--ranks "$ranks")
+  mkdir -p "$dir"
+  "$bin/colltune" "${args[@]}"
+  COLL_TUNING_FILE="$dir/table" COLL_ALGO_DIR="$dir/algos" run_ranks "$name" "$n" 7
   for coll in allreduce allgather reducescatter broadcast reduce; do
     if ! grep -Eq "^  $coll +\[[^)]*\)  ${coll}_[a-z0-9]+ \(Simple, $dir/algos/${coll}_[a-z0-9]+\.coll\): tuning rule $dir/table:" \
         "$dir/rank0.log"; then
@@ -66,23 +73,7 @@ run_at_creation() { # name nranks gpus expect-synthesis
   local name=$1 n=$2 gpus=$3 expect=$4
   local dir="$work/$name"
   mkdir -p "$dir"
-  local port=$((20000 + ($$ * 11 + n) % 30000))
-  local pids=()
-  for ((r = 0; r < n; r++)); do
-    RANK=$r WORLD_SIZE=$n COLL_COMM_ID=127.0.0.1:$port COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,TUNING \
-      COLL_TOPO_FILE="$topo/dgx1-v100.xml" COLL_TOPO_GPUS="$gpus" COLL_TEST_SMALL=1 \
-      COLL_WATCHDOG_MS=60000 \
-      timeout 300 "$bin/coll-rank-check" collectives --env >"$dir/rank$r.log" 2>&1 &
-    pids+=($!)
-  done
-  local failed=0
-  for ((r = 0; r < n; r++)); do
-    wait "${pids[$r]}" || failed=1
-    if ! grep -q "^rank $r: ok [0-9]* checks" "$dir/rank$r.log"; then
-      echo "FAIL: $name rank $r"; tail -n 20 "$dir/rank$r.log"; failed=1
-    fi
-  done
-  ((failed == 0)) || exit 1
+  COLL_TOPO_FILE="$topo/dgx1-v100.xml" COLL_TOPO_GPUS="$gpus" run_ranks "$name" "$n" 11
   if [[ $expect == yes ]]; then
     for coll in allreduce allgather reducescatter broadcast reduce; do
       if ! grep -Eq "^  $coll +\[[^)]*\)  ${coll}_[a-z0-9]+ \(Simple, synthesized for $topo/dgx1-v100.xml GPUs $gpus\): tuning rule synthesized for" \

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Synthesis.h"
 #include "coll/compiler/Detect.h"
+#include "coll/compiler/Synthesis.h"
 #include "coll/compiler/Topology.h"
 
 #include "llvm/ADT/StringExtras.h"

@@ -30,8 +30,8 @@ struct NvmlPciInfo { // nvmlPciInfo_t
   char busId[32];
 };
 constexpr nvmlReturn NvmlSuccess = 0;
-constexpr unsigned NvmlMaxLinks = 18;   // NVML_NVLINK_MAX_LINKS
-constexpr int NvmlLinkToSwitch = 2;     // NVML_NVLINK_DEVICE_TYPE_SWITCH
+constexpr unsigned NvmlMaxLinks = 18; // NVML_NVLINK_MAX_LINKS
+constexpr int NvmlLinkToSwitch = 2;   // NVML_NVLINK_DEVICE_TYPE_SWITCH
 
 struct Nvml {
   void *lib = nullptr;
@@ -47,11 +47,13 @@ struct Nvml {
   nvmlReturn (*pcieWidth)(nvmlDevice, unsigned *) = nullptr;
   nvmlReturn (*linkState)(nvmlDevice, unsigned, int *) = nullptr;
   nvmlReturn (*remotePci)(nvmlDevice, unsigned, NvmlPciInfo *) = nullptr;
-  nvmlReturn (*remoteType)(nvmlDevice, unsigned, int *) = nullptr; // may be missing
+  nvmlReturn (*remoteType)(nvmlDevice, unsigned,
+                           int *) = nullptr; // may be missing
 
   std::string why(nvmlReturn r) const {
-    return errorString ? llvm::formatv("{0} (NVML error {1})", errorString(r), r).str()
-                       : llvm::formatv("NVML error {0}", r).str();
+    return errorString
+               ? llvm::formatv("{0} (NVML error {1})", errorString(r), r).str()
+               : llvm::formatv("NVML error {0}", r).str();
   }
 };
 
@@ -61,7 +63,9 @@ template <class F> bool bind(void *lib, F &f, const char *name) {
 }
 
 std::string busIdOf(const NvmlPciInfo &p) {
-  return llvm::formatv("{0:x-4}:{1:x-2}:{2:x-2}.0", p.domain & 0xffff, p.bus, p.device).str();
+  return llvm::formatv("{0:x-4}:{1:x-2}:{2:x-2}.0", p.domain & 0xffff, p.bus,
+                       p.device)
+      .str();
 }
 
 const char *const InventoryMagic = "coll-gpu-inventory 1";
@@ -73,10 +77,12 @@ llvm::Expected<GpuInventory> coll::synth::queryNvml() {
   n.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!n.lib) {
     const char *why = dlerror();
-    return fail(llvm::Twine("cannot load NVML (libnvidia-ml.so.1, part of the NVIDIA driver): ") +
+    return fail(llvm::Twine("cannot load NVML (libnvidia-ml.so.1, part of the "
+                            "NVIDIA driver): ") +
                 (why ? why : "not found"));
   }
-  bool ok = bind(n.lib, n.init, "nvmlInit_v2") && bind(n.lib, n.shutdown, "nvmlShutdown") &&
+  bool ok = bind(n.lib, n.init, "nvmlInit_v2") &&
+            bind(n.lib, n.shutdown, "nvmlShutdown") &&
             bind(n.lib, n.errorString, "nvmlErrorString") &&
             bind(n.lib, n.count, "nvmlDeviceGetCount_v2") &&
             bind(n.lib, n.handle, "nvmlDeviceGetHandleByIndex_v2") &&
@@ -90,7 +96,8 @@ llvm::Expected<GpuInventory> coll::synth::queryNvml() {
   bind(n.lib, n.remoteType, "nvmlDeviceGetNvLinkRemoteDeviceType");
   if (!ok) {
     dlclose(n.lib);
-    return fail("NVML (libnvidia-ml.so.1) lacks functions Coll needs: a driver too old");
+    return fail("NVML (libnvidia-ml.so.1) lacks functions Coll needs: a driver "
+                "too old");
   }
   if (nvmlReturn r = n.init(); r != NvmlSuccess) {
     std::string why = n.why(r);
@@ -120,7 +127,8 @@ llvm::Expected<GpuInventory> coll::synth::queryNvml() {
     gpu.busId = busIdOf(pci);
     int major = 0, minor = 0;
     if (nvmlReturn r = n.capability(dev, &major, &minor); r != NvmlSuccess) {
-      error = llvm::formatv("GPU {0}: its compute capability: {1}", i, n.why(r));
+      error =
+          llvm::formatv("GPU {0}: its compute capability: {1}", i, n.why(r));
       break;
     }
     gpu.sm = major * 10 + minor;
@@ -164,7 +172,8 @@ llvm::Expected<GpuInventory> coll::synth::queryNvml() {
   return inventory;
 }
 
-void coll::synth::printInventory(const GpuInventory &inventory, llvm::raw_ostream &os) {
+void coll::synth::printInventory(const GpuInventory &inventory,
+                                 llvm::raw_ostream &os) {
   os << InventoryMagic << "\n";
   for (const GpuInventory::Gpu &g : inventory.gpus) {
     os << "gpu " << g.busId << " sm=" << g.sm;
@@ -182,8 +191,8 @@ bool coll::synth::isInventory(llvm::StringRef text) {
   return text.ltrim().startswith(InventoryMagic);
 }
 
-llvm::Expected<GpuInventory> coll::synth::parseInventory(llvm::StringRef text,
-                                                         llvm::StringRef fileName) {
+llvm::Expected<GpuInventory>
+coll::synth::parseInventory(llvm::StringRef text, llvm::StringRef fileName) {
   GpuInventory inventory;
   llvm::SmallVector<llvm::StringRef, 0> lines;
   text.split(lines, '\n');
@@ -206,7 +215,8 @@ llvm::Expected<GpuInventory> coll::synth::parseInventory(llvm::StringRef text,
       continue;
     if (!sawMagic) {
       if (line != InventoryMagic)
-        return error(i, llvm::Twine("the first line must be '") + InventoryMagic + "'");
+        return error(i, llvm::Twine("the first line must be '") +
+                            InventoryMagic + "'");
       sawMagic = true;
       continue;
     }
@@ -228,11 +238,13 @@ llvm::Expected<GpuInventory> coll::synth::parseInventory(llvm::StringRef text,
         auto [value, next] = after.split(' ');
         if (key == "sm") {
           if (value.getAsInteger(10, g.sm) || g.sm < 30 || g.sm > 200)
-            return error(i, "sm=" + value + " is not a compute capability such as 90");
+            return error(i, "sm=" + value +
+                                " is not a compute capability such as 90");
         } else if (key == "pcie") {
           auto [gen, width] = value.split('x');
-          if (gen.getAsInteger(10, g.pcieGen) || width.getAsInteger(10, g.pcieWidth) ||
-              g.pcieGen < 1 || g.pcieGen > 6 || g.pcieWidth < 1 || g.pcieWidth > 32)
+          if (gen.getAsInteger(10, g.pcieGen) ||
+              width.getAsInteger(10, g.pcieWidth) || g.pcieGen < 1 ||
+              g.pcieGen > 6 || g.pcieWidth < 1 || g.pcieWidth > 32)
             return error(i, "pcie=" + value + " is not GENxWIDTH such as 5x16");
         } else {
           return error(i, "unknown attribute '" + key + "' (sm, pcie, name)");
@@ -253,7 +265,10 @@ llvm::Expected<GpuInventory> coll::synth::parseInventory(llvm::StringRef text,
         return error(i, "'" + bus + "' is not a PCI bus id (dddd:bb:dd.f)");
       kind = kind.trim();
       if (!kind.empty() && kind != "switch")
-        return error(i, "'" + kind + "': an nvlink line ends with its remote bus id, or 'switch'");
+        return error(
+            i,
+            "'" + kind +
+                "': an nvlink line ends with its remote bus id, or 'switch'");
       inventory.gpus.back().nvlinks.push_back({bus.lower(), kind == "switch"});
     } else {
       return error(i, "'" + word + "': lines are 'gpu ...' or 'nvlink ...'");
@@ -271,15 +286,17 @@ llvm::Expected<GpuInventory> coll::synth::parseInventory(llvm::StringRef text,
       for (const GpuInventory::Gpu &other : inventory.gpus)
         known = known || (other.busId == l.remote && other.busId != g.busId);
       if (!known)
-        return fail(fileName + ": error: GPU " + g.busId + " has an NVLink to " + l.remote +
-                    ", which is no other GPU of the inventory (add 'switch' for an NVSwitch)");
+        return fail(fileName + ": error: GPU " + g.busId +
+                    " has an NVLink to " + l.remote +
+                    ", which is no other GPU of the inventory (add 'switch' "
+                    "for an NVSwitch)");
     }
   return inventory;
 }
 
 std::string coll::synth::ncclTopologyXml(const GpuInventory &inventory) {
-  static const char *const speeds[] = {"", "2.5 GT/s", "5 GT/s", "8 GT/s",
-                                       "16 GT/s", "32 GT/s", "64 GT/s"};
+  static const char *const speeds[] = {
+      "", "2.5 GT/s", "5 GT/s", "8 GT/s", "16 GT/s", "32 GT/s", "64 GT/s"};
   std::string out;
   llvm::raw_string_ostream os(out);
   os << "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n";
@@ -287,9 +304,11 @@ std::string coll::synth::ncclTopologyXml(const GpuInventory &inventory) {
     const GpuInventory::Gpu &g = inventory.gpus[i];
     const int gen = g.pcieGen >= 1 && g.pcieGen <= 6 ? g.pcieGen : 3;
     const int width = g.pcieWidth > 0 ? g.pcieWidth : 16;
-    os << "    <pci busid=\"" << g.busId << "\" class=\"0x030200\" link_speed=\"" << speeds[gen]
+    os << "    <pci busid=\"" << g.busId
+       << "\" class=\"0x030200\" link_speed=\"" << speeds[gen]
        << "\" link_width=\"" << width << "\">\n";
-    os << "      <gpu dev=\"" << i << "\" sm=\"" << g.sm << "\" rank=\"" << i << "\" gdr=\"1\">\n";
+    os << "      <gpu dev=\"" << i << "\" sm=\"" << g.sm << "\" rank=\"" << i
+       << "\" gdr=\"1\">\n";
     // One element per GPU at the other end, with its link count, in
     // first-seen order; the links to NVSwitches in one, as NCCL writes them
     // (its switches are one node).
@@ -303,8 +322,8 @@ std::string coll::synth::ncclTopologyXml(const GpuInventory &inventory) {
         ends.push_back(l.remote);
     }
     for (const std::string &remote : ends)
-      os << "        <nvlink target=\"" << remote << "\" count=\"" << counts[remote]
-         << "\" tclass=\"0x030200\"/>\n";
+      os << "        <nvlink target=\"" << remote << "\" count=\""
+         << counts[remote] << "\" tclass=\"0x030200\"/>\n";
     if (toSwitches)
       os << "        <nvlink target=\"fffffff:ffff:ff\" count=\"" << toSwitches
          << "\" tclass=\"0x068000\"/>\n";

@@ -30,26 +30,29 @@ std::vector<uint64_t> coll::synth::tuneSizes() {
   return sizes;
 }
 
-llvm::Expected<ir::Algorithm> coll::synth::compileProgramText(const std::string &text,
-                                                              const std::string &name) {
+llvm::Expected<ir::Algorithm>
+coll::synth::compileProgramText(const std::string &text,
+                                const std::string &name) {
   llvm::SourceMgr srcMgr;
   std::string diagText;
   llvm::raw_string_ostream os(diagText);
   lang::DiagnosticEngine diags(srcMgr, os, "synthesis");
   unsigned id = srcMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(text, name + ".coll"), llvm::SMLoc());
+      llvm::MemoryBuffer::getMemBufferCopy(text, name + ".coll"),
+      llvm::SMLoc());
   auto dag = lang::compileToDag(id, lang::Overrides(), diags);
   std::optional<ir::Algorithm> alg;
   if (dag)
     alg = compiler::compile(*dag, compiler::CompileOptions(), diags);
   if (!alg)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the synthesized " + name + " does not compile:\n" + os.str());
+                                   "the synthesized " + name +
+                                       " does not compile:\n" + os.str());
   return std::move(*alg);
 }
 
-llvm::Expected<TuneResult> coll::synth::tuneTopology(const Topology &topo,
-                                                     std::vector<CollKind> kinds) {
+llvm::Expected<TuneResult>
+coll::synth::tuneTopology(const Topology &topo, std::vector<CollKind> kinds) {
   const int32_t n = topo.numRanks();
   if (n < 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -71,8 +74,10 @@ llvm::Expected<TuneResult> coll::synth::tuneTopology(const Topology &topo,
       plans.push_back(std::move(*p));
     else
       llvm::consumeError(p.takeError());
-    plans.push_back(ringPlan(topo, *fabric, kind, findRings(topo, *fabric, 8), 0));
-    if (n >= 3 && kind != CollKind::AllGather && kind != CollKind::ReduceScatter)
+    plans.push_back(
+        ringPlan(topo, *fabric, kind, findRings(topo, *fabric, 8), 0));
+    if (n >= 3 && kind != CollKind::AllGather &&
+        kind != CollKind::ReduceScatter)
       plans.push_back(doubleBinaryTreePlan(topo, *fabric, kind, 0));
     if (kind == CollKind::Broadcast) {
       // Chains of several chunk counts: the simulation picks per size.
@@ -81,7 +86,8 @@ llvm::Expected<TuneResult> coll::synth::tuneTopology(const Topology &topo,
     }
     const size_t first = result.candidates.size();
     for (const Plan &p : plans) {
-      std::string gen = p.generator == "double-binary-tree" ? "dbtree" : p.generator;
+      std::string gen =
+          p.generator == "double-binary-tree" ? "dbtree" : p.generator;
       std::string name = collKindName(kind).str() + "_" + gen;
       if (p.generator == "chain")
         name += std::to_string(p.pipeline);

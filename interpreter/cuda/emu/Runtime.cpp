@@ -158,7 +158,7 @@ cudaError_t enqueue(cudaStream_t stream, Operation op) {
     return cudaSuccess;
   }
   State &s = state();
-  int State::*mine = !stream ? &State::runningLegacy
+  int State::*mine = !stream               ? &State::runningLegacy
                      : stream->nonBlocking ? &State::runningNonBlocking
                                            : &State::runningBlocking;
   {
@@ -202,8 +202,10 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-  case cudaErrorNotReady: return "cudaErrorNotReady";
-  case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
+  case cudaErrorNotReady:
+    return "cudaErrorNotReady";
+  case cudaErrorPeerAccessAlreadyEnabled:
+    return "cudaErrorPeerAccessAlreadyEnabled";
   case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
   case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
@@ -222,7 +224,8 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorNoDevice: return "no CUDA-capable device is detected";
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-  case cudaErrorNotReady: return "device not ready";
+  case cudaErrorNotReady:
+    return "device not ready";
   case cudaErrorPeerAccessAlreadyEnabled:
     return "peer access is already enabled";
   case cudaErrorInvalidContext: return "invalid device context";

@@ -350,9 +350,9 @@ collResult_t collCommInitAll(collComm_t *comms, int nranks, const int *devices) 
   if (devices)
     for (int r = 0; r < nranks; ++r)
       if (devices[r] < 0)
-        return failWith(nullptr, collInvalidArgument,
-                        llvm::formatv("devices[{0}] is {1}, not a CUDA device ordinal", r,
-                                      devices[r]));
+        return failWith(
+            nullptr, collInvalidArgument,
+            llvm::formatv("devices[{0}] is {1}, not a CUDA device ordinal", r, devices[r]));
   auto config = resolveConfig(nullptr);
   if (!config)
     return failWith(nullptr, config.takeError());

@@ -6,10 +6,10 @@
 #include "HostTransport.h"
 #include "NetProxy.h"
 
+#include "Device.h"
 #include "HostEngine.h"
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
-#include "Device.h"
 #if COLL_RUNTIME_HAVE_LANG
 #include "coll/compiler/Detect.h"
 #include "coll/compiler/Tune.h"
@@ -552,7 +552,7 @@ struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
-  DeviceRunner *device = nullptr; ///< the call runs on a GPU or on the emulation
+  DeviceRunner *device = nullptr;                ///< the call runs on a GPU or on the emulation
   std::vector<interp::DeviceCopy> before, after; ///< device: copies around the kernel
   const interp::Plan *plan = nullptr;
   std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE
@@ -1079,28 +1079,28 @@ llvm::Error Communicator::Impl::synthesizeForJob() {
       r.maxBytes = range.maxBytes;
       r.target = tuned->candidates[range.candidate].name;
       r.origin = origin;
-      r.text = llvm::formatv("{0} {1} {2}-{3} {4}  # {5:f2} GB/s predicted at {6}, bound {7:f2}",
-                             synth::collKindName(range.kind), nranks,
-                             synth::sizeText(range.minBytes),
-                             range.maxBytes == UINT64_MAX ? "*" : synth::sizeText(range.maxBytes),
-                             r.target, range.busBw, synth::sizeText(range.atBytes), range.bound)
-                   .str();
+      r.text =
+          llvm::formatv("{0} {1} {2}-{3} {4}  # {5:f2} GB/s predicted at {6}, bound {7:f2}",
+                        synth::collKindName(range.kind), nranks, synth::sizeText(range.minBytes),
+                        range.maxBytes == UINT64_MAX ? "*" : synth::sizeText(range.maxBytes),
+                        r.target, range.busBw, synth::sizeText(range.atBytes), range.bound)
+              .str();
       rules.push_back(std::move(r));
     }
   }
-  if (llvm::Error err = agree(failure.empty() ? llvm::Error::success()
-                                              : collError(collInternalError, failure),
-                              "synthesis for COLL_TOPO_FILE"))
+  if (llvm::Error err =
+          agree(failure.empty() ? llvm::Error::success() : collError(collInternalError, failure),
+                "synthesis for COLL_TOPO_FILE"))
     return err;
   // After the user's own table (which wins), before the built-in rules.
   userRules.insert(userRules.end(), rules.begin(), rules.end());
   if (rank == 0)
-    COLL_LOG(Info, Tuning, rank,
-             llvm::formatv("COLL_TOPO_FILE={0}: {1} programs {2}, {3} rules", config.topoFile,
-                           std::count_if(registry->algorithms().begin(),
-                                         registry->algorithms().end(),
-                                         [&](const LoadedAlgorithm &a) { return a.origin == origin; }),
-                           origin, rules.size()));
+    COLL_LOG(
+        Info, Tuning, rank,
+        llvm::formatv("COLL_TOPO_FILE={0}: {1} programs {2}, {3} rules", config.topoFile,
+                      std::count_if(registry->algorithms().begin(), registry->algorithms().end(),
+                                    [&](const LoadedAlgorithm &a) { return a.origin == origin; }),
+                      origin, rules.size()));
   return llvm::Error::success();
 #else
   return llvm::Error::success();
@@ -1110,8 +1110,8 @@ llvm::Error Communicator::Impl::synthesizeForJob() {
 void Communicator::Impl::logSelection() {
   if (!logEnabled(Level::Info, Tuning))
     return;
-  std::string source = config.tuningFile.empty() ? std::string()
-                                                 : "tuning file " + config.tuningFile;
+  std::string source =
+      config.tuningFile.empty() ? std::string() : "tuning file " + config.tuningFile;
   if (std::any_of(userRules.begin(), userRules.end(), [](const TuningRule &r) {
         return llvm::StringRef(r.origin).startswith("synthesized for ");
       }))
@@ -1280,7 +1280,8 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
     std::string text = llvm::toString(ended.takeError());
     pollPeers();
     const bool watchdog = text.find("watchdog:") != std::string::npos;
-    const std::string kernel = (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
+    const std::string kernel =
+        (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
     first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
     if (stop->stopping()) {
       llvm::consumeError(std::move(first));
@@ -1548,9 +1549,9 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                       userInPlace ? "in place" : "out of place", choice->algo->name,
                       ir::protocolName(plan.protocol), choice->why,
                       adaptation.empty() ? std::string() : "; " + adaptation,
-                      onHost                      ? ""
-                      : c.backend->emulated()     ? "; on the emulated device"
-                                                  : "; on GPU " + std::to_string(op.device)));
+                      onHost                  ? ""
+                      : c.backend->emulated() ? "; on the emulated device"
+                                              : "; on GPU " + std::to_string(op.device)));
 
   if (device) {
     interp::CallArgs args;
@@ -1868,7 +1869,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       const bool emulated = c.backend && c.backend->emulated();
       const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
       const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
-      llvm::Error err = collError(watchdog ? collTimeout
+      llvm::Error err = collError(watchdog   ? collTimeout
                                   : emulated ? collSystemError
                                              : collUnhandledCudaError,
                                   kernel);

@@ -145,9 +145,8 @@ private:
 
 class EmulatedBackend final : public DeviceBackend {
 public:
-  llvm::Expected<std::unique_ptr<DeviceRunner>> create(const interp::Plan &plan,
-                                                       const interp::CudaOptions &options,
-                                                       int) override {
+  llvm::Expected<std::unique_ptr<DeviceRunner>>
+  create(const interp::Plan &plan, const interp::CudaOptions &options, int) override {
     auto ex = interp::CudaExecutor::create(plan, options);
     if (!ex)
       return ex.takeError();
@@ -155,9 +154,9 @@ public:
   }
   bool emulated() const override { return true; }
   std::string describe(int device) override {
-    return device >= 0 ? llvm::formatv("the CPU emulation of a GPU, for CUDA device {0}", device)
-                             .str()
-                       : std::string("the CPU emulation of a GPU");
+    return device >= 0
+               ? llvm::formatv("the CPU emulation of a GPU, for CUDA device {0}", device).str()
+               : std::string("the CPU emulation of a GPU");
   }
 };
 
@@ -341,7 +340,8 @@ llvm::Expected<const CollDevicePlugin *> loadPlugin() {
 llvm::Expected<DeviceBackend *> gpuBackend() {
   // For tests without a GPU: "device memory" of a stand-in CUDA runtime
   // (host memory it calls device memory) served by the emulation.
-  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && llvm::StringRef(named) == "emulated")
+  if (const char *named = std::getenv("COLL_CUDA_PLUGIN");
+      named && llvm::StringRef(named) == "emulated")
     return emulatedBackend();
   static std::mutex mutex;
   static std::unique_ptr<PluginBackend> backend;

@@ -21,9 +21,9 @@
 extern "C" {
 
 struct CollDevicePlugin {
-  uint32_t abi;                        ///< COLL_DEVICE_PLUGIN_ABI
+  uint32_t abi;                                         ///< COLL_DEVICE_PLUGIN_ABI
   uint32_t planSize, argsSize, optionsSize, exportSize; ///< sizeof of the types passed
-  const char *version;                 ///< COLL_VERSION of the build
+  const char *version;                                  ///< COLL_VERSION of the build
 
   /// An executor of `plan` on CUDA device `device`; null with `*error`.
   void *(*create)(const coll::interp::Plan *plan, const coll::interp::CudaOptions *options,

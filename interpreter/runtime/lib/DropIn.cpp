@@ -33,7 +33,6 @@ ir::Collective collectiveOf(OpKind kind) {
 }
 } // namespace
 
-
 void onceAtInfo(int rank, const std::string &message) {
   if (!logEnabled(Level::Info, Coll))
     return;
@@ -49,8 +48,7 @@ void fallback(const char *collective, const char *library, const std::string &re
   onceAtInfo(rank, llvm::formatv("{0}: falls back to {1}: {2}", collective, library, reason));
 }
 
-bool collRuns(const char *collective, Communicator &c, Op &op, const char *library,
-              int logRank) {
+bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank) {
   const int sendDevice = deviceOfPointer(op.send), recvDevice = deviceOfPointer(op.recv);
   op.device = -1;
   if (sendDevice >= 0 || recvDevice >= 0) {
@@ -109,10 +107,10 @@ bool collRuns(const char *collective, Communicator &c, Op &op, const char *libra
     onceAtInfo(logRank, llvm::formatv("{0}: {1} runs it by {2}", collective, library, choice->why));
     return false;
   }
-  onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it{5} with {1} ({2}, {3}) by {4}", collective,
-                                    choice->algo->name, ir::protocolName(choice->algo->protocol),
-                                    choice->algo->origin, choice->why,
-                                    op.device >= 0 ? " on the GPU" : ""));
+  onceAtInfo(logRank,
+             llvm::formatv("{0}: Coll runs it{5} with {1} ({2}, {3}) by {4}", collective,
+                           choice->algo->name, ir::protocolName(choice->algo->protocol),
+                           choice->algo->origin, choice->why, op.device >= 0 ? " on the GPU" : ""));
   if (op.device >= 0 && c.boundDevice() < 0)
     c.bindDevice(op.device);
   return true;

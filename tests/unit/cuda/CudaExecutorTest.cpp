@@ -17,9 +17,9 @@
 
 #include "llvm/ADT/ScopeExit.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <chrono>
 #include <thread>
 
 using namespace coll;
@@ -353,9 +353,8 @@ TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
   });
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
   for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(std::memcmp(reference.args().output[r], again.args().output[r],
-                          again.outputElems() * 4),
-              0)
+    EXPECT_EQ(
+        std::memcmp(reference.args().output[r], again.args().output[r], again.outputElems() * 4), 0)
         << "rank " << r << " after abort()";
 }
 

@@ -37,8 +37,8 @@ void expectSameBounds(const std::string &inventory, const std::string &xml) {
   auto fromXml = readTopologyFile(std::string(COLL_TOPOLOGY_DIR) + "/" + xml);
   ASSERT_TRUE(!!fromXml) << llvm::toString(fromXml.takeError());
   EXPECT_EQ(fromInventory->numRanks(), fromXml->numRanks());
-  for (CollKind k : {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter,
-                     CollKind::AllReduce})
+  for (CollKind k :
+       {CollKind::Broadcast, CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce})
     EXPECT_DOUBLE_EQ(bound(*fromInventory, k), bound(*fromXml, k))
         << inventory << " " << collKindName(k).str();
 }
@@ -93,8 +93,10 @@ TEST(Detect, MalformedInventoriesAreLocatedErrors) {
   };
   const Case cases[] = {
       {"gpu 0000:06:00.0 sm=70\n", "bad.gpus:1: error: the first line must be"},
-      {"coll-gpu-inventory 1\ngpu 06:00.0 sm=70\n", "bad.gpus:2: error: '06:00.0' is not a PCI bus id"},
-      {"coll-gpu-inventory 1\nnvlink 0000:07:00.0\n", "bad.gpus:2: error: an nvlink before any gpu"},
+      {"coll-gpu-inventory 1\ngpu 06:00.0 sm=70\n",
+       "bad.gpus:2: error: '06:00.0' is not a PCI bus id"},
+      {"coll-gpu-inventory 1\nnvlink 0000:07:00.0\n",
+       "bad.gpus:2: error: an nvlink before any gpu"},
       {"coll-gpu-inventory 1\ngpu 0000:06:00.0 sm=7x\n", "bad.gpus:2: error: sm=7x"},
       {"coll-gpu-inventory 1\ngpu 0000:06:00.0 sm=70 pcie=3\n", "bad.gpus:2: error: pcie=3"},
       {"coll-gpu-inventory 1\ngpu 0000:06:00.0 sm=70 color=red\n",
