@@ -48,6 +48,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -535,6 +536,30 @@ void errors() {
   // The communicator still works after argument errors.
   check(collAllReduce(x, x, 4, collFloat32, collSum, comm, nullptr), "allreduce after errors");
   ++checks;
+}
+
+/// late-cuda: a program that loads its CUDA runtime only after its first
+/// call (COLL_TEST_STANDIN_CUDART names the stand-in one, which calls the
+/// memory of its cudaMalloc device memory): its device memory must be told
+/// apart from then on. With COLL_CUDA_PLUGIN naming no file, a call on it
+/// fails with collInvalidUsage (as host memory it would succeed).
+void lateCuda() {
+  std::vector<float> x(16, 1.0f);
+  check(collAllReduce(x.data(), x.data(), 16, collFloat32, collSum, comm, nullptr),
+        "host allreduce before CUDA is loaded");
+  const char *path = std::getenv("COLL_TEST_STANDIN_CUDART");
+  void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : nullptr;
+  if (!lib)
+    failNow(std::string("cannot load COLL_TEST_STANDIN_CUDART: ") + (path ? dlerror() : "unset"));
+  auto cudaMallocFn = reinterpret_cast<int (*)(void **, size_t)>(dlsym(lib, "cudaMalloc"));
+  void *d = nullptr;
+  if (!cudaMallocFn || cudaMallocFn(&d, 64) != 0 || !d)
+    failNow("the stand-in's cudaMalloc failed");
+  collResult_t r = collAllReduce(d, d, 16, collFloat32, collSum, comm, nullptr);
+  if (r != collInvalidUsage || !std::strstr(collGetLastError(comm), "could not be loaded"))
+    failNow(std::string("device memory of a CUDA runtime loaded late was not told apart: ") +
+            collGetErrorString(r) + ": " + collGetLastError(comm));
+  checks += 2;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1169,6 +1194,8 @@ int main(int argc, char **argv) {
     errors();
   else if (scenario == "device")
     compareScenario(small, Target::Emulated);
+  else if (scenario == "late-cuda")
+    lateCuda();
 #if COLL_TEST_GPU
   else if (scenario == "gpu")
     compareScenario(small, Target::Gpu);

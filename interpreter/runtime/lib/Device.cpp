@@ -7,11 +7,14 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
+#include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include <dlfcn.h>
+#include <link.h>
 
 namespace coll::rt {
 
@@ -30,20 +33,73 @@ llvm::Error fail(const llvm::Twine &message) {
 // Which memory a pointer is
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// How many objects the dynamic loader has loaded so far (dl_iterate_phdr's
+/// dlpi_adds): about 20 ns to read, and it changes when a program loads
+/// CUDA, which a dlopen(RTLD_NOLOAD) per call (16 us) would notice too late
+/// or too dearly.
+unsigned long long loaderAdds() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t size, void *data) {
+        if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+          *static_cast<unsigned long long *>(data) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  return adds;
+}
+
+using DriverAttributes = int (*)(unsigned, int *, void **, unsigned long long);
+using RuntimeAttributes = int (*)(void *, const void *);
+
+/// The CUDA entry points that tell memory apart, looked up again whenever
+/// the loader has loaded something since: a program may load CUDA after its
+/// first call on host memory.
+struct PointerQueries {
+  std::mutex mutex;
+  std::atomic<unsigned long long> seen{~0ull};
+  std::atomic<DriverAttributes> driver{nullptr};
+  std::atomic<RuntimeAttributes> runtime{nullptr};
+
+  void refresh() {
+    if (driver.load(std::memory_order_acquire))
+      return; // the driver, once loaded, stays
+    const unsigned long long adds = loaderAdds();
+    if (adds == seen.load(std::memory_order_acquire))
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (adds == seen.load(std::memory_order_relaxed))
+      return;
+    // The driver API: every CUDA program has libcuda.so.1 loaded, whether
+    // it links the CUDA runtime statically (nvcc's default) or not.
+    if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))
+      driver.store(reinterpret_cast<DriverAttributes>(dlsym(lib, "cuPointerGetAttributes")),
+                   std::memory_order_release);
+    // A CUDA runtime loaded as a shared library (or a stand-in for one).
+    if (!runtime.load(std::memory_order_relaxed))
+      for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+        if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) {
+          runtime.store(reinterpret_cast<RuntimeAttributes>(
+                            dlsym(lib, "cudaPointerGetAttributes")),
+                        std::memory_order_release);
+          break;
+        }
+    seen.store(adds, std::memory_order_release);
+  }
+};
+
+} // namespace
+
 int deviceOfPointer(const void *p) {
   if (!p)
     return -1;
-  // The driver API: every CUDA program has libcuda.so.1 loaded, whether it
-  // links the CUDA runtime statically (nvcc's default) or not. The plural
-  // call answers host memory with zeros rather than an error (which tools
-  // such as compute-sanitizer would report).
-  using GetAttributes = int (*)(unsigned, int *, void **, unsigned long long);
-  static const GetAttributes driver = []() -> GetAttributes {
-    if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))
-      return reinterpret_cast<GetAttributes>(dlsym(lib, "cuPointerGetAttributes"));
-    return nullptr;
-  }();
-  if (driver) {
+  static PointerQueries queries;
+  queries.refresh();
+  if (DriverAttributes driver = queries.driver.load(std::memory_order_acquire)) {
+    // The plural call answers host memory with zeros rather than an error
+    // (which tools such as compute-sanitizer would report).
     int names[] = {2, 8, 9}; // CU_POINTER_ATTRIBUTE_MEMORY_TYPE, _IS_MANAGED, _DEVICE_ORDINAL
     unsigned type = 0;
     int managed = 0, ordinal = -1; // IS_MANAGED writes a bool into the low byte
@@ -55,14 +111,7 @@ int deviceOfPointer(const void *p) {
       return -1;
     return ordinal >= 0 ? ordinal : 0;
   }
-  // A CUDA runtime loaded as a shared library (or a stand-in for one).
-  using PointerAttributes = int (*)(void *, const void *);
-  static const PointerAttributes runtime = []() -> PointerAttributes {
-    for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))
-        return reinterpret_cast<PointerAttributes>(dlsym(lib, "cudaPointerGetAttributes"));
-    return nullptr;
-  }();
+  RuntimeAttributes runtime = queries.runtime.load(std::memory_order_acquire);
   if (!runtime)
     return -1;
   struct {
