@@ -132,7 +132,7 @@ public:
   std::unique_ptr<Engine> engine;
   Mapping connections;
   std::vector<std::unique_ptr<RankRunner>> ranks;
-  std::vector<Task> tasks;
+  llvm::SmallVector<Task, 16> tasks;
   std::optional<CallLayout> cachedLayout;
   uint64_t cachedCount = 0;
   bool broken = false;

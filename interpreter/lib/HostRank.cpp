@@ -559,7 +559,7 @@ llvm::Error RankRunner::bind(const CallLayout &layout, DataType type, ReduceOp o
   return llvm::Error::success();
 }
 
-void RankRunner::appendTasks(std::vector<Task> &tasks) {
+void RankRunner::appendTasks(llvm::SmallVectorImpl<Task> &tasks) {
   Impl &i = *impl;
   if (i.iterations == 0)
     return;

@@ -33,6 +33,7 @@
 #include "coll/interpreter/Plan.h"
 #include "coll/interpreter/Protocol.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
 #include <atomic>
@@ -163,7 +164,7 @@ public:
   llvm::Error bind(const CallLayout &layout, DataType type, ReduceOp op, void *input,
                    void *output);
   /// Appends one task per tb to `tasks`.
-  void appendTasks(std::vector<Task> &tasks);
+  void appendTasks(llvm::SmallVectorImpl<Task> &tasks);
   /// After the launch: whether every tb ran to the end.
   bool completed() const;
   /// `avg`: divides this rank's result by the rank count.

@@ -42,7 +42,8 @@
 namespace coll::transport {
 
 /// What a rank started as call number `seq` on a communicator.
-struct CallDescriptor {
+/// One per cache line: a rank reads its peers' while they publish their next.
+struct alignas(64) CallDescriptor {
   std::atomic<uint64_t> seq{0}; ///< 0: empty; published last
   std::atomic<uint32_t> kind{0}, type{0}, op{0};
   std::atomic<int32_t> root{0};

@@ -20,6 +20,7 @@
 #include "coll/ir/Geometry.h"
 
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -515,7 +516,8 @@ public:
   llvm::Error synthesizeForJob();
   void logSelection();
   bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
-  llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
+  /// The choice for a call, from the cache (valid until the next select).
+  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
   llvm::Expected<DeviceRunner *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
                                            int device);
@@ -524,7 +526,9 @@ public:
   llvm::Error checkDevices(bool wait);
   llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
   void publishCall(const Op &op);
-  void pollPeers();
+  /// Stops the call when a peer process died (`processes`) or a peer made a
+  /// different call as the same call number.
+  void pollPeers(bool processes = true);
   void breakWith(collResult_t result);
 };
 
@@ -729,7 +733,22 @@ llvm::Error Communicator::Impl::setup() {
                          layout.channels, layout.segmentBytes() >> 20));
 
   stop = std::make_unique<SharedStop>(*transport, rank);
-  interp::host::EngineOptions eo = interp::host::engineOptionsFromEnv();
+  // More processes on this host than CPUs: a waiting process that spins holds
+  // the CPU its peer needs to deliver, so every hand-off would cost a whole
+  // spin period. Yield at once instead, as Open MPI does when oversubscribed
+  // (mpi_yield_when_idle); COLL_SPIN_US still overrides.
+  interp::host::EngineOptions base;
+  const long onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const bool oversubscribed = onlineCpus > 0 && nprocs > onlineCpus;
+  if (oversubscribed)
+    base.spin = std::chrono::nanoseconds(0);
+  interp::host::EngineOptions eo = interp::host::engineOptionsFromEnv(base);
+  if (oversubscribed)
+    COLL_LOG(Info, Init, rank,
+             llvm::formatv("{0} processes share this host's {1} CPUs: idle waits yield after "
+                           "{2} us of spinning (COLL_SPIN_US)",
+                           nprocs, onlineCpus,
+                           std::chrono::duration_cast<std::chrono::microseconds>(eo.spin).count()));
   eo.threads = config.hostThreads
                    ? config.hostThreads
                    : std::max(1u, interp::host::availableCpus() / static_cast<unsigned>(nprocs));
@@ -885,17 +904,19 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
   return true;
 }
 
-llvm::Expected<Choice> Communicator::Impl::select(ir::Collective coll, uint64_t bytes, int root) {
+llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
+                                                          int root) {
   auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
   if (auto found = choices.find(key); found != choices.end())
-    return found->second;
+    return &found->second;
 
   std::vector<std::string> rejections;
   auto remember = [&](Choice c) {
     if (choices.size() > 4096)
       choices.clear();
-    choices[key] = c;
-    return c;
+    Choice &kept = choices[key];
+    kept = std::move(c);
+    return &kept;
   };
   const auto &algos = registry->algorithms();
   auto candidates = [&](auto &&accept) -> const LoadedAlgorithm * {
@@ -1148,10 +1169,11 @@ void Communicator::Impl::logSelection() {
                    .str();
     };
     for (size_t i = 0; i < bounds.size(); ++i) {
-      auto choice = select(coll, bounds[i], 0);
+      auto chosen = select(coll, bounds[i], 0);
+      const Choice *choice = chosen ? *chosen : nullptr;
       std::string text;
-      if (!choice) {
-        llvm::consumeError(choice.takeError());
+      if (!chosen) {
+        llvm::consumeError(chosen.takeError());
         text = "(nothing applies)";
       } else if (choice->algo) {
         used.insert(choice->algo);
@@ -1224,6 +1246,13 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   // of them get here together. Each makes its executor and shares where
   // its receiving FIFOs are; then each maps the ones it sends on.
   llvm::Error chosen = llvm::Error::success();
+  // Every rank knows the shape, so all refuse together.
+  if (shape.nodes > 1)
+    return collError(collInvalidUsage,
+                     llvm::formatv("device buffers on a communicator that spans {0} hosts: the "
+                                   "network proxy carries host memory only (CUDA IPC joins the "
+                                   "ranks of one host); pass host buffers",
+                                   shape.nodes));
   if (!backend) {
     auto b = device >= 0 ? gpuBackend() : emulatedBackend();
     if (b)
@@ -1328,10 +1357,10 @@ void Communicator::Impl::publishCall(const Op &op) {
   d.seq.store(callSeq, std::memory_order_release);
 }
 
-void Communicator::Impl::pollPeers() {
+void Communicator::Impl::pollPeers(bool processes) {
   if (stop->stopping())
     return;
-  for (const Watched &w : watched)
+  for (const Watched &w : processes ? llvm::ArrayRef<Watched>(watched) : llvm::ArrayRef<Watched>())
     if (processGone(w.pidfd, w.pid)) {
       stop->fail(collRemoteError,
                  llvm::formatv("rank {0} (process {1} on {2}) exited while rank {3} waited for "
@@ -1359,7 +1388,21 @@ void Communicator::Impl::pollPeers() {
       text += " root " + std::to_string(d.root.load(std::memory_order_relaxed));
     return text;
   };
-  const std::string myCall = describe(mine);
+  // What makes two calls the same, read without building their descriptions
+  // (this runs after every call).
+  auto fields = [](const transport::CallDescriptor &d) {
+    auto kind = static_cast<OpKind>(d.kind.load(std::memory_order_relaxed));
+    const bool reduces =
+        kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter;
+    return std::make_tuple(d.kind.load(std::memory_order_relaxed),
+                           d.count.load(std::memory_order_relaxed),
+                           d.type.load(std::memory_order_relaxed),
+                           reduces ? d.op.load(std::memory_order_relaxed) : uint32_t{0},
+                           ir::collectiveInfo(collectiveOf(kind)).hasRoot
+                               ? d.root.load(std::memory_order_relaxed)
+                               : int32_t{0});
+  };
+  const auto myFields = fields(mine);
   for (int i = 0; i < static_cast<int>(transport->localRanks().size()); ++i) {
     if (i == transport->myLocalIndex())
       continue;
@@ -1367,6 +1410,9 @@ void Communicator::Impl::pollPeers() {
         transport->slot(i).calls[callSeq % transport::CallRing];
     if (theirs.seq.load(std::memory_order_acquire) != callSeq)
       continue;
+    if (fields(theirs) == myFields)
+      continue;
+    const std::string myCall = describe(mine);
     std::string theirCall = describe(theirs);
     if (theirs.seq.load(std::memory_order_acquire) == callSeq && theirCall != myCall) {
       stop->fail(collInvalidUsage,
@@ -1386,7 +1432,7 @@ void Communicator::Impl::breakWith(collResult_t result) {
 namespace {
 
 llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
-                              std::vector<Task> &tasks) {
+                              llvm::SmallVectorImpl<Task> &tasks) {
   out.comm = &c;
   out.op = &op;
   if (op.count == 0) {
@@ -1401,26 +1447,37 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const uint64_t bytes = op.count * es * perRank;
   const int root = info.hasRoot ? op.root : 0;
 
-  auto choice = c.select(coll, bytes, root);
-  if (!choice)
-    return choice.takeError();
+  auto chosen = c.select(coll, bytes, root);
+  if (!chosen)
+    return chosen.takeError();
+  const Choice *choice = *chosen;
   if (!choice->algo)
     return collError(collInvalidUsage,
                      llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
                                    "caller must run",
                                    opKindName(op.kind), bytes, choice->why, choice->library));
-  auto compiled = c.registry->forRoot(*choice->algo, root);
-  if (!compiled)
-    return collError(collInvalidUsage,
-                     llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
-                                   choice->algo->origin, root,
-                                   llvm::toString(compiled.takeError())));
-  const interp::Plan &plan = (*compiled)->plan;
+  // The algorithm's own program serves its root without a copy of the
+  // shared pointer (an atomic round trip per call); another root compiles.
+  const std::shared_ptr<const Compiled> *compiledFor = &choice->algo->compiled;
+  std::shared_ptr<const Compiled> otherRoot;
+  if (const int planRoot = choice->algo->compiled->plan.root;
+      planRoot != root && !(planRoot < 0 && root == 0)) {
+    auto compiled = c.registry->forRoot(*choice->algo, root);
+    if (!compiled)
+      return collError(collInvalidUsage,
+                       llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
+                                     choice->algo->origin, root,
+                                     llvm::toString(compiled.takeError())));
+    otherRoot = std::move(*compiled);
+    compiledFor = &otherRoot;
+  }
+  const std::shared_ptr<const Compiled> &compiled = *compiledFor;
+  const interp::Plan &plan = compiled->plan;
   // Which of its buffers this rank's tbs touch (for the adaptation below).
   std::array<bool, 3> uses{};
   DeviceRunner *device = nullptr;
   if (op.device >= 0 || c.config.emulatedDevice) {
-    auto d = c.deviceFor(*compiled, op.device);
+    auto d = c.deviceFor(compiled, op.device);
     if (!d)
       return d.takeError();
     device = *d;
@@ -1429,13 +1486,13 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const bool onHost = device == nullptr;
   Communicator::Impl::RunnerEntry *entry = nullptr;
   if (onHost) {
-    auto e = c.runnerFor(*compiled);
+    auto e = c.runnerFor(compiled);
     if (!e)
       return e.takeError();
     entry = *e;
     uses = entry->uses;
   }
-  auto layout = c.layoutFor(**compiled, op.count);
+  auto layout = c.layoutFor(*compiled, op.count);
   if (!layout)
     return layout.takeError();
 
@@ -1665,7 +1722,8 @@ void runP2P(void *arg) {
 }
 
 llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
-                       std::vector<std::unique_ptr<P2PTask>> &p2p, std::vector<Task> &tasks) {
+                       std::vector<std::unique_ptr<P2PTask>> &p2p,
+                       llvm::SmallVectorImpl<Task> &tasks) {
   std::map<int, std::vector<const Op *>> sends, recvs;
   for (const Op &op : ops)
     (op.kind == OpKind::Send ? sends : recvs)[op.root].push_back(&op);
@@ -1721,10 +1779,12 @@ llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
 } // namespace
 
 llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
-  std::vector<Task> tasks;
-  std::vector<PreparedCollective> prepared(units.size());
+  // A call of one communicator is the common case: its bookkeeping stays on
+  // the stack (every allocation here costs a few percent of a small call).
+  llvm::SmallVector<Task, 4> tasks;
+  llvm::SmallVector<PreparedCollective, 1> prepared(units.size());
   std::vector<std::unique_ptr<P2PTask>> p2p;
-  std::vector<Impl *> comms;
+  llvm::SmallVector<Impl *, 1> comms;
   llvm::Error first = llvm::Error::success();
   auto record = [&](Impl &c, llvm::Error err) {
     std::string message;
@@ -1741,10 +1801,10 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     return result;
   };
 
-  std::vector<bool> runs(units.size(), false);
+  llvm::SmallVector<bool, 1> runs(units.size(), false);
   bool anyOnDevice = false;
   // Device runners are this round's (checkAsyncError() keeps off them).
-  std::vector<std::unique_lock<std::mutex>> deviceLocks;
+  llvm::SmallVector<std::unique_lock<std::mutex>, 1> deviceLocks;
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
     c.inCall.fetch_add(1, std::memory_order_acq_rel);
@@ -1765,8 +1825,8 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     runs[u] = true;
     anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
   }
-  std::vector<llvm::Error> errors;
-  std::vector<std::vector<Task>> unitTasks(units.size());
+  llvm::SmallVector<llvm::Error, 1> errors;
+  llvm::SmallVector<llvm::SmallVector<Task, 4>, 1> unitTasks(units.size());
   std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
   for (size_t u = 0; u < units.size(); ++u)
     errors.push_back(llvm::Error::success());
@@ -1808,7 +1868,7 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
 
   interp::host::IdlePoll poll;
   poll.poll = [](void *arg) {
-    for (Impl *c : *static_cast<std::vector<Impl *> *>(arg))
+    for (Impl *c : *static_cast<llvm::SmallVectorImpl<Impl *> *>(arg))
       c->pollPeers();
   };
   poll.arg = &comms;
@@ -1820,11 +1880,11 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   // the emulation an enqueue returns when the kernel has ended, so the
   // ranks of this round launch at once, one thread each when there is more
   // than one thing to run.
-  std::vector<size_t> onGpu, onEmulation;
+  llvm::SmallVector<size_t, 1> onGpu, onEmulation;
   for (size_t u = 0; u < units.size(); ++u)
     if (prepared[u].device)
       (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
-  std::vector<std::string> deviceErrors(units.size());
+  llvm::SmallVector<std::string, 1> deviceErrors(units.size());
   auto enqueueOne = [&](size_t u) {
     PreparedCollective &p = prepared[u];
     llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
@@ -1856,9 +1916,12 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   for (std::thread &t : deviceThreads)
     t.join();
   // A mismatched call can complete when the data happen to fit; every peer
-  // that sent to this rank has published its call by now, so look once more.
+  // that sent to this rank has published its call by now, so look once more:
+  // at the calls only on the host, where a peer that died mid-call has
+  // stopped the call already; also at the processes after a kernel, whose
+  // watchdog report then gets its cause.
   for (Impl *c : comms)
-    c->pollPeers();
+    c->pollPeers(anyOnDevice);
 
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
@@ -1926,7 +1989,10 @@ int Communicator::nranks() const { return impl->nranks; }
 const Config &Communicator::config() const { return impl->config; }
 
 llvm::Expected<Choice> Communicator::select(ir::Collective coll, uint64_t bytes, int root) {
-  return impl->select(coll, bytes, root);
+  auto choice = impl->select(coll, bytes, root);
+  if (!choice)
+    return choice.takeError();
+  return **choice;
 }
 
 collResult_t Communicator::asyncError() const {
