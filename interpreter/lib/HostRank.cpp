@@ -126,6 +126,9 @@ struct TbState {
   AlignedBuffer stageIn, stageOut;
   TbTrace *trace = nullptr;
   bool ok = false;
+  /// ConnectionControl::call: what sendEnd stores with each slot, and what
+  /// the Simple recvBegin saw last (in the line it reads anyway).
+  uint64_t sendTag = 0, seenTag = 0;
 };
 
 class RankRunner::Impl {
@@ -363,6 +366,7 @@ private:
       data::ll128Store(words(c, seq), stageOut, bytes, ll128Flag(seq));
     // Release in every protocol: a network proxy reads the slot after `tail`.
     c.control->sizes[seq % FifoDepth].store(static_cast<uint32_t>(bytes), std::memory_order_relaxed);
+    c.control->call.store(s.sendTag, std::memory_order_relaxed);
     c.control->tail.store(seq + 1, std::memory_order_release);
     c.peerBell->ring();
   }
@@ -379,6 +383,7 @@ private:
       if (!await([&] { return c.control->tail.load(std::memory_order_acquire) > seq; },
                  [&] { return noData("slot " + std::to_string(seq)); }, 1))
         return false;
+      s.seenTag = c.control->call.load(std::memory_order_relaxed);
       in = reinterpret_cast<const T *>(c.fifo + (seq % FifoDepth) * c.shape.slotBytes);
     } else if constexpr (Proto == Protocol::LL) {
       std::atomic<uint64_t> *line = words(c, seq);
@@ -568,6 +573,21 @@ void RankRunner::appendTasks(llvm::SmallVectorImpl<Task> &tasks) {
     s.trace = i.traces && t < i.traces->size() ? &(*i.traces)[t] : nullptr;
     tasks.push_back(Task{&runTask, &s});
   }
+}
+
+void RankRunner::tagSends(uint64_t tag) const {
+  for (const auto &tb : impl->tbs) {
+    tb->sendTag = tag;
+    tb->seenTag = 0;
+  }
+}
+
+llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> RankRunner::receivedTags() const {
+  llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> tags;
+  for (const auto &tb : impl->tbs)
+    if (tb->recv.valid() && tb->seenTag)
+      tags.emplace_back(tb->recv.sender, tb->seenTag);
+  return tags;
 }
 
 bool RankRunner::completed() const {

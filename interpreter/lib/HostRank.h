@@ -55,7 +55,13 @@ struct alignas(CacheLine) ConnectionControl {
   /// Data bytes the sender put in each slot, stored before `tail`: what a
   /// network proxy forwards (NetProxy.h); the receivers do not read it.
   std::atomic<uint32_t> sizes[FifoDepth];
-  char pad0[CacheLine - sizeof(std::atomic<uint64_t>) - FifoDepth * sizeof(std::atomic<uint32_t>)];
+  /// The sender's tag of the call its slots belong to, stored with each
+  /// `tail`: in the line a Simple receiver reads anyway, so that it can tell
+  /// a mismatched call from its own without another cache miss
+  /// (RankRunner::tagSends/receivedTags; 0 when nobody sets it).
+  std::atomic<uint64_t> call;
+  char pad0[CacheLine - 2 * sizeof(std::atomic<uint64_t>) -
+            FifoDepth * sizeof(std::atomic<uint32_t>)];
   std::atomic<uint64_t> head; ///< slots the receiver freed
   char pad1[CacheLine - sizeof(std::atomic<uint64_t>)];
 };
@@ -178,6 +184,13 @@ public:
   /// Records a timeline of the next calls into `traces` (one per tb of this
   /// rank, in tb order); null stops recording.
   void setTrace(std::vector<TbTrace> *traces);
+
+  /// Before a call: the tag this rank's sends store with each slot
+  /// (ConnectionControl::call).
+  void tagSends(uint64_t tag) const;
+  /// After a call: per connection this rank received Simple slots on, the
+  /// sender and the tag stored with the last slot.
+  llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> receivedTags() const;
 
   class Impl;
 

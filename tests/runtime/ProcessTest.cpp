@@ -489,6 +489,24 @@ TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
+// Counts 1000 and 1001: with the built-in one-shot allreduce the data fit
+// and every call completes; the call tags in the FIFOs still catch it.
+TEST(Runtime, MismatchedCallsThatCompleteAreReportedAsSuch) {
+  auto results = runJob("mismatch-fits", 2, JobOptions{});
+  for (const RankResult &r : results) {
+    auto f = failureOf(r);
+    ASSERT_TRUE(f) << describe(results);
+    // The rank that finds it says collInvalidUsage; the others, that it stopped them.
+    EXPECT_TRUE(f->code == collInvalidUsage || f->code == collRemoteError) << describe(results);
+    EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
+    EXPECT_NE(f->message.find("allreduce of 1000 fp32 sum"), std::string::npos)
+        << describe(results);
+    EXPECT_NE(f->message.find("allreduce of 1001 fp32 sum"), std::string::npos)
+        << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
 TEST(Runtime, MismatchedCallsAreReportedAsSuch) {
   AlgoDir dir(2);
   auto results = runJob("mismatch", 2, withAlgorithms(dir));

@@ -9,7 +9,7 @@
 //   coll-rank-check SCENARIO --env          (collCommInitFromEnv: mpirun, srun, torchrun)
 //   coll-rank-check SCENARIO --mpi          (collCommInitFromMPI; MPI builds only)
 //
-// Scenarios: collectives, p2p, kill, stop, loop, mismatch, abort, split, errors, trace,
+// Scenarios: collectives, p2p, kill, stop, loop, mismatch, mismatch-fits, abort, split, errors, trace,
 // device (every collective on the emulated device against the host backend),
 // and where built with CUDA (coll-rank-check-gpu): gpu (every collective on
 // device buffers, on the caller's streams, against the host backend).
@@ -446,6 +446,21 @@ void mismatch() {
     r = collAllReduce(buf.data(), buf.data(), 4096, collFloat32, collSum, comm, nullptr);
   else
     r = collAllGather(buf.data() + rank * 4096, buf.data(), 4096, collFloat32, comm, nullptr);
+  std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
+              r == collSuccess ? "" : collGetLastError(comm));
+  std::fflush(stdout);
+  collCommAbort(comm);
+  comm = nullptr;
+  std::_Exit(0);
+}
+
+/// Calls that differ only in their count: the data fit, so every call
+/// completes, and the tags the senders store with their slots must still
+/// tell each rank that the call was not the one it made.
+void mismatchFits() {
+  const size_t count = rank == 0 ? 1000 : 1001;
+  std::vector<float> buf(count, 1.0f);
+  collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat32, collSum, comm, nullptr);
   std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
               r == collSuccess ? "" : collGetLastError(comm));
   std::fflush(stdout);
@@ -1184,6 +1199,8 @@ int main(int argc, char **argv) {
     loopScenario();
   else if (scenario == "mismatch")
     mismatch();
+  else if (scenario == "mismatch-fits")
+    mismatchFits();
   else if (scenario == "abort")
     abortScenario();
   else if (scenario == "split")

@@ -563,7 +563,19 @@ struct PreparedCollective {
   void *postDst = nullptr;
   const void *postSrc = nullptr;
   size_t postBytes = 0;
+  uint64_t tag = 0; ///< host: callTag() of the call, stored in the FIFOs it sends on
 };
+
+/// The call number (low 32 bits) and a hash of what makes two calls the
+/// same, as the senders store it in their connections.
+uint64_t callTag(uint64_t seq, const Op &op) {
+  const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
+  const size_t hash = llvm::hash_combine(static_cast<int>(op.kind), op.count,
+                                         static_cast<int>(op.type),
+                                         info.reduces ? static_cast<int>(op.op) : -1,
+                                         info.hasRoot ? op.root : -1);
+  return (seq << 32) | (static_cast<uint64_t>(hash) & 0xffffffffu);
+}
 
 /// Point-to-point operations of one rank with one peer in one direction.
 struct P2PTask {
@@ -1634,6 +1646,8 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, planIn, planOut))
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);
+  out.tag = callTag(c.callSeq, op);
+  entry->runner->tagSends(out.tag);
   out.runner = entry->runner.get();
   out.plan = &plan;
   if (c.trace) {
@@ -1915,13 +1929,33 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       record(lead, collError(collSystemError, llvm::toString(std::move(err))));
   for (std::thread &t : deviceThreads)
     t.join();
-  // A mismatched call can complete when the data happen to fit; every peer
-  // that sent to this rank has published its call by now, so look once more:
-  // at the calls only on the host, where a peer that died mid-call has
-  // stopped the call already; also at the processes after a kernel, whose
-  // watchdog report then gets its cause.
-  for (Impl *c : comms)
-    c->pollPeers(anyOnDevice);
+  // A mismatched call can complete when the data happen to fit. On the
+  // host, each sender's tag in the connections this rank received on says
+  // which call the data belonged to (no extra cache miss); a differing one
+  // is looked up in the peers' call descriptors for the report. After a
+  // kernel, the descriptors are compared, and a dead peer process gives the
+  // watchdog's report its cause.
+  if (anyOnDevice) {
+    for (Impl *c : comms)
+      c->pollPeers(true);
+  } else {
+    for (const PreparedCollective &p : prepared) {
+      if (!p.runner || p.comm->stop->stopping())
+        continue;
+      for (const auto &[sender, tag] : p.runner->receivedTags()) {
+        if (tag >> 32 != p.tag >> 32 || tag == p.tag)
+          continue; // another call's (or nobody's) tag, or ours
+        p.comm->pollPeers(false);
+        if (!p.comm->stop->stopping())
+          p.comm->stop->fail(collInvalidUsage,
+                             llvm::formatv("mismatched calls: as call {0} on this communicator "
+                                           "rank {1} received data from rank {2} for a different "
+                                           "call",
+                                           p.tag >> 32, p.comm->rank, sender));
+        break;
+      }
+    }
+  }
 
   for (size_t u = 0; u < units.size(); ++u) {
     Impl &c = *units[u].comm->impl;
