@@ -417,6 +417,16 @@ static void scenarioAbort(int rank, int n, int idFd[2]) {
   unsetenv("COLL_STANDIN_ASYNC_ERROR");
   int32_t x = 1, y = 0;
   OK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL));
+  /* Rank 0 says (through the id pipe, empty since init) when its first call
+   * has returned: an abort while a peer still finishes the call it shares
+   * with the aborting rank stops that call too. */
+  char done = 1;
+  if (rank == 0) {
+    for (int r = 1; r < n; ++r)
+      CHECK(write(idFd[1], &done, 1) == 1, "cannot write to the id pipe");
+  } else {
+    CHECK(read(idFd[0], &done, 1) == 1, "cannot read from the id pipe");
+  }
   if (rank != 0) {
     /* abort instead of joining rank 0's next call */
     OK(ncclCommAbort(comm));

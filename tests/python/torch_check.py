@@ -152,16 +152,18 @@ def collectives():
     fut.wait()
     check("all_reduce async_op future", t, torch.full((1 << 18,), float(n * n)))
     dist.barrier()
-    # send/recv around a ring: even ranks send first, odd ranks receive first.
-    out = torch.zeros(5000)
-    mine = torch.full((5000,), float(rank))
-    if rank % 2 == 0:
-        dist.send(mine, (rank + 1) % n)
-        dist.recv(out, (rank - 1) % n)
-    else:
-        dist.recv(out, (rank - 1) % n)
-        dist.send(mine, (rank + 1) % n)
-    check("send/recv", out, torch.full((5000,), float((rank - 1) % n)))
+    # send/recv around a ring: even ranks send first, odd ranks receive first
+    # (torch refuses a send to oneself, so not on one rank).
+    if n > 1:
+        out = torch.zeros(5000)
+        mine = torch.full((5000,), float(rank))
+        if rank % 2 == 0:
+            dist.send(mine, (rank + 1) % n)
+            dist.recv(out, (rank - 1) % n)
+        else:
+            dist.recv(out, (rank - 1) % n)
+            dist.send(mine, (rank + 1) % n)
+        check("send/recv", out, torch.full((5000,), float((rank - 1) % n)))
     # Must fall back, still right: bool tensors, unequal all-to-all splits.
     flags = torch.tensor([rank % 2 == 0, True])
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)

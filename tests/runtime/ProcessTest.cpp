@@ -262,6 +262,14 @@ TEST(Runtime, BuiltInAlgorithmsServeEveryCollective) {
   expectAllOk(runJob("collectives", 3, o));
 }
 
+// A job of one process, as `torchrun --nproc_per_node 1` or a one-rank
+// communicator from a split makes: every collective is a copy, as NCCL's.
+TEST(Runtime, OneRankCopiesSendbuffToRecvbuff) {
+  JobOptions o;
+  o.env["COLL_TEST_SMALL"] = "1";
+  expectAllOk(runJob("collectives", 1, o));
+}
+
 TEST(Runtime, SplitMakesWorkingCommunicators) {
   AlgoDir two(2), three(3), four(4);
   JobOptions o = withAlgorithms(four);

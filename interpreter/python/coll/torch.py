@@ -233,7 +233,10 @@ class CollProcessGroup(dist.ProcessGroup):
                     self._log_once(f"{collective}: {self._fallback_name} runs it by {why}")
                     return self._submit(via_fallback, result)
                 where = " on the GPU" if any(t.is_cuda for t in tensors) else ""
-                self._log_once(f"{collective}: Coll runs it{where} with {algo} by {why}")
+                if algo == "local":
+                    self._log_once(f"{collective}: Coll runs it as a copy ({why})")
+                else:
+                    self._log_once(f"{collective}: Coll runs it{where} with {algo} by {why}")
         except _Unsupported as e:
             self._log_once(f"{collective}: falls back to {self._fallback_name}: {e}")
             return self._submit(via_fallback, result)

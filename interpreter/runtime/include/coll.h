@@ -171,7 +171,8 @@ collResult_t collCommUserRank(const collComm_t comm, int *rank);
  * "broadcast", "reduce", "gather", "scatter") of `bytes` bytes (nccl-tests'
  * size: the larger, all-ranks side) with `root`: writes the algorithm's name,
  * or "library:NAME" when a tuning rule sends it to a library underneath
- * (collConfig_t::libraries), followed by " -- " and the reason. When nothing
+ * (collConfig_t::libraries), or "local" on a communicator of one rank (the
+ * call copies sendbuff to recvbuff), followed by " -- " and the reason. When nothing
  * applies: collInvalidUsage, with every candidate's reason in
  * collGetLastError. Local; not collective. */
 collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t bytes, int root,

@@ -272,7 +272,9 @@ collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t
   auto choice = comm->impl->select(*coll, bytes, root);
   if (!choice)
     return failWith(comm, choice.takeError());
-  std::string text = choice->algo ? choice->algo->name : "library:" + choice->library;
+  std::string text = choice->local ? std::string("local")
+                     : choice->algo ? choice->algo->name
+                                    : "library:" + choice->library;
   text += " -- " + choice->why;
   std::snprintf(out, outBytes, "%s", text.c_str());
   return collSuccess;

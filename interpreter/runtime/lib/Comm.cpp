@@ -930,6 +930,8 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
     kept = std::move(c);
     return &kept;
   };
+  if (nranks == 1)
+    return remember(Choice{nullptr, "", "one rank: recvbuff gets sendbuff", true});
   const auto &algos = registry->algorithms();
   auto candidates = [&](auto &&accept) -> const LoadedAlgorithm * {
     for (const LoadedAlgorithm &a : algos) {
@@ -1187,6 +1189,8 @@ void Communicator::Impl::logSelection() {
       if (!chosen) {
         llvm::consumeError(chosen.takeError());
         text = "(nothing applies)";
+      } else if (choice->local) {
+        text = "local copy: " + choice->why;
       } else if (choice->algo) {
         used.insert(choice->algo);
         text = llvm::formatv("{0} ({1}, {2}): {3}", choice->algo->name,
@@ -1463,6 +1467,22 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   if (!chosen)
     return chosen.takeError();
   const Choice *choice = *chosen;
+  if (choice->local) {
+    // Every collective of one rank leaves sendbuff's count elements in
+    // recvbuff (allgather, reduce-scatter and alltoall of one rank too).
+    if (op.device >= 0)
+      return collError(collInvalidUsage,
+                       llvm::formatv("{0}: a communicator of one rank runs no kernel, and device "
+                                     "buffers of one rank are not supported yet: copy sendbuff "
+                                     "to recvbuff on the stream (cudaMemcpyAsync)",
+                                     opKindName(op.kind)));
+    if (op.send != op.recv)
+      std::memmove(op.recv, op.send, op.count * es);
+    COLL_LOG(Trace, Coll, c.rank,
+             llvm::formatv("{0} of {1} B on one rank: {2}", opKindName(op.kind), bytes,
+                           op.send == op.recv ? "in place, nothing to do" : "copied"));
+    return llvm::Error::success();
+  }
   if (!choice->algo)
     return collError(collInvalidUsage,
                      llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "

@@ -120,6 +120,8 @@ struct Choice {
   const LoadedAlgorithm *algo = nullptr;
   std::string library; ///< when a rule names the library underneath
   std::string why;
+  /// A communicator of one rank: recvbuff gets sendbuff (as NCCL does).
+  bool local = false;
 };
 
 class Communicator {

@@ -102,6 +102,10 @@ bool collRuns(const char *collective, Communicator &c, Op &op, const char *libra
     fallback(collective, library, message, logRank);
     return false;
   }
+  if (choice->local) {
+    onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it as a copy ({1})", collective, choice->why));
+    return true;
+  }
   if (!choice->algo) {
     // A tuning rule chose the library underneath for this size: a choice.
     onceAtInfo(logRank, llvm::formatv("{0}: {1} runs it by {2}", collective, library, choice->why));
