@@ -53,15 +53,21 @@ unsigned long long loaderAdds() {
 
 using DriverAttributes = int (*)(unsigned, int *, void **, unsigned long long);
 using RuntimeAttributes = int (*)(void *, const void *);
+using GetDevice = int (*)(int *);
+using StreamSynchronize = int (*)(void *);
 
-/// The CUDA entry points that tell memory apart, looked up again whenever
-/// the loader has loaded something since: a program may load CUDA after its
-/// first call on host memory.
+/// The CUDA entry points the drop-ins need (telling memory apart, the
+/// calling thread's device, waiting for a stream), from the driver or a
+/// runtime the process has loaded; looked up again whenever the loader has
+/// loaded something since: a program may load CUDA after its first call on
+/// host memory.
 struct PointerQueries {
   std::mutex mutex;
   std::atomic<unsigned long long> seen{~0ull};
   std::atomic<DriverAttributes> driver{nullptr};
   std::atomic<RuntimeAttributes> runtime{nullptr};
+  std::atomic<GetDevice> driverDevice{nullptr}, runtimeDevice{nullptr};
+  std::atomic<StreamSynchronize> driverSync{nullptr}, runtimeSync{nullptr};
 
   void refresh() {
     if (driver.load(std::memory_order_acquire))
@@ -74,13 +80,25 @@ struct PointerQueries {
       return;
     // The driver API: every CUDA program has libcuda.so.1 loaded, whether
     // it links the CUDA runtime statically (nvcc's default) or not.
-    if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))
+    if (void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      // cuCtxGetDevice: the device of the thread's current context, which
+      // the runtime makes current; CUstream and cudaStream_t are one handle.
+      driverDevice.store(reinterpret_cast<GetDevice>(dlsym(lib, "cuCtxGetDevice")),
+                         std::memory_order_release);
+      driverSync.store(reinterpret_cast<StreamSynchronize>(dlsym(lib, "cuStreamSynchronize")),
+                       std::memory_order_release);
       driver.store(reinterpret_cast<DriverAttributes>(dlsym(lib, "cuPointerGetAttributes")),
                    std::memory_order_release);
+    }
     // A CUDA runtime loaded as a shared library (or a stand-in for one).
     if (!runtime.load(std::memory_order_relaxed))
       for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
         if (void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) {
+          runtimeDevice.store(reinterpret_cast<GetDevice>(dlsym(lib, "cudaGetDevice")),
+                              std::memory_order_release);
+          runtimeSync.store(
+              reinterpret_cast<StreamSynchronize>(dlsym(lib, "cudaStreamSynchronize")),
+              std::memory_order_release);
           runtime.store(reinterpret_cast<RuntimeAttributes>(
                             dlsym(lib, "cudaPointerGetAttributes")),
                         std::memory_order_release);
@@ -90,13 +108,45 @@ struct PointerQueries {
   }
 };
 
+PointerQueries &cudaQueries() {
+  static PointerQueries queries;
+  queries.refresh();
+  return queries;
+}
+
 } // namespace
+
+int currentCudaDevice(std::string &why) {
+  PointerQueries &q = cudaQueries();
+  // The runtime's answer where it is loaded (it names device 0 before any
+  // context exists); else the driver's for a statically linked runtime.
+  GetDevice get = q.runtimeDevice.load(std::memory_order_acquire);
+  if (!get)
+    get = q.driverDevice.load(std::memory_order_acquire);
+  if (!get) {
+    why = "the process has not loaded CUDA";
+    return -1;
+  }
+  int device = -1;
+  if (int err = get(&device); err != 0) {
+    why = "the calling thread has no CUDA device (error " + std::to_string(err) + ")";
+    return -1;
+  }
+  return device;
+}
+
+void synchronizeCudaStream(void *stream) {
+  PointerQueries &q = cudaQueries();
+  if (StreamSynchronize sync = q.runtimeSync.load(std::memory_order_acquire))
+    sync(stream);
+  else if (StreamSynchronize sync = q.driverSync.load(std::memory_order_acquire))
+    sync(stream);
+}
 
 int deviceOfPointer(const void *p) {
   if (!p)
     return -1;
-  static PointerQueries queries;
-  queries.refresh();
+  PointerQueries &queries = cudaQueries();
   if (DriverAttributes driver = queries.driver.load(std::memory_order_acquire)) {
     // The plural call answers host memory with zeros rather than an error
     // (which tools such as compute-sanitizer would report).

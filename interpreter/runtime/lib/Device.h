@@ -31,6 +31,14 @@ namespace coll::rt {
 /// asking would load it. Managed memory counts as device memory.
 int deviceOfPointer(const void *p);
 
+/// The calling thread's CUDA device (the runtime's cudaGetDevice where a
+/// shared CUDA runtime is loaded, else the driver's current context), or -1
+/// with `why`; never loads CUDA. About 20 ns when CUDA is not loaded.
+int currentCudaDevice(std::string &why);
+/// Waits for the work on `stream` (a cudaStream_t) where the process has
+/// loaded CUDA; nothing otherwise.
+void synchronizeCudaStream(void *stream);
+
 /// The PCI bus id ("0000:06:00.0", lower case) of CUDA device `ordinal`, or
 /// with -1 of the calling thread's current CUDA device; empty (and `why`)
 /// when the process has not loaded the CUDA driver or has no such device.

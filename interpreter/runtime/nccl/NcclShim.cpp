@@ -32,6 +32,7 @@
 #include "Bootstrap.h"
 #include "Comm.h"
 #include "Debug.h"
+#include "Device.h"
 #include "DropIn.h"
 
 #include "coll/interpreter/DataType.h"
@@ -134,27 +135,15 @@ template <typename Fn> Fn cudart(const char *name) {
   return nullptr;
 }
 
-/// The calling thread's CUDA device, or -1 with `why`.
-int currentDevice(std::string &why) {
-  auto get = cudart<int (*)(int *)>("cudaGetDevice");
-  if (!get) {
-    why = "the process has not loaded the CUDA runtime";
-    return -1;
-  }
-  int device = -1;
-  if (int err = get(&device); err != 0) {
-    why = llvm::formatv("cudaGetDevice failed (error {0})", err).str();
-    return -1;
-  }
-  return device;
-}
+/// The calling thread's CUDA device, or -1 with `why` (Device.h: the
+/// runtime's or the driver's, looked up once per change of the loader).
+int currentDevice(std::string &why) { return coll::rt::currentCudaDevice(why); }
 
 /// Waits for the work queued on `stream` before Coll touches host buffers
-/// in its order (a copy to pinned host memory, say).
-void syncStream(cudaStream_t stream) {
-  if (auto sync = cudart<int (*)(cudaStream_t)>("cudaStreamSynchronize"))
-    sync(stream);
-}
+/// in its order (a copy to pinned host memory, say). Per call: cached entry
+/// points, where a dlopen(RTLD_NOLOAD) of the runtime cost 16 us a call in
+/// a program without CUDA.
+void syncStream(cudaStream_t stream) { coll::rt::synchronizeCudaStream(stream); }
 
 //===----------------------------------------------------------------------===//
 // Results, errors, settings
