@@ -269,9 +269,10 @@ collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t
   if (root < 0 || root >= comm->impl->nranks())
     return failWith(comm, collInvalidArgument,
                     llvm::formatv("collCommQueryChoice: root {0} is out of range", root));
-  auto choice = comm->impl->select(*coll, bytes, root);
-  if (!choice)
-    return failWith(comm, choice.takeError());
+  auto chosen = comm->impl->select(*coll, bytes, root);
+  if (!chosen)
+    return failWith(comm, chosen.takeError());
+  const Choice *choice = *chosen;
   std::string text = choice->local ? std::string("local")
                      : choice->algo ? choice->algo->name
                                     : "library:" + choice->library;

@@ -2042,11 +2042,9 @@ int Communicator::rank() const { return impl->rank; }
 int Communicator::nranks() const { return impl->nranks; }
 const Config &Communicator::config() const { return impl->config; }
 
-llvm::Expected<Choice> Communicator::select(ir::Collective coll, uint64_t bytes, int root) {
-  auto choice = impl->select(coll, bytes, root);
-  if (!choice)
-    return choice.takeError();
-  return **choice;
+llvm::Expected<const Choice *> Communicator::select(ir::Collective coll, uint64_t bytes,
+                                                    int root) {
+  return impl->select(coll, bytes, root);
 }
 
 collResult_t Communicator::asyncError() const {

@@ -150,8 +150,9 @@ public:
   static llvm::Error runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops);
 
   /// Which algorithm serves `coll` for `bytes` (nccl-tests' size) and
-  /// `root`; the error names every candidate and why it was rejected.
-  llvm::Expected<Choice> select(ir::Collective coll, uint64_t bytes, int root);
+  /// `root`; the error names every candidate and why it was rejected. The
+  /// choice is the communicator's cached one, valid until the next select.
+  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
 
   /// Collective over this communicator (color COLL_SPLIT_NOCOLOR: null).
   llvm::Expected<std::unique_ptr<Communicator>> split(int color, int key, const Config &config);

@@ -45,7 +45,8 @@ void onceAtInfo(int rank, const std::string &message) {
 }
 
 void fallback(const char *collective, const char *library, const std::string &reason, int rank) {
-  onceAtInfo(rank, llvm::formatv("{0}: falls back to {1}: {2}", collective, library, reason));
+  if (logEnabled(Level::Info, Coll))
+    onceAtInfo(rank, llvm::formatv("{0}: falls back to {1}: {2}", collective, library, reason));
 }
 
 bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank) {
@@ -95,26 +96,34 @@ bool collRuns(const char *collective, Communicator &c, Op &op, const char *libra
   const uint64_t n = static_cast<uint64_t>(c.nranks());
   const uint64_t bytes = op.count * interp::dataTypeSize(op.type) *
                          (info.inputPerRank || info.outputPerRank ? n : 1);
-  auto choice = c.select(coll, bytes, info.hasRoot ? op.root : 0);
-  if (!choice) {
+  auto chosen = c.select(coll, bytes, info.hasRoot ? op.root : 0);
+  if (!chosen) {
     std::string message;
-    takeResult(choice.takeError(), message);
+    takeResult(chosen.takeError(), message);
     fallback(collective, library, message, logRank);
     return false;
   }
+  const Choice *choice = *chosen;
   if (choice->local) {
-    onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it as a copy ({1})", collective, choice->why));
+    if (logEnabled(Level::Info, Coll))
+      onceAtInfo(logRank,
+                 llvm::formatv("{0}: Coll runs it as a copy ({1})", collective, choice->why));
     return true;
   }
   if (!choice->algo) {
     // A tuning rule chose the library underneath for this size: a choice.
-    onceAtInfo(logRank, llvm::formatv("{0}: {1} runs it by {2}", collective, library, choice->why));
+    if (logEnabled(Level::Info, Coll))
+      onceAtInfo(logRank,
+                 llvm::formatv("{0}: {1} runs it by {2}", collective, library, choice->why));
     return false;
   }
-  onceAtInfo(logRank,
-             llvm::formatv("{0}: Coll runs it{5} with {1} ({2}, {3}) by {4}", collective,
-                           choice->algo->name, ir::protocolName(choice->algo->protocol),
-                           choice->algo->origin, choice->why, op.device >= 0 ? " on the GPU" : ""));
+  // Formatted only where it may be said: this runs on every call.
+  if (logEnabled(Level::Info, Coll))
+    onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it{5} with {1} ({2}, {3}) by {4}",
+                                      collective, choice->algo->name,
+                                      ir::protocolName(choice->algo->protocol),
+                                      choice->algo->origin, choice->why,
+                                      op.device >= 0 ? " on the GPU" : ""));
   if (op.device >= 0 && c.boundDevice() < 0)
     c.bindDevice(op.device);
   return true;
