@@ -474,7 +474,11 @@ public:
   std::mutex devicesMapMutex;
   std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
   std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
+  /// Choices made so far, never erased (select hands out pointers into it);
+  /// the mutex: bindings ask (collCommQueryChoice) on one thread while
+  /// another runs calls.
   std::map<std::tuple<int, uint64_t, int>, Choice> choices;
+  std::mutex choicesMutex;
   std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
   TempBuffer temp[2];
   uint64_t callSeq = 0;
@@ -919,13 +923,18 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
 llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
                                                           int root) {
   auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
+  std::lock_guard<std::mutex> lock(choicesMutex);
   if (auto found = choices.find(key); found != choices.end())
     return &found->second;
 
   std::vector<std::string> rejections;
   auto remember = [&](Choice c) {
-    if (choices.size() > 4096)
-      choices.clear();
+    if (choices.size() >= 4096) {
+      // Full: this thread's own copy, valid until its next select.
+      thread_local Choice overflow;
+      overflow = std::move(c);
+      return &overflow;
+    }
     Choice &kept = choices[key];
     kept = std::move(c);
     return &kept;
