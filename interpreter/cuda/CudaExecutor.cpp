@@ -25,6 +25,8 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <optional>
@@ -193,6 +195,7 @@ public:
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
 
   Plan plan;
+  Timeline *timeline = nullptr;
   CudaOptions options;
   Proto proto;
   LaunchShape shape;
@@ -226,6 +229,15 @@ private:
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  DeviceMemory traceEvents, traceCounts; ///< run() with a timeline
+  uint32_t traceCapacity = 0;            ///< events per block
+  /// Stores the timeline's buffers in the device state (null: none).
+  llvm::Error setTraceBuffers(DeviceTraceEvent *events, uint32_t *counts, uint32_t capacity);
+  /// Arms params for a timeline of the prepared call; after it, hands the
+  /// events of the call that ran from t0 to t1 to `timeline`.
+  llvm::Error armTimeline();
+  llvm::Error collectTimeline(DataType type, std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1);
   DeviceMemory temp[2]; ///< temporary()
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
@@ -264,8 +276,8 @@ CudaExecutor::Impl::~Impl() {
   if (stream)
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
-  for (DeviceMemory *m :
-       {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0], &temp[1]})
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+                          &temp[1], &traceEvents, &traceCounts})
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -304,8 +316,8 @@ llvm::Error CudaExecutor::Impl::start() {
                         : static_cast<int32_t>(plan.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (DeviceMemory *m :
-       {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0], &temp[1]})
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+                          &temp[1], &traceEvents, &traceCounts})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
@@ -535,9 +547,11 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   for (int32_t t = firstTb; t < firstTb + launchTbs; ++t)
     maxSteps = std::max(maxSteps, plan.tbs[t].nSteps);
   const uint8_t type = static_cast<uint8_t>(args.type);
-  kernel = proto == Proto::Simple ? kernelSimple(type)
-           : proto == Proto::LL   ? kernelLL(type)
-                                  : kernelLL128(type);
+  // With a timeline, run() uses the kernels that record one.
+  const bool trace = timeline != nullptr;
+  kernel = proto == Proto::Simple ? kernelSimple(type, trace)
+           : proto == Proto::LL   ? kernelLL(type, trace)
+                                  : kernelLL128(type, trace);
   params = KernelParams{};
   params.tbs = tbs.as<PlanTb>();
   params.steps = steps.as<PlanStep>();
@@ -706,19 +720,133 @@ llvm::Expected<void *> CudaExecutor::Impl::temporary(int which, uint64_t bytes) 
   return temp[which].as<void>();
 }
 
+llvm::Error CudaExecutor::Impl::armTimeline() {
+  // Events per block: per iteration and step, the step itself, a wait for a
+  // dependency, and per chunk a wait for data and one for a free slot.
+  uint64_t perIteration = 0;
+  for (int32_t b = 0; b < launchTbs; ++b) {
+    const PlanTb &tb = plan.tbs[firstTb + b];
+    uint64_t events = 0;
+    for (int32_t i = 0; i < tb.nSteps; ++i)
+      events += 2 + 2 * uint64_t(std::max(plan.steps[tb.stepBegin + i].count, 0));
+    perIteration = std::max(perIteration, events);
+  }
+  // At most 256 MiB of events: a longer call keeps its first ones.
+  const uint64_t blocks = std::max<uint64_t>(uint64_t(launchTbs), 1);
+  const uint64_t limit = (256ull << 20) / sizeof(DeviceTraceEvent) / blocks;
+  const uint64_t capacity = std::min<uint64_t>(
+      {perIteration * std::max<uint64_t>(params.iterations, 1), limit, uint64_t(UINT32_MAX)});
+  if (llvm::Error err = traceEvents.reserve(blocks * capacity * sizeof(DeviceTraceEvent)))
+    return err;
+  if (llvm::Error err = traceCounts.reserve(2 * blocks * sizeof(uint32_t)))
+    return err;
+  COLL_CUDA_TRY(cudaMemsetAsync(traceCounts.as<void>(), 0, 2 * blocks * sizeof(uint32_t), stream));
+  traceCapacity = static_cast<uint32_t>(capacity);
+  return setTraceBuffers(traceEvents.as<DeviceTraceEvent>(), traceCounts.as<uint32_t>(),
+                         traceCapacity);
+}
+
+llvm::Error CudaExecutor::Impl::setTraceBuffers(DeviceTraceEvent *events, uint32_t *counts,
+                                                uint32_t capacity) {
+  // The kernels that record a timeline find it in the device state's
+  // control block; pageable source, so the copy is done when it returns.
+  struct {
+    DeviceTraceEvent *events;
+    uint32_t *counts;
+    uint32_t capacity;
+  } fields{events, counts, capacity};
+  static_assert(offsetof(DeviceControl, traceCounts) ==
+                    offsetof(DeviceControl, traceEvents) + sizeof(void *) &&
+                offsetof(DeviceControl, traceCapacity) ==
+                    offsetof(DeviceControl, traceCounts) + sizeof(void *));
+  COLL_CUDA_TRY(cudaMemcpyAsync(state.as<unsigned char>() + offsetof(DeviceControl, traceEvents),
+                                &fields,
+                                offsetof(DeviceControl, traceCapacity) -
+                                    offsetof(DeviceControl, traceEvents) + sizeof(uint32_t),
+                                cudaMemcpyHostToDevice, stream));
+  COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::collectTimeline(DataType type,
+                                                std::chrono::steady_clock::time_point t0,
+                                                std::chrono::steady_clock::time_point t1) {
+  const uint32_t capacity = traceCapacity;
+  if (llvm::Error err = setTraceBuffers(nullptr, nullptr, 0))
+    return err;
+  const size_t blocks = static_cast<size_t>(std::max(launchTbs, 0));
+  std::vector<uint32_t> state(2 * blocks), counts(blocks);
+  std::vector<DeviceTraceEvent> events(blocks * capacity);
+  if (blocks) {
+    COLL_CUDA_TRY(cudaMemcpyAsync(state.data(), traceCounts.as<void>(),
+                                  2 * blocks * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    COLL_CUDA_TRY(cudaMemcpyAsync(events.data(), traceEvents.as<void>(),
+                                  events.size() * sizeof(DeviceTraceEvent), cudaMemcpyDeviceToHost,
+                                  stream));
+    COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+  for (size_t b = 0; b < blocks; ++b)
+    counts[b] = state[2 * b];
+  // The GPU's clock and the host's steady clock have different origins:
+  // where the events do not fall within the call as the host saw it (on a
+  // GPU; the emulation's clock is the steady clock), the first is moved to
+  // the call's start.
+  const int64_t hostBegin =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  const int64_t hostEnd =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (size_t b = 0; b < blocks; ++b)
+    for (uint32_t i = 0; i < std::min(counts[b], capacity); ++i) {
+      first = std::min(first, int64_t(events[b * capacity + i].begin));
+      last = std::max(last, int64_t(events[b * capacity + i].end));
+    }
+  const int64_t shift =
+      first == INT64_MAX || (first >= hostBegin && last <= hostEnd) ? 0 : hostBegin - first;
+  std::vector<std::vector<host::TbTrace>> perRank(static_cast<size_t>(plan.nranks));
+  for (size_t b = 0; b < blocks; ++b) {
+    const int32_t globalTb = firstTb + static_cast<int32_t>(b);
+    const PlanTb &tb = plan.tbs[globalTb];
+    auto &traces = perRank[static_cast<size_t>(tb.rank)];
+    traces.resize(static_cast<size_t>(plan.tbCount(tb.rank)));
+    host::TbTrace &trace = traces[static_cast<size_t>(globalTb - plan.rankTbBegin[tb.rank])];
+    for (uint32_t i = 0; i < std::min(counts[b], capacity); ++i) {
+      const DeviceTraceEvent &e = events[b * capacity + i];
+      if (e.step < 0 || e.step >= tb.nSteps)
+        continue;
+      trace.events.push_back(host::TraceEvent{int64_t(e.begin) + shift, int64_t(e.end) + shift,
+                                              e.iteration, &plan.steps[tb.stepBegin + e.step],
+                                              static_cast<uint8_t>(e.kind), e.elems});
+    }
+  }
+  for (int32_t r = 0; r < plan.nranks; ++r)
+    if (!perRank[static_cast<size_t>(r)].empty())
+      timeline->addCall(plan, r, type, t0, t1, perRank[static_cast<size_t>(r)]);
+  return llvm::Error::success();
+}
+
 llvm::Expected<CallResult> CudaExecutor::Impl::run(const CallArgs &args) {
   auto result = prepare(args);
   if (!result)
     return result.takeError();
+  const bool tracing = timeline && params.iterations > 0 && launchTbs > 0;
+  if (tracing)
+    if (llvm::Error err = armTimeline())
+      return err;
+  const auto t0 = std::chrono::steady_clock::now();
   COLL_CUDA_TRY(cudaEventRecord(startEvent, stream));
   if (llvm::Error err = launch(stream))
     return err;
   COLL_CUDA_TRY(cudaEventRecord(stopEvent, stream));
   if (llvm::Error err = finish(stream))
     return err;
+  const auto t1 = std::chrono::steady_clock::now();
   float ms = 0;
   COLL_CUDA_TRY(cudaEventElapsedTime(&ms, startEvent, stopEvent));
   result->seconds = ms * 1e-3;
+  if (tracing)
+    if (llvm::Error err = collectTimeline(args.type, t0, t1))
+      return err;
   return result;
 }
 
@@ -780,6 +908,7 @@ llvm::Error CudaExecutor::finish(void *stream) {
   return impl->finish(static_cast<cudaStream_t>(stream));
 }
 llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) { return impl->run(args); }
+void CudaExecutor::setTimeline(Timeline *timeline) { impl->timeline = timeline; }
 llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, unsigned iters,
                                                                bool graph) {
   return impl->timeLaunches(warmup, iters, graph);

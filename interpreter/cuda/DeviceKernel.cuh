@@ -197,9 +197,64 @@ __device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E], uint64_t cnt
 // DevicePrims
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Timelines (KernelParams::traceEvents), by each block's thread 0
+//===----------------------------------------------------------------------===//
+
+// Only in the kernels instantiated with Trace (collectiveKernelFor), which
+// find the buffers in the device state (DeviceControl) and keep their own
+// state there too (traceCounts: per block the events so far and 1 + the
+// open step's, 0 for none).
+
+namespace timeline {
+
+/// Adds an event (counted even when it does not fit); `open`: it is the
+/// step whose elements follow.
+static __device__ void add(const DeviceControl &c, uint64_t begin, uint64_t end, uint64_t iteration,
+                           int32_t step, uint32_t kind, bool open) {
+  uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+  const uint32_t index = state[0]++;
+  if (index < c.traceCapacity) {
+    DeviceTraceEvent &e = c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + index];
+    e.begin = begin;
+    e.end = end;
+    e.iteration = iteration;
+    e.elems = 0;
+    e.step = step;
+    e.kind = kind;
+  }
+  if (open)
+    state[1] = index + 1;
+}
+
+/// Ends the open step at `now`.
+static __device__ void close(const DeviceControl &c, uint64_t now) {
+  uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+  if (state[1] != 0 && state[1] - 1 < c.traceCapacity)
+    c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + state[1] - 1].end = now;
+  state[1] = 0;
+}
+
+/// A step starts: the previous one ends.
+static __device__ void step(const DeviceControl &c, uint64_t iteration, int32_t step) {
+  const uint64_t now = ptx::globalTimer();
+  close(c, now);
+  add(c, now, now, iteration, step, 0, true);
+}
+
+static __device__ void elems(const DeviceControl &c, uint64_t n) {
+  const uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+  if (state[1] != 0 && state[1] - 1 < c.traceCapacity)
+    c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + state[1] - 1].elems += n;
+}
+
+static __device__ void finish(const DeviceControl &c) { close(c, ptx::globalTimer()); }
+
+} // namespace timeline
+
 /// The data movement of one block for the interpreter loop. Every method is
 /// called by all threads of the block with the same arguments.
-template <class T, Proto P> class DevicePrims {
+template <class T, Proto P, bool Trace> class DevicePrims {
 public:
   __device__ DevicePrims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
                          uint32_t generation, const PlanStep *steps, uint32_t tid,
@@ -227,6 +282,16 @@ public:
   __device__ void at(uint64_t it, const PlanStep &step) {
     iteration = it;
     stepIndex = static_cast<int32_t>(&step - steps);
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::step(*control, it, stepIndex);
+  }
+
+  /// At the end of the launch: closes the timeline's open step.
+  __device__ void traceFinish() {
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::finish(*control);
   }
 
   __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t irStep) {
@@ -244,7 +309,8 @@ public:
                      r.observed = static_cast<uint32_t>(seen >> 32) == generation
                                       ? static_cast<uint32_t>(seen)
                                       : 0;
-                   });
+                   },
+                   3);
       if (!fail)
         ptx::fenceAcquire();
     }
@@ -278,12 +344,14 @@ public:
   }
 
   __device__ void copy(const T *src, T *dst, uint64_t n) {
+    traceElems(n);
     transform<T, 1, 1>(&src, 1, &dst, n, tid, nthreads, OpSum<T>{});
     __syncthreads();
   }
 
   /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)), as the host computes it.
   __device__ void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
+    traceElems(n);
     const T *in[MaxReduceSources + 1];
     in[0] = dst;
     for (int r = 0; r < nsrc; ++r)
@@ -306,14 +374,21 @@ private:
   /// Spins until ready() holds. Gives up when the launch is aborted, or after
   /// the watchdog period, when it reports (fill() adds what was waited for)
   /// and aborts the launch.
-  template <class Ready, class Fill> __device__ bool spin(Ready &&ready, Fill &&fill) {
+  /// `traceKind`: the wait's kind in a timeline (host::TraceEvent's).
+  template <class Ready, class Fill>
+  __device__ bool spin(Ready &&ready, Fill &&fill, uint32_t traceKind) {
     if (ready())
       return true;
     const uint64_t start = ptx::globalTimer();
     for (uint32_t spins = 1;; ++spins) {
       ptx::spinPause();
-      if (ready())
+      if (ready()) {
+        if constexpr (Trace)
+          if (control->traceEvents && tid == 0)
+            timeline::add(*control, start, ptx::globalTimer(), iteration, stepIndex, traceKind,
+                          false);
         return true;
+      }
       if (spins % SpinsPerCheck != 0)
         continue;
       if (ptx::ldVolatile(&control->abort))
@@ -354,7 +429,8 @@ private:
                      r.slot = sendSeq;
                      r.head = sendHeadSeen;
                      r.tail = sendSeq;
-                   });
+                   },
+                   2);
     if (ok)
       ptx::fenceAcquire();
     return ok;
@@ -371,7 +447,8 @@ private:
                      r.slot = recvSeq;
                      r.head = recvSeq;
                      r.tail = recvTailSeen;
-                   });
+                   },
+                   1);
     if (ok)
       ptx::fenceAcquire();
     return ok;
@@ -394,7 +471,8 @@ private:
           r.observed = (w1 >> 32 << 32) | (w0 >> 32);
           r.head = recvSeq;
           r.tail = ptx::ldRelaxed(recvTail);
-        });
+        },
+        1);
   }
 
   /// Lane 7 of a group, LL128: until the line's flag word is `flag`.
@@ -410,7 +488,8 @@ private:
                      r.observed = seen;
                      r.head = recvSeq;
                      r.tail = ptx::ldRelaxed(recvTail);
-                   });
+                   },
+                   1);
     if (ok)
       ptx::fenceAcquire();
     return ok;
@@ -420,6 +499,7 @@ private:
   /// local src (Src), store to the local dst (Dst), send on (Send).
   template <bool Recv, bool Src, bool Dst, bool Send>
   __device__ bool move(const T *src, T *dst, uint64_t n) {
+    traceElems(n);
     // Thread 0 waits for what guards the whole slot: for Simple the receive
     // slot's data (LL and LL128 data carry flags), and a free send slot. In
     // the host backend's order — the received data first (for LL and LL128
@@ -598,6 +678,12 @@ private:
 
   uint64_t iteration = 0; ///< where the block is, for the watchdog's report
   int32_t stepIndex = 0;
+
+  __device__ void traceElems(uint64_t n) {
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::elems(*control, n);
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -607,7 +693,7 @@ private:
 /// One block per tb of every rank (or of one rank, from p.firstTb): gridDim.x
 /// == number of tbs launched,
 /// dynamic shared memory == p.maxSteps * sizeof(PlanStep).
-template <class T, Proto P>
+template <class T, Proto P, bool Trace>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
   PlanStep *const sharedSteps = dynamicShared<PlanStep>();
@@ -629,11 +715,12 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
 
   {
-    DevicePrims<T, P> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
+    DevicePrims<T, P, Trace> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
     runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations, p.sliceElems);
+    prims.traceFinish();
   }
 
   __syncthreads();
@@ -658,14 +745,21 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
     out[i] = Arith<T>::divide(out[i], nranks);
 }
 
-/// The kernels of protocol P, indexed by DataType's value.
-template <Proto P> const void *collectiveKernelFor(uint8_t type) {
-  static const void *const table[] = {
+/// The kernels of protocol P, indexed by DataType's value; `trace`: the
+/// ones that record a timeline (separate kernels, so that the others keep
+/// their registers).
+template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace) {
+  static const void *const plain[] = {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false>),
 #include "coll/interpreter/DataTypes.def"
   };
-  return table[type];
+  static const void *const traced[] = {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true>),
+#include "coll/interpreter/DataTypes.def"
+  };
+  return trace ? traced[type] : plain[type];
 }
 
 COLL_CUDA_ABI_END

@@ -51,12 +51,34 @@ inline constexpr uint64_t PollStride = 128;
 inline constexpr uint64_t FlagStrideWords = PollStride / sizeof(uint64_t);
 
 /// Launch-wide state at the start of the device state allocation.
+/// One event of a block's timeline (DeviceControl::traceEvents), stamped by
+/// its thread 0 with %globaltimer: a step from its start to the next one's
+/// (kind 0), or a wait of the whole block (kinds as host::TraceEvent's: 1
+/// data, 2 a free slot, 3 a dependency).
+struct DeviceTraceEvent {
+  uint64_t begin, end; ///< ns
+  uint64_t iteration;
+  uint64_t elems; ///< steps: elements moved
+  int32_t step;   ///< index of the step among its tb's steps
+  uint32_t kind;
+};
+
 struct DeviceControl {
   uint32_t generation; ///< launches finished; the last block of each advances it
   uint32_t finished;   ///< blocks of the running launch that have finished
   uint32_t abort;      ///< set after a watchdog report; every wait polls it
   uint32_t claimed;    ///< 0 until a block claims the watchdog report
+  /// A timeline, read only by the kernels that record one (here rather than
+  /// in KernelParams, which the other kernels keep a copy of): block b
+  /// writes up to traceCapacity events from traceEvents + b *
+  /// traceCapacity, their number (dropped ones included) to
+  /// traceCounts[2b], and keeps 1 + its open step's in traceCounts[2b+1]
+  /// (zeroed before the launch). Null: none.
+  DeviceTraceEvent *traceEvents;
+  uint32_t *traceCounts;
+  uint32_t traceCapacity;
 };
+static_assert(sizeof(DeviceControl) <= PollStride, "the device state's first line holds it");
 
 /// Where one connection's counters and FIFO lie within its stride.
 struct ConnectionLayout {

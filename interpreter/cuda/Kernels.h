@@ -16,10 +16,11 @@
 namespace coll::interp::cuda {
 COLL_CUDA_ABI_BEGIN
 
-/// collectiveKernel<T, protocol>(KernelParams).
-const void *kernelSimple(uint8_t type);
-const void *kernelLL(uint8_t type);
-const void *kernelLL128(uint8_t type);
+/// collectiveKernel<T, protocol, trace>(KernelParams): `trace` picks the
+/// kernels that record a timeline (KernelParams::traceEvents).
+const void *kernelSimple(uint8_t type, bool trace);
+const void *kernelLL(uint8_t type, bool trace);
+const void *kernelLL128(uint8_t type, bool trace);
 
 /// averageKernel<T>(const RankPointers *, int32_t firstRank, int32_t nranks,
 /// uint64_t elems).

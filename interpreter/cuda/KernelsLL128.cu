@@ -11,7 +11,9 @@
 namespace coll::interp::cuda {
 COLL_CUDA_ABI_BEGIN
 
-const void *kernelLL128(uint8_t type) { return collectiveKernelFor<Proto::LL128>(type); }
+const void *kernelLL128(uint8_t type, bool trace) {
+  return collectiveKernelFor<Proto::LL128>(type, trace);
+}
 
 COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

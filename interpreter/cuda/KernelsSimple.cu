@@ -11,7 +11,9 @@
 namespace coll::interp::cuda {
 COLL_CUDA_ABI_BEGIN
 
-const void *kernelSimple(uint8_t type) { return collectiveKernelFor<Proto::Simple>(type); }
+const void *kernelSimple(uint8_t type, bool trace) {
+  return collectiveKernelFor<Proto::Simple>(type, trace);
+}
 
 COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

@@ -32,6 +32,7 @@
 #include "coll/interpreter/DataType.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/interpreter/Protocol.h"
+#include "coll/interpreter/Timeline.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
@@ -128,23 +129,6 @@ private:
   std::mutex mutex;
   std::string report;
   std::vector<Doorbell *> bells;
-};
-
-/// One event of a timeline (HostTrace.h writes them): a step or a wait of
-/// one tb, in nanoseconds of the steady clock.
-struct TraceEvent {
-  int64_t begin = 0, end = 0;
-  uint64_t iteration = 0;
-  const PlanStep *step = nullptr; ///< the step it belongs to
-  /// 0: the step; 1: waiting for data; 2: waiting for a free slot;
-  /// 3: waiting for a dependency.
-  uint8_t kind = 0;
-  uint64_t elems = 0; ///< elements the step moved in this iteration
-};
-
-/// The timeline of one tb for one call.
-struct TbTrace {
-  std::vector<TraceEvent> events;
 };
 
 struct RankOptions {

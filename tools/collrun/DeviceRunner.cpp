@@ -13,11 +13,12 @@ using namespace interp;
 
 #if COLL_CUDA_EMULATION
 llvm::Expected<DeviceRunner> makeEmulatedRunner(const Plan &plan, DataType type,
-                                                uint32_t watchdogMs, uint32_t slotBytes) {
+                                                uint32_t watchdogMs, uint32_t slotBytes,
+                                                Timeline *timeline) {
   const char *backend = "cuda-emu backend on ";
 #else
 llvm::Expected<DeviceRunner> makeGpuRunner(const Plan &plan, DataType type, uint32_t watchdogMs,
-                                           uint32_t slotBytes) {
+                                           uint32_t slotBytes, Timeline *timeline) {
   const char *backend = "cuda backend on ";
 #endif
   auto device = currentCudaDevice();
@@ -32,6 +33,7 @@ llvm::Expected<DeviceRunner> makeGpuRunner(const Plan &plan, DataType type, uint
     return created.takeError();
   // Shared so that the runner can be copied into a std::function.
   std::shared_ptr<CudaExecutor> executor(std::move(*created));
+  executor->setTimeline(timeline);
   auto buffers = std::make_shared<std::optional<DeviceBuffers>>();
   DeviceRunner runner;
   runner.note = backend + device->name;

@@ -28,12 +28,15 @@ struct DeviceRunner {
   std::function<llvm::Expected<interp::CallResult>(interp::CheckedCall &, bool fresh)> run;
 };
 
-/// For a GPU; "no CUDA device: ..." without one.
+/// For a GPU; "no CUDA device: ..." without one. `timeline`: where every
+/// call's timeline goes (CudaExecutor::setTimeline), or null.
 llvm::Expected<DeviceRunner> makeGpuRunner(const interp::Plan &plan, interp::DataType type,
-                                           uint32_t watchdogMs, uint32_t slotBytes);
+                                           uint32_t watchdogMs, uint32_t slotBytes,
+                                           interp::Timeline *timeline);
 /// On the CPU emulation of the GPU.
 llvm::Expected<DeviceRunner> makeEmulatedRunner(const interp::Plan &plan, interp::DataType type,
-                                                uint32_t watchdogMs, uint32_t slotBytes);
+                                                uint32_t watchdogMs, uint32_t slotBytes,
+                                                interp::Timeline *timeline);
 
 } // namespace coll::tools
 

@@ -83,7 +83,8 @@ cl::opt<std::string> backendName("backend", cl::init("host"),
 cl::opt<std::string> tracePath("trace", cl::init(""),
                                cl::desc("Write a timeline of every call (Chrome trace / Perfetto "
                                         "JSON: a track per rank and tb, a slice per step) to "
-                                        "this file (host backend)"),
+                                        "this file (every backend; on the CUDA ones from the "
+                                        "GPU's clock)"),
                                cl::cat(category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads that run the tbs on the host backend, the calling "
@@ -154,8 +155,6 @@ int main(int argc, char **argv) {
   std::string backendNote = "host backend";
   std::unique_ptr<HostExecutor> hostExecutor;
   Timeline timeline;
-  if (!tracePath.empty() && backendName != "host")
-    return fail("collrun", BadInput, "--trace needs --backend host");
   if (backendName == "host") {
     HostOptions options;
     options.watchdogMs = watchdogMs;
@@ -181,11 +180,13 @@ int main(int argc, char **argv) {
     auto makeRunner = [&]() -> llvm::Expected<DeviceRunner> {
 #if COLL_HAVE_CUDA
       if (backendName == "cuda")
-        return makeGpuRunner(*plan, *type, watchdogMs, slotBytes);
+        return makeGpuRunner(*plan, *type, watchdogMs, slotBytes,
+                             tracePath.empty() ? nullptr : &timeline);
 #endif
 #if COLL_HAVE_CUDA_EMU
       if (backendName == "cuda-emu")
-        return makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes);
+        return makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes,
+                                  tracePath.empty() ? nullptr : &timeline);
 #endif
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "no CUDA device: this build has no " + backendName +

@@ -161,6 +161,11 @@ public:
   /// prepare, launch and finish on the executor's stream; `seconds` is the
   /// launch's time measured with CUDA events.
   llvm::Expected<CallResult> run(const CallArgs &args);
+  /// Adds a timeline of every following run() to `timeline` (null: none),
+  /// in the host backend's format: each block's thread 0 stamps its steps
+  /// and the block's waits with %globaltimer; the GPU's clock is shifted so
+  /// that the call's first event starts where the host saw the call start.
+  void setTimeline(Timeline *timeline);
 
   /// Times the prepared call: `warmup` launches, then `iters` launches each
   /// between two CUDA events, enqueued back to back; with `graph`, every

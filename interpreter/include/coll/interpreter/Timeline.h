@@ -28,8 +28,26 @@
 namespace coll::interp {
 
 namespace host {
-struct TbTrace;
-}
+
+/// One event of a timeline: a step or a wait of one tb, in nanoseconds of
+/// the steady clock (the host backend records them, the CUDA backend
+/// converts its device timestamps to them).
+struct TraceEvent {
+  int64_t begin = 0, end = 0;
+  uint64_t iteration = 0;
+  const PlanStep *step = nullptr; ///< the step it belongs to
+  /// 0: the step; 1: waiting for data; 2: waiting for a free slot;
+  /// 3: waiting for a dependency.
+  uint8_t kind = 0;
+  uint64_t elems = 0; ///< elements the step moved in this iteration
+};
+
+/// The timeline of one tb for one call.
+struct TbTrace {
+  std::vector<TraceEvent> events;
+};
+
+} // namespace host
 
 class Timeline {
 public:
