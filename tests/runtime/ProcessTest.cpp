@@ -497,40 +497,35 @@ TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
+// Every rank's call fails as a mismatch naming both calls: the rank that
+// finds it says collInvalidUsage, the others that it stopped them.
+void expectMismatchReported(const std::vector<RankResult> &results, const char *one,
+                            const char *other) {
+  for (const RankResult &r : results) {
+    auto f = failureOf(r);
+    ASSERT_TRUE(f) << describe(results);
+    EXPECT_TRUE(f->code == collInvalidUsage || f->code == collRemoteError) << describe(results);
+    EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
+    EXPECT_NE(f->message.find(one), std::string::npos) << describe(results);
+    EXPECT_NE(f->message.find(other), std::string::npos) << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
 // Counts 1000 and 1001: with the built-in one-shot allreduce the data fit
 // and every call completes; the call tags in the FIFOs still catch it.
 TEST(Runtime, MismatchedCallsThatCompleteAreReportedAsSuch) {
   if (!COLL_TEST_HAVE_LANG)
     GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF): no built-in "
                     "one-shot allreduce, whose calls of 1000 and 1001 elements complete";
-  auto results = runJob("mismatch-fits", 2, JobOptions{});
-  for (const RankResult &r : results) {
-    auto f = failureOf(r);
-    ASSERT_TRUE(f) << describe(results);
-    // The rank that finds it says collInvalidUsage; the others, that it stopped them.
-    EXPECT_TRUE(f->code == collInvalidUsage || f->code == collRemoteError) << describe(results);
-    EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
-    EXPECT_NE(f->message.find("allreduce of 1000 fp32 sum"), std::string::npos)
-        << describe(results);
-    EXPECT_NE(f->message.find("allreduce of 1001 fp32 sum"), std::string::npos)
-        << describe(results);
-  }
-  EXPECT_EQ(shmLeftovers(), "");
+  expectMismatchReported(runJob("mismatch-fits", 2, JobOptions{}), "allreduce of 1000 fp32 sum",
+                         "allreduce of 1001 fp32 sum");
 }
 
 TEST(Runtime, MismatchedCallsAreReportedAsSuch) {
   AlgoDir dir(2);
-  auto results = runJob("mismatch", 2, withAlgorithms(dir));
-  for (const RankResult &r : results) {
-    auto f = failureOf(r);
-    ASSERT_TRUE(f) << describe(results);
-    EXPECT_TRUE(f->code == collInvalidUsage || f->code == collRemoteError) << describe(results);
-    EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
-    EXPECT_NE(f->message.find("allreduce of 4096 fp32 sum"), std::string::npos)
-        << describe(results);
-    EXPECT_NE(f->message.find("allgather of 4096 fp32"), std::string::npos) << describe(results);
-  }
-  EXPECT_EQ(shmLeftovers(), "");
+  expectMismatchReported(runJob("mismatch", 2, withAlgorithms(dir)), "allreduce of 4096 fp32 sum",
+                         "allgather of 4096 fp32");
 }
 
 TEST(Runtime, AbortEndsTheCallsOfTheOthers) {

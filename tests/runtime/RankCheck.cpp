@@ -439,6 +439,17 @@ void traceScenario() {
   checks += 2;
 }
 
+/// The mismatch scenarios' end: the call's result in the driver's format
+/// (failureOf), then abort and leave.
+[[noreturn]] void reportMismatchAndExit(collResult_t r) {
+  std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
+              r == collSuccess ? "" : collGetLastError(comm));
+  std::fflush(stdout);
+  collCommAbort(comm);
+  comm = nullptr;
+  std::_Exit(0);
+}
+
 void mismatch() {
   std::vector<float> buf(4096 * nranks, 1.0f);
   collResult_t r;
@@ -446,12 +457,7 @@ void mismatch() {
     r = collAllReduce(buf.data(), buf.data(), 4096, collFloat32, collSum, comm, nullptr);
   else
     r = collAllGather(buf.data() + rank * 4096, buf.data(), 4096, collFloat32, comm, nullptr);
-  std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
-              r == collSuccess ? "" : collGetLastError(comm));
-  std::fflush(stdout);
-  collCommAbort(comm);
-  comm = nullptr;
-  std::_Exit(0);
+  reportMismatchAndExit(r);
 }
 
 /// Calls that differ only in their count: the data fit, so every call
@@ -461,12 +467,7 @@ void mismatchFits() {
   const size_t count = rank == 0 ? 1000 : 1001;
   std::vector<float> buf(count, 1.0f);
   collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat32, collSum, comm, nullptr);
-  std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
-              r == collSuccess ? "" : collGetLastError(comm));
-  std::fflush(stdout);
-  collCommAbort(comm);
-  comm = nullptr;
-  std::_Exit(0);
+  reportMismatchAndExit(r);
 }
 
 /// Rank 0 aborts while the others are in an allreduce: theirs must end.
