@@ -155,12 +155,13 @@ inline void ll128Store(std::atomic<uint64_t> *line, const void *from, uint64_t b
 }
 
 /// Copies lines [l, lines) of an LL128 slot into `to` for as long as their
-/// flag word (acquired) is `flag`; returns the first line that is not ready.
+/// flag word (acquired), masked by `mask`, is `flag`; returns the first line
+/// that is not ready.
 inline uint64_t ll128LoadReady(std::atomic<uint64_t> *slot, unsigned char *to, uint64_t l,
-                               uint64_t lines, uint64_t flag) {
+                               uint64_t lines, uint64_t flag, uint64_t mask = ~uint64_t(0)) {
   for (; l < lines; ++l) {
     std::atomic<uint64_t> *line = slot + l * LL128LineWords;
-    if (line[LL128FlagWord].load(std::memory_order_acquire) != flag)
+    if ((line[LL128FlagWord].load(std::memory_order_acquire) & mask) != flag)
       break;
     unsigned char *dst = to + l * LL128DataBytesPerLine;
     for (uint64_t w = 0; w < LL128DataWords; ++w) {

@@ -116,6 +116,10 @@ void Engine::Impl::maybePoll(Clock::time_point now) {
     return;
   int64_t t = now.time_since_epoch().count();
   int64_t last = lastPoll.load(std::memory_order_relaxed);
+  if (last == 0) { // the launch's first idle moment: the interval starts
+    lastPoll.compare_exchange_strong(last, t, std::memory_order_relaxed);
+    return;
+  }
   if (t - last < std::chrono::duration_cast<Clock::duration>(poll.interval).count())
     return;
   if (lastPoll.compare_exchange_strong(last, t, std::memory_order_relaxed))
@@ -133,7 +137,7 @@ void Engine::Impl::runShare(Slot &slot) {
   }
   // One pass over the live tasks; true when one finished or got past a wait.
   auto pass = [&] {
-    sched.passStart = Clock::now();
+    sched.newPass();
     size_t before = slot.live.size();
     llvm::erase_if(slot.live, [&](uint32_t i) { return slot.fibers[i]->resume(); });
     bool progressed = sched.progressed || slot.live.size() != before;
@@ -150,15 +154,15 @@ void Engine::Impl::runShare(Slot &slot) {
       idle = false;
       continue;
     }
+    const Clock::time_point now = sched.now();
     if (!idle) {
       idle = true;
-      idleStart = sched.passStart;
+      idleStart = now;
     }
-    maybePoll(sched.passStart);
-    auto idleFor = sched.passStart - idleStart;
+    maybePoll(now);
+    auto idleFor = now - idleStart;
     if (idleFor < options.spin) {
-      for (int i = 0; i < 16; ++i)
-        cpuRelax();
+      cpuRelax();
     } else if (idleFor < options.spin + options.yield) {
       sched_yield();
     } else {
@@ -207,7 +211,7 @@ llvm::Error Engine::Impl::run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePo
   for (size_t i = use; i < slots.size(); ++i)
     slots[i]->share = {};
   poll = idlePoll;
-  lastPoll.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  lastPoll.store(0, std::memory_order_relaxed); // maybePoll starts the interval
 
   if (use > 1) {
     while (workers.size() + 1 < use) {

@@ -77,12 +77,23 @@ class Scheduler {
 public:
   /// The scheduler of the calling thread while it runs tasks, else null.
   static Scheduler *current();
-  /// The time at the start of the current pass over the tasks.
-  Clock::time_point now() const { return passStart; }
+  /// The time at the start of the current pass over the tasks (read from
+  /// the clock by the first task that asks: a pass where no task waits
+  /// reads no clock).
+  Clock::time_point now() {
+    if (!passTimed) {
+      passStart = Clock::now();
+      passTimed = true;
+    }
+    return passStart;
+  }
   /// A task got past a wait it had yielded in.
   void noteProgress() { progressed = true; }
+  /// A new pass begins.
+  void newPass() { passTimed = false; }
 
   Clock::time_point passStart{};
+  bool passTimed = false;
   bool progressed = false;
 };
 

@@ -165,6 +165,18 @@ public:
 
 namespace {
 
+/// The host's LL128 flag word: the slot's sequence number (+1, so that
+/// never-written memory is not ready) in the low half, and the low half of
+/// the sender's call tag (a hash of the call, RankRunner::tagSends) in the
+/// high half, so that a receiver learns which call the data belong to
+/// without reading the connection's control line (Simple's `call`). Slots
+/// are reused every FifoDepth sequence numbers, so 32 bits tell a line of
+/// this use of the slot from one of its last. Forwarded verbatim by the
+/// network proxy; the CUDA kernel's lines (ll128Flag) never meet these.
+uint64_t hostLl128Flag(uint64_t seq, uint64_t tag) {
+  return ((seq + 1) & 0xffffffffu) | (tag << 32);
+}
+
 int64_t traceNow() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              Clock::now().time_since_epoch())
@@ -183,6 +195,7 @@ public:
         stageOut(s.stageOut.as<T>()) {}
 
   ~HostPrims() {
+    ringOwed();
     if (s.trace && open)
       s.trace->events[openIndex].end = traceNow();
   }
@@ -221,7 +234,7 @@ public:
 
   void publish(uint64_t iteration, int32_t irStep) {
     s.flag.store(ex.flagValue(iteration, irStep), std::memory_order_release);
-    ex.bell.ring();
+    owe(ex.bell);
   }
 
   bool send(const T *src, uint64_t n) {
@@ -296,6 +309,24 @@ public:
   }
 
 private:
+  /// Doorbells this tb has changed state for and not rung yet (HostSync.h).
+  void owe(Doorbell &bell) {
+    for (unsigned i = 0; i < nOwed; ++i)
+      if (owed[i] == &bell)
+        return;
+    if (nOwed == std::size(owed))
+      ringOwed();
+    owed[nOwed++] = &bell;
+  }
+  void ringOwed() {
+    if (nOwed == 0)
+      return;
+    Doorbell::fence();
+    for (unsigned i = 0; i < nOwed; ++i)
+      owed[i]->ringFenced();
+    nOwed = 0;
+  }
+
   void traceElems(uint64_t n) {
     if (s.trace && open)
       s.trace->events[openIndex].elems += n;
@@ -307,6 +338,7 @@ private:
   bool await(Ready &&ready, Describe &&describe, uint8_t kind) {
     if (ready())
       return true;
+    ringOwed(); // before a partner could sleep waiting for this tb
     int64_t begin = s.trace ? traceNow() : 0;
     WaitResult r = waitUntil(ready, [&] { return ex.stop.stopping(); }, ex.options.watchdog);
     if (s.trace)
@@ -363,12 +395,12 @@ private:
     if constexpr (Proto == Protocol::LL)
       data::llStore(words(c, seq), stageOut, bytes, llFlag(seq));
     else if constexpr (Proto == Protocol::LL128)
-      data::ll128Store(words(c, seq), stageOut, bytes, ll128Flag(seq));
+      data::ll128Store(words(c, seq), stageOut, bytes, hostLl128Flag(seq, s.sendTag));
     // Release in every protocol: a network proxy reads the slot after `tail`.
     c.control->sizes[seq % FifoDepth].store(static_cast<uint32_t>(bytes), std::memory_order_relaxed);
     c.control->call.store(s.sendTag, std::memory_order_relaxed);
     c.control->tail.store(seq + 1, std::memory_order_release);
-    c.peerBell->ring();
+    owe(*c.peerBell);
   }
 
   bool recvBegin(const T *&in, uint64_t n) {
@@ -416,13 +448,13 @@ private:
     } else {
       std::atomic<uint64_t> *line = words(c, seq);
       auto *to = reinterpret_cast<unsigned char *>(stageIn);
-      const uint64_t flag = ll128Flag(seq);
+      const uint64_t flag = hostLl128Flag(seq, 0), mask = 0xffffffffu; // the slot's half
       for (uint64_t l = 0, lines = ll128Lines(bytes); l < lines;) {
-        l = data::ll128LoadReady(line, to, l, lines, flag);
+        l = data::ll128LoadReady(line, to, l, lines, flag, mask);
         if (l == lines)
           break;
         std::atomic<uint64_t> *f = line + l * LL128LineWords + LL128FlagWord;
-        if (!await([&] { return f->load(std::memory_order_acquire) == flag; },
+        if (!await([&] { return (f->load(std::memory_order_acquire) & mask) == flag; },
                    [&] {
                      return noData(llvm::formatv("LL128 line {0} of slot {1}: flag {2}, "
                                                  "expected {3}",
@@ -433,6 +465,10 @@ private:
                    1))
           return false;
       }
+      // The sender's call, as Simple's `call` tells it, from the flag's
+      // other half (the line is still in this core's cache).
+      s.seenTag = (s.sendTag & ~uint64_t(0xffffffffu)) |
+                  (line[LL128FlagWord].load(std::memory_order_relaxed) >> 32);
       in = stageIn;
     }
     return true;
@@ -442,7 +478,7 @@ private:
     ConnectionEnd &c = *recv_;
     c.control->head.store(c.control->head.load(std::memory_order_relaxed) + 1,
                           std::memory_order_release);
-    c.peerBell->ring();
+    owe(*c.peerBell);
   }
 
   TbState &s;
@@ -454,6 +490,8 @@ private:
   Op op;
   bool open = false;
   size_t openIndex = 0;
+  Doorbell *owed[4];
+  unsigned nOwed = 0;
 };
 
 template <class T, class Op, Protocol Proto> bool runTb(TbState &s) {

@@ -59,7 +59,9 @@ struct alignas(CacheLine) ConnectionControl {
   /// The sender's tag of the call its slots belong to, stored with each
   /// `tail`: in the line a Simple receiver reads anyway, so that it can tell
   /// a mismatched call from its own without another cache miss
-  /// (RankRunner::tagSends/receivedTags; 0 when nobody sets it).
+  /// (RankRunner::tagSends/receivedTags; 0 when nobody sets it). LL128
+  /// receivers find the tag's hash in each line's flag word instead
+  /// (HostRank.cpp, hostLl128Flag); LL receivers do not check.
   std::atomic<uint64_t> call;
   char pad0[CacheLine - 2 * sizeof(std::atomic<uint64_t>) -
             FifoDepth * sizeof(std::atomic<uint32_t>)];

@@ -17,6 +17,13 @@
 // `seq` and wakes only if it sees a sleeper. Either the ringer sees the
 // sleeper, or the sleeper's re-check sees the new state.
 //
+// The fence waits until the ringer's stores have reached the other cores,
+// which after a FIFO hand-off means until the partner's copy of the line
+// is invalidated: a threadblock therefore owes its rings and pays them
+// together, before it waits and when it ends (HostRank.cpp). A partner
+// sleeps only after waiting itself for a while, so the later ring costs it
+// nothing.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_HOSTSYNC_H
@@ -71,6 +78,22 @@ public:
     // The fence keeps the line of `sleepers` shared between cores while
     // nobody sleeps, where an RMW would bounce it on every hand-off.
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_relaxed) != 0)
+      wakeAll();
+#endif
+  }
+
+  /// ring() for several doorbells with one fence: fence() once after the
+  /// state changes, then ringFenced() on each doorbell.
+  static void fence() {
+#if !COLL_HOST_TSAN
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+  }
+  void ringFenced() {
+#if COLL_HOST_TSAN
+    ring();
+#else
     if (sleepers.load(std::memory_order_relaxed) != 0)
       wakeAll();
 #endif

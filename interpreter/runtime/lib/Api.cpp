@@ -134,8 +134,10 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                       llvm::formatv("{0}: {1} is NULL with count {2}", name,
                                     needSend && !op.send ? "sendbuff" : "recvbuff", op.count));
     // Where the buffers live: host memory, or one CUDA device.
-    const int sendDevice = needSend ? deviceOfPointer(op.send) : -2;
-    const int recvDevice = needRecv ? deviceOfPointer(op.recv) : -2;
+    const auto [sendIn, recvIn] =
+        devicesOfPointers(needSend ? op.send : nullptr, needRecv ? op.recv : nullptr);
+    const int sendDevice = needSend ? sendIn : -2;
+    const int recvDevice = needRecv ? recvIn : -2;
     auto place = [](int d) {
       return d >= 0 ? "memory of CUDA device " + std::to_string(d) : std::string("host memory");
     };

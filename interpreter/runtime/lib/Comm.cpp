@@ -479,6 +479,10 @@ public:
   /// another runs calls.
   std::map<std::tuple<int, uint64_t, int>, Choice> choices;
   std::mutex choicesMutex;
+  /// Tells this communicator from one made later at the same address (the
+  /// calling thread's last choice, select()).
+  const uint64_t serial = nextSerial.fetch_add(1, std::memory_order_relaxed);
+  static inline std::atomic<uint64_t> nextSerial{1};
   std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
   TempBuffer temp[2];
   uint64_t callSeq = 0;
@@ -922,10 +926,23 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
 
 llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
                                                           int root) {
+  // A loop of one call is the common case: the calling thread's last
+  // answer, without the lock (entries of `choices` are never erased).
+  struct Last {
+    uint64_t serial = 0, bytes = 0;
+    int coll = -1, root = 0;
+    const Choice *choice = nullptr;
+  };
+  thread_local Last last;
+  if (last.serial == serial && last.bytes == bytes && last.coll == static_cast<int>(coll) &&
+      last.root == root)
+    return last.choice;
   auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
   std::lock_guard<std::mutex> lock(choicesMutex);
-  if (auto found = choices.find(key); found != choices.end())
+  if (auto found = choices.find(key); found != choices.end()) {
+    last = Last{serial, bytes, static_cast<int>(coll), root, &found->second};
     return &found->second;
+  }
 
   std::vector<std::string> rejections;
   auto remember = [&](Choice c) {
@@ -1916,7 +1933,9 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
   };
   poll.arg = &comms;
   Impl &lead = *units.front().comm->impl;
-  const auto t0 = std::chrono::steady_clock::now();
+  const bool tracing = llvm::any_of(comms, [](const Impl *c) { return c->trace != nullptr; });
+  const auto t0 =
+      tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   // Calls on a device. On a GPU every unit's work is enqueued before any
   // caller's stream is made to wait for it, so that ranks of this process
   // sharing a GPU run side by side; the call returns without waiting. On

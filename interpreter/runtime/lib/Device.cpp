@@ -143,10 +143,11 @@ void synchronizeCudaStream(void *stream) {
     sync(stream);
 }
 
-int deviceOfPointer(const void *p) {
+namespace {
+
+int deviceOfPointer(PointerQueries &queries, const void *p) {
   if (!p)
     return -1;
-  PointerQueries &queries = cudaQueries();
   if (DriverAttributes driver = queries.driver.load(std::memory_order_acquire)) {
     // The plural call answers host memory with zeros rather than an error
     // (which tools such as compute-sanitizer would report).
@@ -174,6 +175,17 @@ int deviceOfPointer(const void *p) {
     return -1;
   // cudaMemoryTypeDevice, cudaMemoryTypeManaged
   return attributes.type == 2 || attributes.type == 3 ? std::max(attributes.device, 0) : -1;
+}
+
+} // namespace
+
+int deviceOfPointer(const void *p) { return p ? deviceOfPointer(cudaQueries(), p) : -1; }
+
+std::pair<int, int> devicesOfPointers(const void *a, const void *b) {
+  if (!a && !b)
+    return {-1, -1};
+  PointerQueries &queries = cudaQueries();
+  return {deviceOfPointer(queries, a), deviceOfPointer(queries, b)};
 }
 
 std::string pciBusIdOfDevice(int ordinal, std::string &why) {

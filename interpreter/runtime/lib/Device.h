@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coll::rt {
@@ -30,6 +31,9 @@ namespace coll::rt {
 /// driver: a program that never touched CUDA has no device memory, and
 /// asking would load it. Managed memory counts as device memory.
 int deviceOfPointer(const void *p);
+/// deviceOfPointer of both (a call's sendbuff and recvbuff), with one look
+/// at what the loader has loaded where there are two.
+std::pair<int, int> devicesOfPointers(const void *a, const void *b);
 
 /// The calling thread's CUDA device (the runtime's cudaGetDevice where a
 /// shared CUDA runtime is loaded, else the driver's current context), or -1

@@ -50,7 +50,7 @@ void fallback(const char *collective, const char *library, const std::string &re
 }
 
 bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank) {
-  const int sendDevice = deviceOfPointer(op.send), recvDevice = deviceOfPointer(op.recv);
+  const auto [sendDevice, recvDevice] = devicesOfPointers(op.send, op.recv);
   op.device = -1;
   if (sendDevice >= 0 || recvDevice >= 0) {
     auto place = [](int d) {

@@ -93,6 +93,13 @@ struct ProgramInfo {
   std::string error; ///< set when the program does not parse
 };
 
+/// A program as the registry compiles it: `protocol` and `name` (where set)
+/// replace the program's options of those names.
+struct ProgramVariant {
+  std::optional<ir::Protocol> protocol;
+  std::string name;
+};
+
 #if COLL_RUNTIME_HAVE_LANG
 ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
   ProgramInfo info;
@@ -114,7 +121,8 @@ ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
 }
 
 CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
-                          const std::vector<std::pair<std::string, int64_t>> &params) {
+                          const std::vector<std::pair<std::string, int64_t>> &params,
+                          const ProgramVariant &variant) {
   CacheEntry entry;
   llvm::SourceMgr srcMgr;
   std::string text;
@@ -130,6 +138,10 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
     entry.error = firstLine(os.str());
     return entry;
   }
+  if (variant.protocol)
+    dag->options.protocol = variant.protocol;
+  if (!variant.name.empty())
+    dag->options.name = variant.name;
   if (dag->options.name.empty())
     dag->options.name = llvm::sys::path::stem(origin).str();
   compiler::CompileOptions options;
@@ -149,20 +161,25 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
 #endif
 
 CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
-                         const std::vector<std::pair<std::string, int64_t>> &params) {
+                         const std::vector<std::pair<std::string, int64_t>> &params,
+                         const ProgramVariant &variant = {}) {
 #if COLL_RUNTIME_HAVE_LANG
   std::lock_guard<std::mutex> lock(cacheMutex);
-  auto key = std::make_pair(uint64_t(llvm::hash_value(source)), paramKey(params));
+  std::string variantKey = variant.name;
+  if (variant.protocol)
+    variantKey += "@" + ir::protocolName(*variant.protocol).str();
+  auto key = std::make_pair(uint64_t(llvm::hash_value(source)), paramKey(params) + variantKey);
   auto found = cache.find(key);
   if (found != cache.end())
     return found->second;
-  CacheEntry entry = compileProgram(source, origin, params);
+  CacheEntry entry = compileProgram(source, origin, params, variant);
   cache.emplace(key, entry);
   return entry;
 #else
   (void)source;
   (void)origin;
   (void)params;
+  (void)variant;
   CacheEntry entry;
   entry.error = "this build of Coll has no .coll compiler (configured with "
                 "COLL_ENABLE_LANG=OFF); use compiled XML";
@@ -252,8 +269,9 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     reg.algos.push_back(std::move(la));
   };
 
-  auto addProgram = [&](llvm::StringRef source, const std::string &origin, bool builtin) {
-    std::string name = llvm::sys::path::stem(origin).str();
+  auto addProgram = [&](llvm::StringRef source, const std::string &origin, bool builtin,
+                        const ProgramVariant &variant = {}) {
+    std::string name = variant.name.empty() ? llvm::sys::path::stem(origin).str() : variant.name;
 #if COLL_RUNTIME_HAVE_LANG
     ProgramInfo info;
     {
@@ -269,7 +287,7 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
       reg.rejected.push_back({name, origin, llvm::toString(params.takeError())});
       return;
     }
-    CacheEntry entry = compileCached(source, origin, *params);
+    CacheEntry entry = compileCached(source, origin, *params, variant);
     if (!entry.compiled) {
       reg.rejected.push_back({name, origin,
                               llvm::formatv("does not compile for {0} ranks: {1}", shape.nranks,
@@ -279,7 +297,7 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     bool anyRoot = std::find(info.params.begin(), info.params.end(), "root") != info.params.end();
     addCompiled(entry.compiled, origin, builtin, anyRoot, anyRoot ? source.str() : "", *params);
 #else
-    reg.rejected.push_back({name, origin, compileCached(source, origin, {}).error});
+    reg.rejected.push_back({name, origin, compileCached(source, origin, {}, variant).error});
 #endif
   };
 
@@ -323,9 +341,17 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     if (llvm::Error err = addFile(file))
       return err;
   if (options.builtin)
-    for (size_t i = 0; i < numEmbeddedPrograms; ++i)
-      addProgram(embeddedPrograms[i].source,
-                 std::string("built-in ") + embeddedPrograms[i].name + ".coll", true);
+    for (size_t i = 0; i < numEmbeddedPrograms; ++i) {
+      const EmbeddedProgram &p = embeddedPrograms[i];
+      ProgramVariant variant;
+      std::string origin = std::string("built-in ") + p.file + ".coll";
+      if (p.protocol) {
+        variant.protocol = ir::parseProtocol(p.protocol);
+        variant.name = p.name;
+        origin += std::string(" with protocol ") + p.protocol;
+      }
+      addProgram(p.source, origin, true, variant);
+    }
   return reg;
 }
 
