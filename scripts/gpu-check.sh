@@ -101,6 +101,13 @@ step runtime-gpu-processes-3 600 "$rankcheck" gpu --fork 3
 step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
 step runtime-gpu-kill-2 300 "$rankcheck" gpu-kill --fork 2
 step runtime-gpu-abort-2 300 "$rankcheck" gpu-abort --fork 2
+step runtime-gpu-trace-2 300 "$rankcheck" gpu-trace --fork 2
+# The timeline from %globaltimer (docs/CUDA.md "Timelines"), as
+# tests/lit/cuda-emu/trace.test checks it on the emulation: 240 step slices
+# of the 8-rank ring allreduce, each within its rank's call.
+step collrun-cuda-trace 120 bash -c "'$here/bin/collrun' '$alg/ring_allreduce_8ranks.xml' \
+  --backend cuda --size 4K --iters 1 --mode inplace --trace \"\${OUT:-/tmp}/cuda-trace.json\" &&
+  python3 '$here/tests/check-trace.py' \"\${OUT:-/tmp}/cuda-trace.json\" 240 --within-calls"
 # Synthesis at creation for this machine's GPUs (COLL_TOPO_FILE=nvml): the
 # ranks' GPUs found by PCI bus id; ranks sharing the one GPU must be said.
 step runtime-gpu-topo-nvml 300 bash -c "COLL_TOPO_FILE=nvml COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TUNING \

@@ -63,6 +63,7 @@ mkdir -p "$out/python" "$out/tests"
 cp -r "$root/interpreter/python/coll" "$out/python/"
 rm -rf "$out/python/coll/__pycache__"
 cp "$root/tests/python/torch-check.sh" "$root/tests/python/torch_check.py" "$out/tests/"
+cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 
 # The GPU section of docs/PERFORMANCE.md, compiled here.
@@ -71,6 +72,7 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_allpairs.coll" -D N=8 --protocol LL -o "$out/algorithms/allpairs_allreduce_8ranks_ll.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -D CHANNELS=8 -o "$out/algorithms/ring_allreduce_8ranks_simple_8ch.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=4 --protocol LL128 -o "$out/algorithms/ring_allreduce_4ranks_ll128.xml"
+"$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -o "$out/algorithms/ring_allreduce_8ranks.xml"
 corpus=$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)
 [ -d "$corpus" ] || { echo "gpu-stage: no MSCCL corpus at '$corpus' (COLL_MSCCL_XML_DIR)" >&2; exit 1; }
 cp -r "$corpus" "$out/algorithms/msccl-xml"

@@ -196,6 +196,8 @@ public:
 
   Plan plan;
   Timeline *timeline = nullptr;
+  bool traceEnqueues = false; ///< traceEnqueued()
+  bool enqueueArmed = false;  ///< the last enqueue() records a timeline
   CudaOptions options;
   Proto proto;
   LaunchShape shape;
@@ -236,8 +238,21 @@ private:
   /// Arms params for a timeline of the prepared call; after it, hands the
   /// events of the call that ran from t0 to t1 to `timeline`.
   llvm::Error armTimeline();
-  llvm::Error collectTimeline(DataType type, std::chrono::steady_clock::time_point t0,
+  llvm::Error collectTimeline(Timeline &out, DataType type,
+                              std::chrono::steady_clock::time_point t0,
                               std::chrono::steady_clock::time_point t1);
+
+public:
+  llvm::Error collectEnqueued(Timeline &out, DataType type,
+                              std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1) {
+    if (!enqueueArmed)
+      return llvm::Error::success();
+    enqueueArmed = false;
+    return collectTimeline(out, type, t0, t1);
+  }
+
+private:
   DeviceMemory temp[2]; ///< temporary()
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
@@ -547,8 +562,8 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   for (int32_t t = firstTb; t < firstTb + launchTbs; ++t)
     maxSteps = std::max(maxSteps, plan.tbs[t].nSteps);
   const uint8_t type = static_cast<uint8_t>(args.type);
-  // With a timeline, run() uses the kernels that record one.
-  const bool trace = timeline != nullptr;
+  // With a timeline, run() and enqueue() use the kernels that record one.
+  const bool trace = timeline != nullptr || traceEnqueues;
   kernel = proto == Proto::Simple ? kernelSimple(type, trace)
            : proto == Proto::LL   ? kernelLL(type, trace)
                                   : kernelLL128(type, trace);
@@ -662,6 +677,10 @@ llvm::Error CudaExecutor::Impl::enqueue(cudaStream_t caller, llvm::ArrayRef<Devi
   if (!prepared)
     return fail("CudaExecutor::enqueue: no call is prepared");
   COLL_CUDA_TRY(cudaSetDevice(device.device));
+  enqueueArmed = traceEnqueues && params.iterations > 0 && launchTbs > 0;
+  if (enqueueArmed)
+    if (llvm::Error err = armTimeline())
+      return err;
   COLL_CUDA_TRY(cudaEventRecord(callerReady, caller));
   COLL_CUDA_TRY(cudaStreamWaitEvent(stream, callerReady, 0));
   for (const DeviceCopy &c : before)
@@ -768,7 +787,7 @@ llvm::Error CudaExecutor::Impl::setTraceBuffers(DeviceTraceEvent *events, uint32
   return llvm::Error::success();
 }
 
-llvm::Error CudaExecutor::Impl::collectTimeline(DataType type,
+llvm::Error CudaExecutor::Impl::collectTimeline(Timeline &out, DataType type,
                                                 std::chrono::steady_clock::time_point t0,
                                                 std::chrono::steady_clock::time_point t1) {
   const uint32_t capacity = traceCapacity;
@@ -821,7 +840,7 @@ llvm::Error CudaExecutor::Impl::collectTimeline(DataType type,
   }
   for (int32_t r = 0; r < plan.nranks; ++r)
     if (!perRank[static_cast<size_t>(r)].empty())
-      timeline->addCall(plan, r, type, t0, t1, perRank[static_cast<size_t>(r)]);
+      out.addCall(plan, r, type, t0, t1, perRank[static_cast<size_t>(r)]);
   return llvm::Error::success();
 }
 
@@ -845,7 +864,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::run(const CallArgs &args) {
   COLL_CUDA_TRY(cudaEventElapsedTime(&ms, startEvent, stopEvent));
   result->seconds = ms * 1e-3;
   if (tracing)
-    if (llvm::Error err = collectTimeline(args.type, t0, t1))
+    if (llvm::Error err = collectTimeline(*timeline, args.type, t0, t1))
       return err;
   return result;
 }
@@ -909,6 +928,12 @@ llvm::Error CudaExecutor::finish(void *stream) {
 }
 llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) { return impl->run(args); }
 void CudaExecutor::setTimeline(Timeline *timeline) { impl->timeline = timeline; }
+void CudaExecutor::traceEnqueued(bool on) { impl->traceEnqueues = on; }
+llvm::Error CudaExecutor::collectEnqueued(Timeline &timeline, DataType type,
+                                          std::chrono::steady_clock::time_point t0,
+                                          std::chrono::steady_clock::time_point t1) {
+  return impl->collectEnqueued(timeline, type, t0, t1);
+}
 llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, unsigned iters,
                                                                bool graph) {
   return impl->timeLaunches(warmup, iters, graph);

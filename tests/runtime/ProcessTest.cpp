@@ -286,13 +286,16 @@ TEST(Runtime, SplitMakesWorkingCommunicators) {
 }
 
 /// COLL_TRACE: each process writes a Chrome trace of its calls, one call
-/// slice per collective and step slices inside it.
-TEST(Runtime, TraceWritesATimelinePerProcess) {
+/// slice per collective and step slices inside it; on the emulated device
+/// from the kernel's own stamps.
+void expectTimelinePerProcess(bool emulatedDevice) {
   AlgoDir dir(3);
   llvm::SmallString<128> traceDir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("coll-trace", traceDir));
   JobOptions o = withAlgorithms(dir);
   o.env["COLL_TRACE"] = (traceDir + "/run.json").str();
+  if (emulatedDevice)
+    o.env["COLL_EMULATED_DEVICE"] = "1";
   expectAllOk(runJob("trace", 3, o));
   for (int r = 0; r < 3; ++r) {
     const std::string path = (traceDir + "/run.r" + std::to_string(r) + ".json").str();
@@ -338,6 +341,14 @@ TEST(Runtime, TraceWritesATimelinePerProcess) {
     }
   }
   llvm::sys::fs::remove_directories(traceDir);
+}
+
+TEST(Runtime, TraceWritesATimelinePerProcess) { expectTimelinePerProcess(false); }
+
+TEST(Runtime, TraceWritesATimelineOfEmulatedDeviceCalls) {
+  if (!COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
+  expectTimelinePerProcess(true);
 }
 
 TEST(Runtime, BadArgumentsAreErrorsNotCrashes) {

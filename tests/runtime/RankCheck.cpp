@@ -688,6 +688,64 @@ void gpuUnserved() {
   checks += 3;
 }
 
+/// gpu-trace (COLL_TRACE, set by main before init): an allreduce and an
+/// allgather on device buffers, checked; after destroy, checkGpuTraceFile
+/// finds both calls and the kernel's step slices in this rank's file.
+void gpuTrace() {
+  const size_t count = 3000;
+  std::vector<unsigned char> bytes(count * 4), all(count * 4 * size_t(nranks), 0);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = float(rank + 1);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  DeviceBuffer d(bytes), gathered(all);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "allreduce");
+  check(collAllGather(d.ptr, gathered.ptr, count, collFloat32, comm, nullptr), "allgather");
+  cudaCheck(cudaDeviceSynchronize(), "the traced calls");
+  const float sum = float(nranks * (nranks + 1) / 2);
+  std::vector<unsigned char> out = gathered.download();
+  for (int r = 0; r < nranks; ++r) {
+    float v = 0;
+    std::memcpy(&v, out.data() + size_t(r) * count * 4, 4);
+    if (v != sum)
+      failNow("allreduce then allgather: block " + std::to_string(r) + " holds " +
+              std::to_string(v) + ", expected " + std::to_string(sum));
+  }
+  checks += 2;
+}
+
+std::string gpuTracePath(bool withRank) {
+  return "/tmp/coll-gpu-trace-" + std::to_string(getpid()) +
+         (withRank ? ".r" + std::to_string(rank) : std::string()) + ".json";
+}
+
+/// The file gpu-trace's rank wrote: two call slices and step slices
+/// (counted in the text: the format is the host backend's, checked in
+/// depth by the host and emulation tests); removed afterwards.
+void checkGpuTraceFile() {
+  const std::string path = gpuTracePath(true);
+  std::FILE *f = std::fopen(path.c_str(), "r");
+  if (!f)
+    failNow("COLL_TRACE wrote no " + path);
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    text.append(buf, n);
+  std::fclose(f);
+  std::remove(path.c_str());
+  auto countOf = [&](const std::string &needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  const size_t calls = countOf("\"cat\":\"call\""), steps = countOf("\"cat\":\"step\"");
+  if (calls != 2 || steps == 0)
+    failNow(path + ": " + std::to_string(calls) + " call slices and " + std::to_string(steps) +
+            " step slices; expected 2 calls and their steps");
+  ++checks;
+}
+
 /// gpu-kill: the last rank dies after a first device allreduce; the others'
 /// next one (enqueued, so the call itself succeeds) ends at the kernel's
 /// watchdog (COLL_WATCHDOG_MS=3000 here), and collCommGetAsyncError says so,
@@ -1159,6 +1217,8 @@ int main(int argc, char **argv) {
     // As NCCL programs do: the rank's device is current before init.
     cudaCheck(cudaSetDevice(0), "cudaSetDevice");
   }
+  if (scenario == "gpu-trace")
+    setenv("COLL_TRACE", gpuTracePath(false).c_str(), 1);
 #endif
   if (mode == "--id" && argc >= 8) {
     collUniqueId id;
@@ -1223,11 +1283,17 @@ int main(int argc, char **argv) {
     gpuUnserved();
   else if (scenario == "gpu-abort")
     gpuAbort();
+  else if (scenario == "gpu-trace")
+    gpuTrace();
 #endif
   else
     failNow("unknown scenario " + scenario);
   check(collCommFinalize(comm), "finalize");
   check(collCommDestroy(comm), "destroy");
+#if COLL_TEST_GPU
+  if (scenario == "gpu-trace")
+    checkGpuTraceFile();
+#endif
   std::printf("rank %d: ok %ld checks\n", rank, checks);
 #if COLL_TEST_MPI
   if (mode == "--mpi")

@@ -170,6 +170,24 @@ int abortExecutor(void *p, char **error) {
   return 0;
 }
 
+int traceEnqueued(void *p, int on, char **) {
+  of(p)->ex->traceEnqueued(on != 0);
+  return 0;
+}
+
+int collectTrace(void *p, void *timeline, int type, int64_t t0ns, int64_t t1ns, char **error) {
+  DeviceScope scope(of(p)->device);
+  using Clock = std::chrono::steady_clock;
+  auto at = [](int64_t ns) {
+    return Clock::time_point(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
+  };
+  if (llvm::Error err = of(p)->ex->collectEnqueued(*static_cast<Timeline *>(timeline),
+                                                   static_cast<DataType>(type), at(t0ns), at(t1ns)))
+    return failWith(std::move(err), error);
+  return 0;
+}
+
 const CollDevicePlugin table = {
     COLL_DEVICE_PLUGIN_ABI,
     sizeof(Plan),
@@ -189,6 +207,8 @@ const CollDevicePlugin table = {
     describe,
     deviceCount,
     abortExecutor,
+    traceEnqueued,
+    collectTrace,
 };
 
 } // namespace

@@ -1313,10 +1313,13 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
     options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
     auto made = backend->create(compiled->plan, options, device);
-    if (made)
+    if (made) {
       created = std::move(*made);
-    else
+      if (trace) // COLL_TRACE: its kernels record a timeline (runRound collects it)
+        chosen = created->traceEnqueued(true);
+    } else {
       chosen = made.takeError();
+    }
   }
   if (llvm::Error err = agree(std::move(chosen), what + ": executor"))
     return err;
@@ -1964,6 +1967,12 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     if (deviceErrors[u].empty())
       if (llvm::Error err = prepared[u].device->join(prepared[u].op->stream))
         deviceErrors[u] = llvm::toString(std::move(err));
+  // With COLL_TRACE a call on a GPU waits for its kernel, whose timeline is
+  // collected below (on the emulation it has ended when enqueue returns).
+  for (size_t u : onGpu)
+    if (deviceErrors[u].empty() && prepared[u].comm->trace)
+      if (auto ended = prepared[u].device->poll(true); !ended)
+        deviceErrors[u] = llvm::toString(ended.takeError());
   std::vector<std::thread> deviceThreads;
   const bool alone = tasks.empty() && onEmulation.size() == 1;
   for (size_t u : onEmulation) {
@@ -2039,6 +2048,14 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
       std::lock_guard<std::mutex> lock(c.trace->mutex);
       c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,
                                 std::chrono::steady_clock::now(), p.traces);
+    } else if (p.device && c.trace) {
+      // The kernel's timeline: it has ended (above).
+      std::lock_guard<std::mutex> lock(c.trace->mutex);
+      if (llvm::Error err = p.device->collectTrace(c.trace->timeline, p.op->type, t0,
+                                                   std::chrono::steady_clock::now())) {
+        c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
+        continue;
+      }
     }
     if (p.postBytes)
       std::memcpy(p.postDst, p.postSrc, p.postBytes);

@@ -249,6 +249,15 @@ public:
     return ex->temporary(which, bytes);
   }
   llvm::Error abort() override { return ex->abort(); }
+  llvm::Error traceEnqueued(bool on) override {
+    ex->traceEnqueued(on);
+    return llvm::Error::success();
+  }
+  llvm::Error collectTrace(interp::Timeline &timeline, interp::DataType type,
+                           std::chrono::steady_clock::time_point t0,
+                           std::chrono::steady_clock::time_point t1) override {
+    return ex->collectEnqueued(timeline, type, t0, t1);
+  }
 
 private:
   std::unique_ptr<interp::CudaExecutor> ex;
@@ -349,6 +358,23 @@ public:
   llvm::Error abort() override {
     char *error = nullptr;
     if (api->abort(handle, &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Error traceEnqueued(bool on) override {
+    char *error = nullptr;
+    if (api->traceEnqueued(handle, on ? 1 : 0, &error))
+      return pluginError(error, "GPU");
+    return llvm::Error::success();
+  }
+  llvm::Error collectTrace(interp::Timeline &timeline, interp::DataType type,
+                           std::chrono::steady_clock::time_point t0,
+                           std::chrono::steady_clock::time_point t1) override {
+    auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    char *error = nullptr;
+    if (api->collectTrace(handle, &timeline, static_cast<int>(type), ns(t0), ns(t1), &error))
       return pluginError(error, "GPU");
     return llvm::Error::success();
   }

@@ -19,6 +19,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -70,6 +71,11 @@ public:
   virtual llvm::Expected<void *> temporary(int which, uint64_t bytes) = 0;
   /// Stops the kernels in flight and waits for them (CudaExecutor::abort).
   virtual llvm::Error abort() = 0;
+  /// CudaExecutor::traceEnqueued and collectEnqueued (COLL_TRACE).
+  virtual llvm::Error traceEnqueued(bool on) = 0;
+  virtual llvm::Error collectTrace(interp::Timeline &timeline, interp::DataType type,
+                                   std::chrono::steady_clock::time_point t0,
+                                   std::chrono::steady_clock::time_point t1) = 0;
 };
 
 class DeviceBackend {

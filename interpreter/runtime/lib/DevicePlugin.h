@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 1u
+#define COLL_DEVICE_PLUGIN_ABI 2u
 
 extern "C" {
 
@@ -45,6 +45,13 @@ struct CollDevicePlugin {
   /// The CUDA devices this process sees (cudaGetDeviceCount).
   int (*deviceCount)(int *count, char **error);
   int (*abort)(void *executor, char **error);
+  /// CudaExecutor::traceEnqueued.
+  int (*traceEnqueued)(void *executor, int on, char **error);
+  /// CudaExecutor::collectEnqueued into `timeline` (a coll::interp::Timeline
+  /// of the same build, which the caller guards); `t0ns`, `t1ns`: the
+  /// steady clock's nanoseconds.
+  int (*collectTrace)(void *executor, void *timeline, int type, int64_t t0ns, int64_t t1ns,
+                      char **error);
 };
 
 typedef const CollDevicePlugin *(*CollDevicePluginEntry)();

@@ -34,6 +34,7 @@
 #include "llvm/Support/Error.h"
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -166,6 +167,14 @@ public:
   /// and the block's waits with %globaltimer; the GPU's clock is shifted so
   /// that the call's first event starts where the host saw the call start.
   void setTimeline(Timeline *timeline);
+  /// The same for enqueue(): with `on`, the following calls launch the
+  /// kernels that record a timeline, and collectEnqueued() adds the last
+  /// enqueued call's to `timeline` once poll() has seen it end (`t0`, `t1`:
+  /// the call as the host saw it, for the clock shift).
+  void traceEnqueued(bool on);
+  llvm::Error collectEnqueued(Timeline &timeline, DataType type,
+                              std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1);
 
   /// Times the prepared call: `warmup` launches, then `iters` launches each
   /// between two CUDA events, enqueued back to back; with `graph`, every
