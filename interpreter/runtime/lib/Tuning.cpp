@@ -34,6 +34,7 @@ allreduce      2   0-4K    allreduce_oneshot_ll128
 allreduce      *   0-8K    allreduce_oneshot
 allreduce      *   0-16K   allreduce_allpairs
 allreduce      *   *       allreduce_ring
+allgather      *   0-2M    allgather_recursive_doubling
 allgather      *   *       allgather_ring
 reducescatter  *   0-16K   reducescatter_allpairs
 reducescatter  *   *       reducescatter_ring
