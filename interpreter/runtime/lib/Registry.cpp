@@ -295,7 +295,10 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
       return;
     }
     bool anyRoot = std::find(info.params.begin(), info.params.end(), "root") != info.params.end();
+    const size_t before = reg.algos.size();
     addCompiled(entry.compiled, origin, builtin, anyRoot, anyRoot ? source.str() : "", *params);
+    if (reg.algos.size() > before)
+      reg.algos.back().protocolOverride = variant.protocol;
 #else
     reg.rejected.push_back({name, origin, compileCached(source, origin, {}, variant).error});
 #endif
@@ -396,7 +399,12 @@ llvm::Expected<std::shared_ptr<const Compiled>> Registry::forRoot(const LoadedAl
   for (auto &p : params)
     if (p.first == "root")
       p.second = root;
-  CacheEntry entry = compileCached(algo.source, algo.origin, params);
+  ProgramVariant variant;
+  if (algo.protocolOverride) {
+    variant.protocol = algo.protocolOverride;
+    variant.name = algo.name;
+  }
+  CacheEntry entry = compileCached(algo.source, algo.origin, params, variant);
   if (!entry.compiled)
     return fail(llvm::formatv("does not compile for root {0}: {1}", root, entry.error));
   return entry.compiled;

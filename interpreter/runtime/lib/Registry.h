@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct LoadedAlgorithm {
   bool anyRoot = false;
   std::string source; ///< the program, when anyRoot
   std::vector<std::pair<std::string, int64_t>> params;
+  /// A program built in a second time with another protocol: the one that
+  /// replaces its own (compiling it for another root keeps it).
+  std::optional<ir::Protocol> protocolOverride;
 };
 
 struct Rejection {
