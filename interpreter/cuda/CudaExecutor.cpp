@@ -191,6 +191,9 @@ public:
   llvm::Expected<void *> temporary(int which, uint64_t bytes);
   llvm::Error abort();
   llvm::Expected<CallResult> run(const CallArgs &args);
+  llvm::Error collectEnqueued(Timeline &out, DataType type,
+                              std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1);
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
 
@@ -241,18 +244,6 @@ private:
   llvm::Error collectTimeline(Timeline &out, DataType type,
                               std::chrono::steady_clock::time_point t0,
                               std::chrono::steady_clock::time_point t1);
-
-public:
-  llvm::Error collectEnqueued(Timeline &out, DataType type,
-                              std::chrono::steady_clock::time_point t0,
-                              std::chrono::steady_clock::time_point t1) {
-    if (!enqueueArmed)
-      return llvm::Error::success();
-    enqueueArmed = false;
-    return collectTimeline(out, type, t0, t1);
-  }
-
-private:
   DeviceMemory temp[2]; ///< temporary()
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
@@ -842,6 +833,15 @@ llvm::Error CudaExecutor::Impl::collectTimeline(Timeline &out, DataType type,
     if (!perRank[static_cast<size_t>(r)].empty())
       out.addCall(plan, r, type, t0, t1, perRank[static_cast<size_t>(r)]);
   return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::collectEnqueued(Timeline &out, DataType type,
+                                                std::chrono::steady_clock::time_point t0,
+                                                std::chrono::steady_clock::time_point t1) {
+  if (!enqueueArmed)
+    return llvm::Error::success();
+  enqueueArmed = false;
+  return collectTimeline(out, type, t0, t1);
 }
 
 llvm::Expected<CallResult> CudaExecutor::Impl::run(const CallArgs &args) {

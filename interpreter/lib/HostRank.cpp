@@ -173,8 +173,9 @@ namespace {
 /// are reused every FifoDepth sequence numbers, so 32 bits tell a line of
 /// this use of the slot from one of its last. Forwarded verbatim by the
 /// network proxy; the CUDA kernel's lines (ll128Flag) never meet these.
+constexpr uint64_t LL128SeqHalf = 0xffffffffu; ///< hostLl128Flag's sequence half
 uint64_t hostLl128Flag(uint64_t seq, uint64_t tag) {
-  return ((seq + 1) & 0xffffffffu) | (tag << 32);
+  return ((seq + 1) & LL128SeqHalf) | (tag << 32);
 }
 
 int64_t traceNow() {
@@ -448,7 +449,7 @@ private:
     } else {
       std::atomic<uint64_t> *line = words(c, seq);
       auto *to = reinterpret_cast<unsigned char *>(stageIn);
-      const uint64_t flag = hostLl128Flag(seq, 0), mask = 0xffffffffu; // the slot's half
+      const uint64_t flag = hostLl128Flag(seq, 0), mask = LL128SeqHalf;
       for (uint64_t l = 0, lines = ll128Lines(bytes); l < lines;) {
         l = data::ll128LoadReady(line, to, l, lines, flag, mask);
         if (l == lines)
@@ -467,8 +468,8 @@ private:
       }
       // The sender's call, as Simple's `call` tells it, from the flag's
       // other half (the line is still in this core's cache).
-      s.seenTag = (s.sendTag & ~uint64_t(0xffffffffu)) |
-                  (line[LL128FlagWord].load(std::memory_order_relaxed) >> 32);
+      s.seenTag =
+          (s.sendTag & ~LL128SeqHalf) | (line[LL128FlagWord].load(std::memory_order_relaxed) >> 32);
       in = stageIn;
     }
     return true;

@@ -69,30 +69,25 @@ public:
   /// Wakes every thread sleeping on this doorbell. Call after the state
   /// change a sleeper may wait for.
   void ring() {
-#if COLL_HOST_TSAN
-    // ThreadSanitizer does not model fences: an RMW orders the same way
-    // (the sleeper's increment reads from it or it reads the increment).
-    if (sleepers.fetch_add(0, std::memory_order_seq_cst) != 0)
-      wakeAll();
-#else
-    // The fence keeps the line of `sleepers` shared between cores while
-    // nobody sleeps, where an RMW would bounce it on every hand-off.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_relaxed) != 0)
-      wakeAll();
-#endif
+    fence();
+    ringFenced();
   }
 
   /// ring() for several doorbells with one fence: fence() once after the
   /// state changes, then ringFenced() on each doorbell.
   static void fence() {
 #if !COLL_HOST_TSAN
+    // The fence keeps the line of `sleepers` shared between cores while
+    // nobody sleeps, where an RMW would bounce it on every hand-off.
     std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
   }
   void ringFenced() {
 #if COLL_HOST_TSAN
-    ring();
+    // ThreadSanitizer does not model fences: an RMW orders the same way
+    // (the sleeper's increment reads from it or it reads the increment).
+    if (sleepers.fetch_add(0, std::memory_order_seq_cst) != 0)
+      wakeAll();
 #else
     if (sleepers.load(std::memory_order_relaxed) != 0)
       wakeAll();
