@@ -1,8 +1,11 @@
 //===- HostBenchmark.cpp - Host backend throughput ------------------------===//
 //
 // Not a test: numbers go to docs/PERFORMANCE.md with the command that made
-// them. Measures single-thread memcpy bandwidth (the machine's reference)
-// and the host backend on 8-rank ring and all-pairs allreduce.
+// them. Measures single-thread memcpy bandwidth (the machine's reference),
+// one core's share of a 2-process allreduce through shared memory done with
+// the host backend's own loops and nothing else (the floor a FIFO-based
+// allreduce can reach), and the host backend on 8-rank ring and all-pairs
+// allreduce.
 //
 //   build/bin/HostBenchmark --benchmark_min_time=2
 //
@@ -10,9 +13,12 @@
 
 #include "TestAlgorithms.h"
 
+#include "../../interpreter/lib/HostData.h"
+
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
+#include "coll/interpreter/ReduceOps.h"
 #include "coll/ir/Verifier.h"
 
 #include <benchmark/benchmark.h>
@@ -38,6 +44,35 @@ void memcpyBandwidth(benchmark::State &state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(Bytes) * 2);
 }
 BENCHMARK(memcpyBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// One process's memory work in a 2-process fp32 sum allreduce of
+/// state.range(0) bytes where every byte crossing processes goes through
+/// shared memory (written once by its sender, read once by its receiver), on
+/// buffers already in cache and with no second process: copy the first half
+/// of the input out, reduce the peer's second half into the output and out
+/// again in one pass (the ring's fused `rrcs`), copy the peer's reduced first
+/// half in. 16 bytes read or written per 4 of the call; no exchange with
+/// another core, no waiting. bytes processed counts the call's size.
+void twoCopyAllreduceFloor(benchmark::State &state) {
+  const uint64_t half = static_cast<uint64_t>(state.range(0)) / 2 / sizeof(float);
+  std::vector<float> in(2 * half, 1.0f), out(2 * half, 0.0f);
+  std::vector<float> toPeer(half), fromPeer(half, 2.0f), reducedOut(half), reducedIn(half, 3.0f);
+  for (auto _ : state) {
+    host::data::copy(toPeer.data(), in.data(), half);
+    host::data::combine2(out.data() + half, reducedOut.data(), fromPeer.data(), in.data() + half,
+                         half, OpSum<float>());
+    host::data::copy(out.data(), reducedIn.data(), half);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(reducedOut.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * state.range(0));
+}
+BENCHMARK(twoCopyAllreduceFloor)
+    ->Arg(4 << 20)
+    ->Arg(16 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 /// One 64 MiB fp32 sum allreduce of `alg` per iteration, in place; reports
 /// algbw and busbw (nccl-tests' definitions) as counters.

@@ -356,6 +356,50 @@ TEST(Runtime, BadArgumentsAreErrorsNotCrashes) {
   expectAllOk(runJob("errors", 2, withAlgorithms(dir)));
 }
 
+// The FIFO slot sizes take byte counts as the tuning table writes them (64K),
+// and a value that is not one is an error naming the variable.
+TEST(Runtime, SlotSizesFromTheEnvironmentTakeSuffixes) {
+  const int n = 2;
+  const size_t count = 100000; // 400 KB: several 64 KiB slots per connection
+  struct Case {
+    const char *value;
+    bool ok;
+  };
+  for (Case c : {Case{"64K", true}, Case{"65536", true}, Case{"64Q", false}, Case{"12", false},
+                 Case{"128M", false}}) {
+    SCOPED_TRACE(c.value);
+    setenv("COLL_SIMPLE_SLOT_BYTES", c.value, 1);
+    std::vector<collComm_t> comms(n, nullptr);
+    collResult_t init = collCommInitAll(comms.data(), n, nullptr);
+    unsetenv("COLL_SIMPLE_SLOT_BYTES");
+    if (!c.ok) {
+      EXPECT_EQ(init, collInvalidArgument);
+      EXPECT_NE(std::string(collGetLastError(nullptr)).find("COLL_SIMPLE_SLOT_BYTES"),
+                std::string::npos)
+          << collGetLastError(nullptr);
+      continue;
+    }
+    ASSERT_EQ(init, collSuccess) << collGetLastError(nullptr);
+    std::vector<std::vector<float>> data(n, std::vector<float>(count));
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        data[r][i] = float(r + int(i % 5));
+    ASSERT_EQ(collGroupStart(), collSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(collAllReduce(data[r].data(), data[r].data(), count, collFloat32, collSum, comms[r],
+                              nullptr),
+                collSuccess)
+          << collGetLastError(comms[r]);
+    ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(comms[0]);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; i += 331)
+        ASSERT_EQ(data[r][i], float(1 + 2 * int(i % 5))) << "rank " << r << " element " << i;
+    for (collComm_t comm : comms)
+      EXPECT_EQ(collCommDestroy(comm), collSuccess);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
 /// Parses "rank R: error CODE after MS ms: MESSAGE" lines.
 struct Failure {
   int code = -1;

@@ -146,6 +146,19 @@ std::optional<uint64_t> envUnsigned(const char *name, std::string &error) {
   return v;
 }
 
+/// A byte count such as 65536 or 64K (parseBytes).
+std::optional<uint64_t> envBytes(const char *name, std::string &error) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return std::nullopt;
+  std::optional<uint64_t> v = parseBytes(text);
+  if (!v)
+    error = llvm::formatv("{0}={1} is not a byte count (digits, optionally followed by K, M or G)",
+                          name, text)
+                .str();
+  return v;
+}
+
 std::string envString(const char *name) {
   const char *text = std::getenv(name);
   return text ? text : "";
@@ -211,12 +224,12 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
   const char *slotVars[3] = {"COLL_SIMPLE_SLOT_BYTES", "COLL_LL_SLOT_BYTES",
                              "COLL_LL128_SLOT_BYTES"};
   for (int p = 0; p < 3; ++p)
-    if (auto v = envUnsigned(slotVars[p], error)) {
+    if (auto v = envBytes(slotVars[p], error)) {
       if (*v < 8 || *v % 8 != 0 || *v > (64u << 20))
         return collError(collInvalidArgument,
                          llvm::formatv("{0}={1}: a slot size must be a multiple of 8 in "
                                        "[8, 64M]",
-                                       slotVars[p], *v));
+                                       slotVars[p], std::getenv(slotVars[p])));
       c.slotBytes[p] = *v;
     }
   if (!error.empty())

@@ -9,8 +9,6 @@
 
 namespace coll::rt {
 
-namespace {
-
 std::optional<uint64_t> parseBytes(llvm::StringRef text) {
   uint64_t scale = 1;
   if (text.endswith_insensitive("k"))
@@ -26,6 +24,8 @@ std::optional<uint64_t> parseBytes(llvm::StringRef text) {
     return std::nullopt;
   return value * scale;
 }
+
+namespace {
 
 // The built-in order of the embedded algorithms on the host backend. The
 // thresholds come from the runtime benchmark (docs/PERFORMANCE.md).

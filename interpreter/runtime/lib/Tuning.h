@@ -57,6 +57,10 @@ llvm::Expected<std::vector<TuningRule>> readTuningFile(llvm::StringRef path);
 /// The built-in rules that order the embedded algorithms (docs/RUNTIME.md).
 const std::vector<TuningRule> &builtinTuningRules();
 
+/// A byte count: decimal digits with an optional K, M or G (binary, either
+/// case); nullopt for anything else.
+std::optional<uint64_t> parseBytes(llvm::StringRef text);
+
 /// "0", "64K", "4M", "inf".
 std::string formatBytes(uint64_t bytes);
 
