@@ -376,7 +376,12 @@ private:
     ConnectionEnd &c = *send_;
     uint64_t seq = c.control->tail.load(std::memory_order_relaxed); // only this tb writes it
     if (!await(
-            [&] { return seq - c.control->head.load(std::memory_order_acquire) < FifoDepth; },
+            [&] {
+              if (seq - c.headSeen < FifoDepth)
+                return true;
+              c.headSeen = c.control->head.load(std::memory_order_acquire);
+              return seq - c.headSeen < FifoDepth;
+            },
             [&] {
               return "waiting for a free slot to send on (the FIFO of " +
                      std::to_string(FifoDepth) + " slots is full); " + connectionCounters(c);

@@ -94,6 +94,10 @@ struct ConnectionEnd {
   /// that runs the other end.
   Doorbell *peerBell = nullptr;
   int32_t sender = -1, receiver = -1, channel = -1; ///< for reports
+  /// The sender's copy of `control->head` as it last read it (never ahead
+  /// of it): the sender reads the receiver's line only when the FIFO looks
+  /// full by this count, so that line stays in the receiver's cache.
+  uint64_t headSeen = 0;
 
   static ConnectionEnd bind(void *memory, const FifoShape &shape, Doorbell *peerBell,
                             int32_t sender, int32_t receiver, int32_t channel);

@@ -1747,9 +1747,14 @@ void runP2P(void *arg) {
     while (first || done < bytes) {
       if (t.sending) {
         uint64_t seq = e.control->tail.load(std::memory_order_relaxed);
-        if (!wait([&] { return seq - e.control->head.load(std::memory_order_acquire) <
-                               interp::FifoDepth; },
-                  "sending to"))
+        if (!wait(
+                [&] {
+                  if (seq - e.headSeen < interp::FifoDepth)
+                    return true;
+                  e.headSeen = e.control->head.load(std::memory_order_acquire);
+                  return seq - e.headSeen < interp::FifoDepth;
+                },
+                "sending to"))
           return;
         std::byte *s = e.fifo + (seq % interp::FifoDepth) * slot;
         uint64_t room = first ? slot - Header : slot;
