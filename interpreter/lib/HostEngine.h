@@ -31,6 +31,8 @@
 #include <memory>
 #include <vector>
 
+#include <sched.h>
+
 namespace coll::interp::host {
 
 using Clock = std::chrono::steady_clock;
@@ -57,6 +59,13 @@ EngineOptions engineOptionsFromEnv(EngineOptions base = {});
 
 /// CPUs this process may run on.
 unsigned availableCpus();
+
+/// Moves the calling thread to a CPU it may run on that is not in `busy`,
+/// leaving its allowed CPUs as they were (it pins itself to the target for
+/// the move, then restores them; the kernel moves it on only when it
+/// balances load). Returns the CPU it moved to, or -1 where every allowed CPU
+/// is busy or the move failed.
+int moveToFreeCpu(const cpu_set_t &busy);
 
 /// One unit of work, run as a fiber.
 struct Task {
