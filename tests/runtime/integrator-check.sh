@@ -4,8 +4,9 @@
 # examples/integrator/mpi/collectives.c against the installed package twice
 # (find_package(Coll), and mpicc with pkg-config coll), and run it under
 # mpirun -np 2 and -np 4 with COLL_DEBUG=INFO. Passes when every rank
-# printed "ok", rank 0 printed its algorithm selection, and nothing of
-# Coll's is left in /dev/shm.
+# printed "ok", rank 0 printed its algorithm selection (with the rules for
+# crowded hosts exactly where the processes outnumber the CPUs), and nothing
+# of Coll's is left in /dev/shm.
 set -u
 build=$1 src=$2 mpirun=$3
 tmp=$(mktemp -d)
@@ -47,6 +48,15 @@ for run in "2 $tmp/cmake-build/coll-mpi-collectives" "4 $tmp/pkgconfig-collectiv
   [ "$rc" -eq 0 ] && [ "$ok" -eq "$1" ] || { echo "exit $rc, $ok of $1 ranks ok" >&2; status=1; }
   grep -q "COLL INFO algorithm selection for $1 ranks" <<<"$out" ||
     { echo "COLL_DEBUG=INFO printed no algorithm selection" >&2; status=1; }
+  # More processes than CPUs on this host: the rules for crowded hosts come
+  # first (a 64 KiB broadcast by binomial tree rather than by chain).
+  crowded=$(grep -c "built-in rule for crowded hosts" <<<"$out")
+  if [ "$1" -gt "$(nproc)" ]; then
+    grep -q "broadcast *\[64K, 32M)  broadcast_binomial .*built-in rule for crowded hosts" <<<"$out" ||
+      { echo "$1 processes on $(nproc) CPUs: no broadcast by the rules for crowded hosts" >&2; status=1; }
+  elif [ "$crowded" -ne 0 ]; then
+    echo "$1 processes on $(nproc) CPUs: the rules for crowded hosts were used" >&2; status=1
+  fi
 done
 left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
 [ -z "$left" ] || fail "left in /dev/shm: $left"

@@ -450,6 +450,9 @@ public:
   int nprocs = 1;          ///< processes on this host
   std::optional<Registry> registry;
   std::vector<TuningRule> userRules;
+  /// Some host of the job runs more processes than it has CPUs: the built-in
+  /// rules for crowded hosts come first (the same on every rank).
+  bool crowded = false;
   std::unique_ptr<HostTransport> transport;
   std::unique_ptr<SharedStop> stop;
   std::unique_ptr<Engine> engine;
@@ -721,6 +724,17 @@ llvm::Error Communicator::Impl::setup() {
                                      "(COLL_ALGO_DIR, COLL_ALGO_FILES and the files must be the "
                                      "same on every rank)",
                                      r, rank));
+  // Whether some host runs more processes than it has CPUs, agreed by all
+  // ranks, since it changes which algorithm the built-in rules pick.
+  {
+    const long onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
+    std::vector<uint64_t> hostCrowded(static_cast<size_t>(nranks));
+    hostCrowded[rank] = onlineCpus > 0 && nprocs > onlineCpus;
+    if (llvm::Error err = boot->allgather(hostCrowded.data(), sizeof(uint64_t)))
+      return collError(collRemoteError,
+                       "comparing the hosts' CPUs: " + llvm::toString(std::move(err)));
+    crowded = std::any_of(hostCrowded.begin(), hostCrowded.end(), [](uint64_t c) { return c; });
+  }
   if (!config.tuningFile.empty()) {
     auto rules = readTuningFile(config.tuningFile);
     if (!rules)
@@ -988,7 +1002,9 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
       if (!rule.matches(coll, nranks, bytes))
         continue;
       std::string why = user ? "tuning rule " + rule.origin + " (" + rule.text + ")"
-                             : "built-in rule \"" + rule.text + "\"";
+                        : isCrowdedRule(rule)
+                            ? "built-in rule for crowded hosts \"" + rule.text + "\""
+                            : "built-in rule \"" + rule.text + "\"";
       switch (rule.kind) {
       case TuningRule::Target::Library:
         if (std::find(config.underneath.begin(), config.underneath.end(), rule.target) !=
@@ -1030,7 +1046,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
     return remember(*c);
   if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return !x.builtin; }))
     return remember(Choice{a, "", "the first user algorithm that applies (" + a->origin + ")"});
-  if (auto c = tryRules(builtinTuningRules(), false))
+  if (auto c = tryRules(builtinTuningRules(crowded), false))
     return remember(*c);
   if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return x.builtin; }))
     return remember(Choice{a, "", "the first built-in algorithm that applies"});
@@ -1190,16 +1206,19 @@ void Communicator::Impl::logSelection() {
         return llvm::StringRef(r.origin).startswith("synthesized for ");
       }))
     source += (source.empty() ? "" : ", ") + std::string("rules synthesized for COLL_TOPO_FILE");
-  std::string out = llvm::formatv("algorithm selection for {0} ranks ({1}):", nranks,
-                                  source.empty() ? std::string("built-in rules") : source)
-                        .str();
+  if (source.empty())
+    source = "built-in rules";
+  if (crowded)
+    source += "; a host runs more processes than it has CPUs, so the built-in rules for crowded "
+              "hosts come first";
+  std::string out = llvm::formatv("algorithm selection for {0} ranks ({1}):", nranks, source).str();
   std::set<const LoadedAlgorithm *> used;
   for (int c = 0; c < static_cast<int>(ir::Collective::Custom); ++c) {
     auto coll = static_cast<ir::Collective>(c);
     // Size boundaries where the choice may change.
     std::set<uint64_t> cuts = {0};
     for (const std::vector<TuningRule> *rules :
-         std::array<const std::vector<TuningRule> *, 2>{&userRules, &builtinTuningRules()})
+         std::array<const std::vector<TuningRule> *, 2>{&userRules, &builtinTuningRules(crowded)})
       for (const TuningRule &r : *rules)
         if (!r.collective || *r.collective == coll) {
           cuts.insert(r.minBytes);

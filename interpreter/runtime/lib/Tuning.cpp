@@ -46,6 +46,25 @@ gather         *   *       gather_direct
 scatter        *   *       scatter_direct
 )";
 
+// Rules that come first where some host of the job runs more processes than
+// it has CPUs (docs/RUNTIME.md). A pipeline such as the chain needs all its
+// stages running at once; where processes share CPUs, every slot that moves
+// down the chain waits for a process to be scheduled, and the binomial
+// tree's fewer, larger hand-offs win (measured with 4 processes on 2 CPUs:
+// docs/PERFORMANCE.md).
+constexpr const char *CrowdedTable = R"(# Coll's built-in rules for crowded hosts (docs/RUNTIME.md)
+broadcast      *   64K-32M broadcast_binomial
+)";
+
+std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {
+  auto parsed = parseTuningTable(text, name);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return {};
+  }
+  return std::move(*parsed);
+}
+
 } // namespace
 
 bool TuningRule::matches(ir::Collective coll, int nranks, uint64_t bytes) const {
@@ -162,16 +181,18 @@ llvm::Expected<std::vector<TuningRule>> readTuningFile(llvm::StringRef path) {
   return parseTuningTable((*buffer)->getBuffer(), path);
 }
 
-const std::vector<TuningRule> &builtinTuningRules() {
-  static const std::vector<TuningRule> rules = [] {
-    auto parsed = parseTuningTable(BuiltinTable, "<built-in rules>");
-    if (!parsed) {
-      llvm::consumeError(parsed.takeError());
-      return std::vector<TuningRule>{};
-    }
-    return std::move(*parsed);
+const std::vector<TuningRule> &builtinTuningRules(bool crowded) {
+  static const std::vector<TuningRule> rules = parseBuiltin(BuiltinTable, "<built-in rules>");
+  static const std::vector<TuningRule> crowdedFirst = [] {
+    std::vector<TuningRule> all = parseBuiltin(CrowdedTable, "<built-in rules for crowded hosts>");
+    all.insert(all.end(), rules.begin(), rules.end());
+    return all;
   }();
-  return rules;
+  return crowded ? crowdedFirst : rules;
+}
+
+bool isCrowdedRule(const TuningRule &rule) {
+  return llvm::StringRef(rule.origin).startswith("<built-in rules for crowded hosts>");
 }
 
 } // namespace coll::rt

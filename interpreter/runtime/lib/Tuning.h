@@ -54,8 +54,12 @@ llvm::Expected<std::vector<TuningRule>> parseTuningTable(llvm::StringRef text,
                                                          llvm::StringRef fileName);
 llvm::Expected<std::vector<TuningRule>> readTuningFile(llvm::StringRef path);
 
-/// The built-in rules that order the embedded algorithms (docs/RUNTIME.md).
-const std::vector<TuningRule> &builtinTuningRules();
+/// The built-in rules that order the embedded algorithms (docs/RUNTIME.md);
+/// `crowded`: some host of the job runs more processes than it has CPUs,
+/// and the rules for that case come first.
+const std::vector<TuningRule> &builtinTuningRules(bool crowded = false);
+/// Whether `rule` is one of the rules for crowded hosts.
+bool isCrowdedRule(const TuningRule &rule);
 
 /// A byte count: decimal digits with an optional K, M or G (binary, either
 /// case); nullopt for anything else.
