@@ -93,7 +93,7 @@ public:
       t.join();
   }
 
-  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll);
+  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll, uint64_t work);
 
   Doorbell &bell;
   EngineOptions options;
@@ -251,10 +251,11 @@ void Engine::Impl::workerMain(Slot &slot, size_t index, uint64_t seen) {
   }
 }
 
-llvm::Error Engine::Impl::run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll) {
+llvm::Error Engine::Impl::run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll, uint64_t work) {
   if (tasks.empty())
     return llvm::Error::success();
-  const unsigned use = static_cast<unsigned>(std::min<size_t>(nthreads, tasks.size()));
+  const bool solo = options.soloWork && work <= options.soloWork;
+  const unsigned use = solo ? 1u : static_cast<unsigned>(std::min<size_t>(nthreads, tasks.size()));
   while (slots.size() < use)
     slots.push_back(std::make_unique<Slot>());
   for (unsigned i = 0; i < use; ++i) {
@@ -300,8 +301,8 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::create(Doorbell &bell,
 Engine::Engine(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 Engine::~Engine() = default;
 
-llvm::Error Engine::run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll) {
-  return impl->run(tasks, poll);
+llvm::Error Engine::run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll, uint64_t work) {
+  return impl->run(tasks, poll, work);
 }
 
 unsigned Engine::threads() const { return impl->nthreads; }

@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct EngineOptions {
   /// The longest single sleep; waits check their watchdog at least this
   /// often.
   std::chrono::nanoseconds sleepSlice = std::chrono::milliseconds(5);
+  /// A launch whose `work` (Engine::run) is at most this runs on the calling
+  /// thread alone: handing data between threads costs more than the other
+  /// thread saves until then (measured on 2 cores with 2 to 8 ranks:
+  /// docs/PERFORMANCE.md). 0: always use every thread.
+  uint64_t soloWork = 512 << 10;
 };
 
 /// EngineOptions from the environment: COLL_HOST_THREADS, COLL_SPIN_US,
@@ -140,8 +146,11 @@ public:
   Engine &operator=(const Engine &) = delete;
 
   /// Runs every task to completion on the calling thread and at most
-  /// threads()-1 workers. One launch at a time.
-  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll = {});
+  /// threads()-1 workers; on the calling thread alone when `work`, a bound
+  /// on the bytes the tasks move, is at most EngineOptions::soloWork. One
+  /// launch at a time.
+  llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &poll = {},
+                  uint64_t work = UINT64_MAX);
 
   /// Threads a launch with enough tasks uses, the caller included.
   unsigned threads() const;

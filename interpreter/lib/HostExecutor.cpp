@@ -203,8 +203,11 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
   }
   result.iterations = ranks.empty() ? 0 : ranks[0]->iterations();
 
+  uint64_t work = 0;
+  for (auto &rank : ranks)
+    work += rank->work();
   Clock::time_point t0 = Clock::now();
-  if (llvm::Error err = engine->run(tasks))
+  if (llvm::Error err = engine->run(tasks, {}, work))
     return err;
   Clock::time_point t1 = Clock::now();
   if (stop.stopping()) {

@@ -658,6 +658,16 @@ void RankRunner::finishAverage() const {
 
 uint64_t RankRunner::iterations() const { return impl->iterations; }
 
+uint64_t RankRunner::work() const {
+  const Impl &i = *impl;
+  if (!i.layout || i.iterations == 0)
+    return 0;
+  uint64_t steps = 0;
+  for (int32_t t = i.plan.rankTbBegin[i.rank]; t < i.plan.rankTbBegin[i.rank + 1]; ++t)
+    steps += static_cast<uint64_t>(i.plan.tbs[t].nSteps);
+  return steps * i.layout->maxChunkElems * dataTypeSize(i.type);
+}
+
 uint64_t RankRunner::sliceElems(DataType type) const {
   return impl->options.slotBytes / dataTypeSize(type);
 }

@@ -168,6 +168,9 @@ public:
 
   /// Pipeline iterations of the bound call.
   uint64_t iterations() const;
+  /// A bound on the bytes the bound call's steps on this rank move: its
+  /// steps times the largest chunk (Engine::run's `work`).
+  uint64_t work() const;
   /// Elements per slice for `type`.
   uint64_t sliceElems(DataType type) const;
 

@@ -87,8 +87,9 @@ cl::opt<std::string> tracePath("trace", cl::init(""),
                                         "GPU's clock)"),
                                cl::cat(category));
 cl::opt<unsigned> threads("threads", cl::init(0),
-                          cl::desc("Threads that run the tbs on the host backend, the calling "
-                                   "one included (default: one per CPU, or COLL_HOST_THREADS)"),
+                          cl::desc("Most threads that run the tbs on the host backend, the "
+                                   "calling one included (default: one per CPU, or "
+                                   "COLL_HOST_THREADS; a call that moves little runs on one)"),
                           cl::cat(category));
 cl::opt<bool> noCheck("no-check", cl::init(false),
                       cl::desc("Run the file without first checking it for races, deadlocks "

@@ -2018,8 +2018,17 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     else
       deviceThreads.emplace_back(enqueueOne, u);
   }
+  // What the host tasks move at most: a small round runs on this thread
+  // alone (EngineOptions::soloWork).
+  uint64_t work = 0;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (prepared[u].runner && !prepared[u].device)
+      work += prepared[u].runner->work();
+  for (const auto &t : p2p)
+    for (const Op *op : t->ops)
+      work += op->count * interp::dataTypeSize(op->type);
   if (!tasks.empty())
-    if (llvm::Error err = lead.engine->run(tasks, poll))
+    if (llvm::Error err = lead.engine->run(tasks, poll, work))
       record(lead, collError(collSystemError, llvm::toString(std::move(err))));
   for (std::thread &t : deviceThreads)
     t.join();

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <set>
 #include <thread>
 
-using coll::interp::host::moveToFreeCpu;
+using namespace coll::interp::host;
 
 namespace {
 
@@ -48,4 +50,38 @@ TEST(Engine, MoveToFreeCpuStaysWhereEveryAllowedCpuIsBusy) {
     ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
     EXPECT_TRUE(sameMask(after, allowed));
   });
+}
+
+namespace {
+
+/// Tasks that note the thread they ran on.
+struct ThreadNotes {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  static void run(void *arg) {
+    auto *self = static_cast<ThreadNotes *>(arg);
+    std::lock_guard<std::mutex> lock(self->mutex);
+    self->ids.insert(std::this_thread::get_id());
+  }
+};
+
+} // namespace
+
+// A launch that moves little runs on the calling thread alone; a larger one
+// gives the workers their shares.
+TEST(Engine, SmallLaunchesRunOnTheCallingThreadAlone) {
+  Doorbell bell;
+  EngineOptions options;
+  options.threads = 2;
+  options.soloWork = 1000;
+  auto engine = Engine::create(bell, options);
+  ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+  ThreadNotes small, large;
+  std::vector<Task> smallTasks(4, Task{&ThreadNotes::run, &small});
+  std::vector<Task> largeTasks(4, Task{&ThreadNotes::run, &large});
+  ASSERT_FALSE(llvm::errorToBool((*engine)->run(smallTasks, {}, 1000)));
+  ASSERT_FALSE(llvm::errorToBool((*engine)->run(largeTasks, {}, 1001)));
+  EXPECT_EQ(small.ids, std::set<std::thread::id>{std::this_thread::get_id()});
+  EXPECT_EQ(large.ids.size(), 2u) << "a launch above soloWork should use both threads";
+  EXPECT_EQ(large.ids.count(std::this_thread::get_id()), 1u);
 }
