@@ -34,7 +34,7 @@ TEST(Engine, MoveToFreeCpuMovesOffTheBusyOnesAndKeepsTheMask) {
     EXPECT_GE(to, 0);
     EXPECT_NE(to, from);
     EXPECT_TRUE(CPU_ISSET(to, &allowed));
-    EXPECT_EQ(sched_getcpu(), to) << "the thread should run on the CPU it moved to";
+    // (Where it runs now is the kernel's again: the mask is restored.)
     cpu_set_t after;
     ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
     EXPECT_TRUE(sameMask(after, allowed)) << "the thread's allowed CPUs changed";
