@@ -361,6 +361,7 @@ TEST(Runtime, BadArgumentsAreErrorsNotCrashes) {
 TEST(Runtime, SlotSizesFromTheEnvironmentTakeSuffixes) {
   const int n = 2;
   const size_t count = 100000; // 400 KB: several 64 KiB slots per connection
+  AlgoDir dir(n); // builds without the .coll compiler have no built-in set
   struct Case {
     const char *value;
     bool ok;
@@ -369,9 +370,11 @@ TEST(Runtime, SlotSizesFromTheEnvironmentTakeSuffixes) {
                  Case{"128M", false}}) {
     SCOPED_TRACE(c.value);
     setenv("COLL_SIMPLE_SLOT_BYTES", c.value, 1);
+    setenv("COLL_ALGO_DIR", dir.path.c_str(), 1);
     std::vector<collComm_t> comms(n, nullptr);
     collResult_t init = collCommInitAll(comms.data(), n, nullptr);
     unsetenv("COLL_SIMPLE_SLOT_BYTES");
+    unsetenv("COLL_ALGO_DIR");
     if (!c.ok) {
       EXPECT_EQ(init, collInvalidArgument);
       EXPECT_NE(std::string(collGetLastError(nullptr)).find("COLL_SIMPLE_SLOT_BYTES"),
