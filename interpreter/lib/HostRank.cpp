@@ -137,10 +137,14 @@ public:
 
   Impl(const Plan &plan, int32_t rank, Doorbell &bell, StopControl &stop,
        const RankOptions &options)
-      : plan(plan), rank(rank), bell(bell), stop(stop), options(options) {}
+      : plan(plan), rank(rank), bell(bell), stop(stop), options(options) {
+    for (int32_t t = plan.rankTbBegin[rank]; t < plan.rankTbBegin[rank + 1]; ++t)
+      steps += static_cast<uint64_t>(plan.tbs[t].nSteps);
+  }
 
   const Plan &plan;
   const int32_t rank;
+  uint64_t steps = 0; ///< this rank's steps in the plan
   Doorbell &bell;
   StopControl &stop;
   RankOptions options;
@@ -375,18 +379,12 @@ private:
   bool sendBegin(T *&out) {
     ConnectionEnd &c = *send_;
     uint64_t seq = c.control->tail.load(std::memory_order_relaxed); // only this tb writes it
-    if (!await(
-            [&] {
-              if (seq - c.headSeen < FifoDepth)
-                return true;
-              c.headSeen = c.control->head.load(std::memory_order_acquire);
-              return seq - c.headSeen < FifoDepth;
-            },
-            [&] {
-              return "waiting for a free slot to send on (the FIFO of " +
-                     std::to_string(FifoDepth) + " slots is full); " + connectionCounters(c);
-            },
-            2))
+    if (!await([&] { return c.slotFree(seq); },
+               [&] {
+                 return "waiting for a free slot to send on (the FIFO of " +
+                        std::to_string(FifoDepth) + " slots is full); " + connectionCounters(c);
+               },
+               2))
       return false;
     out = Proto == Protocol::Simple
               ? reinterpret_cast<T *>(c.fifo + (seq % FifoDepth) * c.shape.slotBytes)
@@ -662,10 +660,7 @@ uint64_t RankRunner::work() const {
   const Impl &i = *impl;
   if (!i.layout || i.iterations == 0)
     return 0;
-  uint64_t steps = 0;
-  for (int32_t t = i.plan.rankTbBegin[i.rank]; t < i.plan.rankTbBegin[i.rank + 1]; ++t)
-    steps += static_cast<uint64_t>(i.plan.tbs[t].nSteps);
-  return steps * i.layout->maxChunkElems * dataTypeSize(i.type);
+  return i.steps * i.layout->maxChunkElems * dataTypeSize(i.type);
 }
 
 uint64_t RankRunner::sliceElems(DataType type) const {

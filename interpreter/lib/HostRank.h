@@ -102,6 +102,16 @@ struct ConnectionEnd {
   static ConnectionEnd bind(void *memory, const FifoShape &shape, Doorbell *peerBell,
                             int32_t sender, int32_t receiver, int32_t channel);
   bool valid() const { return control != nullptr; }
+  /// Sender side: whether slot `seq` is free (the receiver has freed slot
+  /// seq - FifoDepth), reading the receiver's `head` only when `headSeen`
+  /// does not already say so; acquire, so the receiver's reads of the slot
+  /// happen before the sender overwrites it.
+  bool slotFree(uint64_t seq) {
+    if (seq - headSeen < FifoDepth)
+      return true;
+    headSeen = control->head.load(std::memory_order_acquire);
+    return seq - headSeen < FifoDepth;
+  }
 };
 
 /// How the tasks of a launch stop together: a word that every wait checks,

@@ -450,8 +450,10 @@ public:
   int nprocs = 1;          ///< processes on this host
   std::optional<Registry> registry;
   std::vector<TuningRule> userRules;
-  /// Some host of the job runs more processes than it has CPUs: the built-in
-  /// rules for crowded hosts come first (the same on every rank).
+  long onlineCpus = 0;      ///< this host's
+  bool hostCrowded = false; ///< this host runs more processes than it has CPUs
+  /// Some host of the job is crowded: the built-in rules for crowded hosts
+  /// come first (the same on every rank).
   bool crowded = false;
   std::unique_ptr<HostTransport> transport;
   std::unique_ptr<SharedStop> stop;
@@ -727,13 +729,14 @@ llvm::Error Communicator::Impl::setup() {
   // Whether some host runs more processes than it has CPUs, agreed by all
   // ranks, since it changes which algorithm the built-in rules pick.
   {
-    const long onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
-    std::vector<uint64_t> hostCrowded(static_cast<size_t>(nranks));
-    hostCrowded[rank] = onlineCpus > 0 && nprocs > onlineCpus;
-    if (llvm::Error err = boot->allgather(hostCrowded.data(), sizeof(uint64_t)))
+    onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
+    hostCrowded = onlineCpus > 0 && nprocs > onlineCpus;
+    std::vector<uint64_t> crowdedAt(static_cast<size_t>(nranks));
+    crowdedAt[rank] = hostCrowded;
+    if (llvm::Error err = boot->allgather(crowdedAt.data(), sizeof(uint64_t)))
       return collError(collRemoteError,
                        "comparing the hosts' CPUs: " + llvm::toString(std::move(err)));
-    crowded = std::any_of(hostCrowded.begin(), hostCrowded.end(), [](uint64_t c) { return c; });
+    crowded = std::any_of(crowdedAt.begin(), crowdedAt.end(), [](uint64_t c) { return c; });
   }
   if (!config.tuningFile.empty()) {
     auto rules = readTuningFile(config.tuningFile);
@@ -785,12 +788,10 @@ llvm::Error Communicator::Impl::setup() {
   // spin period. Yield at once instead, as Open MPI does when oversubscribed
   // (mpi_yield_when_idle); COLL_SPIN_US still overrides.
   interp::host::EngineOptions base;
-  const long onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const bool oversubscribed = onlineCpus > 0 && nprocs > onlineCpus;
-  if (oversubscribed)
+  if (hostCrowded)
     base.spin = std::chrono::nanoseconds(0);
   interp::host::EngineOptions eo = interp::host::engineOptionsFromEnv(base);
-  if (oversubscribed)
+  if (hostCrowded)
     COLL_LOG(Info, Init, rank,
              llvm::formatv("{0} processes share this host's {1} CPUs: idle waits yield after "
                            "{2} us of spinning (COLL_SPIN_US)",
@@ -1766,14 +1767,7 @@ void runP2P(void *arg) {
     while (first || done < bytes) {
       if (t.sending) {
         uint64_t seq = e.control->tail.load(std::memory_order_relaxed);
-        if (!wait(
-                [&] {
-                  if (seq - e.headSeen < interp::FifoDepth)
-                    return true;
-                  e.headSeen = e.control->head.load(std::memory_order_acquire);
-                  return seq - e.headSeen < interp::FifoDepth;
-                },
-                "sending to"))
+        if (!wait([&] { return e.slotFree(seq); }, "sending to"))
           return;
         std::byte *s = e.fifo + (seq % interp::FifoDepth) * slot;
         uint64_t room = first ? slot - Header : slot;
