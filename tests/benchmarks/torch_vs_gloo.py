@@ -2,7 +2,7 @@
 "mpi" when the installed torch has it), in the same run, on the same CPU
 tensors.
 
-    PYTHONPATH=interpreter/python torchrun --nproc_per_node 2 \\
+    PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
         tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M]
 
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor, from 4 B

@@ -22,7 +22,7 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../interpreter/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
+export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../runtime/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it ")
 modes=("$mode")

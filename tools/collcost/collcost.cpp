@@ -3,13 +3,13 @@
 //   collcost ALG.xml --topology T [--ranks a,b,...] [--size 1K,1M,...]
 //
 // Simulates a compiled algorithm (MSCCL XML) on a topology with the cost
-// model (coll/compiler/CostModel.h) and prints, per message size, the
+// model (coll/synth/CostModel.h) and prints, per message size, the
 // predicted time, algorithm and bus bandwidth, and the lower bound of that
 // collective on that topology. Exit status: 0 done, 1 bad input, 2 usage.
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/CostModel.h"
+#include "coll/synth/CostModel.h"
 #include "coll/ir/XML.h"
 
 #include "ToolSupport.h"

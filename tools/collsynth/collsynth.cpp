@@ -15,9 +15,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Detect.h"
-#include "coll/compiler/Synthesis.h"
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Detect.h"
+#include "coll/synth/Synthesis.h"
+#include "coll/synth/Topology.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"

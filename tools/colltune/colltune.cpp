@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/CostModel.h"
-#include "coll/compiler/Tune.h"
+#include "coll/synth/CostModel.h"
+#include "coll/synth/Tune.h"
 #include "coll/ir/XML.h"
 
 #include "llvm/ADT/SmallString.h"

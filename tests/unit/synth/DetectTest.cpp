@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Detect.h"
-#include "coll/compiler/Synthesis.h"
+#include "coll/synth/Detect.h"
+#include "coll/synth/Synthesis.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Synthesis.h"
+#include "coll/synth/Synthesis.h"
 
 #include <gtest/gtest.h>
 

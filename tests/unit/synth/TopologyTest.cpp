@@ -1,6 +1,6 @@
 //===- TopologyTest.cpp - Reading topologies, and their errors ------------===//
 
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Topology.h"
 
 #include <gtest/gtest.h>
 

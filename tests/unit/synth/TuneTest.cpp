@@ -1,7 +1,7 @@
 //===- TuneTest.cpp - colltune writes tables the runtime reads -------------===//
 //
 // Runs the colltune binary (built beside the tests) and reads its tables with
-// the runtime's own parser (interpreter/runtime/lib/Tuning.cpp, compiled into
+// the runtime's own parser (runtime/lib/Tuning.cpp, compiled into
 // this test).
 //
 //===----------------------------------------------------------------------===//

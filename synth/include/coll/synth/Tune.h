@@ -9,11 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_TUNE_H
-#define COLL_COMPILER_TUNE_H
+#ifndef COLL_SYNTH_TUNE_H
+#define COLL_SYNTH_TUNE_H
 
-#include "coll/compiler/Synthesis.h"
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Synthesis.h"
+#include "coll/synth/Topology.h"
 #include "coll/ir/Algorithm.h"
 
 #include "llvm/Support/Error.h"
@@ -62,4 +62,4 @@ llvm::Expected<ir::Algorithm> compileProgramText(const std::string &text, const 
 
 } // namespace coll::synth
 
-#endif // COLL_COMPILER_TUNE_H
+#endif // COLL_SYNTH_TUNE_H

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Topology.h"
 
-#include "coll/compiler/Detect.h"
+#include "coll/synth/Detect.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"

@@ -1,6 +1,6 @@
 //===- Detect.cpp - The GPUs of this machine, from NVML -------------------===//
 
-#include "coll/compiler/Detect.h"
+#include "coll/synth/Detect.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"

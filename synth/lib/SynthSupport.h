@@ -3,7 +3,7 @@
 #ifndef COLL_COMPILER_LIB_SYNTH_SYNTHSUPPORT_H
 #define COLL_COMPILER_LIB_SYNTH_SYNTHSUPPORT_H
 
-#include "coll/compiler/Synthesis.h"
+#include "coll/synth/Synthesis.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

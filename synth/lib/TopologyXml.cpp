@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Topology.h"
 
 #include "llvm/ADT/StringMap.h"
 

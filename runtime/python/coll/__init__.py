@@ -65,7 +65,7 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     # PREFIX/lib/python/coll/__init__.py -> PREFIX/lib/libcoll.so
     yield os.path.join(here, "..", "..", "libcoll.so")
-    # source tree: interpreter/python/coll -> build/lib/libcoll.so
+    # source tree: runtime/python/coll -> build/lib/libcoll.so
     yield os.path.join(here, "..", "..", "..", "build", "lib", "libcoll.so")
     yield "libcoll.so"
 

@@ -11,8 +11,8 @@
 #include "HostRank.h"
 #include "coll/interpreter/HostExecutor.h"
 #if COLL_RUNTIME_HAVE_LANG
-#include "coll/compiler/Detect.h"
-#include "coll/compiler/Tune.h"
+#include "coll/synth/Detect.h"
+#include "coll/synth/Tune.h"
 #endif
 #include "coll/interpreter/CudaExecutor.h"
 #include "coll/interpreter/Protocol.h"

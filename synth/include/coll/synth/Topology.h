@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_TOPOLOGY_H
-#define COLL_COMPILER_TOPOLOGY_H
+#ifndef COLL_SYNTH_TOPOLOGY_H
+#define COLL_SYNTH_TOPOLOGY_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -105,4 +105,4 @@ void printTopology(const Topology &topo, llvm::raw_ostream &os);
 
 } // namespace coll::synth
 
-#endif // COLL_COMPILER_TOPOLOGY_H
+#endif // COLL_SYNTH_TOPOLOGY_H

@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_COSTMODEL_H
-#define COLL_COMPILER_COSTMODEL_H
+#ifndef COLL_SYNTH_COSTMODEL_H
+#define COLL_SYNTH_COSTMODEL_H
 
-#include "coll/compiler/Synthesis.h"
+#include "coll/synth/Synthesis.h"
 #include "coll/ir/Algorithm.h"
 
 #include "llvm/Support/Error.h"
@@ -50,4 +50,4 @@ std::optional<CollKind> synthKind(ir::Collective coll);
 
 } // namespace coll::synth
 
-#endif // COLL_COMPILER_COSTMODEL_H
+#endif // COLL_SYNTH_COSTMODEL_H

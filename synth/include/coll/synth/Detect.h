@@ -14,10 +14,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_DETECT_H
-#define COLL_COMPILER_DETECT_H
+#ifndef COLL_SYNTH_DETECT_H
+#define COLL_SYNTH_DETECT_H
 
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Topology.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -71,4 +71,4 @@ llvm::Expected<Topology> detectTopology();
 
 } // namespace coll::synth
 
-#endif // COLL_COMPILER_DETECT_H
+#endif // COLL_SYNTH_DETECT_H

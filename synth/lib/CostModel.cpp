@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/compiler/CostModel.h"
+#include "coll/synth/CostModel.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 //===- Tune.cpp - The best synthesized program per collective and size ----===//
 
-#include "coll/compiler/Tune.h"
+#include "coll/synth/Tune.h"
 
 #include "coll/compiler/Compiler.h"
-#include "coll/compiler/CostModel.h"
+#include "coll/synth/CostModel.h"
 #include "coll/lang/Frontend.h"
 
 #include "llvm/Support/MemoryBuffer.h"

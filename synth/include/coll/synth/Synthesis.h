@@ -19,10 +19,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_COMPILER_SYNTHESIS_H
-#define COLL_COMPILER_SYNTHESIS_H
+#ifndef COLL_SYNTH_SYNTHESIS_H
+#define COLL_SYNTH_SYNTHESIS_H
 
-#include "coll/compiler/Topology.h"
+#include "coll/synth/Topology.h"
 
 #include "llvm/Support/Error.h"
 
@@ -142,4 +142,4 @@ std::string emitProgram(const Topology &topo, const Plan &plan,
 
 } // namespace coll::synth
 
-#endif // COLL_COMPILER_SYNTHESIS_H
+#endif // COLL_SYNTH_SYNTHESIS_H
