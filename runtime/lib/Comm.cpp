@@ -15,6 +15,7 @@
 #include "coll/synth/Tune.h"
 #endif
 #include "coll/interpreter/CudaExecutor.h"
+#include "coll/support/Bytes.h"
 #include "coll/interpreter/Protocol.h"
 #include "coll/interpreter/Timeline.h"
 #include "coll/ir/Geometry.h"
@@ -739,7 +740,7 @@ llvm::Error Communicator::Impl::setup() {
     crowded = std::any_of(crowdedAt.begin(), crowdedAt.end(), [](uint64_t c) { return c; });
   }
   if (!config.tuningFile.empty()) {
-    auto rules = readTuningFile(config.tuningFile);
+    auto rules = synth::readTuningFile(config.tuningFile);
     if (!rules)
       return agree(collError(collInvalidArgument, llvm::toString(rules.takeError())),
                    "reading the tuning file");
@@ -1162,22 +1163,7 @@ llvm::Error Communicator::Impl::synthesizeForJob() {
       if (used[i])
         if (llvm::Error err = registry->addSynthesized(tuned->candidates[i].alg, origin))
           failure = llvm::toString(std::move(err));
-    for (const synth::TunedRange &range : tuned->ranges) {
-      TuningRule r;
-      r.collective = *ir::parseCollective(synth::collKindName(range.kind));
-      r.minRanks = r.maxRanks = nranks;
-      r.minBytes = range.minBytes;
-      r.maxBytes = range.maxBytes;
-      r.target = tuned->candidates[range.candidate].name;
-      r.origin = origin;
-      r.text =
-          llvm::formatv("{0} {1} {2}-{3} {4}  # {5:f2} GB/s predicted at {6}, bound {7:f2}",
-                        synth::collKindName(range.kind), nranks, synth::sizeText(range.minBytes),
-                        range.maxBytes == UINT64_MAX ? "*" : synth::sizeText(range.maxBytes),
-                        r.target, range.busBw, synth::sizeText(range.atBytes), range.bound)
-              .str();
-      rules.push_back(std::move(r));
-    }
+    rules = synth::tunedRules(*tuned, nranks, origin);
   }
   if (llvm::Error err =
           agree(failure.empty() ? llvm::Error::success() : collError(collInternalError, failure),

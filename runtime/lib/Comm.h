@@ -20,7 +20,7 @@
 
 #include "Bootstrap.h"
 #include "Registry.h"
-#include "Tuning.h"
+#include "Selection.h"
 
 #include "coll/interpreter/DataType.h"
 

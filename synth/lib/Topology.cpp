@@ -328,8 +328,8 @@ llvm::Expected<Topology> coll::synth::readTopologyFile(llvm::StringRef path) {
   llvm::StringRef text = (*buf)->getBuffer();
   if (text.ltrim().startswith("<"))
     return parseNcclTopologyXml(text, path);
-  if (isInventory(text)) {
-    auto inventory = parseInventory(text, path);
+  if (hw::isInventory(text)) {
+    auto inventory = hw::parseInventory(text, path);
     if (!inventory)
       return inventory.takeError();
     return topologyOf(*inventory, path);

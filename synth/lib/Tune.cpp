@@ -2,10 +2,13 @@
 
 #include "coll/synth/Tune.h"
 
+#include "coll/support/Bytes.h"
+
 #include "coll/compiler/Compiler.h"
 #include "coll/synth/CostModel.h"
 #include "coll/lang/Frontend.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,14 +16,24 @@
 using namespace coll;
 using namespace coll::synth;
 
-std::string coll::synth::sizeText(uint64_t b) {
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
-    return std::to_string(b >> 30) + "G";
-  if (b >= (1ull << 20) && b % (1ull << 20) == 0)
-    return std::to_string(b >> 20) + "M";
-  if (b >= (1ull << 10) && b % (1ull << 10) == 0)
-    return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
+std::vector<TuningRule> coll::synth::tunedRules(const TuneResult &result, int nranks,
+                                                 const std::string &origin) {
+  std::vector<TuningRule> rules;
+  for (const TunedRange &range : result.ranges) {
+    TuningRule r;
+    r.collective = ir::parseCollective(collKindName(range.kind));
+    r.minRanks = r.maxRanks = nranks;
+    r.minBytes = range.minBytes;
+    r.maxBytes = range.maxBytes;
+    r.target = result.candidates[range.candidate].name;
+    r.origin = origin;
+    r.text = formatTuningRule(r) +
+             llvm::formatv("  # {0:f2} GB/s predicted at {1}, bound {2:f2}", range.busBw,
+                           formatBytes(range.atBytes), range.bound)
+                 .str();
+    rules.push_back(std::move(r));
+  }
+  return rules;
 }
 
 std::vector<uint64_t> coll::synth::tuneSizes() {

@@ -22,6 +22,8 @@
 
 #include "ToolSupport.h"
 
+#include "coll/support/Bytes.h"
+
 #include "coll/interpreter/Check.h"
 #if COLL_HAVE_CUDA
 #include "coll/interpreter/CudaExecutor.h"
@@ -98,7 +100,7 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
       return std::nullopt;
     }
     auto [lo, hi] = llvm::StringRef(sweep).split(':');
-    std::optional<uint64_t> min = parseSize(lo), max = parseSize(hi);
+    std::optional<uint64_t> min = parseBytes(lo, MaxSize), max = parseBytes(hi, MaxSize);
     if (!min || !max || *min == 0 || *min > *max) {
       error = "bad --sweep '" + sweep + "' (MIN:MAX, 0 < MIN <= MAX)";
       return std::nullopt;

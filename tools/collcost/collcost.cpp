@@ -14,6 +14,8 @@
 
 #include "ToolSupport.h"
 
+#include "coll/support/Bytes.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -51,7 +53,7 @@ int main(int argc, char **argv) {
   std::vector<uint64_t> sizes;
   for (const std::string &s : sizesOpt) {
     // The size spellings of collrun and collbench; a size of 0 has no time.
-    auto v = coll::tools::parseSize(s);
+    auto v = coll::parseBytes(s, coll::tools::MaxSize);
     if (!v || *v == 0)
       return fail(2, "bad size '" + s + "'");
     sizes.push_back(*v);

@@ -108,10 +108,10 @@ int main(int argc, char **argv) {
   if (printInventoryOpt) {
     if (topologyPath != "nvml")
       return fail(2, "--inventory prints what NVML reports: use it with --topology nvml");
-    auto inventory = queryNvml();
+    auto inventory = coll::hw::queryNvml();
     if (!inventory)
       return fail(1, llvm::toString(inventory.takeError()));
-    printInventory(*inventory, llvm::outs());
+    coll::hw::printInventory(*inventory, llvm::outs());
     return 0;
   }
   auto read = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});

@@ -20,6 +20,7 @@
 #include "coll/synth/CostModel.h"
 #include "coll/synth/Tune.h"
 #include "coll/ir/XML.h"
+#include "coll/support/Bytes.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -160,17 +161,10 @@ int main(int argc, char **argv) {
     llvm::SmallVector<llvm::StringRef, 8> parts;
     llvm::StringRef(measureSizes).split(parts, ',', -1, false);
     for (llvm::StringRef p : parts) {
-      uint64_t mult = 1;
-      if (p.endswith("K"))
-        mult = 1ull << 10;
-      else if (p.endswith("M"))
-        mult = 1ull << 20;
-      else if (p.endswith("G"))
-        mult = 1ull << 30;
-      uint64_t v = 0;
-      if ((mult != 1 ? p.drop_back() : p).getAsInteger(10, v) || v == 0)
+      std::optional<uint64_t> v = parseBytes(p);
+      if (!v || *v == 0)
         return fail(2, "bad size '" + p + "' in --measure-sizes");
-      mSizes.push_back(v * mult);
+      mSizes.push_back(*v);
     }
   }
   llvm::SmallString<256> tmpDir;
@@ -183,7 +177,7 @@ int main(int argc, char **argv) {
   os << "# Tuning table for " << topo->name << ", " << n
      << " ranks, from Coll's cost model (colltune).\n"
      << "# Targets are algorithms colltune --out-dir writes (load them with COLL_ALGO_DIR).\n"
-     << "# collective   ranks   bytes   target   # predicted bus bandwidth at the range's largest "
+     << "# collective   ranks   bytes       target  # predicted bus bandwidth at the range's largest "
         "size "
         "evaluated\n";
   int disagreements = 0;
@@ -212,13 +206,8 @@ int main(int argc, char **argv) {
     }
     cands.push_back(std::move(c));
   }
-  for (const TunedRange &r : tuned->ranges) {
-    std::string lo = r.minBytes == 0 ? "0" : sizeText(r.minBytes);
-    std::string hi = r.maxBytes == UINT64_MAX ? "*" : sizeText(r.maxBytes);
-    os << llvm::formatv("{0,-14} {1,-7} {2,-11} {3,-24} # {4:f2} GB/s at {5} (bound {6:f2})\n",
-                        collKindName(r.kind), n, lo + "-" + hi, cands[r.candidate].name, r.busBw,
-                        sizeText(r.atBytes), r.bound);
-  }
+  for (const TuningRule &rule : tunedRules(*tuned, n, ""))
+    os << rule.text << "\n";
   for (CollKind kind : kinds) {
     if (!measure)
       break;
@@ -246,7 +235,7 @@ int main(int argc, char **argv) {
         }
       }
       if (bestM < 0) {
-        llvm::errs() << "colltune: " << collKindName(kind) << " " << sizeText(size)
+        llvm::errs() << "colltune: " << collKindName(kind) << " " << coll::formatBytes(size)
                      << ": no measurement (did collrun run?)\n";
         ++disagreements;
         continue;
@@ -255,7 +244,7 @@ int main(int argc, char **argv) {
       disagreements += !agree;
       llvm::errs() << llvm::formatv("colltune: {0} {1}: model picks {2}, host measurement "
                                     "picks {3} ({4:f3} GB/s){5}\n",
-                                    collKindName(kind), sizeText(size), cands[model].name,
+                                    collKindName(kind), coll::formatBytes(size), cands[model].name,
                                     cands[meas].name, bestM, agree ? "" : "  <- disagree");
     }
   }

@@ -6,6 +6,7 @@
 #include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
+#include "coll/support/Bytes.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -17,29 +18,11 @@ int fail(llvm::StringRef tool, ExitCode code, const llvm::Twine &message) {
   return code;
 }
 
-std::optional<uint64_t> parseSize(llvm::StringRef text) {
-  uint64_t scale = 1;
-  if (!text.empty()) {
-    switch (llvm::toUpper(text.back())) {
-    case 'K': scale = uint64_t(1) << 10; break;
-    case 'M': scale = uint64_t(1) << 20; break;
-    case 'G': scale = uint64_t(1) << 30; break;
-    default: break;
-    }
-    if (scale != 1)
-      text = text.drop_back();
-  }
-  uint64_t value;
-  if (text.getAsInteger(10, value) || value > (uint64_t(1) << 40) / scale)
-    return std::nullopt;
-  return value * scale;
-}
-
 std::optional<std::vector<uint64_t>> parseSizes(llvm::ArrayRef<std::string> texts,
                                                 std::string &error) {
   std::vector<uint64_t> sizes;
   for (const std::string &text : texts) {
-    std::optional<uint64_t> bytes = parseSize(text);
+    std::optional<uint64_t> bytes = parseBytes(text, MaxSize);
     if (!bytes) {
       error = "bad --size '" + text + "' (bytes, optionally with K, M or G)";
       return std::nullopt;

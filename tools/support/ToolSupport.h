@@ -33,11 +33,11 @@ enum ExitCode {
 /// Prints "TOOL: message" to stderr and returns `code`.
 int fail(llvm::StringRef tool, ExitCode code, const llvm::Twine &message);
 
-/// A byte size: decimal digits with an optional K, M or G suffix (powers of
-/// 1024), at most 1 TiB.
-std::optional<uint64_t> parseSize(llvm::StringRef text);
+/// The largest message size the tools take: 1 TiB.
+inline constexpr uint64_t MaxSize = uint64_t(1) << 40;
 
-/// Sizes from a list of `parseSize` spellings; `error` says which is bad.
+/// Sizes from a list of byte counts (coll::parseBytes, at most MaxSize);
+/// `error` says which is bad.
 std::optional<std::vector<uint64_t>> parseSizes(llvm::ArrayRef<std::string> texts,
                                                 std::string &error);
 

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Tuning.h"
+#include "coll/synth/TuningTable.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -43,14 +43,14 @@ TuneRun colltune(const std::vector<std::string> &extra, const std::string &outDi
 }
 
 void checkTable(const std::string &table, int nranks, const std::string &dir) {
-  auto rules = coll::rt::parseTuningTable(table, "colltune.txt");
+  auto rules = coll::synth::parseTuningTable(table, "colltune.txt");
   ASSERT_TRUE(!!rules) << llvm::toString(rules.takeError());
   std::set<std::string> colls;
   uint64_t expectFrom = 0;
   std::optional<coll::ir::Collective> last;
-  for (const coll::rt::TuningRule &rule : *rules) {
+  for (const coll::synth::TuningRule &rule : *rules) {
     ASSERT_TRUE(rule.collective.has_value());
-    EXPECT_EQ(rule.kind, coll::rt::TuningRule::Target::Algorithm);
+    EXPECT_EQ(rule.kind, coll::synth::TuningRule::Target::Algorithm);
     EXPECT_EQ(rule.minRanks, nranks);
     EXPECT_EQ(rule.maxRanks, nranks);
     if (rule.collective != last)

@@ -14,6 +14,7 @@
 
 #include "coll/synth/Synthesis.h"
 #include "coll/synth/Topology.h"
+#include "coll/synth/TuningTable.h"
 #include "coll/ir/Algorithm.h"
 
 #include "llvm/Support/Error.h"
@@ -53,8 +54,13 @@ llvm::Expected<TuneResult> tuneTopology(const Topology &topo, std::vector<CollKi
 /// The sizes the model is evaluated at: 1K, 4K, ..., 1G.
 std::vector<uint64_t> tuneSizes();
 
-/// "64K", "1M", "3000": the tuning table's size notation.
-std::string sizeText(uint64_t bytes);
+/// The tuning table's rules for `result` on a job of `nranks` ranks, in
+/// order: a range's target is its candidate's name, its text the table line
+/// (formatTuningRule) with the prediction and the bound as a comment, its
+/// origin `origin`. What colltune writes and what the runtime's synthesis at
+/// communicator creation adds to its rules.
+std::vector<TuningRule> tunedRules(const TuneResult &result, int nranks,
+                                   const std::string &origin);
 
 /// Compiles a .coll program (for the ranks it declares) in process; the
 /// error holds the compiler's diagnostics.

@@ -1,4 +1,4 @@
-//===- Tuning.h - The tuning table (COLL_TUNING_FILE) -------------*- C++ -*-===//
+//===- TuningTable.h - The tuning table (COLL_TUNING_FILE) --------*- C++ -*-===//
 //
 // One rule per line: collective, rank range, byte range, target (docs/
 // RUNTIME.md, "Tuning tables"):
@@ -16,10 +16,15 @@
 // nccl, gloo, torch). Rules are tried in order; the first that matches and
 // whose target applies wins.
 //
+// This library owns the format: the runtime reads tables with it, colltune
+// and the runtime's synthesis at communicator creation write rules with it
+// (synth::tunedRules, Tune.h). It links no compiler, so that every build of
+// the runtime has it.
+//
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_RUNTIME_TUNING_H
-#define COLL_RUNTIME_TUNING_H
+#ifndef COLL_SYNTH_TUNINGTABLE_H
+#define COLL_SYNTH_TUNINGTABLE_H
 
 #include "coll/ir/Algorithm.h"
 
@@ -31,7 +36,7 @@
 #include <string>
 #include <vector>
 
-namespace coll::rt {
+namespace coll::synth {
 
 struct TuningRule {
   enum class Target { Algorithm, Protocol, Library };
@@ -54,20 +59,11 @@ llvm::Expected<std::vector<TuningRule>> parseTuningTable(llvm::StringRef text,
                                                          llvm::StringRef fileName);
 llvm::Expected<std::vector<TuningRule>> readTuningFile(llvm::StringRef path);
 
-/// The built-in rules that order the embedded algorithms (docs/RUNTIME.md);
-/// `crowded`: some host of the job runs more processes than it has CPUs,
-/// and the rules for that case come first.
-const std::vector<TuningRule> &builtinTuningRules(bool crowded = false);
-/// Whether `rule` is one of the rules for crowded hosts.
-bool isCrowdedRule(const TuningRule &rule);
+/// `rule` as a line of a table: collective, ranks, bytes and target in
+/// aligned columns ("allreduce      8       0-64K       allreduce_ring"),
+/// which parseTuningTable reads back as the same rule.
+std::string formatTuningRule(const TuningRule &rule);
 
-/// A byte count: decimal digits with an optional K, M or G (binary, either
-/// case); nullopt for anything else.
-std::optional<uint64_t> parseBytes(llvm::StringRef text);
+} // namespace coll::synth
 
-/// "0", "64K", "4M", "inf".
-std::string formatBytes(uint64_t bytes);
-
-} // namespace coll::rt
-
-#endif // COLL_RUNTIME_TUNING_H
+#endif // COLL_SYNTH_TUNINGTABLE_H

@@ -1,71 +1,15 @@
-//===- Tuning.cpp - The tuning table ------------------------------------------===//
+//===- TuningTable.cpp - The tuning table (COLL_TUNING_FILE) -------------===//
 
-#include "Tuning.h"
+#include "coll/synth/TuningTable.h"
+
+#include "coll/support/Bytes.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
-namespace coll::rt {
-
-std::optional<uint64_t> parseBytes(llvm::StringRef text) {
-  uint64_t scale = 1;
-  if (text.endswith_insensitive("k"))
-    scale = 1ull << 10;
-  else if (text.endswith_insensitive("m"))
-    scale = 1ull << 20;
-  else if (text.endswith_insensitive("g"))
-    scale = 1ull << 30;
-  if (scale != 1)
-    text = text.drop_back();
-  uint64_t value = 0;
-  if (text.empty() || text.getAsInteger(10, value) || value > UINT64_MAX / scale / 2)
-    return std::nullopt;
-  return value * scale;
-}
-
-namespace {
-
-// The built-in order of the embedded algorithms on the host backend. The
-// thresholds come from the runtime benchmark (docs/PERFORMANCE.md).
-constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
-allreduce      2   0-4K    allreduce_oneshot_ll128
-allreduce      *   0-8K    allreduce_oneshot
-allreduce      *   0-16K   allreduce_allpairs
-allreduce      *   *       allreduce_ring
-allgather      *   0-2M    allgather_recursive_doubling
-allgather      *   *       allgather_ring
-reducescatter  *   0-16K   reducescatter_allpairs
-reducescatter  *   *       reducescatter_ring
-alltoall       *   *       alltoall_allpairs
-broadcast      *   0-64K   broadcast_binomial
-broadcast      *   *       broadcast_chain
-reduce         *   *       reduce_binomial
-gather         *   *       gather_direct
-scatter        *   *       scatter_direct
-)";
-
-// Rules that come first where some host of the job runs more processes than
-// it has CPUs (docs/RUNTIME.md). A pipeline such as the chain needs all its
-// stages running at once; where processes share CPUs, every slot that moves
-// down the chain waits for a process to be scheduled, and the binomial
-// tree's fewer, larger hand-offs win (measured with 4 processes on 2 CPUs:
-// docs/PERFORMANCE.md).
-constexpr const char *CrowdedTable = R"(# Coll's built-in rules for crowded hosts (docs/RUNTIME.md)
-broadcast      *   64K-32M broadcast_binomial
-)";
-
-std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {
-  auto parsed = parseTuningTable(text, name);
-  if (!parsed) {
-    llvm::consumeError(parsed.takeError());
-    return {};
-  }
-  return std::move(*parsed);
-}
-
-} // namespace
+namespace coll::synth {
 
 bool TuningRule::matches(ir::Collective coll, int nranks, uint64_t bytes) const {
   if (collective && *collective != coll)
@@ -73,18 +17,6 @@ bool TuningRule::matches(ir::Collective coll, int nranks, uint64_t bytes) const 
   if (nranks < minRanks || nranks > maxRanks)
     return false;
   return bytes >= minBytes && (maxBytes == UINT64_MAX || bytes < maxBytes);
-}
-
-std::string formatBytes(uint64_t bytes) {
-  if (bytes == UINT64_MAX)
-    return "inf";
-  if (bytes && bytes % (1ull << 30) == 0)
-    return std::to_string(bytes >> 30) + "G";
-  if (bytes && bytes % (1ull << 20) == 0)
-    return std::to_string(bytes >> 20) + "M";
-  if (bytes && bytes % (1ull << 10) == 0)
-    return std::to_string(bytes >> 10) + "K";
-  return std::to_string(bytes);
 }
 
 llvm::Expected<std::vector<TuningRule>> parseTuningTable(llvm::StringRef text,
@@ -181,18 +113,20 @@ llvm::Expected<std::vector<TuningRule>> readTuningFile(llvm::StringRef path) {
   return parseTuningTable((*buffer)->getBuffer(), path);
 }
 
-const std::vector<TuningRule> &builtinTuningRules(bool crowded) {
-  static const std::vector<TuningRule> rules = parseBuiltin(BuiltinTable, "<built-in rules>");
-  static const std::vector<TuningRule> crowdedFirst = [] {
-    std::vector<TuningRule> all = parseBuiltin(CrowdedTable, "<built-in rules for crowded hosts>");
-    all.insert(all.end(), rules.begin(), rules.end());
-    return all;
-  }();
-  return crowded ? crowdedFirst : rules;
+std::string formatTuningRule(const TuningRule &rule) {
+  std::string ranks = "*";
+  if (rule.minRanks == rule.maxRanks)
+    ranks = std::to_string(rule.minRanks);
+  else if (rule.minRanks > 1 || rule.maxRanks != TuningRule().maxRanks)
+    ranks = std::to_string(rule.minRanks) + "-" +
+            (rule.maxRanks == TuningRule().maxRanks ? "" : std::to_string(rule.maxRanks));
+  const std::string bytes =
+      formatBytes(rule.minBytes) + "-" +
+      (rule.maxBytes == UINT64_MAX ? std::string("*") : formatBytes(rule.maxBytes));
+  return llvm::formatv("{0,-14} {1,-7} {2,-11} {3}",
+                       rule.collective ? ir::collectiveName(*rule.collective) : "*", ranks, bytes,
+                       rule.target)
+      .str();
 }
 
-bool isCrowdedRule(const TuningRule &rule) {
-  return llvm::StringRef(rule.origin).startswith("<built-in rules for crowded hosts>");
-}
-
-} // namespace coll::rt
+} // namespace coll::synth
