@@ -1,7 +1,7 @@
 //===- Topology.cpp - Reading and restricting topologies ------------------===//
 //
 // The text format reader, shared helpers and partial allocations. NCCL's XML
-// is read in TopologyXml.cpp, the only file that sees tinyxml2.
+// is read in TopologyXml.cpp, as CollIR's XML tree (coll/ir/XmlTree.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -11,15 +11,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/synth/Topology.h"
+#include "coll/ir/XmlTree.h"
 
 #include "llvm/ADT/StringMap.h"
 
-#include <tinyxml2.h>
 
 #include <map>
 #include <optional>
 
 using namespace coll::synth;
+using coll::ir::XmlElement;
 
 namespace {
 class XmlReader {
@@ -28,13 +29,13 @@ public:
   llvm::Expected<Topology> read(llvm::StringRef text);
 
 private:
-  llvm::Error error(const tinyxml2::XMLElement *e, const llvm::Twine &msg) {
+  llvm::Error error(const XmlElement *e, const llvm::Twine &msg) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        file + ":" + llvm::Twine(e ? e->GetLineNum() : 0) + ": error: " +
-            (e ? "<" + llvm::Twine(e->Name()) + ">: " : llvm::Twine()) + msg);
+        file + ":" + llvm::Twine(e ? e->line : 0) + ": error: " +
+            (e ? "<" + llvm::Twine(e->name) + ">: " : llvm::Twine()) + msg);
   }
-  llvm::Error walk(const tinyxml2::XMLElement *e, int32_t parent,
+  llvm::Error walk(const XmlElement *e, int32_t parent,
                    double parentBw);
   int32_t addNode(NodeKind kind, std::string name) {
     Node n;
@@ -56,7 +57,7 @@ private:
   }
 
   struct PendingNvlink {
-    const tinyxml2::XMLElement *elem;
+    const XmlElement *elem;
     int32_t gpuNode;
     std::string target;
     int32_t count;
@@ -93,34 +94,32 @@ static std::optional<double> pciBandwidth(const char *speed,
   return lanes * rate / 80.0;
 }
 
-llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
+llvm::Error XmlReader::walk(const XmlElement *e, int32_t parent,
                             double parentBw) {
-  for (const tinyxml2::XMLElement *c = e->FirstChildElement(); c;
-       c = c->NextSiblingElement()) {
-    llvm::StringRef name = c->Name();
+  for (const XmlElement &child : e->children) {
+    const XmlElement *c = &child;
+    llvm::StringRef name = c->name;
     if (name == "pci") {
-      const char *bus = c->Attribute("busid");
+      const char *bus = c->attribute("busid");
       if (!bus)
         return error(c, "missing attribute 'busid'");
       double bw = parentBw;
-      if (auto b = pciBandwidth(c->Attribute("link_speed"),
-                                c->Attribute("link_width")))
+      if (auto b = pciBandwidth(c->attribute("link_speed"),
+                                c->attribute("link_width")))
         bw = std::min(*b, parentBw);
       // A <pci> holding a <gpu> or a <nic> is that device; otherwise it is a
       // PCIe switch.
-      const tinyxml2::XMLElement *gpu = c->FirstChildElement("gpu");
-      const tinyxml2::XMLElement *nic = c->FirstChildElement("nic");
+      const XmlElement *gpu = c->child("gpu");
+      const XmlElement *nic = c->child("nic");
       if (gpu) {
         int32_t node = addNode(NodeKind::Gpu, std::string("gpu@") + bus);
         addDuplex(node, parent, bw, LinkKind::PCI, 1.0);
         int sm = 0;
-        if (gpu->QueryIntAttribute("sm", &sm) != tinyxml2::XML_SUCCESS ||
-            sm <= 0)
+        if (!gpu->intAttribute("sm", sm) || sm <= 0)
           return error(gpu, "missing or bad attribute 'sm' (the compute "
                             "capability, e.g. 70)");
         int rank = -1;
-        if (gpu->QueryIntAttribute("rank", &rank) != tinyxml2::XML_SUCCESS &&
-            gpu->QueryIntAttribute("dev", &rank) != tinyxml2::XML_SUCCESS)
+        if (!gpu->intAttribute("rank", rank) && !gpu->intAttribute("dev", rank))
           return error(gpu, "missing attribute 'rank' or 'dev'");
         if (rank < 0 || rank > 4095)
           return error(gpu, "rank " + llvm::Twine(rank) + " is out of range");
@@ -129,17 +128,18 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
             return error(gpu, "two GPUs have rank " + llvm::Twine(rank));
         gpuRanks.push_back({rank, node});
         gpuByBus[llvm::StringRef(bus).lower()] = node;
-        for (const tinyxml2::XMLElement *nv = gpu->FirstChildElement("nvlink");
-             nv; nv = nv->NextSiblingElement("nvlink")) {
-          const char *target = nv->Attribute("target");
+        for (const XmlElement &link : gpu->children) {
+          if (link.name != "nvlink")
+            continue;
+          const XmlElement *nv = &link;
+          const char *target = nv->attribute("target");
           int count = 1;
           if (!target)
             return error(nv, "missing attribute 'target'");
-          if (nv->QueryIntAttribute("count", &count) != tinyxml2::XML_SUCCESS ||
-              count < 1)
+          if (!nv->intAttribute("count", count) || count < 1)
             return error(nv, "missing or bad attribute 'count'");
           llvm::StringRef tclass =
-              nv->Attribute("tclass") ? nv->Attribute("tclass") : "";
+              nv->attribute("tclass") ? nv->attribute("tclass") : "";
           nvlinks.push_back({nv, node, llvm::StringRef(target).lower(), count,
                              sm, tclass == "0x068000"});
         }
@@ -165,15 +165,14 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
         return err;
     } else if (name == "net") {
       int speed = 0;
-      if (c->QueryIntAttribute("speed", &speed) != tinyxml2::XML_SUCCESS ||
-          speed <= 0)
+      if (!c->intAttribute("speed", speed) || speed <= 0)
         return error(c, "missing or bad attribute 'speed' (Mb/s)");
       if (netSwitch < 0)
         netSwitch = addNode(NodeKind::Switch, "network");
       int32_t node = parent;
       if (topo.nodes[parent].kind != NodeKind::Nic) {
         node = addNode(NodeKind::Nic,
-                       c->Attribute("name") ? c->Attribute("name") : "net");
+                       c->attribute("name") ? c->attribute("name") : "net");
         addDuplex(node, parent, parentBw, LinkKind::PCI, 1.0);
       }
       addDuplex(node, netSwitch, speed / 8000.0, LinkKind::Net, 5.0);
@@ -187,26 +186,25 @@ llvm::Error XmlReader::walk(const tinyxml2::XMLElement *e, int32_t parent,
 }
 
 llvm::Expected<Topology> XmlReader::read(llvm::StringRef text) {
-  tinyxml2::XMLDocument doc;
-  if (doc.Parse(text.data(), text.size()) != tinyxml2::XML_SUCCESS)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        file + ":" + llvm::Twine(doc.ErrorLineNum()) +
-            ": error: malformed XML: " + doc.ErrorStr());
-  const tinyxml2::XMLElement *system = doc.FirstChildElement("system");
-  if (!system)
-    return error(doc.FirstChildElement(), "the root element must be <system>");
+  auto doc = coll::ir::parseXmlTree(text, file);
+  if (!doc)
+    return doc.takeError();
+  const XmlElement *system = &*doc;
+  if (system->name != "system")
+    return error(system, "the root element must be <system>");
   topo.name = llvm::StringRef(file).rsplit('/').second.empty()
                   ? file
                   : llvm::StringRef(file).rsplit('/').second.str();
-  for (const tinyxml2::XMLElement *cpu = system->FirstChildElement("cpu"); cpu;
-       cpu = cpu->NextSiblingElement("cpu")) {
+  for (const XmlElement &cpuElement : system->children) {
+    if (cpuElement.name != "cpu")
+      continue;
+    const XmlElement *cpu = &cpuElement;
     int32_t node = addNode(NodeKind::Cpu, "cpu" + std::to_string(cpus.size()));
     llvm::StringRef vendor =
-        cpu->Attribute("vendor") ? cpu->Attribute("vendor") : "";
-    llvm::StringRef arch = cpu->Attribute("arch") ? cpu->Attribute("arch") : "";
+        cpu->attribute("vendor") ? cpu->attribute("vendor") : "";
+    llvm::StringRef arch = cpu->attribute("arch") ? cpu->attribute("arch") : "";
     int model = 0;
-    cpu->QueryIntAttribute("modelid", &model);
+    cpu->intAttribute("modelid", model);
     double bw = 6.0; // QPI
     if (arch == "ppc64")
       bw = 32.0;
