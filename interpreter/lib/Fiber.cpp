@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Fiber.h"
+#include "coll/interpreter/host/Fiber.h"
 
 #include <algorithm>
 #include <cassert>

@@ -1,6 +1,6 @@
 //===- HostEngine.cpp - tb tasks on a few threads -------------------------===//
 
-#include "HostEngine.h"
+#include "coll/interpreter/host/Engine.h"
 
 #include "llvm/ADT/STLExtras.h"
 

@@ -2,14 +2,14 @@
 //
 // Every rank of the plan runs in this process: one RankRunner per rank over
 // connections in one anonymous mapping, their tbs run as tasks of one
-// Engine (HostEngine.h), whose idle threads sleep on the executor's doorbell.
+// Engine (coll/interpreter/host/Engine.h), whose idle threads sleep on the executor's doorbell.
 //
 //===----------------------------------------------------------------------===//
 
 #include "coll/interpreter/HostExecutor.h"
 
-#include "HostEngine.h"
-#include "HostRank.h"
+#include "coll/interpreter/host/Engine.h"
+#include "coll/interpreter/host/Rank.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

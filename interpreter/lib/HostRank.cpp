@@ -1,6 +1,6 @@
 //===- HostRank.cpp - One rank of a plan on the host ----------------------===//
 
-#include "HostRank.h"
+#include "coll/interpreter/host/Rank.h"
 
 #include "HostData.h"
 #include "coll/interpreter/Protocol.h"
@@ -314,7 +314,7 @@ public:
   }
 
 private:
-  /// Doorbells this tb has changed state for and not rung yet (HostSync.h).
+  /// Doorbells this tb has changed state for and not rung yet (host/Sync.h).
   void owe(Doorbell &bell) {
     for (unsigned i = 0; i < nOwed; ++i)
       if (owed[i] == &bell)

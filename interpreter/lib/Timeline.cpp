@@ -2,7 +2,7 @@
 
 #include "coll/interpreter/Timeline.h"
 
-#include "HostRank.h"
+#include "coll/interpreter/host/Rank.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DevicePlugin.h"
+#include "coll/plugin/DevicePlugin.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

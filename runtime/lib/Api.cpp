@@ -2,10 +2,10 @@
 
 #include "coll.h"
 
-#include "Bootstrap.h"
-#include "Comm.h"
-#include "Debug.h"
-#include "Device.h"
+#include "coll/runtime/Bootstrap.h"
+#include "coll/runtime/Comm.h"
+#include "coll/runtime/Debug.h"
+#include "coll/runtime/Device.h"
 
 #include "coll/interpreter/DataType.h"
 

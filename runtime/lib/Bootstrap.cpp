@@ -1,8 +1,8 @@
 //===- Bootstrap.cpp - Finding the other ranks -------------------------------===//
 
-#include "Bootstrap.h"
+#include "coll/runtime/Bootstrap.h"
 
-#include "Debug.h"
+#include "coll/runtime/Debug.h"
 
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"

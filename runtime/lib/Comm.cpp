@@ -1,14 +1,15 @@
 //===- Comm.cpp - A communicator: one rank of a job ---------------------------===//
 
-#include "Comm.h"
+#include "coll/runtime/Comm.h"
+#include "Selection.h"
 
-#include "Debug.h"
-#include "HostTransport.h"
-#include "NetProxy.h"
+#include "coll/runtime/Debug.h"
+#include "coll/transport/HostTransport.h"
+#include "coll/transport/NetProxy.h"
 
-#include "Device.h"
-#include "HostEngine.h"
-#include "HostRank.h"
+#include "coll/runtime/Device.h"
+#include "coll/interpreter/host/Engine.h"
+#include "coll/interpreter/host/Rank.h"
 #include "coll/interpreter/HostExecutor.h"
 #if COLL_RUNTIME_HAVE_LANG
 #include "coll/synth/Detect.h"
@@ -52,6 +53,7 @@ using interp::host::Engine;
 using interp::host::RankRunner;
 using interp::host::Task;
 using transport::HostTransport;
+using transport::NetProxy;
 
 char CollError::ID = 0;
 
@@ -843,7 +845,7 @@ llvm::Error Communicator::Impl::setupNetwork(const std::vector<transport::LocalR
     no.hostnames[r] = peers[r].hostname;
   }
   no.engineBell = &transport->myDoorbell();
-  no.fail = [this](collResult_t result, const std::string &report) { stop->fail(result, report); };
+  no.peerLost = [this](const std::string &report) { stop->fail(collRemoteError, report); };
   auto created = NetProxy::create(std::move(no));
   llvm::Error err = created ? llvm::Error::success() : created.takeError();
   if (err)

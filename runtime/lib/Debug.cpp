@@ -1,6 +1,6 @@
 //===- Debug.cpp - COLL_DEBUG logging ---------------------------------------===//
 
-#include "Debug.h"
+#include "coll/runtime/Debug.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"

@@ -1,8 +1,8 @@
 //===- Device.cpp - Collectives on a GPU or on its CPU emulation ----------===//
 
-#include "Device.h"
+#include "coll/runtime/Device.h"
 
-#include "DevicePlugin.h"
+#include "coll/plugin/DevicePlugin.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"

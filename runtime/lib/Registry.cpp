@@ -1,6 +1,6 @@
 //===- Registry.cpp - The algorithms a communicator can run ------------------===//
 
-#include "Registry.h"
+#include "coll/runtime/Registry.h"
 
 #include "EmbeddedAlgorithms.h"
 

@@ -1,6 +1,6 @@
 //===- Socket.cpp - TCP for the bootstrap -----------------------------------===//
 
-#include "Socket.h"
+#include "coll/runtime/Socket.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"

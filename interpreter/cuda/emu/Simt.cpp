@@ -15,7 +15,7 @@
 
 #include "Simt.h"
 
-#include "Fiber.h"
+#include "coll/interpreter/host/Fiber.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/Error.h"

@@ -29,11 +29,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Bootstrap.h"
-#include "Comm.h"
-#include "Debug.h"
-#include "Device.h"
-#include "DropIn.h"
+#include "coll/runtime/Bootstrap.h"
+#include "coll/runtime/Comm.h"
+#include "coll/runtime/Debug.h"
+#include "coll/runtime/Device.h"
+#include "coll/dropin/DropIn.h"
 
 #include "coll/interpreter/DataType.h"
 

@@ -1,6 +1,6 @@
 //===- EngineTest.cpp - The host engine's threads --------------------------===//
 
-#include "HostEngine.h"
+#include "coll/interpreter/host/Engine.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- FiberTest.cpp - Stackful coroutines -------------------------------===//
 
-#include "Fiber.h"
+#include "coll/interpreter/host/Fiber.h"
 
 #include "llvm/Support/Error.h"
 

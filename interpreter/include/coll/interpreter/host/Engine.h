@@ -1,4 +1,4 @@
-//===- HostEngine.h - tb tasks on a few threads -----------------*- C++ -*-===//
+//===- Engine.h - tb tasks on a few threads ---------------------*- C++ -*-===//
 //
 // The host backend's execution model (DESIGN.md §4): every tb of every rank a
 // process runs is a task, a Fiber; a few threads run them, each its own
@@ -17,11 +17,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_HOSTENGINE_H
-#define COLL_INTERPRETER_HOSTENGINE_H
+#ifndef COLL_INTERPRETER_HOST_ENGINE_H
+#define COLL_INTERPRETER_HOST_ENGINE_H
 
-#include "Fiber.h"
-#include "HostSync.h"
+#include "coll/interpreter/host/Fiber.h"
+#include "coll/interpreter/host/Sync.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -165,4 +165,4 @@ private:
 
 } // namespace coll::interp::host
 
-#endif // COLL_INTERPRETER_HOSTENGINE_H
+#endif // COLL_INTERPRETER_HOST_ENGINE_H

@@ -18,9 +18,8 @@
 
 #include "coll.h"
 
-#include "Bootstrap.h"
-#include "Registry.h"
-#include "Selection.h"
+#include "coll/runtime/Bootstrap.h"
+#include "coll/runtime/Registry.h"
 
 #include "coll/interpreter/DataType.h"
 

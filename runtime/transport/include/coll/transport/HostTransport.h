@@ -23,10 +23,10 @@
 #ifndef COLL_TRANSPORT_HOSTTRANSPORT_H
 #define COLL_TRANSPORT_HOSTTRANSPORT_H
 
-#include "SharedMemory.h"
+#include "coll/transport/SharedMemory.h"
 
-#include "HostRank.h"
-#include "HostSync.h"
+#include "coll/interpreter/host/Rank.h"
+#include "coll/interpreter/host/Sync.h"
 
 #include "coll/ir/Algorithm.h"
 

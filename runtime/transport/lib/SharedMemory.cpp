@@ -1,6 +1,6 @@
 //===- SharedMemory.cpp - Segments shared by the processes of a host --------===//
 
-#include "SharedMemory.h"
+#include "coll/transport/SharedMemory.h"
 
 #include <cerrno>
 #include <cstring>

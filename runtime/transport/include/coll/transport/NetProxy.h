@@ -1,7 +1,7 @@
 //===- NetProxy.h - Connections to ranks on other hosts, over UCX -*- C++ -*-===//
 //
 // A connection whose two ranks are on different hosts has two FIFOs of the
-// same shape (HostRank.h): the sender fills one in its own process's memory
+// same shape (coll/interpreter/host/Connection.h): the sender fills one in its own process's memory
 // (the staging FIFO), and the receiver drains its usual FIFO in its host's
 // shared memory. Each rank with peers on other hosts runs a proxy thread, as
 // NCCL's network proxy does, that moves slots between the two over UCX:
@@ -22,17 +22,15 @@
 // The proxy sleeps when nothing moves: the local ends ring its doorbell,
 // and a second thread waits on UCX's event descriptor and rings it too.
 // A peer whose endpoint fails without having said goodbye (a message every
-// proxy sends before it closes) ends this rank's calls through `fail`.
+// proxy sends before it closes) ends this rank's calls through `peerLost`.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_RUNTIME_NETPROXY_H
-#define COLL_RUNTIME_NETPROXY_H
+#ifndef COLL_TRANSPORT_NETPROXY_H
+#define COLL_TRANSPORT_NETPROXY_H
 
-#include "coll.h"
-
-#include "HostRank.h"
-#include "HostSync.h"
+#include "coll/interpreter/host/Connection.h"
+#include "coll/interpreter/host/Sync.h"
 
 #include "llvm/Support/Error.h"
 
@@ -43,7 +41,7 @@
 #include <string>
 #include <vector>
 
-namespace coll::rt {
+namespace coll::transport {
 
 class NetProxy {
 public:
@@ -56,8 +54,9 @@ public:
     /// The doorbell of this rank's engine: rung after the proxy frees a
     /// staging slot or fills a receive slot.
     interp::host::Doorbell *engineBell = nullptr;
-    /// Stops this rank's calls (and its host's): a peer was lost.
-    std::function<void(collResult_t, const std::string &)> fail;
+    /// Stops this rank's calls (and its host's): a peer was lost; the
+    /// report says which and why.
+    std::function<void(const std::string &report)> peerLost;
   };
 
   /// Whether this build has UCX.
@@ -102,6 +101,6 @@ private:
   std::unique_ptr<Impl> impl;
 };
 
-} // namespace coll::rt
+} // namespace coll::transport
 
-#endif // COLL_RUNTIME_NETPROXY_H
+#endif // COLL_TRANSPORT_NETPROXY_H

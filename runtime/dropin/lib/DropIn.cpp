@@ -1,10 +1,10 @@
 //===- DropIn.cpp - What the drop-in libraries share ---------------------===//
 
-#include "DropIn.h"
+#include "coll/dropin/DropIn.h"
 
-#include "Device.h"
+#include "coll/runtime/Device.h"
 
-#include "Debug.h"
+#include "coll/runtime/Debug.h"
 
 #include "coll/ir/Algorithm.h"
 

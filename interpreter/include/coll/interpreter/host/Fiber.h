@@ -22,8 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_FIBER_H
-#define COLL_INTERPRETER_FIBER_H
+#ifndef COLL_INTERPRETER_HOST_FIBER_H
+#define COLL_INTERPRETER_HOST_FIBER_H
 
 #include "llvm/Support/Error.h"
 
@@ -90,4 +90,4 @@ private:
 
 } // namespace coll::interp::host
 
-#endif // COLL_INTERPRETER_FIBER_H
+#endif // COLL_INTERPRETER_HOST_FIBER_H

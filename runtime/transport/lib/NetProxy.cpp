@@ -1,6 +1,6 @@
 //===- NetProxy.cpp - Connections to ranks on other hosts, over UCX -------===//
 
-#include "NetProxy.h"
+#include "coll/transport/NetProxy.h"
 
 #include "coll/interpreter/Protocol.h"
 
@@ -23,7 +23,7 @@
 #include <ucp/api/ucp.h>
 #endif
 
-namespace coll::rt {
+namespace coll::transport {
 
 using interp::FifoDepth;
 using interp::host::ConnectionControl;
@@ -360,12 +360,11 @@ public:
         continue;
       p.reported = true;
       failed = true;
-      opts.fail(collRemoteError,
-                llvm::formatv("lost rank {0} on host {1}: the UCX connection from rank {2} "
-                              "failed ({3})",
-                              p.rank, opts.hostnames[p.rank], opts.rank,
-                              ucs_status_string(p.error))
-                    .str());
+      opts.peerLost(llvm::formatv("lost rank {0} on host {1}: the UCX connection from rank {2} "
+                                  "failed ({3})",
+                                  p.rank, opts.hostnames[p.rank], opts.rank,
+                                  ucs_status_string(p.error))
+                        .str());
     }
   }
 
@@ -735,5 +734,5 @@ std::string NetProxy::describe() const { return "no UCX in this build"; }
 
 #endif // COLL_HAVE_UCX
 
-} // namespace coll::rt
+} // namespace coll::transport
 

@@ -12,7 +12,7 @@
 #ifndef COLL_RUNTIME_DROPIN_H
 #define COLL_RUNTIME_DROPIN_H
 
-#include "Comm.h"
+#include "coll/runtime/Comm.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
-//===- HostRank.h - One rank of a plan on the host --------------*- C++ -*-===//
+//===- Rank.h - One rank of a plan on the host ------------------*- C++ -*-===//
 //
 // A RankRunner runs the tbs of one rank of a plan as tasks of a host Engine
-// (HostEngine.h), with the step semantics every backend shares
+// (host/Engine.h), with the step semantics every backend shares
 // (StepSemantics.h) and the real framing of the plan's protocol
 // (Protocol.h). The emulated executor (HostExecutor) makes one per rank over
 // connections in its own memory; the runtime makes one per rank it hosts,
@@ -23,11 +23,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_HOSTRANK_H
-#define COLL_INTERPRETER_HOSTRANK_H
+#ifndef COLL_INTERPRETER_HOST_RANK_H
+#define COLL_INTERPRETER_HOST_RANK_H
 
-#include "HostEngine.h"
-#include "HostSync.h"
+#include "coll/interpreter/host/Connection.h"
+#include "coll/interpreter/host/Engine.h"
+#include "coll/interpreter/host/Sync.h"
 
 #include "coll/interpreter/DataType.h"
 #include "coll/interpreter/Plan.h"
@@ -46,73 +47,6 @@
 #include <vector>
 
 namespace coll::interp::host {
-
-constexpr size_t CacheLine = 64;
-
-/// The counters of one connection, written by both ends; plain data, so it
-/// can live in memory shared between processes. The FIFO follows it.
-struct alignas(CacheLine) ConnectionControl {
-  std::atomic<uint64_t> tail; ///< slots the sender filled
-  /// Data bytes the sender put in each slot, stored before `tail`: what a
-  /// network proxy forwards (NetProxy.h); the receivers do not read it.
-  std::atomic<uint32_t> sizes[FifoDepth];
-  /// The sender's tag of the call its slots belong to, stored with each
-  /// `tail`: in the line a Simple receiver reads anyway, so that it can tell
-  /// a mismatched call from its own without another cache miss
-  /// (RankRunner::tagSends/receivedTags; 0 when nobody sets it). LL128
-  /// receivers find the tag's hash in each line's flag word instead
-  /// (HostRank.cpp, hostLl128Flag); LL receivers do not check.
-  std::atomic<uint64_t> call;
-  char pad0[CacheLine - 2 * sizeof(std::atomic<uint64_t>) -
-            FifoDepth * sizeof(std::atomic<uint32_t>)];
-  std::atomic<uint64_t> head; ///< slots the receiver freed
-  char pad1[CacheLine - sizeof(std::atomic<uint64_t>)];
-};
-static_assert(std::atomic<uint64_t>::is_always_lock_free,
-              "connections in shared memory need lock-free 64-bit atomics");
-
-/// The memory one connection needs for a protocol and slot size.
-struct FifoShape {
-  ir::Protocol protocol = ir::Protocol::Simple;
-  uint64_t slotBytes = 0; ///< data bytes per slot: the pipeline slice
-  uint64_t slotWords = 0; ///< LL/LL128: 8-byte words per slot (lines included)
-
-  /// Fails unless `slotBytes` is a multiple of 8 in [8, 64 MiB].
-  static llvm::Expected<FifoShape> of(ir::Protocol protocol, uint64_t slotBytes);
-  /// Control block and FifoDepth slots, rounded up to a cache line.
-  uint64_t totalBytes() const;
-};
-
-/// One end of a connection, as the tb that drives it sees it. `memory`
-/// (totalBytes() bytes, zeroed before either end uses it) is the same for
-/// both ends, mapped wherever each end's process maps it.
-struct ConnectionEnd {
-  ConnectionControl *control = nullptr;
-  std::byte *fifo = nullptr;
-  FifoShape shape;
-  /// Rung after this end moves its counter: the doorbell of the process
-  /// that runs the other end.
-  Doorbell *peerBell = nullptr;
-  int32_t sender = -1, receiver = -1, channel = -1; ///< for reports
-  /// The sender's copy of `control->head` as it last read it (never ahead
-  /// of it): the sender reads the receiver's line only when the FIFO looks
-  /// full by this count, so that line stays in the receiver's cache.
-  uint64_t headSeen = 0;
-
-  static ConnectionEnd bind(void *memory, const FifoShape &shape, Doorbell *peerBell,
-                            int32_t sender, int32_t receiver, int32_t channel);
-  bool valid() const { return control != nullptr; }
-  /// Sender side: whether slot `seq` is free (the receiver has freed slot
-  /// seq - FifoDepth), reading the receiver's `head` only when `headSeen`
-  /// does not already say so; acquire, so the receiver's reads of the slot
-  /// happen before the sender overwrites it.
-  bool slotFree(uint64_t seq) {
-    if (seq - headSeen < FifoDepth)
-      return true;
-    headSeen = control->head.load(std::memory_order_acquire);
-    return seq - headSeen < FifoDepth;
-  }
-};
 
 /// How the tasks of a launch stop together: a word that every wait checks,
 /// and the first report of why.
@@ -208,4 +142,4 @@ std::string describeTbPosition(const Plan &plan, int32_t globalTb, uint64_t iter
 
 } // namespace coll::interp::host
 
-#endif // COLL_INTERPRETER_HOSTRANK_H
+#endif // COLL_INTERPRETER_HOST_RANK_H

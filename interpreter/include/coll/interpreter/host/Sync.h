@@ -1,4 +1,4 @@
-//===- HostSync.h - Doorbells: sleeping until a partner moves ---*- C++ -*-===//
+//===- Sync.h - Doorbells: sleeping until a partner moves -------*- C++ -*-===//
 //
 // The host backend spins only briefly; a thread whose every task is blocked
 // goes to sleep on its process's Doorbell, and whoever changes state such a
@@ -26,8 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_HOSTSYNC_H
-#define COLL_INTERPRETER_HOSTSYNC_H
+#ifndef COLL_INTERPRETER_HOST_SYNC_H
+#define COLL_INTERPRETER_HOST_SYNC_H
 
 #include <atomic>
 #include <chrono>
@@ -164,4 +164,4 @@ private:
 
 } // namespace coll::interp::host
 
-#endif // COLL_INTERPRETER_HOSTSYNC_H
+#endif // COLL_INTERPRETER_HOST_SYNC_H

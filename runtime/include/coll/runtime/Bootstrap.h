@@ -16,7 +16,7 @@
 #ifndef COLL_RUNTIME_BOOTSTRAP_H
 #define COLL_RUNTIME_BOOTSTRAP_H
 
-#include "Socket.h"
+#include "coll/runtime/Socket.h"
 
 #include "llvm/Support/Error.h"
 

@@ -1,6 +1,6 @@
 //===- HostTransport.cpp - Connections between the ranks of a host ----------===//
 
-#include "HostTransport.h"
+#include "coll/transport/HostTransport.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
