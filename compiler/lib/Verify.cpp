@@ -221,15 +221,16 @@ std::optional<Modes> Checker::checkCorrectness() {
     return std::nullopt;
   const lang::CollectiveSpec &spec = dag.collective;
   bool traced = spec.inplace;
-  if (auto failure =
-          executeIR(alg, *analysis, dag, schedule.refinement, traced)) {
-    internalError(failure->step,
-                  llvm::Twine("the compiled IR does not implement the "
-                              "collective ") +
-                      (traced ? "in place" : "out of place") +
-                      (failure->step.gpu >= 0 ? ": " + where(failure->step) +
-                                                    " " + failure->message
-                                              : ": " + failure->message));
+  const ir::Definition def = refinedDefinition(spec, schedule.refinement);
+  auto execute = [&](bool inplace) {
+    return ir::executeSymbolically(alg, *analysis, def, inplace, /*strictReads=*/true);
+  };
+  if (std::optional<ir::WrongResult> wrong = execute(traced)) {
+    const ir::StepRef step = wrong->writers.empty() ? ir::StepRef{} : wrong->writers.front();
+    internalError(step, llvm::Twine("the compiled IR does not implement the collective ") +
+                            (traced ? "in place" : "out of place") +
+                            (step.gpu >= 0 ? ": " + where(step) + " " + wrong->message
+                                           : ": " + wrong->message));
     return std::nullopt;
   }
   if (std::optional<ir::Race> race = ir::findRace(alg, traced)) {
@@ -245,7 +246,7 @@ std::optional<Modes> Checker::checkCorrectness() {
   // memory.
   bool other = (spec.kind != ir::Collective::Custom ||
                 spec.inputChunks == spec.outputChunks) &&
-               !executeIR(alg, *analysis, dag, schedule.refinement, !traced) &&
+               !execute(!traced) &&
                !ir::findRace(alg, !traced);
   return Modes{traced || other, !traced || other};
 }

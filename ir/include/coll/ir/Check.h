@@ -79,14 +79,16 @@ struct WrongResult {
   std::string message;
 };
 
-/// Symbolic execution of `alg` in `analysis.topologicalOrder` with the
-/// memory of one call mode; out of place, the input must stay unchanged.
-/// Meaningful only for race-free algorithms (then every order computes the
-/// same). `definition` must be for alg.ngpus() ranks.
+/// Symbolic execution (Symbolic.h) of `alg` in `analysis.topologicalOrder`
+/// with the memory of one call mode; out of place, the input must stay
+/// unchanged. Meaningful only for race-free algorithms (then every order
+/// computes the same). `definition` must be for alg.ngpus() ranks.
+/// `strictReads`: reading data nobody defined fails (the compiler checks
+/// its own output so); otherwise only a wrong output does.
 std::optional<WrongResult> executeSymbolically(const Algorithm &alg,
                                                const Analysis &analysis,
                                                const Definition &definition,
-                                               bool inplace);
+                                               bool inplace, bool strictReads = false);
 
 struct CheckOptions {
   int32_t fifoSlots = 8;

@@ -1,0 +1,237 @@
+//===- Symbolic.cpp - Memory of sets of contributions ---------------------===//
+
+#include "coll/ir/Symbolic.h"
+#include "coll/ir/Check.h"
+#include "coll/ir/Geometry.h"
+#include "coll/ir/Verifier.h"
+
+#include <cassert>
+#include <deque>
+
+namespace coll::ir {
+
+//===----------------------------------------------------------------------===//
+// SymbolicMemory
+//===----------------------------------------------------------------------===//
+
+SymbolicMemory::SymbolicMemory(Collective kind, int32_t chunksPerBlock, const Definition &def,
+                               std::vector<RankChunks> sizes, bool inplace, bool strict)
+    : kind(kind), perBlock(chunksPerBlock), def(def), inplace(inplace), strict(strict),
+      sizes(std::move(sizes)) {
+  base.assign(this->sizes.size() + 1, 0);
+  for (size_t r = 0; r < this->sizes.size(); ++r) {
+    const RankChunks &s = this->sizes[r];
+    base[r + 1] = base[r] + uint32_t(s.input) + uint32_t(s.output) + uint32_t(s.scratch);
+  }
+  cells.resize(base.back());
+  writers.assign(base.back(), NoWriter);
+  for (int32_t r = 0; r < def.nranks; ++r)
+    for (int32_t j = 0; j < def.inputChunks; ++j)
+      if (def.inputDefined[r][j])
+        cells[cell(r, {BufferKind::Input, j})] = std::make_shared<const std::vector<uint32_t>>(
+            1, static_cast<uint32_t>(r * def.inputChunks + j));
+}
+
+uint32_t SymbolicMemory::cell(int32_t rank, Slot slot) const {
+  if (inplace)
+    slot = inPlaceOwner(kind, rank, perBlock, slot);
+  uint32_t local = static_cast<uint32_t>(slot.off);
+  if (slot.buf != BufferKind::Input)
+    local += static_cast<uint32_t>(sizes[rank].input);
+  if (slot.buf == BufferKind::Scratch)
+    local += static_cast<uint32_t>(sizes[rank].output);
+  return base[rank] + local;
+}
+
+std::optional<std::string> SymbolicMemory::read(int32_t rank, Slot slot, int32_t count,
+                                                llvm::SmallVectorImpl<Contents> &out) const {
+  out.clear();
+  for (int32_t i = 0; i < count; ++i) {
+    const Contents &c = cells[cell(rank, {slot.buf, slot.off + i})];
+    if (!c && strict)
+      return "reads " + name(rank, {slot.buf, slot.off + i}) + ", which holds no data";
+    out.push_back(c);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> SymbolicMemory::write(int32_t rank, Slot slot,
+                                                 llvm::ArrayRef<Contents> values,
+                                                 uint64_t writer) {
+  if (!inplace && slot.buf == BufferKind::Input)
+    return "writes " + name(rank, slot) + ", but out of place the input must stay unchanged";
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t c = cell(rank, {slot.buf, slot.off + int32_t(i)});
+    cells[c] = values[i];
+    writers[c] = writer;
+  }
+  return std::nullopt;
+}
+
+uint64_t SymbolicMemory::writer(int32_t rank, Slot slot) const {
+  return writers[cell(rank, slot)];
+}
+
+std::optional<std::string> SymbolicMemory::reduce(llvm::SmallVectorImpl<Contents> &into,
+                                                  llvm::ArrayRef<Contents> with) const {
+  for (size_t i = 0; i < into.size(); ++i) {
+    if (!into[i] || !with[i]) {
+      into[i] = nullptr;
+      continue;
+    }
+    const std::vector<uint32_t> &a = *into[i], &b = *with[i];
+    auto merged = std::make_shared<std::vector<uint32_t>>();
+    merged->reserve(a.size() + b.size());
+    size_t x = 0, y = 0;
+    while (x < a.size() || y < b.size()) {
+      if (x < a.size() && y < b.size() && a[x] == b[y])
+        return "adds " + contrib(a[x]) + " to data that already holds it";
+      bool takeA = y == b.size() || (x < a.size() && a[x] < b[y]);
+      merged->push_back(takeA ? a[x++] : b[y++]);
+    }
+    into[i] = std::move(merged);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> SymbolicMemory::checkOverlap(int32_t rank, Slot src, Slot dst,
+                                                        int32_t count) const {
+  uint32_t a = cell(rank, src), b = cell(rank, dst);
+  if (a != b && a < b + count && b < a + count)
+    return "reads " + name(rank, src) + " and writes " + name(rank, dst) +
+           ", which overlap in memory";
+  return std::nullopt;
+}
+
+std::optional<SymbolicMemory::WrongOutput> SymbolicMemory::firstWrongOutput() const {
+  for (int32_t r = 0; r < def.nranks; ++r)
+    for (int32_t i = 0; i < def.outputChunks; ++i) {
+      const std::vector<uint32_t> &want = def.expected[r][i];
+      if (want.empty())
+        continue;
+      Slot out{BufferKind::Output, i};
+      const Contents &have = cells[cell(r, out)];
+      if (have && *have == want)
+        continue;
+      return WrongOutput{r, out,
+                         "output chunk " + name(r, out) + " holds " + describe(have) +
+                             " but must hold " + describe(want)};
+    }
+  return std::nullopt;
+}
+
+std::string SymbolicMemory::name(int32_t rank, Slot slot) const {
+  return "rank " + std::to_string(rank) + " " + bufferName(slot.buf).str() + "[" +
+         std::to_string(slot.off) + "]";
+}
+
+std::string SymbolicMemory::contrib(uint32_t id) const {
+  return "in(" + std::to_string(id / def.inputChunks) + "," +
+         std::to_string(id % def.inputChunks) + ")";
+}
+
+std::string SymbolicMemory::describe(const Contents &have) const {
+  if (!have)
+    return "undefined data";
+  return describe(*have);
+}
+
+std::string SymbolicMemory::describe(const std::vector<uint32_t> &ids) const {
+  if (ids.empty())
+    return "nothing";
+  std::string text;
+  for (size_t k = 0; k < ids.size() && k < 4; ++k)
+    text += (k ? " + " : "") + contrib(ids[k]);
+  if (ids.size() > 4)
+    text += " + " + std::to_string(ids.size() - 4) + " more";
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// An IR file on it
+//===----------------------------------------------------------------------===//
+
+std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analysis &analysis,
+                                               const Definition &def, bool inplace,
+                                               bool strictReads) {
+  assert(def.nranks == alg.ngpus() && "a definition for another rank count");
+  // In place the file may declare 0 chunks for the aliased buffer, so each
+  // buffer gets the larger of the file's and the definition's size.
+  std::vector<SymbolicMemory::RankChunks> sizes;
+  for (const Gpu &gpu : alg.gpus) {
+    SymbolicMemory::RankChunks s{std::max(gpu.inputChunks, def.inputChunks),
+                                 std::max(gpu.outputChunks, def.outputChunks),
+                                 gpu.scratchChunks};
+    // In place a custom collective aliases output chunk j with input
+    // chunk j: the owner must be able to hold either.
+    if (inplace && alg.collective == Collective::Custom)
+      s.input = s.output = std::max(s.input, s.output);
+    sizes.push_back(s);
+  }
+  using Contents = SymbolicMemory::Contents;
+  constexpr uint64_t None = SymbolicMemory::NoWriter;
+  SymbolicMemory mem(alg.collective, blockShape(alg).chunksPerBlock, def, std::move(sizes),
+                     inplace, strictReads);
+  const std::vector<StepRef> &order = analysis.topologicalOrder;
+  // What each position's data came from (its sender, or the writer of what
+  // it read), for the chain of steps in a report.
+  std::vector<uint64_t> cameFrom(order.size(), None);
+  struct Message {
+    llvm::SmallVector<Contents, 4> data;
+    uint64_t sender;
+  };
+  std::vector<std::deque<Message>> queues(analysis.connections.size());
+  llvm::SmallVector<Contents, 4> data, local;
+  auto chain = [&](uint64_t position) {
+    std::vector<StepRef> steps;
+    for (; position != None && steps.size() < 8; position = cameFrom[position])
+      steps.push_back(order[position]);
+    return steps;
+  };
+  for (uint64_t position = 0; position < order.size(); ++position) {
+    const StepRef &ref = order[position];
+    const Step &step = alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
+    StepTypeInfo info = stepTypeInfo(step.type);
+    if (step.type == StepType::Nop)
+      continue;
+    Slot src{step.srcBuf, step.srcOff}, dst{step.dstBuf, step.dstOff};
+    auto fail = [&](std::string message) {
+      return WrongResult{inplace, false, chain(position), std::move(message)};
+    };
+    if (info.receives) {
+      auto &queue = queues[analysis.recvConnection[ref.gpu][ref.tb]];
+      assert(!queue.empty() && "the topological order puts sends first");
+      data = std::move(queue.front().data);
+      cameFrom[position] = queue.front().sender;
+      queue.pop_front();
+    } else if (info.readsSrc) {
+      if (step.type == StepType::Copy || step.type == StepType::Reduce)
+        if (auto err = mem.checkOverlap(ref.gpu, src, dst, step.count))
+          return fail(*err);
+      if (auto err = mem.read(ref.gpu, src, step.count, data))
+        return fail(*err);
+      cameFrom[position] = mem.writer(ref.gpu, src);
+    }
+    // Reductions combine with the local operand: src for receiving types,
+    // dst for `re`.
+    if (info.reduces) {
+      Slot operand = info.receives ? src : dst;
+      if (auto err = mem.read(ref.gpu, operand, step.count, local))
+        return fail(*err);
+      if (auto err = mem.reduce(data, local))
+        return fail(*err);
+    }
+    if (info.writesDst)
+      if (auto err = mem.write(ref.gpu, dst, data, position))
+        return fail(*err);
+    if (info.sends)
+      queues[analysis.sendConnection[ref.gpu][ref.tb]].push_back({data, position});
+  }
+  auto wrong = mem.firstWrongOutput();
+  if (!wrong)
+    return std::nullopt;
+  return WrongResult{inplace, true, chain(mem.writer(wrong->rank, wrong->slot)),
+                     std::move(wrong->message)};
+}
+
+} // namespace coll::ir
