@@ -82,7 +82,7 @@ thread_local GroupState group;
 
 /// Checks and queues or runs one operation.
 collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_t redop,
-                     bool needsOp, bool rooted, void *stream) {
+                     void *stream) {
   const char *name = opKindName(op.kind);
   if (!comm || !comm->impl)
     return failWith(nullptr, collInvalidArgument, std::string(name) + ": comm is NULL");
@@ -94,7 +94,7 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                                   "int32, uint32, int64, uint64, fp16, bf16, fp32, fp64)",
                                   name, int(datatype)));
   op.type = *type;
-  if (needsOp) {
+  if (ir::collectiveInfo(collectiveOf(op.kind)).reduces) {
     auto r = reduceOpOf(redop);
     if (!r)
       return failWith(comm, collInvalidArgument,
@@ -103,74 +103,17 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                                     name, int(redop)));
     op.op = *r;
   }
-  if (rooted || op.pointToPoint()) {
-    if (op.root < 0 || op.root >= c.nranks())
-      return failWith(comm, collInvalidArgument,
-                      llvm::formatv("{0}: {1} {2} is out of range (the communicator has {3} "
-                                    "ranks)",
-                                    name, op.pointToPoint() ? "peer" : "root", op.root,
-                                    c.nranks()));
-  }
-  const size_t es = interp::dataTypeSize(op.type);
-  const size_t n = static_cast<size_t>(c.nranks());
-  if (op.count > (SIZE_MAX / 2) / es / n)
+  if (llvm::Error err = validateOp(op, c.rank(), c.nranks(), interp::dataTypeSize(op.type), name))
+    return failWith(comm, std::move(err));
+  if (auto conflict = locateBuffers(op, c.rank()))
     return failWith(comm, collInvalidArgument,
-                    llvm::formatv("{0}: count {1} is too large (the byte size overflows)", name,
-                                  op.count));
-  if (op.count > 0) {
-    const bool root = c.rank() == op.root;
-    bool needSend = true, needRecv = true;
-    switch (op.kind) {
-    case OpKind::Broadcast:
-    case OpKind::Scatter: needSend = root; break;
-    case OpKind::Reduce:
-    case OpKind::Gather: needRecv = root; break;
-    case OpKind::Send: needRecv = false; break;
-    case OpKind::Recv: needSend = false; break;
-    default: break;
-    }
-    if ((needSend && !op.send) || (needRecv && !op.recv))
-      return failWith(comm, collInvalidArgument,
-                      llvm::formatv("{0}: {1} is NULL with count {2}", name,
-                                    needSend && !op.send ? "sendbuff" : "recvbuff", op.count));
-    // Where the buffers live: host memory, or one CUDA device.
-    const auto [sendIn, recvIn] =
-        devicesOfPointers(needSend ? op.send : nullptr, needRecv ? op.recv : nullptr);
-    const int sendDevice = needSend ? sendIn : -2;
-    const int recvDevice = needRecv ? recvIn : -2;
-    auto place = [](int d) {
-      return d >= 0 ? "memory of CUDA device " + std::to_string(d) : std::string("host memory");
-    };
-    if (sendDevice != -2 && recvDevice != -2 && sendDevice != recvDevice)
-      return failWith(comm, collInvalidArgument,
-                      llvm::formatv("{0}: sendbuff is {1} but recvbuff is {2}; both must be "
-                                    "host memory or memory of the same device",
-                                    name, place(sendDevice), place(recvDevice)));
-    op.device = std::max(sendDevice, recvDevice);
-  }
+                    llvm::formatv("{0}: {1}; both must be host memory or memory of the same "
+                                  "device",
+                                  name, *conflict));
   if (op.device >= 0) {
-    if (op.pointToPoint())
-      return failWith(comm, collInvalidUsage,
-                      llvm::formatv("{0}: point-to-point calls on device buffers are not "
-                                    "supported yet; pass host buffers",
-                                    name));
-    if (c.config().emulatedDevice)
-      return failWith(comm, collInvalidUsage,
-                      llvm::formatv("{0}: this communicator runs on the emulated device "
-                                    "(COLL_EMULATED_DEVICE), which takes host buffers; the "
-                                    "buffers are on CUDA device {1}",
-                                    name, op.device));
-    if (auto backend = gpuBackend(); !backend)
-      return failWith(comm, collInvalidUsage,
-                      llvm::formatv("{0}: the buffers are on CUDA device {1}, but {2}", name,
-                                    op.device, llvm::toString(backend.takeError())));
-    const int bound = c.boundDevice();
-    if (bound >= 0 && bound != op.device)
-      return failWith(comm, collInvalidUsage,
-                      llvm::formatv("{0}: rank {1} of this communicator runs on CUDA device {2}, "
-                                    "but the buffers are on device {3}",
-                                    name, c.rank(), bound, op.device));
-    if (bound < 0)
+    if (auto why = c.deviceRefusal(op))
+      return failWith(comm, collInvalidUsage, llvm::formatv("{0}: {1}", name, *why));
+    if (c.boundDevice() < 0)
       c.bindDevice(op.device);
     op.stream = stream;
   } else if (stream && op.count > 0) { // 0 elements: nothing runs, wherever the buffers are
@@ -559,108 +502,63 @@ collResult_t collCommUserRank(const collComm_t comm, int *rank) {
 collResult_t collAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op, collComm_t comm,
                            void *stream) {
-  Op o;
-  o.kind = OpKind::AllReduce;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  return enqueue(comm, o, datatype, op, true, false, stream);
+  return enqueue(comm, makeOp(OpKind::AllReduce, sendbuff, recvbuff, count), datatype, op, stream);
 }
 
 collResult_t collAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            collDataType_t datatype, collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::AllGather;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = sendcount;
-  return enqueue(comm, o, datatype, collSum, false, false, stream);
+  return enqueue(comm, makeOp(OpKind::AllGather, sendbuff, recvbuff, sendcount), datatype, collSum,
+                 stream);
 }
 
 collResult_t collReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                collDataType_t datatype, collRedOp_t op, collComm_t comm,
                                void *stream) {
-  Op o;
-  o.kind = OpKind::ReduceScatter;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = recvcount;
-  return enqueue(comm, o, datatype, op, true, false, stream);
+  return enqueue(comm, makeOp(OpKind::ReduceScatter, sendbuff, recvbuff, recvcount), datatype,
+                 op, stream);
 }
 
 collResult_t collAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           collDataType_t datatype, collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::AllToAll;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  return enqueue(comm, o, datatype, collSum, false, false, stream);
+  return enqueue(comm, makeOp(OpKind::AllToAll, sendbuff, recvbuff, count), datatype, collSum,
+                 stream);
 }
 
 collResult_t collBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            collDataType_t datatype, int root, collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::Broadcast;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  o.root = root;
-  return enqueue(comm, o, datatype, collSum, false, true, stream);
+  return enqueue(comm, makeOp(OpKind::Broadcast, sendbuff, recvbuff, count, root), datatype,
+                 collSum, stream);
 }
 
 collResult_t collReduce(const void *sendbuff, void *recvbuff, size_t count,
                         collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
                         void *stream) {
-  Op o;
-  o.kind = OpKind::Reduce;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  o.root = root;
-  return enqueue(comm, o, datatype, op, true, true, stream);
+  return enqueue(comm, makeOp(OpKind::Reduce, sendbuff, recvbuff, count, root), datatype, op,
+                 stream);
 }
 
 collResult_t collGather(const void *sendbuff, void *recvbuff, size_t count,
                         collDataType_t datatype, int root, collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::Gather;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  o.root = root;
-  return enqueue(comm, o, datatype, collSum, false, true, stream);
+  return enqueue(comm, makeOp(OpKind::Gather, sendbuff, recvbuff, count, root), datatype,
+                 collSum, stream);
 }
 
 collResult_t collScatter(const void *sendbuff, void *recvbuff, size_t count,
                          collDataType_t datatype, int root, collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::Scatter;
-  o.send = sendbuff;
-  o.recv = recvbuff;
-  o.count = count;
-  o.root = root;
-  return enqueue(comm, o, datatype, collSum, false, true, stream);
+  return enqueue(comm, makeOp(OpKind::Scatter, sendbuff, recvbuff, count, root), datatype,
+                 collSum, stream);
 }
 
 collResult_t collSend(const void *sendbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::Send;
-  o.send = sendbuff;
-  o.count = count;
-  o.root = peer;
-  return enqueue(comm, o, datatype, collSum, false, false, stream);
+  return enqueue(comm, makeOp(OpKind::Send, sendbuff, nullptr, count, peer), datatype, collSum,
+                 stream);
 }
 
 collResult_t collRecv(void *recvbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, void *stream) {
-  Op o;
-  o.kind = OpKind::Recv;
-  o.recv = recvbuff;
-  o.count = count;
-  o.root = peer;
-  return enqueue(comm, o, datatype, collSum, false, false, stream);
+  return enqueue(comm, makeOp(OpKind::Recv, nullptr, recvbuff, count, peer), datatype, collSum,
+                 stream);
 }
 
 collResult_t collGroupStart(void) {

@@ -1,6 +1,18 @@
 //===- Selection.cpp - Which algorithm serves a call -----------------------===//
+//
+// In order: the user's tuning rules (COLL_TUNING_FILE, and those synthesized
+// for COLL_TOPO_FILE), the user's algorithms, the built-in rules, the
+// built-in algorithms. The first that applies serves the call; when none
+// does, the error names every candidate and why it was rejected.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Selection.h"
+#include "CommImpl.h"
+
+#include "coll/support/Bytes.h"
+
+#include <set>
 
 namespace coll::rt {
 
@@ -60,6 +72,226 @@ const std::vector<TuningRule> &builtinTuningRules(bool crowded) {
 
 bool isCrowdedRule(const TuningRule &rule) {
   return llvm::StringRef(rule.origin).startswith("<built-in rules for crowded hosts>");
+}
+
+bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int root,
+                                 std::string &reason) const {
+  const interp::Plan &plan = a.compiled->plan;
+  if (plan.minBytes && bytes < plan.minBytes) {
+    reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, plan.minBytes);
+    return false;
+  }
+  if (plan.maxBytes && bytes > plan.maxBytes) {
+    reason = llvm::formatv("{0} B is above its maxBytes {1}", bytes, plan.maxBytes);
+    return false;
+  }
+  if (ir::collectiveInfo(a.collective).hasRoot && !a.anyRoot &&
+      std::max(plan.root, 0) != root) {
+    reason = llvm::formatv("it is written for root {0}", std::max(plan.root, 0));
+    return false;
+  }
+  return true;
+}
+
+llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
+                                                          int root) {
+  // A loop of one call is the common case: the calling thread's last
+  // answer, without the lock (entries of `choices` are never erased).
+  struct Last {
+    uint64_t serial = 0, bytes = 0;
+    int coll = -1, root = 0;
+    const Choice *choice = nullptr;
+  };
+  thread_local Last last;
+  if (last.serial == serial && last.bytes == bytes && last.coll == static_cast<int>(coll) &&
+      last.root == root)
+    return last.choice;
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
+  std::lock_guard<std::mutex> lock(choicesMutex);
+  if (auto found = choices.find(key); found != choices.end()) {
+    last = Last{serial, bytes, static_cast<int>(coll), root, &found->second};
+    return &found->second;
+  }
+
+  std::vector<std::string> rejections;
+  auto remember = [&](Choice c) {
+    if (choices.size() >= 4096) {
+      // Full: this thread's own copy, valid until its next select.
+      thread_local Choice overflow;
+      overflow = std::move(c);
+      return &overflow;
+    }
+    Choice &kept = choices[key];
+    kept = std::move(c);
+    return &kept;
+  };
+  if (nranks == 1)
+    return remember(Choice{nullptr, "", "one rank: recvbuff gets sendbuff", true});
+  const auto &algos = registry->algorithms();
+  auto candidates = [&](auto &&accept) -> const LoadedAlgorithm * {
+    for (const LoadedAlgorithm &a : algos) {
+      if (a.collective != coll || !accept(a))
+        continue;
+      std::string reason;
+      if (applies(a, bytes, root, reason))
+        return &a;
+    }
+    return nullptr;
+  };
+  auto tryRules = [&](const std::vector<TuningRule> &rules, bool user) -> std::optional<Choice> {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const TuningRule &rule = rules[i];
+      if (!rule.matches(coll, nranks, bytes))
+        continue;
+      std::string why = user ? "tuning rule " + rule.origin + " (" + rule.text + ")"
+                        : isCrowdedRule(rule)
+                            ? "built-in rule for crowded hosts \"" + rule.text + "\""
+                            : "built-in rule \"" + rule.text + "\"";
+      switch (rule.kind) {
+      case TuningRule::Target::Library:
+        if (std::find(config.underneath.begin(), config.underneath.end(), rule.target) !=
+            config.underneath.end())
+          return Choice{nullptr, rule.target, why};
+        rejections.push_back(llvm::formatv("{0}: no library '{1}' underneath Coll here", why,
+                                           rule.target));
+        break;
+      case TuningRule::Target::Protocol:
+        if (const LoadedAlgorithm *a =
+                candidates([&](const LoadedAlgorithm &x) { return x.protocol == rule.protocol; }))
+          return Choice{a, "", why};
+        rejections.push_back(why + ": no loaded algorithm of that protocol applies");
+        break;
+      case TuningRule::Target::Algorithm: {
+        bool named = false;
+        for (const LoadedAlgorithm &a : algos) {
+          if (a.name != rule.target)
+            continue;
+          named = true;
+          std::string reason;
+          if (a.collective != coll)
+            reason = "it is a " + ir::collectiveName(a.collective).str();
+          else if (applies(a, bytes, root, reason))
+            return Choice{&a, "", why};
+          rejections.push_back(llvm::formatv("{0}: {1} ({2}) does not apply: {3}", why, a.name,
+                                             a.origin, reason));
+        }
+        if (!named)
+          rejections.push_back(why + ": no algorithm '" + rule.target + "' is loaded");
+        break;
+      }
+      }
+    }
+    return std::nullopt;
+  };
+
+  if (auto c = tryRules(userRules, true))
+    return remember(*c);
+  if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return !x.builtin; }))
+    return remember(Choice{a, "", "the first user algorithm that applies (" + a->origin + ")"});
+  if (auto c = tryRules(builtinTuningRules(crowded), false))
+    return remember(*c);
+  if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return x.builtin; }))
+    return remember(Choice{a, "", "the first built-in algorithm that applies"});
+
+  // Nothing: say why about every candidate.
+  std::string message = llvm::formatv("no algorithm serves {0} of {1} B (root {2}) on {3} ranks",
+                                      ir::collectiveName(coll), bytes, root, nranks);
+  for (const LoadedAlgorithm &a : algos) {
+    if (a.collective != coll)
+      continue;
+    std::string reason;
+    applies(a, bytes, root, reason);
+    message += "\n  " + a.name + " (" + a.origin + "): " + reason;
+  }
+  for (const Rejection &r : registry->rejections())
+    message += "\n  " + r.name + " (" + r.origin + "): not loaded: " + r.reason;
+  for (const std::string &r : rejections)
+    message += "\n  " + r;
+  if (registry->algorithms().empty() && registry->rejections().empty())
+    message += "\n  (no algorithm is loaded: set COLL_ALGO_DIR or COLL_ALGO_FILES, or keep the "
+               "built-in set)";
+  return collError(collInvalidUsage, message);
+}
+
+void Communicator::Impl::logSelection() {
+  if (!logEnabled(Level::Info, Tuning))
+    return;
+  std::string source =
+      config.tuningFile.empty() ? std::string() : "tuning file " + config.tuningFile;
+  if (std::any_of(userRules.begin(), userRules.end(), [](const TuningRule &r) {
+        return llvm::StringRef(r.origin).startswith("synthesized for ");
+      }))
+    source += (source.empty() ? "" : ", ") + std::string("rules synthesized for COLL_TOPO_FILE");
+  if (source.empty())
+    source = "built-in rules";
+  if (crowded)
+    source += "; a host runs more processes than it has CPUs, so the built-in rules for crowded "
+              "hosts come first";
+  std::string out = llvm::formatv("algorithm selection for {0} ranks ({1}):", nranks, source).str();
+  std::set<const LoadedAlgorithm *> used;
+  for (int c = 0; c < static_cast<int>(ir::Collective::Custom); ++c) {
+    auto coll = static_cast<ir::Collective>(c);
+    // Size boundaries where the choice may change.
+    std::set<uint64_t> cuts = {0};
+    for (const std::vector<TuningRule> *rules :
+         std::array<const std::vector<TuningRule> *, 2>{&userRules, &builtinTuningRules(crowded)})
+      for (const TuningRule &r : *rules)
+        if (!r.collective || *r.collective == coll) {
+          cuts.insert(r.minBytes);
+          if (r.maxBytes != UINT64_MAX)
+            cuts.insert(r.maxBytes);
+        }
+    for (const LoadedAlgorithm &a : registry->algorithms())
+      if (a.collective == coll) {
+        cuts.insert(a.compiled->plan.minBytes);
+        if (a.compiled->plan.maxBytes)
+          cuts.insert(a.compiled->plan.maxBytes + 1);
+      }
+    std::vector<uint64_t> bounds(cuts.begin(), cuts.end());
+    std::string last;
+    uint64_t from = 0;
+    auto flush = [&](uint64_t to) {
+      if (!last.empty())
+        out += llvm::formatv("\n  {0,-13} [{1}, {2})  {3}", ir::collectiveName(coll),
+                             formatBytes(from), formatBytes(to), last)
+                   .str();
+    };
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      auto chosen = select(coll, bounds[i], 0);
+      const Choice *choice = chosen ? *chosen : nullptr;
+      std::string text;
+      if (!chosen) {
+        llvm::consumeError(chosen.takeError());
+        text = "(nothing applies)";
+      } else if (choice->local) {
+        text = "local copy: " + choice->why;
+      } else if (choice->algo) {
+        used.insert(choice->algo);
+        text = llvm::formatv("{0} ({1}, {2}): {3}", choice->algo->name,
+                             ir::protocolName(choice->algo->protocol), choice->algo->origin,
+                             choice->why)
+                   .str();
+      } else {
+        text = "library " + choice->library + ": " + choice->why;
+      }
+      if (text != last) {
+        flush(bounds[i]);
+        last = text;
+        from = bounds[i];
+      }
+    }
+    if (last != "(nothing applies)")
+      flush(UINT64_MAX);
+  }
+  for (const LoadedAlgorithm &a : registry->algorithms())
+    if (!used.count(&a))
+      out += llvm::formatv("\n  not chosen for any size: {0} ({1}, {2}): another algorithm comes "
+                           "first for every size (rules, then user files, then built-in)",
+                           a.name, ir::collectiveName(a.collective), a.origin)
+                 .str();
+  for (const Rejection &r : registry->rejections())
+    out += llvm::formatv("\n  not loaded: {0} ({1}): {2}", r.name, r.origin, r.reason).str();
+  log(Level::Info, Tuning, rank, out);
 }
 
 } // namespace coll::rt

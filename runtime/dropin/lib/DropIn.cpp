@@ -19,18 +19,6 @@ namespace {
 std::mutex loggedMutex;
 std::set<std::string> logged;
 
-ir::Collective collectiveOf(OpKind kind) {
-  switch (kind) {
-  case OpKind::AllReduce: return ir::Collective::AllReduce;
-  case OpKind::AllGather: return ir::Collective::AllGather;
-  case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
-  case OpKind::AllToAll: return ir::Collective::AllToAll;
-  case OpKind::Broadcast: return ir::Collective::Broadcast;
-  case OpKind::Gather: return ir::Collective::Gather;
-  case OpKind::Scatter: return ir::Collective::Scatter;
-  default: return ir::Collective::Reduce;
-  }
-}
 } // namespace
 
 void onceAtInfo(int rank, const std::string &message) {
@@ -50,53 +38,20 @@ void fallback(const char *collective, const char *library, const std::string &re
 }
 
 bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank) {
-  const auto [sendDevice, recvDevice] = devicesOfPointers(op.send, op.recv);
-  op.device = -1;
-  if (sendDevice >= 0 || recvDevice >= 0) {
-    auto place = [](int d) {
-      return d >= 0 ? "memory of CUDA device " + std::to_string(d) : std::string("host memory");
-    };
-    const bool sendUsed = op.send && op.kind != OpKind::Recv;
-    const bool recvUsed = op.recv && op.kind != OpKind::Send;
-    if (sendUsed && recvUsed && sendDevice != recvDevice) {
-      fallback(collective, library,
-               "sendbuff is " + place(sendDevice) + ", recvbuff " + place(recvDevice), logRank);
-      return false;
-    }
-    if (op.pointToPoint()) {
-      fallback(collective, library, "point-to-point calls on device buffers", logRank);
-      return false;
-    }
-    if (c.config().emulatedDevice) {
-      fallback(collective, library, "device buffers on a communicator of the emulated device",
-               logRank);
-      return false;
-    }
-    auto backend = gpuBackend();
-    if (!backend) {
-      fallback(collective, library, "device buffers: " + llvm::toString(backend.takeError()),
-               logRank);
-      return false;
-    }
-    const int device = std::max(sendDevice, recvDevice);
-    if (c.boundDevice() >= 0 && c.boundDevice() != device) {
-      fallback(collective, library,
-               llvm::formatv("buffers on CUDA device {0}, but this rank's Coll communicator "
-                             "runs on device {1}",
-                             device, c.boundDevice()),
-               logRank);
-      return false;
-    }
-    op.device = device;
+  if (auto conflict = locateBuffers(op, c.rank())) {
+    fallback(collective, library, *conflict, logRank);
+    return false;
   }
+  if (op.device >= 0)
+    if (auto why = c.deviceRefusal(op)) {
+      fallback(collective, library, *why, logRank);
+      return false;
+    }
   if (op.count == 0 || op.pointToPoint())
     return true;
   const ir::Collective coll = collectiveOf(op.kind);
-  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
-  const uint64_t n = static_cast<uint64_t>(c.nranks());
-  const uint64_t bytes = op.count * interp::dataTypeSize(op.type) *
-                         (info.inputPerRank || info.outputPerRank ? n : 1);
-  auto chosen = c.select(coll, bytes, info.hasRoot ? op.root : 0);
+  const uint64_t bytes = op.selectionBytes(c.nranks());
+  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0);
   if (!chosen) {
     std::string message;
     takeResult(chosen.takeError(), message);

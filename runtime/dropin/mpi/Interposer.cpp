@@ -279,6 +279,15 @@ Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult)
     fallback(collective, why);
     return Outcome::Fallback;
   }
+  // MPI reports its own errors (a NULL buffer, a root out of range): such
+  // calls go to it.
+  if (llvm::Error err = validateOp(op, c->rank(), c->nranks(), interp::dataTypeSize(op.type),
+                                   collective)) {
+    std::string message;
+    takeResult(std::move(err), message);
+    fallback(collective, message);
+    return Outcome::Fallback;
+  }
   if (!dropin::collRuns(collective, *c, op, "Open MPI", worldRank()))
     return Outcome::Fallback;
   // Device buffers (a CUDA-aware call): after the legacy default stream's

@@ -466,13 +466,7 @@ struct Group {
 };
 thread_local Group group;
 
-bool needsOp(OpKind k) {
-  return k == OpKind::AllReduce || k == OpKind::ReduceScatter || k == OpKind::Reduce;
-}
-bool rooted(OpKind k) {
-  return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather ||
-         k == OpKind::Scatter;
-}
+bool needsOp(OpKind k) { return ir::collectiveInfo(collectiveOf(k)).reduces; }
 
 const char *const TypeNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",     "ncclUint32",
                                  "ncclInt64",   "ncclUint64",  "ncclFloat16",   "ncclFloat32",
@@ -500,33 +494,11 @@ ncclResult_t validate(const Call &c) {
                                     "ncclRedOpCreatePreMulSum on this communicator",
                                     c.function, int(c.redop)));
   }
-  if ((rooted(op.kind) || op.pointToPoint()) && (op.root < 0 || op.root >= comm->nranks))
-    return failWith(comm, ncclInvalidArgument,
-                    llvm::formatv("{0}: {1} {2} is out of range (the communicator has {3} ranks)",
-                                  c.function, op.pointToPoint() ? "peer" : "root", op.root,
-                                  comm->nranks));
   const size_t es = c.datatype >= ncclFloat8e4m3 ? 1 : interp::dataTypeSize(*dataTypeOf(
                                                            static_cast<collDataType_t>(c.datatype)));
-  if (op.count > (SIZE_MAX / 2) / es / static_cast<size_t>(comm->nranks))
-    return failWith(comm, ncclInvalidArgument,
-                    llvm::formatv("{0}: count {1} is too large (the byte size overflows)",
-                                  c.function, op.count));
-  if (op.count > 0) {
-    const bool root = comm->rank == op.root;
-    bool needSend = true, needRecv = true;
-    switch (op.kind) {
-    case OpKind::Broadcast:
-    case OpKind::Scatter: needSend = root; break;
-    case OpKind::Reduce:
-    case OpKind::Gather: needRecv = root; break;
-    case OpKind::Send: needRecv = false; break;
-    case OpKind::Recv: needSend = false; break;
-    default: break;
-    }
-    if ((needSend && !op.send) || (needRecv && !op.recv))
-      return failWith(comm, ncclInvalidArgument,
-                      llvm::formatv("{0}: {1} is NULL with count {2}", c.function,
-                                    needSend && !op.send ? "sendbuff" : "recvbuff", op.count));
+  if (llvm::Error err = validateOp(op, comm->rank, comm->nranks, es, c.function)) {
+    std::string message;
+    return failWith(comm, toNccl(takeResult(std::move(err), message)), message);
   }
   if (Communicator *impl = comm->impl())
     if (collResult_t broken = impl->asyncError(); broken != collSuccess)

@@ -1,10 +1,11 @@
 //===- Comm.h - A communicator: one rank of a job -----------------*- C++ -*-===//
 //
-// What a collComm_t is (DESIGN.md §7): the bootstrap ring, the node shape,
-// the registry and the selection rules, the host transport, and the engine
-// that runs this rank's tbs on the calling thread (and a few workers). The C
-// API (Api.cpp) validates arguments and groups calls; everything here
-// assumes valid arguments.
+// What a collComm_t is (docs/ARCHITECTURE.md §7): the bootstrap ring, the
+// node shape, the registry and the selection rules, the host transport, and
+// the engine that runs this rank's tbs on the calling thread (and a few
+// workers). The C API (Api.cpp) validates arguments (Op.h) and groups
+// calls; everything here assumes valid arguments. The sections of the
+// implementation are listed in lib/CommImpl.h.
 //
 // Calls run in rounds: a round is, for each communicator it involves, one
 // collective or every point-to-point operation of a group. All tasks of a
@@ -19,6 +20,7 @@
 #include "coll.h"
 
 #include "coll/runtime/Bootstrap.h"
+#include "coll/runtime/Op.h"
 #include "coll/runtime/Registry.h"
 
 #include "coll/interpreter/DataType.h"
@@ -84,33 +86,6 @@ struct Config {
 /// an invalid config struct or environment value.
 llvm::Expected<Config> resolveConfig(const collConfig_t *config);
 
-enum class OpKind : uint8_t {
-  AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, Gather, Scatter, Send, Recv
-};
-const char *opKindName(OpKind kind);
-
-/// The interpreter's type and op for coll.h's (and NCCL's: the numbering is
-/// the same); nullopt for those Coll does not have.
-std::optional<interp::DataType> dataTypeOf(collDataType_t type);
-std::optional<interp::ReduceOp> reduceOpOf(collRedOp_t op);
-
-/// One call, arguments already validated.
-struct Op {
-  OpKind kind = OpKind::AllReduce;
-  const void *send = nullptr;
-  void *recv = nullptr;
-  size_t count = 0;
-  interp::DataType type = interp::DataType::Float32;
-  interp::ReduceOp op = interp::ReduceOp::Sum;
-  int root = 0; ///< the root, or the peer of Send/Recv
-  /// Device buffers: their CUDA device, and the caller's stream (a
-  /// cudaStream_t); -1 for host buffers.
-  int device = -1;
-  void *stream = nullptr;
-
-  bool pointToPoint() const { return kind == OpKind::Send || kind == OpKind::Recv; }
-};
-
 /// Whether `p` is CUDA device memory (deviceOfPointer, Device.h).
 bool isDevicePointer(const void *p);
 
@@ -173,6 +148,11 @@ public:
   /// watchdog stop is the error, and breaks the communicator.
   llvm::Error waitDevice();
   void bindDevice(int device);
+  /// Why this rank cannot run `op`, whose buffers are on a CUDA device
+  /// (op.device >= 0), on that device: point-to-point calls, the emulated
+  /// device, no GPU backend, another device bound; nullopt when it can. The
+  /// C API turns the reason into an error, the drop-ins into a fallback.
+  std::optional<std::string> deviceRefusal(const Op &op) const;
 
   /// The message of the last error on this communicator.
   const char *lastError();

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_RUNTIME_DROPIN_H
-#define COLL_RUNTIME_DROPIN_H
+#ifndef COLL_DROPIN_DROPIN_H
+#define COLL_DROPIN_DROPIN_H
 
 #include "coll/runtime/Comm.h"
 
@@ -25,13 +25,14 @@ void onceAtInfo(int rank, const std::string &message);
 /// Logs once per (collective, reason) that a call went to `library`.
 void fallback(const char *collective, const char *library, const std::string &reason, int rank);
 
-/// Whether Coll runs `op` (already validated) on `c`: its buffers are host
-/// memory, or memory of one CUDA device that Coll's GPU backend serves
-/// (then op.device is set; the caller sets op.stream), and the selection
+/// Whether Coll runs `op` (already validated, validateOp) on `c`: its
+/// buffers are host memory, or memory of one CUDA device that Coll's GPU
+/// backend serves (locateBuffers, Communicator::deviceRefusal; then
+/// op.device is set, and the caller sets op.stream), and the selection
 /// gives it an algorithm. Otherwise the call goes to `library` and this
 /// says why: a fallback, or the tuning table's choice.
 bool collRuns(const char *collective, Communicator &c, Op &op, const char *library, int logRank);
 
 } // namespace coll::rt::dropin
 
-#endif // COLL_RUNTIME_DROPIN_H
+#endif // COLL_DROPIN_DROPIN_H

@@ -1,0 +1,384 @@
+//===- Collective.cpp - A collective of one rank, ready to run --------------===//
+
+#include "CommImpl.h"
+
+#include "coll/ir/Geometry.h"
+
+#include "llvm/ADT/Hashing.h"
+
+#include <cstring>
+
+namespace coll::rt {
+
+namespace {
+
+/// Never dereferenced: stands for a buffer a plan does not use on a rank.
+alignas(64) unsigned char unusedBuffer[64];
+
+} // namespace
+
+/// Whether `rank`'s tbs read or write its input, output and scratch.
+std::array<bool, 3> buffersUsed(const interp::Plan &plan, int rank) {
+  std::array<bool, 3> uses{};
+  for (int32_t t = plan.rankTbBegin[rank]; t < plan.rankTbBegin[rank + 1]; ++t) {
+    const interp::PlanTb &tb = plan.tbs[t];
+    for (int32_t s = tb.stepBegin; s < tb.stepBegin + tb.nSteps; ++s) {
+      const interp::PlanStep &step = plan.steps[s];
+      ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<ir::StepType>(step.type));
+      if (info.readsSrc && step.srcBuf < 3)
+        uses[step.srcBuf] = true;
+      if (info.writesDst && step.dstBuf < 3)
+        uses[step.dstBuf] = true;
+    }
+  }
+  return uses;
+}
+
+/// The call number (low 32 bits) and a hash of what makes two calls the
+/// same, as the senders store it in their connections.
+uint64_t callTag(uint64_t seq, const Op &op) {
+  const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
+  const size_t hash = llvm::hash_combine(static_cast<int>(op.kind), op.count,
+                                         static_cast<int>(op.type),
+                                         info.reduces ? static_cast<int>(op.op) : -1,
+                                         info.hasRoot ? op.root : -1);
+  return (seq << 32) | (static_cast<uint64_t>(hash) & 0xffffffffu);
+}
+
+llvm::Expected<Communicator::Impl::RunnerEntry *>
+Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
+  auto found = runners.find(compiled.get());
+  if (found != runners.end())
+    return &found->second;
+  const interp::Plan &plan = compiled->plan;
+  std::vector<ConnectionEnd> ends(plan.connections.size());
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const interp::PlanConnection &info = plan.connections[c];
+    if (info.sender != rank && info.receiver != rank)
+      continue;
+    auto end = connectionEnd(info.sender, info.receiver, info.channel, plan.protocol);
+    if (!end)
+      return collError(collSystemError, llvm::toString(end.takeError()));
+    ends[c] = *end;
+  }
+  interp::host::RankOptions options;
+  options.watchdog = std::chrono::milliseconds(config.watchdogMs);
+  options.slotBytes = config.slotBytes[static_cast<int>(plan.protocol)];
+  auto runner = RankRunner::create(plan, rank, ends, transport->myDoorbell(), *stop, options);
+  if (!runner)
+    return collError(collSystemError, llvm::toString(runner.takeError()));
+  RunnerEntry entry;
+  entry.runner = std::move(*runner);
+  entry.uses = buffersUsed(plan, rank);
+  keepAlive.push_back(compiled);
+  return &runners.emplace(compiled.get(), std::move(entry)).first->second;
+}
+
+llvm::Expected<DeviceRunner *>
+Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, int device) {
+  auto found = devices.find(compiled.get());
+  if (found != devices.end())
+    return found->second.get();
+  // Collective: every rank selects the same plan for the same call, so all
+  // of them get here together. Each makes its executor and shares where
+  // its receiving FIFOs are; then each maps the ones it sends on.
+  llvm::Error chosen = llvm::Error::success();
+  // Every rank knows the shape, so all refuse together.
+  if (shape.nodes > 1)
+    return collError(collInvalidUsage,
+                     llvm::formatv("device buffers on a communicator that spans {0} hosts: the "
+                                   "network proxy carries host memory only (CUDA IPC joins the "
+                                   "ranks of one host); pass host buffers",
+                                   shape.nodes));
+  if (!backend) {
+    auto b = device >= 0 ? gpuBackend() : emulatedBackend();
+    if (b)
+      backend = *b;
+    else
+      chosen = b.takeError();
+  }
+  const std::string where = backend ? backend->describe(device) : std::string("GPU");
+  const std::string what = where + ", " + compiled->plan.fileName;
+  std::unique_ptr<DeviceRunner> created;
+  if (!chosen) {
+    interp::CudaOptions options;
+    options.rank = rank;
+    options.watchdogMs = config.watchdogMs;
+    options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
+    options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
+    options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
+    auto made = backend->create(compiled->plan, options, device);
+    if (made) {
+      created = std::move(*made);
+      if (trace) // COLL_TRACE: its kernels record a timeline (runRound collects it)
+        chosen = created->traceEnqueued(true);
+    } else {
+      chosen = made.takeError();
+    }
+  }
+  if (llvm::Error err = agree(std::move(chosen), what + ": executor"))
+    return err;
+  std::vector<interp::ConnectionExport> all(static_cast<size_t>(nranks));
+  all[rank] = created->exportConnections();
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(interp::ConnectionExport)))
+    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
+                                                    what, llvm::toString(std::move(err))));
+  if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs"))
+    return err;
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("{0}: this rank's {1} tbs on {2}, FIFOs shared with CUDA IPC", what,
+                         compiled->plan.tbCount(rank),
+                         backend->emulated() ? "the CPU emulation of a GPU" : "the GPU"));
+  keepAlive.push_back(compiled);
+  std::lock_guard<std::mutex> lock(devicesMapMutex);
+  return devices.emplace(compiled.get(), std::move(created)).first->second.get();
+}
+
+llvm::Expected<const interp::CallLayout *> Communicator::Impl::layoutFor(const Compiled &compiled,
+                                                                          uint64_t count) {
+  auto key = std::make_pair(&compiled, count);
+  auto found = layouts.find(key);
+  if (found != layouts.end())
+    return &found->second;
+  auto resolved = interp::resolveCall(compiled.plan, count);
+  if (!resolved)
+    return collError(collInvalidUsage, llvm::toString(resolved.takeError()));
+  if (layouts.size() > 256)
+    layouts.clear();
+  return &layouts.emplace(key, std::move(*resolved)).first->second;
+}
+
+llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
+                              llvm::SmallVectorImpl<Task> &tasks) {
+  out.comm = &c;
+  out.op = &op;
+  if (op.count == 0) {
+    COLL_LOG(Trace, Coll, c.rank, llvm::formatv("{0} of 0 elements: nothing to do", opKindName(op.kind)));
+    return llvm::Error::success();
+  }
+  const ir::Collective coll = collectiveOf(op.kind);
+  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
+  const size_t es = interp::dataTypeSize(op.type);
+  const uint64_t n = static_cast<uint64_t>(c.nranks);
+  const uint64_t perRank = info.inputPerRank || info.outputPerRank ? n : 1;
+  const uint64_t bytes = op.count * es * perRank;
+  const int root = info.hasRoot ? op.root : 0;
+
+  auto chosen = c.select(coll, bytes, root);
+  if (!chosen)
+    return chosen.takeError();
+  const Choice *choice = *chosen;
+  if (choice->local) {
+    // Every collective of one rank leaves sendbuff's count elements in
+    // recvbuff (allgather, reduce-scatter and alltoall of one rank too).
+    if (op.device >= 0)
+      return collError(collInvalidUsage,
+                       llvm::formatv("{0}: a communicator of one rank runs no kernel, and device "
+                                     "buffers of one rank are not supported yet: copy sendbuff "
+                                     "to recvbuff on the stream (cudaMemcpyAsync)",
+                                     opKindName(op.kind)));
+    if (op.send != op.recv)
+      std::memmove(op.recv, op.send, op.count * es);
+    COLL_LOG(Trace, Coll, c.rank,
+             llvm::formatv("{0} of {1} B on one rank: {2}", opKindName(op.kind), bytes,
+                           op.send == op.recv ? "in place, nothing to do" : "copied"));
+    return llvm::Error::success();
+  }
+  if (!choice->algo)
+    return collError(collInvalidUsage,
+                     llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
+                                   "caller must run",
+                                   opKindName(op.kind), bytes, choice->why, choice->library));
+  // The algorithm's own program serves its root without a copy of the
+  // shared pointer (an atomic round trip per call); another root compiles.
+  const std::shared_ptr<const Compiled> *compiledFor = &choice->algo->compiled;
+  std::shared_ptr<const Compiled> otherRoot;
+  if (const int planRoot = choice->algo->compiled->plan.root;
+      planRoot != root && !(planRoot < 0 && root == 0)) {
+    auto compiled = c.registry->forRoot(*choice->algo, root);
+    if (!compiled)
+      return collError(collInvalidUsage,
+                       llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
+                                     choice->algo->origin, root,
+                                     llvm::toString(compiled.takeError())));
+    otherRoot = std::move(*compiled);
+    compiledFor = &otherRoot;
+  }
+  const std::shared_ptr<const Compiled> &compiled = *compiledFor;
+  const interp::Plan &plan = compiled->plan;
+  // Which of its buffers this rank's tbs touch (for the adaptation below).
+  std::array<bool, 3> uses{};
+  DeviceRunner *device = nullptr;
+  if (op.device >= 0 || c.config.emulatedDevice) {
+    auto d = c.deviceFor(compiled, op.device);
+    if (!d)
+      return d.takeError();
+    device = *d;
+    uses = buffersUsed(plan, c.rank);
+  }
+  const bool onHost = device == nullptr;
+  Communicator::Impl::RunnerEntry *entry = nullptr;
+  if (onHost) {
+    auto e = c.runnerFor(compiled);
+    if (!e)
+      return e.takeError();
+    entry = *e;
+    uses = entry->uses;
+  }
+  auto layout = c.layoutFor(*compiled, op.count);
+  if (!layout)
+    return layout.takeError();
+
+  // Buffers: the plan wants input and output buffers aliased as its mode
+  // says; the user gave theirs per NCCL's rules. Adapt locally (DESIGN §7):
+  // a copy into the in-place position, or a temporary buffer.
+  const bool inMeaningful =
+      !(op.kind == OpKind::Broadcast || op.kind == OpKind::Scatter) || c.rank == root;
+  const bool outMeaningful =
+      !(op.kind == OpKind::Reduce || op.kind == OpKind::Gather) || c.rank == root;
+  const uint64_t inElems = info.inputPerRank ? n * op.count : op.count;
+  const uint64_t outElems = info.outputPerRank ? n * op.count : op.count;
+  const ir::InPlaceOffsets off = ir::inPlaceOffsets(plan.shape, c.rank, op.count);
+  auto *userIn = static_cast<const std::byte *>(op.send);
+  auto *userOut = static_cast<std::byte *>(op.recv);
+  bool userInPlace = false;
+  if (inMeaningful && outMeaningful) {
+    if (off.inputInOutput)
+      userInPlace = userIn == userOut + off.inputInOutput * es;
+    else if (off.outputInInput)
+      userInPlace = userOut == userIn + off.outputInInput * es;
+    else
+      userInPlace = userIn == userOut;
+    if (!userInPlace && userIn < userOut + outElems * es && userOut < userIn + inElems * es)
+      return collError(collInvalidArgument,
+                       llvm::formatv("{0}: sendbuff and recvbuff overlap without being in place "
+                                     "(in place means {1})",
+                                     opKindName(op.kind),
+                                     off.inputInOutput   ? "sendbuff == recvbuff + rank*count"
+                                     : off.outputInInput ? "recvbuff == sendbuff + rank*count"
+                                                         : "sendbuff == recvbuff"));
+  }
+  bool inPlace = inMeaningful && outMeaningful ? (userInPlace ? plan.inplace : !plan.outofplace)
+                                               : plan.inplace;
+  std::byte *planIn = nullptr, *planOut = nullptr;
+  std::string adaptation;
+  // On a device, temporary buffers are the runner's and copies are
+  // enqueued around the kernel, in order on its stream.
+  auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<void *> {
+    if (device)
+      return device->temporary(which, bytes);
+    return c.temp[which].get(bytes);
+  };
+  auto copyBefore = [&](void *dst, const void *src, uint64_t bytes) {
+    if (device)
+      out.before.push_back({dst, src, bytes});
+    else
+      std::memmove(dst, src, bytes);
+  };
+  if (inPlace) {
+    const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
+    const uint64_t bigElems = std::max(inElems, outElems);
+    std::byte *big = nullptr;
+    if (userInPlace) {
+      big = bigIsInput ? const_cast<std::byte *>(userIn) : userOut;
+    } else if (outMeaningful && !bigIsInput) {
+      big = userOut;
+      if (inMeaningful) {
+        copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
+        adaptation = "in-place algorithm: sendbuff copied into recvbuff first";
+      }
+    } else {
+      auto t = temporary(0, bigElems * es);
+      if (!t)
+        return t.takeError();
+      big = static_cast<std::byte *>(*t);
+      if (inMeaningful)
+        copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
+      if (outMeaningful) {
+        out.postDst = userOut;
+        out.postSrc = big + off.outputInInput * es;
+        out.postBytes = outElems * es;
+      }
+      adaptation = "in-place algorithm run in a temporary buffer";
+    }
+    planIn = big + off.inputInOutput * es;
+    planOut = big + off.outputInInput * es;
+  } else {
+    if (inMeaningful && !userInPlace) {
+      planIn = const_cast<std::byte *>(userIn);
+    } else if (inMeaningful || uses[0]) {
+      auto t = temporary(0, inElems * es);
+      if (!t)
+        return t.takeError();
+      planIn = static_cast<std::byte *>(*t);
+      if (inMeaningful) {
+        copyBefore(planIn, userIn, inElems * es);
+        adaptation = "out-of-place algorithm: sendbuff copied to a temporary buffer first";
+      }
+    } else {
+      planIn = reinterpret_cast<std::byte *>(unusedBuffer);
+    }
+    if (outMeaningful) {
+      planOut = userOut;
+    } else if (uses[1]) {
+      auto t = temporary(1, outElems * es);
+      if (!t)
+        return t.takeError();
+      planOut = static_cast<std::byte *>(*t);
+    } else {
+      planOut = reinterpret_cast<std::byte *>(unusedBuffer);
+    }
+  }
+
+  if (logEnabled(Level::Trace, Coll))
+    log(Level::Trace, Coll, c.rank,
+        llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}{11}",
+                      opKindName(op.kind), bytes, op.count, interp::dataTypeName(op.type),
+                      info.reduces ? " " + interp::reduceOpName(op.op).str() : std::string(),
+                      info.hasRoot ? " root " + std::to_string(root) : std::string(),
+                      userInPlace ? "in place" : "out of place", choice->algo->name,
+                      ir::protocolName(plan.protocol), choice->why,
+                      adaptation.empty() ? std::string() : "; " + adaptation,
+                      onHost                  ? ""
+                      : c.backend->emulated() ? "; on the emulated device"
+                                              : "; on GPU " + std::to_string(op.device)));
+
+  if (device) {
+    interp::CallArgs args;
+    args.type = op.type;
+    args.op = op.op;
+    args.count = op.count;
+    args.input.assign(static_cast<size_t>(c.nranks), nullptr);
+    args.output.assign(static_cast<size_t>(c.nranks), nullptr);
+    args.input[c.rank] = planIn;
+    args.output[c.rank] = planOut;
+    if (llvm::Error err = device->prepare(args))
+      return collError(collInvalidUsage, llvm::toString(std::move(err)));
+    if (out.postBytes) {
+      out.after.push_back({out.postDst, out.postSrc, out.postBytes});
+      out.postBytes = 0;
+    }
+    c.publishCall(op);
+    out.device = device;
+    out.plan = &plan;
+    return llvm::Error::success();
+  }
+
+  if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, planIn, planOut))
+    return collError(collSystemError, llvm::toString(std::move(err)));
+  c.publishCall(op);
+  out.tag = callTag(c.callSeq, op);
+  entry->runner->tagSends(out.tag);
+  out.runner = entry->runner.get();
+  out.plan = &plan;
+  if (c.trace) {
+    out.traces.assign(static_cast<size_t>(plan.tbCount(c.rank)), {});
+    out.runner->setTrace(&out.traces);
+  } else {
+    out.runner->setTrace(nullptr);
+  }
+  out.runner->appendTasks(tasks);
+  return llvm::Error::success();
+}
+
+} // namespace coll::rt

@@ -1,0 +1,315 @@
+//===- CommImpl.h - Inside a communicator ----------------------------*- C++ -*-===//
+//
+// What the sections of a communicator share (Comm.h is its face): the
+// Impl, the stop word its host shares, its trace file, and what a prepared
+// call is. Each section is a file of its own:
+//
+//   Config.cpp        collConfig_t and the environment
+//   Setup.cpp         ranks, hosts, shared memory, the network, the engine
+//   Synthesis.cpp     COLL_TOPO_FILE: programs for the job's GPUs
+//   Selection.cpp     which algorithm (or library) serves a call, and why
+//   Collective.cpp    a collective of one rank, ready to run: its program,
+//                     buffers, host runner or device executor
+//   PointToPoint.cpp  sends and receives
+//   Round.cpp         calls that run together; mismatches and dead peers
+//   Trace.cpp         COLL_TRACE files
+//   Comm.cpp          creation, split, finalize, abort, errors
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_COMMIMPL_H
+#define COLL_RUNTIME_COMMIMPL_H
+
+#include "coll/runtime/Comm.h"
+#include "coll/runtime/Debug.h"
+#include "coll/runtime/Device.h"
+
+#include "Selection.h"
+
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Timeline.h"
+#include "coll/interpreter/host/Engine.h"
+#include "coll/interpreter/host/Rank.h"
+#include "coll/transport/HostTransport.h"
+#include "coll/transport/NetProxy.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace coll::rt {
+
+using interp::DataType;
+using interp::ReduceOp;
+using interp::host::ConnectionEnd;
+using interp::host::Doorbell;
+using interp::host::Engine;
+using interp::host::FifoShape;
+using interp::host::RankRunner;
+using interp::host::Task;
+using transport::HostTransport;
+using transport::NetProxy;
+
+/// Aligned scratch memory that grows.
+struct TempBuffer {
+  struct Free {
+    void operator()(void *p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> ptr;
+  size_t bytes = 0;
+  llvm::Expected<void *> get(size_t need) {
+    if (need <= bytes && ptr)
+      return ptr.get();
+    size_t rounded = (std::max<size_t>(need, 64) + 63) / 64 * 64;
+    ptr.reset(std::aligned_alloc(64, rounded));
+    bytes = ptr ? rounded : 0;
+    if (!ptr)
+      return collError(collSystemError,
+                       llvm::formatv("out of memory allocating {0} bytes of temporary space",
+                                     rounded));
+    return ptr.get();
+  }
+};
+
+
+/// The timeline of one trace file. Every communicator of this process that
+/// traces to the same file adds to it; the file is rewritten whenever one of
+/// them is destroyed, so that it holds every call made so far.
+struct TraceFile {
+  std::mutex mutex;
+  std::string path;
+  interp::Timeline timeline;
+
+  /// Writes the whole timeline; a failure is a warning.
+  void write(int rank);
+};
+
+
+/// `pattern` with %h, %p and %r expanded; without %p or %r, ".rRANK" is
+/// added before the extension so that the processes of a job do not
+/// overwrite each other's file.
+std::string tracePath(llvm::StringRef pattern, int commRank);
+/// The trace file of `path`, shared by the communicators of this process.
+std::shared_ptr<TraceFile> traceFileFor(const std::string &path);
+
+/// The StopControl of a communicator: the stop word and the first report
+/// live in the host's control segment, so a failure on one rank ends the
+/// calls of every local rank at once.
+class SharedStop final : public interp::host::StopControl {
+public:
+  SharedStop(HostTransport &t, int rank) : t(t), rank(rank) { word = &t.control().stop; }
+
+  void stall(std::string report) override { fail(collTimeout, std::move(report)); }
+
+  void fail(collResult_t kind, const std::string &report) {
+    transport::ControlHeader &h = t.control();
+    int32_t expected = -1;
+    if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_acq_rel)) {
+      std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
+      h.stopResult.store(kind, std::memory_order_relaxed);
+      h.reportReady.store(1, std::memory_order_release);
+    }
+    h.stop.store(1, std::memory_order_seq_cst);
+    for (int p = 0; p < t.control().nprocs; ++p)
+      t.doorbell(p).ring();
+  }
+
+  /// The error this rank's failed call returns.
+  llvm::Error error() {
+    transport::ControlHeader &h = t.control();
+    // The reporter writes its report right after winning; wait for it.
+    for (int i = 0; i < 100000 && !h.reportReady.load(std::memory_order_acquire); ++i)
+      std::this_thread::yield();
+    int32_t who = h.stopRank.load(std::memory_order_acquire);
+    std::string text = h.reportReady.load(std::memory_order_acquire) ? h.report : "(no report)";
+    if (who == rank)
+      return collError(static_cast<collResult_t>(h.stopResult.load(std::memory_order_relaxed)),
+                       text);
+    return collError(collRemoteError,
+                     llvm::formatv("rank {0} failed, which stopped this call: {1}", who, text));
+  }
+
+private:
+  HostTransport &t;
+  int rank;
+};
+
+
+class Communicator::Impl {
+public:
+  int rank = 0, nranks = 1;
+  Config config;
+  uint64_t nonce = 0;
+  std::unique_ptr<Bootstrap> boot;
+  std::vector<PeerInfo> peers;
+  Shape shape;
+  std::vector<int> hostOf; ///< per rank: index of its host
+  int nprocs = 1;          ///< processes on this host
+  std::optional<Registry> registry;
+  std::vector<TuningRule> userRules;
+  long onlineCpus = 0;      ///< this host's
+  bool hostCrowded = false; ///< this host runs more processes than it has CPUs
+  /// Some host of the job is crowded: the built-in rules for crowded hosts
+  /// come first (the same on every rank).
+  bool crowded = false;
+  std::unique_ptr<HostTransport> transport;
+  std::unique_ptr<SharedStop> stop;
+  std::unique_ptr<Engine> engine;
+  /// Connections to ranks on other hosts (null on one host); destroyed
+  /// first, while the doorbells and segments it uses still exist.
+  std::unique_ptr<NetProxy> net;
+  /// Network connection ends by (sender, receiver, channel, protocol): one
+  /// staging FIFO per connection, whatever plans share it.
+  std::map<std::tuple<int, int, int, int>, ConnectionEnd> netEnds;
+  int p2pChannel = 0;
+  /// Other processes of this host whose death this rank watches.
+  struct Watched {
+    int pid = 0;
+    int pidfd = -1;
+    int rank = -1;
+  };
+  std::vector<Watched> watched;
+
+  struct RunnerEntry {
+    std::unique_ptr<RankRunner> runner;
+    std::array<bool, 3> uses{}; ///< the plan reads or writes input/output/scratch here
+  };
+  std::map<const Compiled *, RunnerEntry> runners;
+  /// Per plan, this rank's executor on its GPU (device buffers) or on the
+  /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
+  /// the other ranks' (CUDA IPC). One backend per communicator.
+  std::map<const Compiled *, std::unique_ptr<DeviceRunner>> devices;
+  DeviceBackend *backend = nullptr;
+  int gpu = -1; ///< the CUDA device of this rank's device buffers, once known
+  /// Held while device runners are used: a call, or checkAsyncError()
+  /// from another thread.
+  std::mutex deviceMutex;
+  /// Held while `devices` changes, and by abort(), which must not wait for
+  /// a call in flight (whose kernel it stops).
+  std::mutex devicesMapMutex;
+  std::vector<std::shared_ptr<const Compiled>> keepAlive; ///< plans compiled per root
+  std::map<std::pair<const Compiled *, uint64_t>, interp::CallLayout> layouts;
+  /// Choices made so far, never erased (select hands out pointers into it);
+  /// the mutex: bindings ask (collCommQueryChoice) on one thread while
+  /// another runs calls.
+  std::map<std::tuple<int, uint64_t, int>, Choice> choices;
+  std::mutex choicesMutex;
+  /// Tells this communicator from one made later at the same address (the
+  /// calling thread's last choice, select()).
+  const uint64_t serial = nextSerial.fetch_add(1, std::memory_order_relaxed);
+  static inline std::atomic<uint64_t> nextSerial{1};
+  std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
+  TempBuffer temp[2];
+  uint64_t callSeq = 0;
+  std::atomic<int> asyncError{collSuccess};
+  std::atomic<int> inCall{0};
+  std::mutex errorMutex;
+  std::string lastError;
+
+  std::shared_ptr<TraceFile> trace; ///< COLL_TRACE, or null
+
+  ~Impl() {
+    // Kernels enqueued on a GPU read the FIFOs and tables the runners own.
+    if (!devices.empty())
+      if (llvm::Error err = checkDevices(true))
+        COLL_LOG(Warn, Coll, rank, "destroy: " + llvm::toString(std::move(err)));
+    // What this rank sent must leave before the proxy closes its endpoints.
+    if (net && stop && !stop->stopping() && !net->drain(std::chrono::milliseconds(config.watchdogMs)))
+      COLL_LOG(Warn, Net, rank, "destroy: slots to other hosts still unsent after the watchdog "
+                                "period; closing anyway");
+    if (net)
+      net->close(stop && !stop->stopping());
+    net.reset();
+    for (Watched &w : watched)
+      if (w.pidfd >= 0)
+        ::close(w.pidfd);
+    if (trace)
+      trace->write(rank);
+  }
+
+  llvm::Error setup();
+  llvm::Error setupNetwork(const std::vector<transport::LocalRank> &local, bool allInProcess);
+  /// The end of (sender -> receiver, channel, protocol) this rank drives:
+  /// shared memory on one host, the network proxy across hosts.
+  llvm::Expected<ConnectionEnd> connectionEnd(int sender, int receiver, int channel,
+                                              ir::Protocol protocol);
+  llvm::Error agree(llvm::Error local, llvm::StringRef what);
+  /// COLL_TOPO_FILE: programs synthesized for the GPUs of this job join the
+  /// registry, with rules from the cost model. Collective.
+  llvm::Error synthesizeForJob();
+  void logSelection();
+  bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
+  /// The choice for a call, from the cache (valid until the next select).
+  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
+  llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
+  llvm::Expected<DeviceRunner *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
+                                           int device);
+  /// Polls every device runner (`wait`: until its work has ended); the
+  /// first watchdog stop breaks the communicator and is returned.
+  llvm::Error checkDevices(bool wait);
+  llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
+  void publishCall(const Op &op);
+  /// Stops the call when a peer process died (`processes`) or a peer made a
+  /// different call as the same call number.
+  void pollPeers(bool processes = true);
+  void breakWith(collResult_t result);
+};
+
+
+/// A collective of one rank, ready to run.
+struct PreparedCollective {
+  Communicator::Impl *comm = nullptr;
+  const Op *op = nullptr;
+  RankRunner *runner = nullptr;
+  DeviceRunner *device = nullptr;                ///< the call runs on a GPU or on the emulation
+  std::vector<interp::DeviceCopy> before, after; ///< device: copies around the kernel
+  const interp::Plan *plan = nullptr;
+  std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE
+  void *postDst = nullptr;
+  const void *postSrc = nullptr;
+  size_t postBytes = 0;
+  uint64_t tag = 0; ///< host: callTag() of the call, stored in the FIFOs it sends on
+};
+
+
+/// Point-to-point operations of one rank with one peer in one direction.
+struct P2PTask {
+  Communicator::Impl *comm = nullptr;
+  ConnectionEnd end;
+  bool sending = false;
+  int peer = -1;
+  std::vector<const Op *> ops;
+  bool ok = false;
+};
+
+
+/// Whether `rank`'s tbs read or write its input, output and scratch.
+std::array<bool, 3> buffersUsed(const interp::Plan &plan, int rank);
+/// The call number (low 32 bits) and a hash of what makes two calls the
+/// same, as the senders store it in their connections.
+uint64_t callTag(uint64_t seq, const Op &op);
+/// Makes `op` (a collective) ready to run on this rank: its host tasks
+/// join `tasks`, or `out.device` is the executor it is enqueued on.
+llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
+                              llvm::SmallVectorImpl<Task> &tasks);
+/// Makes this rank's sends and receives of one group ready to run: one task
+/// per peer and direction.
+llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
+                       std::vector<std::unique_ptr<P2PTask>> &p2p,
+                       llvm::SmallVectorImpl<Task> &tasks);
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_COMMIMPL_H

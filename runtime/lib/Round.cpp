@@ -1,0 +1,416 @@
+//===- Round.cpp - Calls that run together ----------------------------------===//
+
+#include "CommImpl.h"
+
+#include "coll/ir/Geometry.h"
+
+#include <cerrno>
+#include <fstream>
+
+#include <poll.h>
+#include <signal.h>
+
+namespace coll::rt {
+
+namespace {
+
+bool processGone(int pidfd, int pid) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  if (pid <= 0)
+    return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+} // namespace
+
+llvm::Error Communicator::Impl::checkDevices(bool wait) {
+  llvm::Error first = llvm::Error::success();
+  for (auto &[plan, runner] : devices) {
+    auto ended = runner->poll(wait);
+    if (ended || first) {
+      if (!ended)
+        llvm::consumeError(ended.takeError());
+      continue;
+    }
+    // A kernel stopped at its watchdog: the FIFOs it shares with the other
+    // ranks are mid-transfer, so this communicator cannot go on. A peer
+    // process found dead is the likely cause, and is named.
+    std::string text = llvm::toString(ended.takeError());
+    pollPeers();
+    const bool watchdog = text.find("watchdog:") != std::string::npos;
+    const std::string kernel =
+        (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
+    first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
+    if (stop->stopping()) {
+      llvm::consumeError(std::move(first));
+      std::string cause;
+      collResult_t result = takeResult(stop->error(), cause);
+      first = collError(result, cause + "; the kernel's report: " + kernel);
+    }
+    std::string message;
+    collResult_t result = takeResult(std::move(first), message);
+    breakWith(result);
+    {
+      std::lock_guard<std::mutex> lock(errorMutex);
+      lastError = message;
+    }
+    first = collError(result, message);
+  }
+  return first;
+}
+
+void Communicator::Impl::publishCall(const Op &op) {
+  ++callSeq;
+  transport::CallDescriptor &d =
+      transport->slot(transport->myLocalIndex()).calls[callSeq % transport::CallRing];
+  d.seq.store(0, std::memory_order_relaxed);
+  d.kind.store(static_cast<uint32_t>(op.kind), std::memory_order_relaxed);
+  d.type.store(static_cast<uint32_t>(op.type), std::memory_order_relaxed);
+  d.op.store(static_cast<uint32_t>(op.op), std::memory_order_relaxed);
+  d.root.store(op.root, std::memory_order_relaxed);
+  d.count.store(op.count, std::memory_order_relaxed);
+  d.seq.store(callSeq, std::memory_order_release);
+}
+
+void Communicator::Impl::pollPeers(bool processes) {
+  if (stop->stopping())
+    return;
+  for (const Watched &w : processes ? llvm::ArrayRef<Watched>(watched) : llvm::ArrayRef<Watched>())
+    if (processGone(w.pidfd, w.pid)) {
+      stop->fail(collRemoteError,
+                 llvm::formatv("rank {0} (process {1} on {2}) exited while rank {3} waited for "
+                               "it",
+                               w.rank, w.pid, peers[w.rank].hostname, rank));
+      return;
+    }
+  // A peer that started a different call as the same call number.
+  const transport::CallDescriptor &mine =
+      transport->slot(transport->myLocalIndex()).calls[callSeq % transport::CallRing];
+  if (mine.seq.load(std::memory_order_acquire) != callSeq)
+    return;
+  auto describe = [](const transport::CallDescriptor &d) {
+    auto kind = static_cast<OpKind>(d.kind.load(std::memory_order_relaxed));
+    std::string text = llvm::formatv("{0} of {1} {2}", opKindName(kind),
+                                     d.count.load(std::memory_order_relaxed),
+                                     interp::dataTypeName(static_cast<DataType>(
+                                         d.type.load(std::memory_order_relaxed))))
+                           .str();
+    if (kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter)
+      text += std::string(" ") +
+              interp::reduceOpName(static_cast<ReduceOp>(d.op.load(std::memory_order_relaxed)))
+                  .str();
+    if (ir::collectiveInfo(collectiveOf(kind)).hasRoot)
+      text += " root " + std::to_string(d.root.load(std::memory_order_relaxed));
+    return text;
+  };
+  // What makes two calls the same, read without building their descriptions
+  // (this runs after every call).
+  auto fields = [](const transport::CallDescriptor &d) {
+    auto kind = static_cast<OpKind>(d.kind.load(std::memory_order_relaxed));
+    const bool reduces =
+        kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter;
+    return std::make_tuple(d.kind.load(std::memory_order_relaxed),
+                           d.count.load(std::memory_order_relaxed),
+                           d.type.load(std::memory_order_relaxed),
+                           reduces ? d.op.load(std::memory_order_relaxed) : uint32_t{0},
+                           ir::collectiveInfo(collectiveOf(kind)).hasRoot
+                               ? d.root.load(std::memory_order_relaxed)
+                               : int32_t{0});
+  };
+  const auto myFields = fields(mine);
+  for (int i = 0; i < static_cast<int>(transport->localRanks().size()); ++i) {
+    if (i == transport->myLocalIndex())
+      continue;
+    const transport::CallDescriptor &theirs =
+        transport->slot(i).calls[callSeq % transport::CallRing];
+    if (theirs.seq.load(std::memory_order_acquire) != callSeq)
+      continue;
+    if (fields(theirs) == myFields)
+      continue;
+    const std::string myCall = describe(mine);
+    std::string theirCall = describe(theirs);
+    if (theirs.seq.load(std::memory_order_acquire) == callSeq && theirCall != myCall) {
+      stop->fail(collInvalidUsage,
+                 llvm::formatv("mismatched calls: as call {0} on this communicator rank {1} "
+                               "called {2} and rank {3} called {4}",
+                               callSeq, rank, myCall, transport->localRanks()[i].rank, theirCall));
+      return;
+    }
+  }
+}
+
+void Communicator::Impl::breakWith(collResult_t result) {
+  int expected = collSuccess;
+  asyncError.compare_exchange_strong(expected, result);
+}
+
+llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
+  // A call of one communicator is the common case: its bookkeeping stays on
+  // the stack (every allocation here costs a few percent of a small call).
+  llvm::SmallVector<Task, 4> tasks;
+  llvm::SmallVector<PreparedCollective, 1> prepared(units.size());
+  std::vector<std::unique_ptr<P2PTask>> p2p;
+  llvm::SmallVector<Impl *, 1> comms;
+  llvm::Error first = llvm::Error::success();
+  auto record = [&](Impl &c, llvm::Error err) {
+    std::string message;
+    collResult_t result = takeResult(std::move(err), message);
+    {
+      std::lock_guard<std::mutex> lock(c.errorMutex);
+      c.lastError = message;
+    }
+    COLL_LOG(Warn, Coll, c.rank, llvm::formatv("{0}: {1}", collGetErrorString(result), message));
+    if (!first)
+      first = collError(result, message);
+    else
+      llvm::consumeError(collError(result, message)); // keep the first
+    return result;
+  };
+
+  llvm::SmallVector<bool, 1> runs(units.size(), false);
+  bool anyOnDevice = false;
+  // Device runners are this round's (checkAsyncError() keeps off them).
+  llvm::SmallVector<std::unique_lock<std::mutex>, 1> deviceLocks;
+  for (size_t u = 0; u < units.size(); ++u) {
+    Impl &c = *units[u].comm->impl;
+    c.inCall.fetch_add(1, std::memory_order_acq_rel);
+    comms.push_back(&c);
+    deviceLocks.emplace_back(c.deviceMutex);
+    // Kernels of earlier calls on a GPU end after their call returned:
+    // one stopped by its watchdog breaks the communicator now.
+    if (!c.devices.empty() && c.backend && !c.backend->emulated())
+      if (llvm::Error err = c.checkDevices(false))
+        llvm::consumeError(std::move(err)); // recorded below, as the broken communicator
+    if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
+      record(c, collError(static_cast<collResult_t>(broken),
+                          llvm::formatv("the communicator is broken by an earlier error ({0}); "
+                                        "abort or destroy it",
+                                        collGetErrorString(static_cast<collResult_t>(broken)))));
+      continue;
+    }
+    runs[u] = true;
+    anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
+  }
+  llvm::SmallVector<llvm::Error, 1> errors;
+  llvm::SmallVector<llvm::SmallVector<Task, 4>, 1> unitTasks(units.size());
+  std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
+  for (size_t u = 0; u < units.size(); ++u)
+    errors.push_back(llvm::Error::success());
+  auto prepare = [&](size_t u) {
+    Impl &c = *units[u].comm->impl;
+    errors[u] = units[u].ops.front().pointToPoint()
+                    ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
+                    : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
+  };
+  if (anyOnDevice && units.size() > 1) {
+    // A unit on a device may first make its executor, which is
+    // collective (the ranks exchange IPC handles): with several ranks
+    // driven by this thread (collCommInitAll and a group), each prepares
+    // on a thread of its own.
+    std::vector<std::thread> threads;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (runs[u])
+        threads.emplace_back(prepare, u);
+    for (std::thread &t : threads)
+      t.join();
+  } else {
+    for (size_t u = 0; u < units.size(); ++u)
+      if (runs[u])
+        prepare(u);
+  }
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (errors[u])
+      record(*units[u].comm->impl, std::move(errors[u]));
+    for (Task &t : unitTasks[u])
+      tasks.push_back(std::move(t));
+    for (auto &t : unitP2P[u])
+      p2p.push_back(std::move(t));
+  }
+  if (first) {
+    for (Impl *c : comms)
+      c->inCall.fetch_sub(1, std::memory_order_acq_rel);
+    return first;
+  }
+
+  interp::host::IdlePoll poll;
+  poll.poll = [](void *arg) {
+    for (Impl *c : *static_cast<llvm::SmallVectorImpl<Impl *> *>(arg))
+      c->pollPeers();
+  };
+  poll.arg = &comms;
+  Impl &lead = *units.front().comm->impl;
+  const bool tracing = llvm::any_of(comms, [](const Impl *c) { return c->trace != nullptr; });
+  const auto t0 =
+      tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  // Calls on a device. On a GPU every unit's work is enqueued before any
+  // caller's stream is made to wait for it, so that ranks of this process
+  // sharing a GPU run side by side; the call returns without waiting. On
+  // the emulation an enqueue returns when the kernel has ended, so the
+  // ranks of this round launch at once, one thread each when there is more
+  // than one thing to run.
+  llvm::SmallVector<size_t, 1> onGpu, onEmulation;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (prepared[u].device)
+      (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
+  llvm::SmallVector<std::string, 1> deviceErrors(units.size());
+  auto enqueueOne = [&](size_t u) {
+    PreparedCollective &p = prepared[u];
+    llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
+    if (!err && p.comm->backend->emulated()) {
+      auto ended = p.device->poll(true);
+      if (!ended)
+        err = ended.takeError();
+    }
+    if (err)
+      deviceErrors[u] = llvm::toString(std::move(err));
+  };
+  for (size_t u : onGpu)
+    enqueueOne(u);
+  for (size_t u : onGpu)
+    if (deviceErrors[u].empty())
+      if (llvm::Error err = prepared[u].device->join(prepared[u].op->stream))
+        deviceErrors[u] = llvm::toString(std::move(err));
+  // With COLL_TRACE a call on a GPU waits for its kernel, whose timeline is
+  // collected below (on the emulation it has ended when enqueue returns).
+  for (size_t u : onGpu)
+    if (deviceErrors[u].empty() && prepared[u].comm->trace)
+      if (auto ended = prepared[u].device->poll(true); !ended)
+        deviceErrors[u] = llvm::toString(ended.takeError());
+  std::vector<std::thread> deviceThreads;
+  const bool alone = tasks.empty() && onEmulation.size() == 1;
+  for (size_t u : onEmulation) {
+    if (alone)
+      enqueueOne(u);
+    else
+      deviceThreads.emplace_back(enqueueOne, u);
+  }
+  // What the host tasks move at most: a small round runs on this thread
+  // alone (EngineOptions::soloWork).
+  uint64_t work = 0;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (prepared[u].runner && !prepared[u].device)
+      work += prepared[u].runner->work();
+  for (const auto &t : p2p)
+    for (const Op *op : t->ops)
+      work += op->count * interp::dataTypeSize(op->type);
+  if (!tasks.empty())
+    if (llvm::Error err = lead.engine->run(tasks, poll, work))
+      record(lead, collError(collSystemError, llvm::toString(std::move(err))));
+  for (std::thread &t : deviceThreads)
+    t.join();
+  // A mismatched call can complete when the data happen to fit. On the
+  // host, each sender's tag in the connections this rank received on says
+  // which call the data belonged to (no extra cache miss); a differing one
+  // is looked up in the peers' call descriptors for the report. After a
+  // kernel, the descriptors are compared, and a dead peer process gives the
+  // watchdog's report its cause.
+  if (anyOnDevice) {
+    for (Impl *c : comms)
+      c->pollPeers(true);
+  } else {
+    for (const PreparedCollective &p : prepared) {
+      if (!p.runner || p.comm->stop->stopping())
+        continue;
+      for (const auto &[sender, tag] : p.runner->receivedTags()) {
+        if (tag >> 32 != p.tag >> 32 || tag == p.tag)
+          continue; // another call's (or nobody's) tag, or ours
+        p.comm->pollPeers(false);
+        if (!p.comm->stop->stopping())
+          p.comm->stop->fail(collInvalidUsage,
+                             llvm::formatv("mismatched calls: as call {0} on this communicator "
+                                           "rank {1} received data from rank {2} for a different "
+                                           "call",
+                                           p.tag >> 32, p.comm->rank, sender));
+        break;
+      }
+    }
+  }
+
+  for (size_t u = 0; u < units.size(); ++u) {
+    Impl &c = *units[u].comm->impl;
+    if (!deviceErrors[u].empty()) {
+      // The FIFOs shared with the other ranks are mid-transfer: this
+      // communicator cannot run another call. A peer found dead (pollPeers
+      // above) is the cause; the kernel's report says where it waited.
+      const bool emulated = c.backend && c.backend->emulated();
+      const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
+      const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
+      llvm::Error err = collError(watchdog   ? collTimeout
+                                  : emulated ? collSystemError
+                                             : collUnhandledCudaError,
+                                  kernel);
+      if (c.stop->stopping()) {
+        llvm::consumeError(std::move(err));
+        std::string cause;
+        collResult_t result = takeResult(c.stop->error(), cause);
+        err = collError(result, cause + "; the kernel's report: " + kernel);
+      }
+      c.breakWith(record(c, std::move(err)));
+      continue;
+    }
+    if (c.stop->stopping()) {
+      collResult_t result = record(c, c.stop->error());
+      c.breakWith(result);
+      continue;
+    }
+    PreparedCollective &p = prepared[u];
+    if (p.runner)
+      p.runner->finishAverage();
+    if (p.runner && c.trace) {
+      std::lock_guard<std::mutex> lock(c.trace->mutex);
+      c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,
+                                std::chrono::steady_clock::now(), p.traces);
+    } else if (p.device && c.trace) {
+      // The kernel's timeline: it has ended (above).
+      std::lock_guard<std::mutex> lock(c.trace->mutex);
+      if (llvm::Error err = p.device->collectTrace(c.trace->timeline, p.op->type, t0,
+                                                   std::chrono::steady_clock::now())) {
+        c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
+        continue;
+      }
+    }
+    if (p.postBytes)
+      std::memcpy(p.postDst, p.postSrc, p.postBytes);
+  }
+  for (Impl *c : comms)
+    c->inCall.fetch_sub(1, std::memory_order_acq_rel);
+  return first;
+}
+
+llvm::Error Communicator::runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops) {
+  std::vector<Communicator *> order;
+  std::vector<std::vector<std::vector<Op>>> units;
+  for (const auto &[comm, op] : ops) {
+    size_t idx = std::find(order.begin(), order.end(), comm) - order.begin();
+    if (idx == order.size()) {
+      order.push_back(comm);
+      units.emplace_back();
+    }
+    auto &list = units[idx];
+    if (!list.empty() && op.pointToPoint() && list.back().front().pointToPoint())
+      list.back().push_back(op);
+    else
+      list.push_back({op});
+  }
+  for (size_t round = 0;; ++round) {
+    std::vector<Unit> batch;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (round < units[i].size())
+        batch.push_back({order[i], units[i][round]});
+    if (batch.empty())
+      return llvm::Error::success();
+    if (llvm::Error err = runRound(batch))
+      return err;
+  }
+}
+
+} // namespace coll::rt
