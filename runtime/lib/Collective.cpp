@@ -148,108 +148,62 @@ llvm::Expected<const interp::CallLayout *> Communicator::Impl::layoutFor(const C
   return &layouts.emplace(key, std::move(*resolved)).first->second;
 }
 
-llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
-                              llvm::SmallVectorImpl<Task> &tasks) {
-  out.comm = &c;
-  out.op = &op;
-  if (op.count == 0) {
-    COLL_LOG(Trace, Coll, c.rank, llvm::formatv("{0} of 0 elements: nothing to do", opKindName(op.kind)));
-    return llvm::Error::success();
-  }
-  const ir::Collective coll = collectiveOf(op.kind);
-  const ir::CollectiveInfo info = ir::collectiveInfo(coll);
+namespace {
+
+/// A collective on a communicator of one rank: recvbuff gets sendbuff's
+/// count elements (every collective of one rank leaves them there, as
+/// NCCL's do).
+llvm::Error runLocally(Communicator::Impl &c, const Op &op, uint64_t bytes) {
+  if (op.device >= 0)
+    return collError(collInvalidUsage,
+                     llvm::formatv("{0}: a communicator of one rank runs no kernel, and device "
+                                   "buffers of one rank are not supported yet: copy sendbuff "
+                                   "to recvbuff on the stream (cudaMemcpyAsync)",
+                                   opKindName(op.kind)));
+  if (op.send != op.recv)
+    std::memmove(op.recv, op.send, op.count * interp::dataTypeSize(op.type));
+  COLL_LOG(Trace, Coll, c.rank,
+           llvm::formatv("{0} of {1} B on one rank: {2}", opKindName(op.kind), bytes,
+                         op.send == op.recv ? "in place, nothing to do" : "copied"));
+  return llvm::Error::success();
+}
+
+/// Where a plan reads its input and writes its output on this rank.
+struct PlanBuffers {
+  std::byte *in = nullptr, *out = nullptr;
+  bool userInPlace = false; ///< the caller's buffers alias as NCCL's in place
+  std::string adaptation;   ///< what was done to fit the plan's mode, if anything
+};
+
+/// The plan wants its input and output aliased as its mode says; the caller
+/// gave theirs by NCCL's rules. Adapts locally (docs/RUNTIME.md): a copy
+/// into the in-place position, or a temporary buffer, of the runner's on a
+/// device (copies then enqueued around the kernel, in order on its stream).
+/// `uses`: which of its buffers this rank's tbs touch.
+llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
+                                         const interp::Plan &plan, std::array<bool, 3> uses,
+                                         DeviceRunner *device, PreparedCollective &out) {
+  const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
   const size_t es = interp::dataTypeSize(op.type);
   const uint64_t n = static_cast<uint64_t>(c.nranks);
-  const uint64_t perRank = info.inputPerRank || info.outputPerRank ? n : 1;
-  const uint64_t bytes = op.count * es * perRank;
-  const int root = info.hasRoot ? op.root : 0;
-
-  auto chosen = c.select(coll, bytes, root);
-  if (!chosen)
-    return chosen.takeError();
-  const Choice *choice = *chosen;
-  if (choice->local) {
-    // Every collective of one rank leaves sendbuff's count elements in
-    // recvbuff (allgather, reduce-scatter and alltoall of one rank too).
-    if (op.device >= 0)
-      return collError(collInvalidUsage,
-                       llvm::formatv("{0}: a communicator of one rank runs no kernel, and device "
-                                     "buffers of one rank are not supported yet: copy sendbuff "
-                                     "to recvbuff on the stream (cudaMemcpyAsync)",
-                                     opKindName(op.kind)));
-    if (op.send != op.recv)
-      std::memmove(op.recv, op.send, op.count * es);
-    COLL_LOG(Trace, Coll, c.rank,
-             llvm::formatv("{0} of {1} B on one rank: {2}", opKindName(op.kind), bytes,
-                           op.send == op.recv ? "in place, nothing to do" : "copied"));
-    return llvm::Error::success();
-  }
-  if (!choice->algo)
-    return collError(collInvalidUsage,
-                     llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
-                                   "caller must run",
-                                   opKindName(op.kind), bytes, choice->why, choice->library));
-  // The algorithm's own program serves its root without a copy of the
-  // shared pointer (an atomic round trip per call); another root compiles.
-  const std::shared_ptr<const Compiled> *compiledFor = &choice->algo->compiled;
-  std::shared_ptr<const Compiled> otherRoot;
-  if (const int planRoot = choice->algo->compiled->plan.root;
-      planRoot != root && !(planRoot < 0 && root == 0)) {
-    auto compiled = c.registry->forRoot(*choice->algo, root);
-    if (!compiled)
-      return collError(collInvalidUsage,
-                       llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", choice->algo->name,
-                                     choice->algo->origin, root,
-                                     llvm::toString(compiled.takeError())));
-    otherRoot = std::move(*compiled);
-    compiledFor = &otherRoot;
-  }
-  const std::shared_ptr<const Compiled> &compiled = *compiledFor;
-  const interp::Plan &plan = compiled->plan;
-  // Which of its buffers this rank's tbs touch (for the adaptation below).
-  std::array<bool, 3> uses{};
-  DeviceRunner *device = nullptr;
-  if (op.device >= 0 || c.config.emulatedDevice) {
-    auto d = c.deviceFor(compiled, op.device);
-    if (!d)
-      return d.takeError();
-    device = *d;
-    uses = buffersUsed(plan, c.rank);
-  }
-  const bool onHost = device == nullptr;
-  Communicator::Impl::RunnerEntry *entry = nullptr;
-  if (onHost) {
-    auto e = c.runnerFor(compiled);
-    if (!e)
-      return e.takeError();
-    entry = *e;
-    uses = entry->uses;
-  }
-  auto layout = c.layoutFor(*compiled, op.count);
-  if (!layout)
-    return layout.takeError();
-
-  // Buffers: the plan wants input and output buffers aliased as its mode
-  // says; the user gave theirs per NCCL's rules. Adapt locally (DESIGN §7):
-  // a copy into the in-place position, or a temporary buffer.
-  const bool inMeaningful =
-      !(op.kind == OpKind::Broadcast || op.kind == OpKind::Scatter) || c.rank == root;
-  const bool outMeaningful =
-      !(op.kind == OpKind::Reduce || op.kind == OpKind::Gather) || c.rank == root;
+  // What this rank's sendbuff and recvbuff hold for the caller (not a
+  // broadcast's sendbuff off the root, not a reduce's recvbuff off it).
+  const bool inMeaningful = op.readsSend(c.rank);
+  const bool outMeaningful = op.writesRecv(c.rank);
   const uint64_t inElems = info.inputPerRank ? n * op.count : op.count;
   const uint64_t outElems = info.outputPerRank ? n * op.count : op.count;
   const ir::InPlaceOffsets off = ir::inPlaceOffsets(plan.shape, c.rank, op.count);
   auto *userIn = static_cast<const std::byte *>(op.send);
   auto *userOut = static_cast<std::byte *>(op.recv);
-  bool userInPlace = false;
+  PlanBuffers b;
   if (inMeaningful && outMeaningful) {
     if (off.inputInOutput)
-      userInPlace = userIn == userOut + off.inputInOutput * es;
+      b.userInPlace = userIn == userOut + off.inputInOutput * es;
     else if (off.outputInInput)
-      userInPlace = userOut == userIn + off.outputInInput * es;
+      b.userInPlace = userOut == userIn + off.outputInInput * es;
     else
-      userInPlace = userIn == userOut;
-    if (!userInPlace && userIn < userOut + outElems * es && userOut < userIn + inElems * es)
+      b.userInPlace = userIn == userOut;
+    if (!b.userInPlace && userIn < userOut + outElems * es && userOut < userIn + inElems * es)
       return collError(collInvalidArgument,
                        llvm::formatv("{0}: sendbuff and recvbuff overlap without being in place "
                                      "(in place means {1})",
@@ -258,16 +212,14 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                                      : off.outputInInput ? "recvbuff == sendbuff + rank*count"
                                                          : "sendbuff == recvbuff"));
   }
-  bool inPlace = inMeaningful && outMeaningful ? (userInPlace ? plan.inplace : !plan.outofplace)
-                                               : plan.inplace;
-  std::byte *planIn = nullptr, *planOut = nullptr;
-  std::string adaptation;
-  // On a device, temporary buffers are the runner's and copies are
-  // enqueued around the kernel, in order on its stream.
-  auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<void *> {
-    if (device)
-      return device->temporary(which, bytes);
-    return c.temp[which].get(bytes);
+  const bool inPlace = inMeaningful && outMeaningful
+                           ? (b.userInPlace ? plan.inplace : !plan.outofplace)
+                           : plan.inplace;
+  auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<std::byte *> {
+    auto t = device ? device->temporary(which, bytes) : c.temp[which].get(bytes);
+    if (!t)
+      return t.takeError();
+    return static_cast<std::byte *>(*t);
   };
   auto copyBefore = [&](void *dst, const void *src, uint64_t bytes) {
     if (device)
@@ -277,21 +229,20 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   };
   if (inPlace) {
     const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
-    const uint64_t bigElems = std::max(inElems, outElems);
     std::byte *big = nullptr;
-    if (userInPlace) {
+    if (b.userInPlace) {
       big = bigIsInput ? const_cast<std::byte *>(userIn) : userOut;
     } else if (outMeaningful && !bigIsInput) {
       big = userOut;
       if (inMeaningful) {
         copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
-        adaptation = "in-place algorithm: sendbuff copied into recvbuff first";
+        b.adaptation = "in-place algorithm: sendbuff copied into recvbuff first";
       }
     } else {
-      auto t = temporary(0, bigElems * es);
+      auto t = temporary(0, std::max(inElems, outElems) * es);
       if (!t)
         return t.takeError();
-      big = static_cast<std::byte *>(*t);
+      big = *t;
       if (inMeaningful)
         copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
       if (outMeaningful) {
@@ -299,49 +250,112 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
         out.postSrc = big + off.outputInInput * es;
         out.postBytes = outElems * es;
       }
-      adaptation = "in-place algorithm run in a temporary buffer";
+      b.adaptation = "in-place algorithm run in a temporary buffer";
     }
-    planIn = big + off.inputInOutput * es;
-    planOut = big + off.outputInInput * es;
-  } else {
-    if (inMeaningful && !userInPlace) {
-      planIn = const_cast<std::byte *>(userIn);
-    } else if (inMeaningful || uses[0]) {
-      auto t = temporary(0, inElems * es);
-      if (!t)
-        return t.takeError();
-      planIn = static_cast<std::byte *>(*t);
-      if (inMeaningful) {
-        copyBefore(planIn, userIn, inElems * es);
-        adaptation = "out-of-place algorithm: sendbuff copied to a temporary buffer first";
-      }
-    } else {
-      planIn = reinterpret_cast<std::byte *>(unusedBuffer);
-    }
-    if (outMeaningful) {
-      planOut = userOut;
-    } else if (uses[1]) {
-      auto t = temporary(1, outElems * es);
-      if (!t)
-        return t.takeError();
-      planOut = static_cast<std::byte *>(*t);
-    } else {
-      planOut = reinterpret_cast<std::byte *>(unusedBuffer);
-    }
+    b.in = big + off.inputInOutput * es;
+    b.out = big + off.outputInInput * es;
+    return b;
   }
+  if (inMeaningful && !b.userInPlace) {
+    b.in = const_cast<std::byte *>(userIn);
+  } else if (inMeaningful || uses[0]) {
+    auto t = temporary(0, inElems * es);
+    if (!t)
+      return t.takeError();
+    b.in = *t;
+    if (inMeaningful) {
+      copyBefore(b.in, userIn, inElems * es);
+      b.adaptation = "out-of-place algorithm: sendbuff copied to a temporary buffer first";
+    }
+  } else {
+    b.in = reinterpret_cast<std::byte *>(unusedBuffer);
+  }
+  if (outMeaningful) {
+    b.out = userOut;
+  } else if (uses[1]) {
+    auto t = temporary(1, outElems * es);
+    if (!t)
+      return t.takeError();
+    b.out = *t;
+  } else {
+    b.out = reinterpret_cast<std::byte *>(unusedBuffer);
+  }
+  return b;
+}
 
-  if (logEnabled(Level::Trace, Coll))
-    log(Level::Trace, Coll, c.rank,
-        llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}{11}",
-                      opKindName(op.kind), bytes, op.count, interp::dataTypeName(op.type),
-                      info.reduces ? " " + interp::reduceOpName(op.op).str() : std::string(),
-                      info.hasRoot ? " root " + std::to_string(root) : std::string(),
-                      userInPlace ? "in place" : "out of place", choice->algo->name,
-                      ir::protocolName(plan.protocol), choice->why,
-                      adaptation.empty() ? std::string() : "; " + adaptation,
-                      onHost                  ? ""
-                      : c.backend->emulated() ? "; on the emulated device"
-                                              : "; on GPU " + std::to_string(op.device)));
+/// At COLL_DEBUG=TRACE: the call, what serves it, and how its buffers fit.
+void logCall(const Communicator::Impl &c, const Op &op, const Choice &choice,
+             const interp::Plan &plan, const PlanBuffers &b, bool onDevice) {
+  if (!logEnabled(Level::Trace, Coll))
+    return;
+  const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
+  log(Level::Trace, Coll, c.rank,
+      llvm::formatv("{0} of {1} B ({2} x {3}{4}{5}) {6} -> {7} ({8}; {9}){10}{11}",
+                    opKindName(op.kind), op.selectionBytes(c.nranks), op.count,
+                    interp::dataTypeName(op.type),
+                    info.reduces ? " " + interp::reduceOpName(op.op).str() : std::string(),
+                    info.hasRoot ? " root " + std::to_string(op.root) : std::string(),
+                    b.userInPlace ? "in place" : "out of place", choice.algo->name,
+                    ir::protocolName(plan.protocol), choice.why,
+                    b.adaptation.empty() ? std::string() : "; " + b.adaptation,
+                    !onDevice               ? ""
+                    : c.backend->emulated() ? "; on the emulated device"
+                                            : "; on GPU " + std::to_string(op.device)));
+}
+
+} // namespace
+
+llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
+                              llvm::SmallVectorImpl<Task> &tasks) {
+  out.comm = &c;
+  out.op = &op;
+  if (op.count == 0) {
+    COLL_LOG(Trace, Coll, c.rank,
+             llvm::formatv("{0} of 0 elements: nothing to do", opKindName(op.kind)));
+    return llvm::Error::success();
+  }
+  const ir::Collective coll = collectiveOf(op.kind);
+  const uint64_t bytes = op.selectionBytes(c.nranks);
+  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0);
+  if (!chosen)
+    return chosen.takeError();
+  const Choice &choice = **chosen;
+  if (choice.local)
+    return runLocally(c, op, bytes);
+  if (!choice.algo)
+    return collError(collInvalidUsage,
+                     llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
+                                   "caller must run",
+                                   opKindName(op.kind), bytes, choice.why, choice.library));
+  // By reference: a copy of the shared pointer is an atomic round trip per call.
+  const std::shared_ptr<const Compiled> &program = choice.program;
+  const interp::Plan &plan = program->plan;
+
+  // The executor: this rank's on a device, or its host runner.
+  DeviceRunner *device = nullptr;
+  Communicator::Impl::RunnerEntry *entry = nullptr;
+  std::array<bool, 3> uses{};
+  if (op.device >= 0 || c.config.emulatedDevice) {
+    auto d = c.deviceFor(program, op.device);
+    if (!d)
+      return d.takeError();
+    device = *d;
+    uses = buffersUsed(plan, c.rank);
+  } else {
+    auto e = c.runnerFor(program);
+    if (!e)
+      return e.takeError();
+    entry = *e;
+    uses = entry->uses;
+  }
+  auto layout = c.layoutFor(*program, op.count);
+  if (!layout)
+    return layout.takeError();
+  auto buffers = adaptBuffers(c, op, plan, uses, device, out);
+  if (!buffers)
+    return buffers.takeError();
+  logCall(c, op, choice, plan, *buffers, device != nullptr);
+  out.plan = &plan;
 
   if (device) {
     interp::CallArgs args;
@@ -350,8 +364,8 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     args.count = op.count;
     args.input.assign(static_cast<size_t>(c.nranks), nullptr);
     args.output.assign(static_cast<size_t>(c.nranks), nullptr);
-    args.input[c.rank] = planIn;
-    args.output[c.rank] = planOut;
+    args.input[c.rank] = buffers->in;
+    args.output[c.rank] = buffers->out;
     if (llvm::Error err = device->prepare(args))
       return collError(collInvalidUsage, llvm::toString(std::move(err)));
     if (out.postBytes) {
@@ -360,17 +374,15 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     }
     c.publishCall(op);
     out.device = device;
-    out.plan = &plan;
     return llvm::Error::success();
   }
 
-  if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, planIn, planOut))
+  if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, buffers->in, buffers->out))
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);
   out.tag = callTag(c.callSeq, op);
   entry->runner->tagSends(out.tag);
   out.runner = entry->runner.get();
-  out.plan = &plan;
   if (c.trace) {
     out.traces.assign(static_cast<size_t>(plan.tbCount(c.rank)), {});
     out.runner->setTrace(&out.traces);

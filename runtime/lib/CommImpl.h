@@ -239,7 +239,30 @@ public:
       trace->write(rank);
   }
 
+  /// Collective: the steps of creation, in order (Setup.cpp).
   llvm::Error setup();
+  /// Hosts in order of their first rank; the node shape.
+  void findShape();
+  /// This host's ranks and processes.
+  struct LocalRanks {
+    std::vector<transport::LocalRank> ranks;
+    int myIndex = 0;
+    bool allInProcess = true; ///< every rank of the job is in this process
+  };
+  LocalRanks findLocalRanks();
+  /// The registry; every rank must load the same algorithms.
+  llvm::Error loadAlgorithms();
+  /// Whether some host runs more processes than it has CPUs, agreed by all
+  /// ranks, since it changes which algorithm the built-in rules pick.
+  llvm::Error agreeOnCrowding();
+  /// COLL_TUNING_FILE, then COLL_TOPO_FILE's synthesis.
+  llvm::Error loadRules();
+  /// Connections: every (protocol, channel, sender) into every local rank.
+  llvm::Error createTransport(const LocalRanks &here);
+  /// The stop word and the engine that runs this rank's tbs.
+  llvm::Error createEngine();
+  /// Watches the other processes of this host, to stop when one dies.
+  void watchLocalProcesses(const LocalRanks &here);
   llvm::Error setupNetwork(const std::vector<transport::LocalRank> &local, bool allInProcess);
   /// The end of (sender -> receiver, channel, protocol) this rank drives:
   /// shared memory on one host, the network proxy across hosts.

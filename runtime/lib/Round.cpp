@@ -153,15 +153,39 @@ void Communicator::Impl::breakWith(collResult_t result) {
   asyncError.compare_exchange_strong(expected, result);
 }
 
-llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
-  // A call of one communicator is the common case: its bookkeeping stays on
-  // the stack (every allocation here costs a few percent of a small call).
-  llvm::SmallVector<Task, 4> tasks;
-  llvm::SmallVector<PreparedCollective, 1> prepared(units.size());
-  std::vector<std::unique_ptr<P2PTask>> p2p;
-  llvm::SmallVector<Impl *, 1> comms;
-  llvm::Error first = llvm::Error::success();
-  auto record = [&](Impl &c, llvm::Error err) {
+namespace {
+
+/// One round: for each communicator it involves, one collective or the
+/// point-to-point operations of a group, run in one engine launch (and on
+/// devices side by side).
+class Round {
+public:
+  /// `impls[u]`: the Impl of `units[u].comm`.
+  Round(llvm::ArrayRef<Communicator::Unit> units, llvm::ArrayRef<Communicator::Impl *> impls)
+      : units(units), impls(impls), prepared(units.size()), runs(units.size(), false),
+        deviceErrors(units.size()) {}
+
+  llvm::Error run() {
+    begin();
+    prepare();
+    if (!first) {
+      const auto t0 = anyTracing() ? std::chrono::steady_clock::now()
+                                   : std::chrono::steady_clock::time_point{};
+      launch();
+      checkMismatches();
+      finish(t0);
+    }
+    for (Communicator::Impl *c : comms)
+      c->inCall.fetch_sub(1, std::memory_order_acq_rel);
+    return std::move(first);
+  }
+
+private:
+  Communicator::Impl &impl(size_t u) const { return *impls[u]; }
+
+  /// Records a failure as the communicator's last error; the round returns
+  /// the first one.
+  collResult_t record(Communicator::Impl &c, llvm::Error err) {
     std::string message;
     collResult_t result = takeResult(std::move(err), message);
     {
@@ -174,149 +198,158 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     else
       llvm::consumeError(collError(result, message)); // keep the first
     return result;
-  };
-
-  llvm::SmallVector<bool, 1> runs(units.size(), false);
-  bool anyOnDevice = false;
-  // Device runners are this round's (checkAsyncError() keeps off them).
-  llvm::SmallVector<std::unique_lock<std::mutex>, 1> deviceLocks;
-  for (size_t u = 0; u < units.size(); ++u) {
-    Impl &c = *units[u].comm->impl;
-    c.inCall.fetch_add(1, std::memory_order_acq_rel);
-    comms.push_back(&c);
-    deviceLocks.emplace_back(c.deviceMutex);
-    // Kernels of earlier calls on a GPU end after their call returned:
-    // one stopped by its watchdog breaks the communicator now.
-    if (!c.devices.empty() && c.backend && !c.backend->emulated())
-      if (llvm::Error err = c.checkDevices(false))
-        llvm::consumeError(std::move(err)); // recorded below, as the broken communicator
-    if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
-      record(c, collError(static_cast<collResult_t>(broken),
-                          llvm::formatv("the communicator is broken by an earlier error ({0}); "
-                                        "abort or destroy it",
-                                        collGetErrorString(static_cast<collResult_t>(broken)))));
-      continue;
-    }
-    runs[u] = true;
-    anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
-  }
-  llvm::SmallVector<llvm::Error, 1> errors;
-  llvm::SmallVector<llvm::SmallVector<Task, 4>, 1> unitTasks(units.size());
-  std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
-  for (size_t u = 0; u < units.size(); ++u)
-    errors.push_back(llvm::Error::success());
-  auto prepare = [&](size_t u) {
-    Impl &c = *units[u].comm->impl;
-    errors[u] = units[u].ops.front().pointToPoint()
-                    ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
-                    : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
-  };
-  if (anyOnDevice && units.size() > 1) {
-    // A unit on a device may first make its executor, which is
-    // collective (the ranks exchange IPC handles): with several ranks
-    // driven by this thread (collCommInitAll and a group), each prepares
-    // on a thread of its own.
-    std::vector<std::thread> threads;
-    for (size_t u = 0; u < units.size(); ++u)
-      if (runs[u])
-        threads.emplace_back(prepare, u);
-    for (std::thread &t : threads)
-      t.join();
-  } else {
-    for (size_t u = 0; u < units.size(); ++u)
-      if (runs[u])
-        prepare(u);
-  }
-  for (size_t u = 0; u < units.size(); ++u) {
-    if (errors[u])
-      record(*units[u].comm->impl, std::move(errors[u]));
-    for (Task &t : unitTasks[u])
-      tasks.push_back(std::move(t));
-    for (auto &t : unitP2P[u])
-      p2p.push_back(std::move(t));
-  }
-  if (first) {
-    for (Impl *c : comms)
-      c->inCall.fetch_sub(1, std::memory_order_acq_rel);
-    return first;
   }
 
-  interp::host::IdlePoll poll;
-  poll.poll = [](void *arg) {
-    for (Impl *c : *static_cast<llvm::SmallVectorImpl<Impl *> *>(arg))
-      c->pollPeers();
-  };
-  poll.arg = &comms;
-  Impl &lead = *units.front().comm->impl;
-  const bool tracing = llvm::any_of(comms, [](const Impl *c) { return c->trace != nullptr; });
-  const auto t0 =
-      tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  // Calls on a device. On a GPU every unit's work is enqueued before any
-  // caller's stream is made to wait for it, so that ranks of this process
-  // sharing a GPU run side by side; the call returns without waiting. On
-  // the emulation an enqueue returns when the kernel has ended, so the
-  // ranks of this round launch at once, one thread each when there is more
-  // than one thing to run.
-  llvm::SmallVector<size_t, 1> onGpu, onEmulation;
-  for (size_t u = 0; u < units.size(); ++u)
-    if (prepared[u].device)
-      (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
-  llvm::SmallVector<std::string, 1> deviceErrors(units.size());
-  auto enqueueOne = [&](size_t u) {
-    PreparedCollective &p = prepared[u];
-    llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
-    if (!err && p.comm->backend->emulated()) {
-      auto ended = p.device->poll(true);
-      if (!ended)
-        err = ended.takeError();
+  /// Marks each communicator in a call and holds its device runners; a
+  /// broken communicator does not run.
+  void begin() {
+    for (size_t u = 0; u < units.size(); ++u) {
+      Communicator::Impl &c = impl(u);
+      c.inCall.fetch_add(1, std::memory_order_acq_rel);
+      comms.push_back(&c);
+      deviceLocks.emplace_back(c.deviceMutex); // checkAsyncError() keeps off them
+      // Kernels of earlier calls on a GPU end after their call returned:
+      // one stopped by its watchdog breaks the communicator now.
+      if (!c.devices.empty() && c.backend && !c.backend->emulated())
+        if (llvm::Error err = c.checkDevices(false))
+          llvm::consumeError(std::move(err)); // recorded below, as the broken communicator
+      if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
+        record(c, collError(static_cast<collResult_t>(broken),
+                            llvm::formatv("the communicator is broken by an earlier error ({0}); "
+                                          "abort or destroy it",
+                                          collGetErrorString(static_cast<collResult_t>(broken)))));
+        continue;
+      }
+      runs[u] = true;
+      anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
     }
-    if (err)
-      deviceErrors[u] = llvm::toString(std::move(err));
-  };
-  for (size_t u : onGpu)
-    enqueueOne(u);
-  for (size_t u : onGpu)
-    if (deviceErrors[u].empty())
-      if (llvm::Error err = prepared[u].device->join(prepared[u].op->stream))
+  }
+
+  /// Each unit's tasks (host) or enqueued work (device). A unit on a device
+  /// may first make its executor, which is collective (the ranks exchange
+  /// IPC handles): with several ranks driven by this thread (collCommInitAll
+  /// and a group), each prepares on a thread of its own.
+  void prepare() {
+    llvm::SmallVector<llvm::Error, 1> errors;
+    llvm::SmallVector<llvm::SmallVector<Task, 4>, 1> unitTasks(units.size());
+    std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
+    for (size_t u = 0; u < units.size(); ++u)
+      errors.push_back(llvm::Error::success());
+    auto prepareOne = [&](size_t u) {
+      Communicator::Impl &c = impl(u);
+      errors[u] = units[u].ops.front().pointToPoint()
+                      ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
+                      : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
+    };
+    if (anyOnDevice && units.size() > 1) {
+      std::vector<std::thread> threads;
+      for (size_t u = 0; u < units.size(); ++u)
+        if (runs[u])
+          threads.emplace_back(prepareOne, u);
+      for (std::thread &t : threads)
+        t.join();
+    } else {
+      for (size_t u = 0; u < units.size(); ++u)
+        if (runs[u])
+          prepareOne(u);
+    }
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (errors[u])
+        record(impl(u), std::move(errors[u]));
+      for (Task &t : unitTasks[u])
+        tasks.push_back(std::move(t));
+      for (auto &t : unitP2P[u])
+        p2p.push_back(std::move(t));
+    }
+  }
+
+  bool anyTracing() const {
+    return llvm::any_of(comms, [](const Communicator::Impl *c) { return c->trace != nullptr; });
+  }
+
+  /// Runs the round. On a GPU every unit's work is enqueued before any
+  /// caller's stream is made to wait for it, so that ranks of this process
+  /// sharing a GPU run side by side; the call returns without waiting. On
+  /// the emulation an enqueue returns when the kernel has ended, so the
+  /// ranks of this round launch at once, one thread each when there is more
+  /// than one thing to run. The host tasks run on the engine meanwhile.
+  void launch() {
+    llvm::SmallVector<size_t, 1> onGpu, onEmulation;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (prepared[u].device)
+        (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
+    auto enqueueOne = [&](size_t u) {
+      PreparedCollective &p = prepared[u];
+      llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
+      if (!err && p.comm->backend->emulated()) {
+        auto ended = p.device->poll(true);
+        if (!ended)
+          err = ended.takeError();
+      }
+      if (err)
         deviceErrors[u] = llvm::toString(std::move(err));
-  // With COLL_TRACE a call on a GPU waits for its kernel, whose timeline is
-  // collected below (on the emulation it has ended when enqueue returns).
-  for (size_t u : onGpu)
-    if (deviceErrors[u].empty() && prepared[u].comm->trace)
-      if (auto ended = prepared[u].device->poll(true); !ended)
-        deviceErrors[u] = llvm::toString(ended.takeError());
-  std::vector<std::thread> deviceThreads;
-  const bool alone = tasks.empty() && onEmulation.size() == 1;
-  for (size_t u : onEmulation) {
-    if (alone)
+    };
+    for (size_t u : onGpu)
       enqueueOne(u);
-    else
-      deviceThreads.emplace_back(enqueueOne, u);
+    for (size_t u : onGpu)
+      if (deviceErrors[u].empty())
+        if (llvm::Error err = prepared[u].device->join(prepared[u].op->stream))
+          deviceErrors[u] = llvm::toString(std::move(err));
+    // With COLL_TRACE a call on a GPU waits for its kernel, whose timeline
+    // is collected in finish() (on the emulation it has ended when enqueue
+    // returns).
+    for (size_t u : onGpu)
+      if (deviceErrors[u].empty() && prepared[u].comm->trace)
+        if (auto ended = prepared[u].device->poll(true); !ended)
+          deviceErrors[u] = llvm::toString(ended.takeError());
+    std::vector<std::thread> deviceThreads;
+    const bool alone = tasks.empty() && onEmulation.size() == 1;
+    for (size_t u : onEmulation) {
+      if (alone)
+        enqueueOne(u);
+      else
+        deviceThreads.emplace_back(enqueueOne, u);
+    }
+    runHostTasks();
+    for (std::thread &t : deviceThreads)
+      t.join();
   }
-  // What the host tasks move at most: a small round runs on this thread
-  // alone (EngineOptions::soloWork).
-  uint64_t work = 0;
-  for (size_t u = 0; u < units.size(); ++u)
-    if (prepared[u].runner && !prepared[u].device)
-      work += prepared[u].runner->work();
-  for (const auto &t : p2p)
-    for (const Op *op : t->ops)
-      work += op->count * interp::dataTypeSize(op->type);
-  if (!tasks.empty())
+
+  /// The host tasks of every unit in one engine launch; a small round runs
+  /// on this thread alone (EngineOptions::soloWork).
+  void runHostTasks() {
+    if (tasks.empty())
+      return;
+    uint64_t work = 0;
+    for (size_t u = 0; u < units.size(); ++u)
+      if (prepared[u].runner && !prepared[u].device)
+        work += prepared[u].runner->work();
+    for (const auto &t : p2p)
+      for (const Op *op : t->ops)
+        work += op->count * interp::dataTypeSize(op->type);
+    interp::host::IdlePoll poll;
+    poll.poll = [](void *arg) {
+      for (Communicator::Impl *c : *static_cast<llvm::SmallVectorImpl<Communicator::Impl *> *>(arg))
+        c->pollPeers();
+    };
+    poll.arg = &comms;
+    Communicator::Impl &lead = impl(0);
     if (llvm::Error err = lead.engine->run(tasks, poll, work))
       record(lead, collError(collSystemError, llvm::toString(std::move(err))));
-  for (std::thread &t : deviceThreads)
-    t.join();
-  // A mismatched call can complete when the data happen to fit. On the
-  // host, each sender's tag in the connections this rank received on says
-  // which call the data belonged to (no extra cache miss); a differing one
-  // is looked up in the peers' call descriptors for the report. After a
-  // kernel, the descriptors are compared, and a dead peer process gives the
-  // watchdog's report its cause.
-  if (anyOnDevice) {
-    for (Impl *c : comms)
-      c->pollPeers(true);
-  } else {
+  }
+
+  /// A mismatched call can complete when the data happen to fit. On the
+  /// host, each sender's tag in the connections this rank received on says
+  /// which call the data belonged to (no extra cache miss); a differing one
+  /// is looked up in the peers' call descriptors for the report. After a
+  /// kernel, the descriptors are compared, and a dead peer process gives the
+  /// watchdog's report its cause.
+  void checkMismatches() {
+    if (anyOnDevice) {
+      for (Communicator::Impl *c : comms)
+        c->pollPeers(true);
+      return;
+    }
     for (const PreparedCollective &p : prepared) {
       if (!p.runner || p.comm->stop->stopping())
         continue;
@@ -335,55 +368,79 @@ llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
     }
   }
 
-  for (size_t u = 0; u < units.size(); ++u) {
-    Impl &c = *units[u].comm->impl;
-    if (!deviceErrors[u].empty()) {
-      // The FIFOs shared with the other ranks are mid-transfer: this
-      // communicator cannot run another call. A peer found dead (pollPeers
-      // above) is the cause; the kernel's report says where it waited.
-      const bool emulated = c.backend && c.backend->emulated();
-      const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
-      const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
-      llvm::Error err = collError(watchdog   ? collTimeout
-                                  : emulated ? collSystemError
-                                             : collUnhandledCudaError,
-                                  kernel);
-      if (c.stop->stopping()) {
-        llvm::consumeError(std::move(err));
-        std::string cause;
-        collResult_t result = takeResult(c.stop->error(), cause);
-        err = collError(result, cause + "; the kernel's report: " + kernel);
-      }
-      c.breakWith(record(c, std::move(err)));
-      continue;
-    }
-    if (c.stop->stopping()) {
-      collResult_t result = record(c, c.stop->error());
-      c.breakWith(result);
-      continue;
-    }
-    PreparedCollective &p = prepared[u];
-    if (p.runner)
-      p.runner->finishAverage();
-    if (p.runner && c.trace) {
-      std::lock_guard<std::mutex> lock(c.trace->mutex);
-      c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,
-                                std::chrono::steady_clock::now(), p.traces);
-    } else if (p.device && c.trace) {
-      // The kernel's timeline: it has ended (above).
-      std::lock_guard<std::mutex> lock(c.trace->mutex);
-      if (llvm::Error err = p.device->collectTrace(c.trace->timeline, p.op->type, t0,
-                                                   std::chrono::steady_clock::now())) {
-        c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
+  /// Each unit's outcome: a failed kernel or a stop breaks its
+  /// communicator; otherwise averages, timelines and copies out.
+  void finish(std::chrono::steady_clock::time_point t0) {
+    for (size_t u = 0; u < units.size(); ++u) {
+      Communicator::Impl &c = impl(u);
+      if (!deviceErrors[u].empty()) {
+        // The FIFOs shared with the other ranks are mid-transfer: this
+        // communicator cannot run another call. A peer found dead
+        // (checkMismatches) is the cause; the kernel's report says where it
+        // waited.
+        const bool emulated = c.backend && c.backend->emulated();
+        const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
+        const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
+        llvm::Error err = collError(watchdog   ? collTimeout
+                                    : emulated ? collSystemError
+                                               : collUnhandledCudaError,
+                                    kernel);
+        if (c.stop->stopping()) {
+          llvm::consumeError(std::move(err));
+          std::string cause;
+          collResult_t result = takeResult(c.stop->error(), cause);
+          err = collError(result, cause + "; the kernel's report: " + kernel);
+        }
+        c.breakWith(record(c, std::move(err)));
         continue;
       }
+      if (c.stop->stopping()) {
+        c.breakWith(record(c, c.stop->error()));
+        continue;
+      }
+      PreparedCollective &p = prepared[u];
+      if (p.runner)
+        p.runner->finishAverage();
+      if (p.runner && c.trace) {
+        std::lock_guard<std::mutex> lock(c.trace->mutex);
+        c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,
+                                  std::chrono::steady_clock::now(), p.traces);
+      } else if (p.device && c.trace) {
+        // The kernel's timeline: it has ended (launch()).
+        std::lock_guard<std::mutex> lock(c.trace->mutex);
+        if (llvm::Error err = p.device->collectTrace(c.trace->timeline, p.op->type, t0,
+                                                     std::chrono::steady_clock::now())) {
+          c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
+          continue;
+        }
+      }
+      if (p.postBytes)
+        std::memcpy(p.postDst, p.postSrc, p.postBytes);
     }
-    if (p.postBytes)
-      std::memcpy(p.postDst, p.postSrc, p.postBytes);
   }
-  for (Impl *c : comms)
-    c->inCall.fetch_sub(1, std::memory_order_acq_rel);
-  return first;
+
+  llvm::ArrayRef<Communicator::Unit> units;
+  llvm::ArrayRef<Communicator::Impl *> impls;
+  // A call of one communicator is the common case: its bookkeeping stays on
+  // the stack (every allocation here costs a few percent of a small call).
+  llvm::SmallVector<PreparedCollective, 1> prepared;
+  llvm::SmallVector<bool, 1> runs;
+  llvm::SmallVector<std::string, 1> deviceErrors;
+  llvm::SmallVector<Task, 4> tasks;
+  std::vector<std::unique_ptr<P2PTask>> p2p;
+  llvm::SmallVector<Communicator::Impl *, 1> comms;
+  llvm::SmallVector<std::unique_lock<std::mutex>, 1> deviceLocks;
+  bool anyOnDevice = false;
+  llvm::Error first = llvm::Error::success();
+};
+
+} // namespace
+
+llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
+  llvm::SmallVector<Impl *, 1> impls;
+  for (const Unit &u : units)
+    impls.push_back(u.comm->impl.get());
+  return Round(units, impls).run();
 }
 
 llvm::Error Communicator::runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops) {

@@ -19,6 +19,18 @@ namespace coll::rt {
 using synth::parseTuningTable;
 
 namespace {
+Choice makeChoice(const LoadedAlgorithm *algo, std::string library, std::string why,
+                  bool local = false) {
+  Choice c;
+  c.algo = algo;
+  c.library = std::move(library);
+  c.why = std::move(why);
+  c.local = local;
+  return c;
+}
+} // namespace
+
+namespace {
 
 // The built-in order of the embedded algorithms on the host backend. The
 // thresholds come from the runtime benchmark (docs/PERFORMANCE.md).
@@ -114,7 +126,18 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   }
 
   std::vector<std::string> rejections;
-  auto remember = [&](Choice c) {
+  // A choice of an algorithm carries its program for the call's root,
+  // compiled on first use by the registry (so no call path compiles).
+  auto remember = [&](Choice c) -> llvm::Expected<const Choice *> {
+    if (c.algo) {
+      auto program = registry->forRoot(*c.algo, root);
+      if (!program)
+        return collError(collInvalidUsage,
+                         llvm::formatv("{0} ({1}) cannot serve root {2}: {3}", c.algo->name,
+                                       c.algo->origin, root,
+                                       llvm::toString(program.takeError())));
+      c.program = std::move(*program);
+    }
     if (choices.size() >= 4096) {
       // Full: this thread's own copy, valid until its next select.
       thread_local Choice overflow;
@@ -126,7 +149,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
     return &kept;
   };
   if (nranks == 1)
-    return remember(Choice{nullptr, "", "one rank: recvbuff gets sendbuff", true});
+    return remember(makeChoice(nullptr, "", "one rank: recvbuff gets sendbuff", true));
   const auto &algos = registry->algorithms();
   auto candidates = [&](auto &&accept) -> const LoadedAlgorithm * {
     for (const LoadedAlgorithm &a : algos) {
@@ -151,14 +174,14 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
       case TuningRule::Target::Library:
         if (std::find(config.underneath.begin(), config.underneath.end(), rule.target) !=
             config.underneath.end())
-          return Choice{nullptr, rule.target, why};
+          return makeChoice(nullptr, rule.target, why);
         rejections.push_back(llvm::formatv("{0}: no library '{1}' underneath Coll here", why,
                                            rule.target));
         break;
       case TuningRule::Target::Protocol:
         if (const LoadedAlgorithm *a =
                 candidates([&](const LoadedAlgorithm &x) { return x.protocol == rule.protocol; }))
-          return Choice{a, "", why};
+          return makeChoice(a, "", why);
         rejections.push_back(why + ": no loaded algorithm of that protocol applies");
         break;
       case TuningRule::Target::Algorithm: {
@@ -171,7 +194,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
           if (a.collective != coll)
             reason = "it is a " + ir::collectiveName(a.collective).str();
           else if (applies(a, bytes, root, reason))
-            return Choice{&a, "", why};
+            return makeChoice(&a, "", why);
           rejections.push_back(llvm::formatv("{0}: {1} ({2}) does not apply: {3}", why, a.name,
                                              a.origin, reason));
         }
@@ -187,11 +210,11 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   if (auto c = tryRules(userRules, true))
     return remember(*c);
   if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return !x.builtin; }))
-    return remember(Choice{a, "", "the first user algorithm that applies (" + a->origin + ")"});
+    return remember(makeChoice(a, "", "the first user algorithm that applies (" + a->origin + ")"));
   if (auto c = tryRules(builtinTuningRules(crowded), false))
     return remember(*c);
   if (const LoadedAlgorithm *a = candidates([](const LoadedAlgorithm &x) { return x.builtin; }))
-    return remember(Choice{a, "", "the first built-in algorithm that applies"});
+    return remember(makeChoice(a, "", "the first built-in algorithm that applies"));
 
   // Nothing: say why about every candidate.
   std::string message = llvm::formatv("no algorithm serves {0} of {1} B (root {2}) on {3} ranks",

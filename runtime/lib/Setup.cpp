@@ -61,7 +61,27 @@ llvm::Error Communicator::Impl::setup() {
                        llvm::formatv("rank {0} and rank {1} run with different settings "
                                      "(COLL_*_SLOT_BYTES or the built-in algorithm set)",
                                      rank, p.rank));
+  findShape();
+  const LocalRanks here = findLocalRanks();
+  if (llvm::Error err = loadAlgorithms())
+    return err;
+  if (llvm::Error err = agreeOnCrowding())
+    return err;
+  if (llvm::Error err = loadRules())
+    return err;
+  if (llvm::Error err = createTransport(here))
+    return err;
+  if (llvm::Error err = createEngine())
+    return err;
+  if (llvm::Error err = setupNetwork(here.ranks, here.allInProcess))
+    return err;
+  watchLocalProcesses(here);
+  if (rank == 0)
+    logSelection();
+  return llvm::Error::success();
+}
 
+void Communicator::Impl::findShape() {
   // Hosts in order of their first rank; the node shape.
   std::vector<uint64_t> hosts;
   hostOf.assign(nranks, 0);
@@ -78,15 +98,15 @@ llvm::Error Communicator::Impl::setup() {
   for (int r = 0; r < nranks && regular; ++r)
     regular = hostOf[r] == r / perHost;
   shape.gpus = regular ? perHost : 0;
+}
 
-  // This host's ranks and processes.
-  std::vector<transport::LocalRank> local;
+Communicator::Impl::LocalRanks Communicator::Impl::findLocalRanks() {
+  LocalRanks here;
   std::vector<uint64_t> procs;
-  int myIndex = 0;
-  bool allInProcess = true;
+  const PeerInfo &me = peers[rank];
   for (int r = 0; r < nranks; ++r) {
     if (peers[r].processHash != me.processHash)
-      allInProcess = false;
+      here.allInProcess = false;
     if (peers[r].hostHash != me.hostHash)
       continue;
     auto it = std::find(procs.begin(), procs.end(), peers[r].processHash);
@@ -94,18 +114,20 @@ llvm::Error Communicator::Impl::setup() {
     if (it == procs.end())
       procs.push_back(peers[r].processHash);
     if (r == rank)
-      myIndex = static_cast<int>(local.size());
-    local.push_back({r, proc, peers[r].pid});
+      here.myIndex = static_cast<int>(here.ranks.size());
+    here.ranks.push_back({r, proc, peers[r].pid});
   }
   nprocs = static_cast<int>(procs.size());
   COLL_LOG(Info, Init, rank,
            llvm::formatv("rank {0} of {1}: host {2} ({3} hosts; {4} ranks and {5} processes on "
                          "this host); node shape {6}",
-                         rank, nranks, me.hostname, shape.nodes, local.size(), nprocs,
+                         rank, nranks, me.hostname, shape.nodes, here.ranks.size(), nprocs,
                          shape.gpus ? llvm::formatv("{0} x {1}", shape.nodes, shape.gpus).str()
                                     : std::string("irregular")));
+  return here;
+}
 
-  // The algorithms.
+llvm::Error Communicator::Impl::loadAlgorithms() {
   RegistryOptions ro;
   ro.algoDir = config.algoDir;
   ro.algoFiles = config.algoFiles;
@@ -128,18 +150,22 @@ llvm::Error Communicator::Impl::setup() {
                                      "(COLL_ALGO_DIR, COLL_ALGO_FILES and the files must be the "
                                      "same on every rank)",
                                      r, rank));
-  // Whether some host runs more processes than it has CPUs, agreed by all
-  // ranks, since it changes which algorithm the built-in rules pick.
-  {
-    onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
-    hostCrowded = onlineCpus > 0 && nprocs > onlineCpus;
-    std::vector<uint64_t> crowdedAt(static_cast<size_t>(nranks));
-    crowdedAt[rank] = hostCrowded;
-    if (llvm::Error err = boot->allgather(crowdedAt.data(), sizeof(uint64_t)))
-      return collError(collRemoteError,
-                       "comparing the hosts' CPUs: " + llvm::toString(std::move(err)));
-    crowded = std::any_of(crowdedAt.begin(), crowdedAt.end(), [](uint64_t c) { return c; });
-  }
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::agreeOnCrowding() {
+  onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
+  hostCrowded = onlineCpus > 0 && nprocs > onlineCpus;
+  std::vector<uint64_t> crowdedAt(static_cast<size_t>(nranks));
+  crowdedAt[rank] = hostCrowded;
+  if (llvm::Error err = boot->allgather(crowdedAt.data(), sizeof(uint64_t)))
+    return collError(collRemoteError,
+                     "comparing the hosts' CPUs: " + llvm::toString(std::move(err)));
+  crowded = std::any_of(crowdedAt.begin(), crowdedAt.end(), [](uint64_t c) { return c; });
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::loadRules() {
   if (!config.tuningFile.empty()) {
     auto rules = synth::readTuningFile(config.tuningFile);
     if (!rules)
@@ -150,10 +176,11 @@ llvm::Error Communicator::Impl::setup() {
   if (llvm::Error err = agree(llvm::Error::success(), "reading the tuning file"))
     return err;
   if (!config.topoFile.empty())
-    if (llvm::Error err = synthesizeForJob())
-      return err;
+    return synthesizeForJob();
+  return llvm::Error::success();
+}
 
-  // Connections: every (protocol, channel, sender) into every local rank.
+llvm::Error Communicator::Impl::createTransport(const LocalRanks &here) {
   transport::FifoLayout layout;
   layout.nranks = nranks;
   p2pChannel = registry->maxChannel() + 1;
@@ -164,8 +191,9 @@ llvm::Error Communicator::Impl::setup() {
     layout.used[static_cast<int>(a.protocol)] = true;
   // Segment names carry the host: "hosts" of one machine (COLL_HOSTID,
   // network namespaces) share /dev/shm.
-  const uint64_t hostNonce = llvm::hash_combine(nonce, me.hostHash);
-  auto created = HostTransport::create(hostNonce, layout, local, myIndex, nprocs, allInProcess);
+  const uint64_t hostNonce = llvm::hash_combine(nonce, peers[rank].hostHash);
+  auto created = HostTransport::create(hostNonce, layout, here.ranks, here.myIndex, nprocs,
+                                       here.allInProcess);
   llvm::Error err = agree(created ? llvm::Error::success() : created.takeError(),
                           "creating shared memory");
   if (!err) {
@@ -173,17 +201,20 @@ llvm::Error Communicator::Impl::setup() {
     err = agree(transport->attach(), "mapping shared memory");
   }
   if (err) {
-    HostTransport::removeNames(hostNonce, local);
+    HostTransport::removeNames(hostNonce, here.ranks);
     return err;
   }
   transport->unlinkNames();
   COLL_LOG(Info, Shm, rank,
            llvm::formatv("connections: {0} per host in {1}, {2} channels, {3} MiB of address "
                          "space per receiving rank (pages committed on first use)",
-                         allInProcess ? "process memory" : "shared memory",
-                         allInProcess ? "this process" : "/dev/shm (names removed)",
+                         here.allInProcess ? "process memory" : "shared memory",
+                         here.allInProcess ? "this process" : "/dev/shm (names removed)",
                          layout.channels, layout.segmentBytes() >> 20));
+  return llvm::Error::success();
+}
 
+llvm::Error Communicator::Impl::createEngine() {
   stop = std::make_unique<SharedStop>(*transport, rank);
   // More processes on this host than CPUs: a waiting process that spins holds
   // the CPU its peer needs to deliver, so every hand-off would cost a whole
@@ -206,13 +237,13 @@ llvm::Error Communicator::Impl::setup() {
   if (!eng)
     return collError(collSystemError, llvm::toString(eng.takeError()));
   engine = std::move(*eng);
-  if (llvm::Error err = setupNetwork(local, allInProcess))
-    return err;
+  return llvm::Error::success();
+}
 
-  // Watch the other processes of this host.
+void Communicator::Impl::watchLocalProcesses(const LocalRanks &here) {
   std::set<int> seenPids;
-  for (const transport::LocalRank &l : local) {
-    if (l.proc == local[myIndex].proc || !seenPids.insert(l.pid).second)
+  for (const transport::LocalRank &l : here.ranks) {
+    if (l.proc == here.ranks[here.myIndex].proc || !seenPids.insert(l.pid).second)
       continue;
     Watched w;
     w.pid = l.pid;
@@ -220,9 +251,6 @@ llvm::Error Communicator::Impl::setup() {
     w.pidfd = static_cast<int>(syscall(SYS_pidfd_open, l.pid, 0));
     watched.push_back(w);
   }
-  if (rank == 0)
-    logSelection();
-  return llvm::Error::success();
 }
 
 llvm::Error Communicator::Impl::setupNetwork(const std::vector<transport::LocalRank> &local,

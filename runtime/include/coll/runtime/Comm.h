@@ -96,6 +96,8 @@ struct Choice {
   std::string why;
   /// A communicator of one rank: recvbuff gets sendbuff (as NCCL does).
   bool local = false;
+  /// The algorithm's program for the call's root (Registry::forRoot).
+  std::shared_ptr<const Compiled> program;
 };
 
 class Communicator {
