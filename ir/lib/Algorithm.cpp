@@ -56,17 +56,6 @@ std::optional<Collective> parseCollective(llvm::StringRef name) {
   return std::nullopt;
 }
 
-CollectiveInfo collectiveInfo(Collective coll) {
-  switch (coll) {
-#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) \
-  case Collective::Enum:                                                       \
-    return CollectiveInfo{Root != 0, InPerRank != 0, OutPerRank != 0,          \
-                          Red != 0, MulN, Off};
-#include "coll/ir/Collectives.def"
-  }
-  return CollectiveInfo{false, false, false, false, 1, 0};
-}
-
 llvm::StringRef collectiveAttribute(const Algorithm &alg) {
   return alg.collective == Collective::Custom
              ? llvm::StringRef(alg.collectiveSpelling)

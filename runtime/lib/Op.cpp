@@ -25,20 +25,6 @@ const char *opKindName(OpKind kind) {
   return "?";
 }
 
-ir::Collective collectiveOf(OpKind kind) {
-  switch (kind) {
-  case OpKind::AllReduce: return ir::Collective::AllReduce;
-  case OpKind::AllGather: return ir::Collective::AllGather;
-  case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
-  case OpKind::AllToAll: return ir::Collective::AllToAll;
-  case OpKind::Broadcast: return ir::Collective::Broadcast;
-  case OpKind::Reduce: return ir::Collective::Reduce;
-  case OpKind::Gather: return ir::Collective::Gather;
-  case OpKind::Scatter: return ir::Collective::Scatter;
-  default: return ir::Collective::Custom;
-  }
-}
-
 std::optional<interp::DataType> dataTypeOf(collDataType_t t) {
   switch (t) {
   case collInt8: return interp::DataType::Int8;
@@ -64,40 +50,6 @@ std::optional<interp::ReduceOp> reduceOpOf(collRedOp_t op) {
   case collAvg: return interp::ReduceOp::Avg;
   default: return std::nullopt;
   }
-}
-
-bool Op::readsSend(int rank) const {
-  switch (kind) {
-  case OpKind::Broadcast:
-  case OpKind::Scatter: return rank == root;
-  case OpKind::Recv: return false;
-  default: return true;
-  }
-}
-
-bool Op::writesRecv(int rank) const {
-  switch (kind) {
-  case OpKind::Reduce:
-  case OpKind::Gather: return rank == root;
-  case OpKind::Send: return false;
-  default: return true;
-  }
-}
-
-uint64_t Op::selectionBytes(int nranks) const {
-  const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(kind));
-  const uint64_t n = static_cast<uint64_t>(nranks);
-  return count * interp::dataTypeSize(type) * (info.inputPerRank || info.outputPerRank ? n : 1);
-}
-
-Op makeOp(OpKind kind, const void *send, void *recv, size_t count, int root) {
-  Op op;
-  op.kind = kind;
-  op.send = send;
-  op.recv = recv;
-  op.count = count;
-  op.root = root;
-  return op;
 }
 
 llvm::Error validateOp(const Op &op, int rank, int nranks, size_t elemSize, const char *name) {

@@ -75,7 +75,16 @@ struct CollectiveInfo {
   bool reduces;
   int busMulN, busOffset; ///< busbw = algbw * (busMulN*N + busOffset) / N
 };
-CollectiveInfo collectiveInfo(Collective coll);
+/// Inline: the runtime asks on every call.
+inline CollectiveInfo collectiveInfo(Collective coll) {
+  switch (coll) {
+#define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off)                \
+  case Collective::Enum:                                                                           \
+    return CollectiveInfo{Root != 0, InPerRank != 0, OutPerRank != 0, Red != 0, MulN, Off};
+#include "coll/ir/Collectives.def"
+  }
+  return CollectiveInfo{false, false, false, false, 1, 0};
+}
 
 //===----------------------------------------------------------------------===//
 // Elements

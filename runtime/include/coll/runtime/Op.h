@@ -31,7 +31,19 @@ enum class OpKind : uint8_t {
 };
 const char *opKindName(OpKind kind);
 /// The collective an OpKind runs (Custom for Send and Recv).
-ir::Collective collectiveOf(OpKind kind);
+inline ir::Collective collectiveOf(OpKind kind) {
+  switch (kind) {
+  case OpKind::AllReduce: return ir::Collective::AllReduce;
+  case OpKind::AllGather: return ir::Collective::AllGather;
+  case OpKind::ReduceScatter: return ir::Collective::ReduceScatter;
+  case OpKind::AllToAll: return ir::Collective::AllToAll;
+  case OpKind::Broadcast: return ir::Collective::Broadcast;
+  case OpKind::Reduce: return ir::Collective::Reduce;
+  case OpKind::Gather: return ir::Collective::Gather;
+  case OpKind::Scatter: return ir::Collective::Scatter;
+  default: return ir::Collective::Custom;
+  }
+}
 
 /// The interpreter's type and op for coll.h's (and NCCL's: the numbering is
 /// the same); nullopt for those Coll does not have.
@@ -57,17 +69,43 @@ struct Op {
   /// count above 0: not a broadcast's or scatter's sendbuff off the root,
   /// not a reduce's or gather's recvbuff off the root, not a send's
   /// recvbuff or a receive's sendbuff.
-  bool readsSend(int rank) const;
-  bool writesRecv(int rank) const;
+  bool readsSend(int rank) const {
+    switch (kind) {
+    case OpKind::Broadcast:
+    case OpKind::Scatter: return rank == root;
+    case OpKind::Recv: return false;
+    default: return true;
+    }
+  }
+  bool writesRecv(int rank) const {
+    switch (kind) {
+    case OpKind::Reduce:
+    case OpKind::Gather: return rank == root;
+    case OpKind::Send: return false;
+    default: return true;
+    }
+  }
   /// The size selection goes by, as nccl-tests measures it: the larger,
   /// all-ranks side of the collective, in bytes.
-  uint64_t selectionBytes(int nranks) const;
+  uint64_t selectionBytes(int nranks) const {
+    const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(kind));
+    return count * interp::dataTypeSize(type) *
+           (info.inputPerRank || info.outputPerRank ? static_cast<uint64_t>(nranks) : 1);
+  }
 };
 
 /// An Op from the arguments every entry point takes, in coll.h's and
 /// nccl.h's order; `root` is the root of rooted collectives and the peer of
 /// Send and Recv (0 otherwise). Type, op and device are the caller's.
-Op makeOp(OpKind kind, const void *send, void *recv, size_t count, int root = 0);
+inline Op makeOp(OpKind kind, const void *send, void *recv, size_t count, int root = 0) {
+  Op op;
+  op.kind = kind;
+  op.send = send;
+  op.recv = recv;
+  op.count = count;
+  op.root = root;
+  return op;
+}
 
 /// The checks every entry point makes before a call runs anywhere, as NCCL
 /// makes them: the root or peer is a rank of the communicator (`nranks`
