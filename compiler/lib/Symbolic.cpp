@@ -32,7 +32,7 @@ ir::Definition refinedDefinition(const lang::CollectiveSpec &spec, int32_t refin
 
 bool validInProgramOrder(const lang::ChunkDag &dag, bool inplace) {
   const lang::CollectiveSpec &spec = dag.collective;
-  const ir::Definition def = refinedDefinition(spec, 1);
+  const ir::Definition &def = spec;
   std::vector<ir::SymbolicMemory::RankChunks> sizes;
   std::vector<std::vector<int32_t>> scratchBase(spec.nranks);
   for (int32_t r = 0; r < spec.nranks; ++r) {

@@ -18,8 +18,9 @@
 
 namespace coll::compiler {
 
-/// The definition the program's collective states, for chunks refined
-/// `refinement` times: refined part t of chunk j is chunk j * refinement + t.
+/// The definition the program's collective states (its spec is one), for
+/// chunks refined `refinement` times: refined part t of chunk j is chunk
+/// j * refinement + t.
 ir::Definition refinedDefinition(const lang::CollectiveSpec &spec, int32_t refinement);
 
 /// Whether the traced operations, run in program order with the memory of

@@ -221,7 +221,10 @@ std::optional<Modes> Checker::checkCorrectness() {
     return std::nullopt;
   const lang::CollectiveSpec &spec = dag.collective;
   bool traced = spec.inplace;
-  const ir::Definition def = refinedDefinition(spec, schedule.refinement);
+  std::optional<ir::Definition> refined;
+  if (schedule.refinement != 1)
+    refined = refinedDefinition(spec, schedule.refinement);
+  const ir::Definition &def = refined ? *refined : static_cast<const ir::Definition &>(spec);
   auto execute = [&](bool inplace) {
     return ir::executeSymbolically(alg, *analysis, def, inplace, /*strictReads=*/true);
   };

@@ -93,24 +93,21 @@ struct CallSite {
   uint32_t parent = ChunkOp::NoCall;
 };
 
-/// The collective the program implements and its pre- and postcondition.
-struct CollectiveSpec {
+/// The collective a program declares: its shape, and as an ir::Definition
+/// (nranks, inputChunks, outputChunks per rank) its precondition,
+/// `inputDefined[rank][index]`, whether that input chunk carries a
+/// contribution when the collective starts, and its postcondition,
+/// `expected[rank][index]`, the sorted list of contributions output chunk
+/// `index` of `rank` must hold exactly (once each); an empty list means the
+/// chunk's final content is not constrained. For in-place collectives the
+/// slot is the canonical one it aliases.
+struct CollectiveSpec : ir::Definition {
+  CollectiveSpec() { nranks = 1; }
   ir::Collective kind = ir::Collective::Custom;
-  int32_t nranks = 1;
   /// Chunks per `count`-element block (ir::BlockShape::chunksPerBlock).
   int32_t chunksPerBlock = 1;
-  int32_t inputChunks = 0;  ///< chunks of each rank's input buffer
-  int32_t outputChunks = 0; ///< chunks of each rank's output buffer
   int32_t root = -1;
   bool inplace = false;
-  /// Precondition: inputDefined[rank][index] says whether that input chunk
-  /// carries a contribution when the collective starts.
-  std::vector<std::vector<bool>> inputDefined;
-  /// Postcondition: expected[rank][index] is the sorted list of contributions
-  /// that output chunk `index` of `rank` must hold exactly (once each); an
-  /// empty list means the chunk's final content is not constrained. For
-  /// in-place collectives the slot is the canonical one it aliases.
-  std::vector<std::vector<std::vector<ContribId>>> expected;
   llvm::SMLoc loc; ///< the `collective` declaration
 };
 
