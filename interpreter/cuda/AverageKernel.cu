@@ -4,7 +4,6 @@
 #include "Kernels.h"
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 const void *averageKernelFor(uint8_t type) {
   static const void *const table[] = {
@@ -15,5 +14,4 @@ const void *averageKernelFor(uint8_t type) {
   return table[type];
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

@@ -15,13 +15,11 @@
 #include "CudaRuntime.h"
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 /// "CUDA error cudaErrorMemoryAllocation (out of memory) in
 /// cudaMalloc(&p, n) at CudaExecutor.cpp:42".
 llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, int line);
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 #define COLL_CUDA_TRY(expr)                                                                        \

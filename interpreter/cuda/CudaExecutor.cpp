@@ -2,7 +2,7 @@
 //
 // Plain C++ over the CUDA runtime API: kernels are launched through
 // cudaLaunchKernel with the entry points from Kernels.h, so no CUDA type
-// crosses into CudaExecutor.h and no LLVM header reaches nvcc.
+// crosses into DeviceExecutor.h and no LLVM header reaches nvcc.
 //
 // Device memory per executor: the plan's tbs and steps (uploaded once), the
 // device state (DeviceTypes.h; zeroed once, and again after a watchdog
@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll/interpreter/CudaExecutor.h"
+#include "coll/interpreter/DeviceExecutor.h"
 
 #include "CudaError.h"
 #include "DeviceTypes.h"
@@ -33,19 +33,21 @@
 
 #include <unistd.h>
 
+// One of CollCuda and CollCudaEmu per program (DeviceExecutor.h): linking
+// both defines this twice.
+extern "C" __attribute__((visibility("hidden"))) const int collCudaBackendLinkedOnce =
+    COLL_CUDA_EMULATION;
+
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, int line) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  llvm::formatv("CUDA error {0} ({1}) in {2} at {3}:{4}",
                                                cudaGetErrorName(error), cudaGetErrorString(error),
                                                expr, llvm::sys::path::filename(file), line));
 }
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 namespace coll::interp {
-COLL_CUDA_ABI_BEGIN
 
 using namespace cuda;
 
@@ -152,6 +154,8 @@ llvm::Expected<std::vector<double>> timeOnStream(cudaStream_t stream, unsigned w
 
 } // namespace
 
+namespace {
+
 llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
@@ -169,6 +173,74 @@ llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
   std::memcpy(info.uuid.data(), &props.uuid, sizeof info.uuid);
   return info;
 }
+
+/// Makes an executor's device current for the scope of a call and gives
+/// the caller's back (a GPU; the emulation has one device).
+class DeviceScope {
+public:
+  explicit DeviceScope(int device) {
+#if !COLL_CUDA_EMULATION
+    if (device >= 0 && cudaGetDevice(&saved) == cudaSuccess && saved != device)
+      status = cudaSetDevice(device);
+    else
+      saved = -1;
+#endif
+  }
+  ~DeviceScope() {
+#if !COLL_CUDA_EMULATION
+    if (saved >= 0)
+      cudaSetDevice(saved);
+#endif
+  }
+  llvm::Error check(int device) const {
+    if (status == cudaSuccess)
+      return llvm::Error::success();
+    return fail(llvm::formatv("cannot use CUDA device {0}: {1} ({2})", device,
+                              cudaGetErrorName(status), cudaGetErrorString(status)));
+  }
+
+private:
+  int saved = -1;
+  cudaError_t status = cudaSuccess;
+};
+
+/// The backend's executor: Impl's work, each call on the executor's device.
+class CudaExecutor final : public DeviceExecutor {
+public:
+  class Impl;
+  explicit CudaExecutor(std::unique_ptr<Impl> impl);
+  ~CudaExecutor() override;
+
+  const Plan &plan() const override;
+  uint64_t sliceElems(DataType type) const override;
+  llvm::Expected<CallResult> run(const CallArgs &args) override;
+  void setTimeline(Timeline *timeline) override;
+  llvm::Expected<CallResult> prepare(const CallArgs &args) override;
+  llvm::Error launch(void *stream) override;
+  llvm::Error finish(void *stream) override;
+  llvm::Error enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before,
+                      llvm::ArrayRef<DeviceCopy> after) override;
+  llvm::Error join(void *stream) override;
+  llvm::Expected<bool> poll(bool wait) override;
+  llvm::Expected<void *> temporary(int which, uint64_t bytes) override;
+  llvm::Error abort() override;
+  const CudaDeviceInfo &device() const override;
+  void traceEnqueued(bool on) override;
+  llvm::Error collectEnqueued(Timeline &timeline, DataType type,
+                              std::chrono::steady_clock::time_point t0,
+                              std::chrono::steady_clock::time_point t1) override;
+  llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters,
+                                                   bool graph) override;
+  ConnectionExport exportConnections() const override;
+  llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override;
+  LaunchShape launchShape() const override;
+
+private:
+  DeviceScope scope() const;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Impl
@@ -907,54 +979,69 @@ llvm::Expected<std::vector<double>> CudaExecutor::Impl::timeLaunches(unsigned wa
 //===----------------------------------------------------------------------===//
 
 CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
-CudaExecutor::~CudaExecutor() = default;
-
-llvm::Expected<std::unique_ptr<CudaExecutor>> CudaExecutor::create(Plan plan,
-                                                                   const CudaOptions &options) {
-  auto impl = std::make_unique<Impl>(std::move(plan), options);
-  if (llvm::Error err = impl->start())
-    return err;
-  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+CudaExecutor::~CudaExecutor() {
+  DeviceScope onDevice = scope();
+  impl.reset();
 }
 
+DeviceScope CudaExecutor::scope() const { return DeviceScope(impl->deviceInfo().device); }
+
 llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
+  DeviceScope onDevice = scope();
   return impl->prepare(args);
 }
 llvm::Error CudaExecutor::launch(void *stream) {
+  DeviceScope onDevice = scope();
   return impl->launch(static_cast<cudaStream_t>(stream));
 }
 llvm::Error CudaExecutor::finish(void *stream) {
+  DeviceScope onDevice = scope();
   return impl->finish(static_cast<cudaStream_t>(stream));
 }
-llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) { return impl->run(args); }
+llvm::Expected<CallResult> CudaExecutor::run(const CallArgs &args) {
+  DeviceScope onDevice = scope();
+  return impl->run(args);
+}
 void CudaExecutor::setTimeline(Timeline *timeline) { impl->timeline = timeline; }
 void CudaExecutor::traceEnqueued(bool on) { impl->traceEnqueues = on; }
 llvm::Error CudaExecutor::collectEnqueued(Timeline &timeline, DataType type,
                                           std::chrono::steady_clock::time_point t0,
                                           std::chrono::steady_clock::time_point t1) {
+  DeviceScope onDevice = scope();
   return impl->collectEnqueued(timeline, type, t0, t1);
 }
 llvm::Expected<std::vector<double>> CudaExecutor::timeLaunches(unsigned warmup, unsigned iters,
                                                                bool graph) {
+  DeviceScope onDevice = scope();
   return impl->timeLaunches(warmup, iters, graph);
 }
 llvm::Error CudaExecutor::enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before,
                                   llvm::ArrayRef<DeviceCopy> after) {
+  DeviceScope onDevice = scope();
   return impl->enqueue(static_cast<cudaStream_t>(stream), before, after);
 }
 llvm::Error CudaExecutor::join(void *stream) {
+  DeviceScope onDevice = scope();
   return impl->join(static_cast<cudaStream_t>(stream));
 }
-llvm::Expected<bool> CudaExecutor::poll(bool wait) { return impl->poll(wait); }
+llvm::Expected<bool> CudaExecutor::poll(bool wait) {
+  DeviceScope onDevice = scope();
+  return impl->poll(wait);
+}
 llvm::Expected<void *> CudaExecutor::temporary(int which, uint64_t bytes) {
   if (which < 0 || which > 1)
-    return fail("CudaExecutor::temporary: buffer 0 or 1");
+    return fail("DeviceExecutor::temporary: buffer 0 or 1");
+  DeviceScope onDevice = scope();
   return impl->temporary(which, bytes);
 }
-llvm::Error CudaExecutor::abort() { return impl->abort(); }
+llvm::Error CudaExecutor::abort() {
+  DeviceScope onDevice = scope();
+  return impl->abort();
+}
 const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); }
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
 llvm::Error CudaExecutor::importConnections(const std::vector<ConnectionExport> &ranks) {
+  DeviceScope onDevice = scope();
   return impl->importConnections(ranks);
 }
 const Plan &CudaExecutor::plan() const { return impl->plan; }
@@ -964,79 +1051,125 @@ uint64_t CudaExecutor::sliceElems(DataType type) const {
 LaunchShape CudaExecutor::launchShape() const { return impl->shape; }
 
 //===----------------------------------------------------------------------===//
-// DeviceBuffers and copies
+// The backend: executors, staged buffers, copies
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<DeviceBuffers> DeviceBuffers::create(const CallArgs &host, uint64_t inputBytes,
-                                                    uint64_t outputBytes) {
-  MirrorLayout layout = mirrorLayout(host, inputBytes, outputBytes);
-  DeviceBuffers buffers;
-  buffers.device = host;
-  for (const MirrorLayout::Range &range : layout.ranges) {
-    void *ptr = nullptr;
-    COLL_CUDA_TRY(cudaMalloc(&ptr, range.bytes));
-    buffers.regions.push_back({range.begin, ptr, range.bytes});
+namespace {
+
+class StagedBuffers final : public DeviceBuffers {
+public:
+  ~StagedBuffers() override {
+    for (const Region &region : regions)
+      cudaFree(region.device);
   }
-  auto place = [&](const MirrorLayout::Place &p) -> void * {
-    return p.range < 0 ? nullptr
-                       : static_cast<std::byte *>(buffers.regions[p.range].device) + p.offset;
-  };
-  for (size_t r = 0; r < layout.input.size(); ++r) {
-    buffers.device.input[r] = place(layout.input[r]);
-    buffers.device.output[r] = place(layout.output[r]);
+  static llvm::Expected<std::unique_ptr<DeviceBuffers>> create(const CallArgs &host,
+                                                               uint64_t inputBytes,
+                                                               uint64_t outputBytes) {
+    MirrorLayout layout = mirrorLayout(host, inputBytes, outputBytes);
+    auto buffers = std::make_unique<StagedBuffers>();
+    buffers->device = host;
+    for (const MirrorLayout::Range &range : layout.ranges) {
+      void *ptr = nullptr;
+      COLL_CUDA_TRY(cudaMalloc(&ptr, range.bytes));
+      buffers->regions.push_back({range.begin, ptr, range.bytes});
+    }
+    auto place = [&](const MirrorLayout::Place &p) -> void * {
+      return p.range < 0 ? nullptr
+                         : static_cast<std::byte *>(buffers->regions[p.range].device) + p.offset;
+    };
+    for (size_t r = 0; r < layout.input.size(); ++r) {
+      buffers->device.input[r] = place(layout.input[r]);
+      buffers->device.output[r] = place(layout.output[r]);
+    }
+    return std::unique_ptr<DeviceBuffers>(std::move(buffers));
   }
-  return buffers;
-}
-
-DeviceBuffers::DeviceBuffers(DeviceBuffers &&other) noexcept
-    : regions(std::move(other.regions)), device(std::move(other.device)) {
-  other.regions.clear();
-}
-
-DeviceBuffers &DeviceBuffers::operator=(DeviceBuffers &&other) noexcept {
-  std::swap(regions, other.regions);
-  std::swap(device, other.device);
-  return *this;
-}
-
-DeviceBuffers::~DeviceBuffers() {
-  for (const Region &region : regions)
-    cudaFree(region.device);
-}
-
-llvm::Error DeviceBuffers::upload() const {
-  for (const Region &region : regions)
-    COLL_CUDA_TRY(cudaMemcpy(region.device, region.host, region.bytes, cudaMemcpyHostToDevice));
-  return llvm::Error::success();
-}
-
-llvm::Error DeviceBuffers::download() const {
-  for (const Region &region : regions)
-    COLL_CUDA_TRY(cudaMemcpy(region.host, region.device, region.bytes, cudaMemcpyDeviceToHost));
-  return llvm::Error::success();
-}
-
-llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
-                                                   unsigned iters) {
-  void *src = nullptr, *dst = nullptr;
-  cudaStream_t stream = nullptr;
-  auto release = llvm::make_scope_exit([&] {
-    if (src)
-      cudaFree(src);
-    if (dst)
-      cudaFree(dst);
-    if (stream)
-      cudaStreamDestroy(stream);
-  });
-  COLL_CUDA_TRY(cudaMalloc(&src, std::max<uint64_t>(bytes, 1)));
-  COLL_CUDA_TRY(cudaMalloc(&dst, std::max<uint64_t>(bytes, 1)));
-  COLL_CUDA_TRY(cudaMemset(src, 1, bytes));
-  COLL_CUDA_TRY(cudaStreamCreate(&stream));
-  return timeOnStream(stream, warmup, iters, [&]() -> llvm::Error {
-    COLL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  const CallArgs &args() const override { return device; }
+  llvm::Error upload() override {
+    for (const Region &region : regions)
+      COLL_CUDA_TRY(cudaMemcpy(region.device, region.host, region.bytes, cudaMemcpyHostToDevice));
     return llvm::Error::success();
-  });
+  }
+  llvm::Error download() override {
+    for (const Region &region : regions)
+      COLL_CUDA_TRY(cudaMemcpy(region.host, region.device, region.bytes, cudaMemcpyDeviceToHost));
+    return llvm::Error::success();
+  }
+
+private:
+  struct Region {
+    std::byte *host;
+    void *device;
+    uint64_t bytes;
+  };
+  std::vector<Region> regions;
+  CallArgs device;
+};
+
+class Backend final : public DeviceBackend {
+public:
+  bool emulated() const override { return COLL_CUDA_EMULATION != 0; }
+  llvm::Expected<CudaDeviceInfo> currentDevice() override { return currentCudaDevice(); }
+  std::string describe(int device) override {
+#if COLL_CUDA_EMULATION
+    return device >= 0
+               ? llvm::formatv("the CPU emulation of a GPU, for CUDA device {0}", device).str()
+               : std::string("the CPU emulation of a GPU");
+#else
+    cudaDeviceProp props;
+    if (device < 0 && cudaGetDevice(&device) != cudaSuccess)
+      return "a CUDA device";
+    if (cudaGetDeviceProperties(&props, device) != cudaSuccess)
+      return llvm::formatv("CUDA device {0}", device).str();
+    return llvm::formatv("{0} (CUDA device {1})", props.name, device).str();
+#endif
+  }
+  llvm::Expected<std::unique_ptr<DeviceExecutor>> create(const Plan &plan,
+                                                         const CudaOptions &options,
+                                                         int device) override {
+    DeviceScope onDevice(COLL_CUDA_EMULATION ? -1 : device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    auto impl = std::make_unique<CudaExecutor::Impl>(plan, options);
+    if (llvm::Error err = impl->start())
+      return err;
+    return std::make_unique<CudaExecutor>(std::move(impl));
+  }
+  llvm::Expected<std::unique_ptr<DeviceBuffers>> stage(const CallArgs &host, uint64_t inputBytes,
+                                                       uint64_t outputBytes) override {
+    return StagedBuffers::create(host, inputBytes, outputBytes);
+  }
+  llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
+                                                     unsigned iters) override {
+    void *src = nullptr, *dst = nullptr;
+    cudaStream_t stream = nullptr;
+    auto release = llvm::make_scope_exit([&] {
+      if (src)
+        cudaFree(src);
+      if (dst)
+        cudaFree(dst);
+      if (stream)
+        cudaStreamDestroy(stream);
+    });
+    COLL_CUDA_TRY(cudaMalloc(&src, std::max<uint64_t>(bytes, 1)));
+    COLL_CUDA_TRY(cudaMalloc(&dst, std::max<uint64_t>(bytes, 1)));
+    COLL_CUDA_TRY(cudaMemset(src, 1, bytes));
+    COLL_CUDA_TRY(cudaStreamCreate(&stream));
+    return timeOnStream(stream, warmup, iters, [&]() -> llvm::Error {
+      COLL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+      return llvm::Error::success();
+    });
+  }
+};
+
+} // namespace
+
+#if COLL_CUDA_EMULATION
+DeviceBackend &emulatedBackend() {
+#else
+DeviceBackend &cudaBackend() {
+#endif
+  static Backend backend;
+  return backend;
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp

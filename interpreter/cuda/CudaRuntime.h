@@ -14,7 +14,7 @@
 #ifndef COLL_INTERPRETER_CUDA_CUDARUNTIME_H
 #define COLL_INTERPRETER_CUDA_CUDARUNTIME_H
 
-#include "coll/interpreter/CudaExecutor.h" // COLL_CUDA_EMULATION
+#include "coll/interpreter/Config.h" // COLL_CUDA_EMULATION
 
 #if COLL_CUDA_EMULATION
 #include "emu/Runtime.h"

@@ -67,7 +67,6 @@
 #include <cstring>
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 /// Blocks of MaxThreadsPerBlock threads that must fit on one SM: bounds the
 /// registers per thread so that large plans stay co-resident.
@@ -762,7 +761,6 @@ template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace) {
   return trace ? traced[type] : plain[type];
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 #endif // COLL_INTERPRETER_CUDA_DEVICEKERNEL_CUH

@@ -137,7 +137,6 @@ template <class T> __device__ __forceinline__ T *dynamicShared() {
 #define gridDim (::coll::interp::cuda::simt::self().gridDim)
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 namespace ptx {
 
@@ -218,7 +217,6 @@ inline void __threadfence_system() {
 #endif
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 /// A kernel as the emulated cudaLaunchKernel takes it: a handle that can

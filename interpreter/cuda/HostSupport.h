@@ -11,7 +11,7 @@
 
 #include "DeviceTypes.h"
 
-#include "coll/interpreter/CudaExecutor.h"
+#include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/Plan.h"
 
 #include "llvm/Support/Error.h"

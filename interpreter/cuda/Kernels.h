@@ -14,7 +14,6 @@
 #include <cstdint>
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 /// collectiveKernel<T, protocol, trace>(KernelParams): `trace` picks the
 /// kernels that record a timeline (KernelParams::traceEvents).
@@ -26,7 +25,6 @@ const void *kernelLL128(uint8_t type, bool trace);
 /// uint64_t elems).
 const void *averageKernelFor(uint8_t type);
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda
 
 #endif // COLL_INTERPRETER_CUDA_KERNELS_H

@@ -9,11 +9,9 @@
 #include "Kernels.h"
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 const void *kernelLL(uint8_t type, bool trace) {
   return collectiveKernelFor<Proto::LL>(type, trace);
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

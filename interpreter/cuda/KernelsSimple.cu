@@ -9,11 +9,9 @@
 #include "Kernels.h"
 
 namespace coll::interp::cuda {
-COLL_CUDA_ABI_BEGIN
 
 const void *kernelSimple(uint8_t type, bool trace) {
   return collectiveKernelFor<Proto::Simple>(type, trace);
 }
 
-COLL_CUDA_ABI_END
 } // namespace coll::interp::cuda

@@ -23,6 +23,8 @@ namespace coll::interp {
 
 using namespace host;
 
+Executor::~Executor() = default;
+
 uint32_t watchdogFromEnv(uint32_t ms) {
   if (ms != 0)
     return ms;

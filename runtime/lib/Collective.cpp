@@ -74,7 +74,7 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
   return &runners.emplace(compiled.get(), std::move(entry)).first->second;
 }
 
-llvm::Expected<DeviceRunner *>
+llvm::Expected<DeviceExecutor *>
 Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, int device) {
   auto found = devices.find(compiled.get());
   if (found != devices.end())
@@ -99,7 +99,7 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   }
   const std::string where = backend ? backend->describe(device) : std::string("GPU");
   const std::string what = where + ", " + compiled->plan.fileName;
-  std::unique_ptr<DeviceRunner> created;
+  std::unique_ptr<DeviceExecutor> created;
   if (!chosen) {
     interp::CudaOptions options;
     options.rank = rank;
@@ -111,7 +111,7 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     if (made) {
       created = std::move(*made);
       if (trace) // COLL_TRACE: its kernels record a timeline (runRound collects it)
-        chosen = created->traceEnqueued(true);
+        created->traceEnqueued(true);
     } else {
       chosen = made.takeError();
     }
@@ -182,7 +182,7 @@ struct PlanBuffers {
 /// `uses`: which of its buffers this rank's tbs touch.
 llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                          const interp::Plan &plan, std::array<bool, 3> uses,
-                                         DeviceRunner *device, PreparedCollective &out) {
+                                         DeviceExecutor *device, PreparedCollective &out) {
   const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
   const size_t es = interp::dataTypeSize(op.type);
   const uint64_t n = static_cast<uint64_t>(c.nranks);
@@ -332,7 +332,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const interp::Plan &plan = program->plan;
 
   // The executor: this rank's on a device, or its host runner.
-  DeviceRunner *device = nullptr;
+  DeviceExecutor *device = nullptr;
   Communicator::Impl::RunnerEntry *entry = nullptr;
   std::array<bool, 3> uses{};
   if (op.device >= 0 || c.config.emulatedDevice) {
@@ -366,8 +366,8 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     args.output.assign(static_cast<size_t>(c.nranks), nullptr);
     args.input[c.rank] = buffers->in;
     args.output[c.rank] = buffers->out;
-    if (llvm::Error err = device->prepare(args))
-      return collError(collInvalidUsage, llvm::toString(std::move(err)));
+    if (auto prepared = device->prepare(args); !prepared)
+      return collError(collInvalidUsage, llvm::toString(prepared.takeError()));
     if (out.postBytes) {
       out.after.push_back({out.postDst, out.postSrc, out.postBytes});
       out.postBytes = 0;

@@ -52,6 +52,7 @@
 namespace coll::rt {
 
 using interp::DataType;
+using interp::DeviceExecutor;
 using interp::ReduceOp;
 using interp::host::ConnectionEnd;
 using interp::host::Doorbell;
@@ -190,8 +191,8 @@ public:
   /// Per plan, this rank's executor on its GPU (device buffers) or on the
   /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
   /// the other ranks' (CUDA IPC). One backend per communicator.
-  std::map<const Compiled *, std::unique_ptr<DeviceRunner>> devices;
-  DeviceBackend *backend = nullptr;
+  std::map<const Compiled *, std::unique_ptr<DeviceExecutor>> devices;
+  interp::DeviceBackend *backend = nullptr;
   int gpu = -1; ///< the CUDA device of this rank's device buffers, once known
   /// Held while device runners are used: a call, or checkAsyncError()
   /// from another thread.
@@ -277,7 +278,7 @@ public:
   /// The choice for a call, from the cache (valid until the next select).
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
-  llvm::Expected<DeviceRunner *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
+  llvm::Expected<DeviceExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
                                            int device);
   /// Polls every device runner (`wait`: until its work has ended); the
   /// first watchdog stop breaks the communicator and is returned.
@@ -296,7 +297,7 @@ struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
-  DeviceRunner *device = nullptr;                ///< the call runs on a GPU or on the emulation
+  DeviceExecutor *device = nullptr;                ///< the call runs on a GPU or on the emulation
   std::vector<interp::DeviceCopy> before, after; ///< device: copies around the kernel
   const interp::Plan *plan = nullptr;
   std::vector<interp::host::TbTrace> traces; ///< COLL_TRACE

@@ -2,7 +2,6 @@
 
 #include "coll/runtime/Device.h"
 
-#include "coll/plugin/DevicePlugin.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -17,9 +16,6 @@
 #include <link.h>
 
 namespace coll::rt {
-
-DeviceRunner::~DeviceRunner() = default;
-DeviceBackend::~DeviceBackend() = default;
 
 namespace {
 
@@ -220,197 +216,18 @@ std::string pciBusIdOfDevice(int ordinal, std::string &why) {
 }
 
 //===----------------------------------------------------------------------===//
-// The emulated backend
+// The backends
 //===----------------------------------------------------------------------===//
 
+llvm::Expected<interp::DeviceBackend *> emulatedBackend() {
 #if COLL_RUNTIME_HAVE_EMU
-namespace {
-
-/// The emulation runs a launch before enqueue() returns, so callers'
-/// streams (which are not the emulation's) order nothing and are not used.
-class EmulatedRunner final : public DeviceRunner {
-public:
-  explicit EmulatedRunner(std::unique_ptr<interp::CudaExecutor> ex) : ex(std::move(ex)) {}
-  interp::ConnectionExport exportConnections() override { return ex->exportConnections(); }
-  llvm::Error importConnections(const std::vector<interp::ConnectionExport> &all) override {
-    return ex->importConnections(all);
-  }
-  llvm::Error prepare(const interp::CallArgs &args) override {
-    auto result = ex->prepare(args);
-    return result ? llvm::Error::success() : result.takeError();
-  }
-  llvm::Error enqueue(void *, llvm::ArrayRef<interp::DeviceCopy> before,
-                      llvm::ArrayRef<interp::DeviceCopy> after) override {
-    return ex->enqueue(nullptr, before, after);
-  }
-  llvm::Error join(void *) override { return llvm::Error::success(); }
-  llvm::Expected<bool> poll(bool wait) override { return ex->poll(wait); }
-  llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
-    return ex->temporary(which, bytes);
-  }
-  llvm::Error abort() override { return ex->abort(); }
-  llvm::Error traceEnqueued(bool on) override {
-    ex->traceEnqueued(on);
-    return llvm::Error::success();
-  }
-  llvm::Error collectTrace(interp::Timeline &timeline, interp::DataType type,
-                           std::chrono::steady_clock::time_point t0,
-                           std::chrono::steady_clock::time_point t1) override {
-    return ex->collectEnqueued(timeline, type, t0, t1);
-  }
-
-private:
-  std::unique_ptr<interp::CudaExecutor> ex;
-};
-
-class EmulatedBackend final : public DeviceBackend {
-public:
-  llvm::Expected<std::unique_ptr<DeviceRunner>>
-  create(const interp::Plan &plan, const interp::CudaOptions &options, int) override {
-    auto ex = interp::CudaExecutor::create(plan, options);
-    if (!ex)
-      return ex.takeError();
-    return std::make_unique<EmulatedRunner>(std::move(*ex));
-  }
-  bool emulated() const override { return true; }
-  std::string describe(int device) override {
-    return device >= 0
-               ? llvm::formatv("the CPU emulation of a GPU, for CUDA device {0}", device).str()
-               : std::string("the CPU emulation of a GPU");
-  }
-};
-
-} // namespace
-
-llvm::Expected<DeviceBackend *> emulatedBackend() {
-  static EmulatedBackend backend;
-  return &backend;
-}
+  return &interp::emulatedBackend();
 #else
-llvm::Expected<DeviceBackend *> emulatedBackend() {
   return fail("this libcoll was built without the CUDA emulation (COLL_ENABLE_CUDA_EMU=OFF)");
-}
 #endif
-
-//===----------------------------------------------------------------------===//
-// The GPU backend: libcoll_cuda.so
-//===----------------------------------------------------------------------===//
+}
 
 namespace {
-
-/// The plugin's message, freed.
-llvm::Error pluginError(char *error, llvm::StringRef what) {
-  std::string text = error ? error : "(no message)";
-  std::free(error);
-  return fail(what + ": " + text);
-}
-
-class PluginRunner final : public DeviceRunner {
-public:
-  PluginRunner(const CollDevicePlugin *api, void *handle) : api(api), handle(handle) {}
-  ~PluginRunner() override { api->destroy(handle); }
-
-  interp::ConnectionExport exportConnections() override {
-    interp::ConnectionExport out;
-    api->exportConnections(handle, &out);
-    return out;
-  }
-  llvm::Error importConnections(const std::vector<interp::ConnectionExport> &all) override {
-    char *error = nullptr;
-    if (api->importConnections(handle, all.data(), all.size(), &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Error prepare(const interp::CallArgs &args) override {
-    char *error = nullptr;
-    if (api->prepare(handle, &args, &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Error enqueue(void *stream, llvm::ArrayRef<interp::DeviceCopy> before,
-                      llvm::ArrayRef<interp::DeviceCopy> after) override {
-    char *error = nullptr;
-    if (api->enqueue(handle, stream, before.data(), before.size(), after.data(), after.size(),
-                     &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Error join(void *stream) override {
-    char *error = nullptr;
-    if (api->join(handle, stream, &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Expected<bool> poll(bool wait) override {
-    char *error = nullptr;
-    int done = 0;
-    if (api->poll(handle, wait ? 1 : 0, &done, &error))
-      return pluginError(error, "GPU");
-    return done != 0;
-  }
-  llvm::Expected<void *> temporary(int which, uint64_t bytes) override {
-    char *error = nullptr;
-    void *out = nullptr;
-    if (api->temporary(handle, which, bytes, &out, &error))
-      return pluginError(error, "GPU");
-    return out;
-  }
-  llvm::Error abort() override {
-    char *error = nullptr;
-    if (api->abort(handle, &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Error traceEnqueued(bool on) override {
-    char *error = nullptr;
-    if (api->traceEnqueued(handle, on ? 1 : 0, &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-  llvm::Error collectTrace(interp::Timeline &timeline, interp::DataType type,
-                           std::chrono::steady_clock::time_point t0,
-                           std::chrono::steady_clock::time_point t1) override {
-    auto ns = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    };
-    char *error = nullptr;
-    if (api->collectTrace(handle, &timeline, static_cast<int>(type), ns(t0), ns(t1), &error))
-      return pluginError(error, "GPU");
-    return llvm::Error::success();
-  }
-
-private:
-  const CollDevicePlugin *api;
-  void *handle;
-};
-
-class PluginBackend final : public DeviceBackend {
-public:
-  explicit PluginBackend(const CollDevicePlugin *api) : api(api) {}
-  llvm::Expected<std::unique_ptr<DeviceRunner>>
-  create(const interp::Plan &plan, const interp::CudaOptions &options, int device) override {
-    char *error = nullptr;
-    void *handle = api->create(&plan, &options, device, &error);
-    if (!handle)
-      return pluginError(error, "GPU");
-    return std::make_unique<PluginRunner>(api, handle);
-  }
-  bool emulated() const override { return false; }
-  std::string describe(int device) override {
-    char *error = nullptr;
-    char *text = api->describe(device, &error);
-    if (!text) {
-      std::free(error);
-      return llvm::formatv("CUDA device {0}", device);
-    }
-    std::string out = text;
-    std::free(text);
-    return out;
-  }
-
-private:
-  const CollDevicePlugin *api;
-};
 
 /// Where libcoll.so (this code) was loaded from.
 std::string thisLibraryDir() {
@@ -420,8 +237,7 @@ std::string thisLibraryDir() {
   return llvm::sys::path::parent_path(info.dli_fname).str();
 }
 
-llvm::Expected<const CollDevicePlugin *> loadPlugin() {
-  std::vector<std::string> tried;
+llvm::Expected<interp::DeviceBackend *> loadGpuBackend() {
   std::vector<std::string> candidates;
   if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && *named) {
     candidates.push_back(named);
@@ -431,70 +247,38 @@ llvm::Expected<const CollDevicePlugin *> loadPlugin() {
       candidates.push_back(dir + "/libcoll_cuda.so");
     candidates.push_back("libcoll_cuda.so");
   }
-  for (const std::string &path : candidates) {
-    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char *why = dlerror();
-      tried.push_back(path + " (" + (why ? why : "not found") + ")");
-      continue;
-    }
-    auto entry = reinterpret_cast<CollDevicePluginEntry>(dlsym(lib, "collDevicePlugin"));
-    const CollDevicePlugin *api = entry ? entry() : nullptr;
-    if (!api) {
-      tried.push_back(path + " (no collDevicePlugin)");
-      continue;
-    }
-    if (api->abi != COLL_DEVICE_PLUGIN_ABI || api->planSize != sizeof(interp::Plan) ||
-        api->argsSize != sizeof(interp::CallArgs) ||
-        api->optionsSize != sizeof(interp::CudaOptions) ||
-        api->exportSize != sizeof(interp::ConnectionExport) ||
-        std::strcmp(api->version, COLL_VERSION_STRING) != 0) {
-      tried.push_back(llvm::formatv("{0} (from another build: Coll {1}, plugin ABI {2}; this "
-                                    "libcoll is {3}, ABI {4})",
-                                    path, api->version, api->abi, COLL_VERSION_STRING,
-                                    COLL_DEVICE_PLUGIN_ABI));
-      continue;
-    }
-    // Loaded: usable only where the CUDA runtime finds a device.
-    char *error = nullptr;
-    int count = 0;
-    if (api->deviceCount(&count, &error) != 0)
-      return pluginError(error, "Coll's GPU backend (" + path + ") finds no CUDA device");
-    if (count == 0)
-      return fail("Coll's GPU backend (" + path + ") finds no CUDA device");
-    return api;
-  }
-  std::string list;
-  for (const std::string &t : tried)
-    list += (list.empty() ? "" : "; ") + t;
-  return fail("device buffers need Coll's CUDA plugin, libcoll_cuda.so (built where nvcc is "
-              "found), which could not be loaded: " +
-              list);
+  auto backend = interp::loadDeviceBackend(candidates);
+  if (!backend)
+    return backend.takeError();
+  // Loaded: usable only where the CUDA runtime finds a device.
+  if (auto device = (*backend)->currentDevice(); !device)
+    return fail("Coll's GPU backend finds no CUDA device: " + llvm::toString(device.takeError()));
+  return *backend;
 }
 
 } // namespace
 
-llvm::Expected<DeviceBackend *> gpuBackend() {
+llvm::Expected<interp::DeviceBackend *> gpuBackend() {
   // For tests without a GPU: "device memory" of a stand-in CUDA runtime
   // (host memory it calls device memory) served by the emulation.
   if (const char *named = std::getenv("COLL_CUDA_PLUGIN");
       named && llvm::StringRef(named) == "emulated")
     return emulatedBackend();
   static std::mutex mutex;
-  static std::unique_ptr<PluginBackend> backend;
+  static interp::DeviceBackend *backend = nullptr;
   static std::string failure;
   std::lock_guard<std::mutex> lock(mutex);
   if (backend)
-    return backend.get();
+    return backend;
   if (!failure.empty())
     return fail(failure);
-  auto api = loadPlugin();
-  if (!api) {
-    failure = llvm::toString(api.takeError());
+  auto loaded = loadGpuBackend();
+  if (!loaded) {
+    failure = llvm::toString(loaded.takeError());
     return fail(failure);
   }
-  backend = std::make_unique<PluginBackend>(*api);
-  return backend.get();
+  backend = *loaded;
+  return backend;
 }
 
 } // namespace coll::rt

@@ -280,8 +280,10 @@ private:
         (prepared[u].comm->backend->emulated() ? onEmulation : onGpu).push_back(u);
     auto enqueueOne = [&](size_t u) {
       PreparedCollective &p = prepared[u];
-      llvm::Error err = p.device->enqueue(p.op->stream, p.before, p.after);
-      if (!err && p.comm->backend->emulated()) {
+      // A caller's stream is not the emulation's: it orders nothing there.
+      const bool emulated = p.comm->backend->emulated();
+      llvm::Error err = p.device->enqueue(emulated ? nullptr : p.op->stream, p.before, p.after);
+      if (!err && emulated) {
         auto ended = p.device->poll(true);
         if (!ended)
           err = ended.takeError();
@@ -408,7 +410,7 @@ private:
       } else if (p.device && c.trace) {
         // The kernel's timeline: it has ended (launch()).
         std::lock_guard<std::mutex> lock(c.trace->mutex);
-        if (llvm::Error err = p.device->collectTrace(c.trace->timeline, p.op->type, t0,
+        if (llvm::Error err = p.device->collectEnqueued(c.trace->timeline, p.op->type, t0,
                                                      std::chrono::steady_clock::now())) {
           c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
           continue;

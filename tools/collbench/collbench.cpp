@@ -5,13 +5,14 @@
 //                      [--graph] [--threads N] [--slot-bytes B]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
-// an nccl-tests-style table: per size, a reference line (a device-to-device
-// cudaMemcpyAsync of the same number of bytes on the same GPU, its
-// bandwidth counting bytes read and written) and, per mode, the median time
-// of --iters launches after --warmup ones (CUDA events around each launch,
-// or around each replay of a CUDA graph of the call with --graph), algbw,
-// busbw and busbw as a fraction of the copy's bandwidth. Each size's result
-// is checked once (interp::CheckedCall) before it is timed.
+// an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
+// per size, a reference line (a device-to-device cudaMemcpyAsync of the same
+// number of bytes on the same GPU, its bandwidth counting bytes read and
+// written) and, per mode, the median time of --iters launches after
+// --warmup ones (CUDA events around each launch, or around each replay of a
+// CUDA graph of the call with --graph), algbw, busbw and busbw as a
+// fraction of the copy's bandwidth. Each size's result is checked once
+// (interp::CheckedCall) before it is timed.
 //
 // Exit status: 0 every result verified; 1 a wrong result or a failed call;
 // 2 bad usage, an unreadable or invalid file, or no CUDA backend or device;
@@ -20,14 +21,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Sweep.h"
 #include "ToolSupport.h"
 
 #include "coll/support/Bytes.h"
 
 #include "coll/interpreter/Check.h"
-#if COLL_HAVE_CUDA
-#include "coll/interpreter/CudaExecutor.h"
-#endif
+#include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
@@ -114,13 +114,6 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
                     error);
 }
 
-#if COLL_HAVE_CUDA
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-#endif
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -148,7 +141,8 @@ int main(int argc, char **argv) {
   return fail("collbench", BadInput, "this build has no CUDA backend (it was configured without nvcc, "
                         "with COLL_ENABLE_CUDA=OFF or with sanitizers)");
 #else
-  auto device = currentCudaDevice();
+  DeviceBackend &backend = cudaBackend();
+  auto device = backend.currentDevice();
   if (!device)
     return fail("collbench", BadInput, llvm::toString(device.takeError()));
 
@@ -160,23 +154,28 @@ int main(int argc, char **argv) {
     return selection.exitCode;
   const ir::Algorithm *alg = &loaded->alg;
   const Plan *plan = &loaded->plan;
-  const DataType *type = &request->type;
 
   CudaOptions options;
   options.watchdogMs = watchdogMs;
   options.threadsPerBlock = threads;
   if (slotBytes)
     options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
-  auto executor = CudaExecutor::create(*plan, options);
+  auto executor = backend.create(*plan, options);
   if (!executor) {
     llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
     return Failed;
   }
-
-  const CollectiveDesc desc = CollectiveDesc::of(*plan);
-  const int32_t n = plan->nranks;
-  const double busFactor = busBandwidthFactor(*plan);
-  const size_t es = dataTypeSize(*type);
+  const uint64_t sliceBytes = (*executor)->sliceElems(DataType::Uint8);
+  std::optional<LaunchShape> launch;
+  DeviceTiming timing;
+  timing.launches = true;
+  timing.warmup = warmup;
+  timing.graph = graph;
+  timing.onPrepared = [&](const LaunchShape &shape) {
+    if (!launch)
+      launch = shape;
+  };
+  std::unique_ptr<SweepTarget> target = deviceTarget(backend, std::move(*executor), timing);
 
   llvm::outs() << llvm::formatv(
       "# collbench {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per loop, {6} channels, {7} "
@@ -184,110 +183,36 @@ int main(int argc, char **argv) {
       "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n"
       "# d2d copy: cudaMemcpyAsync of the same size on the same GPU; its GB/s counts bytes "
       "read + written\n",
-      inputFile, ir::collectiveName(plan->collective), plan->name, n,
+      inputFile, ir::collectiveName(plan->collective), plan->name, plan->nranks,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
-      (*executor)->sliceElems(DataType::Uint8), iters, warmup, graph ? ", CUDA graph replays" : "");
-  printTableHeader(llvm::outs(), "bus/d2d");
-
-  unsigned rows = 0, verified = 0;
-  std::vector<std::string> notes;
-  bool launchShown = false;
-  for (uint64_t requested : *byteSizes) {
-    uint64_t count = ir::countForBytes(plan->shape, requested, es);
-    uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
-    auto copy = timeDeviceCopy(bytes, warmup, iters);
-    if (!copy) {
-      llvm::logAllUnhandledErrors(copy.takeError(), llvm::errs());
-      return Failed;
-    }
-    const double copySeconds = median(*copy);
-    const double copyBw = copySeconds > 0 ? 2.0 * double(bytes) / copySeconds / 1e9 : 0.0;
-    llvm::outs() << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} "
-                                  "{7,8} {8,8}\n",
-                                  "d2d-copy", bytes, "-", "-", "-", copySeconds * 1e6, copyBw, "-",
-                                  "-");
-    for (bool inplace : selection.modes) {
-      ++rows;
-      const char *place = inplace ? "in-place" : "out-of-place";
-      const std::string prefix = rowPrefix(inplace, bytes, count, *request);
-      auto failRow = [&](llvm::Error err) {
-        llvm::outs() << prefix << "   failed: see below\n";
-        notes.push_back(
-            llvm::formatv("error: {0} bytes {1}: {2}", bytes, place, llvm::toString(std::move(err)))
-                .str());
-      };
-      CheckedCall call(desc, request->type, request->op, count, inplace, seed);
-      auto buffers =
-          DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
-      if (!buffers) {
-        failRow(buffers.takeError());
-        continue;
-      }
-      if (llvm::Error err = buffers->upload()) {
-        failRow(std::move(err));
-        continue;
-      }
-      auto checked = (*executor)->run(buffers->args());
-      if (!checked) {
-        failRow(checked.takeError());
-        continue;
-      }
-      if (llvm::Error err = buffers->download()) {
-        failRow(std::move(err));
-        continue;
-      }
-      CheckResult result = call.check();
-      if (result.wrong) {
-        llvm::outs() << prefix << "   wrong: see below\n";
-        notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; "
-                                      "first: {4}",
-                                      bytes, place, result.wrong, result.checked, result.firstWrong)
-                            .str());
-        continue;
-      }
-      ++verified;
-      // Time on the original inputs (in place, every launch overwrites them
-      // again; the time does not depend on the values).
-      call.reset();
-      if (llvm::Error err = buffers->upload()) {
-        failRow(std::move(err));
-        continue;
-      }
-      auto prepared = (*executor)->prepare(buffers->args());
-      if (!prepared) {
-        failRow(prepared.takeError());
-        continue;
-      }
-      if (!launchShown) {
-        LaunchShape shape = (*executor)->launchShape();
-        notes.insert(notes.begin(),
-                     llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
-                                   "shared memory; {3} blocks per SM fit",
-                                   shape.blocks, shape.threads, shape.sharedBytes,
-                                   shape.blocksPerSm)
-                         .str());
-        launchShown = true;
-      }
-      auto times = (*executor)->timeLaunches(warmup, iters, graph);
-      if (!times) {
-        failRow(times.takeError());
-        continue;
-      }
-      const double seconds = median(*times);
-      const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
-      const double busbw = algbw * busFactor;
-      llvm::outs() << prefix
-                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
-                                    busbw, copyBw > 0 ? busbw / copyBw : 0.0);
-    }
-  }
-  for (const std::string &note : notes)
+      sliceBytes, iters, warmup, graph ? ", CUDA graph replays" : "");
+  SweepOptions sweep;
+  sweep.tool = "collbench";
+  sweep.sizes = *byteSizes;
+  sweep.request = *request;
+  sweep.modes = selection.modes;
+  sweep.iters = iters;
+  sweep.seed = seed;
+  sweep.referenceName = "d2d";
+  sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
+    auto copy = backend.timeDeviceCopy(bytes, warmup, iters);
+    if (!copy)
+      return copy.takeError();
+    const double seconds = median(std::move(*copy));
+    return std::make_pair(seconds, seconds > 0 ? 2.0 * double(bytes) / seconds / 1e9 : 0.0);
+  };
+  SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
+  if (launch)
+    outcome.notes.insert(outcome.notes.begin(),
+                         llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
+                                       "shared memory; {3} blocks per SM fit",
+                                       launch->blocks, launch->threads, launch->sharedBytes,
+                                       launch->blocksPerSm)
+                             .str());
+  for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";
-  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
-  const bool failed = std::any_of(notes.begin(), notes.end(), [](const std::string &note) {
-    return llvm::StringRef(note).startswith("error");
-  });
-  return verified == rows && !failed ? Verified : Failed;
+  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+  return outcome.failed() ? Failed : Verified;
 #endif
 }

@@ -7,10 +7,11 @@
 //
 // Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it
 // on the host backend (every rank in this process), on the current GPU (every
-// rank on it, its buffers copied in and out around each call) or on the CPU
+// rank on it, its buffers copied in and out around each call; the GPU
+// backend is libcoll_cuda.so, loaded as libcoll.so loads it) or on the CPU
 // emulation of the GPU (the CUDA backend's own kernel on the SIMT launcher),
-// checks every rank's output
-// against the collective's definition, and prints an nccl-tests-style table.
+// checks every rank's output against the collective's definition, and prints
+// an nccl-tests-style table (tools/support/Sweep.h, shared with collbench).
 //
 // Exit status: 0 every size verified; 1 a result was wrong or a call failed;
 // 2 bad usage, an unreadable/invalid file or one that fails its check, or --backend cuda without a CUDA
@@ -19,10 +20,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeviceRunner.h"
+#include "Sweep.h"
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
+#include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
@@ -31,12 +33,14 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <functional>
+#include <cstdlib>
 #include <optional>
 
 using namespace coll;
@@ -99,6 +103,27 @@ cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
                               cl::desc("Warnings about the file to print at most"),
                               cl::cat(category));
 
+/// The device backend `name` names: the CPU emulation linked in, or the GPU
+/// through libcoll_cuda.so (COLL_CUDA_PLUGIN, else beside this program's
+/// lib/, else on the loader's path), as libcoll.so finds it.
+llvm::Expected<DeviceBackend *> deviceBackendNamed(llvm::StringRef name, const char *argv0) {
+#if COLL_HAVE_CUDA_EMU
+  if (name == "cuda-emu")
+    return &emulatedBackend();
+#endif
+  std::vector<std::string> paths;
+  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && *named) {
+    paths.push_back(named);
+  } else {
+    llvm::SmallString<256> lib(llvm::sys::path::parent_path(llvm::sys::path::parent_path(
+        llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&deviceBackendNamed)))));
+    llvm::sys::path::append(lib, "lib", "libcoll_cuda.so");
+    paths.push_back(std::string(lib));
+    paths.push_back("libcoll_cuda.so");
+  }
+  return loadDeviceBackend(paths);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -147,69 +172,46 @@ int main(int argc, char **argv) {
     return selection.exitCode;
   const ir::Algorithm *alg = &loaded->alg;
   const Plan *plan = &loaded->plan;
-  const DataType *type = &request->type;
 
-  // The backend: runCall runs a CheckedCall (`fresh` on its first run) and
-  // recover makes the backend usable again after a watchdog stop.
-  std::function<llvm::Expected<CallResult>(CheckedCall &, bool fresh)> runCall;
-  std::function<llvm::Error()> recover;
-  std::string backendNote = "host backend";
-  std::unique_ptr<HostExecutor> hostExecutor;
   Timeline timeline;
+  Timeline *recording = tracePath.empty() ? nullptr : &timeline;
+  std::unique_ptr<SweepTarget> target;
+  std::string backendNote = "host backend";
   if (backendName == "host") {
     HostOptions options;
     options.watchdogMs = watchdogMs;
     options.threads = threads;
     if (slotBytes)
       options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
-    recover = [&, options]() -> llvm::Error {
-      auto fresh = HostExecutor::create(*plan, options);
-      if (!fresh)
-        return fresh.takeError();
-      hostExecutor = std::move(*fresh);
-      if (!tracePath.empty())
-        hostExecutor->setTimeline(&timeline);
-      return llvm::Error::success();
-    };
-    runCall = [&](CheckedCall &call, bool) { return hostExecutor->run(call.args()); };
-    if (llvm::Error err = recover()) {
+    llvm::Error err = llvm::Error::success();
+    target = hostTarget(*plan, options, recording, err);
+    if (err) {
       llvm::logAllUnhandledErrors(std::move(err), llvm::errs());
       return Failed;
     }
-  }
-  if (backendName == "cuda" || backendName == "cuda-emu") {
-    auto makeRunner = [&]() -> llvm::Expected<DeviceRunner> {
-#if COLL_HAVE_CUDA
-      if (backendName == "cuda")
-        return makeGpuRunner(*plan, *type, watchdogMs, slotBytes,
-                             tracePath.empty() ? nullptr : &timeline);
-#endif
-#if COLL_HAVE_CUDA_EMU
-      if (backendName == "cuda-emu")
-        return makeEmulatedRunner(*plan, *type, watchdogMs, slotBytes,
-                                  tracePath.empty() ? nullptr : &timeline);
-#endif
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "no CUDA device: this build has no " + backendName +
-                                         " backend");
-    };
-    auto made = makeRunner();
-    if (!made) {
-      std::string message = llvm::toString(made.takeError());
-      if (llvm::StringRef(message).startswith("no CUDA device"))
-        return fail("collrun", BadInput, "--backend " + backendName + ": " + message);
-      llvm::errs() << message << "\n";
+  } else {
+    auto backend = deviceBackendNamed(backendName, argv[0]);
+    if (!backend)
+      return fail("collrun", BadInput,
+                  "--backend " + backendName + ": " + llvm::toString(backend.takeError()));
+    auto device = (*backend)->currentDevice();
+    if (!device)
+      return fail("collrun", BadInput,
+                  "--backend " + backendName + ": " + llvm::toString(device.takeError()));
+    CudaOptions options;
+    options.watchdogMs = watchdogMs;
+    if (slotBytes)
+      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+    auto executor = (*backend)->create(*plan, options);
+    if (!executor) {
+      llvm::errs() << llvm::toString(executor.takeError()) << "\n";
       return Failed;
     }
-    backendNote = made->note;
-    runCall = std::move(made->run);
+    (*executor)->setTimeline(recording);
     // The executor clears its own device state after a watchdog stop.
-    recover = [] { return llvm::Error::success(); };
+    target = deviceTarget(**backend, std::move(*executor));
+    backendNote = backendName + " backend on " + device->name;
   }
-
-  const CollectiveDesc desc = CollectiveDesc::of(*plan);
-  const double busFactor = busBandwidthFactor(*plan);
-  const size_t es = dataTypeSize(*type);
 
   llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
                                 "loop, {6} channels, {7} tbs; {8}\n",
@@ -217,77 +219,19 @@ int main(int argc, char **argv) {
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
-  printTableHeader(llvm::outs());
-
-  unsigned rows = 0, verified = 0;
-  std::vector<std::string> notes;
-  for (uint64_t requested : *byteSizes) {
-    uint64_t count = ir::countForBytes(plan->shape, requested, es);
-    uint64_t bytes = ir::bytesForCount(plan->shape, count, es);
-    for (bool inplace : selection.modes) {
-      ++rows;
-      const char *place = inplace ? "in-place" : "out-of-place";
-      const std::string prefix = rowPrefix(inplace, bytes, count, *request);
-      if ((plan->minBytes && bytes < plan->minBytes) || (plan->maxBytes && bytes > plan->maxBytes))
-        notes.push_back(llvm::formatv("note: {0} bytes is outside the algorithm's range "
-                                      "[{1}, {2}]; a runtime would not select it for this size",
-                                      bytes, plan->minBytes,
-                                      plan->maxBytes ? std::to_string(plan->maxBytes) : "inf")
-                            .str());
-      CheckedCall call(desc, request->type, request->op, count, inplace, seed);
-      auto first = runCall(call, true);
-      if (!first) {
-        std::string msg = llvm::toString(first.takeError());
-        llvm::outs() << prefix << "   failed: see below\n";
-        notes.push_back("error: " + std::to_string(bytes) + " bytes " + place + ": " + msg);
-        if (llvm::StringRef(msg).contains("watchdog")) {
-          if (llvm::Error err = recover()) {
-            llvm::logAllUnhandledErrors(std::move(err), llvm::errs());
-            return Failed;
-          }
-        }
-        continue;
-      }
-      CheckResult result = call.check();
-      std::vector<double> times;
-      for (unsigned i = 0; i < iters; ++i) {
-        call.reset();
-        auto timed = runCall(call, false);
-        if (!timed) {
-          notes.push_back("error: timed run: " + llvm::toString(timed.takeError()));
-          break;
-        }
-        times.push_back(timed->seconds);
-      }
-      std::sort(times.begin(), times.end());
-      double seconds = times.empty() ? first->seconds : times[times.size() / 2];
-      double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
-      llvm::outs() << prefix
-                   << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8}\n", seconds * 1e6,
-                                    algbw, algbw * busFactor, result.wrong);
-      if (result.wrong)
-        notes.push_back(llvm::formatv("error: {0} bytes {1}: {2} of {3} elements wrong; first: "
-                                      "{4}",
-                                      bytes, place, result.wrong, result.checked,
-                                      result.firstWrong)
-                            .str());
-      else
-        ++verified;
-      if (result.crossRankDiffs)
-        notes.push_back(llvm::formatv("warning: {0} bytes {1}: {2} elements differ in their "
-                                      "bits between ranks (the algorithm reduces in a "
-                                      "different order on different ranks)",
-                                      bytes, place, result.crossRankDiffs)
-                            .str());
-    }
-  }
-  for (const std::string &note : notes)
+  SweepOptions sweep;
+  sweep.tool = "collrun";
+  sweep.sizes = *byteSizes;
+  sweep.request = *request;
+  sweep.modes = selection.modes;
+  sweep.iters = iters;
+  sweep.seed = seed;
+  SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
+  for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";
-  if (plan->collective == ir::Collective::AllReduce &&
-      std::none_of(notes.begin(), notes.end(),
-                   [](const std::string &s) { return llvm::StringRef(s).contains("differ in"); }))
+  if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
     llvm::outs() << "# all ranks hold bit-identical results\n";
-  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", verified, rows);
+  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
   if (!tracePath.empty()) {
     if (llvm::Error err = timeline.writeJson(tracePath)) {
       llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
@@ -296,5 +240,5 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv("# timeline: {0} call slices, {1} step slices, written to {2}\n",
                                   timeline.calls(), timeline.stepSlices(), tracePath);
   }
-  return verified == rows ? Verified : Failed;
+  return outcome.verified == outcome.rows ? Verified : Failed;
 }

@@ -254,7 +254,7 @@ TEST(EmuFragile, OccupancyAtTheResidentLimit) {
   options.threadsPerBlock = 64;
   options.watchdogMs = 20000;
   for (Plan *plan : {&fits, &tooMany}) {
-    auto gpu = CudaExecutor::create(*plan, options);
+    auto gpu = coll::testing::deviceBackend().create(*plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
     CheckedCall call(CollectiveDesc::of(*plan), DataType::Float32, ReduceOp::Sum,
                      uint64_t(plan->nranks) * 3, false, 1);

@@ -10,7 +10,7 @@
 #include "TestAlgorithms.h"
 
 #include "coll/interpreter/Check.h"
-#include "coll/interpreter/CudaExecutor.h"
+#include "coll/interpreter/DeviceExecutor.h"
 
 #include <gtest/gtest.h>
 
@@ -219,12 +219,12 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
                              std::to_string(plan.nranks) + " ranks";
     auto host = HostExecutor::create(plan, hostOptions);
     ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
-    std::vector<std::unique_ptr<CudaExecutor>> ranks;
+    std::vector<std::unique_ptr<DeviceExecutor>> ranks;
     std::vector<ConnectionExport> exports;
     for (int32_t r = 0; r < plan.nranks; ++r) {
       CudaOptions options = gpuOptions;
       options.rank = r;
-      auto gpu = CudaExecutor::create(plan, options);
+      auto gpu = coll::testing::deviceBackend().create(plan, options);
       ASSERT_TRUE(static_cast<bool>(gpu)) << what << ": " << llvm::toString(gpu.takeError());
       exports.push_back((*gpu)->exportConnections());
       ranks.push_back(std::move(*gpu));
@@ -290,12 +290,12 @@ TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(512);
   gpuOptions.watchdogMs = 60000;
   const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
-  std::vector<std::unique_ptr<CudaExecutor>> ranks;
+  std::vector<std::unique_ptr<DeviceExecutor>> ranks;
   std::vector<ConnectionExport> exports;
   for (int32_t r = 0; r < 2; ++r) {
     CudaOptions options = gpuOptions;
     options.rank = r;
-    auto gpu = CudaExecutor::create(plan, options);
+    auto gpu = coll::testing::deviceBackend().create(plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
     exports.push_back((*gpu)->exportConnections());
     ranks.push_back(std::move(*gpu));
@@ -378,7 +378,7 @@ TEST_F(GpuExecutor, TimesLaunchesAndGraphReplays) {
         return llvm::Error::success();
       });
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  auto copy = timeDeviceCopy(1 << 20, 1, 3);
+  auto copy = coll::testing::deviceBackend().timeDeviceCopy(1 << 20, 1, 3);
   ASSERT_TRUE(static_cast<bool>(copy)) << llvm::toString(copy.takeError());
   EXPECT_EQ(copy->size(), 3u);
 }
@@ -461,7 +461,7 @@ TEST_F(GpuExecutor, RefusesPlansWhoseBlocksCannotAllBeResident) {
   int n = static_cast<int>(std::ceil(std::sqrt(4.0 * sms + 1)));
   Plan plan = planOf(coll::testing::directAllToAll(n, ir::Protocol::Simple)); // n*n tbs
   ASSERT_GT(plan.tbs.size(), static_cast<size_t>(4 * sms));
-  auto gpu = CudaExecutor::create(plan, options);
+  auto gpu = coll::testing::deviceBackend().create(plan, options);
   ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
   CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, n, false, 1);
   llvm::Error err =
@@ -480,7 +480,7 @@ TEST_F(GpuExecutor, RefusesPlansWhoseBlocksCannotAllBeResident) {
 
   // By default the executor takes smaller blocks until all of them fit.
   options.threadsPerBlock = 0;
-  auto automatic = CudaExecutor::create(plan, options);
+  auto automatic = coll::testing::deviceBackend().create(plan, options);
   ASSERT_TRUE(static_cast<bool>(automatic)) << llvm::toString(automatic.takeError());
   err = coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
     auto result = (*automatic)->run(a);

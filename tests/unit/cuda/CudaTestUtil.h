@@ -13,7 +13,7 @@
 #include "CudaRuntime.h"
 
 #include "coll/interpreter/Check.h"
-#include "coll/interpreter/CudaExecutor.h"
+#include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
@@ -29,6 +29,25 @@
 namespace coll::testing {
 
 using namespace coll::interp::cuda::rt; // the CUDA runtime calls (CudaRuntime.h)
+
+/// The device backend this test binary links: the GPU's (CudaTests) or the
+/// CPU emulation's (CudaEmuTests).
+inline interp::DeviceBackend &deviceBackend() {
+#if COLL_CUDA_EMULATION
+  return interp::emulatedBackend();
+#else
+  return interp::cudaBackend();
+#endif
+}
+
+/// An executor of `plan` on the device; a broken fixture stops the test binary.
+inline std::unique_ptr<interp::DeviceExecutor> makeDeviceExecutor(const interp::Plan &plan,
+                                                                  const interp::CudaOptions &options) {
+  auto made = deviceBackend().create(plan, options);
+  if (!made)
+    llvm::report_fatal_error(llvm::Twine("device executor: ") + llvm::toString(made.takeError()));
+  return std::move(*made);
+}
 
 class CudaTest : public ::testing::Test {
 protected:
@@ -59,7 +78,7 @@ inline interp::Plan planOf(const ir::Algorithm &alg, llvm::StringRef name = "<te
 /// Host and GPU executors of one plan.
 struct ExecutorPair {
   std::unique_ptr<interp::HostExecutor> host;
-  std::unique_ptr<interp::CudaExecutor> gpu;
+  std::unique_ptr<interp::DeviceExecutor> gpu;
 };
 
 inline ExecutorPair makeExecutors(const interp::Plan &plan, const interp::HostOptions &host,
@@ -68,11 +87,8 @@ inline ExecutorPair makeExecutors(const interp::Plan &plan, const interp::HostOp
   auto h = interp::HostExecutor::create(plan, host);
   if (!h)
     llvm::report_fatal_error(llvm::Twine("host executor: ") + llvm::toString(h.takeError()));
-  auto g = interp::CudaExecutor::create(plan, gpu);
-  if (!g)
-    llvm::report_fatal_error(llvm::Twine("CUDA executor: ") + llvm::toString(g.takeError()));
   pair.host = std::move(*h);
-  pair.gpu = std::move(*g);
+  pair.gpu = makeDeviceExecutor(plan, gpu);
   return pair;
 }
 
@@ -82,14 +98,14 @@ template <class Run>
 llvm::Error runOnDevice(interp::CheckedCall &call, interp::DataType type, Run &&run) {
   const uint64_t es = interp::dataTypeSize(type);
   auto buffers =
-      interp::DeviceBuffers::create(call.args(), call.inputElems() * es, call.outputElems() * es);
+      deviceBackend().stage(call.args(), call.inputElems() * es, call.outputElems() * es);
   if (!buffers)
     return buffers.takeError();
-  if (llvm::Error err = buffers->upload())
+  if (llvm::Error err = (*buffers)->upload())
     return err;
-  if (llvm::Error err = run(buffers->args()))
+  if (llvm::Error err = run((*buffers)->args()))
     return err;
-  return buffers->download();
+  return (*buffers)->download();
 }
 
 /// Runs one call on both backends with the same inputs and expects every
@@ -143,13 +159,14 @@ inline void expectSameAsHost(ExecutorPair &ex, interp::DataType type, interp::Re
 /// a launch of `gpu` captured once in a CUDA graph and replayed three times,
 /// each replay from freshly uploaded inputs; every replay's outputs must
 /// equal the reference's.
-inline void expectGraphReplaysMatch(interp::CudaExecutor &gpu, const interp::CheckedCall &reference,
+inline void expectGraphReplaysMatch(interp::DeviceExecutor &gpu, const interp::CheckedCall &reference,
                                     interp::CheckedCall &call, uint64_t elemBytes,
                                     const std::string &what) {
   const interp::Plan &plan = gpu.plan();
-  auto buffers = interp::DeviceBuffers::create(call.args(), call.inputElems() * elemBytes,
-                                               call.outputElems() * elemBytes);
-  ASSERT_TRUE(static_cast<bool>(buffers)) << llvm::toString(buffers.takeError());
+  auto staged = deviceBackend().stage(call.args(), call.inputElems() * elemBytes,
+                                      call.outputElems() * elemBytes);
+  ASSERT_TRUE(static_cast<bool>(staged)) << llvm::toString(staged.takeError());
+  interp::DeviceBuffers *buffers = staged->get();
   ASSERT_FALSE(static_cast<bool>(buffers->upload()));
   auto prepared = gpu.prepare(buffers->args());
   ASSERT_TRUE(static_cast<bool>(prepared)) << llvm::toString(prepared.takeError());

@@ -30,16 +30,4 @@
 #define COLL_CUDA_EMULATION 0
 #endif
 
-/// What the CUDA backend defines out of line (the executor, the kernels)
-/// lives, in the emulation, in the inline namespace `emu`, so that a program
-/// can link the GPU build and the emulation side by side; a translation unit
-/// sees one of them under the usual names.
-#if COLL_CUDA_EMULATION
-#define COLL_CUDA_ABI_BEGIN inline namespace emu {
-#define COLL_CUDA_ABI_END }
-#else
-#define COLL_CUDA_ABI_BEGIN
-#define COLL_CUDA_ABI_END
-#endif
-
 #endif // COLL_INTERPRETER_CONFIG_H

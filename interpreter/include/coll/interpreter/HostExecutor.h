@@ -1,6 +1,6 @@
 //===- HostExecutor.h - Running a plan on emulated ranks --------*- C++ -*-===//
 //
-// The host backend (DESIGN.md §4): every rank of a plan lives in this
+// The host backend (docs/ARCHITECTURE.md §4): every rank of a plan lives in this
 // process with its own buffers, connections are FIFOs in ordinary memory
 // with the real framing of the plan's protocol, and every tb is a task that
 // yields when it must wait; a few threads (one per core by default, the
@@ -18,9 +18,7 @@
 #ifndef COLL_INTERPRETER_HOSTEXECUTOR_H
 #define COLL_INTERPRETER_HOSTEXECUTOR_H
 
-#include "coll/interpreter/DataType.h"
-#include "coll/interpreter/Plan.h"
-#include "coll/interpreter/Timeline.h"
+#include "coll/interpreter/Executor.h"
 
 #include "llvm/Support/Error.h"
 
@@ -45,37 +43,7 @@ struct HostOptions {
   uint64_t slotBytes(ir::Protocol protocol) const;
 };
 
-/// `ms` if non-zero, else COLL_WATCHDOG_MS from the environment, else 30000.
-uint32_t watchdogFromEnv(uint32_t ms);
-
-/// One call of the collective on all ranks.
-struct CallArgs {
-  DataType type = DataType::Float32;
-  ReduceOp op = ReduceOp::Sum;
-  uint64_t count = 0; ///< elements per block (ir/Geometry.h)
-  /// Per rank, the input and output buffers, sized as the collective
-  /// defines. The call is in place when every rank's pointers alias as NCCL
-  /// defines it (ir::inPlaceOffsets); otherwise they must not overlap.
-  std::vector<void *> input, output;
-};
-
-/// Checks `args` against `plan` resolved as `call` and decides, as NCCL
-/// does, whether it is in place: every rank's input and output alias as the
-/// collective defines (ir::inPlaceOffsets), or none does and no buffers
-/// overlap. A call of 0 elements is out of place and never fails. Shared by
-/// the backends so that they accept and classify the same calls. With
-/// `onlyRank` >= 0, only that rank's buffers are looked at (an executor of
-/// one rank of a job).
-llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
-                                      const CallArgs &args, int32_t onlyRank = -1);
-
-struct CallResult {
-  bool inplace = false;
-  uint64_t iterations = 0; ///< pipeline iterations the call took
-  double seconds = 0;      ///< wall time of the collective itself
-};
-
-class HostExecutor {
+class HostExecutor final : public Executor {
 public:
   static llvm::Expected<std::unique_ptr<HostExecutor>> create(Plan plan,
                                                               const HostOptions &options = {});
@@ -83,16 +51,14 @@ public:
   HostExecutor(const HostExecutor &) = delete;
   HostExecutor &operator=(const HostExecutor &) = delete;
 
-  /// Runs one call on every rank and waits for it.
-  llvm::Expected<CallResult> run(const CallArgs &args);
+  /// Runs one call on every rank (host memory) and waits for it.
+  llvm::Expected<CallResult> run(const CallArgs &args) override;
 
-  const Plan &plan() const;
-  /// Elements a slice (one FIFO slot) holds for `type` under this plan.
-  uint64_t sliceElems(DataType type) const;
+  const Plan &plan() const override;
+  uint64_t sliceElems(DataType type) const override;
   /// Threads a call with enough tbs uses, the caller included.
   unsigned threads() const;
-  /// Records every following call into `timeline` (null: stop recording).
-  void setTimeline(Timeline *timeline);
+  void setTimeline(Timeline *timeline) override;
 
   class Impl;
 

@@ -1,11 +1,18 @@
-//===- CudaExecutor.h - Running a plan on one GPU ---------------*- C++ -*-===//
+//===- DeviceExecutor.h - Running a plan on a device -------------*- C++ -*-===//
 //
-// The CUDA backend (DESIGN.md §4, docs/CUDA.md): every rank of a plan lives
-// on the current GPU with its own buffers; one launch of a persistent kernel
-// runs one block per <tb> of every rank, over connection FIFOs in device
-// memory with the real framing of the plan's protocol. It runs the same step
-// semantics (StepSemantics.h) as the host backend, in the same order, so its
-// results are bit-identical to the host backend's.
+// The CUDA backend (docs/CUDA.md): a persistent kernel with one block per
+// <tb>, over connection FIFOs in device memory with the real framing of the
+// plan's protocol. It runs the same step semantics (StepSemantics.h) as the
+// host backend, in the same order, so its results are bit-identical to the
+// host backend's. A device is a GPU, or the CPU emulation of one: the same
+// kernel source on a SIMT launcher (docs/CUDA.md, "On the CPU").
+//
+// A DeviceBackend makes executors and stages buffers. Two libraries
+// implement it, CollCuda (cudaBackend(): a GPU, built with nvcc) and
+// CollCudaEmu (emulatedBackend(): every build). They compile the same
+// sources, so a program links at most one of them; it reaches the GPU
+// backend otherwise as a plugin, libcoll_cuda.so (loadDeviceBackend), as
+// libcoll.so and collrun do.
 //
 // A call is prepare() (host work: resolve the count, check the buffers,
 // upload tables, check that every block can be resident) followed by
@@ -13,24 +20,18 @@
 // without the host) and finish() (wait, then turn a watchdog stop into an
 // error). run() does all three and times the launch with CUDA events.
 //
-// This header has no CUDA types, so host tools can include it; streams are
+// This header has no CUDA types, so host code can include it; streams are
 // passed as `void *` (a cudaStream_t; null is the legacy default stream).
-// CollCuda, for a GPU, exists only in builds with CUDA (COLL_HAVE_CUDA);
-// CollCudaEmu, the same code on the CPU SIMT launcher (docs/CUDA.md), in
-// every build. A translation unit compiled with COLL_CUDA_EMULATION=1 sees
-// the emulation's CudaExecutor under this name (Config.h).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_CUDAEXECUTOR_H
-#define COLL_INTERPRETER_CUDAEXECUTOR_H
+#ifndef COLL_INTERPRETER_DEVICEEXECUTOR_H
+#define COLL_INTERPRETER_DEVICEEXECUTOR_H
 
-#include "coll/interpreter/Config.h"
-#include "coll/interpreter/DataType.h"
-#include "coll/interpreter/HostExecutor.h"
-#include "coll/interpreter/Plan.h"
+#include "coll/interpreter/Executor.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <array>
@@ -103,19 +104,10 @@ struct LaunchShape {
   int smCount = 0;
 };
 
-COLL_CUDA_ABI_BEGIN
-
-llvm::Expected<CudaDeviceInfo> currentCudaDevice();
-
-class CudaExecutor {
+/// An executor of a plan on a device: Executor's run() and more, for the
+/// runtime's enqueued calls, CUDA graphs and benchmarks.
+class DeviceExecutor : public Executor {
 public:
-  /// Uploads the plan and allocates the FIFOs on the current device.
-  static llvm::Expected<std::unique_ptr<CudaExecutor>> create(Plan plan,
-                                                              const CudaOptions &options = {});
-  ~CudaExecutor();
-  CudaExecutor(const CudaExecutor &) = delete;
-  CudaExecutor &operator=(const CudaExecutor &) = delete;
-
   /// Host work for one call on device buffers `args` (per rank, as for the
   /// host backend): resolves the count, checks the buffers, uploads the
   /// tables the kernel reads and checks that all blocks can be resident at
@@ -123,124 +115,127 @@ public:
   /// launches on its own stream (enqueue() and run() use it); launches on
   /// other streams must be finished first. Returns the mode and the
   /// iteration count (seconds is 0).
-  llvm::Expected<CallResult> prepare(const CallArgs &args);
+  virtual llvm::Expected<CallResult> prepare(const CallArgs &args) = 0;
   /// Enqueues the prepared call on `stream`: kernel launches only, so it may
   /// be captured in a CUDA graph; replays repeat the prepared call.
-  llvm::Error launch(void *stream = nullptr);
+  virtual llvm::Error launch(void *stream = nullptr) = 0;
   /// Waits for `stream`, then reports a watchdog stop of any launch since
   /// the last finish() as an error (worded as the host backend's), after
   /// clearing the device state so that the executor can be used again.
-  llvm::Error finish(void *stream = nullptr);
+  virtual llvm::Error finish(void *stream = nullptr) = 0;
   /// Enqueues the prepared call on the executor's own stream (made with
   /// cudaStreamNonBlocking) after the work `stream` holds now: the copies
   /// `before`, the launch, the copies `after`. It returns at once; join()
   /// makes `stream` wait for all of it, poll() says whether it has ended.
   /// Ranks that share a GPU thus run side by side whatever streams their
   /// callers pass, provided every rank's enqueue() comes before any rank's
-  /// join() on a stream that another rank's enqueue() waits for.
-  llvm::Error enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before = {},
-                      llvm::ArrayRef<DeviceCopy> after = {});
+  /// join() on a stream that another rank's enqueue() waits for. On the
+  /// emulation, `stream` must be null (a caller's stream is not the
+  /// emulation's) and the launch has ended when enqueue() returns.
+  virtual llvm::Error enqueue(void *stream, llvm::ArrayRef<DeviceCopy> before = {},
+                              llvm::ArrayRef<DeviceCopy> after = {}) = 0;
   /// Makes `stream` wait for the last enqueue().
-  llvm::Error join(void *stream);
+  virtual llvm::Error join(void *stream) = 0;
   /// Whether the work enqueued so far on the executor's stream has ended
   /// (`wait`: waits until it has). A watchdog stop is an error, as from
   /// finish(), and resets the device state.
-  llvm::Expected<bool> poll(bool wait);
+  virtual llvm::Expected<bool> poll(bool wait) = 0;
   /// Device memory of at least `bytes` (buffer 0 or 1), ordered on the
   /// executor's stream: valid for the copies and launches of enqueue()
   /// until the next call that asks for more.
-  llvm::Expected<void *> temporary(int which, uint64_t bytes);
+  virtual llvm::Expected<void *> temporary(int which, uint64_t bytes) = 0;
   /// Stops the launches in flight at their next poll (as a watchdog stop
   /// does, without a report), waits for them to end and clears the device
   /// state: their outputs are undefined. The FIFOs of other ranks' executors
   /// that this one sent on are mid-transfer too: they are usable again once
   /// every rank has aborted (as the runtime's communicators never are).
-  llvm::Error abort();
+  virtual llvm::Error abort() = 0;
   /// The device the executor was created on.
-  const CudaDeviceInfo &device() const;
+  virtual const CudaDeviceInfo &device() const = 0;
 
-  /// prepare, launch and finish on the executor's stream; `seconds` is the
-  /// launch's time measured with CUDA events.
-  llvm::Expected<CallResult> run(const CallArgs &args);
-  /// Adds a timeline of every following run() to `timeline` (null: none),
-  /// in the host backend's format: each block's thread 0 stamps its steps
-  /// and the block's waits with %globaltimer; the GPU's clock is shifted so
-  /// that the call's first event starts where the host saw the call start.
-  void setTimeline(Timeline *timeline);
-  /// The same for enqueue(): with `on`, the following calls launch the
-  /// kernels that record a timeline, and collectEnqueued() adds the last
-  /// enqueued call's to `timeline` once poll() has seen it end (`t0`, `t1`:
-  /// the call as the host saw it, for the clock shift).
-  void traceEnqueued(bool on);
-  llvm::Error collectEnqueued(Timeline &timeline, DataType type,
-                              std::chrono::steady_clock::time_point t0,
-                              std::chrono::steady_clock::time_point t1);
+  /// The same for enqueue() as setTimeline() for run(): with `on`, the
+  /// following calls launch the kernels that record a timeline, and
+  /// collectEnqueued() adds the last enqueued call's to `timeline` once
+  /// poll() has seen it end (`t0`, `t1`: the call as the host saw it, for
+  /// the clock shift).
+  virtual void traceEnqueued(bool on) = 0;
+  virtual llvm::Error collectEnqueued(Timeline &timeline, DataType type,
+                                      std::chrono::steady_clock::time_point t0,
+                                      std::chrono::steady_clock::time_point t1) = 0;
 
   /// Times the prepared call: `warmup` launches, then `iters` launches each
   /// between two CUDA events, enqueued back to back; with `graph`, every
   /// launch is a replay of a CUDA graph captured from launch(). Returns the
   /// seconds of each timed launch.
-  llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+  virtual llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters,
+                                                           bool graph) = 0;
 
   /// For an executor of one rank (CudaOptions::rank): its receiving FIFOs.
-  ConnectionExport exportConnections() const;
+  virtual ConnectionExport exportConnections() const = 0;
   /// For an executor of one rank: maps the FIFOs it sends on, from every
   /// rank's exportConnections() (indexed by rank; in this process too). Until
   /// it has, prepare() fails.
-  llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
-
-  const Plan &plan() const;
-  /// Elements a slice (one FIFO slot) holds for `type`.
-  uint64_t sliceElems(DataType type) const;
+  virtual llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) = 0;
   /// The prepared call's launch.
-  LaunchShape launchShape() const;
-
-  class Impl;
-
-private:
-  explicit CudaExecutor(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl;
+  virtual LaunchShape launchShape() const = 0;
 };
 
 /// Device buffers shaped like a host call's, for running a call prepared on
-/// the host (interp::CheckedCall) on the GPU: per rank, an input and an
+/// the host (interp::CheckedCall) on the device: per rank, an input and an
 /// output that overlap on the host (in place) share one allocation at the
 /// same relative offsets, so the device call is in place exactly when the
 /// host one is.
 class DeviceBuffers {
 public:
-  /// `inputBytes`/`outputBytes`: the size of each rank's input and output.
-  static llvm::Expected<DeviceBuffers> create(const CallArgs &host, uint64_t inputBytes,
-                                              uint64_t outputBytes);
-  DeviceBuffers(DeviceBuffers &&other) noexcept;
-  DeviceBuffers &operator=(DeviceBuffers &&other) noexcept;
-  ~DeviceBuffers();
-
-  /// `host` with device pointers.
-  const CallArgs &args() const { return device; }
+  virtual ~DeviceBuffers();
+  /// The host call's arguments with device pointers.
+  virtual const CallArgs &args() const = 0;
   /// Copies every host buffer to the device (inputs and poisoned outputs).
-  llvm::Error upload() const;
+  virtual llvm::Error upload() = 0;
   /// Copies every device buffer back, so that the host can check outputs and
   /// that out-of-place inputs are unchanged.
-  llvm::Error download() const;
-
-private:
-  struct Region {
-    std::byte *host;
-    void *device;
-    uint64_t bytes;
-  };
-  DeviceBuffers() = default;
-  std::vector<Region> regions;
-  CallArgs device;
+  virtual llvm::Error download() = 0;
 };
 
-/// Times device-to-device copies of `bytes` bytes on the current device
-/// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
-llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup, unsigned iters);
+/// A GPU, or the CPU emulation of one.
+class DeviceBackend {
+public:
+  virtual ~DeviceBackend();
+  virtual bool emulated() const = 0;
+  /// The calling thread's current device; fails with "no CUDA device: ..."
+  /// when there is none (or no driver).
+  virtual llvm::Expected<CudaDeviceInfo> currentDevice() = 0;
+  /// For logs: "the CPU emulation of a GPU", "NVIDIA H100 80GB HBM3 (CUDA
+  /// device 0)".
+  virtual std::string describe(int device) = 0;
+  /// An executor of `plan` on CUDA device `device` (-1: the calling thread's
+  /// current one), uploaded with its FIFOs allocated; every call on it makes
+  /// that device current for its work and gives the caller's back. The
+  /// emulation has one device and ignores `device`.
+  virtual llvm::Expected<std::unique_ptr<DeviceExecutor>>
+  create(const Plan &plan, const CudaOptions &options, int device = -1) = 0;
+  /// Device buffers shaped like `host`'s (DeviceBuffers): `inputBytes` and
+  /// `outputBytes` per rank.
+  virtual llvm::Expected<std::unique_ptr<DeviceBuffers>>
+  stage(const CallArgs &host, uint64_t inputBytes, uint64_t outputBytes) = 0;
+  /// Times device-to-device copies of `bytes` bytes on the current device
+  /// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
+  virtual llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
+                                                             unsigned iters) = 0;
+};
 
-COLL_CUDA_ABI_END
+/// The backend this program links: CollCuda's GPU, or CollCudaEmu's CPU
+/// emulation. Both libraries define the symbol collCudaBackendLinkedOnce, so
+/// a program that links both fails to link instead of mixing their code.
+DeviceBackend &cudaBackend();
+DeviceBackend &emulatedBackend();
+
+/// The GPU backend as a plugin (libcoll_cuda.so, CollCudaSupport): the
+/// first of `paths` that loads and whose table comes from this build of
+/// Coll. The error lists every path tried and why it failed. Each library
+/// is loaded once and never unloaded.
+llvm::Expected<DeviceBackend *> loadDeviceBackend(llvm::ArrayRef<std::string> paths);
 
 } // namespace coll::interp
 
-#endif // COLL_INTERPRETER_CUDAEXECUTOR_H
+#endif // COLL_INTERPRETER_DEVICEEXECUTOR_H

@@ -1,0 +1,98 @@
+//===- Sweep.h - Sizes x modes on one backend, checked and timed -*- C++ -*-===//
+//
+// What collrun and collbench share: for every size and mode, one call whose
+// inputs are seeded, run once and checked against the collective's
+// definition (interp::CheckedCall), then timed, and a row of an
+// nccl-tests-style table. The backend is an Executor: the host backend runs
+// the call on its host buffers; a device (a GPU, or its CPU emulation) on
+// buffers staged to it (DeviceBackend::stage), timed call by call or, for
+// benchmarks, launch after launch (DeviceExecutor::timeLaunches).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_TOOLS_SWEEP_H
+#define COLL_TOOLS_SWEEP_H
+
+#include "ToolSupport.h"
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/DeviceExecutor.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coll::tools {
+
+/// How a sweep runs a call.
+class SweepTarget {
+public:
+  virtual ~SweepTarget();
+  /// Runs `call` once; its outputs are back in the call's host buffers.
+  /// `fresh`: the first run of this call.
+  virtual llvm::Expected<interp::CallResult> run(interp::CheckedCall &call, bool fresh) = 0;
+  /// The seconds of `iters` timed runs of `call`, from its original inputs.
+  virtual llvm::Expected<std::vector<double>> time(interp::CheckedCall &call, unsigned iters) = 0;
+  /// After a watchdog stop: makes the target usable again.
+  virtual llvm::Error recover() { return llvm::Error::success(); }
+};
+
+/// The host backend (its executor is remade after a watchdog stop).
+std::unique_ptr<SweepTarget> hostTarget(const interp::Plan &plan,
+                                        const interp::HostOptions &options,
+                                        interp::Timeline *timeline,
+                                        llvm::Error &err);
+
+/// A device executor over staged buffers. With `launches`, time() is
+/// DeviceExecutor::timeLaunches (`warmup` launches first, CUDA graph
+/// replays with `graph`), and `onPrepared` is told the launch once;
+/// otherwise every timed run is a run() of its own.
+struct DeviceTiming {
+  bool launches = false;
+  unsigned warmup = 0;
+  bool graph = false;
+  std::function<void(const interp::LaunchShape &)> onPrepared;
+};
+std::unique_ptr<SweepTarget> deviceTarget(interp::DeviceBackend &backend,
+                                          std::unique_ptr<interp::DeviceExecutor> executor,
+                                          DeviceTiming timing = {});
+
+struct SweepOptions {
+  const char *tool = "";
+  std::vector<uint64_t> sizes;
+  RunRequest request;
+  std::vector<bool> modes; ///< true: in place
+  unsigned iters = 1;
+  uint64_t seed = 1;
+  /// Per size, a reference timed in the same run (collbench's d2d copy):
+  /// its seconds and bandwidth (GB/s). Printed as a row named
+  /// `referenceName` before the size's rows; the table's last column is then
+  /// busbw over that bandwidth instead of the count of wrong elements.
+  std::function<llvm::Expected<std::pair<double, double>>(uint64_t bytes)> reference;
+  std::string referenceName;
+};
+
+struct SweepOutcome {
+  unsigned rows = 0, verified = 0;
+  bool crossRankDiffs = false; ///< some float reduction differs in its bits between ranks
+  /// "error: ...", "warning: ...", "note: ..." lines for after the table.
+  std::vector<std::string> notes;
+  bool failed() const;
+};
+
+/// Prints the table's header and rows for `plan` to `os`.
+SweepOutcome runSweep(const interp::Plan &plan, const SweepOptions &options, SweepTarget &target,
+                      llvm::raw_ostream &os);
+
+/// The median of `v` (0 when empty).
+double median(std::vector<double> v);
+
+} // namespace coll::tools
+
+#endif // COLL_TOOLS_SWEEP_H
