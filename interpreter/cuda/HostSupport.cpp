@@ -22,12 +22,7 @@ uint32_t resolveWatchdogMs(uint32_t optionMs) {
 }
 
 uint64_t slotBytes(const CudaOptions &options, Proto proto) {
-  switch (proto) {
-  case Proto::Simple: return options.simpleSlotBytes;
-  case Proto::LL: return options.llSlotBytes;
-  case Proto::LL128: return options.ll128SlotBytes;
-  }
-  return options.simpleSlotBytes;
+  return options.slotBytes(static_cast<ir::Protocol>(proto));
 }
 
 llvm::Error checkOptions(const CudaOptions &options, Proto proto) {

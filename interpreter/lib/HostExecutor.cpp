@@ -37,15 +37,6 @@ uint32_t watchdogFromEnv(uint32_t ms) {
   return 30000;
 }
 
-uint64_t HostOptions::slotBytes(ir::Protocol protocol) const {
-  switch (protocol) {
-  case ir::Protocol::Simple: return simpleSlotBytes;
-  case ir::Protocol::LL: return llSlotBytes;
-  case ir::Protocol::LL128: return ll128SlotBytes;
-  }
-  return simpleSlotBytes;
-}
-
 llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,
                                       const CallArgs &args, int32_t onlyRank) {
   auto fail = [](const llvm::Twine &msg) {

@@ -158,8 +158,7 @@ int main(int argc, char **argv) {
   CudaOptions options;
   options.watchdogMs = watchdogMs;
   options.threadsPerBlock = threads;
-  if (slotBytes)
-    options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+  options.setSlotBytes(slotBytes);
   auto executor = backend.create(*plan, options);
   if (!executor) {
     llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
@@ -187,13 +186,7 @@ int main(int argc, char **argv) {
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
       sliceBytes, iters, warmup, graph ? ", CUDA graph replays" : "");
-  SweepOptions sweep;
-  sweep.tool = "collbench";
-  sweep.sizes = *byteSizes;
-  sweep.request = *request;
-  sweep.modes = selection.modes;
-  sweep.iters = iters;
-  sweep.seed = seed;
+  SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, iters, seed);
   sweep.referenceName = "d2d";
   sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
     auto copy = backend.timeDeviceCopy(bytes, warmup, iters);

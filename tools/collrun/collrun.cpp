@@ -181,8 +181,7 @@ int main(int argc, char **argv) {
     HostOptions options;
     options.watchdogMs = watchdogMs;
     options.threads = threads;
-    if (slotBytes)
-      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+    options.setSlotBytes(slotBytes);
     llvm::Error err = llvm::Error::success();
     target = hostTarget(*plan, options, recording, err);
     if (err) {
@@ -200,8 +199,7 @@ int main(int argc, char **argv) {
                   "--backend " + backendName + ": " + llvm::toString(device.takeError()));
     CudaOptions options;
     options.watchdogMs = watchdogMs;
-    if (slotBytes)
-      options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = slotBytes;
+    options.setSlotBytes(slotBytes);
     auto executor = (*backend)->create(*plan, options);
     if (!executor) {
       llvm::errs() << llvm::toString(executor.takeError()) << "\n";
@@ -219,13 +217,7 @@ int main(int argc, char **argv) {
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
-  SweepOptions sweep;
-  sweep.tool = "collrun";
-  sweep.sizes = *byteSizes;
-  sweep.request = *request;
-  sweep.modes = selection.modes;
-  sweep.iters = iters;
-  sweep.seed = seed;
+  SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, iters, seed);
   SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
   for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";

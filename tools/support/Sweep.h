@@ -64,6 +64,10 @@ std::unique_ptr<SweepTarget> deviceTarget(interp::DeviceBackend &backend,
                                           DeviceTiming timing = {});
 
 struct SweepOptions {
+  SweepOptions(const char *tool, std::vector<uint64_t> sizes, RunRequest request,
+               std::vector<bool> modes, unsigned iters, uint64_t seed)
+      : tool(tool), sizes(std::move(sizes)), request(std::move(request)),
+        modes(std::move(modes)), iters(iters), seed(seed) {}
   const char *tool = "";
   std::vector<uint64_t> sizes;
   RunRequest request;

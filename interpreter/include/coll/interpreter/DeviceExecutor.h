@@ -43,14 +43,7 @@
 
 namespace coll::interp {
 
-struct CudaOptions {
-  /// How long a wait may make no progress before the launch stops, in
-  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else 10000.
-  uint32_t watchdogMs = 0;
-  /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
-  uint32_t simpleSlotBytes = 128 << 10;
-  uint32_t llSlotBytes = 16 << 10;
-  uint32_t ll128SlotBytes = 120 * 256;
+struct CudaOptions : ExecutorOptions {
   /// Threads per block: a multiple of 32, at most 512; 0 picks the largest
   /// power of two from 512 down to 32 at which every block of the plan can be
   /// resident at once (see launchShape()).

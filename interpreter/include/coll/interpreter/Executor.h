@@ -56,6 +56,32 @@ struct CallResult {
   double seconds = 0;      ///< wall time of the collective itself
 };
 
+/// What every backend's options share.
+struct ExecutorOptions {
+  /// How long a wait may make no progress before the call fails, in
+  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else the
+  /// backend's default (host 30000, device 10000).
+  uint32_t watchdogMs = 0;
+  /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
+  uint32_t simpleSlotBytes = 128 << 10;
+  uint32_t llSlotBytes = 16 << 10;
+  uint32_t ll128SlotBytes = 120 * 256;
+
+  uint64_t slotBytes(ir::Protocol protocol) const {
+    switch (protocol) {
+    case ir::Protocol::Simple: return simpleSlotBytes;
+    case ir::Protocol::LL: return llSlotBytes;
+    case ir::Protocol::LL128: return ll128SlotBytes;
+    }
+    return simpleSlotBytes;
+  }
+  /// Every protocol's slot: `bytes` (0 leaves the defaults).
+  void setSlotBytes(uint32_t bytes) {
+    if (bytes)
+      simpleSlotBytes = llSlotBytes = ll128SlotBytes = bytes;
+  }
+};
+
 /// Runs calls of one plan.
 class Executor {
 public:

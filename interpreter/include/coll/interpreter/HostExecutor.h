@@ -28,19 +28,10 @@
 
 namespace coll::interp {
 
-struct HostOptions {
-  /// How long a wait may make no progress before the call fails, in
-  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else 30000.
-  uint32_t watchdogMs = 0;
-  /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
-  uint32_t simpleSlotBytes = 128 << 10;
-  uint32_t llSlotBytes = 16 << 10;
-  uint32_t ll128SlotBytes = 120 * 256;
+struct HostOptions : ExecutorOptions {
   /// Threads that run the tbs, the calling thread included; 0: one per CPU
   /// this process may use (or COLL_HOST_THREADS).
   unsigned threads = 0;
-
-  uint64_t slotBytes(ir::Protocol protocol) const;
 };
 
 class HostExecutor final : public Executor {
