@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Plants bugs in the CUDA kernel source (interpreter/cuda/DeviceKernel.cuh)
-# one at a time and reports whether the emulated CUDA tests catch each:
+# Plants bugs in the CUDA kernel source (interpreter/cuda/device/: the
+# shared primitives and each protocol's) one at a time and reports whether the emulated CUDA tests catch each:
 #   scripts/cuda-emu-mutants.sh [NAME ...]      (default: every mutant)
 # Not part of CI. Works on a copy of the committed tree in $COLL_MUTANT_DIR
 # (default /tmp/coll-mutants): one Release build, rebuilt per mutant; or,
@@ -14,16 +14,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${COLL_MUTANT_DIR:-/tmp/coll-mutants}
 filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*'}
 limit=${COLL_MUTANT_TIMEOUT:-180}
-kernel=interpreter/cuda/DeviceKernel.cuh
+device=interpreter/cuda/device
 
-# name|python expression of the text to find|replacement (\n for newlines)
+# name|file of $device|text to find|replacement (\n for newlines)
 mutants=(
-  'no-barrier-before-free|    if (__syncthreads_or(!ok))\n      return false;\n    if (tid == 0) {|    if (!ok)\n      return false;\n    if (tid == 0) {'
-  'relaxed-tail|          ptx::stRelease(sendTail, sendSeq + 1);|          ptx::stRelaxed(sendTail, sendSeq + 1);'
-  'slot-off-by-one|        out[o++] = slot<T>(sendFifo, sendSeq);|        out[o++] = slot<T>(sendFifo, sendSeq + 1);'
-  'll-flag|    const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);|    const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq) + (sendSeq == 5);'
-  'll128-flag-before-syncwarp|        __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n        if (active \&\& j == FlagLane)\n          ptx::stRelease(line + LL128FlagWord, outFlag);|        if (active \&\& j == FlagLane)\n          ptx::stRelease(line + LL128FlagWord, outFlag);\n        __syncwarp();'
-  'dependency-wrong-iteration|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
+  'no-barrier-before-free|Prims.h|    if (__syncthreads_or(!ok))\n      return false;\n    if (tid == 0) {|    if (!ok)\n      return false;\n    if (tid == 0) {'
+  'relaxed-tail|Prims.h|          ptx::stRelease(sendTail, sendSeq + 1);|          ptx::stRelaxed(sendTail, sendSeq + 1);'
+  'slot-off-by-one|PrimsSimple.h|    out[o++] = slot<T>(sendFifo, sendSeq);|    out[o++] = slot<T>(sendFifo, sendSeq + 1);'
+  'll-flag|PrimsLL.h|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq) + (sendSeq == 5);'
+  'll128-flag-before-syncwarp|PrimsLL128.h|      __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);|      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);\n      __syncwarp();'
+  'dependency-wrong-iteration|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
 )
 
 selected=("$@")
@@ -33,15 +33,17 @@ if [ -n "${COLL_MUTANT_BUILD:-}" ]; then
   # restored at the end (also on interruption).
   src=$root
   build=$COLL_MUTANT_BUILD
-  cp "$src/$kernel" "$work/kernel.orig"
-  trap 'cp "$work/kernel.orig" "$src/$kernel"' EXIT
+  rm -rf "$work/device.orig"
+  cp -r "$src/$device" "$work/device.orig"
+  trap 'cp "$work/device.orig"/* "$src/$device"/' EXIT
 else
   src=$work/src
   build=$work/build
   rm -rf "$src"
   mkdir -p "$src"
   git -C "$root" archive HEAD | tar -x -C "$src"
-  cp "$src/$kernel" "$work/kernel.orig"
+  rm -rf "$work/device.orig"
+  cp -r "$src/$device" "$work/device.orig"
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCOLL_ENABLE_LANG=OFF -DCOLL_BUILD_BENCHMARKS=OFF -DCOLL_ENABLE_CUDA=OFF \
     >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 2; }
@@ -49,10 +51,10 @@ fi
 
 printf '%-28s %s\n' mutant result
 for m in "${mutants[@]}"; do
-  IFS='|' read -r name find replace <<<"$m"
+  IFS='|' read -r name file find replace <<<"$m"
   if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " =~ " $name " ]]; then continue; fi
-  cp "$work/kernel.orig" "$src/$kernel"
-  if ! FIND="$find" REPLACE="$replace" python3 - "$src/$kernel" <<'PY'
+  cp "$work/device.orig"/* "$src/$device"/
+  if ! FIND="$find" REPLACE="$replace" python3 - "$src/$device/$file" <<'PY'
 import os, sys
 path = sys.argv[1]
 find = os.environ["FIND"].replace("\\n", "\n").replace("\\&", "&")
@@ -86,4 +88,4 @@ PY
     printf '%-28s %s\n' "$name" "SURVIVED (${secs}s)"
   fi
 done
-cp "$work/kernel.orig" "$src/$kernel"
+cp "$work/device.orig"/* "$src/$device"/

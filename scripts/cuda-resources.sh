@@ -19,7 +19,7 @@
 #                    LD.E.128*, ST.E.128*: the generic-address forms count too);
 #   ldl, stl         local-memory loads/stores (LDL*, STL*) in the whole kernel;
 #   hot_ld, hot_ld_red, hot_st, hot_local   Simple kernels only: in the 16-byte
-#                    pack loop of `transform` (DeviceKernel.cuh), located by the
+#                    pack loop of `transform` (device/Reduce.h), located by the
 #                    line information of the SASS (nvdisasm -gi): 128-bit loads
 #                    of the first operand (copy and reduce), of the other
 #                    operands (reduce only), 128-bit stores, and LDL/STL.
@@ -86,12 +86,12 @@ elif [ ! -x "$nvdisasm" ]; then
   exit 2
 fi
 
-kernel_src=$root/interpreter/cuda/DeviceKernel.cuh
+kernel_src=$root/interpreter/cuda/device/Reduce.h
 # The pack loop of transform(): from its `for` to the scalar tail's `for`.
 lineof() {
   local n
   n=$(grep -nF -- "$1" "$kernel_src" | head -1 | cut -d: -f1)
-  [ -n "$n" ] || { echo "cuda-resources: '$1' not found in DeviceKernel.cuh: update the markers in $0" >&2; exit 2; }
+  [ -n "$n" ] || { echo "cuda-resources: '$1' not found in device/Reduce.h: update the markers in $0" >&2; exit 2; }
   echo "$n"
 }
 loop_first=$(lineof 'for (uint64_t first = tid; first < packs; first += uint64_t(nthreads) * Unroll)')
@@ -142,7 +142,7 @@ if [ -n "$nvdisasm" ]; then
         s = $0
         while (match(s, /"[^"]*", line [0-9]+/)) {
           loc = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
-          if (loc ~ /DeviceKernel\.cuh"/) {
+          if (loc ~ /Reduce\.h"/) {
             ln = loc; sub(/.*line /, "", ln); ln += 0
             if (ln >= first && ln <= last) inloop = 1
             if (n == 0) inner = ln

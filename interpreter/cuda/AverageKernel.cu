@@ -1,6 +1,6 @@
 //===- AverageKernel.cu - The division after an avg reduction -------------===//
 
-#include "DeviceKernel.cuh"
+#include "device/Kernel.cuh"
 #include "Kernels.h"
 
 namespace coll::interp::cuda {

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeviceKernel.cuh"
+#include "device/Kernel.cuh"
 #include "Kernels.h"
 
 namespace coll::interp::cuda {

@@ -13,7 +13,7 @@
 
 #include "TestAlgorithms.h"
 
-#include "../../interpreter/lib/HostData.h"
+#include "coll/interpreter/host/Data.h"
 
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"

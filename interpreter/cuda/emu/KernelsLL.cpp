@@ -1,7 +1,7 @@
 //===- emu/KernelsLL.cpp - ../KernelsLL.cu compiled for the CPU SIMT launcher ---===//
 //
 // The very kernel source of the GPU build, compiled as host C++ against the
-// host side of DevicePrims.h (COLL_CUDA_EMULATION=1).
+// host side of device/Hardware.h (COLL_CUDA_EMULATION=1).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- Simt.h - A CPU SIMT launcher for the CUDA kernels --------*- C++ -*-===//
 //
-// Runs a kernel written for the GPU (DeviceKernel.cuh, through the host side
-// of DevicePrims.h) on the CPU: a grid of blocks, all co-resident, each block
+// Runs a kernel written for the GPU (device/Kernel.cuh, through the host side
+// of device/Hardware.h) on the CPU: a grid of blocks, all co-resident, each block
 // on an OS thread of its own, and a block's threads as fibers on that thread
 // (Fiber.h). Fibers make a block barrier a few context switches instead of
 // dozens of futex wake-ups, give each block a thread whose thread_local

@@ -1,8 +1,9 @@
-//===- DevicePrims.h - The kernel's hardware primitives, two ways -*- C++ -*-===//
+//===- Hardware.h - The kernel's hardware primitives, two ways --*- C++ -*-===//
 //
-// Everything DeviceKernel.cuh touches that is not plain C++: scoped loads,
-// stores and fences, 8- and 16-byte volatile accesses, atomics, block and
-// warp barriers, the global timer, thread and block indices, shared memory.
+// Everything the kernel (Kernel.cuh, Prims*.h) touches that is not plain
+// C++: scoped loads, stores and fences, 8- and 16-byte volatile accesses,
+// atomics, block and warp barriers, the global timer, thread and block
+// indices, shared memory.
 //
 // Under nvcc these are the inline PTX statements and CUDA intrinsics the
 // kernel always used (the generated code is unchanged). Otherwise they are
@@ -34,8 +35,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_CUDA_DEVICEPRIMS_H
-#define COLL_INTERPRETER_CUDA_DEVICEPRIMS_H
+#ifndef COLL_INTERPRETER_CUDA_DEVICE_HARDWARE_H
+#define COLL_INTERPRETER_CUDA_DEVICE_HARDWARE_H
 
 #include <cstdint>
 
@@ -226,4 +227,4 @@ inline void __threadfence_system() {
 
 #endif
 
-#endif // COLL_INTERPRETER_CUDA_DEVICEPRIMS_H
+#endif // COLL_INTERPRETER_CUDA_DEVICE_HARDWARE_H

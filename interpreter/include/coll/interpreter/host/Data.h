@@ -1,9 +1,10 @@
-//===- HostData.h - The host backend's data path ----------------*- C++ -*-===//
+//===- Data.h - The host backend's data path --------------------*- C++ -*-===//
 //
 // The loops that move and combine elements on the host, written so that the
 // compiler vectorises them for every element type whose arithmetic allows
-// (Release builds are -O3; see docs/PERFORMANCE.md for the check of the
-// generated code), and the LL/LL128 framing of whole slots.
+// (Release builds are -O3), and the LL/LL128 framing of whole slots. The
+// host backend's primitives (interpreter/lib/host/Prims*.h) and the
+// benchmarks' copy floor (tests/benchmarks/HostBenchmark.cpp) use them.
 //
 // Aliasing: a FIFO slot or staging buffer never overlaps user memory, so
 // those pointers are __restrict. A step's local source and destination are
@@ -17,8 +18,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_HOSTDATA_H
-#define COLL_INTERPRETER_HOSTDATA_H
+#ifndef COLL_INTERPRETER_HOST_DATA_H
+#define COLL_INTERPRETER_HOST_DATA_H
 
 #include "coll/interpreter/Protocol.h"
 
@@ -174,4 +175,4 @@ inline uint64_t ll128LoadReady(std::atomic<uint64_t> *slot, unsigned char *to, u
 
 } // namespace coll::interp::host::data
 
-#endif // COLL_INTERPRETER_HOSTDATA_H
+#endif // COLL_INTERPRETER_HOST_DATA_H

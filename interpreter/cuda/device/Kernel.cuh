@@ -1,0 +1,152 @@
+//===- Kernel.cuh - The persistent kernel --------------------------*- CUDA -*-===//
+//
+// One CUDA block per <tb> of every rank, all in one launch
+// (docs/ARCHITECTURE.md §4). Each block copies its tb's steps into shared
+// memory and runs the shared interpreter loop (StepSemantics.h) with the
+// primitives of its protocol (Prims.h: PrimsSimple.h, PrimsLL.h,
+// PrimsLL128.h), which own the memory ordering, the cooperation of the
+// block's threads and the waiting. Only the __global__ entry reads
+// threadIdx/blockIdx. The element-wise work is Reduce.h's, the timeline
+// Timeline.h's.
+//
+// Memory model (PTX ISA, "Memory Consistency Model"; every rank lives on one
+// GPU, so every synchronising access has .gpu scope):
+//
+//  * Waits poll with strong relaxed loads and, once satisfied, execute
+//    fence.acq_rel.gpu: a relaxed load that observes a release store,
+//    followed by an acquire fence, is the ISA's acquire pattern. Publishing
+//    is st.release.gpu. Only thread 0 of a block waits on counters and
+//    dependency flags; bar.sync/bar.red (__syncthreads, __syncthreads_or)
+//    synchronise the block's threads with it, and causality order is
+//    transitive through barriers, so the data stores of every thread of the
+//    producing block happen before the data loads of every thread of the
+//    consuming block.
+//  * Every prim ends with a block barrier. So a step's loads and stores all
+//    precede thread 0's release of the FIFO counters and of the tb's
+//    dependency flag, and the next step never reads what another thread of
+//    the same block has not finished writing.
+//  * Simple: the receiver frees a slot by releasing `head` after a barrier,
+//    the sender acquires `head` before overwriting the slot, so the data
+//    accesses of successive uses of a slot never race.
+//  * LL: each 8-byte half of a 16-byte line is {4 data bytes, 4-byte flag}
+//    (Protocol.h's llWord). Lines are stored with st.volatile.v2.u64 and
+//    polled with ld.volatile.v2.u64. The ISA treats a vector access as one
+//    access per element, and an aligned 64-bit element access is
+//    single-copy atomic between strong (volatile) operations, so a half
+//    whose flag matches carries its own data; no fence is needed.
+//  * LL128: lanes 0-6 of an 8-lane group store their 16 data bytes, lane 7
+//    stores data word 14; __syncwarp() then orders all eight lanes' stores
+//    before lane 7's st.release.gpu of the flag word 15 (the CUDA
+//    Programming Guide: "the call to __syncwarp(mask) strongly happens
+//    before any warp thread named in mask is unblocked from the wait"; PTX
+//    bar.warp.sync "guarantees memory ordering among threads participating
+//    in barrier"). The receiver's lane 7 acquires the flag word, and
+//    __syncwarp() orders that before the other lanes' loads of the line. The
+//    data words therefore need no atomicity of the 128-byte store, which the
+//    ISA does not promise.
+//
+// The hardware is reached only through Hardware.h (PTX under nvcc, host
+// C++ for the CPU SIMT launcher otherwise), so this very source also runs on
+// the CPU (docs/CUDA.md).
+//
+// Waiting is bounded: every spin polls the launch's abort flag and, after
+// the watchdog period (read from %globaltimer), claims the report, writes it
+// into host-mapped memory, raises the abort flag and returns false; the
+// interpreter loop then stops and the block exits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_DEVICE_KERNEL_CUH
+#define COLL_INTERPRETER_CUDA_DEVICE_KERNEL_CUH
+
+#include "device/PrimsLL.h"
+#include "device/PrimsLL128.h"
+#include "device/PrimsSimple.h"
+
+#include "DeviceTypes.h"
+
+#include "coll/interpreter/StepSemantics.h"
+
+#include <cstdint>
+
+namespace coll::interp::cuda {
+
+/// Blocks of MaxThreadsPerBlock threads that must fit on one SM: bounds the
+/// registers per thread so that large plans stay co-resident.
+inline constexpr int MinBlocksPerSm = 2;
+
+/// One block per tb of every rank (or of one rank, from p.firstTb): gridDim.x
+/// == number of tbs launched,
+/// dynamic shared memory == p.maxSteps * sizeof(PlanStep).
+template <class T, Proto P, bool Trace>
+__global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
+    collectiveKernel(const KernelParams p) {
+  PlanStep *const sharedSteps = dynamicShared<PlanStep>();
+  __shared__ PlanTb tb;
+  __shared__ uint32_t generation;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  const int32_t tbIndex = p.firstTb + static_cast<int32_t>(blockIdx.x);
+  auto *control = reinterpret_cast<DeviceControl *>(p.state);
+
+  if (tid == 0) {
+    tb = p.tbs[tbIndex];
+    // The last block of the previous launch advanced it before that launch
+    // ended; no block of this launch advances it before all have read it.
+    generation = ptx::ldVolatile(&control->generation);
+  }
+  __syncthreads();
+  for (int32_t i = static_cast<int32_t>(tid); i < tb.nSteps; i += static_cast<int32_t>(nthreads))
+    sharedSteps[i] = p.steps[tb.stepBegin + i];
+  __syncthreads();
+
+  {
+    Prims<T, P, Trace> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
+    const RankPointers &rank = p.ranks[tb.rank];
+    RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
+                           static_cast<T *>(rank.scratch)};
+    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations, p.sliceElems);
+    prims.traceFinish();
+  }
+
+  __syncthreads();
+  // acq_rel: every other block's increment (and its read of `generation`
+  // before it) happens before the last block's plain stores below. With a
+  // relaxed atomicAdd those stores raced with the other blocks' accesses in
+  // the PTX memory model (ThreadSanitizer found it on the CPU emulation).
+  if (tid == 0 && ptx::atomicAddAcqRel(&control->finished, 1u) == gridDim.x - 1) {
+    control->finished = 0;
+    control->generation = generation + 1;
+  }
+}
+
+/// avg: divides the reduced outputs by the rank count after the collective,
+/// as the host backend does. blockIdx.y picks the rank (from firstRank).
+template <class T>
+__global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int32_t nranks,
+                              uint64_t elems) {
+  T *out = static_cast<T *>(ranks[firstRank + static_cast<int32_t>(blockIdx.y)].output);
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < elems;
+       i += uint64_t(gridDim.x) * blockDim.x)
+    out[i] = Arith<T>::divide(out[i], nranks);
+}
+
+/// The kernels of protocol P, indexed by DataType's value; `trace`: the
+/// ones that record a timeline (separate kernels, so that the others keep
+/// their registers).
+template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace) {
+  static const void *const plain[] = {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false>),
+#include "coll/interpreter/DataTypes.def"
+  };
+  static const void *const traced[] = {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true>),
+#include "coll/interpreter/DataTypes.def"
+  };
+  return trace ? traced[type] : plain[type];
+}
+
+} // namespace coll::interp::cuda
+
+#endif // COLL_INTERPRETER_CUDA_DEVICE_KERNEL_CUH

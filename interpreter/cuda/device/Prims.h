@@ -1,0 +1,334 @@
+//===- Prims.h - The data movement of one block ------------------*- CUDA -*-===//
+//
+// Prims<T, P, Trace>: what a block of the kernel does for the interpreter
+// loop (StepSemantics.h) under protocol P. This file holds what every
+// protocol shares: the block's connections and dependency flags, local
+// copies and reductions, the wait loop with its watchdog, and the skeleton
+// of a FIFO step (move), which hands the data to its protocol. Each
+// protocol's own waits and data movement are in a file of its own, as
+// NCCL's are: PrimsSimple.h, PrimsLL.h, PrimsLL128.h (Kernel.cuh includes
+// all three). They are members of this one class template, defined out of
+// line, so that the kernel compiles to the code it always has.
+//
+// Memory model and the protocols' ordering: Kernel.cuh and docs/CUDA.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_DEVICE_PRIMS_H
+#define COLL_INTERPRETER_CUDA_DEVICE_PRIMS_H
+
+#include "device/Hardware.h"
+#include "device/Reduce.h"
+#include "device/Timeline.h"
+
+#include "DeviceTypes.h"
+
+#include "coll/interpreter/ReduceOps.h"
+
+#include <cstdint>
+
+namespace coll::interp::cuda {
+
+/// Polls between two looks at the abort flag and the clock.
+inline constexpr uint32_t SpinsPerCheck = 64;
+
+/// The data movement of one block for the interpreter loop. Every method is
+/// called by all threads of the block with the same arguments.
+template <class T, Proto P, bool Trace> class Prims {
+public:
+  __device__ Prims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
+                         uint32_t generation, const PlanStep *steps, uint32_t tid,
+                         uint32_t nthreads)
+      : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
+        nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)) {
+    if (tb.sendConn >= 0) {
+      unsigned char *c = connection(tb.sendConn);
+      sendHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
+      sendTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
+      sendFifo = c + ConnectionLayout::FifoOffset;
+      // Only this tb writes the tail; the previous launch's last store is
+      // visible at the kernel boundary.
+      sendSeq = ptx::ldVolatile(sendTail);
+    }
+    if (tb.recvConn >= 0) {
+      unsigned char *c = connection(tb.recvConn);
+      recvHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
+      recvTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
+      recvFifo = c + ConnectionLayout::FifoOffset;
+      recvSeq = ptx::ldVolatile(recvHead);
+    }
+  }
+
+  __device__ void at(uint64_t it, const PlanStep &step) {
+    iteration = it;
+    stepIndex = static_cast<int32_t>(&step - steps);
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::step(*control, it, stepIndex);
+  }
+
+  /// At the end of the launch: closes the timeline's open step.
+  __device__ void traceFinish() {
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::finish(*control);
+  }
+
+  __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t irStep) {
+    bool fail = false;
+    if (tid == 0) {
+      const uint64_t *flag = tbFlag(depTb);
+      const uint32_t goal = flagProgress(it, p.span, irStep);
+      uint64_t seen = 0;
+      fail = !spin([&] { return flagReached(seen = ptx::ldRelaxed(flag), generation, goal); },
+                   [&](WatchdogReport &r) {
+                     r.kind = WaitKind::Dependency;
+                     r.depTb = depTb;
+                     r.depStep = irStep;
+                     r.expected = goal;
+                     r.observed = static_cast<uint32_t>(seen >> 32) == generation
+                                      ? static_cast<uint32_t>(seen)
+                                      : 0;
+                   },
+                   3);
+      if (!fail)
+        ptx::fenceAcquire();
+    }
+    return !__syncthreads_or(fail);
+  }
+
+  /// Every prim ends with a block barrier, so all of the step's accesses
+  /// precede this release.
+  __device__ void publish(uint64_t it, int32_t irStep) {
+    if (tid == 0)
+      ptx::stRelease(tbFlag(tbIndex), makeFlag(generation, flagProgress(it, p.span, irStep)));
+  }
+
+  __device__ bool send(const T *src, uint64_t n) {
+    return move<false, true, false, true>(src, nullptr, n);
+  }
+  __device__ bool recv(T *dst, uint64_t n) {
+    return move<true, false, true, false>(nullptr, dst, n);
+  }
+  __device__ bool recvCopySend(T *dst, uint64_t n) {
+    return move<true, false, true, true>(nullptr, dst, n);
+  }
+  __device__ bool recvReduceSend(const T *src, uint64_t n) {
+    return move<true, true, false, true>(src, nullptr, n);
+  }
+  __device__ bool recvReduceCopy(const T *src, T *dst, uint64_t n) {
+    return move<true, true, true, false>(src, dst, n);
+  }
+  __device__ bool recvReduceCopySend(const T *src, T *dst, uint64_t n) {
+    return move<true, true, true, true>(src, dst, n);
+  }
+
+  __device__ void copy(const T *src, T *dst, uint64_t n) {
+    traceElems(n);
+    transform<T, 1, 1>(&src, 1, &dst, n, tid, nthreads, OpSum<T>{});
+    __syncthreads();
+  }
+
+  /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)), as the host computes it.
+  __device__ void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
+    traceElems(n);
+    const T *in[MaxReduceSources + 1];
+    in[0] = dst;
+    for (int r = 0; r < nsrc; ++r)
+      in[r + 1] = srcs[r];
+    withOp<T>(p.op, [&](auto op) { transform<T, 0, 1>(in, nsrc + 1, &dst, n, tid, nthreads, op); });
+    __syncthreads();
+  }
+
+private:
+  __device__ unsigned char *connection(int32_t c) const {
+    return p.connections[c];
+  }
+  __device__ uint64_t *tbFlag(int32_t t) const {
+    return reinterpret_cast<uint64_t *>(p.state + p.flagsOffset) + t * FlagStrideWords;
+  }
+  template <class U> __device__ U *slot(unsigned char *fifo, uint64_t seq) const {
+    return reinterpret_cast<U *>(fifo + (seq % FifoDepth) * p.connection.slotStride);
+  }
+
+  /// Spins until ready() holds. Gives up when the launch is aborted, or after
+  /// the watchdog period, when it reports (fill() adds what was waited for)
+  /// and aborts the launch.
+  /// `traceKind`: the wait's kind in a timeline (host::TraceEvent's).
+  template <class Ready, class Fill>
+  __device__ bool spin(Ready &&ready, Fill &&fill, uint32_t traceKind) {
+    if (ready())
+      return true;
+    const uint64_t start = ptx::globalTimer();
+    for (uint32_t spins = 1;; ++spins) {
+      ptx::spinPause();
+      if (ready()) {
+        if constexpr (Trace)
+          if (control->traceEvents && tid == 0)
+            timeline::add(*control, start, ptx::globalTimer(), iteration, stepIndex, traceKind,
+                          false);
+        return true;
+      }
+      if (spins % SpinsPerCheck != 0)
+        continue;
+      if (ptx::ldVolatile(&control->abort))
+        return false;
+      if (ptx::globalTimer() - start >= p.watchdogNs) {
+        report(fill);
+        return false;
+      }
+    }
+  }
+
+  /// The first block to time out writes the report; every one raises abort.
+  template <class Fill> __device__ void report(Fill &fill) {
+    if (atomicCAS(&control->claimed, 0u, 1u) == 0u) {
+      WatchdogReport r{};
+      r.tb = tbIndex;
+      r.step = stepIndex;
+      r.iteration = iteration;
+      r.connection = -1;
+      r.depTb = -1;
+      r.depStep = -1;
+      fill(r);
+      *p.report = r;
+      __threadfence_system();
+      ptx::stVolatile(&p.report->valid, 1u);
+    }
+    atomicExch(&control->abort, 1u);
+  }
+
+  /// Thread 0: until slot sendSeq is free (the receiver freed sendSeq - 7).
+  __device__ bool waitFreeSlot() {
+    if (sendSeq - sendHeadSeen < FifoDepth)
+      return true; // acquired by an earlier wait
+    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldRelaxed(sendHead)) < FifoDepth; },
+                   [&](WatchdogReport &r) {
+                     r.kind = WaitKind::FreeSlot;
+                     r.connection = tb.sendConn;
+                     r.slot = sendSeq;
+                     r.head = sendHeadSeen;
+                     r.tail = sendSeq;
+                   },
+                   2);
+    if (ok)
+      ptx::fenceAcquire();
+    return ok;
+  }
+
+  /// Thread 0, Simple: until the sender has filled slot recvSeq (PrimsSimple.h).
+  __device__ bool waitSimpleData();
+
+  /// Any thread, LL: until both halves of `line` carry `flag` (PrimsLL.h).
+  __device__ bool waitLLLine(const uint64_t *line, uint32_t flag, uint64_t index, uint64_t &w0,
+                             uint64_t &w1);
+
+  /// Lane 7 of a group, LL128: until the line's flag word is `flag` (PrimsLL128.h).
+  __device__ bool waitLL128Line(const uint64_t *line, uint64_t flag, uint64_t index);
+
+  /// One FIFO step: receive from the receive peer (Recv), combine with the
+  /// local src (Src), store to the local dst (Dst), send on (Send).
+  template <bool Recv, bool Src, bool Dst, bool Send>
+  __device__ bool move(const T *src, T *dst, uint64_t n) {
+    traceElems(n);
+    // Thread 0 waits for what guards the whole slot: for Simple the receive
+    // slot's data (LL and LL128 data carry flags), and a free send slot. In
+    // the host backend's order — the received data first (for LL and LL128
+    // its first line), then the free slot — so that a stall is reported as
+    // the host reports it.
+    if constexpr (Send || (Recv && P == Proto::Simple)) {
+      bool fail = false;
+      if (tid == 0) {
+        if constexpr (Recv && P == Proto::Simple) {
+          fail = !waitSimpleData();
+        } else if constexpr (Recv && P == Proto::LL) {
+          uint64_t w0, w1;
+          if (llLines(n * sizeof(T)) > 0)
+            fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0, w0, w1);
+        } else if constexpr (Recv && P == Proto::LL128) {
+          if (ll128Lines(n * sizeof(T)) > 0)
+            fail = !waitLL128Line(slot<const uint64_t>(recvFifo, recvSeq), ll128Flag(recvSeq), 0);
+        }
+        if constexpr (Send)
+          fail = fail || !waitFreeSlot();
+      }
+      if (__syncthreads_or(fail))
+        return false;
+    }
+    bool ok = true;
+    if constexpr (Recv && Src)
+      withOp<T>(p.op, [&](auto op) { ok = moveData<Recv, Src, Dst, Send>(src, dst, n, op); });
+    else
+      ok = moveData<Recv, Src, Dst, Send>(src, dst, n, OpSum<T>{});
+    // Everyone is done with both slots before thread 0 hands them over.
+    if (__syncthreads_or(!ok))
+      return false;
+    if (tid == 0) {
+      if constexpr (Send) {
+        if constexpr (P == Proto::Simple)
+          ptx::stRelease(sendTail, sendSeq + 1);
+        else // the lines carry their own flags; the tail is for the report and the next launch
+          ptx::stRelaxed(sendTail, sendSeq + 1);
+      }
+      if constexpr (Recv)
+        ptx::stRelease(recvHead, recvSeq + 1);
+    }
+    if constexpr (Send)
+      ++sendSeq;
+    if constexpr (Recv)
+      ++recvSeq;
+    return true;
+  }
+
+  template <bool Recv, bool Src, bool Dst, bool Send, class Op>
+  __device__ bool moveData(const T *src, T *dst, uint64_t n, Op op) {
+    if constexpr (P == Proto::Simple) {
+      return moveSimple<Recv, Src, Dst, Send>(src, dst, n, op);
+    } else if constexpr (P == Proto::LL) {
+      return moveLL<Recv, Src, Dst, Send>(src, dst, n, op);
+    } else {
+      return moveLL128<Recv, Src, Dst, Send>(src, dst, n, op);
+    }
+  }
+
+  /// Simple: the block's pack loop over the slots and the local buffers
+  /// (PrimsSimple.h).
+  template <bool Recv, bool Src, bool Dst, bool Send, class Op>
+  __device__ bool moveSimple(const T *src, T *dst, uint64_t n, Op op);
+
+  /// LL: thread t moves lines t, t + nthreads, ... (8 data bytes each) (PrimsLL.h).
+  template <bool Recv, bool Src, bool Dst, bool Send, class Op>
+  __device__ bool moveLL(const T *src, T *dst, uint64_t n, Op op);
+
+  /// LL128: each warp moves four lines at a time, eight lanes per line (PrimsLL128.h).
+  template <bool Recv, bool Src, bool Dst, bool Send, class Op>
+  __device__ bool moveLL128(const T *src, T *dst, uint64_t n, Op op);
+
+  const KernelParams &p;
+  const PlanTb &tb;
+  const int32_t tbIndex;
+  const uint32_t generation;
+  const PlanStep *const steps;
+  const uint32_t tid, nthreads;
+  DeviceControl *const control;
+
+  uint64_t *sendHead = nullptr, *sendTail = nullptr, *recvHead = nullptr, *recvTail = nullptr;
+  unsigned char *sendFifo = nullptr, *recvFifo = nullptr;
+  uint64_t sendSeq = 0, recvSeq = 0; ///< slots this tb has sent / received, ever
+  uint64_t sendHeadSeen = 0;         ///< thread 0: the receiver's head, last acquired
+  uint64_t recvTailSeen = 0;         ///< thread 0, Simple: the sender's tail, last acquired
+
+  uint64_t iteration = 0; ///< where the block is, for the watchdog's report
+  int32_t stepIndex = 0;
+
+  __device__ void traceElems(uint64_t n) {
+    if constexpr (Trace)
+      if (control->traceEvents && tid == 0)
+        timeline::elems(*control, n);
+  }
+};
+
+
+} // namespace coll::interp::cuda
+
+#endif // COLL_INTERPRETER_CUDA_DEVICE_PRIMS_H

@@ -1,0 +1,305 @@
+//===- Prims.h - The data movement of one tb on the host ------------*- C++ -*-===//
+//
+// Prims<T, Op, Proto>: what a tb of the host backend does for the
+// interpreter loop (StepSemantics.h), the host side of the kernel's
+// primitives (interpreter/cuda/device/Prims.h): dependency flags, local
+// copies and reductions, waiting with the watchdog, and the FIFO steps
+// (send, receive and their fused forms). Each protocol's own part is in a
+// file of its own, as the kernel's are: PrimsSimple.h, PrimsLL.h,
+// PrimsLL128.h. Memory ordering per protocol: coll/interpreter/host/Rank.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_LIB_HOST_PRIMS_H
+#define COLL_INTERPRETER_LIB_HOST_PRIMS_H
+
+#include "coll/interpreter/host/Data.h"
+#include "host/State.h"
+
+#include "coll/interpreter/Protocol.h"
+#include "coll/interpreter/ReduceOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <chrono>
+#include <string>
+
+namespace coll::interp::host {
+
+using ir::Protocol;
+
+inline int64_t traceNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             Clock::now().time_since_epoch())
+      .count();
+}
+
+/// The data movement of one tb, per element type, operator and protocol;
+/// each protocol's own part is in its file (PrimsSimple.h, PrimsLL.h,
+/// PrimsLL128.h).
+template <class T, class Op, Protocol Proto> class Prims {
+public:
+  explicit Prims(TbState &s)
+      : s(s), ex(*s.owner), send_(s.send.valid() ? &s.send : nullptr),
+        recv_(s.recv.valid() ? &s.recv : nullptr), stageIn(s.stageIn.as<T>()),
+        stageOut(s.stageOut.as<T>()) {}
+
+  ~Prims() {
+    ringOwed();
+    if (s.trace && open)
+      s.trace->events[openIndex].end = traceNow();
+  }
+
+  void at(uint64_t iteration, const PlanStep &step) {
+    s.iteration.store(iteration, std::memory_order_relaxed);
+    s.step.store(&step, std::memory_order_relaxed);
+    if (s.trace) {
+      int64_t now = traceNow();
+      if (open)
+        s.trace->events[openIndex].end = now;
+      openIndex = s.trace->events.size();
+      s.trace->events.push_back(TraceEvent{now, now, iteration, &step, 0, 0});
+      open = true;
+    }
+  }
+
+  bool waitDependency(int32_t depTb, uint64_t iteration, int32_t irStep) {
+    TbState &other = ex.localTb(depTb);
+    uint64_t target = ex.flagValue(iteration, irStep);
+    return await(
+        [&] { return other.flag.load(std::memory_order_acquire) >= target; },
+        [&] {
+          uint64_t v = other.flag.load(std::memory_order_relaxed);
+          return llvm::formatv(
+                     "waiting for tb {0} step {1} of iteration {2}; that tb has published {3}",
+                     ex.plan.tbs[depTb].tb, irStep, iteration,
+                     v == 0 ? std::string("nothing yet")
+                            : llvm::formatv("step {0} of iteration {1}", (v - 1) % ex.span(),
+                                            (v - 1) / ex.span())
+                                  .str())
+              .str();
+        },
+        3);
+  }
+
+  void publish(uint64_t iteration, int32_t irStep) {
+    s.flag.store(ex.flagValue(iteration, irStep), std::memory_order_release);
+    owe(ex.bell);
+  }
+
+  bool send(const T *src, uint64_t n) {
+    traceElems(n);
+    T *out;
+    if (!sendBegin(out))
+      return false;
+    data::copy(out, src, n);
+    sendEnd(n);
+    return true;
+  }
+
+  bool recv(T *dst, uint64_t n) {
+    const T *in;
+    if (!recvBegin(in, n))
+      return false;
+    data::move(dst, in, n);
+    recvEnd(n);
+    return true;
+  }
+
+  bool recvCopySend(T *dst, uint64_t n) {
+    const T *in;
+    T *out;
+    if (!recvBegin(in, n) || !sendBegin(out))
+      return false;
+    data::copy2(dst, out, in, n);
+    sendEnd(n);
+    recvEnd(n);
+    return true;
+  }
+
+  bool recvReduceSend(const T *src, uint64_t n) {
+    const T *in;
+    T *out;
+    if (!recvBegin(in, n) || !sendBegin(out))
+      return false;
+    data::combine(out, in, src, n, op);
+    sendEnd(n);
+    recvEnd(n);
+    return true;
+  }
+
+  bool recvReduceCopy(const T *src, T *dst, uint64_t n) {
+    const T *in;
+    if (!recvBegin(in, n))
+      return false;
+    data::combine(dst, in, src, n, op);
+    recvEnd(n);
+    return true;
+  }
+
+  bool recvReduceCopySend(const T *src, T *dst, uint64_t n) {
+    const T *in;
+    T *out;
+    if (!recvBegin(in, n) || !sendBegin(out))
+      return false;
+    data::combine2(dst, out, in, src, n, op);
+    sendEnd(n);
+    recvEnd(n);
+    return true;
+  }
+
+  void copy(const T *src, T *dst, uint64_t n) {
+    traceElems(n);
+    data::move(dst, src, n);
+  }
+
+  void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
+    traceElems(n);
+    data::reduceInto(dst, srcs, nsrc, n, op);
+  }
+
+private:
+  /// Doorbells this tb has changed state for and not rung yet (host/Sync.h).
+  void owe(Doorbell &bell) {
+    for (unsigned i = 0; i < nOwed; ++i)
+      if (owed[i] == &bell)
+        return;
+    if (nOwed == std::size(owed))
+      ringOwed();
+    owed[nOwed++] = &bell;
+  }
+  void ringOwed() {
+    if (nOwed == 0)
+      return;
+    Doorbell::fence();
+    for (unsigned i = 0; i < nOwed; ++i)
+      owed[i]->ringFenced();
+    nOwed = 0;
+  }
+
+  void traceElems(uint64_t n) {
+    if (s.trace && open)
+      s.trace->events[openIndex].elems += n;
+  }
+
+  /// Waits for `ready`; on a stall, reports and returns false. `kind` is the
+  /// trace event kind of the wait.
+  template <class Ready, class Describe>
+  bool await(Ready &&ready, Describe &&describe, uint8_t kind) {
+    if (ready())
+      return true;
+    ringOwed(); // before a partner could sleep waiting for this tb
+    int64_t begin = s.trace ? traceNow() : 0;
+    WaitResult r = waitUntil(ready, [&] { return ex.stop.stopping(); }, ex.options.watchdog);
+    if (s.trace)
+      s.trace->events.push_back(TraceEvent{begin, traceNow(),
+                                           s.iteration.load(std::memory_order_relaxed),
+                                           s.step.load(std::memory_order_relaxed), kind, 0});
+    if (r == WaitResult::Ready)
+      return true;
+    if (r == WaitResult::TimedOut)
+      ex.stop.stall(llvm::formatv("watchdog: no progress for {0} ms at {1}: {2}",
+                                  ex.options.watchdog.count(),
+                                  describeTbPosition(ex.plan, s.globalTb,
+                                                     s.iteration.load(std::memory_order_relaxed),
+                                                     s.step.load(std::memory_order_relaxed)),
+                                  describe())
+                        .str());
+    return false;
+  }
+
+  static std::string connectionCounters(const ConnectionEnd &c) {
+    return llvm::formatv("connection {0}->{1} channel {2}: sender filled {3} slots, "
+                         "receiver freed {4}",
+                         c.sender, c.receiver, c.channel,
+                         c.control->tail.load(std::memory_order_relaxed),
+                         c.control->head.load(std::memory_order_relaxed))
+        .str();
+  }
+
+  std::atomic<uint64_t> *words(const ConnectionEnd &c, uint64_t seq) const {
+    return reinterpret_cast<std::atomic<uint64_t> *>(c.fifo) + (seq % FifoDepth) * c.shape.slotWords;
+  }
+
+  bool sendBegin(T *&out) {
+    ConnectionEnd &c = *send_;
+    uint64_t seq = c.control->tail.load(std::memory_order_relaxed); // only this tb writes it
+    if (!await([&] { return c.slotFree(seq); },
+               [&] {
+                 return "waiting for a free slot to send on (the FIFO of " +
+                        std::to_string(FifoDepth) + " slots is full); " + connectionCounters(c);
+               },
+               2))
+      return false;
+    out = Proto == Protocol::Simple
+              ? reinterpret_cast<T *>(c.fifo + (seq % FifoDepth) * c.shape.slotBytes)
+              : stageOut;
+    return true;
+  }
+
+  void sendEnd(uint64_t n) {
+    ConnectionEnd &c = *send_;
+    uint64_t seq = c.control->tail.load(std::memory_order_relaxed);
+    uint64_t bytes = n * sizeof(T);
+    if constexpr (Proto == Protocol::LL)
+      storeLL(c, seq, bytes);
+    else if constexpr (Proto == Protocol::LL128)
+      storeLL128(c, seq, bytes);
+    // Release in every protocol: a network proxy reads the slot after `tail`.
+    c.control->sizes[seq % FifoDepth].store(static_cast<uint32_t>(bytes), std::memory_order_relaxed);
+    c.control->call.store(s.sendTag, std::memory_order_relaxed);
+    c.control->tail.store(seq + 1, std::memory_order_release);
+    owe(*c.peerBell);
+  }
+
+  bool recvBegin(const T *&in, uint64_t n) {
+    traceElems(n);
+    ConnectionEnd &c = *recv_;
+    uint64_t seq = c.control->head.load(std::memory_order_relaxed); // only this tb writes it
+    uint64_t bytes = n * sizeof(T);
+    auto noData = [&](const std::string &what) {
+      return "waiting for data to receive (" + what + "); " + connectionCounters(c);
+    };
+    if constexpr (Proto == Protocol::Simple)
+      return recvSimple(c, seq, in);
+    else if constexpr (Proto == Protocol::LL)
+      return recvLL(c, seq, bytes, noData, in);
+    else
+      return recvLL128(c, seq, bytes, noData, in);
+  }
+
+  void recvEnd(uint64_t) {
+    ConnectionEnd &c = *recv_;
+    c.control->head.store(c.control->head.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_release);
+    owe(*c.peerBell);
+  }
+
+  // Each protocol's own part (PrimsSimple.h, PrimsLL.h, PrimsLL128.h):
+  // storing a slot (LL, LL128: from the staging buffer, with flags) and
+  // receiving one (Simple: in place; LL, LL128: line by line into the
+  // staging buffer), `noData` wording a stall.
+  bool recvSimple(ConnectionEnd &c, uint64_t seq, const T *&in);
+  void storeLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes);
+  template <class NoData>
+  bool recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData, const T *&in);
+  void storeLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes);
+  template <class NoData>
+  bool recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData, const T *&in);
+
+  TbState &s;
+  RankRunner::Impl &ex;
+  ConnectionEnd *send_ = nullptr;
+  ConnectionEnd *recv_ = nullptr;
+  T *stageIn = nullptr;
+  T *stageOut = nullptr;
+  Op op;
+  bool open = false;
+  size_t openIndex = 0;
+  Doorbell *owed[4];
+  unsigned nOwed = 0;
+};
+
+} // namespace coll::interp::host
+
+#endif // COLL_INTERPRETER_LIB_HOST_PRIMS_H
