@@ -64,14 +64,14 @@ public:
     stepIndex = static_cast<int32_t>(&step - steps);
     if constexpr (Trace)
       if (control->traceEvents && tid == 0)
-        timeline::step(*control, it, stepIndex);
+        timeline::step(*control, block(), it, stepIndex);
   }
 
   /// At the end of the launch: closes the timeline's open step.
   __device__ void traceFinish() {
     if constexpr (Trace)
       if (control->traceEvents && tid == 0)
-        timeline::finish(*control);
+        timeline::finish(*control, block());
   }
 
   __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t irStep) {
@@ -144,6 +144,8 @@ private:
   __device__ unsigned char *connection(int32_t c) const {
     return p.connections[c];
   }
+  /// The block's index in its launch (the kernel entry's blockIdx.x).
+  __device__ uint32_t block() const { return static_cast<uint32_t>(tbIndex - p.firstTb); }
   __device__ uint64_t *tbFlag(int32_t t) const {
     return reinterpret_cast<uint64_t *>(p.state + p.flagsOffset) + t * FlagStrideWords;
   }
@@ -165,8 +167,8 @@ private:
       if (ready()) {
         if constexpr (Trace)
           if (control->traceEvents && tid == 0)
-            timeline::add(*control, start, ptx::globalTimer(), iteration, stepIndex, traceKind,
-                          false);
+            timeline::add(*control, block(), start, ptx::globalTimer(), iteration, stepIndex,
+                          traceKind, false);
         return true;
       }
       if (spins % SpinsPerCheck != 0)
@@ -324,7 +326,7 @@ private:
   __device__ void traceElems(uint64_t n) {
     if constexpr (Trace)
       if (control->traceEvents && tid == 0)
-        timeline::elems(*control, n);
+        timeline::elems(*control, block(), n);
   }
 };
 

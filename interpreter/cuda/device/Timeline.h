@@ -20,18 +20,18 @@ namespace coll::interp::cuda {
 // Only in the kernels instantiated with Trace (collectiveKernelFor), which
 // find the buffers in the device state (DeviceControl) and keep their own
 // state there too (traceCounts: per block the events so far and 1 + the
-// open step's, 0 for none).
+// open step's, 0 for none). `block` is the block's index in its launch.
 
 namespace timeline {
 
 /// Adds an event (counted even when it does not fit); `open`: it is the
 /// step whose elements follow.
-static __device__ void add(const DeviceControl &c, uint64_t begin, uint64_t end, uint64_t iteration,
-                           int32_t step, uint32_t kind, bool open) {
-  uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+__device__ inline void add(const DeviceControl &c, uint32_t block, uint64_t begin, uint64_t end,
+                           uint64_t iteration, int32_t step, uint32_t kind, bool open) {
+  uint32_t *state = c.traceCounts + 2 * uint64_t(block);
   const uint32_t index = state[0]++;
   if (index < c.traceCapacity) {
-    DeviceTraceEvent &e = c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + index];
+    DeviceTraceEvent &e = c.traceEvents[uint64_t(block) * c.traceCapacity + index];
     e.begin = begin;
     e.end = end;
     e.iteration = iteration;
@@ -44,27 +44,30 @@ static __device__ void add(const DeviceControl &c, uint64_t begin, uint64_t end,
 }
 
 /// Ends the open step at `now`.
-static __device__ void close(const DeviceControl &c, uint64_t now) {
-  uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+__device__ inline void close(const DeviceControl &c, uint32_t block, uint64_t now) {
+  uint32_t *state = c.traceCounts + 2 * uint64_t(block);
   if (state[1] != 0 && state[1] - 1 < c.traceCapacity)
-    c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + state[1] - 1].end = now;
+    c.traceEvents[uint64_t(block) * c.traceCapacity + state[1] - 1].end = now;
   state[1] = 0;
 }
 
 /// A step starts: the previous one ends.
-static __device__ void step(const DeviceControl &c, uint64_t iteration, int32_t step) {
+__device__ inline void step(const DeviceControl &c, uint32_t block, uint64_t iteration,
+                            int32_t step) {
   const uint64_t now = ptx::globalTimer();
-  close(c, now);
-  add(c, now, now, iteration, step, 0, true);
+  close(c, block, now);
+  add(c, block, now, now, iteration, step, 0, true);
 }
 
-static __device__ void elems(const DeviceControl &c, uint64_t n) {
-  const uint32_t *state = c.traceCounts + 2 * uint64_t(blockIdx.x);
+__device__ inline void elems(const DeviceControl &c, uint32_t block, uint64_t n) {
+  const uint32_t *state = c.traceCounts + 2 * uint64_t(block);
   if (state[1] != 0 && state[1] - 1 < c.traceCapacity)
-    c.traceEvents[uint64_t(blockIdx.x) * c.traceCapacity + state[1] - 1].elems += n;
+    c.traceEvents[uint64_t(block) * c.traceCapacity + state[1] - 1].elems += n;
 }
 
-static __device__ void finish(const DeviceControl &c) { close(c, ptx::globalTimer()); }
+__device__ inline void finish(const DeviceControl &c, uint32_t block) {
+  close(c, block, ptx::globalTimer());
+}
 
 } // namespace timeline
 
