@@ -334,7 +334,7 @@ void lower(Program &prog) {
           recv.type = ir::StepType::RecvReduceCopy;
           // The local operand is the destination's current data. Both
           // operands of a receiving step share one offset (srcoff names the
-          // local operand, DESIGN.md §3): where the input and output names
+          // local operand, docs/ARCHITECTURE.md §3): where the input and output names
           // differ in offset, use the memory's own name for both.
           recv.src = namer.read(recv.rank, dst, width);
           if (recv.src.buf != recv.dst.buf && recv.src.off != recv.dst.off)

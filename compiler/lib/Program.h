@@ -35,7 +35,7 @@ namespace coll::compiler {
 using InstrId = uint32_t;
 inline constexpr InstrId NoInstr = ~InstrId(0);
 
-/// Slots of the connection FIFOs (DESIGN.md §3): a send of more slices than
+/// Slots of the connection FIFOs (docs/ARCHITECTURE.md §3): a send of more slices than
 /// are free waits for the receiver.
 inline constexpr int32_t FifoSlots = 8;
 

@@ -291,7 +291,7 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
     checkOperand(ref, step, "dst", step.dstBuf, step.dstOff);
   checkDependency(ref, step);
   // The reference compiler sometimes writes the sender's index into a
-  // receiving step's srcoff (DESIGN.md §3).
+  // receiving step's srcoff (docs/ARCHITECTURE.md §3).
   if (info.receives && step.srcOff != step.dstOff)
     diags.warning(step.line, ref,
                   "'" + type + "' has srcoff " + llvm::Twine(step.srcOff) +

@@ -30,7 +30,7 @@
 namespace coll::lang {
 
 /// The geometry, precondition and postcondition of a built-in collective
-/// (DESIGN.md §5 and docs/LANGUAGE.md).
+/// (docs/ARCHITECTURE.md §5 and docs/LANGUAGE.md).
 CollectiveSpec makeBuiltinSpec(ir::Collective kind, int32_t nranks,
                                int32_t chunksPerBlock, int32_t root,
                                bool inplace);

@@ -1,7 +1,7 @@
 //===- Compiler.h - From a traced program to verified MSCCL IR --*- C++ -*-===//
 //
 // The compiler turns the ChunkDag that the front end traced into an
-// ir::Algorithm (DESIGN.md §1, docs/COMPILER.md):
+// ir::Algorithm (docs/ARCHITECTURE.md §1, docs/COMPILER.md):
 //
 //   layout      chunk refinement (instances x parallel factors), lanes,
 //               channels, buffer views

@@ -1,7 +1,7 @@
 //===- Plan.h - The flat program the backends execute -----------*- C++ -*-===//
 //
 // buildPlan turns a verified ir::Algorithm into flat arrays of fixed-size
-// records (DESIGN.md §4): per tb its steps, per step its chunk slices. The
+// records (docs/ARCHITECTURE.md §4): per tb its steps, per step its chunk slices. The
 // records are POD so the CUDA backend can copy them to device memory as is.
 //
 // A plan does not depend on the element count. resolveCall maps every slice

@@ -1,7 +1,7 @@
 //===- Protocol.h - Connection FIFOs and protocol framing -------*- C++ -*-===//
 //
 // A connection (sender, receiver, channel) is a FIFO of FifoDepth slots in
-// receiver-visible memory (DESIGN.md §4). The sender counts slots it has
+// receiver-visible memory (docs/ARCHITECTURE.md §4). The sender counts slots it has
 // filled, the receiver slots it has freed (`head`); a sender may fill slot
 // number n only once n - head < FifoDepth. How the receiver learns that a
 // slot holds data depends on the protocol:

@@ -1,6 +1,6 @@
 //===- StepSemantics.h - The interpreter loop, host and device --*- C++ -*-===//
 //
-// What one tb does, written once for every backend (DESIGN.md §4): for each
+// What one tb does, written once for every backend (docs/ARCHITECTURE.md §4): for each
 // pipeline iteration, for each step: wait for the step's dependency, move the
 // iteration's slice of every chunk the step names, then publish completion if
 // other tbs wait on the step.

@@ -1,6 +1,6 @@
 //===- Algorithm.h - The Coll IR data model ---------------------*- C++ -*-===//
 //
-// The in-memory form of an MSCCL-compatible algorithm (DESIGN.md §3): an
+// The in-memory form of an MSCCL-compatible algorithm (docs/ARCHITECTURE.md §3): an
 // algorithm has one Gpu per rank, each Gpu a list of ThreadBlocks, each
 // ThreadBlock a list of Steps. Element ids are positions in the vectors
 // (gpu i is gpus[i], tb t of that gpu is tbs[t], step s is steps[s]); the
@@ -90,7 +90,7 @@ inline CollectiveInfo collectiveInfo(Collective coll) {
 // Elements
 //===----------------------------------------------------------------------===//
 
-/// One `<step>`. Offsets and `count` are in chunks (DESIGN.md §3).
+/// One `<step>`. Offsets and `count` are in chunks (docs/ARCHITECTURE.md §3).
 struct Step {
   StepType type = StepType::Nop;
   BufferKind srcBuf = BufferKind::Input;

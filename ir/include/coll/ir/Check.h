@@ -2,7 +2,7 @@
 //
 // `collir --check` (docs/IR.md, "Checking"): after the verifier has accepted
 // an algorithm, three static checks decide whether every run of it, on any
-// runtime that follows DESIGN.md §4 and for every call size, computes its
+// runtime that follows docs/ARCHITECTURE.md §4 and for every call size, computes its
 // collective:
 //
 //  - races: two accesses of a rank to the same chunk, at least one a write,

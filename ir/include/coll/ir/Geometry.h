@@ -1,6 +1,6 @@
 //===- Geometry.h - How a call's buffers are cut into chunks ----*- C++ -*-===//
 //
-// DESIGN.md §3, "Chunks": a collective's buffer is viewed as nchunksperloop
+// docs/ARCHITECTURE.md §3, "Chunks": a collective's buffer is viewed as nchunksperloop
 // chunks; the element count need not divide evenly. Each `count`-element
 // *block* (the whole buffer of allreduce/broadcast/reduce, one rank's part of
 // an allgather output, of a reducescatter input, of an alltoall buffer, ...)

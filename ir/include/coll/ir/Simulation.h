@@ -1,6 +1,6 @@
 //===- Simulation.h - Executing a schedule with bounded FIFOs ---*- C++ -*-===//
 //
-// A discrete-time model of the runtime (DESIGN.md §4): every tb runs one
+// A discrete-time model of the runtime (docs/ARCHITECTURE.md §4): every tb runs one
 // step per time unit; a step waits for its dependencies; a receiving step
 // waits for the data its matching send put into the connection's FIFO, in
 // FIFO order; a send needs free slots. A send of more slices than the FIFO

@@ -1,6 +1,6 @@
 //===- Verifier.h - Checking an algorithm against the IR contract -*- C++ -*-===//
 //
-// The verifier checks everything the runtime relies on (DESIGN.md §3) and
+// The verifier checks everything the runtime relies on (docs/ARCHITECTURE.md §3) and
 // returns the analysis it had to compute anyway: the connections and their
 // matched send/receive sequences, and a global order of all steps that
 // respects tb order, dependencies and send-before-receive. A cycle in that

@@ -1,6 +1,6 @@
 //===- XML.h - Reading and writing MSCCL XML --------------------*- C++ -*-===//
 //
-// The reader accepts the MSCCL dialect of DESIGN.md §3: both header forms
+// The reader accepts the MSCCL dialect of docs/ARCHITECTURE.md §3: both header forms
 // (without `outofplace`/`minBytes`/`maxBytes` the defaults are
 // outofplace = !inplace, minBytes = 0, maxBytes = 0), comments, and unknown
 // attributes (each warned about once per element kind and name). It checks

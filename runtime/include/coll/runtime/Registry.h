@@ -1,6 +1,6 @@
 //===- Registry.h - The algorithms a communicator can run ---------*- C++ -*-===//
 //
-// DESIGN.md §3 "Selection", made real. A communicator's registry holds:
+// docs/ARCHITECTURE.md §3 "Selection", made real. A communicator's registry holds:
 //  - the files of COLL_ALGO_DIR (every *.xml and *.coll, in name order) and
 //    COLL_ALGO_FILES (':' or ',' separated), in that order: user algorithms;
 //  - the programs of algorithms/, embedded in the library at build time:

@@ -1,6 +1,6 @@
 //===- Topology.h - GPUs, switches and the links between them ---*- C++ -*-===//
 //
-// One description of a machine (DESIGN.md §7) for the cost model, the
+// One description of a machine (docs/ARCHITECTURE.md §7) for the cost model, the
 // synthesizer (collsynth) and the tuning tables (colltune): nodes (GPUs,
 // switches, NICs, CPUs, PCIe switches) and directed links, each with a
 // bandwidth in GB/s, a latency in microseconds, a count of physical links it

@@ -1,6 +1,6 @@
 //===- Engine.h - tb tasks on a few threads ---------------------*- C++ -*-===//
 //
-// The host backend's execution model (DESIGN.md §4): every tb of every rank a
+// The host backend's execution model (docs/ARCHITECTURE.md §4): every tb of every rank a
 // process runs is a task, a Fiber; a few threads run them, each its own
 // contiguous share of the tasks, round-robin. A task whose wait cannot be
 // satisfied yields (waitUntil), so one thread keeps every tb of its share

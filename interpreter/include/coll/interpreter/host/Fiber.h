@@ -3,7 +3,7 @@
 // A Fiber runs a function on a stack of its own and can give the thread back
 // in the middle of it (yield), to be resumed later exactly where it stopped.
 // The host backend runs every tb as a fiber, so that a wait that cannot be
-// satisfied switches to another tb instead of blocking a thread (DESIGN.md
+// satisfied switches to another tb instead of blocking a thread (docs/ARCHITECTURE.md
 // §4); the CPU SIMT launcher of the CUDA emulation runs the threads of a
 // block the same way. Both keep their own scheduling loop and only share
 // this primitive.

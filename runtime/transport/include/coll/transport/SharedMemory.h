@@ -1,6 +1,6 @@
 //===- SharedMemory.h - Segments shared by the processes of a host -*- C++ -*-===//
 //
-// The transport between processes of one host (DESIGN.md §7): a connection's
+// The transport between processes of one host (docs/ARCHITECTURE.md §7): a connection's
 // FIFO lives in a segment its receiver creates (shm_open under /dev/shm) and
 // its sender maps. A segment's name is removed as soon as every process that
 // needs it has mapped it, so nothing is left in /dev/shm when a process
