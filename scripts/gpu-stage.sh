@@ -62,7 +62,7 @@ strip -o "$out/lib/$(readlink "$build/lib/libcoll_nccl.so")" "$build/lib/$(readl
 mkdir -p "$out/python" "$out/tests"
 cp -r "$root/runtime/python/coll" "$out/python/"
 rm -rf "$out/python/coll/__pycache__"
-cp "$root/tests/python/torch-check.sh" "$root/tests/python/torch_check.py" "$out/tests/"
+cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch_check.py" "$out/tests/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 

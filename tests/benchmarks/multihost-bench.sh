@@ -3,7 +3,7 @@
 #
 # A benchmark, not a test (docs/PERFORMANCE.md): 2 hosts x 2 ranks, hosts
 # being network namespaces joined by veth pairs and a bridge
-# (tests/multihost/netns-lib.sh). One mpirun job across them runs
+# (tests/runtime/multihost/netns-lib.sh). One mpirun job across them runs
 # coll-vs-mpi, which times Coll (UCX between hosts, shared memory inside)
 # against Open MPI (TCP between hosts, shared memory inside) on the same
 # buffers: once with flat algorithms (ring allreduce, all-pairs alltoall),
@@ -12,8 +12,8 @@ set -u
 build=$(cd "${1:?usage: multihost-bench.sh BUILD_DIR [options]}" && pwd)
 shift
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../multihost/netns-lib.sh
-. "$here/../multihost/netns-lib.sh"
+# shellcheck source=../runtime/multihost/netns-lib.sh
+. "$here/../runtime/multihost/netns-lib.sh"
 tag="collb$$"
 work=$(mktemp -d)
 trap 'netns_remove "$tag" 2; rm -rf "$work" "${TMPDIR:-/tmp}/$tag"-h*' EXIT

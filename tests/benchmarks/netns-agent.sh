@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpirun's launch agent (--mca plm_rsh_agent) for "hosts" that are network
-# namespaces (tests/multihost/netns-lib.sh): called as `agent HOST COMMAND…`,
+# namespaces (tests/runtime/multihost/netns-lib.sh): called as `agent HOST COMMAND…`,
 # it runs COMMAND in the namespace whose eth0 address is HOST, as that host
 # (COLL_HOSTID). COLL_NETNS_TAG names the namespaces.
 host=$1

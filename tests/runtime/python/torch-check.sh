@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # torch-check.sh PYTHON LIBCOLL N MODE
-# Runs tests/python/torch_check.py MODE on N processes (MODE all: the
+# Runs tests/runtime/python/torch_check.py MODE on N processes (MODE all: the
 # collectives and ddp modes in one run) with torchrun
 # (python -m torch.distributed.run) from the virtual environment whose
 # interpreter is PYTHON, with coll.torch from this source tree and LIBCOLL,
 # at COLL_DEBUG=INFO. Passes when every rank printed "ok", the log shows the
 # decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
-# MODE kill starts the ranks of tests/python/torch_kill.py itself (env://)
-# and passes when every survivor raised Coll's error within the watchdog
-# period. Exits 77 (skipped) when PYTHON has no torch.
+# MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
+# (env://) and passes when every survivor raised Coll's error within the
+# watchdog period. Exits 77 (skipped) when PYTHON has no torch.
 set -u
 py=$1 lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,7 +22,7 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../runtime/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
+export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../../runtime/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it ")
 modes=("$mode")

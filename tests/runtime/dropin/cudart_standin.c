@@ -8,7 +8,8 @@
  * 0000:(d+1):00.0. Streams are tokens and copies are memcpy: with
  * COLL_CUDA_PLUGIN=emulated, libcoll serves this "device memory" on the CPU
  * emulation of its GPU backend, so programs written for a GPU (the rank
- * checks of tests/runtime, nccl_gpu_check.c) run their device paths here.
+ * checks of tests/runtime/process, nccl_gpu_check.c) run their device paths
+ * here.
  *
  *===----------------------------------------------------------------------===*/
 

@@ -1,4 +1,4 @@
-"""One rank of a job whose last rank dies mid-call (tests/python/torch-check.sh kill).
+"""One rank of a job whose last rank dies mid-call (tests/runtime/python/torch-check.sh kill).
 
 Started N times with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (env://),
 not under torchrun, whose agent would stop the others itself. Every rank

@@ -1,6 +1,6 @@
 """A torch.distributed program on the "coll" backend, run under torchrun.
 
-    torchrun --nproc_per_node N tests/python/torch_check.py MODE...   (collectives, ddp, tuning, cuda)
+    torchrun --nproc_per_node N tests/runtime/python/torch_check.py MODE...   (collectives, ddp, tuning, cuda)
 
 collectives: every collective coll.torch serves, at sizes 0, 1, odd and up
 to 2.4 MB, in fp32, bf16 and int32, each result checked against the closed
