@@ -1,0 +1,312 @@
+//===- Collectives.cpp - Every collective, checked in closed form ---------===//
+//
+// collectives: every collective, type, size, root and both modes (in place
+// and out of place), each result on this rank checked against the
+// collective's definition; split: communicators made of this one; trace: a
+// few calls for COLL_TRACE.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RankCheck.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace rankcheck {
+
+const char *collName(Coll c) {
+  static const char *names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                "broadcast", "reduce",    "gather",        "scatter"};
+  return names[static_cast<int>(c)];
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+enum class Type { F32, BF16, I32 };
+enum class Red { Sum, Prod, Min, Max, Avg };
+
+const char *typeName(Type t) {
+  return t == Type::F32 ? "fp32" : t == Type::BF16 ? "bf16" : "int32";
+}
+const char *redName(Red r) {
+  static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+  return names[static_cast<int>(r)];
+}
+collDataType_t collType(Type t) {
+  return t == Type::F32 ? collFloat32 : t == Type::BF16 ? collBfloat16 : collInt32;
+}
+collRedOp_t collOp(Red r) {
+  switch (r) {
+  case Red::Sum: return collSum;
+  case Red::Prod: return collProd;
+  case Red::Min: return collMin;
+  case Red::Max: return collMax;
+  case Red::Avg: return collAvg;
+  }
+  return collSum;
+}
+size_t typeSize(Type t) { return t == Type::BF16 ? 2 : 4; }
+
+/// Small integers: exact in every type, sums and products included.
+double value(int r, size_t i, Red red) {
+  if (red == Red::Prod)
+    return double((r + i) % 2 + 1);
+  return double((r * 7 + i * 3) % 5 + 1);
+}
+
+double combine(Red red, size_t i, int n) {
+  double acc = value(0, i, red);
+  for (int a = 1; a < n; ++a) {
+    double v = value(a, i, red);
+    switch (red) {
+    case Red::Sum:
+    case Red::Avg: acc += v; break;
+    case Red::Prod: acc *= v; break;
+    case Red::Min: acc = std::min(acc, v); break;
+    case Red::Max: acc = std::max(acc, v); break;
+    }
+  }
+  return acc;
+}
+
+/// The expected average, as each type computes it.
+double average(double sum, int n, Type t) {
+  if (t == Type::I32)
+    return double(int64_t(sum) / n);
+  return sum / n;
+}
+
+void store(std::vector<unsigned char> &buf, size_t i, double v, Type t) {
+  unsigned char *p = buf.data() + i * typeSize(t);
+  if (t == Type::F32) {
+    float f = float(v);
+    std::memcpy(p, &f, 4);
+  } else if (t == Type::I32) {
+    int32_t x = int32_t(v);
+    std::memcpy(p, &x, 4);
+  } else {
+    float f = float(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    uint16_t h = uint16_t(bits >> 16); // exact for small integers
+    std::memcpy(p, &h, 2);
+  }
+}
+
+double load(const std::vector<unsigned char> &buf, size_t i, Type t) {
+  const unsigned char *p = buf.data() + i * typeSize(t);
+  if (t == Type::F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  if (t == Type::I32) {
+    int32_t x;
+    std::memcpy(&x, p, 4);
+    return x;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+bool close(double got, double want, Type t, Red red) {
+  if (red != Red::Avg || t == Type::I32)
+    return got == want;
+  double tol = t == Type::BF16 ? 1e-2 : 1e-6;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Runs one call and checks this rank's result; `root` for rooted ones.
+void runOne(Coll coll, size_t count, Type t, Red red, bool inplace, int root) {
+  const size_t es = typeSize(t);
+  const size_t n = size_t(nranks);
+  const bool reduces =
+      coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+  const bool inPerRank =
+      coll == Coll::ReduceScatter || coll == Coll::AllToAll || coll == Coll::Scatter;
+  const bool outPerRank = coll == Coll::AllGather || coll == Coll::AllToAll || coll == Coll::Gather;
+  const size_t inElems = inPerRank ? n * count : count;
+  const size_t outElems = outPerRank ? n * count : count;
+  const bool isRoot = rank == root;
+  const bool hasInput = !(coll == Coll::Broadcast || coll == Coll::Scatter) || isRoot;
+  const bool hasOutput = !(coll == Coll::Reduce || coll == Coll::Gather) || isRoot;
+  const Red valueRed = reduces ? red : Red::Sum;
+  // Input element j of rank a.
+  auto in = [&](int a, size_t j) { return value(a, j, valueRed); };
+
+  std::vector<unsigned char> sendBuf(std::max<size_t>(inElems, 1) * es, 0xab);
+  std::vector<unsigned char> recvBuf(std::max<size_t>(outElems, 1) * es, 0xcd);
+  std::vector<unsigned char> big(std::max<size_t>(std::max(inElems, outElems), 1) * es, 0xcd);
+  const void *send = sendBuf.data();
+  void *recv = recvBuf.data();
+  size_t outOffset = 0; // where the output starts within `big` in place
+  if (inplace && hasInput && hasOutput) {
+    size_t inOffset = 0;
+    if (outPerRank && !inPerRank)
+      inOffset = size_t(rank) * count;
+    if (inPerRank && !outPerRank)
+      outOffset = size_t(rank) * count;
+    for (size_t j = 0; j < inElems; ++j)
+      store(big, inOffset + j, in(rank, j), t);
+    send = big.data() + inOffset * es;
+    recv = big.data() + outOffset * es;
+  } else {
+    for (size_t j = 0; j < inElems; ++j)
+      store(sendBuf, j, in(rank, j), t);
+    if (!hasInput)
+      send = nullptr; // NCCL: not used on this rank
+    if (!hasOutput)
+      recv = nullptr;
+  }
+  const std::vector<unsigned char> sentCopy = sendBuf;
+
+  collResult_t r = collSuccess;
+  const collDataType_t dt = collType(t);
+  switch (coll) {
+  case Coll::AllReduce: r = collAllReduce(send, recv, count, dt, collOp(red), comm, nullptr); break;
+  case Coll::AllGather: r = collAllGather(send, recv, count, dt, comm, nullptr); break;
+  case Coll::ReduceScatter:
+    r = collReduceScatter(send, recv, count, dt, collOp(red), comm, nullptr);
+    break;
+  case Coll::AllToAll: r = collAlltoAll(send, recv, count, dt, comm, nullptr); break;
+  case Coll::Broadcast: r = collBroadcast(send, recv, count, dt, root, comm, nullptr); break;
+  case Coll::Reduce: r = collReduce(send, recv, count, dt, collOp(red), root, comm, nullptr); break;
+  case Coll::Gather: r = collGather(send, recv, count, dt, root, comm, nullptr); break;
+  case Coll::Scatter: r = collScatter(send, recv, count, dt, root, comm, nullptr); break;
+  }
+  char what[160];
+  std::snprintf(what, sizeof what, "%s count %zu %s %s %s root %d", collName(coll), count,
+                typeName(t), reduces ? redName(red) : "-", inplace ? "in-place" : "out-of-place",
+                root);
+  check(r, what);
+  if (!hasOutput)
+    return;
+  const std::vector<unsigned char> &out = inplace && hasInput ? big : recvBuf;
+  for (size_t i = 0; i < outElems; ++i) {
+    double want = 0;
+    switch (coll) {
+    case Coll::AllReduce:
+    case Coll::Reduce:
+      want = combine(red, i, nranks);
+      break;
+    case Coll::ReduceScatter:
+      want = combine(red, size_t(rank) * count + i, nranks);
+      break;
+    case Coll::AllGather:
+    case Coll::Gather:
+      want = in(int(i / count), i % count);
+      break;
+    case Coll::AllToAll:
+      want = in(int(i / count), size_t(rank) * count + i % count);
+      break;
+    case Coll::Broadcast:
+      want = in(root, i);
+      break;
+    case Coll::Scatter:
+      want = in(root, size_t(rank) * count + i);
+      break;
+    }
+    if (reduces && red == Red::Avg)
+      want = average(want, nranks, t);
+    double got = load(out, outOffset + i, t);
+    if (!close(got, want, t, red)) {
+      char msg[320];
+      std::snprintf(msg, sizeof msg, "%s: element %zu is %g, expected %g", what, i, got, want);
+      failNow(msg);
+    }
+  }
+  if (!inplace && hasInput && sendBuf != sentCopy)
+    failNow(std::string(what) + ": the send buffer changed (it must stay const)");
+  ++checks;
+}
+
+} // namespace
+
+void collectives(bool small) {
+  std::vector<size_t> counts = {0, 1, 7, 1000, 65536 + 3};
+  if (!small)
+    counts.push_back(1 << 20); // 4 MiB of fp32
+  const Coll all[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                      Coll::Broadcast, Coll::Reduce,    Coll::Gather,        Coll::Scatter};
+  for (Coll coll : all)
+    for (Type t : {Type::F32, Type::BF16, Type::I32})
+      for (size_t count : counts)
+        for (bool inplace : {false, true}) {
+          if (t != Type::F32 && count > (1u << 17))
+            continue; // the biggest size once is enough
+          int root = (count + int(t)) % nranks;
+          runOne(coll, count, t, Red::Sum, inplace, root);
+        }
+  // Every operator, on the reducing collectives.
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (Red red : {Red::Prod, Red::Min, Red::Max, Red::Avg})
+      for (Type t : {Type::F32, Type::BF16, Type::I32})
+        runOne(coll, 1001, t, red, false, nranks - 1);
+}
+
+void splitScenario() {
+  // Even and odd ranks form two communicators, ordered by descending rank.
+  collComm_t half = nullptr;
+  check(collCommSplit(comm, rank % 2, -rank, &half, nullptr), "split");
+  int hrank = -1, hsize = -1;
+  check(collCommUserRank(half, &hrank), "user rank");
+  check(collCommCount(half, &hsize), "count");
+  int expectSize = (nranks + 1 - rank % 2) / 2;
+  int expectRank = (nranks - 1 - rank) / 2; // ranks of its parity above it
+  if (hsize != expectSize || hrank != expectRank)
+    failNow("split: rank " + std::to_string(hrank) + " of " + std::to_string(hsize));
+  std::vector<int32_t> v(100, rank);
+  check(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, half, nullptr),
+        "allreduce on the half");
+  int want = 0;
+  for (int r = rank % 2; r < nranks; r += 2)
+    want += r;
+  if (v[0] != want || v[99] != want)
+    failNow("allreduce on the half: " + std::to_string(v[0]) + ", expected " +
+            std::to_string(want));
+  // NOCOLOR gives NULL.
+  collComm_t none = reinterpret_cast<collComm_t>(1);
+  check(collCommSplit(comm, rank == 0 ? COLL_SPLIT_NOCOLOR : 1, 0, &none, nullptr), "split 2");
+  if ((rank == 0) != (none == nullptr))
+    failNow("COLL_SPLIT_NOCOLOR must give NULL, and only it");
+  if (none)
+    check(collCommDestroy(none), "destroy");
+  check(collCommFinalize(half), "finalize half");
+  check(collCommDestroy(half), "destroy half");
+  checks += 2;
+}
+
+/// A few calls for COLL_TRACE: an allreduce and an allgather, checked.
+void traceScenario() {
+  const size_t count = 3000;
+  std::vector<float> v(count, float(rank + 1)), all(count * nranks, 0.0f);
+  check(collAllReduce(v.data(), v.data(), count, collFloat32, collSum, comm, nullptr), "allreduce");
+  const float sum = float(nranks * (nranks + 1) / 2);
+  if (v[0] != sum || v[count - 1] != sum)
+    failNow("allreduce: " + std::to_string(v[0]) + ", expected " + std::to_string(sum));
+  std::vector<float> mine(count, float(rank));
+  check(collAllGather(mine.data(), all.data(), count, collFloat32, comm, nullptr), "allgather");
+  for (int r = 0; r < nranks; ++r)
+    if (all[r * count] != float(r) || all[r * count + count - 1] != float(r))
+      failNow("allgather: block " + std::to_string(r) + " is wrong");
+  checks += 2;
+}
+
+} // namespace rankcheck

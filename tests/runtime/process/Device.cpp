@@ -1,0 +1,627 @@
+//===- Device.cpp - Device buffers: the emulated device, a GPU ------------===//
+//
+// device: every collective on the emulated device (a second communicator
+// with collConfig_t emulatedDevice) against the host backend, bit for bit;
+// late-cuda: a program that loads its CUDA runtime after its first call.
+// Built with COLL_TEST_GPU (coll-rank-check-gpu on the CUDA runtime,
+// coll-rank-check-standin on tests/runtime/dropin's stand-in one): gpu, the
+// same comparison on device buffers and the caller's streams; the GPU
+// faults (gpu-kill, gpu-abort, gpu-unserved); gpu-trace; and gpu-all, every
+// rank in this process on GPU 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RankCheck.h"
+
+#if COLL_TEST_GPU
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+namespace rankcheck {
+
+/// late-cuda: a program that loads its CUDA runtime only after its first
+/// call (COLL_TEST_STANDIN_CUDART names the stand-in one, which calls the
+/// memory of its cudaMalloc device memory): its device memory must be told
+/// apart from then on. With COLL_CUDA_PLUGIN naming no file, a call on it
+/// fails with collInvalidUsage (as host memory it would succeed).
+void lateCuda() {
+  std::vector<float> x(16, 1.0f);
+  check(collAllReduce(x.data(), x.data(), 16, collFloat32, collSum, comm, nullptr),
+        "host allreduce before CUDA is loaded");
+  const char *path = std::getenv("COLL_TEST_STANDIN_CUDART");
+  void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : nullptr;
+  if (!lib)
+    failNow(std::string("cannot load COLL_TEST_STANDIN_CUDART: ") + (path ? dlerror() : "unset"));
+  auto cudaMallocFn = reinterpret_cast<int (*)(void **, size_t)>(dlsym(lib, "cudaMalloc"));
+  void *d = nullptr;
+  if (!cudaMallocFn || cudaMallocFn(&d, 64) != 0 || !d)
+    failNow("the stand-in's cudaMalloc failed");
+  collResult_t r = collAllReduce(d, d, 16, collFloat32, collSum, comm, nullptr);
+  if (r != collInvalidUsage || !std::strstr(collGetLastError(comm), "could not be loaded"))
+    failNow(std::string("device memory of a CUDA runtime loaded late was not told apart: ") +
+            collGetErrorString(r) + ": " + collGetLastError(comm));
+  checks += 2;
+}
+
+//===----------------------------------------------------------------------===//
+// Device buffers on a GPU
+//===----------------------------------------------------------------------===//
+
+#if COLL_TEST_GPU
+namespace {
+
+void cudaCheck(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    failNow(std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+/// A buffer in device memory with the contents of `host`.
+struct DeviceBuffer {
+  void *ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(const std::vector<unsigned char> &host) : bytes(host.size()) {
+    cudaCheck(cudaMalloc(&ptr, bytes), "cudaMalloc");
+    cudaCheck(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  std::vector<unsigned char> download() const {
+    std::vector<unsigned char> host(bytes);
+    cudaCheck(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    return host;
+  }
+  unsigned char *at(size_t offset) const { return static_cast<unsigned char *>(ptr) + offset; }
+};
+
+/// Calls queued on one stream with no wait in between, each reading the
+/// previous one's output (in-place allreduces), checked after one wait.
+void gpuQueue(cudaStream_t stream) {
+  const size_t count = 100003;
+  const int calls = 8;
+  std::vector<unsigned char> bytes(count * 4);
+  double sum[7] = {};
+  for (size_t i = 0; i < count; ++i) {
+    const float v = float((size_t(rank) + i) % 7);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  DeviceBuffer d(bytes);
+  for (int k = 0; k < calls; ++k)
+    check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, k % 2 ? stream : nullptr),
+          "queued allreduce");
+  cudaCheck(cudaStreamSynchronize(stream), "queued allreduces");
+  cudaCheck(cudaStreamSynchronize(nullptr), "queued allreduces");
+  const std::vector<unsigned char> out = d.download();
+  for (int r = 0; r < nranks; ++r)
+    for (size_t j = 0; j < 7; ++j)
+      sum[j] += double((size_t(r) + j) % 7); // element i of rank r holds (r + i) % 7
+  double scale = 1;
+  for (int k = 1; k < calls; ++k)
+    scale *= nranks;
+  for (size_t i = 0; i < count; ++i) {
+    float got;
+    std::memcpy(&got, out.data() + 4 * i, 4);
+    const double want = sum[i % 7] * scale;
+    if (double(got) != want)
+      failNow("queued allreduces: element " + std::to_string(i) + " is " + std::to_string(got) +
+              ", expected " + std::to_string(want));
+  }
+  ++checks;
+}
+
+/// Wrong calls with device buffers fail with a message naming the cause,
+/// and the communicator goes on working.
+void gpuErrors() {
+  std::vector<unsigned char> host(64, 0);
+  DeviceBuffer d(host);
+  auto expect = [&](collResult_t got, collResult_t want, const char *what, const char *needle) {
+    if (got != want)
+      failNow(std::string(what) + ": got " + collGetErrorString(got));
+    if (!std::strstr(collGetLastError(comm), needle))
+      failNow(std::string(what) + ": message '" + collGetLastError(comm) + "' lacks '" + needle +
+              "'");
+    ++checks;
+  };
+  expect(collAllReduce(host.data(), d.ptr, 16, collFloat32, collSum, comm, nullptr),
+         collInvalidArgument, "host sendbuff, device recvbuff", "sendbuff is host memory");
+  expect(collSend(d.ptr, 16, collFloat32, (rank + 1) % nranks, comm, nullptr), collInvalidUsage,
+         "send from device memory", "point-to-point calls on device buffers");
+  check(collAllReduce(d.ptr, d.ptr, 16, collFloat32, collSum, comm, nullptr),
+        "device allreduce after errors");
+  cudaCheck(cudaDeviceSynchronize(), "device allreduce after errors");
+  ++checks;
+}
+
+std::string gpuTracePath(bool withRank) {
+  return "/tmp/coll-gpu-trace-" + std::to_string(getpid()) +
+         (withRank ? ".r" + std::to_string(rank) : std::string()) + ".json";
+}
+
+} // namespace
+
+bool selectGpu() {
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("rank ?: skip: no CUDA device (%s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+    return false;
+  }
+  // As NCCL programs do: the rank's device is current before init.
+  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  return true;
+}
+
+/// gpu-unserved (COLL_CUDA_PLUGIN naming a file that is not there): a call
+/// on device memory fails at once on every rank with collInvalidUsage
+/// naming the plugin, and host calls go on working.
+void gpuUnserved() {
+  std::vector<unsigned char> host(64, 0);
+  DeviceBuffer d(host);
+  collResult_t r = collAllReduce(d.ptr, d.ptr, 16, collFloat32, collSum, comm, nullptr);
+  if (r != collInvalidUsage)
+    failNow(std::string("device allreduce without a GPU backend: got ") + collGetErrorString(r));
+  const char *needle = "could not be loaded";
+  if (!std::strstr(collGetLastError(comm), needle))
+    failNow(std::string("message '") + collGetLastError(comm) + "' lacks '" + needle + "'");
+  int supported = 1;
+  char why[512] = {};
+  check(collDeviceBuffersSupported(&supported, why, sizeof why), "collDeviceBuffersSupported");
+  if (supported || !std::strstr(why, needle))
+    failNow(std::string("collDeviceBuffersSupported: ") + std::to_string(supported) + " " + why);
+  std::vector<float> x(16, 1.0f);
+  check(collAllReduce(x.data(), x.data(), 16, collFloat32, collSum, comm, nullptr),
+        "host allreduce after the refusal");
+  if (x[0] != float(nranks))
+    failNow("host allreduce after the refusal: wrong result");
+  checks += 3;
+}
+
+/// gpu-trace (COLL_TRACE, set by main before init): an allreduce and an
+/// allgather on device buffers, checked; after destroy, checkGpuTraceFile
+/// finds both calls and the kernel's step slices in this rank's file.
+void gpuTrace() {
+  const size_t count = 3000;
+  std::vector<unsigned char> bytes(count * 4), all(count * 4 * size_t(nranks), 0);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = float(rank + 1);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  DeviceBuffer d(bytes), gathered(all);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "allreduce");
+  check(collAllGather(d.ptr, gathered.ptr, count, collFloat32, comm, nullptr), "allgather");
+  cudaCheck(cudaDeviceSynchronize(), "the traced calls");
+  const float sum = float(nranks * (nranks + 1) / 2);
+  std::vector<unsigned char> out = gathered.download();
+  for (int r = 0; r < nranks; ++r) {
+    float v = 0;
+    std::memcpy(&v, out.data() + size_t(r) * count * 4, 4);
+    if (v != sum)
+      failNow("allreduce then allgather: block " + std::to_string(r) + " holds " +
+              std::to_string(v) + ", expected " + std::to_string(sum));
+  }
+  checks += 2;
+}
+
+void setGpuTracePath() { setenv("COLL_TRACE", gpuTracePath(false).c_str(), 1); }
+
+/// The file gpu-trace's rank wrote: two call slices and step slices
+/// (counted in the text: the format is the host backend's, checked in
+/// depth by the host and emulation tests); removed afterwards.
+void checkGpuTraceFile() {
+  const std::string path = gpuTracePath(true);
+  std::FILE *f = std::fopen(path.c_str(), "r");
+  if (!f)
+    failNow("COLL_TRACE wrote no " + path);
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    text.append(buf, n);
+  std::fclose(f);
+  std::remove(path.c_str());
+  auto countOf = [&](const std::string &needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  const size_t calls = countOf("\"cat\":\"call\""), steps = countOf("\"cat\":\"step\"");
+  if (calls != 2 || steps == 0)
+    failNow(path + ": " + std::to_string(calls) + " call slices and " + std::to_string(steps) +
+            " step slices; expected 2 calls and their steps");
+  ++checks;
+}
+
+/// gpu-kill: the last rank dies after a first device allreduce; the others'
+/// next one (enqueued, so the call itself succeeds) ends at the kernel's
+/// watchdog (COLL_WATCHDOG_MS=3000 here), and collCommGetAsyncError says so,
+/// naming the dead process. Prints "rank R: error CODE after MS ms: ...".
+void gpuKill() {
+  const size_t count = 1 << 20;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
+  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
+  check(collGroupStart(), "group start"); // a barrier through the host backend
+  std::vector<float> token(1, 1.0f);
+  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr), "token");
+  check(collGroupEnd(), "group end");
+  if (rank == nranks - 1) {
+    std::printf("rank %d: dying now\n", rank);
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = Clock::now();
+  collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
+  collResult_t async = collSuccess;
+  while (r == collSuccess && async == collSuccess &&
+         Clock::now() - start < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
+  }
+  const collResult_t got = r != collSuccess ? r : async;
+  const long ms =
+      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, collGetLastError(comm));
+  if (got != collRemoteError && got != collTimeout)
+    failNow("the survivor's call did not end with collRemoteError or collTimeout");
+  if (ms > 3000 + 2000)
+    failNow("the survivor's call ended " + std::to_string(ms) + " ms after it was issued");
+  check(collCommDestroy(comm), "destroy after the peer died");
+  comm = nullptr;
+  std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+
+/// gpu-abort: rank 0's device allreduce waits for ranks that never join it
+/// (COLL_WATCHDOG_MS=20000 here); collCommAbort must stop its kernel and
+/// return within 2 s, and so must the others'.
+void gpuAbort() {
+  const size_t count = 1 << 20;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
+  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
+  if (rank == 0)
+    check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr),
+          "the allreduce nobody joins");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  check(collCommAbort(comm), "collCommAbort");
+  comm = nullptr;
+  const long ms =
+      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  std::printf("rank %d: abort took %ld ms\n", rank, ms);
+  if (ms > 2000)
+    failNow("collCommAbort took " + std::to_string(ms) + " ms with a kernel in flight");
+  std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
+  std::fflush(stdout);
+  std::_Exit(0);
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// Every collective against the host backend
+//===----------------------------------------------------------------------===//
+
+/// Every collective on `target`; each call's output must equal, bit for
+/// bit, the same call on the host backend (`comm` with host buffers), with
+/// inputs that are not small integers, so that the order of every
+/// reduction shows.
+void compareScenario(bool small, Target target) {
+  collComm_t dev = comm;
+  if (target == Target::Emulated) {
+    collConfig_t config = COLL_CONFIG_INITIALIZER;
+    config.emulatedDevice = 1;
+    check(collCommSplit(comm, 0, rank, &dev, &config), "split onto the emulated device");
+  }
+  const char *where = target == Target::Emulated ? "emulated device" : "GPU";
+#if COLL_TEST_GPU
+  // Calls alternate between a stream of the caller's and the legacy
+  // default stream.
+  cudaStream_t gpuStream = nullptr;
+  if (target == Target::Gpu)
+    cudaCheck(cudaStreamCreate(&gpuStream), "cudaStreamCreate");
+  unsigned calls = 0;
+#endif
+  struct TypeCase {
+    collDataType_t type;
+    size_t size;
+    const char *name;
+  };
+  const TypeCase types[] = {{collFloat32, 4, "fp32"}, {collFloat64, 8, "fp64"},
+                            {collBfloat16, 2, "bf16"}, {collInt32, 4, "int32"},
+                            {collInt8, 1, "int8"}};
+  std::vector<size_t> counts = {0, 1, 7, 1000, 65536 + 3};
+  if (!small)
+    counts.push_back(1 << 20);
+  const Coll all[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                      Coll::Broadcast, Coll::Reduce,    Coll::Gather,        Coll::Scatter};
+  uint32_t seed = 12345u + uint32_t(rank) * 7919u;
+  auto fill = [&](std::vector<unsigned char> &buf, const TypeCase &t) {
+    for (size_t i = 0; i < buf.size() / t.size; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      const float f = float(int32_t(seed >> 8) % 20000) / 997.0f; // not exact in bf16
+      unsigned char *p = buf.data() + i * t.size;
+      if (t.type == collFloat32) {
+        std::memcpy(p, &f, 4);
+      } else if (t.type == collFloat64) {
+        const double d = double(f) / 3.0;
+        std::memcpy(p, &d, 8);
+      } else if (t.type == collBfloat16) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(p, &h, 2);
+      } else if (t.type == collInt32) {
+        const int32_t x = int32_t(seed >> 4);
+        std::memcpy(p, &x, 4);
+      } else {
+        *p = static_cast<unsigned char>(seed >> 24);
+      }
+    }
+  };
+  auto runBoth = [&](Coll coll, const TypeCase &t, collRedOp_t op, size_t count, bool inplace,
+                     int root) {
+    const size_t n = size_t(nranks);
+    const bool inPerRank =
+        coll == Coll::ReduceScatter || coll == Coll::AllToAll || coll == Coll::Scatter;
+    const bool outPerRank =
+        coll == Coll::AllGather || coll == Coll::AllToAll || coll == Coll::Gather;
+    const size_t inElems = inPerRank ? n * count : count;
+    const size_t outElems = outPerRank ? n * count : count;
+    const size_t bigElems = std::max<size_t>(std::max(inElems, outElems), 1);
+    size_t inOffset = 0;
+    if (outPerRank && !inPerRank)
+      inOffset = size_t(rank) * count;
+    std::vector<unsigned char> input(std::max<size_t>(inElems, 1) * t.size);
+    fill(input, t);
+    std::vector<unsigned char> result[2];
+    for (int d = 0; d < 2; ++d) {
+      collComm_t c = d ? dev : comm;
+      std::vector<unsigned char> big(bigElems * t.size, 0xcd), recvBuf(bigElems * t.size, 0xcd);
+      std::vector<unsigned char> sendBuf = input;
+      unsigned char *sendBase = sendBuf.data(), *recvBase = recvBuf.data(), *bigBase = big.data();
+      void *stream = nullptr;
+#if COLL_TEST_GPU
+      std::unique_ptr<DeviceBuffer> dSend, dRecv, dBig;
+      if (d && target == Target::Gpu) {
+        dSend = std::make_unique<DeviceBuffer>(sendBuf);
+        dRecv = std::make_unique<DeviceBuffer>(recvBuf);
+        if (inplace)
+          std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
+        dBig = std::make_unique<DeviceBuffer>(big);
+        sendBase = dSend->at(0);
+        recvBase = dRecv->at(0);
+        bigBase = dBig->at(0);
+        stream = calls++ % 2 ? nullptr : gpuStream;
+      }
+#endif
+      const void *send = sendBase;
+      void *recv = recvBase;
+      if (inplace) {
+        if (!(d && target == Target::Gpu))
+          std::memcpy(big.data() + inOffset * t.size, input.data(), inElems * t.size);
+        send = bigBase + inOffset * t.size;
+        recv = bigBase;
+        if (inPerRank && !outPerRank)
+          recv = bigBase + size_t(rank) * count * t.size;
+      }
+      collResult_t r = collSuccess;
+      switch (coll) {
+      case Coll::AllReduce:
+        r = collAllReduce(send, recv, count, t.type, op, c, stream);
+        break;
+      case Coll::AllGather:
+        r = collAllGather(send, recv, count, t.type, c, stream);
+        break;
+      case Coll::ReduceScatter:
+        r = collReduceScatter(send, recv, count, t.type, op, c, stream);
+        break;
+      case Coll::AllToAll:
+        r = collAlltoAll(send, recv, count, t.type, c, stream);
+        break;
+      case Coll::Broadcast:
+        r = collBroadcast(send, recv, count, t.type, root, c, stream);
+        break;
+      case Coll::Reduce:
+        r = collReduce(send, recv, count, t.type, op, root, c, stream);
+        break;
+      case Coll::Gather:
+        r = collGather(send, recv, count, t.type, root, c, stream);
+        break;
+      case Coll::Scatter:
+        r = collScatter(send, recv, count, t.type, root, c, stream);
+        break;
+      }
+      char what[200];
+      std::snprintf(what, sizeof what, "%s %s count %zu %s op %d root %d on the %s", collName(coll),
+                    t.name, count, inplace ? "in-place" : "out-of-place", int(op), root,
+                    d ? where : "host");
+      if (r != collSuccess) {
+        comm = c; // collGetLastError of the failing communicator
+        check(r, what);
+      }
+#if COLL_TEST_GPU
+      if (d && target == Target::Gpu) {
+        cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), what);
+        collResult_t async = collSuccess;
+        check(collCommGetAsyncError(c, &async), "collCommGetAsyncError");
+        check(async, what);
+        result[d] = inplace ? dBig->download() : dRecv->download();
+        if (!inplace && dSend->download() != input)
+          failNow(std::string(what) + ": the device send buffer changed");
+        continue;
+      }
+#endif
+      result[d] = inplace ? big : recvBuf;
+    }
+    const bool hasOutput = !(coll == Coll::Reduce || coll == Coll::Gather) || rank == root;
+    if (hasOutput && result[0] != result[1]) {
+      size_t e = 0;
+      while (std::memcmp(result[0].data() + e * t.size, result[1].data() + e * t.size, t.size) == 0)
+        ++e;
+      char msg[240];
+      std::snprintf(msg, sizeof msg,
+                    "%s %s count %zu %s root %d: element %zu differs between the host and the "
+                    "%s",
+                    collName(coll), t.name, count, inplace ? "in-place" : "out-of-place", root, e,
+                    where);
+      failNow(msg);
+    }
+    ++checks;
+  };
+  for (Coll coll : all)
+    for (const TypeCase &t : types)
+      for (size_t count : counts)
+        for (bool inplace : {false, true}) {
+          if ((t.type != collFloat32 && count > (1u << 17)) || (inplace && count > (1u << 17)))
+            continue;
+          const bool reduces =
+              coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+          if (!reduces && t.type != collFloat32 && t.type != collInt8)
+            continue; // moving data does not depend on the type
+          const int root = int((count + size_t(t.size)) % size_t(nranks));
+          runBoth(coll, t, collSum, count, inplace, root);
+        }
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (collRedOp_t op : {collProd, collMin, collMax, collAvg})
+      for (const TypeCase &t : types)
+        runBoth(coll, t, op, 1001, false, nranks - 1);
+  if (target == Target::Emulated) {
+    check(collCommFinalize(dev), "finalize the emulated device's communicator");
+    check(collCommDestroy(dev), "destroy the emulated device's communicator");
+  }
+#if COLL_TEST_GPU
+  if (target == Target::Gpu) {
+    gpuQueue(gpuStream);
+    gpuErrors();
+    cudaCheck(cudaStreamDestroy(gpuStream), "cudaStreamDestroy");
+  }
+#endif
+}
+
+#if COLL_TEST_GPU
+/// `gpu-all --all N`: N ranks of this process on GPU 0 (collCommInitAll),
+/// driven by this thread through groups, every rank's call on a stream of
+/// its own, on one shared stream and on the legacy default stream, against
+/// N host ranks of this process running the same calls.
+int allOnOneGpu(int n) {
+  rank = 0;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("rank ?: skip: no CUDA device\n");
+    return 77;
+  }
+  if (n < 1)
+    return 2;
+  nranks = n;
+  std::vector<collComm_t> gpu(n), host(n);
+  std::vector<int> devices(n, 0);
+  check(collCommInitAll(gpu.data(), n, devices.data()), "collCommInitAll on GPU 0");
+  check(collCommInitAll(host.data(), n, nullptr), "collCommInitAll on the host");
+  std::vector<cudaStream_t> own(n);
+  for (cudaStream_t &s : own)
+    cudaCheck(cudaStreamCreate(&s), "cudaStreamCreate");
+  cudaStream_t shared = nullptr;
+  cudaCheck(cudaStreamCreateWithFlags(&shared, cudaStreamNonBlocking), "cudaStreamCreate");
+  const size_t counts[] = {1, 1000, 262147};
+  uint32_t seed = 99u;
+  int call = 0;
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                    Coll::Broadcast, Coll::Reduce})
+    for (size_t elems : counts) {
+      const int streams = call++ % 3; // 0: own streams, 1: one shared stream, 2: legacy
+      const bool inPerRank = coll == Coll::ReduceScatter || coll == Coll::AllToAll;
+      const bool outPerRank = coll == Coll::AllGather || coll == Coll::AllToAll;
+      const size_t inElems = inPerRank ? size_t(n) * elems : elems;
+      const size_t outElems = outPerRank ? size_t(n) * elems : elems;
+      const int root = int(elems % size_t(n));
+      std::vector<std::vector<unsigned char>> in(n), hostOut(n);
+      std::vector<std::unique_ptr<DeviceBuffer>> dIn, dOut;
+      for (int r = 0; r < n; ++r) {
+        in[r].resize(inElems * 4);
+        for (size_t i = 0; i < inElems; ++i) {
+          seed = seed * 1664525u + 1013904223u;
+          const float f = float(int32_t(seed >> 8) % 20000) / 997.0f;
+          std::memcpy(in[r].data() + 4 * i, &f, 4);
+        }
+        hostOut[r].assign(outElems * 4, 0xcd);
+        dIn.push_back(std::make_unique<DeviceBuffer>(in[r]));
+        dOut.push_back(std::make_unique<DeviceBuffer>(hostOut[r]));
+      }
+      auto issue = [&](collComm_t c, const void *send, void *recv, void *stream) {
+        switch (coll) {
+        case Coll::AllReduce:
+          return collAllReduce(send, recv, elems, collFloat32, collSum, c, stream);
+        case Coll::AllGather:
+          return collAllGather(send, recv, elems, collFloat32, c, stream);
+        case Coll::ReduceScatter:
+          return collReduceScatter(send, recv, elems, collFloat32, collSum, c, stream);
+        case Coll::AllToAll:
+          return collAlltoAll(send, recv, elems, collFloat32, c, stream);
+        case Coll::Broadcast:
+          return collBroadcast(send, recv, elems, collFloat32, root, c, stream);
+        case Coll::Reduce:
+          return collReduce(send, recv, elems, collFloat32, collSum, root, c, stream);
+        default:
+          return collInternalError;
+        }
+      };
+      char what[160];
+      std::snprintf(what, sizeof what, "%s of %zu fp32 on %d ranks of GPU 0 (%s)", collName(coll),
+                    elems, n,
+                    streams == 0   ? "a stream per rank"
+                    : streams == 1 ? "one shared stream"
+                                   : "the legacy default stream");
+      check(collGroupStart(), "group start");
+      for (int r = 0; r < n; ++r)
+        check(issue(host[r], in[r].data(), hostOut[r].data(), nullptr), "host call");
+      check(collGroupEnd(), "host group");
+      check(collGroupStart(), "group start");
+      for (int r = 0; r < n; ++r) {
+        void *stream = streams == 0 ? own[r] : streams == 1 ? shared : nullptr;
+        comm = gpu[r];
+        check(issue(gpu[r], dIn[r]->ptr, dOut[r]->ptr, stream), what);
+      }
+      check(collGroupEnd(), what);
+      cudaCheck(cudaDeviceSynchronize(), what);
+      for (int r = 0; r < n; ++r) {
+        collResult_t async = collSuccess;
+        check(collCommGetAsyncError(gpu[r], &async), "collCommGetAsyncError");
+        comm = gpu[r];
+        check(async, what);
+        const bool hasOutput = coll != Coll::Reduce || r == root;
+        if (hasOutput && dOut[r]->download() != hostOut[r])
+          failNow(std::string(what) + ": rank " + std::to_string(r) +
+                  "'s output differs from the host's");
+        ++checks;
+      }
+    }
+  for (int r = 0; r < n; ++r) {
+    comm = gpu[r];
+    check(collCommDestroy(gpu[r]), "destroy");
+    check(collCommDestroy(host[r]), "destroy");
+    cudaStreamDestroy(own[r]);
+  }
+  cudaStreamDestroy(shared);
+  std::printf("rank 0..%d: ok %ld checks\n", n - 1, checks);
+  return 0;
+}
+#endif
+
+} // namespace rankcheck

@@ -1,0 +1,96 @@
+//===- RankCheck.h - What the rank program's scenarios share ----*- C++ -*-===//
+//
+// coll-rank-check is one rank of a job, written against coll.h alone (see
+// Main.cpp for how it is launched and the table of its scenarios). Each
+// family of scenarios is a file of its own:
+//   Collectives.cpp   every collective checked in closed form, split, trace
+//   PointToPoint.cpp  sends and receives
+//   Faults.cpp        a rank killed, stopped or aborting, mismatched calls,
+//                     bad arguments
+//   Device.cpp        the emulated device and, in coll-rank-check-gpu (built
+//                     with COLL_TEST_GPU), device buffers on a GPU
+// They share this rank's communicator and the way a check fails.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_TESTS_RUNTIME_PROCESS_RANKCHECK_H
+#define COLL_TESTS_RUNTIME_PROCESS_RANKCHECK_H
+
+#include "coll.h"
+
+#include <chrono>
+#include <string>
+
+namespace rankcheck {
+
+/// This rank, the job's size and the communicator the scenario runs on
+/// (Main.cpp makes it; a scenario that aborts it sets it to null).
+extern int rank, nranks;
+extern collComm_t comm;
+/// Checks passed so far, printed by "rank R: ok N checks".
+extern long checks;
+
+/// Prints "rank R: FAIL what" and exits 1.
+[[noreturn]] void failNow(const std::string &what);
+/// failNow with the error and collGetLastError(comm) unless `r` is collSuccess.
+void check(collResult_t r, const char *what);
+
+using Clock = std::chrono::steady_clock;
+
+enum class Coll {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  Reduce,
+  Gather,
+  Scatter
+};
+const char *collName(Coll c);
+
+//===----------------------------------------------------------------------===//
+// The scenarios, by family (Main.cpp's table says which runs when)
+//===----------------------------------------------------------------------===//
+
+// Collectives.cpp
+void collectives(bool small);
+void splitScenario();
+void traceScenario();
+
+// PointToPoint.cpp
+void p2p(bool small);
+
+// Faults.cpp
+void fault(bool stop);
+void loopScenario();
+void abortScenario();
+void mismatch();
+void mismatchFits();
+void errors();
+
+// Device.cpp
+/// Where the compared calls run: a second communicator on the emulated
+/// device (collConfig_t emulatedDevice) with host buffers, or `comm` itself
+/// with device buffers on a GPU.
+enum class Target { Emulated, Gpu };
+void compareScenario(bool small, Target target);
+void lateCuda();
+#if COLL_TEST_GPU
+/// Makes GPU 0 current, as NCCL programs do before init; false (after
+/// printing "rank ?: skip: ...") where there is no CUDA device.
+bool selectGpu();
+void gpuKill();
+void gpuAbort();
+void gpuUnserved();
+void gpuTrace();
+/// gpu-trace's COLL_TRACE, set before init, and the check of the file it
+/// wrote, after destroy.
+void setGpuTracePath();
+void checkGpuTraceFile();
+int allOnOneGpu(int n);
+#endif
+
+} // namespace rankcheck
+
+#endif // COLL_TESTS_RUNTIME_PROCESS_RANKCHECK_H
