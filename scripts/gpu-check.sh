@@ -123,7 +123,7 @@ for f in "$here"/lib/*; do
   case $(basename "$f") in libstdc++* | libgcc_s* | libcudart*) ;; *) ln -s "$f" "$torchlib/" ;; esac
 done
 step torch-cuda-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \
-  bash "$here/tests/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
+  bash "$here/tests/runtime/python/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
 
 # docs/PERFORMANCE.md, the GPU section.
 bench=$here/bin/collbench

@@ -59,10 +59,14 @@ done
 strip -o "$out/lib/$(readlink "$build/lib/libcoll.so")" "$build/lib/$(readlink "$build/lib/libcoll.so")"
 strip -o "$out/lib/libcoll_cuda.so" "$build/lib/libcoll_cuda.so"
 strip -o "$out/lib/$(readlink "$build/lib/libcoll_nccl.so")" "$build/lib/$(readlink "$build/lib/libcoll_nccl.so")"
-mkdir -p "$out/python" "$out/tests"
+mkdir -p "$out/python" "$out/tests/runtime/python" "$out/tests/support"
 cp -r "$root/runtime/python/coll" "$out/python/"
 rm -rf "$out/python/coll/__pycache__"
-cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch_check.py" "$out/tests/"
+# The torch check where it sits in the source tree: it sources the time
+# scale of tests/support.
+cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch_check.py" \
+  "$out/tests/runtime/python/"
+cp "$root/tests/support/time-scale.sh" "$out/tests/support/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 

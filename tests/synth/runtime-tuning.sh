@@ -22,6 +22,8 @@
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 bin=$1 topo=$2 work=$3
+# shellcheck source=../support/time-scale.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../support/time-scale.sh"
 rm -rf "$work"
 mkdir -p "$work"
 
@@ -34,8 +36,8 @@ run_ranks() { # name nranks port-salt
   local pids=()
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n COLL_COMM_ID=127.0.0.1:$port COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,TUNING \
-      COLL_TEST_SMALL=1 COLL_WATCHDOG_MS=60000 \
-      timeout 300 "$bin/coll-rank-check" collectives --env >"$dir/rank$r.log" 2>&1 &
+      COLL_TEST_SMALL=1 COLL_WATCHDOG_MS="$(scaled 60000)" \
+      timeout "$(scaled 300)" "$bin/coll-rank-check" collectives --env >"$dir/rank$r.log" 2>&1 &
     pids+=($!)
   done
   local failed=0

@@ -9,6 +9,8 @@
 # collective served on the GPU path (COLL_CUDA_PLUGIN passed on).
 set -u
 mpirun=$1 n=$2 lib=$3 prog=$4 mode=$5
+# shellcheck source=../../support/time-scale.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -42,8 +44,8 @@ if [ "$mode" = tuning ]; then
   expect+=("MPI_Allreduce: Open MPI runs it by tuning rule $tmp/tuning.txt:2"
            "library mpi: tuning rule $tmp/tuning.txt:2")
 fi
-out=$(timeout 500 "$mpirun" --oversubscribe -np "$n" -x LD_PRELOAD="$lib" -x COLL_DEBUG \
-  ${COLL_TUNING_FILE:+-x COLL_TUNING_FILE} ${COLL_CUDA_PLUGIN:+-x COLL_CUDA_PLUGIN} \
+out=$(timeout "$(scaled 500)" "$mpirun" --oversubscribe -np "$n" -x LD_PRELOAD="$lib" \
+  -x COLL_DEBUG ${COLL_TUNING_FILE:+-x COLL_TUNING_FILE} ${COLL_CUDA_PLUGIN:+-x COLL_CUDA_PLUGIN} \
   "${run[@]}" 2>&1)
 rc=$?
 echo "$out"

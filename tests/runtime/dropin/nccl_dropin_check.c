@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "TimeScale.h"
+
 static int myRank = -1;
 static int failures = 0;
 
@@ -438,7 +440,8 @@ static void scenarioAbort(int rank, int n, int idFd[2]) {
   ncclResult_t r = ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   CHECK(r != ncclSuccess, "an allreduce without its peers succeeded");
-  CHECK(t1.tv_sec - t0.tv_sec < 60, "the failure took %ld s", (long)(t1.tv_sec - t0.tv_sec));
+  CHECK(t1.tv_sec - t0.tv_sec < coll_test_scaled(60), "the failure took %ld s",
+        (long)(t1.tv_sec - t0.tv_sec));
   async = ncclSuccess;
   OK(ncclCommGetAsyncError(comm, &async));
   CHECK(async != ncclSuccess, "ncclCommGetAsyncError reports success on a broken communicator");
@@ -569,7 +572,7 @@ int main(int argc, char **argv) {
     pids[r] = fork();
     if (pids[r] == 0) {
       myRank = r;
-      alarm(120); /* never outlive a hung test */
+      alarm((unsigned)coll_test_scaled(120)); /* never outlive a hung test */
       run(r, n, idFd);
       if (failures == 0)
         printf("rank %d: ok\n", r);

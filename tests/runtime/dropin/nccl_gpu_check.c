@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "TimeScale.h"
+
 static int myRank = -1;
 static int failures = 0;
 
@@ -197,7 +199,7 @@ int main(int argc, char **argv) {
     pids[r] = fork();
     if (pids[r] == 0) {
       myRank = r;
-      alarm(300); /* never outlive a hung test */
+      alarm((unsigned)coll_test_scaled(300)); /* never outlive a hung test */
       int devices = 0;
       if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("rank %d: skip: no CUDA device\n", r);

@@ -20,7 +20,9 @@
 set -u
 prog=$1 scenario=$2 hosts=$3 per=$4 fault=${5:-none}
 n=$((hosts * per))
-watchdog_ms=4000
+# shellcheck source=../../support/time-scale.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
+watchdog_ms=$(scaled 4000)
 
 skip() { echo "SKIP: $*"; exit 77; }
 
@@ -46,18 +48,18 @@ for r in $(seq 0 $((n - 1))); do
   ip netns exec "${tag}h$h" env COLL_HOSTID="host$h" RANK="$r" WORLD_SIZE="$n" \
     COLL_COMM_ID="10.77.0.1:$port" COLL_SOCKET_IFNAME=eth0 UCX_NET_DEVICES=eth0 \
     COLL_WATCHDOG_MS=$watchdog_ms COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
-    ${COLL_NETNS_ENV:-} timeout 300 "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
+    ${COLL_NETNS_ENV:-} timeout "$(scaled 300)" "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
   pids+=($!)
 done
 
 down_at=0
 if [ "$fault" = linkdown ]; then
-  for i in $(seq 1 600); do
+  for i in $(seq 1 "$(scaled 600)"); do # 60 s for every rank to be running
     running=$(cat "$work"/rank*.log 2>/dev/null | grep -c ": running$")
     [ "$running" -eq "$n" ] && break
     sleep 0.1
   done
-  sleep 0.3
+  sleep "$(scaled 0.3)"
   ip -n "${tag}h$((hosts - 1))" link set eth0 down
   down_at=$(date +%s%N)
   echo "netns-check: host $((hosts - 1))'s link is down"
@@ -96,7 +98,8 @@ case "$fault" in
     [ "$errs" -eq "$n" ] || fail "$errs of $n ranks reported an error after the link went down"
     ms=$(((end - down_at) / 1000000))
     echo "netns-check: every rank ended $ms ms after the link went down (watchdog $watchdog_ms ms)"
-    [ "$ms" -le $((watchdog_ms + 6000)) ] || fail "ranks took $ms ms to end, watchdog $watchdog_ms ms"
+    [ "$ms" -le $((watchdog_ms + $(scaled 6000))) ] ||
+      fail "ranks took $ms ms to end, watchdog $watchdog_ms ms"
     ;;
 esac
 echo "netns-check: $scenario on $hosts hosts x $per ranks ($fault): passed"

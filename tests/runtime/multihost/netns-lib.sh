@@ -6,6 +6,9 @@
 #                            namespaces cannot be made (not root, no veth)
 #   netns_remove TAG HOSTS   deletes them (and with them the veth pairs)
 
+# shellcheck source=../../support/time-scale.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
+
 netns_make() {
   local tag=$1 hosts=$2 h ns err
   [ "$(id -u)" = 0 ] || { echo "creating network namespaces needs root"; return 1; }
@@ -28,8 +31,8 @@ netns_make() {
     ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
   done
-  # Until every bridge port forwards.
-  for i in $(seq 1 50); do
+  # Until every bridge port forwards (5 s at most).
+  for i in $(seq 1 "$(scaled 50)"); do
     local ready=1
     for h in $(seq 0 $((hosts - 1))); do
       ip -n "${tag}sw" -d link show "p$h" | grep -q "state forwarding" || ready=0

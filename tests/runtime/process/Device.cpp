@@ -13,6 +13,8 @@
 
 #include "RankCheck.h"
 
+#include "TimeScale.h"
+
 #if COLL_TEST_GPU
 #include <cuda_runtime_api.h>
 #endif
@@ -246,8 +248,8 @@ void checkGpuTraceFile() {
 
 /// gpu-kill: the last rank dies after a first device allreduce; the others'
 /// next one (enqueued, so the call itself succeeds) ends at the kernel's
-/// watchdog (COLL_WATCHDOG_MS=3000 here), and collCommGetAsyncError says so,
-/// naming the dead process. Prints "rank R: error CODE after MS ms: ...".
+/// watchdog (COLL_WATCHDOG_MS=3000 here, scaled), and collCommGetAsyncError
+/// says so, naming the dead process. Prints "rank R: error CODE after MS ms: ...".
 void gpuKill() {
   const size_t count = 1 << 20;
   std::vector<unsigned char> host(count * 4, 0);
@@ -263,12 +265,12 @@ void gpuKill() {
     std::fflush(stdout);
     raise(SIGKILL);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
   const auto start = Clock::now();
   collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
   collResult_t async = collSuccess;
   while (r == collSuccess && async == collSuccess &&
-         Clock::now() - start < std::chrono::seconds(30)) {
+         Clock::now() - start < std::chrono::seconds(coll::testing::scaledSeconds(30))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
   }
@@ -278,7 +280,7 @@ void gpuKill() {
   std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, collGetLastError(comm));
   if (got != collRemoteError && got != collTimeout)
     failNow("the survivor's call did not end with collRemoteError or collTimeout");
-  if (ms > 3000 + 2000)
+  if (ms > coll::testing::scaledMs(3000 + 2000))
     failNow("the survivor's call ended " + std::to_string(ms) + " ms after it was issued");
   check(collCommDestroy(comm), "destroy after the peer died");
   comm = nullptr;
@@ -288,8 +290,8 @@ void gpuKill() {
 }
 
 /// gpu-abort: rank 0's device allreduce waits for ranks that never join it
-/// (COLL_WATCHDOG_MS=20000 here); collCommAbort must stop its kernel and
-/// return within 2 s, and so must the others'.
+/// (COLL_WATCHDOG_MS=20000 here, scaled); collCommAbort must stop its kernel
+/// and return within 2 s (scaled), and so must the others'.
 void gpuAbort() {
   const size_t count = 1 << 20;
   std::vector<unsigned char> host(count * 4, 0);
@@ -299,14 +301,14 @@ void gpuAbort() {
   if (rank == 0)
     check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr),
           "the allreduce nobody joins");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(300)));
   const auto start = Clock::now();
   check(collCommAbort(comm), "collCommAbort");
   comm = nullptr;
   const long ms =
       long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   std::printf("rank %d: abort took %ld ms\n", rank, ms);
-  if (ms > 2000)
+  if (ms > coll::testing::scaledMs(2000))
     failNow("collCommAbort took " + std::to_string(ms) + " ms with a kernel in flight");
   std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
   std::fflush(stdout);

@@ -11,6 +11,8 @@
 
 #include "RankCheck.h"
 
+#include "TimeScale.h"
+
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -25,9 +27,10 @@ namespace rankcheck {
 namespace {
 
 /// Runs allreduces until one fails; prints the error and how long after
-/// `since` it came.
+/// `since` it came. Fails after `limitSeconds` (at time scale 1) without one.
 void loopUntilError(Clock::time_point since, int limitSeconds) {
   std::vector<float> buf(1 << 18, 1.0f);
+  limitSeconds = coll::testing::scaledSeconds(limitSeconds);
   auto deadline = Clock::now() + std::chrono::seconds(limitSeconds);
   while (Clock::now() < deadline) {
     collResult_t r = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm,
@@ -68,20 +71,21 @@ void loopUntilError(Clock::time_point since, int limitSeconds) {
 
 } // namespace
 
-/// The last rank dies (kill) or stops (stop) 300 ms into a stream of
-/// allreduces; the others must fail within the watchdog period.
+/// The last rank dies (kill) or stops (stop) 300 ms (scaled) into a stream
+/// of allreduces; the others must fail within the watchdog period.
 void fault(bool stop) {
   const int victim = nranks - 1;
+  const std::chrono::milliseconds delay(coll::testing::scaledMs(300));
   auto start = Clock::now();
   if (rank == victim) {
-    std::thread([stop] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::thread([stop, delay] {
+      std::this_thread::sleep_for(delay);
       std::printf("rank %d: %s now\n", rank, stop ? "stopping" : "dying");
       std::fflush(stdout);
       raise(stop ? SIGSTOP : SIGKILL);
     }).detach();
   }
-  loopUntilError(start + std::chrono::milliseconds(300), 60);
+  loopUntilError(start + delay, 60);
 }
 
 /// Every rank streams allreduces until one fails, for a fault the driver
@@ -120,7 +124,7 @@ void mismatchFits() {
 void abortScenario() {
   auto start = Clock::now();
   if (rank == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
     check(collCommAbort(comm), "abort");
     comm = nullptr;
     std::printf("rank 0: aborted\n");

@@ -20,11 +20,15 @@
 // Prints "rank R: ok N checks" and exits 0, or "rank R: FAIL ..." and exits 1.
 // Failed calls print "rank R: error CODE after MS ms: MESSAGE" (kill, stop,
 // mismatch), which the driver parses. COLL_TEST_SMALL=1 keeps sizes small
-// (sanitizer builds). Bad arguments: the usage on stderr, exit 2.
+// (sanitizer builds); every time bound (the watchdog periods scenarios set,
+// deadlines, the waits for the other ranks) scales with COLL_TEST_TIME_SCALE
+// (tests/support/TimeScale.h). Bad arguments: the usage on stderr, exit 2.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RankCheck.h"
+
+#include "TimeScale.h"
 
 #if COLL_TEST_MPI
 #include "coll_mpi.h"
@@ -99,7 +103,8 @@ struct Scenario {
   /// Device buffers: built with COLL_TEST_GPU only; GPU 0 is made current
   /// before init, and the rank exits 77 (skip) where there is no device.
   bool gpu = false;
-  /// The COLL_WATCHDOG_MS the scenario sets for itself (0: the caller's).
+  /// The COLL_WATCHDOG_MS the scenario sets for itself (0: the caller's), at
+  /// COLL_TEST_TIME_SCALE 1.
   int watchdogMs = 0;
   /// --fork: the last rank is meant to die (SIGKILL), which counts as a pass.
   bool lastRankDies = false;
@@ -282,7 +287,8 @@ int main(int argc, char **argv) {
     return scenario->runAll(std::atoi(argv[3]));
   }
   if (scenario->watchdogMs)
-    setenv("COLL_WATCHDOG_MS", std::to_string(scenario->watchdogMs).c_str(), 1);
+    setenv("COLL_WATCHDOG_MS",
+           std::to_string(coll::testing::scaledMs(scenario->watchdogMs)).c_str(), 1);
 #if COLL_TEST_GPU
   if (scenario->gpu && !selectGpu())
     return 77;

@@ -7,11 +7,14 @@
 //
 // Ranks load the hand-made test algorithms of tests/support (written to a
 // temporary COLL_ALGO_DIR as XML for every root), plus the built-in set in
-// builds that compile .coll programs.
+// builds that compile .coll programs. Every time bound here (the watchdog
+// periods given to the ranks, how long a job may run, how soon a fault must
+// end the others' calls) is written for COLL_TEST_TIME_SCALE 1 and scaled.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TestAlgorithms.h"
+#include "TimeScale.h"
 
 #include "coll.h"
 #include "coll/ir/XML.h"
@@ -94,6 +97,7 @@ struct RankResult {
   bool exitedOk() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 };
 
+/// Times at COLL_TEST_TIME_SCALE 1: runJob scales them.
 struct JobOptions {
   int watchdogMs = 20000;
   int timeoutSeconds = 240;
@@ -120,7 +124,8 @@ std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOpti
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     std::vector<std::string> args = {COLL_RANK_CHECK, scenario, "--id", hex, "--rank",
                                      std::to_string(r), "--nranks", std::to_string(n)};
-    std::vector<std::string> env = {"COLL_WATCHDOG_MS=" + std::to_string(options.watchdogMs)};
+    std::vector<std::string> env = {"COLL_WATCHDOG_MS=" +
+                                    std::to_string(coll::testing::scaledMs(options.watchdogMs))};
     for (const auto &[k, v] : options.env)
       env.push_back(k + "=" + v);
     pid_t pid = fork();
@@ -143,7 +148,10 @@ std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOpti
   std::vector<RankResult> results(n);
   std::vector<bool> done(n, false);
   int remaining = n;
-  const auto deadline = Clock::now() + std::chrono::seconds(options.timeoutSeconds);
+  const int timeoutSeconds = coll::testing::scaledSeconds(options.timeoutSeconds);
+  const auto straggler =
+      std::chrono::seconds(coll::testing::scaledSeconds(options.stragglerSeconds));
+  const auto deadline = Clock::now() + std::chrono::seconds(timeoutSeconds);
   std::optional<Clock::time_point> firstExit;
   while (remaining > 0) {
     // Drain output so that no rank blocks on a full pipe.
@@ -179,13 +187,13 @@ std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOpti
           firstExit = Clock::now();
       }
     }
-    bool straggling = options.stragglerSeconds && firstExit &&
-                      Clock::now() - *firstExit > std::chrono::seconds(options.stragglerSeconds);
+    bool straggling =
+        options.stragglerSeconds && firstExit && Clock::now() - *firstExit > straggler;
     if (Clock::now() > deadline || straggling) {
       for (int r = 0; r < n; ++r)
         if (!done[r]) {
           if (!straggling)
-            ADD_FAILURE() << "rank " << r << " still runs after " << options.timeoutSeconds
+            ADD_FAILURE() << "rank " << r << " still runs after " << timeoutSeconds
                           << " s; killed";
           kill(pids[r], SIGKILL);
           waitpid(pids[r], &results[r].status, 0);
@@ -430,7 +438,7 @@ TEST(Runtime, AKilledRankEndsTheOthersWithAnError) {
     auto f = failureOf(results[r]);
     ASSERT_TRUE(f) << describe(results);
     EXPECT_TRUE(f->code == collRemoteError || f->code == collTimeout) << describe(results);
-    EXPECT_LE(f->ms, watchdog + 2000) << describe(results);
+    EXPECT_LE(f->ms, coll::testing::scaledMs(watchdog + 2000)) << describe(results);
     EXPECT_NE(results[r].output.find("exited"), std::string::npos) << describe(results);
     // The communicator stays broken, with the same error.
     EXPECT_NE(results[r].output.find("async " + std::to_string(f->code) + " again " +
@@ -529,7 +537,7 @@ TEST(Runtime, AKilledRankEndsTheOthersOnTheEmulatedDevice) {
             << describe(results);
       }
     }
-    EXPECT_LE(f->ms, watchdog + 3000) << describe(results);
+    EXPECT_LE(f->ms, coll::testing::scaledMs(watchdog + 3000)) << describe(results);
     EXPECT_NE(results[r].output.find("async " + std::to_string(f->code) + " again " +
                                      std::to_string(f->code)),
               std::string::npos)
@@ -549,7 +557,7 @@ TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
     auto f = failureOf(results[r]);
     ASSERT_TRUE(f) << describe(results);
     EXPECT_TRUE(f->code == collTimeout || f->code == collRemoteError) << describe(results);
-    EXPECT_LE(f->ms, watchdog + 2000) << describe(results);
+    EXPECT_LE(f->ms, coll::testing::scaledMs(watchdog + 2000)) << describe(results);
     EXPECT_NE(results[r].output.find("watchdog"), std::string::npos) << describe(results);
   }
   EXPECT_EQ(shmLeftovers(), "");
@@ -597,7 +605,7 @@ TEST(Runtime, AbortEndsTheCallsOfTheOthers) {
     ASSERT_TRUE(f) << describe(results);
     EXPECT_EQ(f->code, collRemoteError) << describe(results);
     EXPECT_NE(f->message.find("aborted"), std::string::npos) << describe(results);
-    EXPECT_LE(f->ms, 5000) << describe(results);
+    EXPECT_LE(f->ms, coll::testing::scaledMs(5000)) << describe(results);
   }
   EXPECT_EQ(shmLeftovers(), "");
 }

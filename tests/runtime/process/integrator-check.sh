@@ -9,6 +9,8 @@
 # of Coll's is left in /dev/shm.
 set -u
 build=$1 src=$2 mpirun=$3
+# shellcheck source=../../support/time-scale.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "integrator-check: $*" >&2; exit 1; }
@@ -40,7 +42,7 @@ export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
 status=0
 for run in "2 $tmp/cmake-build/coll-mpi-collectives" "4 $tmp/pkgconfig-collectives"; do
   set -- $run
-  out=$(COLL_DEBUG=INFO timeout 300 "$mpirun" --oversubscribe -np "$1" "$2" 2>&1)
+  out=$(COLL_DEBUG=INFO timeout "$(scaled 300)" "$mpirun" --oversubscribe -np "$1" "$2" 2>&1)
   rc=$?
   echo "== mpirun -np $1 $(basename "$2")"
   echo "$out"

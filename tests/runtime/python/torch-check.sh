@@ -12,6 +12,8 @@
 set -u
 py=$1 lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../support/time-scale.sh
+. "$here/../../support/time-scale.sh"
 if ! "$py" -c "import torch" 2>/dev/null; then
   echo "SKIP: no PyTorch at $py (scripts/setup.sh --torch, which scripts/test.sh runs, installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
   exit 77
@@ -51,11 +53,13 @@ tuning)
 esac
 if [ "$mode" = kill ]; then
   # Plain processes (env://), so that nothing but Coll stops the survivors.
-  export COLL_WATCHDOG_MS=5000 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000))
+  export COLL_WATCHDOG_MS=$(scaled 5000)
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000))
   export WORLD_SIZE=$n
   pids=()
   for r in $(seq 0 $((n - 1))); do
-    (cd "$tmp" && RANK=$r LOCAL_RANK=$r timeout 120 "$py" "$here/torch_kill.py" >"$tmp/out.$r" 2>&1) &
+    (cd "$tmp" && RANK=$r LOCAL_RANK=$r timeout "$(scaled 120)" "$py" "$here/torch_kill.py" \
+      "$(scaled 0.3)" "$(scaled 60)" >"$tmp/out.$r" 2>&1) &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -65,7 +69,7 @@ if [ "$mode" = kill ]; then
   for r in $(seq 0 $((n - 2))); do
     line=$(grep "^rank $r: error after" "$tmp/out.$r" || true)
     ms=$(sed -E 's/^rank [0-9]+: error after (-?[0-9]+) ms.*/\1/' <<<"$line")
-    if [ -z "$line" ] || [ "$ms" -gt 7000 ]; then
+    if [ -z "$line" ] || [ "$ms" -gt "$(scaled 7000)" ]; then
       echo "torch-check: rank $r did not fail within the watchdog period: ${line:-no error}" >&2
       status=1
     fi
@@ -74,7 +78,7 @@ if [ "$mode" = kill ]; then
   [ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
   exit $status
 fi
-out=$(cd "$tmp" && timeout 500 "$py" -m torch.distributed.run --nproc_per_node "$n" \
+out=$(cd "$tmp" && timeout "$(scaled 500)" "$py" -m torch.distributed.run --nproc_per_node "$n" \
   --master_port $((29500 + RANDOM % 2000)) "$here/torch_check.py" "${modes[@]}" 2>&1)
 rc=$?
 echo "$out"

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompilerTest.h"
+#include "TimeScale.h"
 
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
@@ -150,7 +151,7 @@ void expectPostcondition(const ir::Algorithm &alg, const lang::ChunkDag &dag,
       << what << llvm::toString(plan.takeError());
   ir::BlockShape shape = plan->shape;
   interp::HostOptions options;
-  options.watchdogMs = 20000;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   options.simpleSlotBytes = 64;
   options.llSlotBytes = 24;
   options.ll128SlotBytes = 248;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompilerTest.h"
+#include "TimeScale.h"
 
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"
@@ -184,7 +185,7 @@ for r in 0..N {
 
 interp::HostOptions tinySlots(ir::Protocol proto) {
   interp::HostOptions options;
-  options.watchdogMs = 20000;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   options.simpleSlotBytes = 64;
   options.llSlotBytes = 24;
   options.ll128SlotBytes = 248;

@@ -8,6 +8,7 @@
 
 #include "CudaTestUtil.h"
 #include "TestAlgorithms.h"
+#include "TimeScale.h"
 
 #include "emu/Runtime.h"
 #include "emu/Simt.h"
@@ -31,7 +32,7 @@ namespace {
 std::pair<HostOptions, CudaOptions> slots(uint32_t bytes) {
   HostOptions host;
   CudaOptions gpu;
-  host.watchdogMs = gpu.watchdogMs = 20000;
+  host.watchdogMs = gpu.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   host.simpleSlotBytes = host.llSlotBytes = host.ll128SlotBytes = bytes;
   gpu.simpleSlotBytes = gpu.llSlotBytes = gpu.ll128SlotBytes = bytes;
   return {host, gpu};
@@ -194,7 +195,7 @@ TEST(EmuFragile, WatchdogThenGraphReplayThenPlainCall) {
   for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
     HostOptions host;
     CudaOptions gpu;
-    gpu.watchdogMs = 200;
+    gpu.watchdogMs = uint32_t(coll::testing::scaledMs(200));
     auto ex = makeExecutors(planOf(coll::testing::fifoDeadlockWithDependency(proto)), host, gpu);
     const std::string what = ir::protocolName(proto).str();
     const Plan &plan = ex.gpu->plan();
@@ -210,7 +211,8 @@ TEST(EmuFragile, WatchdogThenGraphReplayThenPlainCall) {
             return llvm::Error::success();
           });
       ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
-      ASSERT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos)
+      ASSERT_NE(message.find("watchdog: no progress for " + std::to_string(gpu.watchdogMs) + " ms"),
+                std::string::npos)
           << what << ": " << message;
     }
     const uint64_t count = 4; // fits in the FIFO
@@ -252,7 +254,7 @@ TEST(EmuFragile, OccupancyAtTheResidentLimit) {
   describeDevice(small);
   CudaOptions options;
   options.threadsPerBlock = 64;
-  options.watchdogMs = 20000;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   for (Plan *plan : {&fits, &tooMany}) {
     auto gpu = coll::testing::deviceBackend().create(*plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());

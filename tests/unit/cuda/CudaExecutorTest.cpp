@@ -8,6 +8,7 @@
 
 #include "CudaTestUtil.h"
 #include "TestAlgorithms.h"
+#include "TimeScale.h"
 
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/DeviceExecutor.h"
@@ -38,7 +39,7 @@ std::string protoName(ir::Protocol p) { return ir::protocolName(p).str(); }
 std::pair<HostOptions, CudaOptions> optionsWithSlots(uint32_t slotBytes) {
   HostOptions host;
   CudaOptions gpu;
-  host.watchdogMs = gpu.watchdogMs = 20000;
+  host.watchdogMs = gpu.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   if (slotBytes) {
     host.simpleSlotBytes = host.llSlotBytes = host.ll128SlotBytes = slotBytes;
     gpu.simpleSlotBytes = gpu.llSlotBytes = gpu.ll128SlotBytes = slotBytes;
@@ -288,7 +289,7 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
 // usable again: the next call of both ranks matches the host backend.
 TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(512);
-  gpuOptions.watchdogMs = 60000;
+  gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(60000));
   const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
   std::vector<std::unique_ptr<DeviceExecutor>> ranks;
   std::vector<ConnectionExport> exports;
@@ -314,13 +315,13 @@ TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
           if (!result)
             failure = llvm::toString(result.takeError());
         });
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(300)));
         llvm::Error aborted = ranks[0]->abort();
         waiting.join();
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now() - start)
                             .count();
-        EXPECT_LT(ms, 10000) << "the launch ran on after abort()";
+        EXPECT_LT(ms, coll::testing::scaledMs(10000)) << "the launch ran on after abort()";
         EXPECT_EQ(failure, "") << "an aborted launch ends without a watchdog report";
         return aborted;
       });
@@ -388,7 +389,7 @@ class GpuWatchdog : public CudaTest, public ::testing::WithParamInterface<ir::Pr
 TEST_P(GpuWatchdog, ReportsAStallAndRecovers) {
   HostOptions hostOptions;
   CudaOptions gpuOptions;
-  gpuOptions.watchdogMs = 200;
+  gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(200));
   auto ex = makeExecutors(planOf(coll::testing::fifoDeadlock(GetParam())), hostOptions, gpuOptions);
   CheckedCall call(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64, false,
                    1);
@@ -402,14 +403,17 @@ TEST_P(GpuWatchdog, ReportsAStallAndRecovers) {
         return llvm::Error::success();
       });
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  EXPECT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos) << message;
+  EXPECT_NE(message.find("watchdog: no progress for " + std::to_string(gpuOptions.watchdogMs) +
+                         " ms"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos) << message;
   EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
   EXPECT_NE(message.find("sender filled 8 slots, receiver freed 0"), std::string::npos) << message;
   // Word for word the host backend's report of the same stall (the
   // device waits in the host's order).
   HostOptions hostStall;
-  hostStall.watchdogMs = 200;
+  hostStall.watchdogMs = gpuOptions.watchdogMs;
   auto host = HostExecutor::create(ex.gpu->plan(), hostStall);
   ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
   CheckedCall onHost(CollectiveDesc::of(ex.gpu->plan()), DataType::Float32, ReduceOp::Sum, 64,

@@ -1,6 +1,7 @@
 //===- HostExecutorTest.cpp - The host backend on hand-made algorithms ----===//
 
 #include "TestAlgorithms.h"
+#include "TimeScale.h"
 
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"
@@ -38,7 +39,7 @@ class AlgorithmMatrix : public ::testing::TestWithParam<MatrixCase> {};
 TEST_P(AlgorithmMatrix, EveryAlgorithmVerifies) {
   MatrixCase param = GetParam();
   HostOptions options;
-  options.watchdogMs = 20000;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
   if (param.slotBytes)
     options.simpleSlotBytes = options.llSlotBytes = options.ll128SlotBytes = param.slotBytes;
   for (int n : {2, 4}) {
@@ -142,14 +143,16 @@ class Watchdog : public ::testing::TestWithParam<ir::Protocol> {};
 
 TEST_P(Watchdog, ReportsAStallInsteadOfHanging) {
   HostOptions options;
-  options.watchdogMs = 200;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(200));
   auto executor = makeExecutor(coll::testing::fifoDeadlock(GetParam()), options);
   CheckedCall call(CollectiveDesc::of(executor->plan()), DataType::Float32, ReduceOp::Sum, 64,
                    false, 1);
   auto result = executor->run(call.args());
   ASSERT_FALSE(static_cast<bool>(result));
   std::string message = llvm::toString(result.takeError());
-  EXPECT_NE(message.find("watchdog: no progress for 200 ms"), std::string::npos) << message;
+  EXPECT_NE(message.find("watchdog: no progress for " + std::to_string(options.watchdogMs) + " ms"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("tb 0 (channel 0) step 0 (s) iteration 0"), std::string::npos)
       << message;
   EXPECT_NE(message.find("the FIFO of 8 slots is full"), std::string::npos) << message;
