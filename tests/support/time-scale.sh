@@ -1,4 +1,5 @@
 # time-scale.sh - the time bounds of test scripts, times COLL_TEST_TIME_SCALE.
+# shellcheck shell=bash
 #
 # Sourced by the test scripts:
 #   . "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"

@@ -53,8 +53,8 @@ tuning)
 esac
 if [ "$mode" = kill ]; then
   # Plain processes (env://), so that nothing but Coll stops the survivors.
-  export COLL_WATCHDOG_MS=$(scaled 5000)
-  export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000))
+  COLL_WATCHDOG_MS=$(scaled 5000)
+  export COLL_WATCHDOG_MS MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000))
   export WORLD_SIZE=$n
   pids=()
   for r in $(seq 0 $((n - 1))); do
