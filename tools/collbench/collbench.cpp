@@ -2,7 +2,7 @@
 //
 //   collbench ALGO.xml [--size S[,S...] | --sweep MIN:MAX] [--dtype T] [--op O]
 //                      [--mode inplace|outofplace] [--iters N] [--warmup N]
-//                      [--graph] [--threads N] [--slot-bytes B]
+//                      [--graph] [--threads N] [--slot-bytes B] [--no-check]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
 // an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
@@ -49,29 +49,13 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("collbench options");
-cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
-                               cl::cat(category));
-cl::list<std::string> sizes("size", cl::CommaSeparated,
-                            cl::desc("Message sizes in bytes, as nccl-tests defines them (K, M, "
-                                     "G suffixes are powers of 1024); default 1M"),
-                            cl::cat(category));
+RunOptions run(category, {"1M", 20, "Timed launches per size (the median is reported)",
+                         "Stop a launch whose waits make no progress for this long (default: "
+                         "COLL_WATCHDOG_MS, else 10000)"});
 cl::opt<std::string> sweep("sweep",
                            cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
                                     "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
                            cl::cat(category));
-cl::opt<std::string> dtypeName("dtype", cl::init("fp32"),
-                               cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, "
-                                        "bf16, fp32 or fp64"),
-                               cl::cat(category));
-cl::opt<std::string> opName("op", cl::init("sum"), cl::desc("sum, prod, min, max or avg"),
-                            cl::cat(category));
-cl::opt<std::string> modeName("mode", cl::init(""),
-                              cl::desc("inplace or outofplace (default: every mode the "
-                                       "algorithm supports)"),
-                              cl::cat(category));
-cl::opt<unsigned> iters("iters", cl::init(20),
-                        cl::desc("Timed launches per size (the median is reported)"),
-                        cl::cat(category));
 cl::opt<unsigned> warmup("warmup", cl::init(5), cl::desc("Untimed launches before them"),
                          cl::cat(category));
 cl::opt<bool> graph("graph", cl::desc("Time replays of a CUDA graph captured from the call"),
@@ -80,22 +64,12 @@ cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
                                    "the largest power of two at which all blocks fit)"),
                           cl::cat(category));
-cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
-                            cl::desc("Data bytes per FIFO slot (default: the backend's choice "
-                                     "for the protocol)"),
-                            cl::cat(category));
-cl::opt<unsigned> watchdogMs("watchdog-ms", cl::init(0),
-                             cl::desc("Stop a launch whose waits make no progress for this "
-                                      "long (default: COLL_WATCHDOG_MS, else 10000)"),
-                             cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::init(1), cl::desc("Seed of the random input data"),
-                       cl::cat(category));
 
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
   std::vector<uint64_t> result;
   if (!sweep.empty()) {
-    if (!sizes.empty()) {
+    if (!run.sizes.empty()) {
       error = "give --size or --sweep, not both";
       return std::nullopt;
     }
@@ -109,9 +83,7 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
       result.push_back(s);
     return result;
   }
-  return parseSizes(sizes.empty() ? std::vector<std::string>{"1M"}
-                                  : std::vector<std::string>(sizes.begin(), sizes.end()),
-                    error);
+  return run.byteSizes(error);
 }
 
 } // namespace
@@ -128,25 +100,15 @@ int main(int argc, char **argv) {
       "apply (collective that cannot be checked, or unsupported mode).\n");
 
   std::string error;
-  std::optional<RunRequest> request = parseRunRequest(dtypeName, opName, modeName, error);
+  std::optional<RunRequest> request = run.request(error);
   if (!request)
     return fail("collbench", BadInput, error);
-  if (iters == 0)
-    return fail("collbench", BadInput, "--iters must be at least 1");
   std::optional<std::vector<uint64_t>> byteSizes = requestedSizes(error);
   if (!byteSizes)
     return fail("collbench", BadInput, error);
 
-#if !COLL_HAVE_CUDA
-  return fail("collbench", BadInput, "this build has no CUDA backend (it was configured without nvcc, "
-                        "with COLL_ENABLE_CUDA=OFF or with sanitizers)");
-#else
-  DeviceBackend &backend = cudaBackend();
-  auto device = backend.currentDevice();
-  if (!device)
-    return fail("collbench", BadInput, llvm::toString(device.takeError()));
-
-  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, 5);
+  // The file first: what is wrong with it is worth saying on any machine.
+  std::optional<LoadedAlgorithm> loaded = run.load();
   if (!loaded)
     return BadInput;
   ModeSelection selection = selectModes("collbench", *loaded, *request);
@@ -155,10 +117,18 @@ int main(int argc, char **argv) {
   const ir::Algorithm *alg = &loaded->alg;
   const Plan *plan = &loaded->plan;
 
-  CudaOptions options;
-  options.watchdogMs = watchdogMs;
+  // The GPU backend as the plugin libcoll_cuda.so, as collrun and libcoll.so
+  // reach it.
+  auto plugin = gpuBackendPlugin(argv[0]);
+  if (!plugin)
+    return fail("collbench", BadInput, llvm::toString(plugin.takeError()));
+  DeviceBackend &backend = **plugin;
+  auto device = backend.currentDevice();
+  if (!device)
+    return fail("collbench", BadInput, llvm::toString(device.takeError()));
+
+  CudaOptions options = run.backendOptions<CudaOptions>();
   options.threadsPerBlock = threads;
-  options.setSlotBytes(slotBytes);
   auto executor = backend.create(*plan, options);
   if (!executor) {
     llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
@@ -182,14 +152,14 @@ int main(int argc, char **argv) {
       "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n"
       "# d2d copy: cudaMemcpyAsync of the same size on the same GPU; its GB/s counts bytes "
       "read + written\n",
-      inputFile, ir::collectiveName(plan->collective), plan->name, plan->nranks,
+      run.inputFile, ir::collectiveName(plan->collective), plan->name, plan->nranks,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
-      sliceBytes, iters, warmup, graph ? ", CUDA graph replays" : "");
-  SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, iters, seed);
+      sliceBytes, run.iters, warmup, graph ? ", CUDA graph replays" : "");
+  SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, run.iters, run.seed);
   sweep.referenceName = "d2d";
   sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
-    auto copy = backend.timeDeviceCopy(bytes, warmup, iters);
+    auto copy = backend.timeDeviceCopy(bytes, warmup, run.iters);
     if (!copy)
       return copy.takeError();
     const double seconds = median(std::move(*copy));
@@ -207,5 +177,4 @@ int main(int argc, char **argv) {
     llvm::outs() << "# " << note << "\n";
   llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
   return outcome.failed() ? Failed : Verified;
-#endif
 }

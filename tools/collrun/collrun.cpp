@@ -33,14 +33,11 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 
 using namespace coll;
@@ -51,34 +48,9 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("collrun options");
-cl::opt<std::string> inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
-                               cl::cat(category));
-cl::list<std::string> sizes("size", cl::CommaSeparated,
-                            cl::desc("Message sizes in bytes, as nccl-tests defines them "
-                                     "(K, M, G suffixes are powers of 1024); default 1K,1M"),
-                            cl::cat(category));
-cl::opt<std::string> dtypeName("dtype", cl::init("fp32"),
-                               cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, "
-                                        "bf16, fp32 or fp64"),
-                               cl::cat(category));
-cl::opt<std::string> opName("op", cl::init("sum"), cl::desc("sum, prod, min, max or avg"),
-                            cl::cat(category));
-cl::opt<std::string> modeName("mode", cl::init(""),
-                              cl::desc("inplace or outofplace (default: every mode the "
-                                       "algorithm supports)"),
-                              cl::cat(category));
-cl::opt<unsigned> iters("iters", cl::init(5), cl::desc("Timed runs per size (median reported)"),
-                        cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::init(1), cl::desc("Seed of the random input data"),
-                       cl::cat(category));
-cl::opt<unsigned> watchdogMs("watchdog-ms", cl::init(0),
-                             cl::desc("Fail a call whose waits make no progress for this "
-                                      "long (default: COLL_WATCHDOG_MS, else 30000)"),
-                             cl::cat(category));
-cl::opt<unsigned> slotBytes("slot-bytes", cl::init(0),
-                            cl::desc("Data bytes per FIFO slot, the pipeline slice (default: "
-                                     "the host backend's choice for the protocol)"),
-                            cl::cat(category));
+RunOptions run(category, {"1K,1M", 5, "Timed runs per size (median reported)",
+                         "Fail a call whose waits make no progress for this long (default: "
+                         "COLL_WATCHDOG_MS, else 30000)"});
 cl::opt<std::string> backendName("backend", cl::init("host"),
                                  cl::desc("host (ranks are CPU threads), cuda (every rank on "
                                           "the current GPU; times are CUDA-event times) or "
@@ -95,34 +67,6 @@ cl::opt<unsigned> threads("threads", cl::init(0),
                                    "calling one included (default: one per CPU, or "
                                    "COLL_HOST_THREADS; a call that moves little runs on one)"),
                           cl::cat(category));
-cl::opt<bool> noCheck("no-check", cl::init(false),
-                      cl::desc("Run the file without first checking it for races, deadlocks "
-                               "and a wrong result (collir --check)"),
-                      cl::cat(category));
-cl::opt<unsigned> maxWarnings("max-warnings", cl::init(5),
-                              cl::desc("Warnings about the file to print at most"),
-                              cl::cat(category));
-
-/// The device backend `name` names: the CPU emulation linked in, or the GPU
-/// through libcoll_cuda.so (COLL_CUDA_PLUGIN, else beside this program's
-/// lib/, else on the loader's path), as libcoll.so finds it.
-llvm::Expected<DeviceBackend *> deviceBackendNamed(llvm::StringRef name, const char *argv0) {
-#if COLL_HAVE_CUDA_EMU
-  if (name == "cuda-emu")
-    return &emulatedBackend();
-#endif
-  std::vector<std::string> paths;
-  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && *named) {
-    paths.push_back(named);
-  } else {
-    llvm::SmallString<256> lib(llvm::sys::path::parent_path(llvm::sys::path::parent_path(
-        llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&deviceBackendNamed)))));
-    llvm::sys::path::append(lib, "lib", "libcoll_cuda.so");
-    paths.push_back(std::string(lib));
-    paths.push_back("libcoll_cuda.so");
-  }
-  return loadDeviceBackend(paths);
-}
 
 } // namespace
 
@@ -133,15 +77,14 @@ int main(int argc, char **argv) {
       argc, argv,
       "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
       "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
-      "unreadable or invalid file or one that fails its check, or --backend cuda without a CUDA backend or device, 3 the\n"
-      "file does not apply (collective that cannot be checked, or unsupported mode).\n");
+      "unreadable or invalid file or one that fails its check, or --backend cuda without a\n"
+      "CUDA backend or device, 3 the file does not apply (collective that cannot be checked,\n"
+      "or unsupported mode).\n");
 
   std::string error;
-  std::optional<RunRequest> request = parseRunRequest(dtypeName, opName, modeName, error);
+  std::optional<RunRequest> request = run.request(error);
   if (!request)
     return fail("collrun", BadInput, error);
-  if (iters == 0)
-    return fail("collrun", BadInput, "--iters must be at least 1");
   if (backendName != "host" && backendName != "cuda" && backendName != "cuda-emu")
     return fail("collrun", BadInput,
                 "--backend must be host, cuda or cuda-emu, not '" + backendName + "'");
@@ -157,14 +100,11 @@ int main(int argc, char **argv) {
                 "this build has no CUDA backend (it was configured without nvcc, with "
                 "COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
 #endif
-  std::optional<std::vector<uint64_t>> byteSizes = parseSizes(
-      sizes.empty() ? std::vector<std::string>{"1K", "1M"}
-                    : std::vector<std::string>(sizes.begin(), sizes.end()),
-      error);
+  std::optional<std::vector<uint64_t>> byteSizes = run.byteSizes(error);
   if (!byteSizes)
     return fail("collrun", BadInput, error);
 
-  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, maxWarnings, !noCheck);
+  std::optional<LoadedAlgorithm> loaded = run.load();
   if (!loaded)
     return BadInput;
   ModeSelection selection = selectModes("collrun", *loaded, *request);
@@ -178,10 +118,8 @@ int main(int argc, char **argv) {
   std::unique_ptr<SweepTarget> target;
   std::string backendNote = "host backend";
   if (backendName == "host") {
-    HostOptions options;
-    options.watchdogMs = watchdogMs;
+    HostOptions options = run.backendOptions<HostOptions>();
     options.threads = threads;
-    options.setSlotBytes(slotBytes);
     llvm::Error err = llvm::Error::success();
     target = hostTarget(*plan, options, recording, err);
     if (err) {
@@ -189,7 +127,11 @@ int main(int argc, char **argv) {
       return Failed;
     }
   } else {
-    auto backend = deviceBackendNamed(backendName, argv[0]);
+    llvm::Expected<DeviceBackend *> backend =
+#if COLL_HAVE_CUDA_EMU
+        backendName == "cuda-emu" ? &emulatedBackend() :
+#endif
+                                  gpuBackendPlugin(argv[0]);
     if (!backend)
       return fail("collrun", BadInput,
                   "--backend " + backendName + ": " + llvm::toString(backend.takeError()));
@@ -197,9 +139,7 @@ int main(int argc, char **argv) {
     if (!device)
       return fail("collrun", BadInput,
                   "--backend " + backendName + ": " + llvm::toString(device.takeError()));
-    CudaOptions options;
-    options.watchdogMs = watchdogMs;
-    options.setSlotBytes(slotBytes);
+    CudaOptions options = run.backendOptions<CudaOptions>();
     auto executor = (*backend)->create(*plan, options);
     if (!executor) {
       llvm::errs() << llvm::toString(executor.takeError()) << "\n";
@@ -213,11 +153,11 @@ int main(int argc, char **argv) {
 
   llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
                                 "loop, {6} channels, {7} tbs; {8}\n",
-                                inputFile, ir::collectiveName(plan->collective), plan->name,
+                                run.inputFile, ir::collectiveName(plan->collective), plan->name,
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
-  SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, iters, seed);
+  SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, run.iters, run.seed);
   SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
   for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";

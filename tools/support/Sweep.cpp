@@ -5,13 +5,87 @@
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/ir/Geometry.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace coll::tools {
 
 using namespace interp;
+
+namespace cl = llvm::cl;
+
+RunOptions::RunOptions(cl::OptionCategory &category, const Defaults &defaults)
+    : sizesHelp(std::string("Message sizes in bytes, as nccl-tests defines them (K, M, G "
+                            "suffixes are powers of 1024); default ") +
+                defaults.sizes),
+      inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"), cl::cat(category)),
+      sizes("size", cl::CommaSeparated,
+            cl::desc(sizesHelp),
+            cl::cat(category)),
+      dtypeName("dtype", cl::init("fp32"),
+                cl::desc("int8, uint8, int32, uint32, int64, uint64, fp16, bf16, fp32 or fp64"),
+                cl::cat(category)),
+      opName("op", cl::init("sum"), cl::desc("sum, prod, min, max or avg"), cl::cat(category)),
+      modeName("mode", cl::init(""),
+               cl::desc("inplace or outofplace (default: every mode the algorithm supports)"),
+               cl::cat(category)),
+      iters("iters", cl::init(defaults.iters), cl::desc(defaults.itersHelp), cl::cat(category)),
+      seed("seed", cl::init(1), cl::desc("Seed of the random input data"), cl::cat(category)),
+      watchdogMs("watchdog-ms", cl::init(0), cl::desc(defaults.watchdogHelp), cl::cat(category)),
+      slotBytes("slot-bytes", cl::init(0),
+                cl::desc("Data bytes per FIFO slot, the pipeline slice (default: the backend's "
+                         "choice for the protocol)"),
+                cl::cat(category)),
+      noCheck("no-check", cl::init(false),
+              cl::desc("Run the file without first checking it for races, deadlocks and a "
+                       "wrong result (collir --check)"),
+              cl::cat(category)),
+      maxWarnings("max-warnings", cl::init(5),
+                  cl::desc("Warnings about the file to print at most"), cl::cat(category)),
+      defaultSizes(defaults.sizes) {}
+
+std::optional<LoadedAlgorithm> RunOptions::load() const {
+  return loadAlgorithm(inputFile, maxWarnings, !noCheck);
+}
+
+std::optional<RunRequest> RunOptions::request(std::string &error) const {
+  std::optional<RunRequest> request = parseRunRequest(dtypeName, opName, modeName, error);
+  if (request && iters == 0) {
+    error = "--iters must be at least 1";
+    return std::nullopt;
+  }
+  return request;
+}
+
+std::optional<std::vector<uint64_t>> RunOptions::byteSizes(std::string &error) const {
+  std::vector<std::string> texts(sizes.begin(), sizes.end());
+  if (texts.empty()) {
+    llvm::SmallVector<llvm::StringRef, 4> parts;
+    llvm::SplitString(defaultSizes, parts, ",");
+    for (llvm::StringRef part : parts)
+      texts.push_back(part.str());
+  }
+  return parseSizes(texts, error);
+}
+
+llvm::Expected<DeviceBackend *> gpuBackendPlugin(const char *argv0) {
+  std::vector<std::string> paths;
+  if (const char *named = std::getenv("COLL_CUDA_PLUGIN"); named && *named) {
+    paths.push_back(named);
+  } else {
+    llvm::SmallString<256> lib(llvm::sys::path::parent_path(llvm::sys::path::parent_path(
+        llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&gpuBackendPlugin)))));
+    llvm::sys::path::append(lib, "lib", "libcoll_cuda.so");
+    paths.push_back(std::string(lib));
+    paths.push_back("libcoll_cuda.so");
+  }
+  return loadDeviceBackend(paths);
+}
 
 SweepTarget::~SweepTarget() = default;
 

@@ -18,6 +18,7 @@
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/DeviceExecutor.h"
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -29,6 +30,56 @@
 #include <vector>
 
 namespace coll::tools {
+
+/// The options of the tools that sweep a file (collrun, collbench),
+/// registered in the tool's category when the tool constructs this (once,
+/// at namespace scope, as llvm::cl options are).
+struct RunOptions {
+  struct Defaults {
+    const char *sizes;     ///< the --size list without --size
+    unsigned iters;
+    const char *itersHelp; ///< what --iters times
+    const char *watchdogHelp;
+  };
+  RunOptions(llvm::cl::OptionCategory &category, const Defaults &defaults);
+
+private:
+  std::string sizesHelp; ///< outlives the option that shows it (cl::desc keeps a reference)
+
+public:
+  llvm::cl::opt<std::string> inputFile;
+  llvm::cl::list<std::string> sizes;
+  llvm::cl::opt<std::string> dtypeName, opName, modeName;
+  llvm::cl::opt<unsigned> iters;
+  llvm::cl::opt<uint64_t> seed;
+  llvm::cl::opt<unsigned> watchdogMs, slotBytes;
+  llvm::cl::opt<bool> noCheck;
+  llvm::cl::opt<unsigned> maxWarnings;
+  const char *defaultSizes;
+
+  /// The file read, verified, checked unless --no-check, and planned
+  /// (loadAlgorithm); nullopt once what is wrong is printed.
+  std::optional<LoadedAlgorithm> load() const;
+
+  /// --dtype, --op and --mode as a request, with --iters at least 1;
+  /// nullopt with `error` saying what is wrong.
+  std::optional<RunRequest> request(std::string &error) const;
+  /// --size, or the default list; nullopt with `error`.
+  std::optional<std::vector<uint64_t>> byteSizes(std::string &error) const;
+  /// The backend options --watchdog-ms and --slot-bytes give.
+  template <class Options> Options backendOptions() const {
+    Options options;
+    options.watchdogMs = watchdogMs;
+    options.setSlotBytes(slotBytes);
+    return options;
+  }
+};
+
+/// The GPU backend as collrun and collbench reach it: the plugin
+/// libcoll_cuda.so named by COLL_CUDA_PLUGIN, else in this program's
+/// ../lib, else wherever the loader finds it (loadDeviceBackend), as
+/// libcoll.so finds it.
+llvm::Expected<interp::DeviceBackend *> gpuBackendPlugin(const char *argv0);
 
 /// How a sweep runs a call.
 class SweepTarget {
