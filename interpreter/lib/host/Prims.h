@@ -8,6 +8,14 @@
 // file of its own, as the kernel's are: PrimsSimple.h, PrimsLL.h,
 // PrimsLL128.h. Memory ordering per protocol: coll/interpreter/host/Rank.h.
 //
+// Only HostRank.cpp includes these headers, and they give Prims internal
+// linkage (an unnamed namespace), as it had when it lived in that file: GCC
+// then inlines the interpreter loop, the waits' fast paths and the
+// protocols' members (declared `inline`, as members defined in the class
+// are) as it does functions called once. With external linkage a 1 KiB
+// allreduce of 8 emulated ranks cost up to 12 % more per call for the same
+// instructions (docs/PERFORMANCE.md, 2026-11-27).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_LIB_HOST_PRIMS_H
@@ -25,6 +33,7 @@
 #include <string>
 
 namespace coll::interp::host {
+namespace {
 
 using ir::Protocol;
 
@@ -300,6 +309,7 @@ private:
   unsigned nOwed = 0;
 };
 
+} // namespace
 } // namespace coll::interp::host
 
 #endif // COLL_INTERPRETER_LIB_HOST_PRIMS_H

@@ -11,15 +11,16 @@
 #include "host/Prims.h"
 
 namespace coll::interp::host {
+namespace {
 
 template <class T, class Op, Protocol Proto>
-void Prims<T, Op, Proto>::storeLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
+inline void Prims<T, Op, Proto>::storeLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
   data::llStore(words(c, seq), stageOut, bytes, llFlag(seq));
 }
 
 template <class T, class Op, Protocol Proto>
 template <class NoData>
-bool Prims<T, Op, Proto>::recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData,
+inline bool Prims<T, Op, Proto>::recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData,
                                  const T *&in) {
     std::atomic<uint64_t> *line = words(c, seq);
     auto *to = reinterpret_cast<unsigned char *>(stageIn);
@@ -51,6 +52,7 @@ bool Prims<T, Op, Proto>::recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes,
   return true;
 }
 
+} // namespace
 } // namespace coll::interp::host
 
 #endif // COLL_INTERPRETER_LIB_HOST_PRIMSLL_H

@@ -11,6 +11,7 @@
 #include "host/Prims.h"
 
 namespace coll::interp::host {
+namespace {
 
 /// The host's LL128 flag word: the slot's sequence number (+1, so that
 /// never-written memory is not ready) in the low half, and the low half of
@@ -26,13 +27,13 @@ inline uint64_t hostLl128Flag(uint64_t seq, uint64_t tag) {
 }
 
 template <class T, class Op, Protocol Proto>
-void Prims<T, Op, Proto>::storeLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
+inline void Prims<T, Op, Proto>::storeLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
   data::ll128Store(words(c, seq), stageOut, bytes, hostLl128Flag(seq, s.sendTag));
 }
 
 template <class T, class Op, Protocol Proto>
 template <class NoData>
-bool Prims<T, Op, Proto>::recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes,
+inline bool Prims<T, Op, Proto>::recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes,
                                     NoData &&noData, const T *&in) {
     std::atomic<uint64_t> *line = words(c, seq);
     auto *to = reinterpret_cast<unsigned char *>(stageIn);
@@ -61,6 +62,7 @@ bool Prims<T, Op, Proto>::recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t byt
   return true;
 }
 
+} // namespace
 } // namespace coll::interp::host
 
 #endif // COLL_INTERPRETER_LIB_HOST_PRIMSLL128_H

@@ -11,20 +11,22 @@
 #include "host/Prims.h"
 
 namespace coll::interp::host {
+namespace {
 
 template <class T, class Op, Protocol Proto>
-bool Prims<T, Op, Proto>::recvSimple(ConnectionEnd &c, uint64_t seq, const T *&in) {
+inline bool Prims<T, Op, Proto>::recvSimple(ConnectionEnd &c, uint64_t seq, const T *&in) {
   auto noData = [&](const std::string &what) {
     return "waiting for data to receive (" + what + "); " + connectionCounters(c);
   };
-    if (!await([&] { return c.control->tail.load(std::memory_order_acquire) > seq; },
-               [&] { return noData("slot " + std::to_string(seq)); }, 1))
-      return false;
-    s.seenTag = c.control->call.load(std::memory_order_relaxed);
-    in = reinterpret_cast<const T *>(c.fifo + (seq % FifoDepth) * c.shape.slotBytes);
+  if (!await([&] { return c.control->tail.load(std::memory_order_acquire) > seq; },
+             [&] { return noData("slot " + std::to_string(seq)); }, 1))
+    return false;
+  s.seenTag = c.control->call.load(std::memory_order_relaxed);
+  in = reinterpret_cast<const T *>(c.fifo + (seq % FifoDepth) * c.shape.slotBytes);
   return true;
 }
 
+} // namespace
 } // namespace coll::interp::host
 
 #endif // COLL_INTERPRETER_LIB_HOST_PRIMSSIMPLE_H
