@@ -426,7 +426,7 @@ void computeDependencies(Program &prog) {
   const lang::CollectiveSpec &spec = prog.dag->collective;
   for (int32_t r = 0; r < spec.nranks; ++r)
     for (int32_t i = 0; i < spec.outputChunks; ++i) {
-      if (spec.expected[r][i].empty())
+      if (spec.want(r, i).empty())
         continue;
       for (int32_t t = 0; t < layout.refinement; ++t) {
         uint32_t c =

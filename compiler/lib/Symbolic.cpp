@@ -3,6 +3,7 @@
 #include "Symbolic.h"
 #include "Program.h"
 
+#include "coll/ir/Check.h"
 #include "coll/ir/Symbolic.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -12,6 +13,11 @@ namespace coll::compiler {
 using ir::BufferKind;
 
 ir::Definition refinedDefinition(const lang::CollectiveSpec &spec, int32_t refinement) {
+  // Part t of in(a, j) is in(a, j*R + t): a built-in collective's blocks
+  // of k chunks become blocks of k*R.
+  if (spec.rule != ir::Collective::Custom)
+    return ir::builtinDefinition(spec.rule, spec.nranks, spec.ruleChunks * refinement,
+                                 spec.ruleRoot);
   ir::Definition def;
   def.nranks = spec.nranks;
   def.inputChunks = spec.inputChunks * refinement;

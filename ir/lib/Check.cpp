@@ -40,62 +40,52 @@ Definition builtinDefinition(Collective kind, int32_t nranks, int32_t k,
   def.nranks = nranks;
   def.inputChunks = info.inputPerRank ? nranks * k : k;
   def.outputChunks = info.outputPerRank ? nranks * k : k;
+  def.rule = kind;
+  def.ruleChunks = k;
+  def.ruleRoot = info.hasRoot ? root : 0;
   bool rootInputOnly =
       kind == Collective::Broadcast || kind == Collective::Scatter;
   def.inputDefined.resize(nranks);
   for (int32_t r = 0; r < nranks; ++r)
     def.inputDefined[r].assign(def.inputChunks, !rootInputOnly || r == root);
-  def.expected.assign(nranks,
-                      std::vector<std::vector<uint32_t>>(def.outputChunks));
-  auto in = [&](int32_t rank, int32_t index) {
-    return static_cast<uint32_t>(rank * def.inputChunks + index);
-  };
-  auto &out = def.expected;
-  // Lists are built in increasing rank order, hence sorted.
-  auto all = [&](auto contribOfRank) {
-    std::vector<uint32_t> list(nranks);
-    for (int32_t a = 0; a < nranks; ++a)
-      list[a] = contribOfRank(a);
-    return list;
-  };
-  for (int32_t j = 0; j < k; ++j) {
-    switch (kind) {
-    case Collective::AllReduce: {
-      std::vector<uint32_t> sum = all([&](int32_t a) { return in(a, j); });
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = sum;
-      break;
-    }
-    case Collective::Reduce:
-      out[root][j] = all([&](int32_t a) { return in(a, j); });
-      break;
-    case Collective::ReduceScatter:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = all([&](int32_t a) { return in(a, r * k + j); });
-      break;
-    case Collective::Broadcast:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = {in(root, j)};
-      break;
-    case Collective::Scatter:
-      for (int32_t r = 0; r < nranks; ++r)
-        out[r][j] = {in(root, r * k + j)};
-      break;
-    case Collective::AllGather:
-    case Collective::Gather:
-    case Collective::AllToAll:
-      for (int32_t r = 0; r < nranks; ++r) {
-        if (kind == Collective::Gather && r != root)
-          continue;
-        for (int32_t a = 0; a < nranks; ++a)
-          out[r][a * k + j] = {
-              kind == Collective::AllToAll ? in(a, r * k + j) : in(a, j)};
-      }
-      break;
-    case Collective::Custom: break;
-    }
-  }
   return def;
+}
+
+ContribSet Definition::want(int32_t rank, int32_t index) const {
+  if (rule == Collective::Custom) {
+    const std::vector<uint32_t> &ids = expected[rank][index];
+    std::vector<uint32_t> keys(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+      keys[i] = layout().key(ids[i]);
+    return ContribSet::ofKeys(std::move(keys));
+  }
+  // Keys are index-major (Contributions.h): input chunk j of every rank is
+  // [j*N, (j+1)*N), and input chunk j of rank a is j*N + a.
+  uint32_t n = uint32_t(nranks), k = uint32_t(ruleChunks), i = uint32_t(index);
+  uint32_t r = uint32_t(rank), root = uint32_t(ruleRoot);
+  auto everyRank = [&](uint32_t j) { return ContribSet::range(j * n, j * n + n); };
+  auto of = [&](uint32_t a, uint32_t j) { return ContribSet::single(j * n + a); };
+  switch (rule) {
+  case Collective::AllReduce: return everyRank(i);
+  case Collective::Reduce: return r == root ? everyRank(i) : ContribSet();
+  case Collective::ReduceScatter: return everyRank(r * k + i);
+  case Collective::Broadcast: return of(root, i);
+  case Collective::Scatter: return of(root, r * k + i);
+  case Collective::Gather:
+    if (r != root)
+      return {};
+    [[fallthrough]];
+  case Collective::AllGather: return of(i / k, i % k);
+  case Collective::AllToAll: return of(i / k, r * k + i % k);
+  case Collective::Custom: break;
+  }
+  return {};
+}
+
+std::vector<uint32_t> Definition::wantIds(int32_t rank, int32_t index) const {
+  if (rule == Collective::Custom)
+    return expected[rank][index];
+  return want(rank, index).ids(layout());
 }
 
 std::optional<Definition> definitionOf(const Algorithm &alg) {

@@ -25,11 +25,12 @@ SymbolicMemory::SymbolicMemory(Collective kind, int32_t chunksPerBlock, const De
   }
   cells.resize(base.back());
   writers.assign(base.back(), NoWriter);
+  ContribLayout layout = def.layout();
   for (int32_t r = 0; r < def.nranks; ++r)
     for (int32_t j = 0; j < def.inputChunks; ++j)
       if (def.inputDefined[r][j])
-        cells[cell(r, {BufferKind::Input, j})] = std::make_shared<const std::vector<uint32_t>>(
-            1, static_cast<uint32_t>(r * def.inputChunks + j));
+        cells[cell(r, {BufferKind::Input, j})] =
+            ContribSet::single(layout.key(static_cast<uint32_t>(r * def.inputChunks + j)));
 }
 
 uint32_t SymbolicMemory::cell(int32_t rank, Slot slot) const {
@@ -48,7 +49,7 @@ std::optional<std::string> SymbolicMemory::read(int32_t rank, Slot slot, int32_t
   out.clear();
   for (int32_t i = 0; i < count; ++i) {
     const Contents &c = cells[cell(rank, {slot.buf, slot.off + i})];
-    if (!c && strict)
+    if (c.empty() && strict)
       return "reads " + name(rank, {slot.buf, slot.off + i}) + ", which holds no data";
     out.push_back(c);
   }
@@ -75,21 +76,15 @@ uint64_t SymbolicMemory::writer(int32_t rank, Slot slot) const {
 std::optional<std::string> SymbolicMemory::reduce(llvm::SmallVectorImpl<Contents> &into,
                                                   llvm::ArrayRef<Contents> with) const {
   for (size_t i = 0; i < into.size(); ++i) {
-    if (!into[i] || !with[i]) {
-      into[i] = nullptr;
+    if (into[i].empty() || with[i].empty()) {
+      into[i] = {};
       continue;
     }
-    const std::vector<uint32_t> &a = *into[i], &b = *with[i];
-    auto merged = std::make_shared<std::vector<uint32_t>>();
-    merged->reserve(a.size() + b.size());
-    size_t x = 0, y = 0;
-    while (x < a.size() || y < b.size()) {
-      if (x < a.size() && y < b.size() && a[x] == b[y])
-        return "adds " + contrib(a[x]) + " to data that already holds it";
-      bool takeA = y == b.size() || (x < a.size() && a[x] < b[y]);
-      merged->push_back(takeA ? a[x++] : b[y++]);
-    }
-    into[i] = std::move(merged);
+    uint32_t common = 0;
+    std::optional<ContribSet> merged = ContribSet::unite(into[i], with[i], common);
+    if (!merged)
+      return "adds " + contrib(def.layout().id(common)) + " to data that already holds it";
+    into[i] = std::move(*merged);
   }
   return std::nullopt;
 }
@@ -106,12 +101,12 @@ std::optional<std::string> SymbolicMemory::checkOverlap(int32_t rank, Slot src, 
 std::optional<SymbolicMemory::WrongOutput> SymbolicMemory::firstWrongOutput() const {
   for (int32_t r = 0; r < def.nranks; ++r)
     for (int32_t i = 0; i < def.outputChunks; ++i) {
-      const std::vector<uint32_t> &want = def.expected[r][i];
+      ContribSet want = def.want(r, i);
       if (want.empty())
         continue;
       Slot out{BufferKind::Output, i};
       const Contents &have = cells[cell(r, out)];
-      if (have && *have == want)
+      if (have == want)
         continue;
       return WrongOutput{r, out,
                          "output chunk " + name(r, out) + " holds " + describe(have) +
@@ -130,15 +125,10 @@ std::string SymbolicMemory::contrib(uint32_t id) const {
          std::to_string(id % def.inputChunks) + ")";
 }
 
-std::string SymbolicMemory::describe(const Contents &have) const {
-  if (!have)
+std::string SymbolicMemory::describe(const Contents &set) const {
+  if (set.empty())
     return "undefined data";
-  return describe(*have);
-}
-
-std::string SymbolicMemory::describe(const std::vector<uint32_t> &ids) const {
-  if (ids.empty())
-    return "nothing";
+  std::vector<uint32_t> ids = set.ids(def.layout());
   std::string text;
   for (size_t k = 0; k < ids.size() && k < 4; ++k)
     text += (k ? " + " : "") + contrib(ids[k]);

@@ -75,7 +75,7 @@ void coll::lang::dumpDag(const ChunkDag &dag, const llvm::SourceMgr &srcMgr,
   os << '\n';
   for (int32_t r = 0; r < c.nranks; ++r) {
     for (int32_t i = 0; i < c.outputChunks; ++i) {
-      const std::vector<ContribId> &want = c.expected[r][i];
+      std::vector<ContribId> want = c.wantIds(r, i);
       if (want.empty())
         continue;
       os << "post ";

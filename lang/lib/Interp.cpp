@@ -421,20 +421,13 @@ private:
     } else {
       ir::CollectiveInfo info = ir::collectiveInfo(decl.kind);
       int64_t n = *ranks;
-      // Chunks per buffer and contributions in the postcondition, per chunk
-      // of a block; both must stay within the limits.
+      // Chunks of a buffer over all ranks, per chunk of a block, must stay
+      // within the limit (a built-in postcondition is a rule, not a list).
       int64_t perChunk = info.inputPerRank || info.outputPerRank ? n * n : n;
-      int64_t expectedPerChunk =
-          decl.kind == ir::Collective::AllReduce ||
-                  decl.kind == ir::Collective::ReduceScatter
-              ? n * n
-              : n;
-      int64_t maxChunks = std::min(limits::MaxBufferChunks / perChunk,
-                                   limits::MaxExpected / expectedPerChunk);
-      if (maxChunks < 1)
-        return fail(arg(CollectiveArg::Ranks)->loc,
-                    "collective " + decl.kindName + " over " + llvm::Twine(n) +
-                        " ranks is too large to trace");
+      static_assert(limits::MaxRanks * limits::MaxRanks <=
+                        limits::MaxBufferChunks,
+                    "every rank count allows one chunk");
+      int64_t maxChunks = limits::MaxBufferChunks / perChunk;
       int32_t chunks = 1;
       if (const Expr *e = arg(CollectiveArg::Chunks)) {
         std::optional<int32_t> value =

@@ -76,9 +76,8 @@ CollectiveSpec coll::lang::makeBuiltinSpec(ir::Collective kind, int32_t nranks,
   spec.outputChunks = info.outputPerRank ? nranks * k : k;
   spec.root = info.hasRoot ? root : -1;
   spec.inplace = inplace;
-  ir::Definition def = ir::builtinDefinition(kind, nranks, k, root);
-  spec.inputDefined = std::move(def.inputDefined);
-  spec.expected = std::move(def.expected);
+  static_cast<ir::Definition &>(spec) =
+      ir::builtinDefinition(kind, nranks, k, root);
   return spec;
 }
 
@@ -119,9 +118,8 @@ void Tracer::provide(int32_t rank, int32_t index) {
   CollectiveSpec &s = dag.collective;
   s.inputDefined[rank][index] = true;
   SlotRange c = canonical({rank, {ir::BufferKind::Input, 0}, index, 1});
-  slotForWrite(c.rank, c.buffer, c.index).contents =
-      std::make_shared<const std::vector<ContribId>>(
-          1, static_cast<ContribId>(rank * s.inputChunks + index));
+  slotForWrite(c.rank, c.buffer, c.index).contents = ContribSet::single(
+      s.layout().key(static_cast<ContribId>(rank * s.inputChunks + index)));
 }
 
 bool Tracer::expect(int32_t rank, int32_t index, ContribId contrib,
@@ -213,7 +211,7 @@ bool Tracer::checkDefined(const SlotRange &ref, llvm::SMLoc loc) {
   SlotRange c = canonical(ref);
   for (int32_t i = 0; i < ref.size; ++i) {
     Slot *slot = find(c.rank, c.buffer, c.index + i);
-    if (slot && slot->contents)
+    if (slot && !slot->contents.empty())
       continue;
     SlotRange one{ref.rank, ref.buffer, ref.index + i, 1};
     const CollectiveSpec &s = dag.collective;
@@ -288,24 +286,19 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
     deps.append(to->readers.begin(), to->readers.end());
     if (!reduce)
       continue;
-    // dst (+) src, both sorted; a contribution in both would be counted twice.
-    const std::vector<ContribId> &a = *to->contents, &b = *from.contents;
-    auto merged = std::make_shared<std::vector<ContribId>>();
-    merged->reserve(a.size() + b.size());
-    size_t x = 0, y = 0;
-    while (x < a.size() || y < b.size()) {
-      if (x < a.size() && y < b.size() && a[x] == b[y]) {
-        diags.error(sites.call, "duplicated contribution: the reduction adds " +
-                                    describe(a[x]) + " to " +
-                                    describe({op.dst.rank, op.dst.buffer,
-                                              op.dst.index + i, 1}) +
-                                    ", which already holds it");
-        return false;
-      }
-      bool takeA = y == b.size() || (x < a.size() && a[x] < b[y]);
-      merged->push_back(takeA ? a[x++] : b[y++]);
+    // dst (+) src; a contribution in both would be counted twice.
+    uint32_t common = 0;
+    std::optional<ContribSet> merged =
+        ContribSet::unite(to->contents, from.contents, common);
+    if (!merged) {
+      diags.error(sites.call, "duplicated contribution: the reduction adds " +
+                                  describe(s.layout().id(common)) + " to " +
+                                  describe({op.dst.rank, op.dst.buffer,
+                                            op.dst.index + i, 1}) +
+                                  ", which already holds it");
+      return false;
     }
-    result[i] = std::move(merged);
+    result[i] = std::move(*merged);
   }
   llvm::sort(deps);
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
@@ -335,14 +328,15 @@ std::optional<ContribId> Tracer::origin(const SlotRange &ref,
   SlotRange c = canonical(ref);
   Slot *slot = find(c.rank, c.buffer, c.index);
   SlotRange first{ref.rank, ref.buffer, ref.index, 1};
-  if (!slot || !slot->contents) {
+  if (!slot || slot->contents.empty()) {
     diags.error(loc, "'" + what +
                          "' needs a chunk holding one contribution, but " +
                          describe(first) + " holds nothing");
     return std::nullopt;
   }
-  const std::vector<ContribId> &ids = *slot->contents;
-  if (ids.size() != 1) {
+  const ContribSet &set = slot->contents;
+  if (set.size() != 1) {
+    std::vector<ContribId> ids = set.ids(dag.collective.layout());
     diags.error(loc, "'" + what +
                          "' needs a chunk holding one contribution, but " +
                          describe(first) + " holds a reduction of " +
@@ -350,7 +344,7 @@ std::optional<ContribId> Tracer::origin(const SlotRange &ref,
                          formatContribs(ids, dag.collective.inputChunks) + ")");
     return std::nullopt;
   }
-  return ids.front();
+  return dag.collective.layout().id(set.only());
 }
 
 std::optional<SlotRange>
@@ -360,8 +354,8 @@ Tracer::destination(ContribId contrib, llvm::StringRef what, llvm::SMLoc loc) {
     destinations.assign(static_cast<size_t>(s.nranks) * s.inputChunks, -1);
     for (int32_t r = 0; r < s.nranks; ++r)
       for (int32_t i = 0; i < s.outputChunks; ++i)
-        if (s.expected[r][i].size() == 1) {
-          int64_t &d = destinations[s.expected[r][i].front()];
+        if (ir::ContribSet want = s.want(r, i); want.size() == 1) {
+          int64_t &d = destinations[s.layout().id(want.only())];
           d = d == -1 ? int64_t(r) * s.outputChunks + i : -2;
         }
   }
@@ -401,17 +395,17 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
   unsigned failures = 0;
   for (int32_t r = 0; r < s.nranks; ++r) {
     for (int32_t i = 0; i < s.outputChunks; ++i) {
-      const std::vector<ContribId> &want = s.expected[r][i];
-      if (want.empty())
+      ContribSet wantSet = s.want(r, i);
+      if (wantSet.empty())
         continue;
       SlotRange named{r, {ir::BufferKind::Output, 0}, i, 1};
       SlotRange c = canonical(named);
       const Slot *slot = find(c.rank, c.buffer, c.index);
-      static const std::vector<ContribId> nothing;
-      const std::vector<ContribId> &have =
-          slot && slot->contents ? *slot->contents : nothing;
-      if (have == want || ++failures > MaxReported)
+      ContribSet haveSet = slot ? slot->contents : ContribSet();
+      if (haveSet == wantSet || ++failures > MaxReported)
         continue;
+      std::vector<ContribId> want = wantSet.ids(s.layout());
+      std::vector<ContribId> have = haveSet.ids(s.layout());
       llvm::SMLoc loc =
           slot && slot->lastWriter >= 0 ? dag.ops[slot->lastWriter].loc : s.loc;
       std::string chunk = "output chunk " + describe(named);

@@ -90,9 +90,10 @@ public:
   std::optional<ChunkDag> finish(ProgramOptions options);
 
 private:
-  using Contents = std::shared_ptr<const std::vector<ContribId>>;
+  using ContribSet = ir::ContribSet;
+  using Contents = ContribSet;
   struct Slot {
-    Contents contents; ///< null: holds nothing
+    Contents contents; ///< empty: holds nothing
     int32_t lastWriter = -1;
     std::vector<uint32_t> readers; ///< since the last write
   };

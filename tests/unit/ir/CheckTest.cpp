@@ -48,6 +48,18 @@ std::vector<std::string> checkErrors(const Algorithm &alg,
   return test::formatted(diags, Severity::Error);
 }
 
+/// `def` with its postcondition as explicit lists, as a custom collective
+/// states it.
+Definition listed(Definition def) {
+  def.expected.assign(def.nranks, std::vector<std::vector<uint32_t>>(def.outputChunks));
+  for (int32_t r = 0; r < def.nranks; ++r)
+    for (int32_t i = 0; i < def.outputChunks; ++i)
+      def.expected[r][i] = def.wantIds(r, i);
+  def.rule = Collective::Custom;
+  def.ruleChunks = def.ruleRoot = 0;
+  return def;
+}
+
 TEST(CheckTest, CorrectExchangePasses) {
   Algorithm alg = test::parseValid(exchange(R"(depid="0" deps="0")", "re"));
   EXPECT_EQ(checkErrors(alg), std::vector<std::string>{});
@@ -110,6 +122,7 @@ TEST(CheckTest, CustomWithoutDefinitionWarns) {
   options.custom = &def;
   EXPECT_EQ(checkErrors(alg, &warnings, options), std::vector<std::string>{});
   EXPECT_EQ(warnings, std::vector<std::string>{});
+  def = listed(def);
   def.expected[1][0] = {0}; // rank 1 must hold only in(0,0): it does not
   EXPECT_EQ(checkErrors(alg, &warnings, options).size(), 1u);
 }
@@ -126,7 +139,7 @@ TEST(CheckTest, CustomCarriesItsCondition) {
       std::string(xml).insert(xml.rfind("</algo>"), condition));
   ASSERT_TRUE(alg.condition.has_value());
   EXPECT_EQ(alg.condition->expected[1][0], (std::vector<uint32_t>{0, 1}));
-  EXPECT_EQ(*definitionOf(alg), builtinDefinition(Collective::AllReduce, 2, 1, -1));
+  EXPECT_EQ(*definitionOf(alg), listed(builtinDefinition(Collective::AllReduce, 2, 1, -1)));
   std::vector<std::string> warnings;
   EXPECT_EQ(checkErrors(alg, &warnings), std::vector<std::string>{});
   EXPECT_EQ(warnings, std::vector<std::string>{});
@@ -146,13 +159,60 @@ TEST(CheckTest, BuiltinDefinitions) {
   EXPECT_EQ(ag.inputChunks, 2);
   EXPECT_EQ(ag.outputChunks, 4);
   // Output chunk r*k + j of every rank is input chunk j of rank r.
-  EXPECT_EQ(ag.expected[0][3], std::vector<uint32_t>{3});
+  EXPECT_EQ(ag.wantIds(0, 3), std::vector<uint32_t>{3});
   Definition rs = builtinDefinition(Collective::ReduceScatter, 2, 1, -1);
-  EXPECT_EQ(rs.expected[1][0], (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(rs.wantIds(1, 0), (std::vector<uint32_t>{1, 3}));
   Definition bc = builtinDefinition(Collective::Broadcast, 3, 1, 2);
   EXPECT_FALSE(bc.inputDefined[0][0]);
   EXPECT_TRUE(bc.inputDefined[2][0]);
-  EXPECT_EQ(bc.expected[0][0], std::vector<uint32_t>{2});
+  EXPECT_EQ(bc.wantIds(0, 0), std::vector<uint32_t>{2});
+  EXPECT_EQ(bc.wantIds(1, 0), std::vector<uint32_t>{2});
+  // Reduce and gather constrain only the root.
+  Definition rd = builtinDefinition(Collective::Reduce, 3, 2, 1);
+  EXPECT_TRUE(rd.want(0, 1).empty());
+  EXPECT_EQ(rd.wantIds(1, 1), (std::vector<uint32_t>{1, 3, 5}));
+  Definition ga = builtinDefinition(Collective::Gather, 3, 1, 2);
+  EXPECT_TRUE(ga.want(1, 0).empty());
+  EXPECT_EQ(ga.wantIds(2, 1), std::vector<uint32_t>{1});
+  // Output chunk a*k + j of rank r is input chunk r*k + j of rank a.
+  Definition aa = builtinDefinition(Collective::AllToAll, 3, 2, -1);
+  EXPECT_EQ(aa.wantIds(1, 5), std::vector<uint32_t>{2 * 6 + 1 * 2 + 1});
+  Definition sc = builtinDefinition(Collective::Scatter, 3, 2, 0);
+  EXPECT_EQ(sc.wantIds(2, 1), std::vector<uint32_t>{0 * 6 + 2 * 2 + 1});
+  // An allreduce's output chunk is one run of keys, whatever the ranks.
+  Definition ar = builtinDefinition(Collective::AllReduce, 4096, 4096, -1);
+  EXPECT_EQ(ar.want(4095, 4095).runs().size(), 1u);
+  EXPECT_EQ(ar.want(4095, 4095).size(), 4096u);
+}
+
+TEST(CheckTest, ContribSetsUniteDisjointRuns) {
+  uint32_t common = 0;
+  // A chain of reductions along a ring: adjacent runs join.
+  auto a = ContribSet::unite(ContribSet::range(4, 8), ContribSet::single(8), common);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, ContribSet::range(4, 9));
+  auto b = ContribSet::unite(*a, ContribSet::range(0, 2), common);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->runs().size(), 2u);
+  EXPECT_EQ(b->size(), 7u);
+  EXPECT_TRUE(b->contains(1));
+  EXPECT_FALSE(b->contains(2));
+  EXPECT_TRUE(b->contains(8));
+  EXPECT_FALSE(b->contains(9));
+  auto c = ContribSet::unite(*b, ContribSet::range(2, 4), common);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c, ContribSet::range(0, 9));
+  // A contribution in both would be counted twice: the smallest is named.
+  EXPECT_FALSE(ContribSet::unite(*b, ContribSet::range(1, 6), common));
+  EXPECT_EQ(common, 1u);
+  EXPECT_FALSE(ContribSet::unite(ContribSet::range(0, 2), ContribSet::ofKeys({5, 1, 7}), common));
+  EXPECT_EQ(common, 1u);
+  EXPECT_EQ(ContribSet::ofKeys({7, 5, 6, 1}).keys(), (std::vector<uint32_t>{1, 5, 6, 7}));
+  EXPECT_TRUE(ContribSet::ofKeys({}).empty());
+  // Keys are index-major; ids come back rank-major, sorted.
+  ContribLayout layout{3, 2};
+  EXPECT_EQ(layout.key(layout.id(5)), 5u);
+  EXPECT_EQ(ContribSet::range(3, 6).ids(layout), (std::vector<uint32_t>{1, 3, 5}));
 }
 
 TEST(CheckTest, DeadlockCycleNamesBothTbs) {

@@ -27,7 +27,7 @@ TEST(TracerTest, RingAllReduce) {
   EXPECT_EQ(spec.inputChunks, 4);
   EXPECT_EQ(spec.outputChunks, 4);
   EXPECT_TRUE(spec.inplace);
-  EXPECT_EQ(spec.expected[2][1], (std::vector<ContribId>{1, 5, 9, 13}));
+  EXPECT_EQ(spec.wantIds(2, 1), (std::vector<ContribId>{1, 5, 9, 13}));
   ASSERT_EQ(dag.ops.size(), 24u);
   // Chunk 0 is reduced along 0 -> 1 -> 2 -> 3, then sent from 3 to 0, 1, 2.
   const ChunkOp &first = dag.ops[0];
@@ -155,7 +155,7 @@ for r in 0..3 { for a in 0..3 { chunk(a, input, 0, size = 2).copy(r, output, 2 *
 )");
   EXPECT_EQ(ag.collective.inputChunks, 2);
   EXPECT_EQ(ag.collective.outputChunks, 6);
-  EXPECT_EQ(ag.collective.expected[0][3], std::vector<ContribId>{3}); // in(1,1)
+  EXPECT_EQ(ag.collective.wantIds(0, 3), std::vector<ContribId>{3}); // in(1,1)
 
   ChunkDag rs = traceOk(R"(collective reducescatter(ranks = 3, chunks = 2)
 for r in 0..3 {
@@ -167,12 +167,12 @@ for r in 0..3 {
 )");
   EXPECT_EQ(rs.collective.inputChunks, 6);
   EXPECT_EQ(rs.collective.outputChunks, 2);
-  EXPECT_EQ(rs.collective.expected[1][1], (std::vector<ContribId>{3, 9, 15}));
+  EXPECT_EQ(rs.collective.wantIds(1, 1), (std::vector<ContribId>{3, 9, 15}));
 
   ChunkDag a2a = traceOk(R"(collective alltoall(ranks = 3, chunks = 2)
 for s in 0..3 { for d in 0..3 { chunk(s, input, 2 * d, size = 2).copy(d, output, 2 * s) } }
 )");
-  EXPECT_EQ(a2a.collective.expected[2][1],
+  EXPECT_EQ(a2a.collective.wantIds(2, 1),
             std::vector<ContribId>{5}); // in(0,5)
 
   ChunkDag bc = traceOk(R"(collective broadcast(ranks = 3, chunks = 2, root = 1)
@@ -182,27 +182,27 @@ for k in 1..3 { c = c.copy((1 + k) % 3, output, 0) }
   EXPECT_EQ(bc.collective.root, 1);
   EXPECT_FALSE(bc.collective.inputDefined[0][0]);
   EXPECT_TRUE(bc.collective.inputDefined[1][1]);
-  EXPECT_EQ(bc.collective.expected[2][1], std::vector<ContribId>{3}); // in(1,1)
+  EXPECT_EQ(bc.collective.wantIds(2, 1), std::vector<ContribId>{3}); // in(1,1)
 
   ChunkDag red = traceOk(R"(collective reduce(ranks = 3, root = 2)
 chunk(2, input, 0).copy(2, output, 0)
 chunk(2, output, 0).reduce(chunk(0, input, 0))
 chunk(2, output, 0).reduce(chunk(1, input, 0))
 )");
-  EXPECT_EQ(red.collective.expected[2][0], (std::vector<ContribId>{0, 1, 2}));
-  EXPECT_TRUE(red.collective.expected[0][0].empty());
+  EXPECT_EQ(red.collective.wantIds(2, 0), (std::vector<ContribId>{0, 1, 2}));
+  EXPECT_TRUE(red.collective.wantIds(0, 0).empty());
 
   ChunkDag ga = traceOk(R"(collective gather(ranks = 3)
 for a in 0..3 { chunk(a, input, 0).copy(0, output, a) }
 )");
   EXPECT_EQ(ga.collective.outputChunks, 3);
-  EXPECT_TRUE(ga.collective.expected[1][0].empty());
+  EXPECT_TRUE(ga.collective.wantIds(1, 0).empty());
 
   ChunkDag sc = traceOk(R"(collective scatter(ranks = 3, root = 1)
 for r in 0..3 { chunk(1, input, r).copy(r, output, 0) }
 )");
   EXPECT_EQ(sc.collective.inputChunks, 3);
-  EXPECT_EQ(sc.collective.expected[2][0], std::vector<ContribId>{5}); // in(1,2)
+  EXPECT_EQ(sc.collective.wantIds(2, 0), std::vector<ContribId>{5}); // in(1,2)
   EXPECT_FALSE(sc.collective.inputDefined[0][0]);
 
   traceOk(RingAllReduce);
@@ -219,7 +219,7 @@ for r in 0..2 { for a in 0..2 { chunk(a, input, 0, size = 2).copy(r, output, 2 *
   EXPECT_EQ(dag.collective.kind, ir::Collective::Custom);
   EXPECT_EQ(dag.collective.inputChunks, 2);
   EXPECT_EQ(dag.collective.outputChunks, 4);
-  EXPECT_EQ(dag.collective.expected[1][3], std::vector<ContribId>{3});
+  EXPECT_EQ(dag.collective.wantIds(1, 3), std::vector<ContribId>{3});
 
   // Several expects on a slot mean a reduction; unmentioned slots are free.
   ChunkDag sum =
@@ -229,8 +229,8 @@ for r in 0..2 { for a in 0..2 { chunk(a, input, 0, size = 2).copy(r, output, 2 *
 chunk(0, input, 0).copy(0, output, 0)
 chunk(0, output, 0).reduce(chunk(1, input, 0))
 )");
-  EXPECT_EQ(sum.collective.expected[0][0], (std::vector<ContribId>{0, 1}));
-  EXPECT_TRUE(sum.collective.expected[0][1].empty());
+  EXPECT_EQ(sum.collective.wantIds(0, 0), (std::vector<ContribId>{0, 1}));
+  EXPECT_TRUE(sum.collective.wantIds(0, 1).empty());
   EXPECT_TRUE(sum.collective.inputDefined[1][0]); // no pre block: all defined
 
   EXPECT_EQ(firstLine(traceError(
@@ -468,10 +468,14 @@ TEST(TracerTest, CollectiveErrors) {
       "test.coll:1:40: error: root 2 is out of range (program has 2 ranks)");
   EXPECT_EQ(
       first("collective allreduce(ranks = 2, chunks = 0)"),
-      "test.coll:1:42: error: chunks must be between 1 and 524288, got 0");
-  EXPECT_EQ(first("collective alltoall(ranks = 4096)"),
-            "test.coll:1:29: error: collective alltoall over 4096 ranks is too "
-            "large to trace");
+      "test.coll:1:42: error: chunks must be between 1 and 8388608, got 0");
+  // 4096 ranks of 4096 chunks: a 4096-rank allreduce may have as many
+  // chunks as ranks; an alltoall's buffers hold ranks x chunks.
+  EXPECT_EQ(first("collective allreduce(ranks = 4096, chunks = 4097)"),
+            "test.coll:1:45: error: chunks must be between 1 and 4096, got "
+            "4097");
+  EXPECT_EQ(first("collective alltoall(ranks = 4096, chunks = 2)"),
+            "test.coll:1:44: error: chunks must be between 1 and 1, got 2");
   EXPECT_EQ(first("collective allreduce(ranks = 2, inplace = 1)"),
             "test.coll:1:43: error: expected a boolean, got an integer");
 }

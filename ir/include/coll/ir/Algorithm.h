@@ -16,6 +16,8 @@
 #ifndef COLL_IR_ALGORITHM_H
 #define COLL_IR_ALGORITHM_H
 
+#include "coll/ir/Contributions.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -142,19 +144,34 @@ struct Gpu {
 
 /// What a collective computes, chunk by chunk (docs/IR.md, "Custom
 /// collectives"). A contribution is an original input chunk, numbered
-/// `rank * inputChunks + index`. Built-in collectives derive theirs
-/// (Check.h, builtinDefinition); a custom collective carries its own in the
-/// file, as a `<condition>` element that MSCCL runtimes skip.
+/// `rank * inputChunks + index`. Built-in collectives derive theirs by rule
+/// (Check.h, builtinDefinition), so that no list grows with ranks squared; a
+/// custom collective lists its own, and carries them in the file as a
+/// `<condition>` element that MSCCL runtimes skip.
 struct Definition {
   int32_t nranks = 0;
   int32_t inputChunks = 0, outputChunks = 0; ///< per rank
   /// Precondition: inputDefined[rank][index] says whether that input chunk
   /// carries a contribution when the collective starts.
   std::vector<std::vector<bool>> inputDefined;
-  /// Postcondition: expected[rank][index] is the sorted list of
-  /// contributions output chunk `index` of `rank` must hold, each once; an
-  /// empty list leaves the chunk unconstrained.
+  /// A custom collective's postcondition: expected[rank][index] is the
+  /// sorted list of contributions output chunk `index` of `rank` must hold,
+  /// each once; an empty list leaves the chunk unconstrained. Empty for a
+  /// built-in rule.
   std::vector<std::vector<std::vector<uint32_t>>> expected;
+  /// The built-in collective whose postcondition this is (Custom: the
+  /// lists above), for blocks of `ruleChunks` chunks and root `ruleRoot`.
+  Collective rule = Collective::Custom;
+  int32_t ruleChunks = 0, ruleRoot = 0;
+
+  ContribLayout layout() const {
+    return {uint32_t(nranks), uint32_t(inputChunks)};
+  }
+  /// The contributions output chunk `index` of `rank` must hold, as keys of
+  /// layout(); empty when the chunk is unconstrained.
+  ContribSet want(int32_t rank, int32_t index) const;
+  /// The same as sorted ids.
+  std::vector<uint32_t> wantIds(int32_t rank, int32_t index) const;
 
   friend bool operator==(const Definition &a, const Definition &b) = default;
 };

@@ -10,10 +10,11 @@
 // Check.h); the compiler runs both its traced program, in program order,
 // and the IR it compiled from it (docs/COMPILER.md, "Verification").
 //
-// Sets are sorted vectors, immutable and shared, so that a copy costs a
-// pointer and a reduction allocates only its result. A null set is data
-// nobody defined (a slot read before anything was written to it): harmless
-// until it reaches a constrained output chunk, unless reads are strict.
+// Sets are runs of keys (Contributions.h): a copy costs a run or a pointer,
+// and a reduction along a ring or a tree stays one or two runs. An empty set
+// is data nobody defined (a slot read before anything was written to it):
+// harmless until it reaches a constrained output chunk, unless reads are
+// strict.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #define COLL_IR_SYMBOLIC_H
 
 #include "coll/ir/Algorithm.h"
+#include "coll/ir/Contributions.h"
 #include "coll/ir/Memory.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -36,7 +38,7 @@ namespace coll::ir {
 
 class SymbolicMemory {
 public:
-  using Contents = std::shared_ptr<const std::vector<uint32_t>>;
+  using Contents = ContribSet;
   static constexpr uint64_t NoWriter = ~uint64_t(0);
 
   /// Chunks of one rank's buffers.
@@ -82,8 +84,7 @@ public:
 private:
   uint32_t cell(int32_t rank, Slot slot) const;
   std::string contrib(uint32_t id) const;
-  std::string describe(const Contents &have) const;
-  std::string describe(const std::vector<uint32_t> &ids) const;
+  std::string describe(const Contents &set) const;
 
   Collective kind;
   int32_t perBlock;

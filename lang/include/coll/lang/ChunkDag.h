@@ -97,10 +97,11 @@ struct CallSite {
 /// (nranks, inputChunks, outputChunks per rank) its precondition,
 /// `inputDefined[rank][index]`, whether that input chunk carries a
 /// contribution when the collective starts, and its postcondition,
-/// `expected[rank][index]`, the sorted list of contributions output chunk
-/// `index` of `rank` must hold exactly (once each); an empty list means the
-/// chunk's final content is not constrained. For in-place collectives the
-/// slot is the canonical one it aliases.
+/// `want(rank, index)`, the contributions output chunk `index` of `rank`
+/// must hold exactly (once each): a built-in collective's by rule, a custom
+/// one's listed in `expected`; an empty set means the chunk's final content
+/// is not constrained. For in-place collectives the slot is the canonical
+/// one it aliases.
 struct CollectiveSpec : ir::Definition {
   CollectiveSpec() { nranks = 1; }
   ir::Collective kind = ir::Collective::Custom;
