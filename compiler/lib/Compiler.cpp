@@ -10,6 +10,8 @@
 
 #include "Program.h"
 
+#include "coll/support/PhaseTimer.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 namespace coll::compiler {
@@ -20,22 +22,43 @@ namespace {
 std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
                                 lang::DiagnosticEngine &diags, bool &error) {
   Program prog;
-  if (!buildLayout(dag, prog, diags)) {
-    error = true;
-    return std::nullopt;
+  {
+    PhaseTimer timer("layout", "buffer layout and refinement");
+    if (!buildLayout(dag, prog, diags)) {
+      error = true;
+      return std::nullopt;
+    }
   }
-  lower(prog);
-  computeDependencies(prog);
+  {
+    PhaseTimer timer("lower", "lowering to instructions");
+    lower(prog);
+  }
+  {
+    PhaseTimer timer("dependencies", "dependencies between instructions");
+    computeDependencies(prog);
+  }
   ThreadblockAssigner assigner(prog, diags);
-  if (!assigner.applyProgramIds()) {
-    error = true;
-    return std::nullopt;
+  {
+    PhaseTimer timer("program-tbs", "threadblocks the program names");
+    if (!assigner.applyProgramIds()) {
+      error = true;
+      return std::nullopt;
+    }
   }
-  if (fusion)
+  if (fusion) {
+    PhaseTimer timer("fusion", "fusion");
     fuse(prog, assigner);
-  assigner.assign(/*pairPeers=*/true);
-  if (!order(prog))
-    return std::nullopt;
+  }
+  {
+    PhaseTimer timer("threadblocks", "threadblock and channel assignment");
+    assigner.assign(/*pairPeers=*/true);
+  }
+  {
+    PhaseTimer timer("order", "ordering");
+    if (!order(prog))
+      return std::nullopt;
+  }
+  PhaseTimer timer("emit", "emitting the IR");
   return emit(prog);
 }
 

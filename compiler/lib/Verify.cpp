@@ -25,6 +25,7 @@
 
 #include "coll/ir/Check.h"
 #include "coll/ir/Races.h"
+#include "coll/support/PhaseTimer.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
@@ -217,8 +218,21 @@ std::optional<Modes> Checker::checkCorrectness() {
     return std::nullopt;
   }
   std::optional<ir::Analysis> analysis;
-  if (!checkContract(analysis) || !checkDeadlock() || !checkExactlyOnce())
-    return std::nullopt;
+  {
+    PhaseTimer timer("verify", "verifying the IR");
+    if (!checkContract(analysis))
+      return std::nullopt;
+  }
+  {
+    PhaseTimer timer("deadlock", "deadlock simulation");
+    if (!checkDeadlock())
+      return std::nullopt;
+  }
+  {
+    PhaseTimer timer("exactly-once", "every operation exactly once");
+    if (!checkExactlyOnce())
+      return std::nullopt;
+  }
   const lang::CollectiveSpec &spec = dag.collective;
   bool traced = spec.inplace;
   std::optional<ir::Definition> refined;
@@ -226,7 +240,12 @@ std::optional<Modes> Checker::checkCorrectness() {
     refined = refinedDefinition(spec, schedule.refinement);
   const ir::Definition &def = refined ? *refined : static_cast<const ir::Definition &>(spec);
   auto execute = [&](bool inplace) {
+    PhaseTimer timer("symbolic", "symbolic execution");
     return ir::executeSymbolically(alg, *analysis, def, inplace, /*strictReads=*/true);
+  };
+  auto findRace = [&](bool inplace) {
+    PhaseTimer timer("races", "race check");
+    return ir::findRace(alg, inplace);
   };
   if (std::optional<ir::WrongResult> wrong = execute(traced)) {
     const ir::StepRef step = wrong->writers.empty() ? ir::StepRef{} : wrong->writers.front();
@@ -236,7 +255,7 @@ std::optional<Modes> Checker::checkCorrectness() {
                                            : ": " + wrong->message));
     return std::nullopt;
   }
-  if (std::optional<ir::Race> race = ir::findRace(alg, traced)) {
+  if (std::optional<ir::Race> race = findRace(traced)) {
     internalError(race->second, "nothing orders " + describeStep(race->second) +
                                     " after " + describeStep(race->first) +
                                     ", which both access " + race->memory);
@@ -249,8 +268,7 @@ std::optional<Modes> Checker::checkCorrectness() {
   // memory.
   bool other = (spec.kind != ir::Collective::Custom ||
                 spec.inputChunks == spec.outputChunks) &&
-               !execute(!traced) &&
-               !ir::findRace(alg, !traced);
+               !execute(!traced) && !findRace(!traced);
   return Modes{traced || other, !traced || other};
 }
 

@@ -4,8 +4,10 @@
 // are iterated; recursion follows only the nesting of the source (bounded by
 // the parser) and calls of user functions (bounded by MaxCallDepth), and
 // their product is bounded by MaxEvalDepth and the stack actually used. Every
-// statement and expression costs one step of a fixed budget, so no program
-// runs forever.
+// statement and expression costs one step of a budget, so no program runs
+// forever: a fixed budget, plus StepsPerTracedChunk for every chunk the
+// traced operations move (so loops that trace nothing stop early and large
+// programs are not cut short).
 //
 // The first error ends evaluation: each evaluation function reports it and
 // returns an empty optional (or Flow::Fail), which every caller passes on.
@@ -168,8 +170,12 @@ private:
     steps += cost;
     char here;
     uintptr_t stackUse = stackBase - reinterpret_cast<uintptr_t>(&here);
-    uint64_t maxSteps = overrides.maxSteps ? overrides.maxSteps
-                                           : limits::MaxSteps;
+    // A program earns budget by tracing: a loop that never ends traces
+    // nothing (or reaches MaxOps), while a large program's evaluation
+    // grows with the chunks it moves.
+    uint64_t maxSteps = (overrides.maxSteps ? overrides.maxSteps
+                                            : limits::MaxSteps) +
+                        limits::StepsPerTracedChunk * tracer.chunksTraced();
     if (steps > maxSteps)
       diags.error(loc, "the program runs too long (more than " +
                            llvm::Twine(maxSteps) +

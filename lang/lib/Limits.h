@@ -26,6 +26,9 @@ inline constexpr unsigned MaxCallDepth = 200;
 /// Statements executed plus expressions evaluated, plus the length of every
 /// list built and every chunk range touched.
 inline constexpr uint64_t MaxSteps = 50'000'000;
+/// More steps for each chunk that traced operations move (traced operations
+/// are bounded by MaxOps and their chunks by the buffers).
+inline constexpr uint64_t StepsPerTracedChunk = 64;
 /// Traced chunk operations (a 512 x 8 hierarchical allreduce traces
 /// about 4.2 million).
 inline constexpr uint32_t MaxOps = 1u << 23;

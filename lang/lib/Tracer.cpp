@@ -315,6 +315,7 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
   op.src = src;
   op.dst = dst;
   op.deps.assign(deps.begin(), deps.end());
+  chunksMoved += uint64_t(op.src.size);
   dag.ops.push_back(std::move(op));
   return true;
 }

@@ -89,6 +89,10 @@ public:
   /// and hands over the DAG.
   std::optional<ChunkDag> finish(ProgramOptions options);
 
+  /// Chunks moved by the operations traced so far (each operation counts
+  /// its size).
+  uint64_t chunksTraced() const { return chunksMoved; }
+
 private:
   using ContribSet = ir::ContribSet;
   using Contents = ContribSet;
@@ -116,6 +120,7 @@ private:
   DiagnosticEngine &diags;
   ChunkDag dag;
   bool isDeclared = false;
+  uint64_t chunksMoved = 0;
   llvm::StringMap<uint32_t> scratchIds;
   /// slots[rank][buffer]: input, output, then one per scratch buffer.
   std::vector<std::vector<std::vector<Slot>>> slots;

@@ -14,6 +14,7 @@
 #include "coll/compiler/Compiler.h"
 #include "coll/ir/XML.h"
 #include "coll/lang/Frontend.h"
+#include "coll/support/PhaseTimer.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -21,6 +22,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <optional>
 
 using namespace coll;
 namespace cl = llvm::cl;
@@ -41,6 +44,12 @@ cl::list<std::string>
     defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
             cl::desc("Override a param (an integer, true or false)"),
             cl::cat(category));
+cl::opt<bool> timePhases(
+    "time-phases",
+    cl::desc("Print the time of each phase (parse, trace, passes, checks, "
+             "write) to stderr at exit"),
+    cl::cat(category));
+
 cl::opt<Emit> emit(
     "emit", cl::init(Emit::Xml), cl::desc("What to write"),
     cl::values(clEnumValN(Emit::Ast, "ast", "the syntax tree"),
@@ -145,12 +154,15 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   unsigned bufferId =
       srcMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
 
+  std::optional<PhaseTimer> parseTimer(std::in_place, "parse", "parsing");
   std::unique_ptr<lang::ast::Program> program =
       lang::parseProgram(bufferId, diags);
+  parseTimer.reset();
   if (!program)
     return 1;
   std::optional<lang::ChunkDag> dag;
   if (req->emit != Emit::Ast) {
+    PhaseTimer timer("trace", "tracing");
     dag = lang::traceProgram(*program, req->overrides, diags);
     if (!dag)
       return 1;
@@ -184,6 +196,7 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
                 "cannot write '" + req->output + "': " + ec.message());
     return 1;
   }
+  PhaseTimer timer("write", "writing the output");
   switch (req->emit) {
   case Emit::Ast:
     lang::dumpAst(*program, srcMgr, out.os());
@@ -212,6 +225,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "Coll compiler: .coll programs to MSCCL IR\n");
+  phaseTimingEnabled() = timePhases;
   llvm::SourceMgr srcMgr;
   lang::DiagnosticEngine diags(srcMgr, llvm::errs(), "collc");
   return run(srcMgr, diags);
