@@ -2,6 +2,7 @@
 
 #include "coll/ir/Algorithm.h"
 
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace coll::ir {
@@ -120,6 +121,37 @@ bool operator==(const Algorithm &a, const Algorithm &b) {
          a.inplace == b.inplace && a.outofplace == b.outofplace &&
          a.minBytes == b.minBytes && a.maxBytes == b.maxBytes &&
          a.gpus == b.gpus && a.condition == b.condition;
+}
+
+uint64_t hashAlgorithm(const Algorithm &alg) {
+  // Everything operator== compares, in order; the same on every rank and
+  // every host (llvm::hash_combine's seed is fixed).
+  llvm::hash_code h = llvm::hash_combine(
+      llvm::StringRef(alg.name), int(alg.protocol), alg.nchannels, alg.nchunksPerLoop,
+      int(alg.collective), llvm::StringRef(alg.collectiveSpelling), alg.root, alg.inplace,
+      alg.outofplace, alg.minBytes, alg.maxBytes, alg.gpus.size());
+  for (const Gpu &gpu : alg.gpus) {
+    h = llvm::hash_combine(h, gpu.inputChunks, gpu.outputChunks, gpu.scratchChunks,
+                           gpu.tbs.size());
+    for (const ThreadBlock &tb : gpu.tbs) {
+      h = llvm::hash_combine(h, tb.sendPeer, tb.recvPeer, tb.channel, tb.steps.size());
+      for (const Step &step : tb.steps)
+        h = llvm::hash_combine(h, int(step.type), int(step.srcBuf), step.srcOff,
+                               int(step.dstBuf), step.dstOff, step.count, step.depTb,
+                               step.depStep, step.hasDep);
+    }
+  }
+  h = llvm::hash_combine(h, alg.condition.has_value());
+  if (const std::optional<Definition> &def = alg.condition) {
+    h = llvm::hash_combine(h, def->nranks, def->inputChunks, def->outputChunks, int(def->rule),
+                           def->ruleChunks, def->ruleRoot);
+    for (const std::vector<bool> &defined : def->inputDefined)
+      h = llvm::hash_combine(h, llvm::hash_combine_range(defined.begin(), defined.end()));
+    for (const auto &rank : def->expected)
+      for (const std::vector<uint32_t> &ids : rank)
+        h = llvm::hash_combine(h, ids.size(), llvm::hash_combine_range(ids.begin(), ids.end()));
+  }
+  return uint64_t(h);
 }
 
 } // namespace coll::ir

@@ -10,6 +10,7 @@
 
 #if COLL_RUNTIME_HAVE_LANG
 #include "coll/compiler/Compiler.h"
+#include "coll/support/PhaseTimer.h"
 #include "coll/lang/Frontend.h"
 #endif
 
@@ -41,21 +42,35 @@ int32_t highestChannel(const ir::Algorithm &alg) {
   return channel;
 }
 
+/// Whether an algorithm's result, races and deadlocks are already proven.
+enum class Proof {
+  /// Read from a file or synthesized: check it here.
+  Unchecked,
+  /// Compiled here by the .coll compiler, which ran the same checks on the
+  /// IR it produced (docs/COMPILER.md, "Verification").
+  ProvenByCompiler,
+};
+
 llvm::Expected<std::shared_ptr<const Compiled>> planAlgorithm(ir::Algorithm alg,
-                                                              llvm::StringRef origin) {
+                                                              llvm::StringRef origin,
+                                                              Proof proof = Proof::Unchecked) {
   ir::DiagnosticList diags(origin.str());
+  std::optional<PhaseTimer> timer(std::in_place, "runtime-verify", "verifying the IR (runtime)");
   auto analysis = ir::verify(alg, diags);
   if (!analysis)
     return analysis.takeError();
   // An algorithm that races, deadlocks or computes something else is
   // refused with the check's report rather than run (docs/IR.md, "Checking").
-  if (!ir::check(alg, *analysis, diags))
+  timer.emplace("runtime-check", "checking the IR (runtime)");
+  if (proof == Proof::Unchecked && !ir::check(alg, *analysis, diags))
     return diags.takeErrors();
+  timer.emplace("plan", "building the plan");
   auto plan = interp::buildPlan(alg, *analysis, origin);
   if (!plan)
     return plan.takeError();
+  timer.emplace("hash", "hashing the IR");
   auto compiled = std::make_shared<Compiled>();
-  compiled->hash = llvm::hash_value(ir::writeAlgorithm(alg));
+  compiled->hash = ir::hashAlgorithm(alg);
   compiled->maxChannel = highestChannel(alg);
   compiled->alg = std::move(alg);
   compiled->plan = std::move(*plan);
@@ -133,7 +148,9 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
   lang::Overrides overrides;
   for (const auto &[name, value] : params)
     overrides.params[name] = lang::ParamValue(value);
+  std::optional<PhaseTimer> timer(std::in_place, "trace", "parsing and tracing");
   auto dag = lang::compileToDag(id, overrides, diags);
+  timer.reset();
   if (!dag) {
     entry.error = firstLine(os.str());
     return entry;
@@ -150,7 +167,7 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
     entry.error = firstLine(os.str());
     return entry;
   }
-  auto planned = planAlgorithm(std::move(*alg), origin);
+  auto planned = planAlgorithm(std::move(*alg), origin, Proof::ProvenByCompiler);
   if (!planned) {
     entry.error = firstLine(llvm::toString(planned.takeError()));
     return entry;

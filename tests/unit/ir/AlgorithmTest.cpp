@@ -109,5 +109,37 @@ TEST(AlgorithmTest, EqualityIgnoresLines) {
   EXPECT_FALSE(a == b);
 }
 
+TEST(AlgorithmTest, HashFollowsEquality) {
+  Algorithm a;
+  a.name = "x";
+  a.gpus.resize(2);
+  a.gpus[0].tbs.resize(1);
+  a.gpus[0].tbs[0].steps.resize(2);
+  Algorithm b = a;
+  b.line = 3;
+  b.gpus[0].tbs[0].steps[1].line = 6;
+  EXPECT_EQ(hashAlgorithm(a), hashAlgorithm(b)); // lines are not values
+  // Any value differing changes it.
+  auto differs = [&](auto change) {
+    Algorithm c = a;
+    change(c);
+    EXPECT_FALSE(c == a);
+    return hashAlgorithm(c) != hashAlgorithm(a);
+  };
+  EXPECT_TRUE(differs([](Algorithm &c) { c.name = "y"; }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.protocol = Protocol::LL; }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.gpus[1].scratchChunks = 1; }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.gpus[0].tbs[0].channel = 1; }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.gpus[0].tbs[0].steps[1].depStep = 0; }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.gpus[0].tbs[0].steps[0].count = 2; }));
+  // Steps moved between tbs or ranks are another algorithm.
+  EXPECT_TRUE(differs([](Algorithm &c) {
+    c.gpus[0].tbs.resize(2);
+    c.gpus[0].tbs[1].steps.push_back(c.gpus[0].tbs[0].steps.back());
+    c.gpus[0].tbs[0].steps.pop_back();
+  }));
+  EXPECT_TRUE(differs([](Algorithm &c) { c.condition = Definition(); }));
+}
+
 } // namespace
 } // namespace coll::ir

@@ -205,6 +205,11 @@ struct Algorithm {
   friend bool operator==(const Algorithm &a, const Algorithm &b);
 };
 
+/// A hash of the algorithm's value (what operator== compares), the same in
+/// every process that builds an equal algorithm: ranks compare it to agree
+/// on what they run.
+uint64_t hashAlgorithm(const Algorithm &alg);
+
 /// The `coll` attribute to write for `alg`: the canonical name of a known
 /// collective (so an algorithm built in memory need not also set
 /// collectiveSpelling), else the spelling read from the file.

@@ -39,7 +39,7 @@ namespace coll::rt {
 struct Compiled {
   ir::Algorithm alg;
   interp::Plan plan;
-  uint64_t hash = 0;      ///< of its XML text: identical on every rank
+  uint64_t hash = 0;      ///< ir::hashAlgorithm: identical on every rank
   int32_t maxChannel = 0; ///< highest channel any tb uses
 };
 

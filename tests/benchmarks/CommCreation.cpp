@@ -1,0 +1,59 @@
+//===- CommCreation.cpp - What a rank builds at communicator creation -----===//
+//
+// Not a test: numbers go to docs/PERFORMANCE.md with the command that made
+// them. Builds, once, what one rank of a communicator of the given shape
+// builds at creation (Registry::load with the built-in programs, as
+// Setup.cpp calls it: every program compiled for the shape, verified and
+// planned), and prints the wall time, the peak resident memory of the
+// process, and how many algorithms were loaded and rejected.
+//
+//   build/bin/comm-creation RANKS [GPUS_PER_NODE]
+//
+// COLL_TIME_PHASES=1 adds the compiler's time per phase (collc
+// --time-phases), summed over the programs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll/runtime/Registry.h"
+#include "coll/support/PhaseTimer.h"
+
+#include "llvm/Support/ManagedStatic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <sys/resource.h>
+
+int main(int argc, char **argv) {
+  llvm::llvm_shutdown_obj shutdown; // prints the phase times at exit
+  if (argc < 2 || argc > 3) {
+    llvm::errs() << "usage: comm-creation RANKS [GPUS_PER_NODE]\n";
+    return 2;
+  }
+  coll::rt::Shape shape;
+  shape.nranks = std::atoi(argv[1]);
+  int gpus = argc == 3 ? std::atoi(argv[2]) : 0;
+  if (shape.nranks < 1 || gpus < 0 || (gpus && shape.nranks % gpus)) {
+    llvm::errs() << "comm-creation: RANKS must be positive and a multiple of GPUS_PER_NODE\n";
+    return 2;
+  }
+  shape.gpus = gpus ? gpus : shape.nranks;
+  shape.nodes = shape.nranks / shape.gpus;
+  const char *timing = std::getenv("COLL_TIME_PHASES");
+  coll::phaseTimingEnabled() = timing && *timing && *timing != '0';
+  auto start = std::chrono::steady_clock::now();
+  auto registry = coll::rt::Registry::load(coll::rt::RegistryOptions{}, shape);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!registry) {
+    llvm::errs() << "comm-creation: " << llvm::toString(registry.takeError()) << "\n";
+    return 1;
+  }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  llvm::outs() << llvm::format("ranks %d nodes %d: %.3f s, %ld MB peak, %zu algorithms, %zu rejected\n",
+                               shape.nranks, shape.nodes, seconds, usage.ru_maxrss / 1024,
+                               registry->algorithms().size(), registry->rejections().size());
+  for (const coll::rt::Rejection &r : registry->rejections())
+    llvm::outs() << "  rejected " << r.name << ": " << r.reason.substr(0, 120) << "\n";
+  return 0;
+}
