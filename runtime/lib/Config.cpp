@@ -1,6 +1,7 @@
 //===- Config.cpp - A communicator's settings -------------------------------===//
 
 #include "CommImpl.h"
+#include "ProgramCache.h"
 
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringExtras.h"
@@ -74,6 +75,7 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
     return collError(collInvalidArgument, error);
   c.algoDir = envString("COLL_ALGO_DIR");
   c.algoFiles = envString("COLL_ALGO_FILES");
+  c.cacheDir = ProgramCache::fromEnvironment();
   c.tuningFile = envString("COLL_TUNING_FILE");
   c.traceFile = envString("COLL_TRACE");
   c.topoFile = envString("COLL_TOPO_FILE");

@@ -3,6 +3,7 @@
 #include "coll/runtime/Registry.h"
 
 #include "EmbeddedAlgorithms.h"
+#include "ProgramCache.h"
 
 #include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
@@ -91,6 +92,10 @@ std::string firstLine(const std::string &text) {
 struct CacheEntry {
   std::shared_ptr<const Compiled> compiled;
   std::string error;
+  /// The error came from tracing or compiling the program (not from
+  /// planning its IR): another compilation would give it again.
+  bool compileError = false;
+  bool fromDisk = false; ///< read from the program cache
 };
 std::mutex cacheMutex; // also serialises the compiler (ANTLR's shared caches)
 std::map<std::pair<uint64_t, std::string>, CacheEntry> cache;
@@ -153,6 +158,7 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
   timer.reset();
   if (!dag) {
     entry.error = firstLine(os.str());
+    entry.compileError = true;
     return entry;
   }
   if (variant.protocol)
@@ -165,6 +171,7 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
   auto alg = compiler::compile(*dag, options, diags);
   if (!alg) {
     entry.error = firstLine(os.str());
+    entry.compileError = true;
     return entry;
   }
   auto planned = planAlgorithm(std::move(*alg), origin, Proof::ProvenByCompiler);
@@ -177,9 +184,12 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
 }
 #endif
 
+/// `source` compiled with `params` and `variant`: from this process's
+/// cache, else from the program cache `disk` (when there is one), else
+/// compiled, and then kept in both.
 CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
                          const std::vector<std::pair<std::string, int64_t>> &params,
-                         const ProgramVariant &variant = {}) {
+                         const ProgramVariant &variant, const ProgramCache *disk) {
 #if COLL_RUNTIME_HAVE_LANG
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::string variantKey = variant.name;
@@ -189,7 +199,39 @@ CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
   auto found = cache.find(key);
   if (found != cache.end())
     return found->second;
+  std::string diskKey;
+  if (disk && disk->enabled()) {
+    // The origin names the program in error messages.
+    diskKey = disk->key(source, origin.str() + '\0' + key.second);
+    std::optional<PhaseTimer> timer(std::in_place, "cache-read", "reading the program cache");
+    std::optional<ProgramCache::Entry> hit = disk->load(diskKey);
+    timer.reset();
+    if (hit) {
+      CacheEntry entry;
+      entry.fromDisk = true;
+      entry.compileError = !hit->alg;
+      entry.error = hit->error;
+      if (hit->alg) {
+        // Proven by the compilation that stored it (ProgramCache.h).
+        auto planned = planAlgorithm(std::move(*hit->alg), origin, Proof::ProvenByCompiler);
+        if (planned)
+          entry.compiled = std::move(*planned);
+        else
+          entry.error = firstLine(llvm::toString(planned.takeError()));
+      }
+      cache.emplace(key, entry);
+      return entry;
+    }
+  }
   CacheEntry entry = compileProgram(source, origin, params, variant);
+  if (!diskKey.empty() && (entry.compiled || entry.compileError)) {
+    ProgramCache::Entry stored;
+    if (entry.compiled)
+      stored.alg = entry.compiled->alg;
+    stored.error = entry.error;
+    PhaseTimer timer("cache-write", "writing the program cache");
+    disk->store(diskKey, stored);
+  }
   cache.emplace(key, entry);
   return entry;
 #else
@@ -197,6 +239,7 @@ CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
   (void)origin;
   (void)params;
   (void)variant;
+  (void)disk;
   CacheEntry entry;
   entry.error = "this build of Coll has no .coll compiler (configured with "
                 "COLL_ENABLE_LANG=OFF); use compiled XML";
@@ -244,6 +287,12 @@ std::vector<std::string> splitList(llvm::StringRef text) {
 
 bool Registry::compilesPrograms() { return COLL_RUNTIME_HAVE_LANG != 0; }
 
+std::string programCacheFromEnvironment() { return ProgramCache::fromEnvironment(); }
+
+std::string Registry::cacheDirectory() const {
+  return disk && disk->enabled() ? disk->directory() : std::string();
+}
+
 llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
                                                            llvm::StringRef origin) {
   ir::DiagnosticList diags(origin.str());
@@ -256,6 +305,8 @@ llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
 llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Shape &shape) {
   Registry reg;
   reg.shape = shape;
+  if (!options.cacheDir.empty())
+    reg.disk = std::make_shared<const ProgramCache>(options.cacheDir);
 
   auto addCompiled = [&](std::shared_ptr<const Compiled> compiled, const std::string &origin,
                          bool builtin, bool anyRoot, const std::string &source,
@@ -304,7 +355,8 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
       reg.rejected.push_back({name, origin, llvm::toString(params.takeError())});
       return;
     }
-    CacheEntry entry = compileCached(source, origin, *params, variant);
+    CacheEntry entry = compileCached(source, origin, *params, variant, reg.disk.get());
+    (entry.fromDisk ? reg.fromCache : reg.compiledHere) += 1;
     if (!entry.compiled) {
       reg.rejected.push_back({name, origin,
                               llvm::formatv("does not compile for {0} ranks: {1}", shape.nranks,
@@ -317,7 +369,8 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     if (reg.algos.size() > before)
       reg.algos.back().protocolOverride = variant.protocol;
 #else
-    reg.rejected.push_back({name, origin, compileCached(source, origin, {}, variant).error});
+    reg.rejected.push_back(
+        {name, origin, compileCached(source, origin, {}, variant, reg.disk.get()).error});
 #endif
   };
 
@@ -421,7 +474,7 @@ llvm::Expected<std::shared_ptr<const Compiled>> Registry::forRoot(const LoadedAl
     variant.protocol = algo.protocolOverride;
     variant.name = algo.name;
   }
-  CacheEntry entry = compileCached(algo.source, algo.origin, params, variant);
+  CacheEntry entry = compileCached(algo.source, algo.origin, params, variant, disk.get());
   if (!entry.compiled)
     return fail(llvm::formatv("does not compile for root {0}: {1}", root, entry.error));
   return entry.compiled;

@@ -132,11 +132,22 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
   ro.algoDir = config.algoDir;
   ro.algoFiles = config.algoFiles;
   ro.builtin = config.builtin;
+  ro.cacheDir = config.cacheDir;
   auto loaded = Registry::load(ro, shape);
   if (!loaded)
     return agree(collError(collInvalidArgument, llvm::toString(loaded.takeError())),
                  "loading algorithms");
   registry = std::move(*loaded);
+  COLL_LOG(Info, Init, rank,
+           registry->cacheDirectory().empty()
+               ? llvm::formatv("{0} programs compiled for this shape (no program cache)",
+                               registry->programsCompiled())
+                     .str()
+               : llvm::formatv("{0} programs compiled for this shape, {1} read from the "
+                               "program cache {2}",
+                               registry->programsCompiled(), registry->programsFromCache(),
+                               registry->cacheDirectory())
+                     .str());
   if (llvm::Error err = agree(llvm::Error::success(), "loading algorithms"))
     return err;
   std::vector<uint64_t> prints(static_cast<size_t>(nranks));

@@ -4,8 +4,9 @@
 // them. Builds, once, what one rank of a communicator of the given shape
 // builds at creation (Registry::load with the built-in programs, as
 // Setup.cpp calls it: every program compiled for the shape, verified and
-// planned), and prints the wall time, the peak resident memory of the
-// process, and how many algorithms were loaded and rejected.
+// planned, or read from the program cache as COLL_CACHE_PATH and
+// COLL_CACHE_DISABLE say), and prints the wall time, the peak resident
+// memory of the process, and how many algorithms were loaded and rejected.
 //
 //   build/bin/comm-creation RANKS [GPUS_PER_NODE]
 //
@@ -42,7 +43,9 @@ int main(int argc, char **argv) {
   const char *timing = std::getenv("COLL_TIME_PHASES");
   coll::phaseTimingEnabled() = timing && *timing && *timing != '0';
   auto start = std::chrono::steady_clock::now();
-  auto registry = coll::rt::Registry::load(coll::rt::RegistryOptions{}, shape);
+  coll::rt::RegistryOptions options;
+  options.cacheDir = coll::rt::programCacheFromEnvironment();
+  auto registry = coll::rt::Registry::load(options, shape);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!registry) {
     llvm::errs() << "comm-creation: " << llvm::toString(registry.takeError()) << "\n";
@@ -50,9 +53,11 @@ int main(int argc, char **argv) {
   }
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  llvm::outs() << llvm::format("ranks %d nodes %d: %.3f s, %ld MB peak, %zu algorithms, %zu rejected\n",
+  llvm::outs() << llvm::format("ranks %d nodes %d: %.3f s, %ld MB peak, %zu algorithms, %zu "
+                               "rejected; %d programs compiled, %d from the program cache\n",
                                shape.nranks, shape.nodes, seconds, usage.ru_maxrss / 1024,
-                               registry->algorithms().size(), registry->rejections().size());
+                               registry->algorithms().size(), registry->rejections().size(),
+                               registry->programsCompiled(), registry->programsFromCache());
   for (const coll::rt::Rejection &r : registry->rejections())
     llvm::outs() << "  rejected " << r.name << ": " << r.reason.substr(0, 120) << "\n";
   return 0;

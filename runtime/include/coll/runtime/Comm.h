@@ -62,6 +62,9 @@ collResult_t takeResult(llvm::Error err, std::string &message,
 struct Config {
   uint32_t watchdogMs = 30000;
   std::string algoDir, algoFiles, tuningFile;
+  /// The program cache (COLL_CACHE_PATH, COLL_CACHE_DISABLE; docs/RUNTIME.md
+  /// "The program cache"); empty: none.
+  std::string cacheDir;
   /// COLL_TRACE: a Chrome trace / Perfetto JSON file of every collective
   /// (%h host, %p pid, %r rank; docs/RUNTIME.md).
   std::string traceFile;

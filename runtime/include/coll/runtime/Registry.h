@@ -14,7 +14,9 @@
 // COLL_DEBUG=INFO and for the message of a call that nothing serves.
 //
 // Compiled programs are cached per process (same source and parameters:
-// the same algorithm), so InitAll and split do not recompile.
+// the same algorithm), so InitAll and split do not recompile, and in the
+// program cache on disk (ProgramCache.h, COLL_CACHE_PATH), so that the next
+// job of the same shape does not compile or prove them again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,7 +80,12 @@ struct RegistryOptions {
   std::string algoDir;   ///< COLL_ALGO_DIR
   std::string algoFiles; ///< COLL_ALGO_FILES
   bool builtin = true;
+  /// The program cache's directory (ProgramCache::fromEnvironment); empty:
+  /// programs are compiled every time.
+  std::string cacheDir;
 };
+
+class ProgramCache;
 
 class Registry {
 public:
@@ -103,11 +110,25 @@ public:
   /// Whether this build compiles `.coll` programs.
   static bool compilesPrograms();
 
+  /// Programs read from the program cache, and compiled here, by load().
+  int programsFromCache() const { return fromCache; }
+  int programsCompiled() const { return compiledHere; }
+  /// The program cache's directory; empty when there is none.
+  std::string cacheDirectory() const;
+
 private:
   std::vector<LoadedAlgorithm> algos;
   std::vector<Rejection> rejected;
   Shape shape;
+  std::shared_ptr<const ProgramCache> disk;
+  int fromCache = 0, compiledHere = 0;
 };
+
+/// The program cache's directory as the environment sets it
+/// (COLL_CACHE_PATH, else $XDG_CACHE_HOME/coll/programs, else
+/// $HOME/.cache/coll/programs; empty when COLL_CACHE_DISABLE is set to
+/// anything but 0).
+std::string programCacheFromEnvironment();
 
 /// Reads, verifies and plans XML text (for files, and for tests).
 llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,

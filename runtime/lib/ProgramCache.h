@@ -1,0 +1,78 @@
+//===- ProgramCache.h - Verified programs kept between jobs -----*- C++ -*-===//
+//
+// docs/RUNTIME.md, "The program cache". Compiling a built-in program for a
+// large job costs seconds (tracing, compiling and proving the whole job's
+// program), and every rank of every job of that shape did it again. The
+// cache keeps what a compilation produced, the verified IR or the error, in
+// a file named by a SHA-256 of everything the result depends on:
+//
+//   - the build of Coll that compiled it (the ELF build id of the object this
+//     code is linked into: a rebuild with another compiler changes it);
+//   - the program's source text, the parameters it was compiled with and the
+//     variant (protocol, name).
+//
+// An entry is the algorithm in a compact binary form (reading XML would
+// cost more than planning it) and holds a digest of its own content: a truncated or damaged file is
+// treated as a miss and rewritten. Entries are written to a temporary name
+// and renamed, so ranks that compile the same program at once never read a
+// partial file. The cache only ever holds what this build's compiler
+// produced and proved, so a hit is trusted as the compilation would be; a
+// file another user owns is never read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_RUNTIME_PROGRAMCACHE_H
+#define COLL_RUNTIME_PROGRAMCACHE_H
+
+#include "coll/ir/Algorithm.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace coll::rt {
+
+/// The GNU build id of the object this function is linked into, in hex;
+/// empty when it has none.
+std::string selfBuildId();
+
+class ProgramCache {
+public:
+  /// What a compilation gave: an algorithm, or why there is none.
+  struct Entry {
+    std::optional<ir::Algorithm> alg;
+    std::string error;
+  };
+
+  /// A cache in `dir` (created on the first store); disabled when `dir` is
+  /// empty or this build has no build id.
+  explicit ProgramCache(std::string dir);
+
+  /// The directory COLL_CACHE_PATH names, else $XDG_CACHE_HOME/coll/programs,
+  /// else $HOME/.cache/coll/programs; empty (no cache) when
+  /// COLL_CACHE_DISABLE is set to anything but 0, or no home is known.
+  static std::string fromEnvironment();
+
+  bool enabled() const { return !dir.empty(); }
+  const std::string &directory() const { return dir; }
+
+  /// The key of compiling `source` with `parameters` (any text that tells
+  /// the parameters and variant apart) by this build.
+  std::string key(llvm::StringRef source, llvm::StringRef parameters) const;
+  /// The entry stored under `key`; nothing when there is none or it is
+  /// damaged.
+  std::optional<Entry> load(llvm::StringRef key) const;
+  /// Stores `entry` under `key`; a cache that cannot be written is skipped
+  /// (the result is returned by the caller either way). Returns whether it
+  /// was written.
+  bool store(llvm::StringRef key, const Entry &entry) const;
+
+private:
+  std::string dir;
+  std::string buildId;
+};
+
+} // namespace coll::rt
+
+#endif // COLL_RUNTIME_PROGRAMCACHE_H
