@@ -101,25 +101,57 @@ void Tracer::declare(CollectiveSpec spec) {
   bool outputOwned =
       canonical({0, {ir::BufferKind::Output, 0}, 0, 1}).buffer.kind ==
       ir::BufferKind::Output;
+  // A rank's input and output slots are made when an operation first
+  // touches them (materialize): until then they hold their initial
+  // contents, so a large declaration costs nothing before it is used.
+  ownedChunks[0] = inputOwned ? s.inputChunks : 0;
+  ownedChunks[1] = outputOwned ? s.outputChunks : 0;
   slots.assign(s.nranks,
                std::vector<std::vector<Slot>>(2 + dag.scratchNames.size()));
-  for (int32_t r = 0; r < s.nranks; ++r) {
-    slots[r][0].resize(inputOwned ? s.inputChunks : 0);
-    slots[r][1].resize(outputOwned ? s.outputChunks : 0);
-  }
   isDeclared = true;
-  for (int32_t r = 0; r < s.nranks; ++r)
-    for (int32_t j = 0; j < s.inputChunks; ++j)
-      if (s.inputDefined[r][j])
-        provide(r, j);
+}
+
+Tracer::ContribSet Tracer::initialContents(int32_t rank, BufferId buffer,
+                                   int32_t index) const {
+  const CollectiveSpec &s = dag.collective;
+  // The input chunk whose memory this canonical slot is (Tracer::canonical).
+  int32_t j = index;
+  if (buffer.kind == ir::BufferKind::Output) {
+    // Only an in-place allgather or gather lets the output own memory that
+    // holds input: block `rank` of the output.
+    if (!s.inplace || ownedChunks[0] != 0)
+      return {};
+    j = index - rank * s.chunksPerBlock;
+    if (j < 0 || j >= s.chunksPerBlock)
+      return {};
+  } else if (buffer.kind != ir::BufferKind::Input) {
+    return {};
+  }
+  if (!s.inputDefined[rank][j])
+    return {};
+  return ContribSet::single(
+      s.layout().key(static_cast<ContribId>(rank * s.inputChunks + j)));
+}
+
+std::vector<Tracer::Slot> &Tracer::materialize(int32_t rank, BufferId buffer) {
+  std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
+  if (buffer.kind == ir::BufferKind::Scratch || !buf.empty())
+    return buf;
+  size_t kind = static_cast<size_t>(buffer.kind);
+  buf.resize(static_cast<size_t>(ownedChunks[kind]));
+  for (int32_t i = 0; i < ownedChunks[kind]; ++i)
+    buf[i].contents = initialContents(rank, buffer, i);
+  return buf;
 }
 
 void Tracer::provide(int32_t rank, int32_t index) {
   CollectiveSpec &s = dag.collective;
   s.inputDefined[rank][index] = true;
   SlotRange c = canonical({rank, {ir::BufferKind::Input, 0}, index, 1});
-  slotForWrite(c.rank, c.buffer, c.index).contents = ContribSet::single(
-      s.layout().key(static_cast<ContribId>(rank * s.inputChunks + index)));
+  // Slots not made yet take it from inputDefined when they are.
+  std::vector<Slot> &buf = slots[c.rank][bufferSlot(c.buffer)];
+  if (!buf.empty())
+    buf[c.index].contents = initialContents(c.rank, c.buffer, c.index);
 }
 
 bool Tracer::expect(int32_t rank, int32_t index, ContribId contrib,
@@ -192,13 +224,13 @@ SlotRange Tracer::canonical(const SlotRange &ref) const {
 }
 
 Tracer::Slot *Tracer::find(int32_t rank, BufferId buffer, int32_t index) {
-  std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
+  std::vector<Slot> &buf = materialize(rank, buffer);
   return static_cast<size_t>(index) < buf.size() ? &buf[index] : nullptr;
 }
 
 Tracer::Slot &Tracer::slotForWrite(int32_t rank, BufferId buffer,
                                    int32_t index) {
-  std::vector<Slot> &buf = slots[rank][bufferSlot(buffer)];
+  std::vector<Slot> &buf = materialize(rank, buffer);
   if (static_cast<size_t>(index) >= buf.size()) {
     assert(buffer.kind == ir::BufferKind::Scratch &&
            "input/output slots exist");
@@ -401,8 +433,12 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
         continue;
       SlotRange named{r, {ir::BufferKind::Output, 0}, i, 1};
       SlotRange c = canonical(named);
-      const Slot *slot = find(c.rank, c.buffer, c.index);
-      ContribSet haveSet = slot ? slot->contents : ContribSet();
+      // Without making the slots of buffers no operation touched.
+      const std::vector<Slot> &buf = slots[c.rank][bufferSlot(c.buffer)];
+      const Slot *slot =
+          static_cast<size_t>(c.index) < buf.size() ? &buf[c.index] : nullptr;
+      ContribSet haveSet = slot ? slot->contents
+                                : initialContents(c.rank, c.buffer, c.index);
       if (haveSet == wantSet || ++failures > MaxReported)
         continue;
       std::vector<ContribId> want = wantSet.ids(s.layout());

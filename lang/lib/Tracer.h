@@ -107,6 +107,11 @@ private:
   SlotRange canonical(const SlotRange &ref) const;
   /// The slot, or null for scratch slots beyond what was ever written.
   Slot *find(int32_t rank, BufferId buffer, int32_t index);
+  /// The rank's slots of `buffer`, made (with their initial contents) the
+  /// first time an input or output buffer is touched.
+  std::vector<Slot> &materialize(int32_t rank, BufferId buffer);
+  /// What a canonical slot holds before any operation wrote it.
+  ContribSet initialContents(int32_t rank, BufferId buffer, int32_t index) const;
   Slot &slotForWrite(int32_t rank, BufferId buffer, int32_t index);
   /// Reports the first slot of `ref` (as named) that holds nothing.
   bool checkDefined(const SlotRange &ref, llvm::SMLoc loc);
@@ -124,6 +129,9 @@ private:
   llvm::StringMap<uint32_t> scratchIds;
   /// slots[rank][buffer]: input, output, then one per scratch buffer.
   std::vector<std::vector<std::vector<Slot>>> slots;
+  /// Slots of a rank's input and output buffer (0 for the buffer that an
+  /// in-place collective aliases onto the other).
+  int32_t ownedChunks[2] = {0, 0};
   /// For each contribution, the output slot expecting it alone: -1 none,
   /// -2 several; computed on first use.
   std::vector<int64_t> destinations;
