@@ -400,7 +400,8 @@ private:
       inplace = *value;
     }
     inplace = overrides.inplace.value_or(inplace);
-    int64_t maxPerRank = limits::MaxBufferChunks / *ranks;
+    // A custom collective lists its postcondition chunk by chunk.
+    int64_t maxPerRank = limits::MaxCustomChunks / *ranks;
 
     CollectiveSpec spec;
     if (decl.kind == ir::Collective::Custom) {

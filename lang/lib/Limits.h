@@ -37,6 +37,9 @@ inline constexpr int64_t MaxRanks = 4096;
 /// Chunks of one input or output buffer over all ranks (4096 ranks of 4096
 /// chunks).
 inline constexpr int64_t MaxBufferChunks = 1 << 24;
+/// Chunks of a custom collective's input or output buffer over all ranks:
+/// its postcondition is a list per output chunk.
+inline constexpr int64_t MaxCustomChunks = 1 << 20;
 /// Chunks of one scratch buffer on one rank.
 inline constexpr int64_t MaxScratchChunks = 1 << 16;
 

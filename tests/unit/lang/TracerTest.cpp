@@ -476,6 +476,10 @@ TEST(TracerTest, CollectiveErrors) {
             "4097");
   EXPECT_EQ(first("collective alltoall(ranks = 4096, chunks = 2)"),
             "test.coll:1:44: error: chunks must be between 1 and 1, got 2");
+  // A custom collective lists its postcondition: 2^20 chunks over all ranks.
+  EXPECT_EQ(first("collective custom(ranks = 4096, input = 257, output = 1) "
+                  "{ post { expect(0, 0, contrib(0, 0)) } }"),
+            "test.coll:1:41: error: input must be between 1 and 256, got 257");
   EXPECT_EQ(first("collective allreduce(ranks = 2, inplace = 1)"),
             "test.coll:1:43: error: expected a boolean, got an integer");
 }
