@@ -100,7 +100,7 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
   }
 
   // Per connection, the flows coloured so far that use it.
-  llvm::DenseMap<uint64_t, std::vector<uint32_t>> users;
+  llvm::DenseMap<uint64_t, std::vector<uint32_t>, PackedKeyInfo> users;
   for (uint32_t f = 0; f < channel.size(); ++f) {
     std::sort(connections[f].begin(), connections[f].end());
     connections[f].erase(

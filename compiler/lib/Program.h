@@ -32,6 +32,21 @@
 
 namespace coll::compiler {
 
+/// DenseMap keys that pack several fields into the bits of an integer
+/// (rank pairs, node identities): DenseMap's own hash of integers (k * 37,
+/// truncated to 32 bits) would see only the low fields, and every key that
+/// differs in the high ones would probe the same chain.
+struct PackedKeyInfo {
+  static uint64_t getEmptyKey() { return ~uint64_t(0); }
+  static uint64_t getTombstoneKey() { return ~uint64_t(0) - 1; }
+  static unsigned getHashValue(uint64_t key) {
+    key ^= key >> 31;
+    key *= 0x9e3779b97f4a7c15ull;
+    return static_cast<unsigned>(key >> 32);
+  }
+  static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
+};
+
 using InstrId = uint32_t;
 inline constexpr InstrId NoInstr = ~InstrId(0);
 
@@ -265,22 +280,10 @@ private:
   bool joinProgramId(InstrId by, bool sending);
   void noteCalls(const lang::ChunkOp &op);
 
-  /// Node keys pack (rank, kind, peer or id, channel) into bit fields;
-  /// DenseMap's hash of integers (k * 37) would only see the low ones.
-  struct KeyInfo {
-    static uint64_t getEmptyKey() { return ~uint64_t(0); }
-    static uint64_t getTombstoneKey() { return ~uint64_t(0) - 1; }
-    static unsigned getHashValue(uint64_t key) {
-      key ^= key >> 31;
-      key *= 0x9e3779b97f4a7c15ull;
-      return static_cast<unsigned>(key >> 32);
-    }
-    static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
-  };
-
   Program &prog;
   lang::DiagnosticEngine &diags;
-  llvm::DenseMap<uint64_t, uint32_t, KeyInfo> nodes;
+  /// Node keys pack (rank, kind, peer or id, channel) into bit fields.
+  llvm::DenseMap<uint64_t, uint32_t, PackedKeyInfo> nodes;
   std::vector<uint32_t> parent;
   std::vector<Component> comps;                         ///< valid at roots
   std::vector<std::pair<uint64_t, uint32_t>> sendNodes; ///< creation order

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <deque>
 #include <queue>
 
 namespace coll::ir {
@@ -86,9 +85,24 @@ private:
   using Entry = std::pair<uint64_t, uint32_t>;
   using Heap =
       std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
+  /// A FIFO of node ids: a vector and the index of its front (a
+  /// std::deque allocates a block even while empty, and there is one per tb).
+  struct Fifo {
+    std::vector<uint32_t> items;
+    size_t head = 0;
+    bool empty() const { return head == items.size(); }
+    uint32_t front() const { return items[head]; }
+    void push_back(uint32_t x) { items.push_back(x); }
+    void pop_front() {
+      if (++head == items.size()) {
+        items.clear();
+        head = 0;
+      }
+    }
+  };
   struct Tb {
-    Heap local, sends;             ///< list mode: ready non-receiving steps
-    std::deque<uint32_t> arrivals; ///< receiving steps, in FIFO order
+    Heap local, sends; ///< list mode: ready non-receiving steps
+    Fifo arrivals;     ///< receiving steps, in FIFO order
     size_t cursor = 0;             ///< fixed mode: the next step
     int32_t occupancy = 0;         ///< slots used in the outgoing FIFO
     uint32_t busy = NoNode;        ///< a big send waiting for its receiver

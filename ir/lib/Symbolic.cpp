@@ -6,7 +6,6 @@
 #include "coll/ir/Verifier.h"
 
 #include <cassert>
-#include <deque>
 
 namespace coll::ir {
 
@@ -170,7 +169,13 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
     llvm::SmallVector<Contents, 4> data;
     uint64_t sender;
   };
-  std::vector<std::deque<Message>> queues(analysis.connections.size());
+  // Each connection's messages in flight: a vector and the index of the
+  // oldest (a deque per connection would allocate a block for each).
+  struct Queue {
+    std::vector<Message> messages;
+    size_t head = 0;
+  };
+  std::vector<Queue> queues(analysis.connections.size());
   llvm::SmallVector<Contents, 4> data, local;
   auto chain = [&](uint64_t position) {
     std::vector<StepRef> steps;
@@ -189,11 +194,15 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
       return WrongResult{inplace, false, chain(position), std::move(message)};
     };
     if (info.receives) {
-      auto &queue = queues[analysis.recvConnection[ref.gpu][ref.tb]];
-      assert(!queue.empty() && "the topological order puts sends first");
-      data = std::move(queue.front().data);
-      cameFrom[position] = queue.front().sender;
-      queue.pop_front();
+      Queue &queue = queues[analysis.recvConnection[ref.gpu][ref.tb]];
+      assert(queue.head < queue.messages.size() && "the topological order puts sends first");
+      Message &front = queue.messages[queue.head++];
+      data = std::move(front.data);
+      cameFrom[position] = front.sender;
+      if (queue.head == queue.messages.size()) {
+        queue.messages.clear();
+        queue.head = 0;
+      }
     } else if (info.readsSrc) {
       if (step.type == StepType::Copy || step.type == StepType::Reduce)
         if (auto err = mem.checkOverlap(ref.gpu, src, dst, step.count))
@@ -215,7 +224,7 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
       if (auto err = mem.write(ref.gpu, dst, data, position))
         return fail(*err);
     if (info.sends)
-      queues[analysis.sendConnection[ref.gpu][ref.tb]].push_back({data, position});
+      queues[analysis.sendConnection[ref.gpu][ref.tb]].messages.push_back({data, position});
   }
   auto wrong = mem.firstWrongOutput();
   if (!wrong)

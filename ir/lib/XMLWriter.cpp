@@ -11,6 +11,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
+
 namespace coll::ir {
 namespace {
 
@@ -90,6 +92,55 @@ void writeCondition(llvm::raw_ostream &os, const Definition &def) {
   os << "  </condition>\n";
 }
 
+/// Appends `v` in decimal.
+char *appendInt(char *at, int64_t v) {
+  char digits[24];
+  int n = 0;
+  uint64_t u = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+  do {
+    digits[n++] = char('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    *at++ = '-';
+  while (n)
+    *at++ = digits[--n];
+  return at;
+}
+
+char *appendText(char *at, llvm::StringRef text) {
+  std::memcpy(at, text.data(), text.size());
+  return at + text.size();
+}
+
+/// One `<step>` line, formatted in place: files of millions of steps are
+/// written at the speed of memory, not of one stream call per field.
+void writeStep(llvm::raw_ostream &os, int64_t index, const Step &step) {
+  char line[256];
+  char *at = appendText(line, "      <step s=\"");
+  at = appendInt(at, index);
+  at = appendText(at, "\" type=\"");
+  at = appendText(at, stepTypeName(step.type));
+  at = appendText(at, "\" srcbuf=\"");
+  at = appendText(at, bufferName(step.srcBuf));
+  at = appendText(at, "\" srcoff=\"");
+  at = appendInt(at, step.srcOff);
+  at = appendText(at, "\" dstbuf=\"");
+  at = appendText(at, bufferName(step.dstBuf));
+  at = appendText(at, "\" dstoff=\"");
+  at = appendInt(at, step.dstOff);
+  at = appendText(at, "\" cnt=\"");
+  at = appendInt(at, step.count);
+  at = appendText(at, "\" depid=\"");
+  at = appendInt(at, step.depTb);
+  at = appendText(at, "\" deps=\"");
+  at = appendInt(at, step.depStep);
+  at = appendText(at, "\" hasdep=\"");
+  at = appendInt(at, int(step.hasDep));
+  at = appendText(at, "\"/>\n");
+  os.write(line, size_t(at - line));
+}
+
 void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
   os << "<algo name=\"";
   writeEscaped(os, alg.name);
@@ -113,15 +164,8 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
       const ThreadBlock &tb = gpu.tbs[t];
       os << "    <tb id=\"" << t << "\" send=\"" << tb.sendPeer << "\" recv=\""
          << tb.recvPeer << "\" chan=\"" << tb.channel << "\">\n";
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
-        const Step &step = tb.steps[s];
-        os << "      <step s=\"" << s << "\" type=\"" << stepTypeName(step.type)
-           << "\" srcbuf=\"" << bufferName(step.srcBuf) << "\" srcoff=\""
-           << step.srcOff << "\" dstbuf=\"" << bufferName(step.dstBuf)
-           << "\" dstoff=\"" << step.dstOff << "\" cnt=\"" << step.count
-           << "\" depid=\"" << step.depTb << "\" deps=\"" << step.depStep
-           << "\" hasdep=\"" << int(step.hasDep) << "\"/>\n";
-      }
+      for (size_t s = 0; s < tb.steps.size(); ++s)
+        writeStep(os, int64_t(s), tb.steps[s]);
       os << "    </tb>\n";
     }
     os << "  </gpu>\n";
@@ -136,8 +180,10 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
 std::string writeAlgorithm(const Algorithm &alg) {
   std::string text;
   llvm::raw_string_ostream os(text);
+  os.SetBufferSize(1 << 16); // the stream is unbuffered by default
   writeTo(os, alg);
-  return os.str();
+  os.flush(); // str() does not flush
+  return text;
 }
 
 llvm::Error writeAlgorithmFile(const Algorithm &alg, llvm::StringRef path) {
