@@ -20,7 +20,8 @@ namespace {
 /// Runs the passes up to emission; nothing when the program had an error
 /// (reported) or no order was found (not reported).
 std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
-                                lang::DiagnosticEngine &diags, bool &error) {
+                                bool spread, lang::DiagnosticEngine &diags,
+                                bool &error) {
   Program prog;
   {
     PhaseTimer timer("layout", "buffer layout and refinement");
@@ -59,7 +60,7 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
       return std::nullopt;
   }
   PhaseTimer timer("emit", "emitting the IR");
-  return emit(prog);
+  return emit(prog, spread);
 }
 
 } // namespace
@@ -68,8 +69,11 @@ std::optional<Schedule> compileSchedule(const lang::ChunkDag &dag,
                                         const CompileOptions &options,
                                         lang::DiagnosticEngine &diags) {
   bool fusion = dag.options.fusion;
+  // Helper nops wait and publish as steps, which MSCCL's nops do not.
+  bool spread = options.target == Target::Coll;
   bool error = false;
-  std::optional<Schedule> schedule = attempt(dag, fusion, diags, error);
+  std::optional<Schedule> schedule =
+      attempt(dag, fusion, spread, diags, error);
   if (error)
     return std::nullopt;
 
@@ -82,7 +86,7 @@ std::optional<Schedule> compileSchedule(const lang::ChunkDag &dag,
     modes = checkSchedule(*schedule, dag, probe);
   }
   if (!modes && fusion)
-    schedule = attempt(dag, /*fusion=*/false, diags, error);
+    schedule = attempt(dag, /*fusion=*/false, spread, diags, error);
   if (!schedule) {
     diags.error(dag.collective.loc,
                 "internal compiler error: no deadlock-free order of the "

@@ -104,6 +104,96 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
   return waits;
 }
 
+/// Steps of instruction x's reduction group (1 for any other instruction).
+int32_t groupSize(const Program &prog, InstrId x) {
+  int32_t n = 0;
+  for (InstrId m = x; m != NoInstr; m = prog.instrs[m].nextSource)
+    ++n;
+  return n;
+}
+
+inline constexpr uint32_t NoHelper = ~uint32_t(0);
+
+/// What a step waits for: a step of an instruction, or a helper nop.
+struct WaitOn {
+  int32_t tb = 0;
+  InstrId instr = NoInstr;
+  uint32_t helper = NoHelper;
+};
+
+/// A nop that waits for `target` on behalf of another tb (spreadWaits).
+struct Helper {
+  WaitOn target;
+  InstrId waiter; ///< the instruction it waits for (its origin)
+};
+
+struct Spread {
+  /// Per instruction, what it waits for, in order; the last one is carried
+  /// by the instruction's step, the others by nops before it.
+  std::vector<llvm::SmallVector<WaitOn, 1>> waits;
+  std::vector<Helper> helpers;
+  /// Per instruction, the helper nops right after it in its tb, in order.
+  std::vector<llvm::SmallVector<uint32_t, 0>> after;
+};
+
+/// An instruction that waits for steps of k > 1 other tbs would run k-1
+/// nops one after another in its own tb. Instead, the waits form a chain
+/// through the tbs waited for: the tb of the first wait runs, right after
+/// that step, a nop waiting for the second's, and so on; the instruction
+/// waits for the first nop only, which knows them all (dependency flags
+/// are monotone and waiting is transitive).
+///
+/// A helper nop goes after step w of tb h only where h has nothing after w,
+/// or h's next instruction depends on the waiting instruction x itself. Then
+/// nothing in h runs later than before: h's next instruction could not start
+/// before x, nor x before every step it waits for. Every execution of the
+/// new orders is one of the old orders plus nops whose targets complete, so
+/// no cycle and no deadlock can appear; verification checks it again.
+Spread spreadWaits(const Program &prog,
+                   const std::vector<llvm::SmallVector<Wait, 1>> &waits,
+                   bool enabled) {
+  const std::vector<Instr> &instrs = prog.instrs;
+  Spread spread;
+  spread.waits.resize(instrs.size());
+  spread.after.resize(instrs.size());
+  for (InstrId x = 0; x < instrs.size(); ++x) {
+    const Instr &instr = instrs[x];
+    if (!instr.live())
+      continue;
+    const std::vector<Threadblock> &tbs = prog.tbs[instr.rank];
+    auto target = [&](Wait w) {
+      return WaitOn{w.first, tbs[w.first].instrs[w.second], NoHelper};
+    };
+    llvm::SmallVector<Wait, 4> helpers, direct;
+    if (enabled && waits[x].size() > 1)
+      for (Wait w : waits[x]) {
+        const std::vector<InstrId> &order = tbs[w.first].instrs;
+        size_t next = static_cast<size_t>(w.second) + 1;
+        bool free = next == order.size() ||
+                    llvm::is_contained(instrs[order[next]].deps, x);
+        (free ? helpers : direct).push_back(w);
+      }
+    else
+      direct.assign(waits[x].begin(), waits[x].end());
+    // The end of the chain needs no nop of its own.
+    if (!helpers.empty() && direct.empty())
+      direct.push_back(helpers.pop_back_val());
+    for (Wait w : direct)
+      spread.waits[x].push_back(target(w));
+    if (helpers.empty())
+      continue;
+    WaitOn tail = spread.waits[x].pop_back_val();
+    for (Wait w : llvm::reverse(helpers)) {
+      uint32_t h = static_cast<uint32_t>(spread.helpers.size());
+      spread.helpers.push_back({tail, x});
+      spread.after[target(w).instr].push_back(h);
+      tail = WaitOn{w.first, NoInstr, h};
+    }
+    spread.waits[x].push_back(tail);
+  }
+  return spread;
+}
+
 /// A custom collective's pre- and postcondition on the refined chunks, for
 /// the IR to carry: traced chunk j is refined chunks [j*R, (j+1)*R), and
 /// part t of in(a, j) is in(a, j*R + t).
@@ -129,7 +219,7 @@ ir::Definition refinedCondition(const lang::CollectiveSpec &spec, int32_t R) {
 
 } // namespace
 
-Schedule emit(const Program &prog) {
+Schedule emit(const Program &prog, bool spreading) {
   const lang::ChunkDag &dag = *prog.dag;
   const lang::CollectiveSpec &spec = dag.collective;
   const Layout &layout = prog.layout;
@@ -166,18 +256,32 @@ Schedule emit(const Program &prog) {
         position[tb.instrs[i]] = static_cast<int32_t>(i);
 
   std::vector<llvm::SmallVector<Wait, 1>> waits = computeWaits(prog, position);
+  Spread spread = spreadWaits(prog, waits, spreading);
+
+  // IR step numbers: an instruction's nops, its steps (a reduction group
+  // has one per member; the last one is the instruction's), then the helper
+  // nops that follow it.
   std::vector<int32_t> stepOf(prog.instrs.size(), -1);
+  std::vector<int32_t> helperStep(spread.helpers.size(), -1);
   int32_t maxChannel = 0;
   for (int32_t r = 0; r < spec.nranks; ++r) {
     const std::vector<Threadblock> &tbs = prog.tbs[r];
     for (const Threadblock &tb : tbs) {
       int32_t step = 0;
       for (InstrId x : tb.instrs) {
-        step += std::max<int32_t>(static_cast<int32_t>(waits[x].size()) - 1, 0);
+        step += std::max<int32_t>(
+            static_cast<int32_t>(spread.waits[x].size()) - 1, 0);
+        step += groupSize(prog, x) - 1;
         stepOf[x] = step++;
+        for (uint32_t h : spread.after[x])
+          helperStep[h] = step++;
       }
       maxChannel = std::max(maxChannel, tb.channel);
     }
+    auto stepOfTarget = [&](const WaitOn &target) {
+      return target.helper != NoHelper ? helperStep[target.helper]
+                                       : stepOf[target.instr];
+    };
     ir::Gpu &gpu = alg.gpus[r];
     gpu.inputChunks = layout.inputChunks;
     gpu.outputChunks = layout.outputChunks;
@@ -190,30 +294,45 @@ Schedule emit(const Program &prog) {
       tb.recvPeer = tbs[t].recvPeer;
       tb.channel = tbs[t].channel;
       std::vector<StepOrigin> &origins = schedule.origins[r][t];
+      auto wait = [&](const WaitOn &target, const StepOrigin &origin) {
+        ir::Step nop;
+        nop.count = 0;
+        nop.depTb = target.tb;
+        nop.depStep = stepOfTarget(target);
+        tb.steps.push_back(nop);
+        origins.push_back(origin);
+      };
       for (InstrId x : tbs[t].instrs) {
         const Instr &instr = prog.instrs[x];
         StepOrigin origin{instr.op, instr.forwardedOp, instr.lane};
-        // Nops carry all dependencies but the last, which the step itself
-        // carries.
-        for (auto [depTb, depPos] : waits[x]) {
-          ir::Step nop;
-          nop.count = 0;
-          nop.depTb = depTb;
-          nop.depStep = stepOf[tbs[depTb].instrs[depPos]];
-          tb.steps.push_back(nop);
-          origins.push_back(origin);
-        }
-        if (waits[x].empty()) {
+        // Nops carry all dependencies but the last, which the (first) step
+        // itself carries.
+        for (const WaitOn &target : spread.waits[x])
+          wait(target, origin);
+        if (spread.waits[x].empty()) {
           tb.steps.emplace_back();
           origins.push_back(origin);
         }
-        ir::Step &step = tb.steps.back();
-        step.type = instr.type;
-        step.srcBuf = instr.src.buf;
-        step.srcOff = instr.src.off;
-        step.dstBuf = instr.dst.buf;
-        step.dstOff = instr.dst.off;
-        step.count = instr.count;
+        for (InstrId m = x; m != NoInstr; m = prog.instrs[m].nextSource) {
+          const Instr &member = prog.instrs[m];
+          if (m != x) {
+            tb.steps.emplace_back();
+            origins.push_back({member.op, member.forwardedOp, member.lane});
+          }
+          ir::Step &step = tb.steps.back();
+          step.type = instr.type;
+          step.srcBuf = member.src.buf;
+          step.srcOff = member.src.off;
+          step.dstBuf = instr.dst.buf;
+          step.dstOff = instr.dst.off;
+          step.count = instr.count;
+        }
+        // A helper nop names the operation it waits for.
+        for (uint32_t h : spread.after[x]) {
+          const Instr &waiter = prog.instrs[spread.helpers[h].waiter];
+          wait(spread.helpers[h].target,
+               {waiter.op, waiter.forwardedOp, waiter.lane});
+        }
       }
     }
     for (size_t t = 0; t < tbs.size(); ++t)

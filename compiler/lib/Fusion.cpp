@@ -19,6 +19,24 @@
 // postcondition does not need (it is overwritten later, or unconstrained)
 // stores nothing: `rrs`.
 //
+// Consecutive local reductions into one destination become one group, which
+// the runtimes execute as one n-ary reduction (consecutive `re` steps of one
+// tb, docs/IR.md): `re` B joins the group whose last member A wrote B's
+// destination when
+//
+//  - B has A's destination slot, count, source buffer and tb hint, and its
+//    source cells are not the destination's;
+//  - nothing but B reads what A wrote (no one sees a partial sum);
+//  - every other dependency of B comes before the group's head in program
+//    order: the group waits for all its sources before it starts, and no
+//    source may depend on the group;
+//  - the group has fewer than MaxReduceSources members.
+//
+// The head carries the group's dependencies; the members keep their own
+// sources and operations, and are emitted as consecutive `re` steps, the
+// first carrying the group's wait and the last its `hasdep`. The sources are
+// reduced in program order, so the result has the same bits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Program.h"
@@ -28,6 +46,60 @@
 #include <algorithm>
 
 namespace coll::compiler {
+namespace {
+
+/// Whether `count` cells from `a` and from `b` overlap.
+bool overlaps(uint32_t a, uint32_t b, uint32_t count) {
+  return a < b + count && b < a + count;
+}
+
+template <class Resolve>
+void fuseReductions(Program &prog, Resolve resolve) {
+  std::vector<Instr> &instrs = prog.instrs;
+  // Per group head: its last member and its size.
+  std::vector<InstrId> tail(instrs.size(), NoInstr);
+  std::vector<uint8_t> size(instrs.size(), 0);
+  for (InstrId b = 0; b < instrs.size(); ++b) {
+    Instr &next = instrs[b];
+    if (next.type != ir::StepType::Reduce || !next.live())
+      continue;
+    // A: the reduction that wrote B's destination, read by B alone.
+    InstrId a = NoInstr;
+    for (InstrId d : next.deps) {
+      const Instr &prev = instrs[d];
+      if (prev.type == ir::StepType::Reduce && prev.rank == next.rank &&
+          prev.dst == next.dst && prev.count == next.count &&
+          prev.readers == 1 && prev.firstReader == b)
+        a = d;
+    }
+    if (a == NoInstr)
+      continue;
+    InstrId h = resolve(a);
+    Instr &head = instrs[h];
+    if (tail[h] == NoInstr) {
+      tail[h] = h;
+      size[h] = 1;
+    }
+    uint32_t dstCell = prog.layout.cell(next.rank, next.dst);
+    uint32_t srcCell = prog.layout.cell(next.rank, next.src);
+    uint32_t n = static_cast<uint32_t>(next.count);
+    if (tail[h] != a || size[h] >= MaxReduceSources ||
+        next.src.buf != head.src.buf || next.sendTbHint != head.sendTbHint ||
+        overlaps(srcCell, dstCell, n) ||
+        llvm::any_of(next.deps,
+                     [&](InstrId d) { return d != a && resolve(d) >= h; }))
+      continue;
+    instrs[a].nextSource = b;
+    next.absorbedInto = h;
+    tail[h] = b;
+    ++size[h];
+    for (InstrId d : next.deps)
+      if (d != a)
+        head.deps.push_back(d);
+  }
+}
+
+} // namespace
 
 void fuse(Program &prog, ThreadblockAssigner &assigner) {
   std::vector<Instr> &instrs = prog.instrs;
@@ -66,7 +138,10 @@ void fuse(Program &prog, ThreadblockAssigner &assigner) {
     next.key = key;
   }
 
-  // Dependencies on an absorbed send are dependencies on its receive.
+  fuseReductions(prog, resolve);
+
+  // Dependencies on an absorbed send are dependencies on its receive, and
+  // on a member of a reduction group dependencies on the group's head.
   for (InstrId x = 0; x < instrs.size(); ++x) {
     Instr &instr = instrs[x];
     if (!instr.live())

@@ -125,8 +125,15 @@ struct Instr {
   /// that receives its data.
   InstrId from = NoInstr, to = NoInstr;
   Key key;
-  InstrId absorbedInto = NoInstr; ///< an `s` fused into a receive
-  InstrId absorbed = NoInstr;     ///< the `s` a fused receive absorbed
+  /// An `s` fused into a receive, or a `re` fused into the `re` that
+  /// heads its group.
+  InstrId absorbedInto = NoInstr;
+  InstrId absorbed = NoInstr; ///< the `s` a fused receive absorbed
+  /// A fused `re` group (one n-ary reduction into one destination): the
+  /// next member after this one, in reduction order. The head is live and
+  /// carries the group's dependencies; each member keeps its own source and
+  /// operation.
+  InstrId nextSource = NoInstr;
   /// Dead-store analysis: distinct instructions that read what this one
   /// wrote (0, 1 or 2 = more), the first of them, and whether a cell it
   /// wrote is still its at the end and constrained by the postcondition.
@@ -223,16 +230,23 @@ void computeDependencies(Program &prog);
 
 class ThreadblockAssigner;
 
-/// r+s -> rcs, rrc+s -> rrcs where legal; rrcs with a dead store -> rrs.
+/// r+s -> rcs, rrc+s -> rrcs where legal; rrcs with a dead store -> rrs;
+/// consecutive `re` into one destination -> one n-ary `re` group.
 void fuse(Program &prog, ThreadblockAssigner &assigner);
+
+/// Sources of one fused `re` (the runtimes' MaxReduceSources and
+/// ir::RuntimeLimits::maxReduceFusion).
+inline constexpr int32_t MaxReduceSources = 16;
 
 /// Per-tb instruction order: list scheduling, or program order when the
 /// simulation cannot complete. False when neither order runs to completion
 /// with bounded FIFOs.
 bool order(Program &prog);
 
-/// The IR and the provenance of every step.
-Schedule emit(const Program &prog);
+/// The IR and the provenance of every step. With `spreading`, waits on
+/// several tbs are spread over those tbs (helper nops, which must run as
+/// steps: not for MSCCL).
+Schedule emit(const Program &prog, bool spreading);
 
 /// verifySchedule in two halves: what the compiler guarantees (a failure is
 /// a compiler bug), and the target's limits (a failure is the program's).

@@ -110,6 +110,14 @@ inline std::string stepTypes(const ir::Algorithm &alg, int32_t rank) {
   return text;
 }
 
+/// The step types of one tb in order, as "s r re".
+inline std::string stepTypesOf(const ir::ThreadBlock &tb) {
+  std::string text;
+  for (const ir::Step &step : tb.steps)
+    text += (text.empty() ? "" : " ") + ir::stepTypeName(step.type).str();
+  return text;
+}
+
 } // namespace coll::compiler::test
 
 #endif // COLL_TESTS_UNIT_COMPILER_COMPILERTEST_H

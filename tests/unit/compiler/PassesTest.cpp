@@ -256,6 +256,115 @@ acc = chunk(2, input, 0).reduce(acc)
   EXPECT_EQ(stepTypes(kept.alg(), 1), "rrcs:1 cpy:1");
 }
 
+/// The lengths of the runs of `re` steps of a tb that the runtimes execute
+/// as one reduction (docs/INTERPRETER.md, "Fusion"), as "1 16 ...".
+std::string reduceGroups(const ir::ThreadBlock &tb) {
+  std::string text;
+  int run = 0;
+  auto flush = [&] {
+    if (run)
+      text += (text.empty() ? "" : " ") + std::to_string(run);
+    run = 0;
+  };
+  for (size_t s = 0; s < tb.steps.size(); ++s) {
+    const ir::Step &step = tb.steps[s];
+    const ir::Step *prev = s ? &tb.steps[s - 1] : nullptr;
+    bool joins = run && step.type == StepType::Reduce &&
+                 prev->type == StepType::Reduce && !prev->hasDep &&
+                 !step.hasDependency() && step.dstBuf == prev->dstBuf &&
+                 step.dstOff == prev->dstOff && step.srcBuf == prev->srcBuf &&
+                 step.count == prev->count && run < 16;
+    if (!joins)
+      flush();
+    if (step.type == StepType::Reduce)
+      ++run;
+  }
+  flush();
+  return text;
+}
+
+TEST(Fusion, ReductionsIntoOneDestinationFuseUpToSixteenSources) {
+  // One-shot allreduce over 18 ranks: rank 0 adds 17 received buffers into
+  // its own, in one tb; the first 16 are one group, the 17th waits on its
+  // own.
+  Compilation c(R"(
+param N = 18
+collective allreduce(ranks = N, chunks = 1, inplace = true)
+for r in 0..N { for p in 0..N { if p != r {
+    chunk(p, input, 0).copy(r, scratch, (p - r - 1) % N)
+} } }
+for r in 0..N { for p in 0..N { if p != r {
+    chunk(r, input, 0).reduce(chunk(r, scratch, (p - r - 1) % N))
+} } }
+)");
+  ASSERT_TRUE(c.ok()) << c.text();
+  std::string groups;
+  for (const ir::ThreadBlock &tb : c.alg().gpus[0].tbs)
+    if (!reduceGroups(tb).empty())
+      groups += (groups.empty() ? "" : "; ") + reduceGroups(tb);
+  EXPECT_EQ(groups, "16 1");
+}
+
+TEST(Fusion, ReductionGroupsStopAtWhatTheyCannotHoist) {
+  // Rank 0 adds in(1), in(2) and in(0)'s second chunk into its first
+  // chunk. The partial sum after in(1) is sent to rank 1, so the group
+  // ends there; the local input is another source buffer, so it ends again.
+  Compilation c(R"(
+collective custom(ranks = 3, input = 2, output = 2) {
+    post {
+        expect(0, 0, contrib(0, 0)) expect(0, 0, contrib(1, 0))
+        expect(0, 0, contrib(2, 0)) expect(0, 0, contrib(0, 1))
+        expect(1, 1, contrib(0, 0)) expect(1, 1, contrib(1, 0))
+    }
+}
+chunk(1, input, 0).copy(0, scratch, 0)
+chunk(2, input, 0).copy(0, scratch, 1)
+chunk(0, input, 0).copy(0, scratch, 2)
+let acc = chunk(0, scratch, 2)
+acc.reduce(chunk(0, scratch, 0))
+acc.copy(1, output, 1)
+acc.reduce(chunk(0, scratch, 1))
+acc.reduce(chunk(0, input, 1))
+acc.copy(0, output, 0)
+)");
+  ASSERT_TRUE(c.ok()) << c.text();
+  std::string groups;
+  for (const ir::ThreadBlock &tb : c.alg().gpus[0].tbs)
+    if (!reduceGroups(tb).empty())
+      groups += (groups.empty() ? "" : "; ") + reduceGroups(tb);
+  EXPECT_EQ(stepTypes(c.alg(), 0), "s:1 r:2 cpy:2 re:3");
+  EXPECT_EQ(groups, "1 1; 1") << "nothing fuses";
+}
+
+TEST(Fusion, ReductionsFuseIntoOneWait) {
+  // All-pairs reduce-scatter on 3 ranks: each rank's two `re` are one group
+  // whose first step carries the only wait; off, each waits on its own.
+  const char *program = R"(
+collective reducescatter(ranks = 3, chunks = 1, inplace = true)
+for r in 0..3 { for p in 0..3 { if p != r {
+    chunk(p, input, r).copy(r, scratch, p)
+} } }
+for r in 0..3 { for p in 0..3 { if p != r {
+    chunk(r, input, r).reduce(chunk(r, scratch, p))
+} } }
+)";
+  Compilation c(program);
+  ASSERT_TRUE(c.ok()) << c.text();
+  Config unfused;
+  unfused.edit = [](lang::ChunkDag &dag) { dag.options.fusion = false; };
+  Compilation off(program, unfused);
+  ASSERT_TRUE(off.ok()) << off.text();
+  for (int32_t r = 0; r < 3; ++r) {
+    std::string fused, apart;
+    for (const ir::ThreadBlock &tb : c.alg().gpus[r].tbs)
+      fused += reduceGroups(tb);
+    for (const ir::ThreadBlock &tb : off.alg().gpus[r].tbs)
+      apart += reduceGroups(tb);
+    EXPECT_EQ(fused, "2") << "rank " << r;
+    EXPECT_EQ(apart, "1 1") << "rank " << r;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Dependencies and nops
 //===----------------------------------------------------------------------===//
@@ -270,7 +379,11 @@ chunk(0, scratch, 0, size = 2).copy(3, output, 0)
 )";
 
 TEST(Dependencies, ExtraOnesGoOnNops) {
-  Compilation c(TwoIntoOne);
+  // For MSCCL, whose nops only hand their dependency to the next real step
+  // (no spreading).
+  Config msccl;
+  msccl.options.target = Target::Msccl;
+  Compilation c(TwoIntoOne, msccl);
   ASSERT_TRUE(c.ok()) << c.text();
   // Rank 0: receives from 1 and 2 in their own tbs; the send to 3 waits
   // for both: a nop carries one dependency, the send the other.
@@ -288,6 +401,64 @@ TEST(Dependencies, ExtraOnesGoOnNops) {
   EXPECT_TRUE(gpu.tbs[0].steps[0].hasDep);
   EXPECT_TRUE(gpu.tbs[1].steps[0].hasDep);
   EXPECT_EQ(c.schedule->origins[0][2][0].op, 2u) << "a nop is its step's";
+}
+
+TEST(Dependencies, WaitsOnSeveralTbsSpreadOverThem) {
+  // The same program for Coll's runtimes: the send waits for the receive
+  // from 1 only; that tb, which has nothing left to do, runs a nop after
+  // its receive that waits for the receive from 2 and publishes.
+  Compilation c(TwoIntoOne);
+  ASSERT_TRUE(c.ok()) << c.text();
+  const ir::Gpu &gpu = c.alg().gpus[0];
+  ASSERT_EQ(gpu.tbs.size(), 3u);
+  const ir::ThreadBlock &helper = gpu.tbs[0];
+  ASSERT_EQ(helper.steps.size(), 2u);
+  EXPECT_EQ(helper.steps[0].type, StepType::Recv);
+  EXPECT_FALSE(helper.steps[0].hasDep);
+  EXPECT_EQ(helper.steps[1].type, StepType::Nop);
+  EXPECT_EQ(helper.steps[1].depTb, 1);
+  EXPECT_EQ(helper.steps[1].depStep, 0);
+  EXPECT_TRUE(helper.steps[1].hasDep);
+  EXPECT_TRUE(gpu.tbs[1].steps[0].hasDep);
+  const ir::ThreadBlock &sender = gpu.tbs[2];
+  ASSERT_EQ(sender.steps.size(), 1u);
+  EXPECT_EQ(sender.steps[0].type, StepType::Send);
+  EXPECT_EQ(sender.steps[0].depTb, 0);
+  EXPECT_EQ(sender.steps[0].depStep, 1);
+  EXPECT_EQ(c.schedule->origins[0][0][1].op, 2u)
+      << "a helper nop is the operation's that waits";
+}
+
+TEST(Dependencies, HelperNopsNeverDelayTheirTb) {
+  // As above, but rank 0 then receives from 1 again (one channel), which
+  // does not depend on the send: a nop after the first receive from 1 would
+  // hold the second up. The chain ends there instead: the tb receiving from
+  // 2 has nothing left and waits for it.
+  Compilation c(R"(
+collective custom(ranks = 4, input = 2, output = 2) {
+    post {
+        expect(3, 0, contrib(1, 0)) expect(3, 1, contrib(2, 0))
+        expect(0, 1, contrib(1, 1))
+    }
+}
+chunk(1, input, 0).copy(0, scratch, 0, ch = 0)
+chunk(2, input, 0).copy(0, scratch, 1, ch = 0)
+chunk(0, scratch, 0, size = 2).copy(3, output, 0, ch = 0)
+chunk(1, input, 1).copy(0, output, 1, ch = 0)
+)");
+  ASSERT_TRUE(c.ok()) << c.text();
+  const ir::Gpu &gpu = c.alg().gpus[0];
+  ASSERT_EQ(gpu.tbs.size(), 3u);
+  EXPECT_EQ(gpu.tbs[0].recvPeer, 1);
+  EXPECT_EQ(stepTypesOf(gpu.tbs[0]), "r r");
+  EXPECT_EQ(gpu.tbs[1].recvPeer, 2);
+  EXPECT_EQ(stepTypesOf(gpu.tbs[1]), "r nop");
+  EXPECT_EQ(gpu.tbs[1].steps[1].depTb, 0);
+  EXPECT_EQ(gpu.tbs[1].steps[1].depStep, 0);
+  EXPECT_EQ(gpu.tbs[2].sendPeer, 3);
+  EXPECT_EQ(stepTypesOf(gpu.tbs[2]), "s");
+  EXPECT_EQ(gpu.tbs[2].steps[0].depTb, 1);
+  EXPECT_EQ(gpu.tbs[2].steps[0].depStep, 1);
 }
 
 TEST(Dependencies, KnownOnesAreDropped) {

@@ -77,6 +77,38 @@ for r in 0..3 {
 }
 )");
   ASSERT_TRUE(ok.ok()) << ok.text();
+  // Rank 0: one tb per peer; the two `re` are one fused group, which
+  // carries the dependencies of both and joins the later receive it reads.
+  const ir::Gpu &gpu = ok.alg().gpus[0];
+  ASSERT_EQ(gpu.tbs.size(), 2u);
+  EXPECT_EQ(stepTypes(ok.alg(), 0), "s:4 r:4 re:2");
+  EXPECT_EQ(stepTypesOf(gpu.tbs[0]), "s r s r");
+  const std::vector<ir::Step> &second = gpu.tbs[1].steps;
+  EXPECT_EQ(stepTypesOf(gpu.tbs[1]), "s r re re s r");
+  EXPECT_TRUE(second[2].hasDependency()) << "waits for the other receive";
+  EXPECT_EQ(second[2].depTb, 0);
+  EXPECT_FALSE(second[3].hasDependency());
+  EXPECT_FALSE(second[2].hasDep);
+  EXPECT_TRUE(second[3].hasDep);
+}
+
+TEST(AutoThreadblocks, UnfusedLocalReduceJoinsItsLatestProducer) {
+  Config unfused;
+  unfused.edit = [](lang::ChunkDag &dag) { dag.options.fusion = false; };
+  Compilation ok(R"(
+collective allreduce(ranks = 3, chunks = 3, inplace = true)
+for r in 0..3 {
+    for p in 0..3 { if p != r { chunk(p, input, r).copy(r, scratch, p) } }
+}
+for r in 0..3 {
+    for p in 0..3 { if p != r { chunk(r, input, r).reduce(chunk(r, scratch, p)) } }
+}
+for r in 0..3 {
+    for p in 0..3 { if p != r { chunk(r, input, r).copy(p, input, r) } }
+}
+)",
+                 unfused);
+  ASSERT_TRUE(ok.ok()) << ok.text();
   // Rank 0: one tb per peer; the first `re` joins the receive it reads, the
   // second follows it there (its latest producer is the first `re`).
   const ir::Gpu &gpu = ok.alg().gpus[0];

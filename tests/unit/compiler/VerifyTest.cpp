@@ -205,15 +205,18 @@ chunk(0, scratch, 0, size = 2).copy(3, output, 0)
 )");
   ASSERT_TRUE(c.ok()) << c.text();
   Schedule edited = *c.schedule;
-  ir::Step &send = edited.algorithm.gpus[0].tbs[2].steps[1];
-  ASSERT_EQ(send.type, StepType::Send);
-  send.depTb = send.depStep = -1;
+  // The send waits for the tb of the first receive, whose nop waits for the
+  // second: without the nop's wait, nothing orders the second receive.
+  ASSERT_EQ(edited.algorithm.gpus[0].tbs[2].steps[0].type, StepType::Send);
+  ir::Step &nop = edited.algorithm.gpus[0].tbs[0].steps[1];
+  ASSERT_EQ(nop.type, StepType::Nop);
+  nop.depTb = nop.depStep = -1;
   c.text();
   size_t before = c.diagText.size();
   EXPECT_FALSE(c.reverify(edited));
   EXPECT_NE(c.text().substr(before).find(
                 "test.coll:7:32: error: internal compiler error: nothing "
-                "orders rank 0 tb 2 step 1 ('s' to rank 3) after rank 0 tb 1 "
+                "orders rank 0 tb 2 step 0 ('s' to rank 3) after rank 0 tb 1 "
                 "step 0 ('r' from rank 2), which both access s[1]"),
             std::string::npos)
       << c.text().substr(before);

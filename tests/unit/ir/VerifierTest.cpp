@@ -351,6 +351,25 @@ TEST_F(VerifierTest, TrailingNop) {
                          "of its tb: no later step carries its dependency");
 }
 
+TEST_F(VerifierTest, TrailingNopThatAnotherTbWaitsFor) {
+  // Gpu 0 tb 1 ends with a nop that waits for tb 0 step 1; tb 0 step 2
+  // waits for the nop. Coll's runtimes run nops as steps, so the nop hands
+  // its wait on by publishing; MSCCL folds nops into the next real step,
+  // and there is none.
+  step(0, 1, 0).type = StepType::Nop;
+  step(0, 1, 0).hasDep = true;
+  step(0, 0, 2).depTb = 1;
+  step(0, 0, 2).depStep = 0;
+  EXPECT_EQ(errors(), Strings{});
+  EXPECT_EQ(errors(mscclLimits()),
+            Strings{"t.xml:10: error: gpu 0 tb 1 step 0: nop at the end of "
+                    "its tb: no later step carries its dependency"});
+  // Without hasdep nobody learns what it waited for.
+  step(0, 0, 2).depTb = step(0, 0, 2).depStep = -1;
+  step(0, 1, 0).hasDep = false;
+  EXPECT_EQ(errors().size(), 1u);
+}
+
 TEST_F(VerifierTest, TwoTbsDriveOneDirection) {
   tb(0, 1).sendPeer = 1;
   EXPECT_EQ(errors(), Strings{"t.xml:9: error: gpu 0 tb 1: tb 0 and tb 1 "

@@ -52,6 +52,10 @@ struct RuntimeLimits {
   int32_t maxTbsPerChannelDirection = 0;
   int32_t maxTbsPerGpu = 0;
   int32_t maxReduceFusion = 16;  ///< sources of one fused `re`
+  /// Nops run as steps: they wait for their dependency and publish their
+  /// flag like any step, so a tb may end with nops that others wait for
+  /// (Coll's runtimes). MSCCL folds a nop into the next real step instead.
+  bool nopsRun = true;
 };
 
 /// What the MSCCL executor accepts: MSCCL_MAX_NUM_STEPS (64 steps per tb),
@@ -62,6 +66,7 @@ inline RuntimeLimits mscclLimits() {
   limits.maxStepsPerTb = 64;
   limits.maxCount = 72;
   limits.maxTbsPerChannelDirection = 32;
+  limits.nopsRun = false;
   return limits;
 }
 
