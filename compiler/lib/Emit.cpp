@@ -138,10 +138,11 @@ struct Spread {
 
 /// An instruction that waits for steps of k > 1 other tbs would run k-1
 /// nops one after another in its own tb. Instead, the waits form a chain
-/// through the tbs waited for: the tb of the first wait runs, right after
-/// that step, a nop waiting for the second's, and so on; the instruction
-/// waits for the first nop only, which knows them all (dependency flags
-/// are monotone and waiting is transitive).
+/// through the tbs waited for: the tb of the second wait runs, right after
+/// that step, a nop waiting for the first's, the third's tb a nop waiting
+/// for that nop, and so on; the instruction waits for the last nop only,
+/// which knows them all (dependency flags are monotone and waiting is
+/// transitive).
 ///
 /// A helper nop goes after step w of tb h only where h has nothing after w,
 /// or h's next instruction depends on the waiting instruction x itself. Then
@@ -175,15 +176,19 @@ Spread spreadWaits(const Program &prog,
       }
     else
       direct.assign(waits[x].begin(), waits[x].end());
-    // The end of the chain needs no nop of its own.
-    if (!helpers.empty() && direct.empty())
-      direct.push_back(helpers.pop_back_val());
+    // The end of the chain needs no nop of its own. The chain runs up the
+    // tb ids, so that the host backend, which runs a thread's tasks
+    // round-robin in that order, resolves it in one round.
+    if (!helpers.empty() && direct.empty()) {
+      direct.push_back(helpers.front());
+      helpers.erase(helpers.begin());
+    }
     for (Wait w : direct)
       spread.waits[x].push_back(target(w));
     if (helpers.empty())
       continue;
     WaitOn tail = spread.waits[x].pop_back_val();
-    for (Wait w : llvm::reverse(helpers)) {
+    for (Wait w : helpers) {
       uint32_t h = static_cast<uint32_t>(spread.helpers.size());
       spread.helpers.push_back({tail, x});
       spread.after[target(w).instr].push_back(h);

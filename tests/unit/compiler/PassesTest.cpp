@@ -405,27 +405,26 @@ TEST(Dependencies, ExtraOnesGoOnNops) {
 
 TEST(Dependencies, WaitsOnSeveralTbsSpreadOverThem) {
   // The same program for Coll's runtimes: the send waits for the receive
-  // from 1 only; that tb, which has nothing left to do, runs a nop after
-  // its receive that waits for the receive from 2 and publishes.
+  // from 2 only; that tb, which has nothing left to do, runs a nop after
+  // its receive that waits for the receive from 1 and publishes (the chain
+  // runs up the tb ids).
   Compilation c(TwoIntoOne);
   ASSERT_TRUE(c.ok()) << c.text();
   const ir::Gpu &gpu = c.alg().gpus[0];
   ASSERT_EQ(gpu.tbs.size(), 3u);
-  const ir::ThreadBlock &helper = gpu.tbs[0];
-  ASSERT_EQ(helper.steps.size(), 2u);
-  EXPECT_EQ(helper.steps[0].type, StepType::Recv);
+  EXPECT_EQ(stepTypesOf(gpu.tbs[0]), "r");
+  EXPECT_TRUE(gpu.tbs[0].steps[0].hasDep);
+  const ir::ThreadBlock &helper = gpu.tbs[1];
+  ASSERT_EQ(stepTypesOf(helper), "r nop");
   EXPECT_FALSE(helper.steps[0].hasDep);
-  EXPECT_EQ(helper.steps[1].type, StepType::Nop);
-  EXPECT_EQ(helper.steps[1].depTb, 1);
+  EXPECT_EQ(helper.steps[1].depTb, 0);
   EXPECT_EQ(helper.steps[1].depStep, 0);
   EXPECT_TRUE(helper.steps[1].hasDep);
-  EXPECT_TRUE(gpu.tbs[1].steps[0].hasDep);
   const ir::ThreadBlock &sender = gpu.tbs[2];
-  ASSERT_EQ(sender.steps.size(), 1u);
-  EXPECT_EQ(sender.steps[0].type, StepType::Send);
-  EXPECT_EQ(sender.steps[0].depTb, 0);
+  ASSERT_EQ(stepTypesOf(sender), "s");
+  EXPECT_EQ(sender.steps[0].depTb, 1);
   EXPECT_EQ(sender.steps[0].depStep, 1);
-  EXPECT_EQ(c.schedule->origins[0][0][1].op, 2u)
+  EXPECT_EQ(c.schedule->origins[0][1][1].op, 2u)
       << "a helper nop is the operation's that waits";
 }
 

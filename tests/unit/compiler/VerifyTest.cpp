@@ -205,10 +205,10 @@ chunk(0, scratch, 0, size = 2).copy(3, output, 0)
 )");
   ASSERT_TRUE(c.ok()) << c.text();
   Schedule edited = *c.schedule;
-  // The send waits for the tb of the first receive, whose nop waits for the
-  // second: without the nop's wait, nothing orders the second receive.
+  // The send waits for the tb of the second receive, whose nop waits for
+  // the first: without the nop's wait, nothing orders the first receive.
   ASSERT_EQ(edited.algorithm.gpus[0].tbs[2].steps[0].type, StepType::Send);
-  ir::Step &nop = edited.algorithm.gpus[0].tbs[0].steps[1];
+  ir::Step &nop = edited.algorithm.gpus[0].tbs[1].steps[1];
   ASSERT_EQ(nop.type, StepType::Nop);
   nop.depTb = nop.depStep = -1;
   c.text();
@@ -216,8 +216,8 @@ chunk(0, scratch, 0, size = 2).copy(3, output, 0)
   EXPECT_FALSE(c.reverify(edited));
   EXPECT_NE(c.text().substr(before).find(
                 "test.coll:7:32: error: internal compiler error: nothing "
-                "orders rank 0 tb 2 step 0 ('s' to rank 3) after rank 0 tb 1 "
-                "step 0 ('r' from rank 2), which both access s[1]"),
+                "orders rank 0 tb 2 step 0 ('s' to rank 3) after rank 0 tb 0 "
+                "step 0 ('r' from rank 1), which both access s[0]"),
             std::string::npos)
       << c.text().substr(before);
 }
