@@ -23,6 +23,8 @@
 
 #include "Program.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -127,13 +129,16 @@ struct Helper {
   InstrId waiter; ///< the instruction it waits for (its origin)
 };
 
+/// Sparse, as few instructions wait for several tbs (a program may have
+/// millions of instructions).
 struct Spread {
-  /// Per instruction, what it waits for, in order; the last one is carried
-  /// by the instruction's step, the others by nops before it.
-  std::vector<llvm::SmallVector<WaitOn, 1>> waits;
+  /// What an instruction whose waits were spread waits for, in order; the
+  /// last one is carried by the instruction's step, the others by nops
+  /// before it. Other instructions wait as computeWaits says.
+  llvm::DenseMap<InstrId, llvm::SmallVector<WaitOn, 2>> waits;
   std::vector<Helper> helpers;
-  /// Per instruction, the helper nops right after it in its tb, in order.
-  std::vector<llvm::SmallVector<uint32_t, 0>> after;
+  /// The helper nops right after an instruction in its tb, in order.
+  llvm::DenseMap<InstrId, llvm::SmallVector<uint32_t, 1>> after;
 };
 
 /// An instruction that waits for steps of k > 1 other tbs would run k-1
@@ -155,27 +160,26 @@ Spread spreadWaits(const Program &prog,
                    bool enabled) {
   const std::vector<Instr> &instrs = prog.instrs;
   Spread spread;
-  spread.waits.resize(instrs.size());
-  spread.after.resize(instrs.size());
+  if (!enabled)
+    return spread;
   for (InstrId x = 0; x < instrs.size(); ++x) {
     const Instr &instr = instrs[x];
-    if (!instr.live())
+    if (!instr.live() || waits[x].size() < 2)
       continue;
     const std::vector<Threadblock> &tbs = prog.tbs[instr.rank];
     auto target = [&](Wait w) {
       return WaitOn{w.first, tbs[w.first].instrs[w.second], NoHelper};
     };
     llvm::SmallVector<Wait, 4> helpers, direct;
-    if (enabled && waits[x].size() > 1)
-      for (Wait w : waits[x]) {
-        const std::vector<InstrId> &order = tbs[w.first].instrs;
-        size_t next = static_cast<size_t>(w.second) + 1;
-        bool free = next == order.size() ||
-                    llvm::is_contained(instrs[order[next]].deps, x);
-        (free ? helpers : direct).push_back(w);
-      }
-    else
-      direct.assign(waits[x].begin(), waits[x].end());
+    for (Wait w : waits[x]) {
+      const std::vector<InstrId> &order = tbs[w.first].instrs;
+      size_t next = static_cast<size_t>(w.second) + 1;
+      bool free = next == order.size() ||
+                  llvm::is_contained(instrs[order[next]].deps, x);
+      (free ? helpers : direct).push_back(w);
+    }
+    if (helpers.size() + (direct.empty() ? 0 : 1) < 2)
+      continue; // nothing to spread
     // The end of the chain needs no nop of its own. The chain runs up the
     // tb ids, so that the host backend, which runs a thread's tasks
     // round-robin in that order, resolves it in one round.
@@ -183,18 +187,17 @@ Spread spreadWaits(const Program &prog,
       direct.push_back(helpers.front());
       helpers.erase(helpers.begin());
     }
+    llvm::SmallVector<WaitOn, 2> &mine = spread.waits[x];
     for (Wait w : direct)
-      spread.waits[x].push_back(target(w));
-    if (helpers.empty())
-      continue;
-    WaitOn tail = spread.waits[x].pop_back_val();
+      mine.push_back(target(w));
+    WaitOn tail = mine.pop_back_val();
     for (Wait w : helpers) {
       uint32_t h = static_cast<uint32_t>(spread.helpers.size());
       spread.helpers.push_back({tail, x});
       spread.after[target(w).instr].push_back(h);
       tail = WaitOn{w.first, NoInstr, h};
     }
-    spread.waits[x].push_back(tail);
+    mine.push_back(tail);
   }
   return spread;
 }
@@ -262,6 +265,21 @@ Schedule emit(const Program &prog, bool spreading) {
 
   std::vector<llvm::SmallVector<Wait, 1>> waits = computeWaits(prog, position);
   Spread spread = spreadWaits(prog, waits, spreading);
+  auto waitsOf = [&](InstrId x) {
+    llvm::SmallVector<WaitOn, 2> list;
+    auto it = spread.waits.find(x);
+    if (it != spread.waits.end())
+      return it->second;
+    const std::vector<Threadblock> &tbs = prog.tbs[prog.instrs[x].rank];
+    for (Wait w : waits[x])
+      list.push_back({w.first, tbs[w.first].instrs[w.second], NoHelper});
+    return list;
+  };
+  auto helpersAfter = [&](InstrId x) {
+    auto it = spread.after.find(x);
+    return it != spread.after.end() ? llvm::ArrayRef<uint32_t>(it->second)
+                                    : llvm::ArrayRef<uint32_t>();
+  };
 
   // IR step numbers: an instruction's nops, its steps (a reduction group
   // has one per member; the last one is the instruction's), then the helper
@@ -274,11 +292,13 @@ Schedule emit(const Program &prog, bool spreading) {
     for (const Threadblock &tb : tbs) {
       int32_t step = 0;
       for (InstrId x : tb.instrs) {
-        step += std::max<int32_t>(
-            static_cast<int32_t>(spread.waits[x].size()) - 1, 0);
+        auto it = spread.waits.find(x);
+        size_t nwaits =
+            it != spread.waits.end() ? it->second.size() : waits[x].size();
+        step += std::max<int32_t>(static_cast<int32_t>(nwaits) - 1, 0);
         step += groupSize(prog, x) - 1;
         stepOf[x] = step++;
-        for (uint32_t h : spread.after[x])
+        for (uint32_t h : helpersAfter(x))
           helperStep[h] = step++;
       }
       maxChannel = std::max(maxChannel, tb.channel);
@@ -312,9 +332,10 @@ Schedule emit(const Program &prog, bool spreading) {
         StepOrigin origin{instr.op, instr.forwardedOp, instr.lane};
         // Nops carry all dependencies but the last, which the (first) step
         // itself carries.
-        for (const WaitOn &target : spread.waits[x])
+        llvm::SmallVector<WaitOn, 2> targets = waitsOf(x);
+        for (const WaitOn &target : targets)
           wait(target, origin);
-        if (spread.waits[x].empty()) {
+        if (targets.empty()) {
           tb.steps.emplace_back();
           origins.push_back(origin);
         }
@@ -333,7 +354,7 @@ Schedule emit(const Program &prog, bool spreading) {
           step.count = instr.count;
         }
         // A helper nop names the operation it waits for.
-        for (uint32_t h : spread.after[x]) {
+        for (uint32_t h : helpersAfter(x)) {
           const Instr &waiter = prog.instrs[spread.helpers[h].waiter];
           wait(spread.helpers[h].target,
                {waiter.op, waiter.forwardedOp, waiter.lane});
