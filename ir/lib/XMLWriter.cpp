@@ -186,6 +186,8 @@ std::string writeAlgorithm(const Algorithm &alg) {
   return text;
 }
 
+void writeAlgorithm(const Algorithm &alg, llvm::raw_ostream &os) { writeTo(os, alg); }
+
 llvm::Error writeAlgorithmFile(const Algorithm &alg, llvm::StringRef path) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);

@@ -211,7 +211,7 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     compiler::dumpSchedule(*schedule, *dag, srcMgr, out.os());
     break;
   case Emit::Xml:
-    out.os() << ir::writeAlgorithm(schedule->algorithm);
+    ir::writeAlgorithm(schedule->algorithm, out.os());
     break;
   }
   out.keep();

@@ -24,6 +24,10 @@
 
 #include <string>
 
+namespace llvm {
+class raw_ostream;
+}
+
 namespace coll::ir {
 
 /// Parses `text` as an algorithm; diagnostics name `diags.file()`. On failure
@@ -39,6 +43,9 @@ llvm::Expected<Algorithm> readAlgorithmFile(llvm::StringRef path, DiagnosticList
 
 /// The XML text of `alg`.
 std::string writeAlgorithm(const Algorithm &alg);
+/// The same, written to `os` as it is made (a large algorithm's text is
+/// never held whole).
+void writeAlgorithm(const Algorithm &alg, llvm::raw_ostream &os);
 
 /// Writes `alg` to `path` ("-" for stdout).
 llvm::Error writeAlgorithmFile(const Algorithm &alg, llvm::StringRef path);
