@@ -1,7 +1,7 @@
 //===- collc.cpp - The .coll compiler driver ------------------------------===//
 //
 //   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]...
-//         [--emit=ast|dag|schedule|xml|dot] [--instances N]
+//         [--emit=ast|dag|schedule|xml|dot|svg] [--svg-ranks N] [--instances N]
 //         [--protocol Simple|LL|LL128] [--inplace|--outofplace]
 //         [--min-bytes N] [--max-bytes N] [--target coll|msccl]
 //
@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/compiler/Compiler.h"
+#include "coll/ir/Svg.h"
+#include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 #include "coll/lang/Frontend.h"
 #include "coll/support/PhaseTimer.h"
@@ -30,7 +32,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Emit { Ast, Dag, Schedule, Xml, Dot };
+enum class Emit { Ast, Dag, Schedule, Xml, Dot, Svg };
 
 cl::OptionCategory category("collc options");
 
@@ -44,6 +46,12 @@ cl::list<std::string>
     defines("D", cl::Prefix, cl::value_desc("NAME=VALUE"),
             cl::desc("Override a param (an integer, true or false)"),
             cl::cat(category));
+cl::opt<unsigned> svgRanks(
+    "svg-ranks", cl::init(16),
+    cl::desc("--emit=svg: ranks drawn in full; the middle ones of a larger "
+             "program are collapsed into one band (default 16)"),
+    cl::cat(category));
+
 cl::opt<bool> timePhases(
     "time-phases",
     cl::desc("Print the time of each phase (parse, trace, passes, checks, "
@@ -57,7 +65,10 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Schedule, "schedule",
                           "the compiled schedule, with each step's source"),
                clEnumValN(Emit::Xml, "xml", "MSCCL XML (the default)"),
-               clEnumValN(Emit::Dot, "dot", "the chunk DAG for Graphviz")),
+               clEnumValN(Emit::Dot, "dot", "the chunk DAG for Graphviz"),
+               clEnumValN(Emit::Svg, "svg",
+                          "the compiled schedule as a picture (SVG): a lane per rank "
+                          "and tb, arrows for sends, each step's source on hover")),
     cl::cat(category));
 cl::opt<compiler::Target> target(
     "target", cl::init(compiler::Target::Coll),
@@ -178,7 +189,7 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   }
 
   std::optional<compiler::Schedule> schedule;
-  if (req->emit == Emit::Schedule || req->emit == Emit::Xml) {
+  if (req->emit == Emit::Schedule || req->emit == Emit::Xml || req->emit == Emit::Svg) {
     // An algorithm without a name is named after its file.
     if (dag->options.name.empty() && req->input != "-")
       dag->options.name = llvm::sys::path::stem(req->input).str();
@@ -213,6 +224,33 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   case Emit::Xml:
     ir::writeAlgorithm(schedule->algorithm, out.os());
     break;
+  case Emit::Svg: {
+    const ir::Algorithm &alg = schedule->algorithm;
+    ir::DiagnosticList list("<compiled>");
+    llvm::Expected<ir::Analysis> analysis = ir::verify(alg, list);
+    if (!analysis) { // the compiler verified it: not reached
+      diags.error(llvm::SMLoc(), "internal compiler error: the compiled IR does not verify: " +
+                                     llvm::toString(analysis.takeError()));
+      return 1;
+    }
+    ir::SvgOptions svg;
+    svg.maxRanks = static_cast<int32_t>(svgRanks);
+    svg.origin = [&](ir::StepRef r) -> std::string {
+      uint32_t op = schedule->origins[r.gpu][r.tb][r.step].op;
+      if (op == compiler::NoOp)
+        return "";
+      llvm::SMLoc loc = dag->ops[op].loc;
+      unsigned buffer = srcMgr.FindBufferContainingLoc(loc);
+      if (!buffer)
+        return "";
+      auto [line, column] = srcMgr.getLineAndColumn(loc, buffer);
+      return llvm::sys::path::filename(srcMgr.getMemoryBuffer(buffer)->getBufferIdentifier())
+                 .str() +
+             ":" + std::to_string(line) + ":" + std::to_string(column);
+    };
+    ir::writeScheduleSvg(alg, *analysis, out.os(), svg);
+    break;
+  }
   }
   out.keep();
   return 0;

@@ -1,6 +1,6 @@
 //===- collir.cpp - Read, verify and emit MSCCL XML algorithms ------------===//
 //
-//   collir FILE.xml [--check] [--emit=none|text|xml] [-o OUT]
+//   collir FILE.xml [--check] [--emit=none|text|xml|svg] [-o OUT]
 //                   [--target=coll|msccl] [--max-warnings=N]
 //
 // Reads an algorithm, verifies it against the IR contract (and the limits of
@@ -14,6 +14,7 @@
 #include "coll/ir/Check.h"
 #include "coll/ir/Printer.h"
 #include "coll/ir/Verifier.h"
+#include "coll/ir/Svg.h"
 #include "coll/ir/XML.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -24,7 +25,7 @@ using namespace coll::ir;
 
 namespace {
 
-enum class Emit { None, Text, Xml };
+enum class Emit { None, Text, Xml, Svg };
 enum class Target { Coll, Msccl };
 
 llvm::cl::OptionCategory category("collir options");
@@ -38,8 +39,16 @@ llvm::cl::opt<Emit>
          llvm::cl::values(
              clEnumValN(Emit::None, "none", "nothing: only check (default)"),
              clEnumValN(Emit::Text, "text", "the text listing of docs/IR.md"),
-             clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout")),
+             clEnumValN(Emit::Xml, "xml", "MSCCL XML in the canonical layout"),
+             clEnumValN(Emit::Svg, "svg",
+                        "the schedule as a picture (SVG): a lane per rank and tb, "
+                        "arrows for sends")),
          llvm::cl::init(Emit::None), llvm::cl::cat(category));
+llvm::cl::opt<unsigned> svgRanks(
+    "svg-ranks", llvm::cl::init(16),
+    llvm::cl::desc("--emit=svg: ranks drawn in full; the middle ones of a larger "
+                   "algorithm are collapsed into one band (default 16)"),
+    llvm::cl::cat(category));
 llvm::cl::opt<std::string>
     outputPath("o", llvm::cl::desc("Output file ('-': stdout)"),
                llvm::cl::value_desc("file"), llvm::cl::init("-"),
@@ -112,10 +121,20 @@ int main(int argc, char **argv) {
                  << "': " << ec.message() << '\n';
     return 2;
   }
-  if (emit == Emit::Text)
+  if (emit == Emit::Text) {
     printAlgorithm(*alg, os);
-  else
-    os << writeAlgorithm(*alg);
+  } else if (emit == Emit::Svg) {
+    // A step's tooltip names its line of the file.
+    SvgOptions svg;
+    svg.maxRanks = static_cast<int32_t>(svgRanks);
+    svg.origin = [&](StepRef r) {
+      uint32_t line = alg->gpus[r.gpu].tbs[r.tb].steps[r.step].line;
+      return line ? diags.file() + ":" + std::to_string(line) : std::string();
+    };
+    writeScheduleSvg(*alg, *analysis, os, svg);
+  } else {
+    writeAlgorithm(*alg, os);
+  }
   os.flush();
   if (os.has_error()) {
     llvm::errs() << "collir: error: cannot write '" << outputPath
