@@ -156,6 +156,10 @@ int main(int argc, char **argv) {
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
       sliceBytes, run.iters, warmup, graph ? ", CUDA graph replays" : "");
+  // A plot that cannot be written is known before the run, not after it.
+  if (!run.plotFile.empty())
+    if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
+      return fail("collbench", BadInput, "--plot: " + llvm::toString(std::move(err)));
   SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, run.iters, run.seed);
   sweep.referenceName = "d2d";
   sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
@@ -176,5 +180,16 @@ int main(int argc, char **argv) {
   for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";
   llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+  if (!run.plotFile.empty()) {
+    std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on {4}", plan->name,
+                                      ir::collectiveName(plan->collective), plan->nranks,
+                                      ir::protocolName(plan->protocol), device->name)
+                            .str();
+    if (llvm::Error err = writePlotFile(run.plotFile, title, outcome.points)) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collbench: ");
+      return Failed;
+    }
+    llvm::outs() << "# plot written to " << run.plotFile << "\n";
+  }
   return outcome.failed() ? Failed : Verified;
 }

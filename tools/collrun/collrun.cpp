@@ -157,13 +157,37 @@ int main(int argc, char **argv) {
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
+  // A plot that cannot be written is known before the run, not after it.
+  if (!run.plotFile.empty())
+    if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
+      return fail("collrun", BadInput, "--plot: " + llvm::toString(std::move(err)));
   SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, run.iters, run.seed);
+  if (!run.plotFile.empty() && backendName == "host") {
+    // The host's copy floor, for the plot: one thread copying a buffer of
+    // the call's size, as the backend's own loops move data.
+    sweep.referenceName = "memcpy";
+    sweep.referenceInTable = false;
+    sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
+      return hostCopyReference(bytes, run.iters);
+    };
+  }
   SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
   for (const std::string &note : outcome.notes)
     llvm::outs() << "# " << note << "\n";
   if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
     llvm::outs() << "# all ranks hold bit-identical results\n";
   llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+  if (!run.plotFile.empty()) {
+    std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on the {4}", plan->name,
+                                      ir::collectiveName(plan->collective), plan->nranks,
+                                      ir::protocolName(plan->protocol), backendNote)
+                            .str();
+    if (llvm::Error err = writePlotFile(run.plotFile, title, outcome.points)) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
+      return Failed;
+    }
+    llvm::outs() << "# plot written to " << run.plotFile << "\n";
+  }
   if (!tracePath.empty()) {
     if (llvm::Error err = timeline.writeJson(tracePath)) {
       llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");

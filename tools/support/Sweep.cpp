@@ -11,6 +11,8 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <cstdlib>
 
 namespace coll::tools {
@@ -47,6 +49,10 @@ RunOptions::RunOptions(cl::OptionCategory &category, const Defaults &defaults)
               cl::cat(category)),
       maxWarnings("max-warnings", cl::init(5),
                   cl::desc("Warnings about the file to print at most"), cl::cat(category)),
+      plotFile("plot", cl::value_desc("FILE.svg"),
+               cl::desc("Also draw time per call and bus bandwidth against size, with the "
+                        "references of the run, as SVG"),
+               cl::cat(category)),
       defaultSizes(defaults.sizes) {}
 
 std::optional<LoadedAlgorithm> RunOptions::load() const {
@@ -216,7 +222,8 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
   const double busFactor = busBandwidthFactor(plan);
   const size_t es = dataTypeSize(options.request.type);
   const bool hasReference = static_cast<bool>(options.reference);
-  printTableHeader(os, hasReference ? "bus/" + options.referenceName : "");
+  const bool referenceRows = hasReference && options.referenceInTable;
+  printTableHeader(os, referenceRows ? "bus/" + options.referenceName : "");
   SweepOutcome out;
   for (uint64_t requested : options.sizes) {
     const uint64_t count = ir::countForBytes(plan.shape, requested, es);
@@ -231,7 +238,9 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
         continue;
       }
       referenceBw = ref->second;
-      os << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} {7,8} {8,8}\n",
+      out.points.push_back({options.referenceName, true, bytes, ref->first, ref->second});
+      if (referenceRows)
+        os << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} {7,8} {8,8}\n",
                           options.referenceName, bytes, "-", "-", "-", ref->first * 1e6,
                           ref->second, "-", "-");
     }
@@ -268,7 +277,8 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
         seconds = median(std::move(*timed));
       const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
       const double busbw = algbw * busFactor;
-      if (hasReference)
+      out.points.push_back({place, false, bytes, seconds, busbw});
+      if (referenceRows)
         os << prefix
            << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
                             busbw, referenceBw > 0 ? busbw / referenceBw : 0.0);
@@ -295,6 +305,21 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
     }
   }
   return out;
+}
+
+llvm::Expected<std::pair<double, double>> hostCopyReference(uint64_t bytes, unsigned iters) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> seconds;
+  for (unsigned i = 0; i <= std::max(iters, 1u); ++i) { // the first warms the buffers up
+    auto start = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    asm volatile("" : : "r"(dst.data()) : "memory"); // the copy is not optimised away
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i > 0)
+      seconds.push_back(s);
+  }
+  double t = median(std::move(seconds));
+  return std::make_pair(t, t > 0 ? double(bytes) / t / 1e9 : 0.0);
 }
 
 } // namespace coll::tools

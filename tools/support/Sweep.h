@@ -13,6 +13,7 @@
 #ifndef COLL_TOOLS_SWEEP_H
 #define COLL_TOOLS_SWEEP_H
 
+#include "Plot.h"
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
@@ -55,6 +56,7 @@ public:
   llvm::cl::opt<unsigned> watchdogMs, slotBytes;
   llvm::cl::opt<bool> noCheck;
   llvm::cl::opt<unsigned> maxWarnings;
+  llvm::cl::opt<std::string> plotFile;
   const char *defaultSizes;
 
   /// The file read, verified, checked unless --no-check, and planned
@@ -131,6 +133,9 @@ struct SweepOptions {
   /// busbw over that bandwidth instead of the count of wrong elements.
   std::function<llvm::Expected<std::pair<double, double>>(uint64_t bytes)> reference;
   std::string referenceName;
+  /// False: the reference is timed for the plot only, and the table stays
+  /// as without one.
+  bool referenceInTable = true;
 };
 
 struct SweepOutcome {
@@ -138,6 +143,8 @@ struct SweepOutcome {
   bool crossRankDiffs = false; ///< some float reduction differs in its bits between ranks
   /// "error: ...", "warning: ...", "note: ..." lines for after the table.
   std::vector<std::string> notes;
+  /// Every timed row and reference, for --plot.
+  std::vector<PlotPoint> points;
   bool failed() const;
 };
 
@@ -147,6 +154,10 @@ SweepOutcome runSweep(const interp::Plan &plan, const SweepOptions &options, Swe
 
 /// The median of `v` (0 when empty).
 double median(std::vector<double> v);
+
+/// One thread copying `bytes` between two host buffers: the median of
+/// `iters` copies' seconds, and its bandwidth in GB/s (bytes / seconds).
+llvm::Expected<std::pair<double, double>> hostCopyReference(uint64_t bytes, unsigned iters);
 
 } // namespace coll::tools
 
