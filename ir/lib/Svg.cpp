@@ -2,6 +2,8 @@
 
 #include "coll/ir/Svg.h"
 
+#include "coll/ir/XML.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -18,19 +20,6 @@ const char *const Palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a
                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#79706e"};
 constexpr int PaletteSize = sizeof(Palette) / sizeof(Palette[0]);
 
-std::string escaped(llvm::StringRef text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string slots(BufferKind buf, int32_t off, int32_t count) {
   std::string text = bufferName(buf).str() + "[" + std::to_string(off);
@@ -161,7 +150,7 @@ private:
                         std::to_string(alg.ngpus()) + " ranks, " +
                         protocolName(alg.protocol).str() + ", " +
                         std::to_string(alg.nchannels) + " channels";
-    os << "<title>" << escaped(title) << "</title>\n";
+    os << "<title>" << xmlEscaped(title) << "</title>\n";
     os << "<defs>\n";
     for (int c = 0; c < PaletteSize; ++c)
       os << "<marker id=\"arrow" << c << "\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" "
@@ -169,13 +158,13 @@ private:
          << "fill=\"" << Palette[c] << "\"/></marker>\n";
     os << "</defs>\n";
     os << "<text class=\"heading\" x=\"" << Margin << "\" y=\"18\" font-size=\"13\">"
-       << escaped(title) << "</text>\n";
+       << xmlEscaped(title) << "</text>\n";
     std::string note = "lanes: rank and threadblock; columns: dependency depth; arrows: "
                        "sends, in the colour of their channel; dashed: dependencies";
     if (collapsedFrom < collapsedTo)
       note += "; ranks " + std::to_string(collapsedFrom) + "-" + std::to_string(collapsedTo - 1) +
               " (" + std::to_string(collapsedTo - collapsedFrom) + " ranks) are collapsed";
-    os << "<text class=\"note\" x=\"" << Margin << "\" y=\"34\">" << escaped(note)
+    os << "<text class=\"note\" x=\"" << Margin << "\" y=\"34\">" << xmlEscaped(note)
        << "</text>\n";
   }
 
@@ -205,7 +194,7 @@ private:
       os << "<line class=\"rank-rule\" x1=\"" << Margin << "\" y1=\"" << top - 4 << "\" x2=\""
          << width() - Margin << "\" y2=\"" << top - 4 << "\" stroke=\"#dddddd\"/>\n";
     os << "<g class=\"lane\" data-rank=\"" << lane.rank << "\" data-tb=\"" << lane.tb << "\">";
-    os << "<text x=\"" << Margin << "\" y=\"" << top + 13 << "\">" << escaped(laneLabel(lane))
+    os << "<text x=\"" << Margin << "\" y=\"" << top + 13 << "\">" << xmlEscaped(laneLabel(lane))
        << "</text>\n";
     const ThreadBlock &tb = alg.gpus[lane.rank].tbs[lane.tb];
     const char *colour = Palette[tb.channel % PaletteSize];
@@ -232,12 +221,12 @@ private:
         if (std::string from = options.origin(ref); !from.empty())
           title += "; from " + from;
       bool nop = step.type == StepType::Nop;
-      os << "<g class=\"step\" data-step=\"" << s << "\"><title>" << escaped(title)
+      os << "<g class=\"step\" data-step=\"" << s << "\"><title>" << xmlEscaped(title)
          << "</title><rect x=\"" << x(id) << "\" y=\"" << top << "\" width=\"" << StepWidth
          << "\" height=\"" << StepHeight << "\" rx=\"3\" fill=\"" << (nop ? "#ffffff" : colour)
          << "\" fill-opacity=\"" << (nop ? "1" : "0.25") << "\" stroke=\"" << colour
          << "\"/><text x=\"" << x(id) + 3 << "\" y=\"" << top + 13 << "\">"
-         << escaped((stepTypeName(step.type) + " " + chunkLabel(step)).str()) << "</text></g>\n";
+         << xmlEscaped((stepTypeName(step.type) + " " + chunkLabel(step)).str()) << "</text></g>\n";
     }
     os << "</g>\n";
   }

@@ -18,39 +18,7 @@ namespace {
 
 /// Escapes an attribute value. Whitespace other than a plain space is written
 /// as a character reference because XML readers normalise it in attributes.
-void writeEscaped(llvm::raw_ostream &os, llvm::StringRef value) {
-  for (char c : value) {
-    switch (c) {
-    case '&':
-      os << "&amp;";
-      break;
-    case '<':
-      os << "&lt;";
-      break;
-    case '>':
-      os << "&gt;";
-      break;
-    case '"':
-      os << "&quot;";
-      break;
-    case '\'':
-      os << "&apos;";
-      break;
-    case '\n':
-      os << "&#10;";
-      break;
-    case '\r':
-      os << "&#13;";
-      break;
-    case '\t':
-      os << "&#9;";
-      break;
-    default:
-      os << c;
-      break;
-    }
-  }
-}
+void writeEscaped(llvm::raw_ostream &os, llvm::StringRef value) { os << xmlEscaped(value); }
 
 /// Writes `head` once per run of `items` whose text stays short: MSCCL's
 /// parser reads an attribute value into a 255-byte buffer, and skips the
@@ -176,6 +144,44 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
 }
 
 } // namespace
+
+std::string xmlEscaped(llvm::StringRef value) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  for (char c : value) {
+    switch (c) {
+    case '&':
+      os << "&amp;";
+      break;
+    case '<':
+      os << "&lt;";
+      break;
+    case '>':
+      os << "&gt;";
+      break;
+    case '"':
+      os << "&quot;";
+      break;
+    case '\'':
+      os << "&apos;";
+      break;
+    case '\n':
+      os << "&#10;";
+      break;
+    case '\r':
+      os << "&#13;";
+      break;
+    case '\t':
+      os << "&#9;";
+      break;
+    default:
+      os << c;
+      break;
+    }
+  }
+  os.flush();
+  return out;
+}
 
 std::string writeAlgorithm(const Algorithm &alg) {
   std::string text;

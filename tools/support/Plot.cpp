@@ -2,6 +2,7 @@
 
 #include "Plot.h"
 
+#include "coll/ir/XML.h"
 #include "coll/support/Bytes.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -16,6 +17,8 @@
 namespace coll::tools {
 namespace {
 
+using ir::xmlEscaped;
+
 constexpr int PanelWidth = 420, PanelHeight = 300, Left = 60, Right = 16, Top = 48,
               Bottom = 44, Gap = 30, LegendHeight = 18;
 
@@ -23,19 +26,6 @@ const char *const Palette[] = {"#4e79a7", "#e15759", "#59a14f", "#b07aa1",
                                "#f28e2b", "#76b7b2", "#edc948", "#9c755f"};
 constexpr int PaletteSize = sizeof(Palette) / sizeof(Palette[0]);
 
-std::string escaped(llvm::StringRef text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
 
 /// A log axis over [lo, hi] (positive), widened to whole decades (or, for
 /// sizes, powers of 4 bytes).
@@ -103,12 +93,12 @@ public:
     os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                        "transform=\"rotate(-90 %.1f %.1f)\">",
                        double(x0 + 14), (top + bottom) / 2, double(x0 + 14), (top + bottom) / 2)
-       << escaped(yLabel) << "</text>\n</g>\n";
+       << xmlEscaped(yLabel) << "</text>\n</g>\n";
   }
 
   void line(const std::string &name, const char *colour, bool dashed,
             const std::vector<std::pair<double, double>> &xy) {
-    os << "<g class=\"series\" data-series=\"" << escaped(name) << "\">";
+    os << "<g class=\"series\" data-series=\"" << xmlEscaped(name) << "\">";
     os << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.6\""
        << (dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
     for (const auto &[x, y] : xy)
@@ -117,7 +107,7 @@ public:
     for (const auto &[x, y] : xy)
       os << llvm::format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.2\" fill=\"%s\">", px(x), py(y),
                          colour)
-         << "<title>" << escaped(name) << ": " << formatBytes(uint64_t(x)) << " bytes, "
+         << "<title>" << xmlEscaped(name) << ": " << formatBytes(uint64_t(x)) << " bytes, "
          << number(y) << "</title></circle>";
     os << "</g>\n";
   }
@@ -159,9 +149,9 @@ void writePlot(llvm::raw_ostream &os, const std::string &title,
   const int height = Top + PanelHeight + LegendHeight * int(order.size() + 1);
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
      << "\" viewBox=\"0 0 " << width << " " << height
-     << "\" font-family=\"sans-serif\" font-size=\"11\">\n<title>" << escaped(title)
+     << "\" font-family=\"sans-serif\" font-size=\"11\">\n<title>" << xmlEscaped(title)
      << "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text class=\"heading\" x=\"10\" y=\"20\" font-size=\"13\">" << escaped(title)
+     << "<text class=\"heading\" x=\"10\" y=\"20\" font-size=\"13\">" << xmlEscaped(title)
      << "</text>\n";
   if (!any) {
     os << "<text class=\"note\" x=\"10\" y=\"40\">no timed call to plot</text>\n</svg>\n";
@@ -192,7 +182,7 @@ void writePlot(llvm::raw_ostream &os, const std::string &title,
     os << "<g class=\"legend\"><line x1=\"" << Left << "\" y1=\"" << y << "\" x2=\"" << Left + 30
        << "\" y2=\"" << y << "\" stroke=\"" << colour << "\" stroke-width=\"1.6\""
        << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/><text x=\"" << Left + 38 << "\" y=\""
-       << y + 4 << "\">" << escaped(name) << (dashed ? " (reference)" : "") << "</text></g>\n";
+       << y + 4 << "\">" << xmlEscaped(name) << (dashed ? " (reference)" : "") << "</text></g>\n";
     ++index;
   }
   os << "</svg>\n";

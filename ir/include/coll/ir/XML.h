@@ -41,6 +41,11 @@ llvm::Expected<Algorithm> parseAlgorithm(llvm::StringRef text, DiagnosticList &d
 /// `diags`, which tells an unreadable file from an invalid one.
 llvm::Expected<Algorithm> readAlgorithmFile(llvm::StringRef path, DiagnosticList &diags);
 
+/// `value` with the characters XML reserves written as entities (&amp;
+/// &lt; &gt; &quot; &apos;) and tab, newline and carriage return as
+/// character references, for attribute values and text.
+std::string xmlEscaped(llvm::StringRef value);
+
 /// The XML text of `alg`.
 std::string writeAlgorithm(const Algorithm &alg);
 /// The same, written to `os` as it is made (a large algorithm's text is
