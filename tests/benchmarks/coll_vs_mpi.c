@@ -5,6 +5,7 @@
  * prints both latencies and their ratio, in the style of nccl-tests/OSU.
  *
  *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
+ *                                      [--plot FILE.svg]
  *
  * Sizes are nccl-tests' (the larger buffer: allgather and alltoall count
  * every rank's block). Each point runs a few warm-up calls, then as many
@@ -14,6 +15,7 @@
  *
  *===----------------------------------------------------------------------===*/
 
+#include <CollPlot.h>
 #include <coll.h>
 #include <coll_mpi.h>
 #include <mpi.h>
@@ -151,9 +153,24 @@ static size_t parseSize(const char *s) {
   return v;
 }
 
+/* nccl-tests' bus bandwidth factor: the bytes each rank must move over its
+ * link, as a multiple of the message size. */
+static double busFactor(enum Coll c, int n) {
+  switch (c) {
+  case ALLREDUCE: return 2.0 * (n - 1) / n;
+  case ALLGATHER:
+  case ALLTOALL: return (double)(n - 1) / n;
+  default: return 1.0;
+  }
+}
+
 int main(int argc, char **argv) {
   size_t minBytes = 4, maxBytes = 64u << 20, bytes;
   const char *ops = "allreduce,allgather,alltoall,bcast";
+  const char *plot = NULL;
+  collPlotPoint points[512];
+  char seriesNames[NCOLL][2][48];
+  size_t npoints = 0;
   int a, c;
 
   MPI_Init(&argc, &argv);
@@ -166,6 +183,12 @@ int main(int argc, char **argv) {
       maxBytes = parseSize(argv[a + 1]);
     else if (!strcmp(argv[a], "--op"))
       ops = argv[a + 1];
+    else if (!strcmp(argv[a], "--plot"))
+      plot = argv[a + 1];
+  }
+  for (c = 0; c < NCOLL; ++c) {
+    snprintf(seriesNames[c][0], sizeof seriesNames[c][0], "%s, Coll", names[c]);
+    snprintf(seriesNames[c][1], sizeof seriesNames[c][1], "%s, Open MPI", names[c]);
   }
   if (collCommInitFromMPI(MPI_COMM_WORLD, &comm) != collSuccess)
     die("collCommInitFromMPI");
@@ -212,10 +235,27 @@ int main(int argc, char **argv) {
       if (rank == 0)
         printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f\n", names[c], count * sizeof(float) *
                ((c == ALLGATHER || c == ALLTOALL) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
+      if (rank == 0 && plot && npoints + 2 <= sizeof points / sizeof points[0]) {
+        uint64_t size = count * sizeof(float) * ((c == ALLGATHER || c == ALLTOALL) ? n : 1);
+        double factor = busFactor((enum Coll)c, nranks);
+        collPlotPoint coll = {seriesNames[c][0], 0, size, tc, tc > 0 ? size / tc / 1e9 * factor : 0};
+        collPlotPoint mpi = {seriesNames[c][1], 1, size, tm, tm > 0 ? size / tm / 1e9 * factor : 0};
+        points[npoints++] = coll;
+        points[npoints++] = mpi;
+      }
       fflush(stdout);
       free(send);
       free(recv);
     }
+  }
+  if (rank == 0 && plot) {
+    char title[128];
+    snprintf(title, sizeof title, "Coll (coll.h) against Open MPI, %d processes, fp32", nranks);
+    if (collPlotWrite(plot, title, points, npoints) != 0) {
+      collCommDestroy(comm);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    printf("# plot written to %s\n", plot);
   }
   collCommDestroy(comm);
   MPI_Finalize();

@@ -1,6 +1,7 @@
 //===- Plot.cpp - Latency and bandwidth against size, as SVG --------------===//
 
 #include "Plot.h"
+#include "CollPlot.h"
 
 #include "coll/ir/XML.h"
 #include "coll/support/Bytes.h"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace coll::tools {
@@ -54,7 +56,9 @@ struct LogAxis {
 std::string number(double v) {
   if (v >= 1)
     return llvm::formatv("{0}", std::llround(v)).str();
-  return llvm::formatv("{0}", v).str();
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
 }
 
 class Panel {
@@ -207,3 +211,16 @@ llvm::Error writePlotFile(const std::string &path, const std::string &title,
 }
 
 } // namespace coll::tools
+
+extern "C" int collPlotWrite(const char *path, const char *title,
+                             const collPlotPoint *points, size_t n) {
+  std::vector<coll::tools::PlotPoint> all;
+  for (size_t i = 0; i < n; ++i)
+    all.push_back({points[i].series, points[i].reference != 0, points[i].bytes,
+                   points[i].seconds, points[i].busbw});
+  if (llvm::Error err = coll::tools::writePlotFile(path, title, all)) {
+    llvm::errs() << llvm::toString(std::move(err)) << "\n";
+    return -1;
+  }
+  return 0;
+}
