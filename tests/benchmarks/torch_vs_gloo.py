@@ -3,16 +3,23 @@
 tensors.
 
     PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
-        tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M]
+        tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M] [--plot FILE.svg]
 
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor, from 4 B
 to --max-bytes (nccl-tests' size: the larger buffer), it prints the time per call
 (the slowest rank's average over as many calls as fit in about 0.2 s, after
 warm-up) on each backend and the ratio coll/gloo. Results are checked once
-per size.
+per size. --plot draws the run with collplot (tools/collplot: $COLL_PLOT,
+else on PATH, else build/bin beside this file's repository): time per call
+and bus bandwidth against size, a line per collective for coll and dashed
+ones for the other backends.
 """
 
 import argparse
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 
 import torch
@@ -26,10 +33,42 @@ def parse_size(text):
     return int(text[:-1] if scale > 1 else text) * scale
 
 
+# nccl-tests' bus bandwidth factors, per collective, for n ranks.
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather_into_tensor": lambda n: (n - 1) / n,
+    "reduce_scatter_tensor": lambda n: (n - 1) / n,
+}
+
+
+def collplot():
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "..", "build", "bin", "collplot")
+    for candidate in (os.environ.get("COLL_PLOT"), shutil.which("collplot"), built):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit("--plot needs collplot (tools/collplot): set COLL_PLOT, put it on PATH, "
+                     "or build it in build/")
+
+
+def write_plot(path, title, points):
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as tsv:
+        for series, reference, size, seconds, busbw in points:
+            tsv.write(f"{series}\t{int(reference)}\t{size}\t{seconds!r}\t{busbw!r}\n")
+    try:
+        subprocess.run([collplot(), tsv.name, "-o", path, "--title", title], check=True)
+    finally:
+        os.unlink(tsv.name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-bytes", default="64M")
+    ap.add_argument("--plot", metavar="FILE.svg")
     args = ap.parse_args()
+    if args.plot:
+        collplot()  # missing: say so before the run
+    points = []
     dist.init_process_group("coll")
     rank, n = dist.get_rank(), dist.get_world_size()
     groups = {"coll": None, "gloo": dist.new_group(backend="gloo")}
@@ -91,7 +130,14 @@ def main():
                 print(f"  {coll_name:<24} {size:>10} " +
                       " ".join(f"{times[b] * 1e6:>10.1f}" for b in names) +
                       f" {times['coll'] / times['gloo']:>10.2f}", flush=True)
+                for b in names:
+                    busbw = size / times[b] / 1e9 * BUS_FACTOR[coll_name](n)
+                    points.append((f"{coll_name}, {b}", b != "coll", size, times[b], busbw))
             size *= 4
+    if rank == 0 and args.plot:
+        write_plot(args.plot, f"torch.distributed: coll against {', '.join(names[1:])}, "
+                   f"{n} processes, fp32 CPU tensors", points)
+        print(f"# plot written to {args.plot}")
     dist.destroy_process_group()
 
 
