@@ -145,10 +145,14 @@ void writeTo(llvm::raw_ostream &os, const Algorithm &alg) {
 
 } // namespace
 
-std::string xmlEscaped(llvm::StringRef value) {
+std::string xmlEscaped(llvm::StringRef value, bool attribute) {
   std::string out;
   llvm::raw_string_ostream os(out);
   for (char c : value) {
+    if (!attribute && c != '&' && c != '<' && c != '>') {
+      os << c;
+      continue;
+    }
     switch (c) {
     case '&':
       os << "&amp;";

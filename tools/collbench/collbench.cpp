@@ -146,7 +146,14 @@ int main(int argc, char **argv) {
   };
   std::unique_ptr<SweepTarget> target = deviceTarget(backend, std::move(*executor), timing);
 
-  llvm::outs() << llvm::formatv(
+  if (!run.reportFile.empty())
+    if (llvm::Error err = writeReport(run.reportFile, {}))
+      return fail("collbench", BadInput, "--report: " + llvm::toString(std::move(err)));
+  // With --report, everything printed from here is kept for the page too.
+  std::string printed;
+  TeeStream tee(llvm::outs(), printed);
+  llvm::raw_ostream &out = run.reportFile.empty() ? static_cast<llvm::raw_ostream &>(llvm::outs()) : tee;
+  out << llvm::formatv(
       "# collbench {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per loop, {6} channels, {7} "
       "tbs\n# {8} ({9} SMs), {10} threads per block, {11} slot bytes\n"
       "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n"
@@ -169,7 +176,7 @@ int main(int argc, char **argv) {
     const double seconds = median(std::move(*copy));
     return std::make_pair(seconds, seconds > 0 ? 2.0 * double(bytes) / seconds / 1e9 : 0.0);
   };
-  SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
+  SweepOutcome outcome = runSweep(*plan, sweep, *target, out);
   if (launch)
     outcome.notes.insert(outcome.notes.begin(),
                          llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
@@ -178,8 +185,8 @@ int main(int argc, char **argv) {
                                        launch->blocksPerSm)
                              .str());
   for (const std::string &note : outcome.notes)
-    llvm::outs() << "# " << note << "\n";
-  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+    out << "# " << note << "\n";
+  out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
   if (!run.plotFile.empty()) {
     std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on {4}", plan->name,
                                       ir::collectiveName(plan->collective), plan->nranks,
@@ -190,6 +197,27 @@ int main(int argc, char **argv) {
       return Failed;
     }
     llvm::outs() << "# plot written to " << run.plotFile << "\n";
+  }
+  if (!run.reportFile.empty()) {
+    ReportInfo report;
+    report.tool = "collbench";
+    for (int a = 0; a < argc; ++a)
+      report.commandLine += (a ? " " : "") + std::string(argv[a]);
+    report.file = run.inputFile;
+    report.algorithm = llvm::formatv("{0}: {1} over {2} ranks, {3}, {4} channels, {5} tbs",
+                                     plan->name, ir::collectiveName(plan->collective),
+                                     plan->nranks, ir::protocolName(plan->protocol),
+                                     alg->nchannels, plan->tbs.size())
+                           .str();
+    report.backend = "cuda backend on " + device->name;
+    report.table = printed;
+    report.points = outcome.points;
+    report.plotTitle = report.algorithm + " on " + device->name;
+    if (llvm::Error err = writeReport(run.reportFile, report)) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collbench: ");
+      return Failed;
+    }
+    llvm::outs() << "# report written to " << run.reportFile << "\n";
   }
   return outcome.failed() ? Failed : Verified;
 }

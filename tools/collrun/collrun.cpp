@@ -151,18 +151,26 @@ int main(int argc, char **argv) {
     backendNote = backendName + " backend on " + device->name;
   }
 
-  llvm::outs() << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
+  // With --report, everything printed from here is kept for the page too.
+  std::string printed;
+  TeeStream tee(llvm::outs(), printed);
+  llvm::raw_ostream &out = run.reportFile.empty() ? static_cast<llvm::raw_ostream &>(llvm::outs()) : tee;
+  out << llvm::formatv("# collrun {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per "
                                 "loop, {6} channels, {7} tbs; {8}\n",
                                 run.inputFile, ir::collectiveName(plan->collective), plan->name,
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
-  // A plot that cannot be written is known before the run, not after it.
+  // A plot or report that cannot be written is known before the run, not
+  // after it.
   if (!run.plotFile.empty())
     if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
       return fail("collrun", BadInput, "--plot: " + llvm::toString(std::move(err)));
+  if (!run.reportFile.empty())
+    if (llvm::Error err = writeReport(run.reportFile, {}))
+      return fail("collrun", BadInput, "--report: " + llvm::toString(std::move(err)));
   SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, run.iters, run.seed);
-  if (!run.plotFile.empty() && backendName == "host") {
+  if ((!run.plotFile.empty() || !run.reportFile.empty()) && backendName == "host") {
     // The host's copy floor, for the plot: one thread copying a buffer of
     // the call's size, as the backend's own loops move data.
     sweep.referenceName = "memcpy";
@@ -171,12 +179,12 @@ int main(int argc, char **argv) {
       return hostCopyReference(bytes, run.iters);
     };
   }
-  SweepOutcome outcome = runSweep(*plan, sweep, *target, llvm::outs());
+  SweepOutcome outcome = runSweep(*plan, sweep, *target, out);
   for (const std::string &note : outcome.notes)
-    llvm::outs() << "# " << note << "\n";
+    out << "# " << note << "\n";
   if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
-    llvm::outs() << "# all ranks hold bit-identical results\n";
-  llvm::outs() << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+    out << "# all ranks hold bit-identical results\n";
+  out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
   if (!run.plotFile.empty()) {
     std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on the {4}", plan->name,
                                       ir::collectiveName(plan->collective), plan->nranks,
@@ -195,6 +203,28 @@ int main(int argc, char **argv) {
     }
     llvm::outs() << llvm::formatv("# timeline: {0} call slices, {1} step slices, written to {2}\n",
                                   timeline.calls(), timeline.stepSlices(), tracePath);
+  }
+  if (!run.reportFile.empty()) {
+    ReportInfo report;
+    report.tool = "collrun";
+    for (int a = 0; a < argc; ++a)
+      report.commandLine += (a ? " " : "") + std::string(argv[a]);
+    report.file = run.inputFile;
+    report.algorithm = llvm::formatv("{0}: {1} over {2} ranks, {3}, {4} channels, {5} tbs",
+                                     plan->name, ir::collectiveName(plan->collective),
+                                     plan->nranks, ir::protocolName(plan->protocol),
+                                     alg->nchannels, plan->tbs.size())
+                           .str();
+    report.backend = backendNote;
+    report.table = printed;
+    report.points = outcome.points;
+    report.plotTitle = report.algorithm + " on the " + backendNote;
+    report.timeline = tracePath;
+    if (llvm::Error err = writeReport(run.reportFile, report)) {
+      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
+      return Failed;
+    }
+    llvm::outs() << "# report written to " << run.reportFile << "\n";
   }
   return outcome.verified == outcome.rows ? Verified : Failed;
 }

@@ -53,6 +53,10 @@ RunOptions::RunOptions(cl::OptionCategory &category, const Defaults &defaults)
                cl::desc("Also draw time per call and bus bandwidth against size, with the "
                         "references of the run, as SVG"),
                cl::cat(category)),
+      reportFile("report", cl::value_desc("FILE.html"),
+                 cl::desc("Also write the run on one page: the command, algorithm, backend, "
+                          "machine and commit, the plot, the table, the timeline's link"),
+                 cl::cat(category)),
       defaultSizes(defaults.sizes) {}
 
 std::optional<LoadedAlgorithm> RunOptions::load() const {

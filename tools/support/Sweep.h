@@ -14,6 +14,7 @@
 #define COLL_TOOLS_SWEEP_H
 
 #include "Plot.h"
+#include "Report.h"
 #include "ToolSupport.h"
 
 #include "coll/interpreter/Check.h"
@@ -56,7 +57,7 @@ public:
   llvm::cl::opt<unsigned> watchdogMs, slotBytes;
   llvm::cl::opt<bool> noCheck;
   llvm::cl::opt<unsigned> maxWarnings;
-  llvm::cl::opt<std::string> plotFile;
+  llvm::cl::opt<std::string> plotFile, reportFile;
   const char *defaultSizes;
 
   /// The file read, verified, checked unless --no-check, and planned

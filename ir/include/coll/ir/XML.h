@@ -43,8 +43,9 @@ llvm::Expected<Algorithm> readAlgorithmFile(llvm::StringRef path, DiagnosticList
 
 /// `value` with the characters XML reserves written as entities (&amp;
 /// &lt; &gt; &quot; &apos;) and tab, newline and carriage return as
-/// character references, for attribute values and text.
-std::string xmlEscaped(llvm::StringRef value);
+/// character references, for attribute values; for text (`attribute`
+/// false), only & < > are, and whitespace stays as it is.
+std::string xmlEscaped(llvm::StringRef value, bool attribute = true);
 
 /// The XML text of `alg`.
 std::string writeAlgorithm(const Algorithm &alg);
