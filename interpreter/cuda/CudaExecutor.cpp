@@ -19,6 +19,9 @@
 #include "DeviceTypes.h"
 #include "HostSupport.h"
 #include "Kernels.h"
+#if COLL_CUDA_EMULATION
+#include "emu/Simt.h"
+#endif
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -1164,6 +1167,36 @@ public:
 } // namespace
 
 #if COLL_CUDA_EMULATION
+void countEmulatedStepCosts(bool on) { cuda::simt::countStepCosts(on); }
+
+std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
+  static const char *const protocols[] = {"Simple", "LL", "LL128"};
+  static const char *const kinds[] = {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) XmlName,
+#include "coll/ir/StepTypes.def"
+  };
+  std::vector<EmulatedStepCost> out;
+  // The table's order: protocol, then kind (NoStep, 0xff, last).
+  for (const auto &[key, c] : cuda::simt::stepCosts(reset)) {
+    EmulatedStepCost e;
+    e.protocol = key.first < std::size(protocols) ? protocols[key.first] : "?";
+    e.step = key.second == cuda::simt::NoStep ? "launch"
+             : key.second < std::size(kinds)  ? kinds[key.second]
+                                              : "?";
+    e.executions = c.executions;
+    e.barriers = c.counts[cuda::simt::BlockBarrier];
+    e.warpBarriers = c.counts[cuda::simt::WarpBarrier];
+    e.fences = c.counts[cuda::simt::FenceGpu];
+    e.sysFences = c.counts[cuda::simt::FenceSys];
+    e.releases = c.counts[cuda::simt::ReleaseStore];
+    e.loads = c.counts[cuda::simt::StrongLoad];
+    e.stores = c.counts[cuda::simt::StrongStore];
+    e.atomics = c.counts[cuda::simt::AtomicRmw];
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 DeviceBackend &emulatedBackend() {
 #else
 DeviceBackend &cudaBackend() {

@@ -21,6 +21,12 @@
 //    atom.acq_rel.gpu.add is an acq_rel fetch_add;
 //  * %globaltimer is a monotonic clock in nanoseconds.
 //
+// The host side also feeds the emulation's step-cost counters (Simt.h,
+// docs/CUDA.md "Step costs"): each primitive that orders or synchronises
+// counts itself for the calling GPU thread; noteStep (the step the kernel
+// starts) and RetryScope (a spin loop's polls after its first) attribute
+// and exclude. On a GPU both are empty and the code is unchanged.
+//
 // ThreadSanitizer does not model stand-alone fences, so under TSan a relaxed
 // load followed by an acquire fence would look like a race. There every
 // relaxed load records its address for the calling GPU thread, and the fence
@@ -96,6 +102,13 @@ __device__ __forceinline__ uint64_t globalTimer() {
 /// Once per iteration of a spin loop: nothing on a GPU, whose warps are
 /// scheduled by the hardware.
 __device__ __forceinline__ void spinPause() {}
+/// The CPU emulation's step-cost counters (docs/CUDA.md, "Step costs"):
+/// nothing on a GPU.
+inline constexpr uint32_t NoStep = 0xff;
+__device__ __forceinline__ void noteStep(uint32_t, uint32_t) {}
+struct RetryScope {
+  __device__ __forceinline__ RetryScope() {}
+};
 
 } // namespace coll::interp::cuda::ptx
 
@@ -146,41 +159,62 @@ template <class T> inline std::atomic_ref<T> atomicAt(const T *p) {
 }
 
 inline uint64_t ldRelaxed(const uint64_t *p) {
+  simt::cost(simt::StrongLoad);
   uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
   simt::noteRelaxedLoad(p);
   return v;
 }
-inline void stRelaxed(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
-inline void stRelease(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_release); }
+inline void stRelaxed(uint64_t *p, uint64_t v) {
+  simt::cost(simt::StrongStore);
+  atomicAt(p).store(v, std::memory_order_relaxed);
+}
+inline void stRelease(uint64_t *p, uint64_t v) {
+  simt::cost(simt::ReleaseStore);
+  atomicAt(p).store(v, std::memory_order_release);
+}
 inline void fenceAcquire() {
+  simt::cost(simt::FenceGpu);
 #if COLL_SIMT_TSAN
   simt::acquireRelaxedLoads();
 #else
   std::atomic_thread_fence(std::memory_order_acq_rel);
 #endif
 }
-inline uint32_t ldVolatile(const uint32_t *p) {
-  uint32_t v = atomicAt(p).load(std::memory_order_relaxed);
+template <class U> inline U loadVolatile(const U *p) {
+  U v = atomicAt(p).load(std::memory_order_relaxed);
   simt::noteRelaxedLoad(p);
   return v;
+}
+inline uint32_t ldVolatile(const uint32_t *p) {
+  simt::cost(simt::StrongLoad);
+  return loadVolatile(p);
 }
 inline uint64_t ldVolatile(const uint64_t *p) {
-  uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
-  simt::noteRelaxedLoad(p);
-  return v;
+  simt::cost(simt::StrongLoad);
+  return loadVolatile(p);
 }
-inline void stVolatile(uint64_t *p, uint64_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
-inline void stVolatile(uint32_t *p, uint32_t v) { atomicAt(p).store(v, std::memory_order_relaxed); }
-/// Two 8-byte single-copy-atomic halves, in no particular order.
+inline void stVolatile(uint64_t *p, uint64_t v) {
+  simt::cost(simt::StrongStore);
+  atomicAt(p).store(v, std::memory_order_relaxed);
+}
+inline void stVolatile(uint32_t *p, uint32_t v) {
+  simt::cost(simt::StrongStore);
+  atomicAt(p).store(v, std::memory_order_relaxed);
+}
+/// Two 8-byte single-copy-atomic halves, in no particular order (one
+/// instruction: counted once).
 inline void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
-  a = ldVolatile(p);
-  b = ldVolatile(p + 1);
+  simt::cost(simt::StrongLoad);
+  a = loadVolatile(p);
+  b = loadVolatile(p + 1);
 }
 inline void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
-  stVolatile(p, a);
-  stVolatile(p + 1, b);
+  simt::cost(simt::StrongStore);
+  atomicAt(p).store(a, std::memory_order_relaxed);
+  atomicAt(p + 1).store(b, std::memory_order_relaxed);
 }
 inline uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
+  simt::cost(simt::AtomicRmw);
   return atomicAt(p).fetch_add(v, std::memory_order_acq_rel);
 }
 inline uint64_t globalTimer() {
@@ -191,6 +225,28 @@ inline uint64_t globalTimer() {
 /// Lets the block's other threads (fibers) run: a spinning thread never
 /// holds up its block.
 inline void spinPause() { simt::spinPause(); }
+/// The kind of a step-cost counter's "step" outside the interpreter loop.
+inline constexpr uint32_t NoStep = simt::NoStep;
+/// The calling thread's later operations belong to a step of `kind` (a
+/// StepKind, or NoStep) under protocol `protocol` (a Proto).
+inline void noteStep(uint32_t protocol, uint32_t kind) {
+  if (simt::countingStepCosts.load(std::memory_order_relaxed))
+    simt::noteStep(protocol, kind);
+}
+/// Alive while a spin loop polls again: its operations are not counted.
+struct RetryScope {
+  RetryScope() : on(simt::countingStepCosts.load(std::memory_order_relaxed)) {
+    if (on)
+      simt::beginRetries();
+  }
+  ~RetryScope() {
+    if (on)
+      simt::endRetries();
+  }
+  RetryScope(const RetryScope &) = delete;
+  RetryScope &operator=(const RetryScope &) = delete;
+  const bool on;
+};
 
 } // namespace ptx
 
@@ -203,16 +259,20 @@ inline int __any_sync(unsigned mask, int predicate) {
   return simt::syncWarp(mask, predicate != 0 ? 1 : 0);
 }
 inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  simt::cost(simt::AtomicRmw);
   return ptx::atomicAt(p).fetch_add(v, std::memory_order_relaxed);
 }
 inline unsigned atomicCAS(unsigned *p, unsigned expected, unsigned desired) {
+  simt::cost(simt::AtomicRmw);
   ptx::atomicAt(p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
   return expected;
 }
 inline unsigned atomicExch(unsigned *p, unsigned v) {
+  simt::cost(simt::AtomicRmw);
   return ptx::atomicAt(p).exchange(v, std::memory_order_relaxed);
 }
 inline void __threadfence_system() {
+  simt::cost(simt::FenceSys);
 #if !COLL_SIMT_TSAN // TSan ignores fences; the only reader is the host, after the launch
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif

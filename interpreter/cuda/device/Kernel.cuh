@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations, p.sliceElems);
     prims.traceFinish();
   }
+  ptx::noteStep(static_cast<uint32_t>(P), ptx::NoStep); // the emulation's step costs
 
   __syncthreads();
   // acq_rel: every other block's increment (and its read of `generation`

@@ -62,6 +62,7 @@ public:
   __device__ void at(uint64_t it, const PlanStep &step) {
     iteration = it;
     stepIndex = static_cast<int32_t>(&step - steps);
+    ptx::noteStep(static_cast<uint32_t>(P), static_cast<uint32_t>(step.type));
     if constexpr (Trace)
       if (control->traceEvents && tid == 0)
         timeline::step(*control, block(), it, stepIndex);
@@ -162,6 +163,7 @@ private:
     if (ready())
       return true;
     const uint64_t start = ptx::globalTimer();
+    const ptx::RetryScope retries; // the emulation counts the first poll only
     for (uint32_t spins = 1;; ++spins) {
       ptx::spinPause();
       if (ready()) {

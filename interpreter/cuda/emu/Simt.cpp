@@ -117,9 +117,11 @@ public:
     }
     const Dim3 blockIdx{index % grid.x, index / grid.x % grid.y, index / (grid.x * grid.y)};
     std::vector<uint32_t> order(n);
+    counting = countingStepCosts.load(std::memory_order_relaxed);
     for (uint32_t t = 0; t < n; ++t) {
       ThreadContext &c = threads[t];
       c = ThreadContext{};
+      c.counting = counting;
       c.threadIdx = {t % dims.x, t / dims.x % dims.y, t / (dims.x * dims.y)};
       c.blockIdx = blockIdx;
       c.blockDim = dims;
@@ -169,6 +171,25 @@ public:
       else
         std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    if (counting)
+      foldCosts();
+  }
+
+  /// The calling thread's counts so far belong to its step number `seq`
+  /// (every thread of a block runs the same steps in the same order).
+  void flushCosts(ThreadContext &t) {
+    {
+      std::lock_guard<std::mutex> lock(costMutex);
+      if (costEntries.size() <= t.seq)
+        costEntries.resize(t.seq + 1);
+      CostEntry &e = costEntries[t.seq];
+      e.protocol = t.protocol;
+      e.kind = t.kind;
+      for (int c = 0; c < NumCosts; ++c)
+        e.counts[c] = std::max(e.counts[c], t.counts[c]);
+    }
+    ++t.seq;
+    std::fill(std::begin(t.counts), std::end(t.counts), 0u);
   }
 
   int syncThreads(int predicate) {
@@ -196,7 +217,25 @@ private:
     unsigned char bytes[16];
   };
 
-  static void entry(void *arg) { (*static_cast<ThreadContext *>(arg)->kernel)(); }
+  static void entry(void *arg) {
+    auto *t = static_cast<ThreadContext *>(arg);
+    (*t->kernel)();
+    if (t->counting)
+      t->block->flushCosts(*t);
+  }
+
+  /// One step execution of the block: per kind of operation, the most one
+  /// of its threads executed.
+  struct CostEntry {
+    uint32_t protocol = NoStep, kind = NoStep;
+    uint32_t counts[NumCosts] = {};
+  };
+
+  /// Adds the block's step executions to the process's table. The kernel's
+  /// prologue and epilogue (kind NoStep) count as one execution per block,
+  /// under the protocol its steps announced; a block that announced none
+  /// (not a collective kernel) adds nothing.
+  void foldCosts();
 
   template <class Expected> int arrive(Barrier &b, Expected &&expected, int predicate) {
     if (perturb && rng() % 4 == 0)
@@ -237,6 +276,9 @@ private:
   std::atomic<uint32_t> live{0};
   std::atomic<uint64_t> arrivals{0};
   bool perturb = false;
+  bool counting = false;
+  std::mutex costMutex;
+  std::vector<CostEntry> costEntries;
   /// SplitMix64 on an atomic state: the block's fibers draw from it with no
   /// synchronisation between them (TSan would see a shared generator's
   /// plain state as a race).
@@ -255,6 +297,74 @@ private:
   } rng;
 };
 
+namespace {
+std::mutex costTableMutex;
+StepCostTable costTable;
+} // namespace
+
+void Block::foldCosts() {
+  std::vector<CostEntry> entries;
+  {
+    std::lock_guard<std::mutex> lock(costMutex);
+    entries.swap(costEntries);
+  }
+  uint32_t protocol = NoStep;
+  for (const CostEntry &e : entries)
+    if (e.protocol != NoStep)
+      protocol = e.protocol;
+  if (protocol == NoStep)
+    return;
+  StepCost launch;
+  launch.executions = 1;
+  std::lock_guard<std::mutex> lock(costTableMutex);
+  for (const CostEntry &e : entries) {
+    StepCost &into = e.kind == NoStep ? launch : costTable[{protocol, e.kind}];
+    if (e.kind != NoStep)
+      ++into.executions;
+    for (int c = 0; c < NumCosts; ++c)
+      into.counts[c] += e.counts[c];
+  }
+  StepCost &total = costTable[{protocol, NoStep}];
+  total.executions += launch.executions;
+  for (int c = 0; c < NumCosts; ++c)
+    total.counts[c] += launch.counts[c];
+}
+
+void countStepCosts(bool on) { countingStepCosts.store(on, std::memory_order_relaxed); }
+
+StepCostTable stepCosts(bool reset) {
+  std::lock_guard<std::mutex> lock(costTableMutex);
+  StepCostTable table = costTable;
+  if (reset)
+    costTable.clear();
+  return table;
+}
+
+void addCost(Cost c) {
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  if (t && t->counting && !t->retrying)
+    ++t->counts[c];
+}
+
+void noteStep(uint32_t protocol, uint32_t kind) {
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  if (!t || !t->counting)
+    return;
+  t->block->flushCosts(*t);
+  t->protocol = protocol;
+  t->kind = kind;
+}
+
+void beginRetries() {
+  if (ThreadContext *t = current.load(std::memory_order_relaxed))
+    t->retrying = true;
+}
+
+void endRetries() {
+  if (ThreadContext *t = current.load(std::memory_order_relaxed))
+    t->retrying = false;
+}
+
 ThreadContext &self() {
   ThreadContext *t = current.load(std::memory_order_relaxed);
   assert(t && "a CUDA primitive called outside an emulated kernel");
@@ -263,9 +373,13 @@ ThreadContext &self() {
 
 void spinPause() { self().block->pause(); }
 
-int syncThreads(int predicate) { return self().block->syncThreads(predicate); }
+int syncThreads(int predicate) {
+  cost(BlockBarrier);
+  return self().block->syncThreads(predicate);
+}
 
 int syncWarp(unsigned mask, int predicate) {
+  cost(WarpBarrier);
   ThreadContext &t = self();
   return t.block->syncWarp(t.linear / 32, mask, predicate);
 }

@@ -21,6 +21,20 @@
 // yield at random before barriers and inside spin loops, so that other
 // interleavings than round-robin are explored.
 //
+// Step costs (docs/CUDA.md, "Step costs"), when countStepCosts(true) was
+// called before a launch: every GPU thread counts what it executes of the
+// hardware primitives that order or synchronise (block and warp barriers,
+// fences, release stores, strong loads and stores, atomics), attributed to
+// the step the kernel announced last (noteStep). A spin loop's polls after
+// its first are not counted (RetryScope): the counts are those of a run in
+// which nothing had to wait, so they do not depend on the schedule. Each
+// step execution keeps, per kind of operation, the most any one thread of
+// the block executed (the threads run in parallel; the busiest one is the
+// critical path: thread 0, which waits and publishes, or for LL128 the
+// lanes that poll and release line flags). The counts live in the thread's
+// context and its block, and reach the process-wide table when the block
+// ends, under a mutex.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_CUDA_EMU_SIMT_H
@@ -28,7 +42,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -47,6 +63,54 @@
 
 namespace coll::interp::cuda::simt {
 
+/// What the step-cost counters count, per GPU thread.
+enum Cost : int {
+  BlockBarrier,  ///< __syncthreads, __syncthreads_or (bar.sync, bar.red)
+  WarpBarrier,   ///< __syncwarp, __any_sync
+  FenceGpu,      ///< fence.acq_rel.gpu
+  FenceSys,      ///< fence.sc.sys (__threadfence_system)
+  ReleaseStore,  ///< st.release.gpu
+  StrongLoad,    ///< ld.relaxed.gpu, ld.volatile (a .v2 access is one)
+  StrongStore,   ///< st.relaxed.gpu, st.volatile (a .v2 access is one)
+  AtomicRmw,     ///< atom (relaxed or acq_rel)
+  NumCosts
+};
+
+/// A step's kind when the kernel is in no step: its prologue and epilogue.
+inline constexpr uint32_t NoStep = 0xff;
+
+/// Counts of one kind of step under one protocol, summed over its
+/// executions.
+struct StepCost {
+  uint64_t executions = 0;
+  uint64_t counts[NumCosts] = {};
+};
+/// (protocol, step kind) -> counts; the kernel's own numbering (Proto,
+/// StepKind; NoStep).
+using StepCostTable = std::map<std::pair<uint32_t, uint32_t>, StepCost>;
+
+/// Whether launches count step costs; read when a block starts.
+inline std::atomic<bool> countingStepCosts{false};
+/// Counts later launches' step costs (off: counts nothing, costs a relaxed
+/// load per primitive).
+void countStepCosts(bool on);
+/// The counts of every launch that counted, since the last reset.
+StepCostTable stepCosts(bool reset);
+
+/// Counts one operation of the calling GPU thread.
+void addCost(Cost c);
+inline void cost(Cost c) {
+  if (countingStepCosts.load(std::memory_order_relaxed))
+    addCost(c);
+}
+/// The calling thread's later operations belong to a step of `kind` under
+/// `protocol`.
+void noteStep(uint32_t protocol, uint32_t kind);
+/// A spin loop after its first failed poll: the calling thread's
+/// operations are not counted until it ends.
+void beginRetries();
+void endRetries();
+
 struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
 };
@@ -64,6 +128,13 @@ struct ThreadContext {
   static constexpr int MaxRelaxed = 8;
   const void *relaxed[MaxRelaxed] = {};
   int nrelaxed = 0;
+  /// Step costs: whether this launch counts, inside a spin's retries, the
+  /// step so far, the number of steps before it.
+  bool counting = false;
+  bool retrying = false;
+  uint32_t protocol = NoStep, kind = NoStep;
+  uint32_t seq = 0;
+  uint32_t counts[NumCosts] = {};
 };
 
 /// The calling GPU thread.

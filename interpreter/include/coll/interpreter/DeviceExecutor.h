@@ -223,6 +223,31 @@ public:
 DeviceBackend &cudaBackend();
 DeviceBackend &emulatedBackend();
 
+/// What the emulation's step-cost counters saw of one kind of step under one
+/// protocol (docs/CUDA.md, "Step costs"), summed over `executions`. `step`
+/// is the IR's name ("s", "rrc", ...) or "launch" for the kernel's own
+/// prologue and epilogue (one execution per block). Per execution, each
+/// count is the most that one thread of the block executed.
+struct EmulatedStepCost {
+  std::string protocol;
+  std::string step;
+  uint64_t executions = 0;
+  uint64_t barriers = 0;     ///< block barriers (bar.sync, bar.red)
+  uint64_t warpBarriers = 0; ///< warp barriers (bar.warp.sync, vote)
+  uint64_t fences = 0;       ///< fence.acq_rel.gpu
+  uint64_t sysFences = 0;    ///< fence.sc.sys
+  uint64_t releases = 0;     ///< st.release.gpu
+  uint64_t loads = 0;        ///< strong loads (ld.relaxed, ld.volatile), first poll only
+  uint64_t stores = 0;       ///< strong stores (st.relaxed, st.volatile)
+  uint64_t atomics = 0;      ///< atom
+};
+/// Makes later launches of the emulated backend count their step costs
+/// (CollCudaEmu only).
+void countEmulatedStepCosts(bool on);
+/// The counts of every counted launch so far, by protocol then step kind in
+/// the IR's order, "launch" last; `reset` clears them.
+std::vector<EmulatedStepCost> emulatedStepCosts(bool reset = false);
+
 /// The GPU backend as a plugin (libcoll_cuda.so, CollCudaSupport): the
 /// first of `paths` that loads and whose table comes from this build of
 /// Coll. The error lists every path tried and why it failed. Each library
