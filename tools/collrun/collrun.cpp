@@ -3,7 +3,7 @@
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
 //                    [--backend host|cuda|cuda-emu] [--trace FILE.json] [--threads N]
-//                    [--no-check]
+//                    [--step-costs] [--no-check]
 //
 // Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it
 // on the host backend (every rank in this process), on the current GPU (every
@@ -62,11 +62,76 @@ cl::opt<std::string> tracePath("trace", cl::init(""),
                                         "this file (every backend; on the CUDA ones from the "
                                         "GPU's clock)"),
                                cl::cat(category));
+cl::opt<bool> stepCosts("step-costs", cl::init(false),
+                        cl::desc("cuda-emu only: count, per step kind and protocol, the block "
+                                 "barriers, fences, release stores and the strong loads, stores "
+                                 "and atomics of the busiest thread (the waiting one), over "
+                                 "every call of the run, and print them per step execution "
+                                 "(docs/CUDA.md, \"Step costs\")"),
+                        cl::cat(category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Most threads that run the tbs on the host backend, the "
                                    "calling one included (default: one per CPU, or "
                                    "COLL_HOST_THREADS; a call that moves little runs on one)"),
                           cl::cat(category));
+
+#if COLL_HAVE_CUDA_EMU
+/// `sum / n` with up to two decimals, as short as it is exact.
+std::string perExecution(uint64_t sum, uint64_t n) {
+  if (n == 0)
+    return "-";
+  if (sum % n == 0)
+    return std::to_string(sum / n);
+  return llvm::formatv("{0:F2}", double(sum) / double(n)).str();
+}
+
+/// The --step-costs table: a row per protocol and step kind, each count
+/// per execution, then each protocol's totals.
+void printStepCosts(const std::vector<EmulatedStepCost> &costs, llvm::raw_ostream &os) {
+  os << "# step costs per step execution (cuda-emu): barriers, fences and strong global accesses "
+        "of a block's busiest thread, waits' first poll only\n";
+  os << llvm::formatv("# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6}\n",
+                      "proto", "step", "execs", "bar", "warp", "fence", "sysfen", "st.rel", "ld",
+                      "st", "atom");
+  auto row = [&](const EmulatedStepCost &c) {
+    const uint64_t n = c.executions;
+    os << llvm::formatv("# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6}\n",
+                        c.protocol, c.step, n, perExecution(c.barriers, n),
+                        perExecution(c.warpBarriers, n), perExecution(c.fences, n),
+                        perExecution(c.sysFences, n), perExecution(c.releases, n),
+                        perExecution(c.loads, n), perExecution(c.stores, n),
+                        perExecution(c.atomics, n));
+  };
+  for (size_t i = 0; i < costs.size();) {
+    EmulatedStepCost total;
+    total.protocol = costs[i].protocol;
+    total.step = "total";
+    uint64_t steps = 0;
+    for (; i < costs.size() && costs[i].protocol == total.protocol; ++i) {
+      const EmulatedStepCost &c = costs[i];
+      row(c);
+      if (c.step != "launch")
+        steps += c.executions;
+      total.barriers += c.barriers;
+      total.warpBarriers += c.warpBarriers;
+      total.fences += c.fences;
+      total.sysFences += c.sysFences;
+      total.releases += c.releases;
+      total.loads += c.loads;
+      total.stores += c.stores;
+      total.atomics += c.atomics;
+    }
+    os << llvm::formatv("# {0} totals over {1} step executions and the launches: {2} barriers, {3} "
+                        "warp barriers, {4} fence.acq_rel, {5} fence.sys, {6} st.release, {7} "
+                        "loads, {8} stores, {9} atomics\n",
+                        total.protocol, steps, total.barriers, total.warpBarriers, total.fences,
+                        total.sysFences, total.releases, total.loads, total.stores,
+                        total.atomics);
+  }
+  if (costs.empty())
+    os << "# no step was counted\n";
+}
+#endif
 
 } // namespace
 
@@ -94,6 +159,10 @@ int main(int argc, char **argv) {
                 "this build has no CUDA emulation (it was configured with "
                 "COLL_ENABLE_CUDA_EMU=OFF); use --backend host");
 #endif
+  if (stepCosts && backendName != "cuda-emu")
+    return fail("collrun", BadInput,
+                "--step-costs counts on the CPU emulation only: use --backend cuda-emu, not '" +
+                    backendName + "'");
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
     return fail("collrun", BadInput,
@@ -179,7 +248,19 @@ int main(int argc, char **argv) {
       return hostCopyReference(bytes, run.iters);
     };
   }
+#if COLL_HAVE_CUDA_EMU
+  if (stepCosts) {
+    emulatedStepCosts(/*reset=*/true);
+    countEmulatedStepCosts(true);
+  }
+#endif
   SweepOutcome outcome = runSweep(*plan, sweep, *target, out);
+#if COLL_HAVE_CUDA_EMU
+  if (stepCosts) {
+    countEmulatedStepCosts(false);
+    printStepCosts(emulatedStepCosts(), out);
+  }
+#endif
   for (const std::string &note : outcome.notes)
     out << "# " << note << "\n";
   if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
