@@ -8,10 +8,10 @@
 #include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
+#include "coll/support/PhaseTimer.h"
 
 #if COLL_RUNTIME_HAVE_LANG
 #include "coll/compiler/Compiler.h"
-#include "coll/support/PhaseTimer.h"
 #include "coll/lang/Frontend.h"
 #endif
 
