@@ -187,37 +187,14 @@ int main(int argc, char **argv) {
   for (const std::string &note : outcome.notes)
     out << "# " << note << "\n";
   out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
-  if (!run.plotFile.empty()) {
-    std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on {4}", plan->name,
-                                      ir::collectiveName(plan->collective), plan->nranks,
-                                      ir::protocolName(plan->protocol), device->name)
-                            .str();
-    if (llvm::Error err = writePlotFile(run.plotFile, title, outcome.points)) {
-      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collbench: ");
-      return Failed;
-    }
-    llvm::outs() << "# plot written to " << run.plotFile << "\n";
-  }
-  if (!run.reportFile.empty()) {
-    ReportInfo report;
-    report.tool = "collbench";
-    for (int a = 0; a < argc; ++a)
-      report.commandLine += (a ? " " : "") + std::string(argv[a]);
-    report.file = run.inputFile;
-    report.algorithm = llvm::formatv("{0}: {1} over {2} ranks, {3}, {4} channels, {5} tbs",
-                                     plan->name, ir::collectiveName(plan->collective),
-                                     plan->nranks, ir::protocolName(plan->protocol),
-                                     alg->nchannels, plan->tbs.size())
-                           .str();
-    report.backend = "cuda backend on " + device->name;
-    report.table = printed;
-    report.points = outcome.points;
-    report.plotTitle = report.algorithm + " on " + device->name;
-    if (llvm::Error err = writeReport(run.reportFile, report)) {
-      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collbench: ");
-      return Failed;
-    }
-    llvm::outs() << "# report written to " << run.reportFile << "\n";
-  }
+  RunDescription what;
+  what.tool = "collbench";
+  what.argc = argc;
+  what.argv = argv;
+  what.where = device->name;
+  what.backend = "cuda backend on " + device->name;
+  what.printed = printed;
+  if (!writeRunFiles(run, *plan, *alg, outcome, what))
+    return Failed;
   return outcome.failed() ? Failed : Verified;
 }

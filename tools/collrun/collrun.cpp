@@ -266,17 +266,6 @@ int main(int argc, char **argv) {
   if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
     out << "# all ranks hold bit-identical results\n";
   out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
-  if (!run.plotFile.empty()) {
-    std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on the {4}", plan->name,
-                                      ir::collectiveName(plan->collective), plan->nranks,
-                                      ir::protocolName(plan->protocol), backendNote)
-                            .str();
-    if (llvm::Error err = writePlotFile(run.plotFile, title, outcome.points)) {
-      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
-      return Failed;
-    }
-    llvm::outs() << "# plot written to " << run.plotFile << "\n";
-  }
   if (!tracePath.empty()) {
     if (llvm::Error err = timeline.writeJson(tracePath)) {
       llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
@@ -285,27 +274,15 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv("# timeline: {0} call slices, {1} step slices, written to {2}\n",
                                   timeline.calls(), timeline.stepSlices(), tracePath);
   }
-  if (!run.reportFile.empty()) {
-    ReportInfo report;
-    report.tool = "collrun";
-    for (int a = 0; a < argc; ++a)
-      report.commandLine += (a ? " " : "") + std::string(argv[a]);
-    report.file = run.inputFile;
-    report.algorithm = llvm::formatv("{0}: {1} over {2} ranks, {3}, {4} channels, {5} tbs",
-                                     plan->name, ir::collectiveName(plan->collective),
-                                     plan->nranks, ir::protocolName(plan->protocol),
-                                     alg->nchannels, plan->tbs.size())
-                           .str();
-    report.backend = backendNote;
-    report.table = printed;
-    report.points = outcome.points;
-    report.plotTitle = report.algorithm + " on the " + backendNote;
-    report.timeline = tracePath;
-    if (llvm::Error err = writeReport(run.reportFile, report)) {
-      llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), "collrun: ");
-      return Failed;
-    }
-    llvm::outs() << "# report written to " << run.reportFile << "\n";
-  }
+  RunDescription what;
+  what.tool = "collrun";
+  what.argc = argc;
+  what.argv = argv;
+  what.where = "the " + backendNote;
+  what.backend = backendNote;
+  what.printed = printed;
+  what.timeline = tracePath;
+  if (!writeRunFiles(run, *plan, *alg, outcome, what))
+    return Failed;
   return outcome.verified == outcome.rows ? Verified : Failed;
 }

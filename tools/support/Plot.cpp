@@ -192,22 +192,21 @@ void writePlot(llvm::raw_ostream &os, const std::string &title,
   os << "</svg>\n";
 }
 
+llvm::Error writeOutputFile(const std::string &path,
+                            llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+    write(os);
+    return llvm::Error::success();
+  });
+  if (!err)
+    return llvm::Error::success();
+  std::error_code ec = llvm::errorToErrorCode(std::move(err));
+  return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(), ec.message().c_str());
+}
+
 llvm::Error writePlotFile(const std::string &path, const std::string &title,
                           const std::vector<PlotPoint> &points) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(),
-                                   ec.message().c_str());
-  writePlot(os, title, points);
-  os.close();
-  if (os.has_error()) {
-    std::error_code err = os.error();
-    os.clear_error();
-    return llvm::createStringError(err, "cannot write '%s': %s", path.c_str(),
-                                   err.message().c_str());
-  }
-  return llvm::Error::success();
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) { writePlot(os, title, points); });
 }
 
 } // namespace coll::tools

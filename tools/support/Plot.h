@@ -12,6 +12,7 @@
 #ifndef COLL_TOOLS_PLOT_H
 #define COLL_TOOLS_PLOT_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -33,6 +34,11 @@ struct PlotPoint {
 /// Writes the two panels of `points` as SVG.
 void writePlot(llvm::raw_ostream &os, const std::string &title,
                const std::vector<PlotPoint> &points);
+
+/// Writes a file with `write` (written to a temporary file beside it and
+/// renamed; "-" is standard output); the error names the path.
+llvm::Error writeOutputFile(const std::string &path,
+                            llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// The same, to the file at `path`.
 llvm::Error writePlotFile(const std::string &path, const std::string &title,

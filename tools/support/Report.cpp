@@ -41,17 +41,10 @@ std::string machineDescription() {
   return llvm::formatv("{0}: {1}, {2} CPUs, {3:f1} GiB of memory", host, cpu, cpus, gib).str();
 }
 
-llvm::Error writeReport(const std::string &path, const ReportInfo &info) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '%s': %s", path.c_str(),
-                                   ec.message().c_str());
-  std::string plot;
-  {
-    llvm::raw_string_ostream svg(plot);
-    writePlot(svg, info.plotTitle, info.points);
-  }
+namespace {
+
+/// The page of `info`, to be written at `path` (for the timeline's link).
+void writePage(llvm::raw_ostream &os, const std::string &path, const ReportInfo &info) {
   std::time_t now = std::time(nullptr);
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
@@ -86,16 +79,16 @@ llvm::Error writeReport(const std::string &path, const ReportInfo &info) {
        << "</a> (Chrome trace / Perfetto JSON: open it at https://ui.perfetto.dev or in "
           "chrome://tracing)</td></tr>\n";
   }
-  os << "</table>\n<h2>Time and bandwidth</h2>\n" << plot << "<h2>Table</h2>\n<pre class=\"table\">"
-     << xmlEscaped(info.table, /*attribute=*/false) << "</pre>\n</body></html>\n";
-  os.close();
-  if (os.has_error()) {
-    std::error_code err = os.error();
-    os.clear_error();
-    return llvm::createStringError(err, "cannot write '%s': %s", path.c_str(),
-                                   err.message().c_str());
-  }
-  return llvm::Error::success();
+  os << "</table>\n<h2>Time and bandwidth</h2>\n";
+  writePlot(os, info.plotTitle, info.points);
+  os << "<h2>Table</h2>\n<pre class=\"table\">" << xmlEscaped(info.table, /*attribute=*/false)
+     << "</pre>\n</body></html>\n";
+}
+
+} // namespace
+
+llvm::Error writeReport(const std::string &path, const ReportInfo &info) {
+  return writeOutputFile(path, [&](llvm::raw_ostream &os) { writePage(os, path, info); });
 }
 
 } // namespace coll::tools

@@ -311,6 +311,44 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
   return out;
 }
 
+bool writeRunFiles(const RunOptions &run, const Plan &plan, const ir::Algorithm &alg,
+                   const SweepOutcome &outcome, const RunDescription &what) {
+  auto failed = [&](llvm::Error err) {
+    llvm::logAllUnhandledErrors(std::move(err), llvm::errs(), std::string(what.tool) + ": ");
+    return false;
+  };
+  if (!run.plotFile.empty()) {
+    std::string title = llvm::formatv("{0} ({1}, {2} ranks, {3}) on {4}", plan.name,
+                                      ir::collectiveName(plan.collective), plan.nranks,
+                                      ir::protocolName(plan.protocol), what.where)
+                            .str();
+    if (llvm::Error err = writePlotFile(run.plotFile, title, outcome.points))
+      return failed(std::move(err));
+    llvm::outs() << "# plot written to " << run.plotFile << "\n";
+  }
+  if (!run.reportFile.empty()) {
+    ReportInfo report;
+    report.tool = what.tool;
+    for (int a = 0; a < what.argc; ++a)
+      report.commandLine += (a ? " " : "") + std::string(what.argv[a]);
+    report.file = run.inputFile;
+    report.algorithm = llvm::formatv("{0}: {1} over {2} ranks, {3}, {4} channels, {5} tbs",
+                                     plan.name, ir::collectiveName(plan.collective), plan.nranks,
+                                     ir::protocolName(plan.protocol), alg.nchannels,
+                                     plan.tbs.size())
+                           .str();
+    report.backend = what.backend;
+    report.table = what.printed;
+    report.points = outcome.points;
+    report.plotTitle = report.algorithm + " on " + what.where;
+    report.timeline = what.timeline;
+    if (llvm::Error err = writeReport(run.reportFile, report))
+      return failed(std::move(err));
+    llvm::outs() << "# report written to " << run.reportFile << "\n";
+  }
+  return true;
+}
+
 llvm::Expected<std::pair<double, double>> hostCopyReference(uint64_t bytes, unsigned iters) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   std::vector<double> seconds;

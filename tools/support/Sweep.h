@@ -153,6 +153,22 @@ struct SweepOutcome {
 SweepOutcome runSweep(const interp::Plan &plan, const SweepOptions &options, SweepTarget &target,
                       llvm::raw_ostream &os);
 
+/// What --plot and --report say a run was.
+struct RunDescription {
+  const char *tool = "";
+  int argc = 0;
+  char **argv = nullptr;
+  std::string where;    ///< "the host backend", a GPU's name: ends the plot's title
+  std::string backend;  ///< the report's backend line
+  std::string printed;  ///< the table as printed (TeeStream), for --report
+  std::string timeline; ///< the --trace file, or empty
+};
+
+/// Writes the --plot and --report files `run` asks for, saying so on
+/// standard output; false once it has printed why one could not be written.
+bool writeRunFiles(const RunOptions &run, const interp::Plan &plan, const ir::Algorithm &alg,
+                   const SweepOutcome &outcome, const RunDescription &what);
+
 /// The median of `v` (0 when empty).
 double median(std::vector<double> v);
 
