@@ -23,6 +23,8 @@ mutants=(
   'slot-off-by-one|PrimsSimple.h|    out[o++] = slot<T>(sendFifo, sendSeq);|    out[o++] = slot<T>(sendFifo, sendSeq + 1);'
   'll-flag|PrimsLL.h|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq) + (sendSeq == 5);'
   'll128-flag-before-syncwarp|PrimsLL128.h|      __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);|      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);\n      __syncwarp();'
+  'relaxed-data-poll|PrimsSimple.h|return (recvTailSeen = ptx::ldAcquire(recvTail)) > recvSeq;|return (recvTailSeen = ptx::ldRelaxed(recvTail)) > recvSeq;'
+  'relaxed-dependency-poll|Prims.h|flagReached(seen = ptx::ldAcquire(flag), generation, goal)|flagReached(seen = ptx::ldRelaxed(flag), generation, goal)'
   'dependency-wrong-iteration|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
 )
 

@@ -624,9 +624,16 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
     rankTable = std::move(table);
   }
 
-  int32_t maxSteps = 1;
-  for (int32_t t = firstTb; t < firstTb + launchTbs; ++t)
+  int32_t maxSteps = 1, maxSlices = 0;
+  for (int32_t t = firstTb; t < firstTb + launchTbs; ++t) {
     maxSteps = std::max(maxSteps, plan.tbs[t].nSteps);
+    maxSlices = std::max(maxSlices, plan.tbs[t].nSlices);
+  }
+  // Each block's slices beside its steps in shared memory, where they fit
+  // in a budget that leaves the occupancy alone; else read from the call's.
+  const uint64_t sliceOffset = sharedSliceOffset(static_cast<uint32_t>(maxSteps));
+  if (sliceOffset + uint64_t(maxSlices) * sizeof(CallSlice) > MaxSharedSliceBytes)
+    maxSlices = 0;
   const uint8_t type = static_cast<uint8_t>(args.type);
   // With a timeline, run() and enqueue() use the kernels that record one.
   const bool trace = timeline != nullptr || traceEnqueues;
@@ -649,10 +656,12 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.watchdogNs = uint64_t(watchdogMs) * 1000000;
   params.span = span;
   params.maxSteps = static_cast<uint32_t>(maxSteps);
+  params.maxSlices = static_cast<uint32_t>(maxSlices);
   params.op = static_cast<DeviceOp>(args.op);
 
   shape.blocks = static_cast<uint32_t>(launchTbs);
-  shape.sharedBytes = static_cast<uint32_t>(maxSteps * sizeof(PlanStep));
+  shape.sharedBytes = static_cast<uint32_t>(
+      maxSlices ? sliceOffset + uint64_t(maxSlices) * sizeof(CallSlice) : maxSteps * sizeof(PlanStep));
   shape.smCount = device.smCount;
   auto known = std::find_if(residencies.begin(), residencies.end(),
                             [&](const Residency &r) { return r.kernel == kernel; });
@@ -1141,6 +1150,21 @@ public:
                                                        uint64_t outputBytes) override {
     return StagedBuffers::create(host, inputBytes, outputBytes);
   }
+  llvm::Error copyOnStream(void *dst, const void *src, uint64_t bytes, void *stream,
+                           int device) override {
+#if COLL_CUDA_EMULATION
+    (void)stream;
+    (void)device;
+    std::memmove(dst, src, bytes);
+#else
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    COLL_CUDA_TRY(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+#endif
+    return llvm::Error::success();
+  }
   llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
                                                      unsigned iters) override {
     void *src = nullptr, *dst = nullptr;
@@ -1190,6 +1214,7 @@ std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
     e.sysFences = c.counts[cuda::simt::FenceSys];
     e.releases = c.counts[cuda::simt::ReleaseStore];
     e.loads = c.counts[cuda::simt::StrongLoad];
+    e.acquires = c.counts[cuda::simt::AcquireLoad];
     e.stores = c.counts[cuda::simt::StrongStore];
     e.atomics = c.counts[cuda::simt::AtomicRmw];
     out.push_back(std::move(e));

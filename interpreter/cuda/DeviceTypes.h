@@ -46,6 +46,16 @@ enum class DeviceOp : uint8_t {
 
 /// The most threads a block may have (the kernels' launch bound).
 inline constexpr uint32_t MaxThreadsPerBlock = 512;
+/// A block copies its steps and, where both fit in this many bytes, its
+/// slices into shared memory, so that a step reads neither from global
+/// memory on its critical path; 16 KiB a block leaves the occupancy alone.
+inline constexpr uint64_t MaxSharedSliceBytes = 16384;
+/// Where the slices start in a block's dynamic shared memory, after
+/// `maxSteps` steps.
+COLL_HOST_DEVICE inline uint64_t sharedSliceOffset(uint32_t maxSteps) {
+  return (uint64_t(maxSteps) * sizeof(PlanStep) + alignof(CallSlice) - 1) / alignof(CallSlice) *
+         alignof(CallSlice);
+}
 /// Bytes between separately polled words of the device state.
 inline constexpr uint64_t PollStride = 128;
 inline constexpr uint64_t FlagStrideWords = PollStride / sizeof(uint64_t);
@@ -218,6 +228,9 @@ struct KernelParams {
   uint64_t watchdogNs;
   uint32_t span;     ///< Plan::maxIrSteps, at least 1
   uint32_t maxSteps; ///< steps of the longest tb: the shared-memory copy
+  /// Slices of the tb with the most: copied to shared memory after the
+  /// steps (at sharedSliceOffset(maxSteps)); 0: read from `slices`.
+  uint32_t maxSlices;
   DeviceOp op;
 };
 

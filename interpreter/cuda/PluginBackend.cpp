@@ -216,6 +216,13 @@ public:
       return pluginError(error);
     return seconds;
   }
+  llvm::Error copyOnStream(void *dst, const void *src, uint64_t bytes, void *stream,
+                           int device) override {
+    char *error = nullptr;
+    if (api->copyOnStream(dst, src, bytes, stream, device, &error))
+      return pluginError(error);
+    return llvm::Error::success();
+  }
 
 private:
   const CollDevicePlugin *api;
@@ -235,6 +242,8 @@ llvm::Expected<const CollDevicePlugin *> loadTable(const std::string &path) {
   if (api->abi != COLL_DEVICE_PLUGIN_ABI || api->planSize != sizeof(Plan) ||
       api->argsSize != sizeof(CallArgs) || api->optionsSize != sizeof(CudaOptions) ||
       api->exportSize != sizeof(ConnectionExport) || api->infoSize != sizeof(CudaDeviceInfo) ||
+      api->tbSize != sizeof(PlanTb) || api->stepSize != sizeof(PlanStep) ||
+      api->sliceSize != sizeof(CallSlice) ||
       std::strcmp(api->version, COLL_VERSION_STRING) != 0)
     return fail(llvm::formatv("from another build: Coll {0}, plugin ABI {1}; this one is {2}, "
                               "ABI {3}",

@@ -103,7 +103,8 @@ template <class T, class Op, Protocol Proto> bool runTb(TbState &s) {
                          ex.scratch.as<T>()};
   Prims<T, Op, Proto> prims(s);
   return runThreadBlock<T>(prims, ex.plan.steps.data() + ptb.stepBegin, ptb.nSteps,
-                           ex.layout->slices.data(), buffers, ex.iterations, ex.sliceElems);
+                           ex.layout->slices.data(), 0, buffers, ex.iterations,
+                           ex.sliceElems);
 }
 
 template <class T, class Op> RankRunner::Impl::Runner pickRunner(Protocol proto) {

@@ -189,7 +189,8 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
     for (int32_t t = 0; t < static_cast<int32_t>(gpu.tbs.size()); ++t) {
       const ir::ThreadBlock &tb = gpu.tbs[t];
       PlanTb ptb{g, t, tb.channel, analysis.sendConnection[g][t],
-                 analysis.recvConnection[g][t], static_cast<int32_t>(plan.steps.size()), 0};
+                 analysis.recvConnection[g][t], static_cast<int32_t>(plan.steps.size()), 0,
+                 static_cast<int32_t>(plan.slices.size()), 0};
       plan.maxIrSteps = std::max(plan.maxIrSteps, static_cast<int32_t>(tb.steps.size()));
       where[g][t].resize(tb.steps.size());
 
@@ -222,6 +223,7 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
           where[g][t][s + r] = StepSlot{index, r};
         plan.steps.push_back(ps);
         ++ptb.nSteps;
+        ptb.nSlices += ps.count * nsrc;
         s = end;
       }
       plan.tbs.push_back(ptb);

@@ -90,17 +90,17 @@ std::string perExecution(uint64_t sum, uint64_t n) {
 void printStepCosts(const std::vector<EmulatedStepCost> &costs, llvm::raw_ostream &os) {
   os << "# step costs per step execution (cuda-emu): barriers, fences and strong global accesses "
         "of a block's busiest thread, waits' first poll only\n";
-  os << llvm::formatv("# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6}\n",
-                      "proto", "step", "execs", "bar", "warp", "fence", "sysfen", "st.rel", "ld",
-                      "st", "atom");
+  os << llvm::formatv(
+      "# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6} {11,6}\n", "proto",
+      "step", "execs", "bar", "warp", "fence", "sysfen", "st.rel", "ld.acq", "ld", "st", "atom");
   auto row = [&](const EmulatedStepCost &c) {
     const uint64_t n = c.executions;
-    os << llvm::formatv("# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6}\n",
-                        c.protocol, c.step, n, perExecution(c.barriers, n),
-                        perExecution(c.warpBarriers, n), perExecution(c.fences, n),
-                        perExecution(c.sysFences, n), perExecution(c.releases, n),
-                        perExecution(c.loads, n), perExecution(c.stores, n),
-                        perExecution(c.atomics, n));
+    os << llvm::formatv(
+        "# {0,-6} {1,-6} {2,8} {3,6} {4,6} {5,6} {6,6} {7,7} {8,6} {9,6} {10,6} {11,6}\n",
+        c.protocol, c.step, n, perExecution(c.barriers, n), perExecution(c.warpBarriers, n),
+        perExecution(c.fences, n), perExecution(c.sysFences, n), perExecution(c.releases, n),
+        perExecution(c.acquires, n), perExecution(c.loads, n), perExecution(c.stores, n),
+        perExecution(c.atomics, n));
   };
   for (size_t i = 0; i < costs.size();) {
     EmulatedStepCost total;
@@ -117,16 +117,17 @@ void printStepCosts(const std::vector<EmulatedStepCost> &costs, llvm::raw_ostrea
       total.fences += c.fences;
       total.sysFences += c.sysFences;
       total.releases += c.releases;
+      total.acquires += c.acquires;
       total.loads += c.loads;
       total.stores += c.stores;
       total.atomics += c.atomics;
     }
     os << llvm::formatv("# {0} totals over {1} step executions and the launches: {2} barriers, {3} "
                         "warp barriers, {4} fence.acq_rel, {5} fence.sys, {6} st.release, {7} "
-                        "loads, {8} stores, {9} atomics\n",
+                        "ld.acquire, {8} loads, {9} stores, {10} atomics\n",
                         total.protocol, steps, total.barriers, total.warpBarriers, total.fences,
-                        total.sysFences, total.releases, total.loads, total.stores,
-                        total.atomics);
+                        total.sysFences, total.releases, total.acquires, total.loads,
+                        total.stores, total.atomics);
   }
   if (costs.empty())
     os << "# no step was counted\n";

@@ -73,11 +73,12 @@ namespace coll::interp::cuda {
 
 /// Blocks of MaxThreadsPerBlock threads that must fit on one SM: bounds the
 /// registers per thread so that large plans stay co-resident.
-inline constexpr int MinBlocksPerSm = 2;
+inline constexpr int MinBlocksPerSm = 1;
 
 /// One block per tb of every rank (or of one rank, from p.firstTb): gridDim.x
 /// == number of tbs launched,
-/// dynamic shared memory == p.maxSteps * sizeof(PlanStep).
+/// dynamic shared memory == p.maxSteps * sizeof(PlanStep), or with
+/// p.maxSlices, sharedSliceOffset(p.maxSteps) + p.maxSlices * sizeof(CallSlice).
 template <class T, Proto P, bool Trace>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
@@ -97,6 +98,17 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
   for (int32_t i = static_cast<int32_t>(tid); i < tb.nSteps; i += static_cast<int32_t>(nthreads))
     sharedSteps[i] = p.steps[tb.stepBegin + i];
+  // The tb's slices too, where the launch made room for them (p.maxSlices).
+  const CallSlice *slices = p.slices;
+  int32_t sliceBase = 0;
+  if (p.maxSlices) {
+    CallSlice *shared = reinterpret_cast<CallSlice *>(
+        reinterpret_cast<unsigned char *>(sharedSteps) + sharedSliceOffset(p.maxSteps));
+    for (int32_t i = static_cast<int32_t>(tid); i < tb.nSlices; i += static_cast<int32_t>(nthreads))
+      shared[i] = p.slices[tb.sliceBegin + i];
+    slices = shared;
+    sliceBase = tb.sliceBegin;
+  }
   __syncthreads();
 
   {
@@ -104,7 +116,8 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
-    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, p.slices, buffers, p.iterations, p.sliceElems);
+    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, slices, sliceBase, buffers, p.iterations,
+                      p.sliceElems);
     prims.traceFinish();
   }
   ptx::noteStep(static_cast<uint32_t>(P), ptx::NoStep); // the emulation's step costs

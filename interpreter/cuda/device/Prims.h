@@ -81,7 +81,7 @@ public:
       const uint64_t *flag = tbFlag(depTb);
       const uint32_t goal = flagProgress(it, p.span, irStep);
       uint64_t seen = 0;
-      fail = !spin([&] { return flagReached(seen = ptx::ldRelaxed(flag), generation, goal); },
+      fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag), generation, goal); },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::Dependency;
                      r.depTb = depTb;
@@ -92,8 +92,6 @@ public:
                                       : 0;
                    },
                    3);
-      if (!fail)
-        ptx::fenceAcquire();
     }
     return !__syncthreads_or(fail);
   }
@@ -206,7 +204,7 @@ private:
   __device__ bool waitFreeSlot() {
     if (sendSeq - sendHeadSeen < FifoDepth)
       return true; // acquired by an earlier wait
-    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldRelaxed(sendHead)) < FifoDepth; },
+    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldAcquire(sendHead)) < FifoDepth; },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::FreeSlot;
                      r.connection = tb.sendConn;
@@ -215,8 +213,6 @@ private:
                      r.tail = sendSeq;
                    },
                    2);
-    if (ok)
-      ptx::fenceAcquire();
     return ok;
   }
 

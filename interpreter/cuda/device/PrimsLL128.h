@@ -18,7 +18,7 @@ template <class T, Proto P, bool Trace>
 __device__ bool Prims<T, P, Trace>::waitLL128Line(const uint64_t *line, uint64_t flag,
                                                  uint64_t index) {
   uint64_t seen = 0;
-  bool ok = spin([&] { return (seen = ptx::ldRelaxed(line + LL128FlagWord)) == flag; },
+  bool ok = spin([&] { return (seen = ptx::ldAcquire(line + LL128FlagWord)) == flag; },
                  [&](WatchdogReport &r) {
                    r.kind = WaitKind::LL128Line;
                    r.connection = tb.recvConn;
@@ -30,8 +30,6 @@ __device__ bool Prims<T, P, Trace>::waitLL128Line(const uint64_t *line, uint64_t
                    r.tail = ptx::ldRelaxed(recvTail);
                  },
                  1);
-  if (ok)
-    ptx::fenceAcquire();
   return ok;
 }
 

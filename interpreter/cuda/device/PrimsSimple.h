@@ -18,7 +18,7 @@ namespace coll::interp::cuda {
 template <class T, Proto P, bool Trace> __device__ bool Prims<T, P, Trace>::waitSimpleData() {
   if (recvTailSeen > recvSeq)
     return true; // acquired by an earlier wait
-  bool ok = spin([&] { return (recvTailSeen = ptx::ldRelaxed(recvTail)) > recvSeq; },
+  bool ok = spin([&] { return (recvTailSeen = ptx::ldAcquire(recvTail)) > recvSeq; },
                  [&](WatchdogReport &r) {
                    r.kind = WaitKind::SimpleData;
                    r.connection = tb.recvConn;
@@ -27,8 +27,6 @@ template <class T, Proto P, bool Trace> __device__ bool Prims<T, P, Trace>::wait
                    r.tail = recvTailSeen;
                  },
                  1);
-  if (ok)
-    ptx::fenceAcquire();
   return ok;
 }
 

@@ -71,6 +71,7 @@ enum Cost : int {
   FenceSys,      ///< fence.sc.sys (__threadfence_system)
   ReleaseStore,  ///< st.release.gpu
   StrongLoad,    ///< ld.relaxed.gpu, ld.volatile (a .v2 access is one)
+  AcquireLoad,   ///< ld.acquire.gpu
   StrongStore,   ///< st.relaxed.gpu, st.volatile (a .v2 access is one)
   AtomicRmw,     ///< atom (relaxed or acq_rel)
   NumCosts

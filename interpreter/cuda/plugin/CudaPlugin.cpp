@@ -162,6 +162,9 @@ const CollDevicePlugin table = {
     sizeof(CudaOptions),
     sizeof(ConnectionExport),
     sizeof(CudaDeviceInfo),
+    sizeof(PlanTb),
+    sizeof(PlanStep),
+    sizeof(CallSlice),
     COLL_VERSION_STRING,
     deviceCount,
     describe,
@@ -173,6 +176,9 @@ const CollDevicePlugin table = {
     [](void *s, char **error) { return status(staged(s).download(), error); },
     [](void *s) { delete static_cast<DeviceBuffers *>(s); },
     timeDeviceCopy,
+    [](void *dst, const void *src, uint64_t bytes, void *stream, int device, char **error) {
+      return status(cudaBackend().copyOnStream(dst, src, bytes, stream, device), error);
+    },
     [](void *p) { delete static_cast<DeviceExecutor *>(p); },
     [](void *p, int type) { return of(p).sliceElems(static_cast<DataType>(type)); },
     [](void *p, CudaDeviceInfo *out) { *out = of(p).device(); },

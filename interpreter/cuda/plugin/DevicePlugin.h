@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 3u
+#define COLL_DEVICE_PLUGIN_ABI 4u
 
 extern "C" {
 
@@ -29,6 +29,8 @@ struct CollDevicePlugin {
   uint32_t abi; ///< COLL_DEVICE_PLUGIN_ABI
   /// sizeof of the types passed: Plan, CallArgs, CudaOptions, ConnectionExport, CudaDeviceInfo
   uint32_t planSize, argsSize, optionsSize, exportSize, infoSize;
+  /// ... and of a plan's records, which the kernel reads: PlanTb, PlanStep, CallSlice
+  uint32_t tbSize, stepSize, sliceSize;
   const char *version; ///< COLL_VERSION of the build
 
   // The backend. Every function returning int returns 0 on success, else 1
@@ -50,6 +52,9 @@ struct CollDevicePlugin {
   void (*unstage)(void *staged);
   int (*timeDeviceCopy)(uint64_t bytes, unsigned warmup, unsigned iters,
                         std::vector<double> *seconds, char **error);
+  /// DeviceBackend::copyOnStream.
+  int (*copyOnStream)(void *dst, const void *src, uint64_t bytes, void *stream, int device,
+                      char **error);
 
   // An executor (DeviceExecutor's functions).
   void (*destroy)(void *executor);

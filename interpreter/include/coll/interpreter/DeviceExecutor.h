@@ -215,6 +215,13 @@ public:
   /// (cudaMemcpyAsync, as for timeLaunches): seconds per timed copy.
   virtual llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
                                                              unsigned iters) = 0;
+  /// Enqueues a copy of `bytes` from `src` to `dst` (memory of CUDA device
+  /// `device`, or host memory) on `stream` (a cudaStream_t; null: the
+  /// legacy default stream) and returns: what a communicator of one rank
+  /// does with device buffers. The emulation copies at once (its device
+  /// memory is host memory, and its calls have ended when they return).
+  virtual llvm::Error copyOnStream(void *dst, const void *src, uint64_t bytes, void *stream,
+                                   int device) = 0;
 };
 
 /// The backend this program links: CollCuda's GPU, or CollCudaEmu's CPU
@@ -238,6 +245,7 @@ struct EmulatedStepCost {
   uint64_t sysFences = 0;    ///< fence.sc.sys
   uint64_t releases = 0;     ///< st.release.gpu
   uint64_t loads = 0;        ///< strong loads (ld.relaxed, ld.volatile), first poll only
+  uint64_t acquires = 0;     ///< ld.acquire.gpu, first poll only
   uint64_t stores = 0;       ///< strong stores (st.relaxed, st.volatile)
   uint64_t atomics = 0;      ///< atom
 };

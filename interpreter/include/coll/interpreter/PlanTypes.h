@@ -31,6 +31,8 @@ struct PlanTb {
   int32_t recvConn;  ///< index into Plan::connections, or -1
   int32_t stepBegin; ///< first of nSteps entries in Plan::steps
   int32_t nSteps;
+  int32_t sliceBegin; ///< first of nSlices entries in the slice arrays: the tb's steps' slices
+  int32_t nSlices;
 };
 
 /// One step as the interpreter runs it.

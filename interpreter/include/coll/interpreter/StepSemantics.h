@@ -52,12 +52,15 @@ template <class T> struct RankBuffers {
   }
 };
 
-/// Runs the steps [steps, steps + nSteps) of one tb for a whole call.
-/// Returns false if a wait was aborted.
+/// Runs the steps [steps, steps + nSteps) of one tb for a whole call. A
+/// step's slices are slices[step.sliceBegin - sliceBase ...]: the whole
+/// call's (sliceBase 0), or a copy of the tb's own (sliceBase: the tb's
+/// first, PlanTb::sliceBegin). Returns false if a wait was aborted.
 template <class T, class Prims>
 COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_t nSteps,
-                                     const CallSlice *slices, RankBuffers<T> buffers,
-                                     uint64_t iterations, uint64_t sliceElems) {
+                                     const CallSlice *slices, int32_t sliceBase,
+                                     RankBuffers<T> buffers, uint64_t iterations,
+                                     uint64_t sliceElems) {
   for (uint64_t it = 0; it < iterations; ++it) {
     const uint64_t lo = it * sliceElems;
     for (int32_t i = 0; i < nSteps; ++i) {
@@ -68,7 +71,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
       for (int32_t c = 0; c < step.count; ++c) {
-        const CallSlice *slice = slices + step.sliceBegin + c * step.nsrc;
+        const CallSlice *slice = slices + (step.sliceBegin - sliceBase) + c * step.nsrc;
         if (slice->nelem <= lo)
           continue;
         uint64_t n = slice->nelem - lo < sliceElems ? slice->nelem - lo : sliceElems;
