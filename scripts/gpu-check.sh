@@ -14,7 +14,8 @@
 #      (nccl-gpu-check: Coll with 2 ranks, and the real libnccl.so.2 that
 #      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
 #      PyTorch (the ctest label `cuda` runs the same);
-#   4. the GPU measurements of docs/PERFORMANCE.md (collbench; --quick skips
+#   4. the GPU measurements of docs/PERFORMANCE.md (collbench, and the
+#      step-cost benchmark tests/benchmarks/step-cost.py; --quick skips
 #      the 1 GiB ring allreduce, which checks its result on the host);
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
@@ -124,6 +125,14 @@ for f in "$here"/lib/*; do
 done
 step torch-cuda-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \
   bash "$here/tests/runtime/python/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
+# PyTorch's own ProcessGroupNCCL over the preloaded drop-in: one rank (Coll
+# copies on the stream) and two sharing the GPU (the real NCCL refuses).
+step nccl-gpu-one-rank-device-1 300 env COLL_DEBUG=INFO "$here/bin/nccl-gpu-check" coll 1
+for n in 1 2; do
+  step torchrun-nccl-dropin-$n 600 env LD_LIBRARY_PATH="$torchlib" \
+    bash "$here/tests/runtime/python/torch-nccl-dropin.sh" python3 \
+    "$here/lib/$(basename "$(ls "$here"/lib/libcoll_nccl.so.* | head -1)")" $n
+done
 
 # docs/PERFORMANCE.md, the GPU section.
 bench=$here/bin/collbench
@@ -133,6 +142,14 @@ step bench-ll-allpairs-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" -
 step bench-msccl-allpairs-8K-graph 600 "$bench" "$alg/msccl-xml/rccl__allreduce-allpairs-8n-ll-32tb.xml" --size 8K --graph --iters 200 --warmup 50
 step bench-simple-send-256M-threads256 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --threads 256
 step bench-simple-send-256M-slot512K 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5 --slot-bytes 524288
+step bench-allpairs-8ranks-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks.xml" --size 8K --iters 200 --warmup 50
+step bench-oneshot-8ranks-1K 600 "$bench" "$alg/oneshot_allreduce_8ranks.xml" --size 1K --iters 200 --warmup 50
+step bench-oneshot-2ranks-1K-ll128 600 "$bench" "$alg/oneshot_allreduce_2ranks_ll128.xml" --size 1K --iters 200 --warmup 50
+step bench-ring-2ranks-1K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --size 1K --iters 200 --warmup 50
+# The step-cost benchmark: per protocol, the slope of a call's time over K
+# steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
+step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
+  --dir "$alg/step-cost" --iters 200 --warmup 20
 if [ "$quick" = 0 ]; then
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
 fi

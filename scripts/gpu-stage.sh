@@ -65,6 +65,7 @@ rm -rf "$out/python/coll/__pycache__"
 # The torch check where it sits in the source tree: it sources the time
 # scale of tests/support.
 cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch_check.py" \
+  "$root/tests/runtime/python/torch-nccl-dropin.sh" "$root/tests/runtime/python/torch_nccl_dropin.py" \
   "$out/tests/runtime/python/"
 cp "$root/tests/support/time-scale.sh" "$out/tests/support/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
@@ -77,6 +78,16 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -D CHANNELS=8 -o "$out/algorithms/ring_allreduce_8ranks_simple_8ch.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=4 --protocol LL128 -o "$out/algorithms/ring_allreduce_4ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -o "$out/algorithms/ring_allreduce_8ranks.xml"
+# docs/PERFORMANCE.md's small-message figures (issue targets): the built-in
+# choices at 8 ranks (8 KiB: all-pairs, below: one-shot) and at 2 ranks
+# (below 4 KiB: one-shot LL128), and the 2-rank LL ring.
+"$collc" "$root/algorithms/allreduce_allpairs.coll" -D N=8 -o "$out/algorithms/allpairs_allreduce_8ranks.xml"
+"$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=8 -o "$out/algorithms/oneshot_allreduce_8ranks.xml"
+"$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 --protocol LL128 -o "$out/algorithms/oneshot_allreduce_2ranks_ll128.xml"
+"$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 --protocol LL -o "$out/algorithms/ring_allreduce_2ranks_ll.xml"
+# The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
+python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null
+cp "$root/tests/benchmarks/step-cost.py" "$out/tests/"
 corpus=$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)
 [ -d "$corpus" ] || { echo "gpu-stage: no MSCCL corpus at '$corpus' (COLL_MSCCL_XML_DIR)" >&2; exit 1; }
 cp -r "$corpus" "$out/algorithms/msccl-xml"

@@ -152,19 +152,34 @@ namespace {
 
 /// A collective on a communicator of one rank: recvbuff gets sendbuff's
 /// count elements (every collective of one rank leaves them there, as
-/// NCCL's do).
+/// NCCL's do). Device buffers: a copy enqueued on the caller's stream, as
+/// NCCL does for one rank; no kernel.
 llvm::Error runLocally(Communicator::Impl &c, const Op &op, uint64_t bytes) {
-  if (op.device >= 0)
-    return collError(collInvalidUsage,
-                     llvm::formatv("{0}: a communicator of one rank runs no kernel, and device "
-                                   "buffers of one rank are not supported yet: copy sendbuff "
-                                   "to recvbuff on the stream (cudaMemcpyAsync)",
-                                   opKindName(op.kind)));
-  if (op.send != op.recv)
-    std::memmove(op.recv, op.send, op.count * interp::dataTypeSize(op.type));
+  const uint64_t n = op.count * interp::dataTypeSize(op.type);
+  if (op.send != op.recv) {
+    if (op.device >= 0) {
+      if (!c.backend) {
+        auto b = gpuBackend();
+        if (!b)
+          return collError(collUnhandledCudaError,
+                           llvm::formatv("{0} on one rank's device buffers: {1}",
+                                         opKindName(op.kind), llvm::toString(b.takeError())));
+        c.backend = *b;
+      }
+      if (llvm::Error err = c.backend->copyOnStream(op.recv, op.send, n, op.stream, op.device))
+        return collError(collUnhandledCudaError,
+                         llvm::formatv("{0} on one rank's device buffers: copying sendbuff to "
+                                       "recvbuff: {1}",
+                                       opKindName(op.kind), llvm::toString(std::move(err))));
+    } else {
+      std::memmove(op.recv, op.send, n);
+    }
+  }
   COLL_LOG(Trace, Coll, c.rank,
            llvm::formatv("{0} of {1} B on one rank: {2}", opKindName(op.kind), bytes,
-                         op.send == op.recv ? "in place, nothing to do" : "copied"));
+                         op.send == op.recv ? "in place, nothing to do"
+                         : op.device >= 0   ? "copied on the stream"
+                                            : "copied"));
   return llvm::Error::success();
 }
 
