@@ -155,6 +155,185 @@ llvm::Expected<std::vector<double>> timeOnStream(cudaStream_t stream, unsigned w
   return seconds;
 }
 
+static_assert(cuda::MaxReferenceRanks == interp::MaxReferenceRanks);
+
+/// collbench's one-launch references (device/References.cuh): allocates,
+/// fills the inputs, runs the kernel once and checks its result, then times
+/// `q.iters` launches after `q.warmup`.
+llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
+  const bool reduces = q.kind == ReferenceKind::ReduceOnce || q.kind == ReferenceKind::Exchange;
+  const char *name = referenceName(q.kind);
+  auto bad = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::Twine("the ") + name + " reference: " + why);
+  };
+  if (q.bytes == 0)
+    return bad("no bytes to move");
+  if (q.threads == 0 || q.threads % 32 != 0 || q.threads > 1024)
+    return bad(llvm::formatv("{0} threads per block (a multiple of 32, at most 1024)", q.threads));
+  if (reduces && (q.nranks < 1 || q.nranks > interp::MaxReferenceRanks))
+    return bad(llvm::formatv("{0} ranks (1 to {1})", q.nranks, interp::MaxReferenceRanks));
+  if (reduces && q.bytes % sizeof(float) != 0)
+    return bad(llvm::formatv("{0} bytes is not a whole number of fp32 elements", q.bytes));
+  if (q.kind == ReferenceKind::Exchange && q.bytes > MaxExchangeReferenceBytes)
+    return bad(llvm::formatv("{0} bytes per rank is above its {1}", q.bytes,
+                             MaxExchangeReferenceBytes));
+  if (q.kind == ReferenceKind::Fifo && q.slotBytes == 0)
+    return bad("no slot size");
+  const int32_t nbuf = reduces ? q.nranks : 1;
+  const uint64_t n = q.bytes / sizeof(float);
+  std::vector<void *> allocations;
+  cudaStream_t stream = nullptr;
+  auto release = llvm::make_scope_exit([&] {
+    if (stream)
+      cudaStreamSynchronize(stream);
+    for (void *p : allocations)
+      cudaFree(p);
+    if (stream)
+      cudaStreamDestroy(stream);
+  });
+  auto alloc = [&](uint64_t bytes, void *&p) -> llvm::Error {
+    COLL_CUDA_TRY(cudaMalloc(&p, std::max<uint64_t>(bytes, 1)));
+    allocations.push_back(p);
+    COLL_CUDA_TRY(cudaMemset(p, 0, bytes));
+    return llvm::Error::success();
+  };
+  cuda::ReferenceRanks ranks{};
+  std::vector<std::vector<unsigned char>> inputs(nbuf);
+  for (int32_t r = 0; r < nbuf; ++r) {
+    void *in = nullptr, *out = nullptr;
+    if (llvm::Error err = alloc(q.bytes, in))
+      return err;
+    if (llvm::Error err = alloc(q.bytes, out))
+      return err;
+    ranks.in[r] = static_cast<const float *>(in);
+    ranks.out[r] = static_cast<float *>(out);
+    // Small integers: every fp32 sum of them is exact, in any order.
+    inputs[r].resize(q.bytes);
+    for (uint64_t i = 0; i < q.bytes; ++i)
+      inputs[r][i] = static_cast<unsigned char>(i * 7 + 3 + r);
+    if (reduces)
+      for (uint64_t i = 0; i < n; ++i) {
+        const float v = float((r + 1) * (i % 13 + 1));
+        std::memcpy(&inputs[r][i * sizeof(float)], &v, sizeof v);
+      }
+    COLL_CUDA_TRY(cudaMemcpy(in, inputs[r].data(), q.bytes, cudaMemcpyHostToDevice));
+  }
+  void *stalled = nullptr, *lines = nullptr, *slots = nullptr, *counters = nullptr;
+  if (llvm::Error err = alloc(sizeof(uint32_t), stalled))
+    return err;
+  if (q.kind == ReferenceKind::Exchange)
+    if (llvm::Error err = alloc(uint64_t(q.nranks) * q.nranks * n * sizeof(uint64_t), lines))
+      return err;
+  if (q.kind == ReferenceKind::Fifo) {
+    if (llvm::Error err = alloc(FifoDepth * q.slotBytes, slots))
+      return err;
+    if (llvm::Error err = alloc(2 * PollStride, counters))
+      return err;
+  }
+  COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int device = 0, sms = 1;
+  COLL_CUDA_TRY(cudaGetDevice(&device));
+  COLL_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+
+  const void *kernel = nullptr;
+  switch (q.kind) {
+  case ReferenceKind::ReduceOnce: kernel = cuda::referenceKernel(cuda::ReferenceKernel::ReduceOnce); break;
+  case ReferenceKind::Exchange: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Exchange); break;
+  case ReferenceKind::BlockCopy: kernel = cuda::referenceKernel(cuda::ReferenceKernel::BlockCopy); break;
+  case ReferenceKind::Fifo: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Fifo); break;
+  }
+  int32_t nranks = nbuf;
+  uint32_t flag = 0;
+  uint64_t launches = 0, bytes = q.bytes;
+  auto *stalledFlag = static_cast<uint32_t *>(stalled);
+  auto *lineWords = static_cast<uint64_t *>(lines);
+  const auto *src = reinterpret_cast<const unsigned char *>(ranks.in[0]);
+  auto *dst = reinterpret_cast<unsigned char *>(ranks.out[0]);
+  cuda::ReferenceFifo fifo{};
+  fifo.src = src;
+  fifo.dst = dst;
+  fifo.slots = static_cast<unsigned char *>(slots);
+  fifo.head = static_cast<uint64_t *>(counters);
+  fifo.tail = fifo.head ? fifo.head + PollStride / sizeof(uint64_t) : nullptr;
+  fifo.bytes = q.bytes;
+  fifo.slotBytes = q.slotBytes;
+  fifo.stalled = stalledFlag;
+  const uint64_t nslots = q.slotBytes ? (q.bytes + q.slotBytes - 1) / q.slotBytes : 0;
+  auto once = [&]() -> llvm::Error {
+    void *reduceArgs[] = {&ranks, &nranks, const_cast<uint64_t *>(&n)};
+    void *exchangeArgs[] = {&ranks, &nranks, const_cast<uint64_t *>(&n), &lineWords, &flag,
+                            &stalledFlag};
+    void *copyArgs[] = {&src, &dst, &bytes};
+    void *fifoArgs[] = {&fifo};
+    dim3 grid(1);
+    void **args = copyArgs;
+    switch (q.kind) {
+    case ReferenceKind::ReduceOnce:
+      grid = dim3(static_cast<uint32_t>(
+          std::clamp<uint64_t>((n + q.threads - 1) / q.threads, 1, uint64_t(sms) * 4)));
+      args = reduceArgs;
+      break;
+    case ReferenceKind::Exchange:
+      ++flag; // a launch's words are told from the last one's by their flag
+      grid = dim3(static_cast<uint32_t>(nranks));
+      args = exchangeArgs;
+      break;
+    case ReferenceKind::BlockCopy: break;
+    case ReferenceKind::Fifo:
+      fifo.base = launches * nslots;
+      grid = dim3(2);
+      args = fifoArgs;
+      break;
+    }
+    ++launches;
+    COLL_CUDA_TRY(cudaLaunchKernel(kernel, grid, dim3(q.threads), args, 0, stream));
+    return llvm::Error::success();
+  };
+  auto stalledNow = [&]() -> llvm::Expected<bool> {
+    uint32_t s = 0;
+    COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+    COLL_CUDA_TRY(cudaMemcpy(&s, stalled, sizeof s, cudaMemcpyDeviceToHost));
+    return s != 0;
+  };
+  // Once, checked.
+  if (llvm::Error err = once())
+    return err;
+  auto stuck = stalledNow();
+  if (!stuck)
+    return stuck.takeError();
+  if (*stuck)
+    return bad("a wait did not end (its watchdog stopped it)");
+  std::vector<unsigned char> got(q.bytes);
+  for (int32_t r = 0; r < nbuf; ++r) {
+    COLL_CUDA_TRY(cudaMemcpy(got.data(), ranks.out[r], q.bytes, cudaMemcpyDeviceToHost));
+    for (uint64_t i = 0; i < (reduces ? n : q.bytes); ++i) {
+      if (reduces) {
+        float want = 0, v = 0;
+        for (int32_t k = 0; k < nbuf; ++k) {
+          float x = 0;
+          std::memcpy(&x, &inputs[k][i * sizeof(float)], sizeof x);
+          want += x;
+        }
+        std::memcpy(&v, &got[i * sizeof(float)], sizeof v);
+        if (v != want)
+          return bad(llvm::formatv("rank {0}'s element {1} is {2}, not {3}", r, i, v, want));
+      } else if (got[i] != inputs[0][i]) {
+        return bad(llvm::formatv("byte {0} is {1}, not {2}", i, int(got[i]), int(inputs[0][i])));
+      }
+    }
+  }
+  auto seconds = timeOnStream(stream, q.warmup, q.iters, once);
+  if (!seconds)
+    return seconds.takeError();
+  stuck = stalledNow();
+  if (!stuck)
+    return stuck.takeError();
+  if (*stuck)
+    return bad("a wait did not end (its watchdog stopped it)");
+  return seconds;
+}
+
 } // namespace
 
 namespace {
@@ -1149,6 +1328,9 @@ public:
   llvm::Expected<std::unique_ptr<DeviceBuffers>> stage(const CallArgs &host, uint64_t inputBytes,
                                                        uint64_t outputBytes) override {
     return StagedBuffers::create(host, inputBytes, outputBytes);
+  }
+  llvm::Expected<std::vector<double>> timeReference(const ReferenceRequest &q) override {
+    return runReference(q);
   }
   llvm::Error copyOnStream(void *dst, const void *src, uint64_t bytes, void *stream,
                            int device) override {

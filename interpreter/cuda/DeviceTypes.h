@@ -207,6 +207,24 @@ struct WatchdogReport {
   uint64_t observed;   ///< last flag seen (LL: second flag << 32 | first)
 };
 
+/// collbench's references (device/References.cuh): how long a wait may
+/// last before it gives up, and their parameters.
+inline constexpr uint64_t ReferenceWaitNs = 2000000000ull;
+inline constexpr int32_t MaxReferenceRanks = 16;
+struct ReferenceRanks {
+  const float *in[MaxReferenceRanks];
+  float *out[MaxReferenceRanks];
+};
+struct ReferenceFifo {
+  const unsigned char *src;
+  unsigned char *dst;
+  unsigned char *slots; ///< FifoDepth slots of slotBytes
+  uint64_t *head, *tail;
+  uint64_t bytes, slotBytes;
+  uint64_t base; ///< slots moved by earlier launches: where head and tail stand
+  uint32_t *stalled;
+};
+
 /// The kernel's only parameter.
 struct KernelParams {
   const PlanTb *tbs;

@@ -25,6 +25,10 @@ const void *kernelLL128(uint8_t type, bool trace);
 /// uint64_t elems).
 const void *averageKernelFor(uint8_t type);
 
+/// The reference kernels of device/References.cuh.
+enum class ReferenceKernel { ReduceOnce, Exchange, BlockCopy, Fifo };
+const void *referenceKernel(ReferenceKernel kind);
+
 } // namespace coll::interp::cuda
 
 #endif // COLL_INTERPRETER_CUDA_KERNELS_H

@@ -23,6 +23,16 @@
 namespace coll::interp {
 
 DeviceBackend::~DeviceBackend() = default;
+
+const char *referenceName(ReferenceKind kind) {
+  switch (kind) {
+  case ReferenceKind::ReduceOnce: return "reduce";
+  case ReferenceKind::Exchange: return "exchange";
+  case ReferenceKind::BlockCopy: return "block";
+  case ReferenceKind::Fifo: return "fifo";
+  }
+  return "?";
+}
 DeviceBuffers::~DeviceBuffers() = default;
 
 namespace {
@@ -213,6 +223,13 @@ public:
     char *error = nullptr;
     std::vector<double> seconds;
     if (api->timeDeviceCopy(bytes, warmup, iters, &seconds, &error))
+      return pluginError(error);
+    return seconds;
+  }
+  llvm::Expected<std::vector<double>> timeReference(const ReferenceRequest &q) override {
+    char *error = nullptr;
+    std::vector<double> seconds;
+    if (api->timeReference(&q, &seconds, &error))
       return pluginError(error);
     return seconds;
   }

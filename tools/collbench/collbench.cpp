@@ -3,16 +3,20 @@
 //   collbench ALGO.xml [--size S[,S...] | --sweep MIN:MAX] [--dtype T] [--op O]
 //                      [--mode inplace|outofplace] [--iters N] [--warmup N]
 //                      [--graph] [--threads N] [--slot-bytes B] [--no-check]
+//                      [--references auto|none|NAME[,NAME...]]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
 // an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
-// per size, a reference line (a device-to-device cudaMemcpyAsync of the same
-// number of bytes on the same GPU, its bandwidth counting bytes read and
-// written) and, per mode, the median time of --iters launches after
+// per size, a line per reference timed in the same run (docs/CUDA.md,
+// "References": d2d, a device-to-device cudaMemcpyAsync of the same number
+// of bytes, its bandwidth counting bytes read and written; exchange and
+// reduce, one-launch allreduces; block and fifo, one block copying and one
+// FIFO connection) and, per mode, the median time of --iters launches after
 // --warmup ones (CUDA events around each launch, or around each replay of a
-// CUDA graph of the call with --graph), algbw, busbw and busbw as a
-// fraction of the copy's bandwidth. Each size's result is checked once
-// (interp::CheckedCall) before it is timed.
+// CUDA graph of the call with --graph), algbw, busbw and per reference the
+// time over the reference's. Each size's result is checked once
+// (interp::CheckedCall) before it is timed, and each reference's once
+// before it is timed.
 //
 // Exit status: 0 every result verified; 1 a wrong result or a failed call;
 // 2 bad usage, an unreadable or invalid file, or no CUDA backend or device;
@@ -39,6 +43,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 using namespace coll;
@@ -60,6 +65,12 @@ cl::opt<unsigned> warmup("warmup", cl::init(5), cl::desc("Untimed launches befor
                          cl::cat(category));
 cl::opt<bool> graph("graph", cl::desc("Time replays of a CUDA graph captured from the call"),
                     cl::cat(category));
+cl::opt<std::string> references(
+    "references", cl::init("auto"),
+    cl::desc("References timed beside the algorithm: auto (d2d; exchange and reduce for an "
+             "allreduce; block and fifo for a 2-rank broadcast), none, or a list of d2d, "
+             "exchange, reduce, block, fifo"),
+    cl::cat(category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
                                    "the largest power of two at which all blocks fit)"),
@@ -84,6 +95,51 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
     return result;
   }
   return run.byteSizes(error);
+}
+
+/// The references --references names for `plan`, or an error message.
+std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::string &error) {
+  const bool allreduce = plan.collective == ir::Collective::AllReduce;
+  if (references == "none")
+    return std::vector<std::string>{};
+  if (references == "auto") {
+    std::vector<std::string> out{"d2d"};
+    if (allreduce && plan.nranks <= MaxReferenceRanks) {
+      out.push_back("exchange");
+      out.push_back("reduce");
+    }
+    if (plan.collective == ir::Collective::Broadcast && plan.nranks == 2) {
+      out.push_back("block");
+      out.push_back("fifo");
+    }
+    return out;
+  }
+  llvm::SmallVector<llvm::StringRef, 5> names;
+  llvm::StringRef(references).split(names, ',');
+  std::vector<std::string> out;
+  for (llvm::StringRef name : names) {
+    if (name != "d2d" && name != "exchange" && name != "reduce" && name != "block" &&
+        name != "fifo") {
+      error = "--references: unknown reference '" + name.str() +
+              "' (auto, none, or d2d, exchange, reduce, block, fifo)";
+      return std::nullopt;
+    }
+    if ((name == "exchange" || name == "reduce") &&
+        (!allreduce || plan.nranks > MaxReferenceRanks)) {
+      error = llvm::formatv("--references: {0} is an allreduce of at most {1} ranks; this "
+                            "program is {2} over {3} ranks",
+                            name, MaxReferenceRanks, ir::collectiveName(plan.collective),
+                            plan.nranks)
+                  .str();
+      return std::nullopt;
+    }
+    if (llvm::is_contained(out, name.str())) {
+      error = "--references: '" + name.str() + "' is named twice";
+      return std::nullopt;
+    }
+    out.push_back(name.str());
+  }
+  return out;
 }
 
 } // namespace
@@ -116,6 +172,9 @@ int main(int argc, char **argv) {
     return selection.exitCode;
   const ir::Algorithm *alg = &loaded->alg;
   const Plan *plan = &loaded->plan;
+  std::optional<std::vector<std::string>> refs = chosenReferences(*plan, error);
+  if (!refs)
+    return fail("collbench", BadInput, error);
 
   // The GPU backend as the plugin libcoll_cuda.so, as collrun and libcoll.so
   // reach it.
@@ -156,9 +215,7 @@ int main(int argc, char **argv) {
   out << llvm::formatv(
       "# collbench {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per loop, {6} channels, {7} "
       "tbs\n# {8} ({9} SMs), {10} threads per block, {11} slot bytes\n"
-      "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n"
-      "# d2d copy: cudaMemcpyAsync of the same size on the same GPU; its GB/s counts bytes "
-      "read + written\n",
+      "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n",
       run.inputFile, ir::collectiveName(plan->collective), plan->name, plan->nranks,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
@@ -168,14 +225,59 @@ int main(int argc, char **argv) {
     if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
       return fail("collbench", BadInput, "--plot: " + llvm::toString(std::move(err)));
   SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, run.iters, run.seed);
-  sweep.referenceName = "d2d";
-  sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
-    auto copy = backend.timeDeviceCopy(bytes, warmup, run.iters);
-    if (!copy)
-      return copy.takeError();
-    const double seconds = median(std::move(*copy));
-    return std::make_pair(seconds, seconds > 0 ? 2.0 * double(bytes) / seconds / 1e9 : 0.0);
+  using Timed = llvm::Expected<std::optional<std::pair<double, double>>>;
+  auto timedAs = [](llvm::Expected<std::vector<double>> seconds, uint64_t bytes,
+                    double bytesCounted) -> Timed {
+    if (!seconds)
+      return seconds.takeError();
+    const double s = median(std::move(*seconds));
+    return std::optional<std::pair<double, double>>(
+        std::make_pair(s, s > 0 ? bytesCounted * double(bytes) / s / 1e9 : 0.0));
   };
+  // What each reference is: docs/CUDA.md, "References".
+  static const std::map<std::string, std::string> meaning = {
+      {"d2d", "cudaMemcpyAsync of the same size on the same GPU; GB/s counts bytes read + "
+              "written"},
+      {"exchange", "one launch, one block per rank: each writes its buffer into every peer's "
+                   "slot as LL words (4 data bytes, 4 flag bytes), then adds up what arrives; "
+                   "fp32 sum, up to 1 MiB per rank"},
+      {"reduce", "one launch that reads every rank's buffer once and writes every output "
+                 "once; fp32 sum"},
+      {"block", "one block copying the message"},
+      {"fifo", "one Simple connection: a sender and a receiver block, 8 slots of the run's "
+               "slot size"}};
+  const unsigned refThreads = threads ? threads.getValue() : MaxReferenceThreads;
+  for (const std::string &name : *refs) {
+    out << llvm::formatv("# {0}: {1}\n", name, meaning.at(name));
+    ReferenceRequest base;
+    base.nranks = plan->nranks;
+    base.slotBytes = sliceBytes;
+    base.threads = refThreads;
+    base.warmup = warmup;
+    base.iters = run.iters;
+    SweepReference r;
+    r.name = name;
+    if (name == "d2d")
+      r.time = [&, timedAs](uint64_t bytes) -> Timed {
+        return timedAs(backend.timeDeviceCopy(bytes, warmup, run.iters), bytes, 2.0);
+      };
+    else
+      r.time = [&, timedAs, base, name](uint64_t bytes) -> Timed {
+        ReferenceRequest q = base;
+        q.bytes = bytes;
+        q.kind = name == "exchange" ? ReferenceKind::Exchange
+                 : name == "reduce" ? ReferenceKind::ReduceOnce
+                 : name == "block"  ? ReferenceKind::BlockCopy
+                                    : ReferenceKind::Fifo;
+        if (q.kind == ReferenceKind::Exchange && bytes > MaxExchangeReferenceBytes)
+          return std::nullopt;
+        if ((q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::ReduceOnce) &&
+            bytes % 4 != 0)
+          return std::nullopt;
+        return timedAs(backend.timeReference(q), bytes, 1.0);
+      };
+    sweep.references.push_back(std::move(r));
+  }
   SweepOutcome outcome = runSweep(*plan, sweep, *target, out);
   if (launch)
     outcome.notes.insert(outcome.notes.begin(),

@@ -243,11 +243,15 @@ int main(int argc, char **argv) {
   if ((!run.plotFile.empty() || !run.reportFile.empty()) && backendName == "host") {
     // The host's copy floor, for the plot: one thread copying a buffer of
     // the call's size, as the backend's own loops move data.
-    sweep.referenceName = "memcpy";
-    sweep.referenceInTable = false;
-    sweep.reference = [&](uint64_t bytes) -> llvm::Expected<std::pair<double, double>> {
-      return hostCopyReference(bytes, run.iters);
-    };
+    sweep.referencesInTable = false;
+    sweep.references.push_back(
+        {"memcpy",
+         [&](uint64_t bytes) -> llvm::Expected<std::optional<std::pair<double, double>>> {
+           auto copy = hostCopyReference(bytes, run.iters);
+           if (!copy)
+             return copy.takeError();
+           return std::optional<std::pair<double, double>>(*copy);
+         }});
   }
 #if COLL_HAVE_CUDA_EMU
   if (stepCosts) {

@@ -225,28 +225,34 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
   const CollectiveDesc desc = CollectiveDesc::of(plan);
   const double busFactor = busBandwidthFactor(plan);
   const size_t es = dataTypeSize(options.request.type);
-  const bool hasReference = static_cast<bool>(options.reference);
-  const bool referenceRows = hasReference && options.referenceInTable;
-  printTableHeader(os, referenceRows ? "bus/" + options.referenceName : "");
+  const bool referenceRows = !options.references.empty() && options.referencesInTable;
+  std::vector<std::string> extra;
+  if (referenceRows)
+    for (const SweepReference &r : options.references)
+      extra.push_back("t/" + r.name);
+  printTableHeader(os, extra);
   SweepOutcome out;
   for (uint64_t requested : options.sizes) {
     const uint64_t count = ir::countForBytes(plan.shape, requested, es);
     const uint64_t bytes = ir::bytesForCount(plan.shape, count, es);
-    double referenceBw = 0;
-    if (hasReference) {
-      auto ref = options.reference(bytes);
+    // Per reference, its seconds at this size (0: none).
+    std::vector<double> referenceSeconds(options.references.size(), 0.0);
+    for (size_t k = 0; k < options.references.size(); ++k) {
+      const SweepReference &r = options.references[k];
+      auto ref = r.time(bytes);
       if (!ref) {
-        out.notes.push_back(llvm::formatv("error: {0} bytes: {1}: {2}", bytes,
-                                          options.referenceName,
+        out.notes.push_back(llvm::formatv("error: {0} bytes: {1}: {2}", bytes, r.name,
                                           llvm::toString(ref.takeError())));
         continue;
       }
-      referenceBw = ref->second;
-      out.points.push_back({options.referenceName, true, bytes, ref->first, ref->second});
+      if (!*ref)
+        continue;
+      const auto [seconds, gbps] = **ref;
+      referenceSeconds[k] = seconds;
+      out.points.push_back({r.name, true, bytes, seconds, gbps});
       if (referenceRows)
-        os << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} {7,8} {8,8}\n",
-                          options.referenceName, bytes, "-", "-", "-", ref->first * 1e6,
-                          ref->second, "-", "-");
+        os << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} {7,8}\n",
+                            r.name, bytes, "-", "-", "-", seconds * 1e6, gbps, "-");
     }
     for (bool inplace : options.modes) {
       ++out.rows;
@@ -282,11 +288,13 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
       const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
       const double busbw = algbw * busFactor;
       out.points.push_back({place, false, bytes, seconds, busbw});
-      if (referenceRows)
-        os << prefix
-           << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8:f3}\n", seconds * 1e6, algbw,
-                            busbw, referenceBw > 0 ? busbw / referenceBw : 0.0);
-      else
+      if (referenceRows) {
+        os << prefix << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2}", seconds * 1e6, algbw, busbw);
+        for (double ref : referenceSeconds)
+          os << (ref > 0 ? llvm::formatv(" {0,9:f2}", seconds / ref).str()
+                         : llvm::formatv(" {0,9}", "-").str());
+        os << "\n";
+      } else
         os << prefix
            << llvm::formatv(" {0,10:f1} {1,8:f2} {2,8:f2} {3,8}\n", seconds * 1e6, algbw, busbw,
                             result.wrong);

@@ -117,6 +117,13 @@ std::unique_ptr<SweepTarget> deviceTarget(interp::DeviceBackend &backend,
                                           std::unique_ptr<interp::DeviceExecutor> executor,
                                           DeviceTiming timing = {});
 
+/// A reference: for a size in bytes, its seconds and bandwidth (GB/s), or
+/// nullopt where it does not apply to that size.
+struct SweepReference {
+  std::string name;
+  std::function<llvm::Expected<std::optional<std::pair<double, double>>>(uint64_t bytes)> time;
+};
+
 struct SweepOptions {
   SweepOptions(const char *tool, std::vector<uint64_t> sizes, RunRequest request,
                std::vector<bool> modes, unsigned iters, uint64_t seed)
@@ -128,15 +135,15 @@ struct SweepOptions {
   std::vector<bool> modes; ///< true: in place
   unsigned iters = 1;
   uint64_t seed = 1;
-  /// Per size, a reference timed in the same run (collbench's d2d copy):
-  /// its seconds and bandwidth (GB/s). Printed as a row named
-  /// `referenceName` before the size's rows; the table's last column is then
-  /// busbw over that bandwidth instead of the count of wrong elements.
-  std::function<llvm::Expected<std::pair<double, double>>(uint64_t bytes)> reference;
-  std::string referenceName;
-  /// False: the reference is timed for the plot only, and the table stays
-  /// as without one.
-  bool referenceInTable = true;
+  /// References timed per size in the same run (collbench's d2d copy and
+  /// one-launch kernels, collrun's memcpy). Each is printed as a row named
+  /// after it before the size's rows, and each of the size's rows ends with
+  /// a column "t/NAME": the row's time over the reference's (instead of the
+  /// count of wrong elements).
+  std::vector<SweepReference> references;
+  /// False: the references are timed for the plot only, and the table stays
+  /// as without them.
+  bool referencesInTable = true;
 };
 
 struct SweepOutcome {

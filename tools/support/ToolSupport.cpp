@@ -122,13 +122,17 @@ double busBandwidthFactor(const interp::Plan &plan) {
   return double(info.busMulN * plan.nranks + info.busOffset) / plan.nranks;
 }
 
-void printTableHeader(llvm::raw_ostream &os, llvm::StringRef extra, llvm::StringRef extraUnit) {
+void printTableHeader(llvm::raw_ostream &os, llvm::ArrayRef<std::string> extra) {
   auto line = [&](const std::string &text) { os << llvm::StringRef(text).rtrim() << "\n"; };
-  line(llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}", "place",
-                     "size", "count", "type", "redop", "time", "algbw", "busbw",
-                     extra.empty() ? "#wrong" : extra));
-  line(llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8} {8,8}", "", "(B)",
-                     "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", extraUnit));
+  std::string names, units;
+  for (const std::string &e : extra)
+    names += llvm::formatv(" {0,9}", e).str();
+  if (extra.empty())
+    names = llvm::formatv(" {0,8}", "#wrong").str();
+  line(llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8}{8}", "place",
+                     "size", "count", "type", "redop", "time", "algbw", "busbw", names));
+  line(llvm::formatv("# {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10} {6,8} {7,8}", "", "(B)",
+                     "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)"));
 }
 
 std::string rowPrefix(bool inplace, uint64_t bytes, uint64_t count, const RunRequest &request) {

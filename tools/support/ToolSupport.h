@@ -76,10 +76,9 @@ ModeSelection selectModes(llvm::StringRef tool, const LoadedAlgorithm &loaded,
 /// busbw / algbw for the plan's collective, as nccl-tests defines it.
 double busBandwidthFactor(const interp::Plan &plan);
 
-/// The two header lines of the result table; `extra` names one more column
-/// after busbw (with its unit line), or is empty.
-void printTableHeader(llvm::raw_ostream &os, llvm::StringRef extra = {},
-                      llvm::StringRef extraUnit = {});
+/// The two header lines of the result table; `extra` names the columns
+/// after busbw; without any, the last column is "#wrong".
+void printTableHeader(llvm::raw_ostream &os, llvm::ArrayRef<std::string> extra = {});
 /// The first columns of a row: place, size, count, type, redop.
 std::string rowPrefix(bool inplace, uint64_t bytes, uint64_t count, const RunRequest &request);
 

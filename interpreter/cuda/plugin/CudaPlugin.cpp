@@ -176,6 +176,13 @@ const CollDevicePlugin table = {
     [](void *s, char **error) { return status(staged(s).download(), error); },
     [](void *s) { delete static_cast<DeviceBuffers *>(s); },
     timeDeviceCopy,
+    [](const ReferenceRequest *q, std::vector<double> *seconds, char **error) {
+      auto timed = cudaBackend().timeReference(*q);
+      if (!timed)
+        return failWith(timed.takeError(), error);
+      *seconds = std::move(*timed);
+      return 0;
+    },
     [](void *dst, const void *src, uint64_t bytes, void *stream, int device, char **error) {
       return status(cudaBackend().copyOnStream(dst, src, bytes, stream, device), error);
     },

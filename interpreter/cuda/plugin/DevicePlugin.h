@@ -52,6 +52,9 @@ struct CollDevicePlugin {
   void (*unstage)(void *staged);
   int (*timeDeviceCopy)(uint64_t bytes, unsigned warmup, unsigned iters,
                         std::vector<double> *seconds, char **error);
+  /// DeviceBackend::timeReference.
+  int (*timeReference)(const coll::interp::ReferenceRequest *request,
+                       std::vector<double> *seconds, char **error);
   /// DeviceBackend::copyOnStream.
   int (*copyOnStream)(void *dst, const void *src, uint64_t bytes, void *stream, int device,
                       char **error);

@@ -238,6 +238,57 @@ TEST(EmuFragile, TinySlotsAtFortyThousandElements) {
   }
 }
 
+// collbench's references (docs/CUDA.md, "References") on the emulation:
+// each runs once on known inputs and checks its result before it is timed,
+// so a reference that computed a wrong result, or whose waits never end,
+// fails here. The FIFO's 9 slots wrap its 8, and its counters carry over
+// from launch to launch.
+TEST(EmuReferences, EveryReferenceChecksItsResultBeforeItIsTimed) {
+  for (ReferenceKind kind : {ReferenceKind::ReduceOnce, ReferenceKind::Exchange,
+                             ReferenceKind::BlockCopy, ReferenceKind::Fifo}) {
+    ReferenceRequest q;
+    q.kind = kind;
+    q.nranks = 3;
+    q.bytes = kind == ReferenceKind::BlockCopy || kind == ReferenceKind::Fifo ? 4099 : 4000;
+    q.slotBytes = 512;
+    q.threads = 64;
+    q.warmup = 1;
+    q.iters = 3;
+    auto seconds = coll::testing::deviceBackend().timeReference(q);
+    ASSERT_TRUE(static_cast<bool>(seconds)) << referenceName(kind) << ": "
+                                            << llvm::toString(seconds.takeError());
+    EXPECT_EQ(seconds->size(), 3u) << referenceName(kind);
+  }
+}
+
+TEST(EmuReferences, RequestsOutsideTheirShapeAreRefused) {
+  auto refused = [](ReferenceRequest q) {
+    q.threads = 64;
+    q.iters = 1;
+    auto seconds = coll::testing::deviceBackend().timeReference(q);
+    return seconds ? std::string("accepted") : llvm::toString(seconds.takeError());
+  };
+  ReferenceRequest q;
+  q.kind = ReferenceKind::Exchange;
+  q.bytes = MaxExchangeReferenceBytes + 4;
+  EXPECT_NE(refused(q).find("the exchange reference: 1048580 bytes per rank is above"),
+            std::string::npos)
+      << refused(q);
+  q.kind = ReferenceKind::ReduceOnce;
+  q.bytes = 64;
+  q.nranks = MaxReferenceRanks + 1;
+  EXPECT_NE(refused(q).find("17 ranks (1 to 16)"), std::string::npos) << refused(q);
+  q.nranks = 2;
+  q.bytes = 6;
+  EXPECT_NE(refused(q).find("not a whole number of fp32 elements"), std::string::npos)
+      << refused(q);
+  q.kind = ReferenceKind::Fifo;
+  q.bytes = 64;
+  q.slotBytes = 0;
+  EXPECT_NE(refused(q).find("the fifo reference: no slot size"), std::string::npos)
+      << refused(q);
+}
+
 // The occupancy check against a described device: a plan with exactly as
 // many tbs as fit is accepted, one with more is refused with both numbers.
 TEST(EmuFragile, OccupancyAtTheResidentLimit) {

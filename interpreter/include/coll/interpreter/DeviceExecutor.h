@@ -190,6 +190,31 @@ public:
   virtual llvm::Error download() = 0;
 };
 
+/// collbench's one-launch references (docs/CUDA.md, "References"):
+/// kernels that do what a collective does with every rank on one GPU.
+enum class ReferenceKind : uint8_t {
+  ReduceOnce, ///< allreduce reading each rank's buffer once, writing each output once (fp32)
+  Exchange,   ///< LL-style all-pairs allreduce, one block per rank (fp32)
+  BlockCopy,  ///< one block copying the message
+  Fifo,       ///< one Simple connection: a sender and a receiver block, FifoDepth slots
+};
+/// The most ranks of ReduceOnce and Exchange.
+inline constexpr int32_t MaxReferenceRanks = 16;
+/// The largest message per rank of Exchange (its slots hold nranks² words per element).
+inline constexpr uint64_t MaxExchangeReferenceBytes = uint64_t(1) << 20;
+/// The threads per block of a reference unless told.
+inline constexpr unsigned MaxReferenceThreads = 512;
+struct ReferenceRequest {
+  ReferenceKind kind = ReferenceKind::BlockCopy;
+  int32_t nranks = 2;     ///< ReduceOnce, Exchange
+  uint64_t bytes = 0;     ///< per rank; a multiple of 4 for the reductions
+  uint64_t slotBytes = 0; ///< Fifo
+  unsigned threads = MaxReferenceThreads; ///< per block
+  unsigned warmup = 5, iters = 20;
+};
+/// "exchange", "reduce", "block", "fifo".
+const char *referenceName(ReferenceKind kind);
+
 /// A GPU, or the CPU emulation of one.
 class DeviceBackend {
 public:
@@ -222,6 +247,11 @@ public:
   /// memory is host memory, and its calls have ended when they return).
   virtual llvm::Error copyOnStream(void *dst, const void *src, uint64_t bytes, void *stream,
                                    int device) = 0;
+  /// Runs reference `q` on the current device once on known inputs and
+  /// checks its result, then times `q.iters` launches after `q.warmup`
+  /// (CUDA events around each): seconds per launch. An error says what
+  /// was wrong with the request, or the result, or that a wait did not end.
+  virtual llvm::Expected<std::vector<double>> timeReference(const ReferenceRequest &q) = 0;
 };
 
 /// The backend this program links: CollCuda's GPU, or CollCudaEmu's CPU

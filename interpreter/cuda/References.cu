@@ -1,0 +1,23 @@
+//===- References.cu - collbench's one-launch references -------------------===//
+//
+// The handles of device/References.cuh's kernels for the host side
+// (Kernels.h); CudaExecutor.cpp launches and times them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "device/References.cuh"
+#include "Kernels.h"
+
+namespace coll::interp::cuda {
+
+const void *referenceKernel(ReferenceKernel kind) {
+  switch (kind) {
+  case ReferenceKernel::ReduceOnce: return COLL_KERNEL_HANDLE(referenceReduceOnce);
+  case ReferenceKernel::Exchange: return COLL_KERNEL_HANDLE(referenceExchange);
+  case ReferenceKernel::BlockCopy: return COLL_KERNEL_HANDLE(referenceBlockCopy);
+  case ReferenceKernel::Fifo: return COLL_KERNEL_HANDLE(referenceFifo);
+  }
+  return nullptr;
+}
+
+} // namespace coll::interp::cuda

@@ -1,0 +1,146 @@
+//===- References.cuh - collbench's one-launch references ---------*- CUDA -*-===//
+//
+// Kernels that do what a collective does, in the fewest launches and
+// memory accesses this project knows how to write, for collbench to time
+// beside the interpreter (docs/CUDA.md, "References"). They are not Coll's
+// algorithms: each serves one shape, with every rank on one GPU, in fp32.
+//
+//  * referenceReduceOnce: an allreduce that reads each rank's buffer once
+//    and writes each output once (every rank's memory is addressable).
+//  * referenceExchange: an LL-style all-pairs allreduce in one launch, one
+//    block per rank: each rank writes its data, 4 bytes with a 4-byte flag
+//    per 8-byte word, into a slot of every peer, then polls its own slots
+//    and adds up what arrives (the floor of an exchange through flags).
+//  * referenceBlockCopy: one block copying the message.
+//  * referenceFifo: one connection of the Simple protocol, as the kernel
+//    runs it: a sender block and a receiver block, FifoDepth slots, the
+//    sender releasing `tail` after each slot and the receiver `head`, each
+//    acquiring the other's.
+//
+// Waits are bounded: after ReferenceWaitNs a block raises `*stalled` and
+// returns, so a broken reference is an error, not a hang.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef COLL_INTERPRETER_CUDA_DEVICE_REFERENCES_CUH
+#define COLL_INTERPRETER_CUDA_DEVICE_REFERENCES_CUH
+
+#include "device/Hardware.h"
+#include "device/Reduce.h"
+
+#include "DeviceTypes.h"
+
+#include <cstdint>
+
+namespace coll::interp::cuda {
+
+/// Elements [blockIdx.x * blockDim.x + threadIdx.x, ...) in a grid stride:
+/// out[r][i] = in[0][i] + ... + in[nranks-1][i] for every r.
+__global__ void referenceReduceOnce(const ReferenceRanks ranks, int32_t nranks, uint64_t n) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    float s = ranks.in[0][i];
+    for (int32_t r = 1; r < nranks; ++r)
+      s += ranks.in[r][i];
+    for (int32_t r = 0; r < nranks; ++r)
+      ranks.out[r][i] = s;
+  }
+}
+
+/// Block r is rank r. `lines`: nranks * nranks slots of n words; slot
+/// (s, d) carries rank s's data to rank d. `flag`: this launch's, never 0.
+__global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, uint64_t n,
+                                  uint64_t *lines, uint32_t flag, uint32_t *stalled) {
+  const int32_t r = static_cast<int32_t>(blockIdx.x);
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  auto slot = [&](int32_t s, int32_t d) { return lines + (uint64_t(s) * nranks + d) * n; };
+  for (uint64_t i = tid; i < n; i += nthreads) {
+    uint32_t bits;
+    const float v = ranks.in[r][i];
+    __builtin_memcpy(&bits, &v, sizeof bits);
+    const uint64_t word = uint64_t(flag) << 32 | bits;
+    for (int32_t d = 0; d < nranks; ++d)
+      if (d != r)
+        ptx::stVolatile(slot(r, d) + i, word);
+  }
+  uint64_t start = 0;
+  for (uint64_t i = tid; i < n; i += nthreads) {
+    float s = 0;
+    for (int32_t p = 0; p < nranks; ++p) {
+      float v = ranks.in[r][i];
+      if (p != r) {
+        const uint64_t *at = slot(p, r) + i;
+        uint64_t word = ptx::ldVolatile(at);
+        for (uint32_t spins = 0; static_cast<uint32_t>(word >> 32) != flag; ++spins) {
+          ptx::spinPause();
+          if (spins % 64 == 63) {
+            const uint64_t now = ptx::globalTimer();
+            if (start == 0)
+              start = now;
+            else if (now - start > ReferenceWaitNs || ptx::ldVolatile(stalled)) {
+              ptx::stVolatile(stalled, 1u);
+              return;
+            }
+          }
+          word = ptx::ldVolatile(at);
+        }
+        const uint32_t bits = static_cast<uint32_t>(word);
+        __builtin_memcpy(&v, &bits, sizeof v);
+      }
+      s += v;
+    }
+    ranks.out[r][i] = s;
+  }
+}
+
+/// One block copies `bytes` from src to dst (Reduce.h's pack loop).
+__global__ void referenceBlockCopy(const unsigned char *src, unsigned char *dst, uint64_t bytes) {
+  transform<unsigned char, 1, 1>(&src, 1, &dst, bytes, threadIdx.x, blockDim.x,
+                                 OpSum<unsigned char>{});
+}
+
+/// Block 0 sends, block 1 receives.
+__global__ void referenceFifo(const ReferenceFifo f) {
+  const bool sender = blockIdx.x == 0;
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ uint32_t giveUp;
+  const uint64_t nslots = (f.bytes + f.slotBytes - 1) / f.slotBytes;
+  for (uint64_t k = 0; k < nslots; ++k) {
+    const uint64_t seq = f.base + k;
+    if (tid == 0) {
+      // The sender waits for a free slot, the receiver for a full one.
+      const uint64_t *counter = sender ? f.head : f.tail;
+      const uint64_t start = ptx::globalTimer();
+      uint32_t stop = 0;
+      for (uint32_t spins = 0;; ++spins) {
+        const uint64_t c = ptx::ldAcquire(counter);
+        if (sender ? seq - c < FifoDepth : c > seq)
+          break;
+        ptx::spinPause();
+        if (spins % 64 == 63 &&
+            (ptx::globalTimer() - start > ReferenceWaitNs || ptx::ldVolatile(f.stalled))) {
+          ptx::stVolatile(f.stalled, 1u);
+          stop = 1;
+          break;
+        }
+      }
+      giveUp = stop;
+    }
+    __syncthreads();
+    if (giveUp)
+      return;
+    const uint64_t off = k * f.slotBytes;
+    const uint64_t len = minU64(f.slotBytes, f.bytes - off);
+    unsigned char *slot = f.slots + (seq % FifoDepth) * f.slotBytes;
+    const unsigned char *from = sender ? f.src + off : slot;
+    unsigned char *to = sender ? slot : f.dst + off;
+    transform<unsigned char, 1, 1>(&from, 1, &to, len, tid, nthreads, OpSum<unsigned char>{});
+    __syncthreads();
+    if (tid == 0)
+      ptx::stRelease(sender ? f.tail : f.head, seq + 1);
+  }
+}
+
+} // namespace coll::interp::cuda
+
+#endif // COLL_INTERPRETER_CUDA_DEVICE_REFERENCES_CUH
