@@ -73,9 +73,35 @@ using namespace coll::rt;
   X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclReduce) X(ncclBroadcast)               \
   X(ncclAllReduce) X(ncclReduceScatter) X(ncclAllGather) X(ncclAlltoAll) X(ncclGather)         \
   X(ncclScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)                     \
-  X(ncclGroupSimulateEnd)
+  X(ncclGroupSimulateEnd) X(ncclCommInitRank) X(ncclCommInitRankScalable) X(ncclBcast)
 
 namespace {
+
+/// The real library's functions as dlsym gives them; RealNccl holds
+/// wrappers of them that mark the calling thread as inside the real
+/// library (realDepth) for the length of the call.
+#define COLL_NCCL_RAW(name) decltype(&::name) raw_##name = nullptr;
+COLL_NCCL_REAL_FUNCTIONS(COLL_NCCL_RAW)
+#undef COLL_NCCL_RAW
+
+/// Inside a call of the real NCCL on this thread: the real library's own
+/// calls of the NCCL API land in this shim when the program loaded the real
+/// library itself before the shim loaded it (PyTorch links libnccl.so.2, so
+/// RTLD_DEEPBIND finds it already bound), and every entry point then
+/// passes such a call, with the real library's own arguments, straight back
+/// to it.
+thread_local int realDepth = 0;
+
+template <class F> struct Guarded;
+template <class R, class... A> struct Guarded<R (*)(A...)> {
+  template <R (**Raw)(A...)> static R call(A... args) {
+    ++realDepth;
+    struct Leave {
+      ~Leave() { --realDepth; }
+    } leave;
+    return (*Raw)(args...);
+  }
+};
 
 struct RealNccl {
   void *handle = nullptr;
@@ -109,7 +135,9 @@ const RealNccl &real() {
       return;
     }
 #define COLL_NCCL_LOAD(name)                                                                   \
-  lib.name = reinterpret_cast<decltype(&::name)>(dlsym(lib.handle, #name));
+  raw_##name = reinterpret_cast<decltype(&::name)>(dlsym(lib.handle, #name));                  \
+  if (raw_##name)                                                                              \
+    lib.name = &Guarded<decltype(&::name)>::call<&raw_##name>;
     COLL_NCCL_REAL_FUNCTIONS(COLL_NCCL_LOAD)
 #undef COLL_NCCL_LOAD
     COLL_LOG(Info, Init, -1, "the real NCCL underneath: " + lib.path);
@@ -689,6 +717,8 @@ struct Registration {
 extern "C" {
 
 ncclResult_t ncclGetVersion(int *version) {
+  if (realDepth > 0 && real().ncclGetVersion)
+    return real().ncclGetVersion(version);
   if (!version)
     return failWith(nullptr, ncclInvalidArgument, "ncclGetVersion: version is NULL");
   const RealNccl &r = real();
@@ -702,6 +732,8 @@ ncclResult_t ncclGetVersion(int *version) {
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  if (realDepth > 0 && real().ncclGetUniqueId)
+    return real().ncclGetUniqueId(uniqueId);
   if (!uniqueId)
     return failWith(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
   static_assert(sizeof(ncclUniqueId) == sizeof(collUniqueId), "ids must have one size");
@@ -714,6 +746,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config) {
+  if (realDepth > 0 && real().ncclCommInitRankConfig)
+    return real().ncclCommInitRankConfig(comm, nranks, commId, rank, config);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
   *comm = nullptr;
@@ -735,11 +769,15 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  if (realDepth > 0 && real().ncclCommInitRank)
+    return real().ncclCommInitRank(comm, nranks, commId, rank);
   return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId *commIds, ncclConfig_t *config) {
+  if (realDepth > 0 && real().ncclCommInitRankScalable)
+    return real().ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
   if (nId < 1 || !commIds)
     return failWith(nullptr, ncclInvalidArgument,
                     "ncclCommInitRankScalable: needs at least one unique id");
@@ -748,6 +786,8 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  if (realDepth > 0 && real().ncclCommInitAll)
+    return real().ncclCommInitAll(comms, ndev, devlist);
   if (!comms || ndev < 1)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommInitAll: comms is NULL or ndev < 1");
   std::vector<collComm_t> colls(static_cast<size_t>(ndev));
@@ -804,6 +844,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (realDepth > 0 && real().ncclCommFinalize)
+    return real().ncclCommFinalize(comm);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommFinalize: comm is NULL");
   if (comm->coll)
@@ -816,6 +858,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (realDepth > 0 && real().ncclCommDestroy)
+    return real().ncclCommDestroy(comm);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
   ncclResult_t result = ncclSuccess;
@@ -826,6 +870,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (realDepth > 0 && real().ncclCommAbort)
+    return real().ncclCommAbort(comm);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommAbort: comm is NULL");
   ncclResult_t result = ncclSuccess;
@@ -836,6 +882,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (realDepth > 0 && real().ncclCommRevoke)
+    return real().ncclCommRevoke(comm, revokeFlags);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommRevoke: comm is NULL");
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
@@ -853,6 +901,8 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config) {
+  if (realDepth > 0 && real().ncclCommSplit)
+    return real().ncclCommSplit(comm, color, key, newcomm, config);
   if (!comm || !newcomm)
     return failWith(comm, ncclInvalidArgument, "ncclCommSplit: comm or newcomm is NULL");
   *newcomm = nullptr;
@@ -891,6 +941,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  if (realDepth > 0 && real().ncclCommShrink)
+    return real().ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   if (!comm || !newcomm || (excludeRanksCount > 0 && !excludeRanksList))
     return failWith(comm, ncclInvalidArgument, "ncclCommShrink: NULL argument");
   *newcomm = nullptr;
@@ -954,11 +1006,15 @@ const char *ncclGetLastError(ncclComm_t comm) {
 }
 
 void ncclResetDebugInit() {
+  if (realDepth > 0 && real().ncclResetDebugInit)
+    return real().ncclResetDebugInit();
   if (real().ncclResetDebugInit)
     real().ncclResetDebugInit();
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  if (realDepth > 0 && real().ncclCommGetAsyncError)
+    return real().ncclCommGetAsyncError(comm, asyncError);
   if (!comm || !asyncError)
     return failWith(comm, ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
   *asyncError = ncclSuccess;
@@ -973,6 +1029,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  if (realDepth > 0 && real().ncclCommCount)
+    return real().ncclCommCount(comm, count);
   if (!comm || !count)
     return failWith(comm, ncclInvalidArgument, "ncclCommCount: NULL argument");
   *count = comm->nranks;
@@ -980,6 +1038,8 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
+  if (realDepth > 0 && real().ncclCommCuDevice)
+    return real().ncclCommCuDevice(comm, device);
   if (!comm || !device)
     return failWith(comm, ncclInvalidArgument, "ncclCommCuDevice: NULL argument");
   if (comm->real) {
@@ -994,6 +1054,8 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  if (realDepth > 0 && real().ncclCommUserRank)
+    return real().ncclCommUserRank(comm, rank);
   if (!comm || !rank)
     return failWith(comm, ncclInvalidArgument, "ncclCommUserRank: NULL argument");
   *rank = comm->rank;
@@ -1001,6 +1063,8 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
 }
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  if (realDepth > 0 && real().ncclCommRegister)
+    return real().ncclCommRegister(comm, buff, size, handle);
   if (!comm || !buff || !handle)
     return failWith(comm, ncclInvalidArgument, "ncclCommRegister: NULL argument");
   // Coll needs no registration; the real NCCL gets it when it has the comm.
@@ -1016,6 +1080,8 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
 }
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  if (realDepth > 0 && real().ncclCommDeregister)
+    return real().ncclCommDeregister(comm, handle);
   if (!comm || !handle)
     return failWith(comm, ncclInvalidArgument, "ncclCommDeregister: NULL argument");
   auto *reg = static_cast<Registration *>(handle);
@@ -1032,6 +1098,8 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
                                     int winFlags) {
+  if (realDepth > 0 && real().ncclCommWindowRegister)
+    return real().ncclCommWindowRegister(comm, buff, size, win, winFlags);
   if (!comm || !win)
     return failWith(comm, ncclInvalidArgument, "ncclCommWindowRegister: NULL argument");
   if (!comm->real)
@@ -1045,6 +1113,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  if (realDepth > 0 && real().ncclCommWindowDeregister)
+    return real().ncclCommWindowDeregister(comm, win);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommWindowDeregister: comm is NULL");
   if (!comm->real)
@@ -1056,17 +1126,23 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 }
 
 ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  if (realDepth > 0 && real().ncclMemAlloc)
+    return real().ncclMemAlloc(ptr, size);
   COLL_NEED_REAL(nullptr, ncclMemAlloc);
   return fromReal(nullptr, "ncclMemAlloc", real().ncclMemAlloc(ptr, size));
 }
 
 ncclResult_t ncclMemFree(void *ptr) {
+  if (realDepth > 0 && real().ncclMemFree)
+    return real().ncclMemFree(ptr);
   COLL_NEED_REAL(nullptr, ncclMemFree);
   return fromReal(nullptr, "ncclMemFree", real().ncclMemFree(ptr));
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
+  if (realDepth > 0 && real().ncclRedOpCreatePreMulSum)
+    return real().ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm);
   if (!comm || !op)
     return failWith(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: NULL argument");
   // Coll has no pre-multiplied sum: calls with such an op go to the real NCCL.
@@ -1085,6 +1161,8 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  if (realDepth > 0 && real().ncclRedOpDestroy)
+    return real().ncclRedOpDestroy(op, comm);
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclRedOpDestroy: comm is NULL");
   {
@@ -1102,12 +1180,16 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclReduce)
+    return real().ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   return call(makeCall("ncclReduce", "reduce", OpKind::Reduce, sendbuff, recvbuff, count,
                        datatype, op, root, comm, stream));
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                        ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclBcast)
+    return real().ncclBcast(buff, count, datatype, root, comm, stream);
   return call(makeCall("ncclBcast", "broadcast", OpKind::Broadcast, buff, buff, count, datatype,
                        ncclSum, root, comm, stream));
 }
@@ -1115,6 +1197,8 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int ro
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclBroadcast)
+    return real().ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
   return call(makeCall("ncclBroadcast", "broadcast", OpKind::Broadcast, sendbuff, recvbuff, count,
                        datatype, ncclSum, root, comm, stream));
 }
@@ -1122,6 +1206,8 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclAllReduce)
+    return real().ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   return call(makeCall("ncclAllReduce", "allreduce", OpKind::AllReduce, sendbuff, recvbuff, count,
                        datatype, op, 0, comm, stream));
 }
@@ -1129,47 +1215,63 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclReduceScatter)
+    return real().ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   return call(makeCall("ncclReduceScatter", "reducescatter", OpKind::ReduceScatter, sendbuff,
                        recvbuff, recvcount, datatype, op, 0, comm, stream));
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclAllGather)
+    return real().ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   return call(makeCall("ncclAllGather", "allgather", OpKind::AllGather, sendbuff, recvbuff,
                        sendcount, datatype, ncclSum, 0, comm, stream));
 }
 
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclAlltoAll)
+    return real().ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
   return call(makeCall("ncclAlltoAll", "alltoall", OpKind::AllToAll, sendbuff, recvbuff, count,
                        datatype, ncclSum, 0, comm, stream));
 }
 
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclGather)
+    return real().ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
   return call(makeCall("ncclGather", "gather", OpKind::Gather, sendbuff, recvbuff, count,
                        datatype, ncclSum, root, comm, stream));
 }
 
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclScatter)
+    return real().ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
   return call(makeCall("ncclScatter", "scatter", OpKind::Scatter, sendbuff, recvbuff, count,
                        datatype, ncclSum, root, comm, stream));
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclSend)
+    return real().ncclSend(sendbuff, count, datatype, peer, comm, stream);
   return call(makeCall("ncclSend", "send", OpKind::Send, sendbuff, nullptr, count, datatype,
                        ncclSum, peer, comm, stream));
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
+  if (realDepth > 0 && real().ncclRecv)
+    return real().ncclRecv(recvbuff, count, datatype, peer, comm, stream);
   return call(makeCall("ncclRecv", "recv", OpKind::Recv, nullptr, recvbuff, count, datatype,
                        ncclSum, peer, comm, stream));
 }
 
 ncclResult_t ncclGroupStart() {
+  if (realDepth > 0 && real().ncclGroupStart)
+    return real().ncclGroupStart();
   ++group.depth;
   return ncclSuccess;
 }
@@ -1219,9 +1321,15 @@ static ncclResult_t endGroup(ncclSimInfo_t *simulate) {
   return fromReal(nullptr, "ncclGroupSimulateEnd", real().ncclGroupSimulateEnd(simulate));
 }
 
-ncclResult_t ncclGroupEnd() { return endGroup(nullptr); }
+ncclResult_t ncclGroupEnd() {
+  if (realDepth > 0 && real().ncclGroupEnd)
+    return real().ncclGroupEnd();
+  return endGroup(nullptr);
+}
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  if (realDepth > 0 && real().ncclGroupSimulateEnd)
+    return real().ncclGroupSimulateEnd(simInfo);
   if (!simInfo || simInfo->magic != 0x74685283) {
     if (group.depth > 0)
       --group.depth;

@@ -8,7 +8,9 @@
  *
  * ncclGetVersion reports STANDIN_VERSION, so that tests see the shim report
  * the library underneath; ncclCommGetAsyncError reports what
- * COLL_STANDIN_ASYNC_ERROR says (default ncclSuccess).
+ * COLL_STANDIN_ASYNC_ERROR says (default ncclSuccess). With
+ * COLL_STANDIN_REENTER, ncclCommFinalize calls the NCCL API itself, as the
+ * real library does.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -94,8 +96,21 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
   return ncclSuccess;
 }
 
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, NULL);
+}
 ncclResult_t ncclCommFinalize(ncclComm_t c) {
   note("ncclCommFinalize rank=%d", rankOf(c));
+  /* COLL_STANDIN_REENTER: as the real NCCL's does, finalizing calls the API
+   * (through the global symbols: into the shim where the program loaded
+   * this library itself) with this library's own communicator. */
+  if (getenv("COLL_STANDIN_REENTER")) {
+    ncclResult_t async = ncclInternalError;
+    if (ncclGroupStart() != ncclSuccess || ncclCommGetAsyncError(c, &async) != ncclSuccess ||
+        ncclGroupEnd() != ncclSuccess)
+      return ncclInternalError;
+    return async;
+  }
   return ncclSuccess;
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
