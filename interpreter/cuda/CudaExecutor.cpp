@@ -287,7 +287,20 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
       break;
     }
     ++launches;
-    COLL_CUDA_TRY(cudaLaunchKernel(kernel, grid, dim3(q.threads), args, 0, stream));
+    // The blocks of exchange and fifo wait for each other: cooperative, so
+    // that all are resident at once (or the launch is refused), as for the
+    // persistent kernel.
+    cudaLaunchAttribute cooperative{};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(q.threads);
+    config.stream = stream;
+    const bool together = q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::Fifo;
+    config.attrs = together ? &cooperative : nullptr;
+    config.numAttrs = together ? 1 : 0;
+    COLL_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
     return llvm::Error::success();
   };
   auto stalledNow = [&]() -> llvm::Expected<bool> {

@@ -248,7 +248,7 @@ TEST(EmuReferences, EveryReferenceChecksItsResultBeforeItIsTimed) {
                              ReferenceKind::BlockCopy, ReferenceKind::Fifo}) {
     ReferenceRequest q;
     q.kind = kind;
-    q.nranks = 3;
+    q.nranks = 8; // more blocks that wait for each other than a plain launch runs at once
     q.bytes = kind == ReferenceKind::BlockCopy || kind == ReferenceKind::Fifo ? 4099 : 4000;
     q.slotBytes = 512;
     q.threads = 64;
