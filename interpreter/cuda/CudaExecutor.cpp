@@ -829,9 +829,11 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   const uint8_t type = static_cast<uint8_t>(args.type);
   // With a timeline, run() and enqueue() use the kernels that record one.
   const bool trace = timeline != nullptr || traceEnqueues;
-  kernel = proto == Proto::Simple ? kernelSimple(type, trace)
-           : proto == Proto::LL   ? kernelLL(type, trace)
-                                  : kernelLL128(type, trace);
+  auto build = [&](bool wide) {
+    return proto == Proto::Simple ? kernelSimple(type, trace, wide)
+           : proto == Proto::LL   ? kernelLL(type, trace, wide)
+                                  : kernelLL128(type, trace, wide);
+  };
   params = KernelParams{};
   params.tbs = tbs.as<PlanTb>();
   params.steps = steps.as<PlanStep>();
@@ -855,16 +857,34 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   shape.sharedBytes = static_cast<uint32_t>(
       maxSlices ? sliceOffset + uint64_t(maxSlices) * sizeof(CallSlice) : maxSteps * sizeof(PlanStep));
   shape.smCount = device.smCount;
-  auto known = std::find_if(residencies.begin(), residencies.end(),
-                            [&](const Residency &r) { return r.kernel == kernel; });
-  if (known == residencies.end()) {
-    auto chosen = chooseResidency(kernel, shape.sharedBytes);
-    if (!chosen)
-      return chosen.takeError();
-    known = residencies.insert(residencies.end(), *chosen);
+  auto residencyOf = [&](const void *k) -> llvm::Expected<Residency> {
+    auto known = std::find_if(residencies.begin(), residencies.end(),
+                              [&](const Residency &r) { return r.kernel == k; });
+    if (known != residencies.end())
+      return *known;
+    auto chosen = chooseResidency(k, shape.sharedBytes);
+    if (chosen)
+      residencies.push_back(*chosen);
+    return chosen;
+  };
+  // The wide build (128 registers) where its blocks get as many threads as
+  // the narrow build's would; else the narrow one (device/Kernel.cuh).
+  auto wide = residencyOf(build(true));
+  auto narrow = residencyOf(build(false));
+  if (!wide && !narrow) {
+    llvm::consumeError(wide.takeError());
+    return narrow.takeError();
   }
-  shape.threads = known->threads;
-  shape.blocksPerSm = known->blocksPerSm;
+  const bool useWide = wide && (!narrow || wide->threads >= narrow->threads);
+  const Residency chosen = useWide ? *wide : *narrow;
+  if (!wide)
+    llvm::consumeError(wide.takeError());
+  if (!narrow)
+    llvm::consumeError(narrow.takeError());
+  kernel = chosen.kernel;
+  shape.threads = chosen.threads;
+  shape.blocksPerSm = chosen.blocksPerSm;
+  shape.wide = useWide;
 
   averageKernel = nullptr;
   if (args.op == ReduceOp::Avg && ir::collectiveInfo(plan.collective).reduces) {

@@ -15,11 +15,13 @@
 
 namespace coll::interp::cuda {
 
-/// collectiveKernel<T, protocol, trace>(KernelParams): `trace` picks the
-/// kernels that record a timeline (KernelParams::traceEvents).
-const void *kernelSimple(uint8_t type, bool trace);
-const void *kernelLL(uint8_t type, bool trace);
-const void *kernelLL128(uint8_t type, bool trace);
+/// collectiveKernel<T, protocol, trace, blocks per SM>(KernelParams):
+/// `trace` picks the kernels that record a timeline
+/// (KernelParams::traceEvents), `wide` the build for launches whose blocks
+/// fit one per SM (device/Kernel.cuh).
+const void *kernelSimple(uint8_t type, bool trace, bool wide);
+const void *kernelLL(uint8_t type, bool trace, bool wide);
+const void *kernelLL128(uint8_t type, bool trace, bool wide);
 
 /// averageKernel<T>(const RankPointers *, int32_t firstRank, int32_t nranks,
 /// uint64_t elems).

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL(uint8_t type, bool trace) {
-  return collectiveKernelFor<Proto::LL>(type, trace);
+const void *kernelLL(uint8_t type, bool trace, bool wide) {
+  return collectiveKernelFor<Proto::LL>(type, trace, wide);
 }
 
 } // namespace coll::interp::cuda

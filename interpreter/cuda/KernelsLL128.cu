@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL128(uint8_t type, bool trace) {
-  return collectiveKernelFor<Proto::LL128>(type, trace);
+const void *kernelLL128(uint8_t type, bool trace, bool wide) {
+  return collectiveKernelFor<Proto::LL128>(type, trace, wide);
 }
 
 } // namespace coll::interp::cuda

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelSimple(uint8_t type, bool trace) {
-  return collectiveKernelFor<Proto::Simple>(type, trace);
+const void *kernelSimple(uint8_t type, bool trace, bool wide) {
+  return collectiveKernelFor<Proto::Simple>(type, trace, wide);
 }
 
 } // namespace coll::interp::cuda

@@ -282,9 +282,11 @@ int main(int argc, char **argv) {
   if (launch)
     outcome.notes.insert(outcome.notes.begin(),
                          llvm::formatv("launch: {0} blocks of {1} threads, {2} bytes of dynamic "
-                                       "shared memory; {3} blocks per SM fit",
+                                       "shared memory; {3} blocks per SM fit; the kernel's {4} "
+                                       "build",
                                        launch->blocks, launch->threads, launch->sharedBytes,
-                                       launch->blocksPerSm)
+                                       launch->blocksPerSm,
+                                       launch->wide ? "wide (128 registers)" : "narrow (64 registers)")
                              .str());
   for (const std::string &note : outcome.notes)
     out << "# " << note << "\n";

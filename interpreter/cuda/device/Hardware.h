@@ -113,6 +113,9 @@ __device__ __forceinline__ void spinPause() {}
 /// nothing on a GPU.
 inline constexpr uint32_t NoStep = 0xff;
 __device__ __forceinline__ void noteStep(uint32_t, uint32_t) {}
+/// The emulation's occupancy model (the registers a kernel's build has):
+/// nothing on a GPU, whose driver knows them.
+inline void describeKernels(const void *const *, int, int) {}
 struct RetryScope {
   __device__ __forceinline__ RetryScope() {}
 };
@@ -236,6 +239,11 @@ inline uint64_t globalTimer() {
 /// Lets the block's other threads (fibers) run: a spinning thread never
 /// holds up its block.
 inline void spinPause() { simt::spinPause(); }
+/// The registers per thread of `n` kernels, for the emulated occupancy query.
+inline void describeKernels(const void *const *handles, int n, int registersPerThread) {
+  for (int i = 0; i < n; ++i)
+    simt::describeKernelRegisters(handles[i], registersPerThread);
+}
 /// The kind of a step-cost counter's "step" outside the interpreter loop.
 inline constexpr uint32_t NoStep = simt::NoStep;
 /// The calling thread's later operations belong to a step of `kind` (a

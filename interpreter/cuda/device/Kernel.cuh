@@ -71,15 +71,26 @@
 
 namespace coll::interp::cuda {
 
-/// Blocks of MaxThreadsPerBlock threads that must fit on one SM: bounds the
-/// registers per thread so that large plans stay co-resident.
-inline constexpr int MinBlocksPerSm = 1;
+/// Every kernel is built twice, for blocks of MaxThreadsPerBlock threads of
+/// which this many must fit on one SM (the launch bound bounds the
+/// registers): wide, 1 (128 registers, no spills: the cheapest steps), for
+/// launches whose blocks fit one per SM; narrow, 2 (64 registers), for
+/// larger plans, which it keeps at 512 threads per block where the wide
+/// build would need fewer (docs/CUDA.md, "Occupancy").
+inline constexpr int WideBlocksPerSm = 1;
+inline constexpr int NarrowBlocksPerSm = 2;
+/// The registers of an SM, which the launch bound shares among its blocks.
+inline constexpr int RegistersPerSm = 65536;
+inline constexpr int KernelDataTypes = 0
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind) +1
+#include "coll/interpreter/DataTypes.def"
+    ;
 
 /// One block per tb of every rank (or of one rank, from p.firstTb): gridDim.x
 /// == number of tbs launched,
 /// dynamic shared memory == p.maxSteps * sizeof(PlanStep), or with
 /// p.maxSlices, sharedSliceOffset(p.maxSteps) + p.maxSlices * sizeof(CallSlice).
-template <class T, Proto P, bool Trace>
+template <class T, Proto P, bool Trace, int MinBlocksPerSm>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
   PlanStep *const sharedSteps = dynamicShared<PlanStep>();
@@ -146,19 +157,40 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
 
 /// The kernels of protocol P, indexed by DataType's value; `trace`: the
 /// ones that record a timeline (separate kernels, so that the others keep
-/// their registers).
-template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace) {
-  static const void *const plain[] = {
+/// their registers); `wide`: the build for launches whose blocks fit one
+/// per SM. On the emulation each is described with the registers ptxas
+/// gives its build, for the occupancy query.
+template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace, bool wide) {
+  static const void *const kernels[2][2][KernelDataTypes] = {
+      {{
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm>),
 #include "coll/interpreter/DataTypes.def"
-  };
-  static const void *const traced[] = {
+       },
+       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm>),
 #include "coll/interpreter/DataTypes.def"
-  };
-  return trace ? traced[type] : plain[type];
+       }},
+      {{
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, WideBlocksPerSm>),
+#include "coll/interpreter/DataTypes.def"
+       },
+       {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, WideBlocksPerSm>),
+#include "coll/interpreter/DataTypes.def"
+       }}};
+  static const bool described = [] {
+    ptx::describeKernels(&kernels[0][0][0], 2 * KernelDataTypes,
+                         RegistersPerSm / int(MaxThreadsPerBlock * NarrowBlocksPerSm));
+    ptx::describeKernels(&kernels[1][0][0], 2 * KernelDataTypes,
+                         RegistersPerSm / int(MaxThreadsPerBlock * WideBlocksPerSm));
+    return true;
+  }();
+  (void)described;
+  return kernels[wide][trace][type];
 }
 
 } // namespace coll::interp::cuda

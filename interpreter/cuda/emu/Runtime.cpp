@@ -476,7 +476,8 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
   const int warps = (blockSize + 31) / 32;
   int n = d.maxBlocksPerSm;
   n = std::min(n, d.maxThreadsPerSm / (warps * 32));
-  n = std::min(n, d.registersPerSm / (d.registersPerThread * warps * 32));
+  n = std::min(n, d.registersPerSm /
+                     (simt::kernelRegisters(func, d.registersPerThread) * warps * 32));
   n = std::min<int>(n, static_cast<int>(d.sharedPerSm /
                                         (dynamicSharedBytes + d.sharedReservedPerBlock)));
   *blocks = std::max(n, 0);

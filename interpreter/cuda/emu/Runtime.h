@@ -205,18 +205,20 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
-/// The emulated device's limits: by default 32 SMs of an H100. Registers
-/// per thread is what the kernels' __launch_bounds__(512, 1) lets ptxas use
-/// (128, which they do: resources.expected), so the occupancy query gives
-/// what the register file allows. `residentThreads` is the CPU's own limit:
-/// the occupancy query finds no room for larger blocks, so the executor's
-/// automatic block size is 64 threads here (8 blocks per SM, 256 in all),
-/// and 32 for plans of more than 256 tbs, up to 512 (a larger explicit size
-/// is refused as on a GPU where it does not fit). Every GPU thread is a
-/// fiber with a stack, so launches stay within what the CPU holds.
+/// The emulated device's limits: by default 16 SMs of an H100. A kernel's
+/// registers per thread are what its build's launch bound lets ptxas use
+/// (device/Kernel.cuh describes each: 128 for the wide build, 64 for the
+/// narrow; `registersPerThread` for a kernel never described), so the
+/// occupancy query gives what the register file allows. `residentThreads`
+/// is the CPU's own limit: the occupancy query finds no room for larger
+/// blocks, so the executor's automatic block size is 64 threads here (the
+/// wide build up to 128 tbs, the narrow one up to 256), and 32 for plans of
+/// more than 256 tbs, up to 512 (a larger explicit size is refused as on a
+/// GPU where it does not fit). Every GPU thread is a fiber with a stack, so
+/// 16 SMs keep launches within what the CPU holds.
 struct DeviceDescription {
-  std::string name = "CPU emulation (32 SMs of an H100, blocks of at most 64 threads)";
-  int smCount = 32;
+  std::string name = "CPU emulation (16 SMs of an H100, blocks of at most 64 threads)";
+  int smCount = 16;
   int maxThreadsPerBlock = 1024;
   int residentThreads = 64;
   int maxThreadsPerSm = 2048;

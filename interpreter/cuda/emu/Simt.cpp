@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -472,6 +473,25 @@ std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, si
   for (std::thread &t : threads)
     t.join();
   return failure;
+}
+
+namespace {
+std::mutex kernelRegistersMutex;
+std::map<const void *, int> &describedRegisters() {
+  static std::map<const void *, int> registers;
+  return registers;
+}
+} // namespace
+
+void describeKernelRegisters(const void *kernel, int registersPerThread) {
+  std::lock_guard<std::mutex> lock(kernelRegistersMutex);
+  describedRegisters()[kernel] = registersPerThread;
+}
+
+int kernelRegisters(const void *kernel, int fallback) {
+  std::lock_guard<std::mutex> lock(kernelRegistersMutex);
+  auto found = describedRegisters().find(kernel);
+  return found == describedRegisters().end() ? fallback : found->second;
 }
 
 } // namespace coll::interp::cuda::simt

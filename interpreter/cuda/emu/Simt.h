@@ -157,6 +157,11 @@ void acquireRelaxedLoads();
 inline void noteRelaxedLoad(const void *) {}
 #endif
 
+/// The registers per thread a kernel's build uses (its launch bound), as the
+/// kernel tables describe them; `fallback` for a kernel never described.
+void describeKernelRegisters(const void *kernel, int registersPerThread);
+int kernelRegisters(const void *kernel, int fallback);
+
 /// A kernel for the emulated cudaLaunchKernel: binds a copy of its
 /// parameters from `args` (one pointer per parameter, as CUDA takes them).
 struct KernelHandle {

@@ -238,6 +238,43 @@ TEST(EmuFragile, TinySlotsAtFortyThousandElements) {
   }
 }
 
+// The kernels' two builds (device/Kernel.cuh): the wide one (128 registers)
+// while its blocks get as many threads as the narrow one's (64 registers)
+// would, the narrow one beyond. On one SM of 65536 registers, 64-thread
+// blocks: 8 of the wide build fit, 16 of the narrow.
+TEST(EmuFragile, WideBuildForSmallLaunchesNarrowForLargeOnes) {
+  using namespace coll::interp::cuda::rt;
+  Plan small = planOf(coll::testing::directAllToAll(2, ir::Protocol::Simple)); // 4 tbs
+  Plan large = planOf(coll::testing::directAllToAll(3, ir::Protocol::Simple)); // 9 tbs
+  ASSERT_LE(small.tbs.size(), 8u);
+  ASSERT_GT(large.tbs.size(), 8u);
+  ASSERT_LE(large.tbs.size(), 16u);
+  const DeviceDescription saved = describedDevice();
+  DeviceDescription one = saved;
+  one.smCount = 1;
+  describeDevice(one);
+  CudaOptions options;
+  options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
+  for (Plan *plan : {&small, &large}) {
+    auto gpu = coll::testing::deviceBackend().create(*plan, options);
+    ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
+    CheckedCall call(CollectiveDesc::of(*plan), DataType::Float32, ReduceOp::Sum,
+                     uint64_t(plan->nranks) * 3, false, 1);
+    llvm::Error err =
+        coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+          auto result = (*gpu)->run(a);
+          return result ? llvm::Error::success() : result.takeError();
+        });
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    EXPECT_EQ(call.check().wrong, 0u);
+    const LaunchShape shape = (*gpu)->launchShape();
+    EXPECT_EQ(shape.threads, 64u) << plan->tbs.size() << " tbs";
+    EXPECT_EQ(shape.wide, plan == &small) << plan->tbs.size() << " tbs";
+    EXPECT_EQ(shape.blocksPerSm, plan == &small ? 8 : 16) << plan->tbs.size() << " tbs";
+  }
+  describeDevice(saved);
+}
+
 // collbench's references (docs/CUDA.md, "References") on the emulation:
 // each runs once on known inputs and checks its result before it is timed,
 // so a reference that computed a wrong result, or whose waits never end,

@@ -95,6 +95,7 @@ struct LaunchShape {
   uint32_t sharedBytes = 0; ///< dynamic shared memory per block
   int blocksPerSm = 0;      ///< resident blocks per SM the occupancy API allows
   int smCount = 0;
+  bool wide = false; ///< the kernels' wide build (128 registers), else the narrow (64)
 };
 
 /// An executor of a plan on a device: Executor's run() and more, for the
