@@ -238,6 +238,19 @@ TEST(EmuFragile, TinySlotsAtFortyThousandElements) {
   }
 }
 
+/// An fp32 sum of 3 elements per rank of `plan`'s collective.
+CheckedCall smallCall(const Plan &plan) {
+  return CheckedCall(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum,
+                     uint64_t(plan.nranks) * 3, false, 1);
+}
+/// `call` once on `gpu`, through device buffers.
+llvm::Error runOnce(DeviceExecutor &gpu, CheckedCall &call) {
+  return coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+    auto result = gpu.run(a);
+    return result ? llvm::Error::success() : result.takeError();
+  });
+}
+
 // The kernels' two builds (device/Kernel.cuh): the wide one (128 registers)
 // while its blocks get as many threads as the narrow one's (64 registers)
 // would, the narrow one beyond. On one SM of 65536 registers, 64-thread
@@ -258,13 +271,8 @@ TEST(EmuFragile, WideBuildForSmallLaunchesNarrowForLargeOnes) {
   for (Plan *plan : {&small, &large}) {
     auto gpu = coll::testing::deviceBackend().create(*plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-    CheckedCall call(CollectiveDesc::of(*plan), DataType::Float32, ReduceOp::Sum,
-                     uint64_t(plan->nranks) * 3, false, 1);
-    llvm::Error err =
-        coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-          auto result = (*gpu)->run(a);
-          return result ? llvm::Error::success() : result.takeError();
-        });
+    CheckedCall call = smallCall(*plan);
+    llvm::Error err = runOnce(**gpu, call);
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     EXPECT_EQ(call.check().wrong, 0u);
     const LaunchShape shape = (*gpu)->launchShape();
@@ -346,13 +354,8 @@ TEST(EmuFragile, OccupancyAtTheResidentLimit) {
   for (Plan *plan : {&fits, &tooMany}) {
     auto gpu = coll::testing::deviceBackend().create(*plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-    CheckedCall call(CollectiveDesc::of(*plan), DataType::Float32, ReduceOp::Sum,
-                     uint64_t(plan->nranks) * 3, false, 1);
-    llvm::Error err =
-        coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-          auto result = (*gpu)->run(a);
-          return result ? llvm::Error::success() : result.takeError();
-        });
+    CheckedCall call = smallCall(*plan);
+    llvm::Error err = runOnce(**gpu, call);
     if (plan == &fits) {
       EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
       EXPECT_EQ(call.check().wrong, 0u);
