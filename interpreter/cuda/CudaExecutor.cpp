@@ -515,7 +515,11 @@ private:
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
   DeviceMemory connTable;
-  std::vector<unsigned char *> connPointers; ///< per connection; null: not reached yet
+  /// Per connection: where it lies (null: not reached yet) and its scope.
+  std::vector<DeviceConnection> connPointers;
+  /// A connection of this executor's launches runs at .sys: they take the
+  /// CrossGpu build (Kernels.h).
+  bool crossGpu = false;
   std::vector<uint64_t> indexAtReceiver;     ///< per connection
   std::vector<void *> opened;                ///< IPC mappings of other processes
   int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
@@ -603,11 +607,11 @@ llvm::Error CudaExecutor::Impl::start() {
   if (llvm::Error err = state.reserve(stateLayout.bytes))
     return err;
   COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
-  connPointers.assign(plan.connections.size(), nullptr);
+  connPointers.assign(plan.connections.size(), DeviceConnection{nullptr, Scope::Gpu, 0});
   indexAtReceiver.assign(plan.connections.size(), 0);
   if (!oneRank()) {
     for (size_t c = 0; c < plan.connections.size(); ++c)
-      connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
+      connPointers[c].base = state.as<unsigned char>() + stateLayout.connectionsOffset +
                         c * connection.stride;
   } else {
     std::vector<uint64_t> perReceiver(plan.nranks, 0);
@@ -633,7 +637,8 @@ llvm::Error CudaExecutor::Impl::start() {
     }
     for (size_t c = 0; c < plan.connections.size(); ++c)
       if (plan.connections[c].receiver == options.rank)
-        connPointers[c] = received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
+        connPointers[c].base =
+            received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
   }
   if (llvm::Error err = uploadConnections())
     return err;
@@ -667,6 +672,22 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
         std::memcmp(peer.deviceUuid, device.uuid.data(), sizeof peer.deviceUuid) == 0)
       coResidentTbs += peer.tbs;
   residencies.clear();
+  // Scopes by construction (docs/CUDA.md, "Scopes"): a connection whose
+  // other end runs on another GPU synchronises at .sys, at both ends; one
+  // within this GPU at .gpu. The FIFO lies with the receiver.
+  auto sameGpu = [&](int32_t rank) {
+    return std::memcmp(all[rank].deviceUuid, device.uuid.data(), sizeof all[rank].deviceUuid) == 0;
+  };
+  crossGpu = false;
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    if (info.sender == options.rank || info.receiver == options.rank) {
+      connPointers[c].scope =
+          sameGpu(info.sender == options.rank ? info.receiver : info.sender) ? Scope::Gpu
+                                                                               : Scope::Sys;
+      crossGpu = crossGpu || connPointers[c].scope == Scope::Sys;
+    }
+  }
   std::vector<unsigned char *> base(plan.nranks, nullptr);
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const PlanConnection &info = plan.connections[c];
@@ -708,7 +729,7 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
         base[info.receiver] = static_cast<unsigned char *>(mapped);
       }
     }
-    connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
+    connPointers[c].base = base[info.receiver] + indexAtReceiver[c] * connection.stride;
   }
   return uploadConnections();
 }
@@ -778,7 +799,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
     return inplace.takeError();
   if (oneRank())
     for (size_t c = 0; c < connPointers.size(); ++c)
-      if (!connPointers[c] && plan.connections[c].sender == options.rank)
+      if (!connPointers[c].base && plan.connections[c].sender == options.rank)
         return fail(llvm::formatv("{0}: rank {1} sends to rank {2}, whose FIFOs are not mapped "
                                   "(importConnections)",
                                   plan.fileName, options.rank, plan.connections[c].receiver));
@@ -829,10 +850,10 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   const uint8_t type = static_cast<uint8_t>(args.type);
   // With a timeline, run() and enqueue() use the kernels that record one.
   const bool trace = timeline != nullptr || traceEnqueues;
-  auto build = [&](bool wide) {
-    return proto == Proto::Simple ? kernelSimple(type, trace, wide)
-           : proto == Proto::LL   ? kernelLL(type, trace, wide)
-                                  : kernelLL128(type, trace, wide);
+  auto build = [&](KernelBuild b) {
+    return proto == Proto::Simple ? kernelSimple(type, trace, b)
+           : proto == Proto::LL   ? kernelLL(type, trace, b)
+                                  : kernelLL128(type, trace, b);
   };
   params = KernelParams{};
   params.tbs = tbs.as<PlanTb>();
@@ -840,7 +861,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.slices = slices.as<CallSlice>();
   params.ranks = ranks.as<RankPointers>();
   params.state = state.as<unsigned char>();
-  params.connections = connTable.as<unsigned char *const>();
+  params.connections = connTable.as<const DeviceConnection>();
   params.firstTb = firstTb;
   params.report = deviceReport;
   params.flagsOffset = stateLayout.flagsOffset;
@@ -868,23 +889,32 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
     return chosen;
   };
   // The wide build (128 registers) where its blocks get as many threads as
-  // the narrow build's would; else the narrow one (device/Kernel.cuh).
-  auto wide = residencyOf(build(true));
-  auto narrow = residencyOf(build(false));
-  if (!wide && !narrow) {
-    llvm::consumeError(wide.takeError());
-    return narrow.takeError();
+  // the narrow build's would; else the narrow one (device/Kernel.cuh). With
+  // a connection to another GPU, the CrossGpu build.
+  Residency chosen{};
+  if (crossGpu) {
+    auto cross = residencyOf(build(KernelBuild::CrossGpu));
+    if (!cross)
+      return cross.takeError();
+    chosen = *cross;
+  } else {
+    auto wide = residencyOf(build(KernelBuild::Wide));
+    auto narrow = residencyOf(build(KernelBuild::Narrow));
+    if (!wide && !narrow) {
+      llvm::consumeError(wide.takeError());
+      return narrow.takeError();
+    }
+    const bool useWide = wide && (!narrow || wide->threads >= narrow->threads);
+    chosen = useWide ? *wide : *narrow;
+    if (!wide)
+      llvm::consumeError(wide.takeError());
+    if (!narrow)
+      llvm::consumeError(narrow.takeError());
   }
-  const bool useWide = wide && (!narrow || wide->threads >= narrow->threads);
-  const Residency chosen = useWide ? *wide : *narrow;
-  if (!wide)
-    llvm::consumeError(wide.takeError());
-  if (!narrow)
-    llvm::consumeError(narrow.takeError());
   kernel = chosen.kernel;
   shape.threads = chosen.threads;
   shape.blocksPerSm = chosen.blocksPerSm;
-  shape.wide = useWide;
+  shape.wide = chosen.kernel == build(KernelBuild::Wide);
 
   averageKernel = nullptr;
   if (args.op == ReduceOp::Avg && ir::collectiveInfo(plan.collective).reduces) {

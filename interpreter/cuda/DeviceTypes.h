@@ -34,6 +34,14 @@
 
 namespace coll::interp::cuda {
 
+/// The scope of a synchronising access (PTX's .gpu and .sys): the threads
+/// it synchronises with. A connection's scope follows from where its two
+/// ends run (docs/CUDA.md, "Scopes"): .gpu when the sender and the receiver
+/// run on the GPU whose memory holds the FIFO, .sys otherwise (another
+/// GPU, host memory, a proxy thread). Dependency flags and the launch's
+/// control words are touched only by blocks of one launch: .gpu.
+enum class Scope : uint32_t { Gpu, Sys };
+
 /// ir::Protocol's values, for code that cannot include the IR headers
 /// (checked against ir::Protocol in CudaExecutor.cpp).
 enum class Proto : uint8_t { Simple, LL, LL128 };
@@ -225,6 +233,14 @@ struct ReferenceFifo {
   uint32_t *stalled;
 };
 
+/// One connection as the kernel reaches it: where its head, tail and FIFO
+/// lie, and the scope of the accesses that synchronise its two ends.
+struct DeviceConnection {
+  unsigned char *base;
+  Scope scope;
+  uint32_t unused;
+};
+
 /// The kernel's only parameter.
 struct KernelParams {
   const PlanTb *tbs;
@@ -235,8 +251,8 @@ struct KernelParams {
   /// Per Plan::connections index, where its head, tail and FIFO lie: in the
   /// device state for an executor of every rank; for an executor of one
   /// rank, in the receiving rank's memory (mapped by CUDA IPC when that rank
-  /// is another process's).
-  unsigned char *const *connections;
+  /// is another process's); and its scope.
+  const DeviceConnection *connections;
   int32_t firstTb; ///< block b runs tb firstTb + b
   WatchdogReport *report;
   uint64_t flagsOffset; ///< StateLayout

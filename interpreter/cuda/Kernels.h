@@ -15,13 +15,19 @@
 
 namespace coll::interp::cuda {
 
-/// collectiveKernel<T, protocol, trace, blocks per SM>(KernelParams):
+/// The builds of every collective kernel (device/Kernel.cuh): Narrow
+/// (two 512-thread blocks per SM, 64 registers), Wide (one, 128 registers),
+/// both with every connection at .gpu; CrossGpu (narrow bounds) for
+/// launches with a connection to another GPU or through host memory, whose
+/// connections each take their own scope.
+enum class KernelBuild : uint8_t { Narrow, Wide, CrossGpu };
+
+/// collectiveKernel<T, protocol, trace, blocks per SM, cross-GPU>(KernelParams):
 /// `trace` picks the kernels that record a timeline
-/// (KernelParams::traceEvents), `wide` the build for launches whose blocks
-/// fit one per SM (device/Kernel.cuh).
-const void *kernelSimple(uint8_t type, bool trace, bool wide);
-const void *kernelLL(uint8_t type, bool trace, bool wide);
-const void *kernelLL128(uint8_t type, bool trace, bool wide);
+/// (KernelParams::traceEvents).
+const void *kernelSimple(uint8_t type, bool trace, KernelBuild build);
+const void *kernelLL(uint8_t type, bool trace, KernelBuild build);
+const void *kernelLL128(uint8_t type, bool trace, KernelBuild build);
 
 /// averageKernel<T>(const RankPointers *, int32_t firstRank, int32_t nranks,
 /// uint64_t elems).

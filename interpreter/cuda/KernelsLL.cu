@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL(uint8_t type, bool trace, bool wide) {
-  return collectiveKernelFor<Proto::LL>(type, trace, wide);
+const void *kernelLL(uint8_t type, bool trace, KernelBuild build) {
+  return collectiveKernelFor<Proto::LL>(type, trace, build);
 }
 
 } // namespace coll::interp::cuda

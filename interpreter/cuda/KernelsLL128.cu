@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL128(uint8_t type, bool trace, bool wide) {
-  return collectiveKernelFor<Proto::LL128>(type, trace, wide);
+const void *kernelLL128(uint8_t type, bool trace, KernelBuild build) {
+  return collectiveKernelFor<Proto::LL128>(type, trace, build);
 }
 
 } // namespace coll::interp::cuda

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelSimple(uint8_t type, bool trace, bool wide) {
-  return collectiveKernelFor<Proto::Simple>(type, trace, wide);
+const void *kernelSimple(uint8_t type, bool trace, KernelBuild build) {
+  return collectiveKernelFor<Proto::Simple>(type, trace, build);
 }
 
 } // namespace coll::interp::cuda

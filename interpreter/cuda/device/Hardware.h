@@ -44,6 +44,8 @@
 #ifndef COLL_INTERPRETER_CUDA_DEVICE_HARDWARE_H
 #define COLL_INTERPRETER_CUDA_DEVICE_HARDWARE_H
 
+#include "DeviceTypes.h"
+
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -54,23 +56,40 @@
 
 namespace coll::interp::cuda::ptx {
 
-__device__ __forceinline__ uint64_t ldRelaxed(const uint64_t *p) {
+// Scoped accesses: the scope is an argument (DeviceTypes.h's Scope), a
+// constant where the kernel knows it (dependency flags: .gpu) and the
+// connection's where it follows from the placement of its ends. A constant
+// folds to one instruction; a connection's scope is a uniform predicate.
+
+__device__ __forceinline__ uint64_t ldRelaxed(const uint64_t *p, Scope scope) {
   uint64_t v;
-  asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  if (scope == Scope::Sys)
+    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 /// An acquire load: the waits' poll (a relaxed poll followed by
 /// fence.acq_rel costs about twice as much on Hopper).
-__device__ __forceinline__ uint64_t ldAcquire(const uint64_t *p) {
+__device__ __forceinline__ uint64_t ldAcquire(const uint64_t *p, Scope scope) {
   uint64_t v;
-  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  if (scope == Scope::Sys)
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void stRelaxed(uint64_t *p, uint64_t v) {
-  asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+__device__ __forceinline__ void stRelaxed(uint64_t *p, uint64_t v, Scope scope) {
+  if (scope == Scope::Sys)
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  else
+    asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-__device__ __forceinline__ void stRelease(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+__device__ __forceinline__ void stRelease(uint64_t *p, uint64_t v, Scope scope) {
+  if (scope == Scope::Sys)
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  else
+    asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ void fenceAcquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 __device__ __forceinline__ uint32_t ldVolatile(const uint32_t *p) {
@@ -168,22 +187,28 @@ template <class T> inline std::atomic_ref<T> atomicAt(const T *p) {
   return std::atomic_ref<T>(*const_cast<T *>(p));
 }
 
-inline uint64_t ldRelaxed(const uint64_t *p) {
+/// Every scoped access tells the scope checker (Simt.h, "Scopes") where it
+/// went and with which scope, before it happens.
+inline uint64_t ldRelaxed(const uint64_t *p, Scope scope) {
   simt::cost(simt::StrongLoad);
+  simt::checkScope(p, scope == Scope::Sys, "ld.relaxed");
   uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
   simt::noteRelaxedLoad(p);
   return v;
 }
-inline uint64_t ldAcquire(const uint64_t *p) {
+inline uint64_t ldAcquire(const uint64_t *p, Scope scope) {
   simt::cost(simt::AcquireLoad);
+  simt::checkScope(p, scope == Scope::Sys, "ld.acquire");
   return atomicAt(p).load(std::memory_order_acquire);
 }
-inline void stRelaxed(uint64_t *p, uint64_t v) {
+inline void stRelaxed(uint64_t *p, uint64_t v, Scope scope) {
   simt::cost(simt::StrongStore);
+  simt::checkScope(p, scope == Scope::Sys, "st.relaxed");
   atomicAt(p).store(v, std::memory_order_relaxed);
 }
-inline void stRelease(uint64_t *p, uint64_t v) {
+inline void stRelease(uint64_t *p, uint64_t v, Scope scope) {
   simt::cost(simt::ReleaseStore);
+  simt::checkScope(p, scope == Scope::Sys, "st.release");
   atomicAt(p).store(v, std::memory_order_release);
 }
 inline void fenceAcquire() {
@@ -229,6 +254,7 @@ inline void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
 }
 inline uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
   simt::cost(simt::AtomicRmw);
+  simt::checkScope(p, false, "atom.acq_rel.gpu");
   return atomicAt(p).fetch_add(v, std::memory_order_acq_rel);
 }
 inline uint64_t globalTimer() {
@@ -279,15 +305,18 @@ inline int __any_sync(unsigned mask, int predicate) {
 }
 inline unsigned atomicAdd(unsigned *p, unsigned v) {
   simt::cost(simt::AtomicRmw);
+  simt::checkScope(p, false, "atom.add");
   return ptx::atomicAt(p).fetch_add(v, std::memory_order_relaxed);
 }
 inline unsigned atomicCAS(unsigned *p, unsigned expected, unsigned desired) {
   simt::cost(simt::AtomicRmw);
+  simt::checkScope(p, false, "atom.cas");
   ptx::atomicAt(p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
   return expected;
 }
 inline unsigned atomicExch(unsigned *p, unsigned v) {
   simt::cost(simt::AtomicRmw);
+  simt::checkScope(p, false, "atom.exch");
   return ptx::atomicAt(p).exchange(v, std::memory_order_relaxed);
 }
 inline void __threadfence_system() {

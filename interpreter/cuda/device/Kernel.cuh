@@ -64,6 +64,7 @@
 #include "device/PrimsSimple.h"
 
 #include "DeviceTypes.h"
+#include "Kernels.h"
 
 #include "coll/interpreter/StepSemantics.h"
 
@@ -79,6 +80,10 @@ namespace coll::interp::cuda {
 /// build would need fewer (docs/CUDA.md, "Occupancy").
 inline constexpr int WideBlocksPerSm = 1;
 inline constexpr int NarrowBlocksPerSm = 2;
+// A third build, CrossGpu (narrow bounds), runs launches that have a
+// connection to another GPU or through host memory: each connection's
+// accesses take its scope (Prims.h). The other two know every scope is .gpu
+// at compile time, so the choice costs a launch within one GPU nothing.
 /// The registers of an SM, which the launch bound shares among its blocks.
 inline constexpr int RegistersPerSm = 65536;
 inline constexpr int KernelDataTypes = 0
@@ -90,7 +95,7 @@ inline constexpr int KernelDataTypes = 0
 /// == number of tbs launched,
 /// dynamic shared memory == p.maxSteps * sizeof(PlanStep), or with
 /// p.maxSlices, sharedSliceOffset(p.maxSteps) + p.maxSlices * sizeof(CallSlice).
-template <class T, Proto P, bool Trace, int MinBlocksPerSm>
+template <class T, Proto P, bool Trace, int MinBlocksPerSm, bool CrossGpu>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
   PlanStep *const sharedSteps = dynamicShared<PlanStep>();
@@ -123,7 +128,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
 
   {
-    Prims<T, P, Trace> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
+    Prims<T, P, Trace, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
@@ -157,40 +162,55 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
 
 /// The kernels of protocol P, indexed by DataType's value; `trace`: the
 /// ones that record a timeline (separate kernels, so that the others keep
-/// their registers); `wide`: the build for launches whose blocks fit one
-/// per SM. On the emulation each is described with the registers ptxas
-/// gives its build, for the occupancy query.
-template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace, bool wide) {
-  static const void *const kernels[2][2][KernelDataTypes] = {
-      {{
+/// their registers); `build`: KernelBuild (Kernels.h). On the emulation each
+/// is described with the registers ptxas gives its build, for the occupancy
+/// query.
+template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace, KernelBuild build) {
+  // [build][trace][type]
+  static const void *const kernels[3][2][KernelDataTypes] = {
+      {
+       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm, false>),
 #include "coll/interpreter/DataTypes.def"
        },
        {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm, false>),
 #include "coll/interpreter/DataTypes.def"
        }},
-      {{
+      {
+       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, WideBlocksPerSm>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, WideBlocksPerSm, false>),
 #include "coll/interpreter/DataTypes.def"
        },
        {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, WideBlocksPerSm>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, WideBlocksPerSm, false>),
+#include "coll/interpreter/DataTypes.def"
+       }},
+      {
+       {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm, true>),
+#include "coll/interpreter/DataTypes.def"
+       },
+       {
+#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm, true>),
 #include "coll/interpreter/DataTypes.def"
        }}};
   static const bool described = [] {
-    ptx::describeKernels(&kernels[0][0][0], 2 * KernelDataTypes,
-                         RegistersPerSm / int(MaxThreadsPerBlock * NarrowBlocksPerSm));
-    ptx::describeKernels(&kernels[1][0][0], 2 * KernelDataTypes,
-                         RegistersPerSm / int(MaxThreadsPerBlock * WideBlocksPerSm));
+    const int narrow = RegistersPerSm / int(MaxThreadsPerBlock * NarrowBlocksPerSm);
+    const int wide = RegistersPerSm / int(MaxThreadsPerBlock * WideBlocksPerSm);
+    ptx::describeKernels(&kernels[int(KernelBuild::Narrow)][0][0], 2 * KernelDataTypes, narrow);
+    ptx::describeKernels(&kernels[int(KernelBuild::Wide)][0][0], 2 * KernelDataTypes, wide);
+    ptx::describeKernels(&kernels[int(KernelBuild::CrossGpu)][0][0], 2 * KernelDataTypes, narrow);
     return true;
   }();
   (void)described;
-  return kernels[wide][trace][type];
+  return kernels[int(build)][trace][type];
 }
 
 } // namespace coll::interp::cuda

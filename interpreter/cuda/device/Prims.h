@@ -33,8 +33,12 @@ namespace coll::interp::cuda {
 inline constexpr uint32_t SpinsPerCheck = 64;
 
 /// The data movement of one block for the interpreter loop. Every method is
-/// called by all threads of the block with the same arguments.
-template <class T, Proto P, bool Trace> class Prims {
+/// called by all threads of the block with the same arguments. CrossGpu:
+/// the build for launches with connections to other GPUs (or through host
+/// memory), whose accesses to each connection take its scope
+/// (DeviceConnection::scope); the others' are .gpu, constants, so that the
+/// scope costs a launch within one GPU nothing (docs/CUDA.md, "Scopes").
+template <class T, Proto P, bool Trace, bool CrossGpu> class Prims {
 public:
   __device__ Prims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
                          uint32_t generation, const PlanStep *steps, uint32_t tid,
@@ -42,7 +46,10 @@ public:
       : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
         nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)) {
     if (tb.sendConn >= 0) {
-      unsigned char *c = connection(tb.sendConn);
+      const DeviceConnection &conn = p.connections[tb.sendConn];
+      unsigned char *c = conn.base;
+      if constexpr (CrossGpu)
+        sendScopeOfLaunch = conn.scope;
       sendHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
       sendTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
       sendFifo = c + ConnectionLayout::FifoOffset;
@@ -51,7 +58,10 @@ public:
       sendSeq = ptx::ldVolatile(sendTail);
     }
     if (tb.recvConn >= 0) {
-      unsigned char *c = connection(tb.recvConn);
+      const DeviceConnection &conn = p.connections[tb.recvConn];
+      unsigned char *c = conn.base;
+      if constexpr (CrossGpu)
+        recvScopeOfLaunch = conn.scope;
       recvHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
       recvTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
       recvFifo = c + ConnectionLayout::FifoOffset;
@@ -81,7 +91,7 @@ public:
       const uint64_t *flag = tbFlag(depTb);
       const uint32_t goal = flagProgress(it, p.span, irStep);
       uint64_t seen = 0;
-      fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag), generation, goal); },
+      fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu), generation, goal); },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::Dependency;
                      r.depTb = depTb;
@@ -97,10 +107,12 @@ public:
   }
 
   /// Every prim ends with a block barrier, so all of the step's accesses
-  /// precede this release.
+  /// precede this release. Dependency flags connect blocks of one launch:
+  /// .gpu.
   __device__ void publish(uint64_t it, int32_t irStep) {
     if (tid == 0)
-      ptx::stRelease(tbFlag(tbIndex), makeFlag(generation, flagProgress(it, p.span, irStep)));
+      ptx::stRelease(tbFlag(tbIndex), makeFlag(generation, flagProgress(it, p.span, irStep)),
+                     Scope::Gpu);
   }
 
   __device__ bool send(const T *src, uint64_t n) {
@@ -140,9 +152,6 @@ public:
   }
 
 private:
-  __device__ unsigned char *connection(int32_t c) const {
-    return p.connections[c];
-  }
   /// The block's index in its launch (the kernel entry's blockIdx.x).
   __device__ uint32_t block() const { return static_cast<uint32_t>(tbIndex - p.firstTb); }
   __device__ uint64_t *tbFlag(int32_t t) const {
@@ -204,7 +213,7 @@ private:
   __device__ bool waitFreeSlot() {
     if (sendSeq - sendHeadSeen < FifoDepth)
       return true; // acquired by an earlier wait
-    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldAcquire(sendHead)) < FifoDepth; },
+    bool ok = spin([&] { return sendSeq - (sendHeadSeen = ptx::ldAcquire(sendHead, sendScope())) < FifoDepth; },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::FreeSlot;
                      r.connection = tb.sendConn;
@@ -266,12 +275,12 @@ private:
     if (tid == 0) {
       if constexpr (Send) {
         if constexpr (P == Proto::Simple)
-          ptx::stRelease(sendTail, sendSeq + 1);
+          ptx::stRelease(sendTail, sendSeq + 1, sendScope());
         else // the lines carry their own flags; the tail is for the report and the next launch
-          ptx::stRelaxed(sendTail, sendSeq + 1);
+          ptx::stRelaxed(sendTail, sendSeq + 1, sendScope());
       }
       if constexpr (Recv)
-        ptx::stRelease(recvHead, recvSeq + 1);
+        ptx::stRelease(recvHead, recvSeq + 1, recvScope());
     }
     if constexpr (Send)
       ++sendSeq;
@@ -314,6 +323,22 @@ private:
 
   uint64_t *sendHead = nullptr, *sendTail = nullptr, *recvHead = nullptr, *recvTail = nullptr;
   unsigned char *sendFifo = nullptr, *recvFifo = nullptr;
+  /// The connections' scopes (DeviceConnection), in the CrossGpu build:
+  /// every access that synchronises with the other end of a connection has
+  /// its connection's scope.
+  Scope sendScopeOfLaunch = Scope::Gpu, recvScopeOfLaunch = Scope::Gpu;
+  __device__ Scope sendScope() const {
+    if constexpr (CrossGpu)
+      return sendScopeOfLaunch;
+    else
+      return Scope::Gpu;
+  }
+  __device__ Scope recvScope() const {
+    if constexpr (CrossGpu)
+      return recvScopeOfLaunch;
+    else
+      return Scope::Gpu;
+  }
   uint64_t sendSeq = 0, recvSeq = 0; ///< slots this tb has sent / received, ever
   uint64_t sendHeadSeen = 0;         ///< thread 0: the receiver's head, last acquired
   uint64_t recvTailSeen = 0;         ///< thread 0, Simple: the sender's tail, last acquired

@@ -14,11 +14,11 @@
 namespace coll::interp::cuda {
 
 /// Lane 7 of a group, LL128: until the line's flag word is `flag`.
-template <class T, Proto P, bool Trace>
-__device__ bool Prims<T, P, Trace>::waitLL128Line(const uint64_t *line, uint64_t flag,
+template <class T, Proto P, bool Trace, bool CrossGpu>
+__device__ bool Prims<T, P, Trace, CrossGpu>::waitLL128Line(const uint64_t *line, uint64_t flag,
                                                  uint64_t index) {
   uint64_t seen = 0;
-  bool ok = spin([&] { return (seen = ptx::ldAcquire(line + LL128FlagWord)) == flag; },
+  bool ok = spin([&] { return (seen = ptx::ldAcquire(line + LL128FlagWord, recvScope())) == flag; },
                  [&](WatchdogReport &r) {
                    r.kind = WaitKind::LL128Line;
                    r.connection = tb.recvConn;
@@ -27,16 +27,16 @@ __device__ bool Prims<T, P, Trace>::waitLL128Line(const uint64_t *line, uint64_t
                    r.expected = flag;
                    r.observed = seen;
                    r.head = recvSeq;
-                   r.tail = ptx::ldRelaxed(recvTail);
+                   r.tail = ptx::ldRelaxed(recvTail, recvScope());
                  },
                  1);
   return ok;
 }
 
 /// LL128: each warp moves four lines at a time, eight lanes per line.
-template <class T, Proto P, bool Trace>
+template <class T, Proto P, bool Trace, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, Trace>::moveLL128(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, Trace, CrossGpu>::moveLL128(const T *src, T *dst, uint64_t n, Op op) {
   constexpr int E = 16 / sizeof(T);
   constexpr uint64_t LineElems = LL128DataBytesPerLine / sizeof(T);
   constexpr uint32_t FlagLane = LL128LanesPerLine - 1;
@@ -86,7 +86,7 @@ __device__ bool Prims<T, P, Trace>::moveLL128(const T *src, T *dst, uint64_t n, 
       }
       __syncwarp(); // every lane's data before lane 7's flag
       if (active && j == FlagLane)
-        ptx::stRelease(line + LL128FlagWord, outFlag);
+        ptx::stRelease(line + LL128FlagWord, outFlag, sendScope());
     }
   }
   return true;

@@ -113,7 +113,7 @@ __global__ void referenceFifo(const ReferenceFifo f) {
       const uint64_t start = ptx::globalTimer();
       uint32_t stop = 0;
       for (uint32_t spins = 0;; ++spins) {
-        const uint64_t c = ptx::ldAcquire(counter);
+        const uint64_t c = ptx::ldAcquire(counter, Scope::Gpu);
         if (sender ? seq - c < FifoDepth : c > seq)
           break;
         ptx::spinPause();
@@ -137,7 +137,7 @@ __global__ void referenceFifo(const ReferenceFifo f) {
     transform<unsigned char, 1, 1>(&from, 1, &to, len, tid, nthreads, OpSum<unsigned char>{});
     __syncthreads();
     if (tid == 0)
-      ptx::stRelease(sender ? f.tail : f.head, seq + 1);
+      ptx::stRelease(sender ? f.tail : f.head, seq + 1, Scope::Gpu);
   }
 }
 

@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <mutex>
+#include <shared_mutex>
+#include <sstream>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +35,13 @@ struct Allocation {
   size_t bytes = 0;  ///< as asked for
   size_t mapped = 0; ///< whole pages
   int fd = -1;       ///< the memfd behind it
+  uint64_t owner = 0; ///< the device that owns it (deviceKey), or HostOwner
 };
+
+/// Who owns memory, for the scope checker: an emulated GPU's key or the host.
+constexpr uint64_t HostOwner = ~0ull;
+/// Keys of shared GPUs (EmulatedDevices::shared): the same in every process.
+constexpr uint64_t SharedKey = 1ull << 62;
 
 struct State {
   std::mutex mutex;
@@ -49,6 +59,148 @@ State &state() {
   return s;
 }
 
+//===----------------------------------------------------------------------===//
+// Emulated devices and who owns memory
+//===----------------------------------------------------------------------===//
+
+std::mutex devicesMutex;
+EmulatedDevices *configured = nullptr; ///< devicesMutex
+/// Bumped by configureEmulatedDevices: a thread whose current device was
+/// chosen under an older configuration starts again from `first`.
+std::atomic<uint64_t> devicesEpoch{1};
+thread_local int currentDevice = -1;
+thread_local uint64_t currentEpoch = 0;
+
+EmulatedDevices fromEnvironment() {
+  EmulatedDevices d;
+  auto number = [](const char *name, int &out) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      return false;
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end || n < 0 || n > 64) {
+      std::fprintf(stderr, "coll (CUDA emulation): %s=%s is not a number from 0 to 64; ignored\n",
+                   name, v);
+      return false;
+    }
+    out = static_cast<int>(n);
+    return true;
+  };
+  int count = 0, first = 0;
+  const bool haveCount = number("COLL_EMULATED_GPUS", count) && count > 0;
+  const bool haveFirst = number("COLL_EMULATED_GPU", first);
+  if (haveCount || haveFirst) {
+    d.shared = true;
+    d.count = std::max(haveCount ? count : 1, haveFirst ? first + 1 : 1);
+    d.first = haveFirst ? first : 0;
+  }
+  d.p2p.assign(d.count, std::vector<bool>(d.count, true));
+  if (const char *v = std::getenv("COLL_EMULATED_P2P"); v && !parsePeerPairs(v, d.count, d.p2p))
+    std::fprintf(stderr,
+                 "coll (CUDA emulation): COLL_EMULATED_P2P=%s is not on, off or pairs like "
+                 "0-1,2-3 of devices below %d; every pair has P2P\n",
+                 v, d.count);
+  return d;
+}
+
+const EmulatedDevices &devices() {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  if (!configured)
+    configured = new EmulatedDevices(fromEnvironment());
+  return *configured;
+}
+
+/// The calling thread's current device.
+int current() {
+  const uint64_t epoch = devicesEpoch.load(std::memory_order_acquire);
+  if (currentDevice < 0 || currentEpoch != epoch) {
+    currentDevice = devices().first;
+    currentEpoch = epoch;
+  }
+  return currentDevice;
+}
+
+uint64_t deviceKey(int device) {
+  if (devices().shared)
+    return SharedKey | static_cast<uint64_t>(device);
+  return (static_cast<uint64_t>(getpid()) << 8) | static_cast<uint64_t>(device);
+}
+
+std::string describeOwner(uint64_t owner) {
+  if (owner == HostOwner)
+    return "host memory";
+  if (owner & SharedKey)
+    return "emulated GPU " + std::to_string(owner & 0xff);
+  return "the emulated GPU of process " + std::to_string(owner >> 8);
+}
+
+bool peerReachable(uint64_t from, uint64_t to) {
+  if (from == to)
+    return true;
+  if ((from & SharedKey) && (to & SharedKey)) {
+    const EmulatedDevices &d = devices();
+    const uint64_t a = from & 0xff, b = to & 0xff;
+    return a < d.p2p.size() && b < d.p2p.size() && d.p2p[a][b];
+  }
+  return true; // GPUs of processes' own: CUDA IPC maps them
+}
+
+/// Address ranges and their owners: allocations and IPC mappings.
+struct Range {
+  uintptr_t end;
+  uint64_t owner;
+};
+std::shared_mutex ownersMutex;
+std::map<uintptr_t, Range> &owners() {
+  static std::map<uintptr_t, Range> m;
+  return m;
+}
+void own(const void *p, size_t bytes, uint64_t owner) {
+  std::unique_lock<std::shared_mutex> lock(ownersMutex);
+  owners()[reinterpret_cast<uintptr_t>(p)] = Range{reinterpret_cast<uintptr_t>(p) + bytes, owner};
+}
+void disown(const void *p) {
+  std::unique_lock<std::shared_mutex> lock(ownersMutex);
+  owners().erase(reinterpret_cast<uintptr_t>(p));
+}
+/// Memory that no allocation of this runtime holds is the host's.
+uint64_t ownerOf(const void *address) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+  std::shared_lock<std::shared_mutex> lock(ownersMutex);
+  auto &m = owners();
+  auto it = m.upper_bound(a);
+  if (it == m.begin())
+    return HostOwner;
+  --it;
+  return a < it->second.end ? it->second.owner : HostOwner;
+}
+
+/// The scope checker's rule (Simt.h, "Scopes").
+std::string scopeRule(const void *address, uint64_t device, bool sys) {
+  const uint64_t owner = ownerOf(address);
+  if (owner == device)
+    return {};
+  std::ostringstream why;
+  why << "the word at " << address << " is " << describeOwner(owner) << " and the kernel runs on "
+      << describeOwner(device);
+  if (!sys) {
+    why << ": a .gpu access does not synchronise with the threads of another GPU or the host "
+           "(the connection needs .sys)";
+    return why.str();
+  }
+  if (owner != HostOwner && !peerReachable(device, owner)) {
+    why << ", which has no peer access to it (P2P off)";
+    return why.str();
+  }
+  return {};
+}
+
+const bool scopeRuleInstalled = [] {
+  simt::setScopeRule(&scopeRule);
+  return true;
+}();
+
 thread_local std::string launchFailure;
 
 size_t pageBytes() {
@@ -61,7 +213,7 @@ size_t pageBytes() {
 /// promises 256 bytes) between two inaccessible guard pages, and the slack
 /// after the requested size poisoned for AddressSanitizer, so out-of-bounds
 /// accesses by a kernel are still caught.
-cudaError_t allocate(void **ptr, size_t bytes) {
+cudaError_t allocate(void **ptr, size_t bytes, uint64_t owner) {
   if (!ptr)
     return cudaErrorInvalidValue;
   const size_t page = pageBytes();
@@ -89,7 +241,8 @@ cudaError_t allocate(void **ptr, size_t bytes) {
   ASAN_POISON_MEMORY_REGION(static_cast<char *>(p) + bytes, body - bytes);
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allocations[p] = Allocation{bytes, body, fd};
+  s.allocations[p] = Allocation{bytes, body, fd, owner};
+  own(p, body, owner);
   *ptr = p;
   return cudaSuccess;
 }
@@ -107,6 +260,7 @@ cudaError_t release(void *ptr) {
     a = found->second;
     s.allocations.erase(found);
   }
+  disown(ptr);
   const size_t page = pageBytes();
   ASAN_UNPOISON_MEMORY_REGION(ptr, a.mapped);
   munmap(static_cast<char *>(ptr) - page, a.mapped + 2 * page);
@@ -123,6 +277,7 @@ struct IpcHandle {
   uint32_t pad;
   uint64_t bytes; ///< mapped size
   uint64_t inode, device;
+  uint64_t owner; ///< the exporter's device (deviceKey)
 };
 static_assert(sizeof(IpcHandle) <= sizeof(cudaIpcMemHandle_t), "fits CUDA's 64 bytes");
 constexpr uint32_t IpcMagic = 0xc011e11du;
@@ -206,6 +361,7 @@ const char *cudaGetErrorName(cudaError_t error) {
     return "cudaErrorNotReady";
   case cudaErrorPeerAccessAlreadyEnabled:
     return "cudaErrorPeerAccessAlreadyEnabled";
+  case cudaErrorPeerAccessUnsupported: return "cudaErrorPeerAccessUnsupported";
   case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
   case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
@@ -228,6 +384,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "device not ready";
   case cudaErrorPeerAccessAlreadyEnabled:
     return "peer access is already enabled";
+  case cudaErrorPeerAccessUnsupported: return "peer access is not supported between these two devices";
   case cudaErrorInvalidContext: return "invalid device context";
   case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   case cudaErrorLaunchFailure:
@@ -244,32 +401,42 @@ const char *cudaGetErrorString(cudaError_t error) {
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count)
     return cudaErrorInvalidValue;
-  *count = 1;
+  *count = devices().count;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *device) {
   if (!device)
     return cudaErrorInvalidValue;
-  *device = 0;
+  *device = current();
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+  if (device < 0 || device >= devices().count)
+    return cudaErrorInvalidDevice;
+  current();
+  currentDevice = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device) {
   if (!props)
     return cudaErrorInvalidValue;
-  if (device != 0)
+  if (device < 0 || device >= devices().count)
     return cudaErrorInvalidDevice;
   const DeviceDescription &d = describedDevice();
   *props = cudaDeviceProp{};
   std::strncpy(props->name, d.name.c_str(), sizeof props->name - 1);
-  // One emulated device per process: the pid and the boot time tell it apart.
-  const uint64_t pid = static_cast<uint64_t>(getpid());
-  static const uint64_t born = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  std::memcpy(props->uuid.bytes, &pid, 8);
-  std::memcpy(props->uuid.bytes + 8, &born, 8);
+  if (devices().shared) {
+    // GPU k of the machine, the same in every process.
+    std::memcpy(props->uuid.bytes, "coll-emulated-gpu", 15);
+    props->uuid.bytes[15] = static_cast<char>(device);
+  } else {
+    // One emulated device per process: the pid and the boot time tell it apart.
+    const uint64_t pid = static_cast<uint64_t>(getpid());
+    static const uint64_t born = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    std::memcpy(props->uuid.bytes, &pid, 8);
+    std::memcpy(props->uuid.bytes + 8, &born, 8);
+  }
   props->multiProcessorCount = d.smCount;
   props->maxThreadsPerBlock = d.maxThreadsPerBlock;
   props->maxThreadsPerMultiProcessor = d.maxThreadsPerSm;
@@ -282,7 +449,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device) {
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
   if (!value)
     return cudaErrorInvalidValue;
-  if (device != 0)
+  if (device < 0 || device >= devices().count)
     return cudaErrorInvalidDevice;
   const DeviceDescription &d = describedDevice();
   switch (attr) {
@@ -300,12 +467,80 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceEnablePeerAccess(int, unsigned) { return cudaErrorInvalidDevice; }
-cudaError_t cudaGetLastError() { return cudaSuccess; }
+cudaError_t cudaDeviceCanAccessPeer(int *canAccess, int device, int peer) {
+  const EmulatedDevices &d = devices();
+  if (!canAccess)
+    return cudaErrorInvalidValue;
+  if (device < 0 || device >= d.count || peer < 0 || peer >= d.count)
+    return cudaErrorInvalidDevice;
+  *canAccess = device != peer && d.p2p[device][peer];
+  return cudaSuccess;
+}
+namespace {
+std::set<std::pair<int, int>> peersEnabled; ///< devicesMutex
+thread_local cudaError_t lastError = cudaSuccess;
+} // namespace
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
+  const int device = current();
+  int can = 0;
+  if (flags != 0)
+    return lastError = cudaErrorInvalidValue;
+  if (cudaError_t err = cudaDeviceCanAccessPeer(&can, device, peer); err != cudaSuccess)
+    return lastError = err;
+  if (!can)
+    return lastError = device == peer ? cudaErrorInvalidDevice : cudaErrorPeerAccessUnsupported;
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  if (!peersEnabled.insert({device, peer}).second)
+    return lastError = cudaErrorPeerAccessAlreadyEnabled;
+  return cudaSuccess;
+}
+cudaError_t cudaGetLastError() {
+  cudaError_t err = lastError;
+  lastError = cudaSuccess;
+  return err;
+}
+
+bool parsePeerPairs(const std::string &text, int count, std::vector<std::vector<bool>> &p2p) {
+  std::vector<std::vector<bool>> m(count, std::vector<bool>(count, false));
+  if (text.empty() || text == "on") {
+    for (auto &row : m)
+      row.assign(count, true);
+  } else if (text != "off") {
+    if (text.back() == ',')
+      return false;
+    std::stringstream in(text);
+    std::string pair;
+    while (std::getline(in, pair, ',')) {
+      int a = -1, b = -1;
+      char dash = 0, extra = 0;
+      std::istringstream one(pair);
+      if (!(one >> a >> dash >> b) || dash != '-' || (one >> extra) || a < 0 || b < 0 ||
+          a >= count || b >= count || a == b)
+        return false;
+      m[a][b] = m[b][a] = true;
+    }
+  }
+  p2p = std::move(m);
+  return true;
+}
+
+const EmulatedDevices &emulatedDevices() { return devices(); }
+
+void configureEmulatedDevices(const EmulatedDevices &d) {
+  {
+    std::lock_guard<std::mutex> lock(devicesMutex);
+    delete configured;
+    configured = new EmulatedDevices(d);
+    if (configured->p2p.size() != static_cast<size_t>(d.count))
+      configured->p2p.assign(d.count, std::vector<bool>(d.count, true));
+    peersEnabled.clear();
+  }
+  devicesEpoch.fetch_add(1, std::memory_order_acq_rel);
+}
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   waitForDeviceIdle();
-  return allocate(ptr, bytes);
+  return allocate(ptr, bytes, deviceKey(current()));
 }
 cudaError_t cudaFree(void *ptr) {
   waitForDeviceIdle();
@@ -313,7 +548,7 @@ cudaError_t cudaFree(void *ptr) {
 }
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
   waitForDeviceIdle();
-  return allocate(ptr, bytes);
+  return allocate(ptr, bytes, HostOwner);
 }
 cudaError_t cudaFreeHost(void *ptr) {
   waitForDeviceIdle();
@@ -322,7 +557,7 @@ cudaError_t cudaFreeHost(void *ptr) {
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   if (stream && stream->capture)
     return cudaErrorStreamCaptureUnsupported; // allocation nodes are not emulated
-  return allocate(ptr, bytes);
+  return allocate(ptr, bytes, deviceKey(current()));
 }
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
   if (stream && stream->capture)
@@ -508,8 +743,10 @@ cudaError_t launchOn(const void *func, dim3 grid, dim3 block, void **args, size_
   // Parameters are copied when the launch is enqueued, as CUDA does.
   auto kernel = static_cast<const simt::KernelHandle *>(func)->bind(args);
   simt::Dim3 g{grid.x, grid.y, grid.z}, b{block.x, block.y, block.z};
-  return enqueue(stream, [kernel = std::move(kernel), g, b, sharedBytes, cooperative] {
-    std::string failure = simt::launch(kernel, g, b, sharedBytes, cooperative);
+  // On the current device, as CUDA launches (a captured launch too).
+  const uint64_t device = deviceKey(current());
+  return enqueue(stream, [kernel = std::move(kernel), g, b, sharedBytes, cooperative, device] {
+    std::string failure = simt::launch(kernel, g, b, sharedBytes, cooperative, device);
     if (failure.empty())
       return cudaSuccess;
     launchFailure = std::move(failure);
@@ -585,9 +822,14 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr) {
   struct stat st {};
   if (fstat(found->second.fd, &st) != 0)
     return cudaErrorInvalidValue;
-  IpcHandle h{IpcMagic, static_cast<int32_t>(getpid()), found->second.fd, 0,
-              found->second.mapped, static_cast<uint64_t>(st.st_ino),
-              static_cast<uint64_t>(st.st_dev)};
+  IpcHandle h{IpcMagic,
+              static_cast<int32_t>(getpid()),
+              found->second.fd,
+              0,
+              found->second.mapped,
+              static_cast<uint64_t>(st.st_ino),
+              static_cast<uint64_t>(st.st_dev),
+              found->second.owner};
   std::memset(handle, 0, sizeof *handle);
   std::memcpy(handle->reserved, &h, sizeof h);
   return cudaSuccess;
@@ -614,6 +856,11 @@ cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned
     ::close(fd);
     return cudaErrorInvalidResourceHandle;
   }
+  // As CUDA: another GPU's memory needs peer access to that GPU.
+  if (!peerReachable(deviceKey(current()), h.owner)) {
+    ::close(fd);
+    return cudaErrorPeerAccessUnsupported;
+  }
   void *p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED)
@@ -621,6 +868,7 @@ cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.opened[p] = h.bytes;
+  own(p, h.bytes, h.owner);
   *ptr = p;
   return cudaSuccess;
 }
@@ -636,6 +884,7 @@ cudaError_t cudaIpcCloseMemHandle(void *ptr) {
     bytes = found->second;
     s.opened.erase(found);
   }
+  disown(ptr);
   munmap(ptr, bytes);
   return cudaSuccess;
 }

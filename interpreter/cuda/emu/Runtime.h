@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace coll::interp::cuda::rt {
 
@@ -36,6 +37,7 @@ enum cudaError_t {
   cudaErrorInvalidContext = 201,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorPeerAccessUnsupported = 217,
   cudaErrorPeerAccessAlreadyEnabled = 704,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
@@ -136,7 +138,10 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *props, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
-/// There is one emulated device per process: no peer to enable.
+/// Whether `device` can map `peer`'s memory (emulatedDevices()' P2P pairs).
+cudaError_t cudaDeviceCanAccessPeer(int *canAccess, int device, int peer);
+/// From the current device to `peer`: cudaErrorPeerAccessUnsupported where
+/// the pair has no P2P, cudaErrorPeerAccessAlreadyEnabled the second time.
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned flags);
 /// The last error of a call on this thread, reset (only peer access sets it).
 cudaError_t cudaGetLastError();
@@ -234,6 +239,37 @@ struct DeviceDescription {
   /// dynamic shared memory.
   size_t staticSharedPerKernel = 32;
 };
+/// The emulated GPUs (docs/CUDA.md, "Emulated devices"). By default a
+/// process has one GPU of its own (device 0, its UUID made of the pid), as
+/// the emulation always had. With `shared`, the machine has `count` GPUs
+/// that every process sees alike: GPU k has the same UUID everywhere, so
+/// ranks of several processes can share one, and allocations of GPU k in
+/// any process belong to the same device. `p2p[a][b]`: whether GPU a can
+/// map GPU b's memory (cudaDeviceCanAccessPeer).
+///
+/// The environment configures it when the process first asks:
+/// COLL_EMULATED_GPUS=N makes N shared GPUs; COLL_EMULATED_GPU=k makes k the
+/// first current device of every thread (as CUDA_VISIBLE_DEVICES picks one;
+/// it implies shared GPUs, at least k + 1); COLL_EMULATED_P2P is "on" (every
+/// pair, the default), "off" (none) or pairs that have it, "0-1,2-3". (The
+/// runtime's COLL_EMULATED_DEVICE=1 chooses the emulation as a
+/// communicator's device; these place the ranks of a job on its GPUs.)
+struct EmulatedDevices {
+  int count = 1;
+  bool shared = false;
+  int first = 0; ///< every thread's current device until cudaSetDevice
+  std::vector<std::vector<bool>> p2p{{true}};
+};
+/// Parses COLL_EMULATED_P2P's syntax for `count` devices; "" is "on".
+/// Returns false (and leaves `p2p` alone) on anything else.
+bool parsePeerPairs(const std::string &text, int count, std::vector<std::vector<bool>> &p2p);
+/// The configuration (from the environment, the first time).
+const EmulatedDevices &emulatedDevices();
+/// Replaces it (tests); no allocation or executor may be live. The calling
+/// thread's current device becomes `devices.first`, other threads' too the
+/// next time they ask.
+void configureEmulatedDevices(const EmulatedDevices &devices);
+
 /// The description every later call uses (for tests of the occupancy check).
 void describeDevice(const DeviceDescription &description);
 const DeviceDescription &describedDevice();

@@ -24,6 +24,7 @@
 #include <cassert>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <map>
@@ -107,7 +108,8 @@ public:
   }
 
   /// Runs block `index` of a launch to completion on the calling thread.
-  void run(const std::function<void()> &kernel, uint32_t index, Dim3 grid, Dim3 dims) {
+  void run(const std::function<void()> &kernel, uint32_t index, Dim3 grid, Dim3 dims,
+           uint64_t device, ScopeErrors *scopeErrors) {
     const uint32_t n = dims.x * dims.y * dims.z;
     live.store(n, std::memory_order_relaxed);
     barrier.clear();
@@ -131,6 +133,8 @@ public:
       c.block = this;
       c.linear = t;
       c.kernel = &kernel;
+      c.device = device;
+      c.scopeErrors = scopeErrors;
       fibers[t]->reset(&Block::entry, &c);
       order[t] = t;
     }
@@ -408,8 +412,40 @@ void acquireRelaxedLoads() {
 }
 #endif
 
+namespace {
+std::atomic<ScopeRule> scopeRule{nullptr};
+} // namespace
+
+/// A launch's scope errors: the first is kept, each is printed once.
+struct ScopeErrors {
+  std::mutex mutex;
+  std::string first;
+  uint64_t count = 0;
+};
+
+void setScopeRule(ScopeRule rule) { scopeRule.store(rule, std::memory_order_release); }
+
+void checkScopeOf(const void *address, bool sys, const char *op) {
+  ThreadContext &t = self();
+  ScopeRule rule = scopeRule.load(std::memory_order_acquire);
+  if (!rule)
+    return;
+  std::string why = rule(address, t.device, sys);
+  if (why.empty())
+    return;
+  std::string report = "scope error: " + std::string(op) + (sys ? ".sys" : ".gpu") + " by thread " +
+                       std::to_string(t.linear) + " of block " + std::to_string(t.blockIdx.x) +
+                       ": " + why;
+  ScopeErrors &errors = *t.scopeErrors;
+  std::lock_guard<std::mutex> lock(errors.mutex);
+  if (errors.count++ == 0) {
+    errors.first = report;
+    std::fprintf(stderr, "coll (CUDA emulation): %s\n", report.c_str());
+  }
+}
+
 std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, size_t sharedBytes,
-                   bool coResident) {
+                   bool coResident, uint64_t device) {
   // Launches from several threads (one executor per rank, each on its own
   // thread) run at once, each with blocks of its own; blocks are kept for
   // later launches.
@@ -449,6 +485,7 @@ std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, si
     if (llvm::Error err = pool[w]->prepare(static_cast<uint32_t>(nthreads), sharedBytes))
       return "block " + std::to_string(w) + ": " + llvm::toString(std::move(err));
 
+  ScopeErrors scopeErrors;
   std::atomic<uint64_t> next{0};
   std::vector<std::thread> threads;
   threads.reserve(workers);
@@ -457,11 +494,11 @@ std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, si
     try {
       threads.emplace_back([&, w] {
         if (coResident) {
-          pool[w]->run(kernel, static_cast<uint32_t>(w), grid, dims);
+          pool[w]->run(kernel, static_cast<uint32_t>(w), grid, dims, device, &scopeErrors);
           return;
         }
         for (uint64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < nblocks;)
-          pool[w]->run(kernel, static_cast<uint32_t>(b), grid, dims);
+          pool[w]->run(kernel, static_cast<uint32_t>(b), grid, dims, device, &scopeErrors);
       });
     } catch (const std::system_error &e) {
       // Blocks already started wait for this one until their watchdog ends
@@ -472,6 +509,11 @@ std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 dims, si
   }
   for (std::thread &t : threads)
     t.join();
+  if (failure.empty() && scopeErrors.count)
+    failure = scopeErrors.first + (scopeErrors.count > 1
+                                       ? " (and " + std::to_string(scopeErrors.count - 1) +
+                                             " more scope errors)"
+                                       : std::string());
   return failure;
 }
 

@@ -112,11 +112,37 @@ void noteStep(uint32_t protocol, uint32_t kind);
 void beginRetries();
 void endRetries();
 
+//===----------------------------------------------------------------------===//
+// Scopes
+//===----------------------------------------------------------------------===//
+//
+// Every scoped access of the kernel (Hardware.h: ld/st.relaxed, ld.acquire,
+// st.release, the atomics, which are .gpu) is checked before it happens,
+// for launches made through the emulated runtime (Runtime.h), which knows
+// the launch's GPU and which GPU, or the host, owns each allocation. A .gpu
+// access to memory another GPU or the host owns is a scope error: the PTX
+// memory model does not make it synchronise with that memory's other users,
+// whatever the emulation's CPU does. So is any synchronising access to a GPU
+// this launch's GPU has no peer access to (P2P off). The first error of a
+// launch is printed and fails it (simt::launch returns it), as a race
+// report fails a ThreadSanitizer run.
+
+/// Why a scoped access of `address` by a kernel on emulated GPU `device`
+/// with scope .sys (`sys`) or .gpu is wrong, or "". Runtime.cpp's rule.
+using ScopeRule = std::string (*)(const void *address, uint64_t device, bool sys);
+void setScopeRule(ScopeRule rule);
+/// Checks the calling GPU thread's scoped access `op` of `address`.
+void checkScopeOf(const void *address, bool sys, const char *op);
+/// The .sys-scoped accesses of checked launches since the process started
+/// (tests: a connection within one GPU must run none).
+inline std::atomic<uint64_t> sysScopedAccesses{0};
+
 struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
 };
 
 class Block;
+struct ScopeErrors;
 
 /// What a GPU thread (one fiber) knows about itself.
 struct ThreadContext {
@@ -136,10 +162,22 @@ struct ThreadContext {
   uint32_t protocol = NoStep, kind = NoStep;
   uint32_t seq = 0;
   uint32_t counts[NumCosts] = {};
+  /// Scopes: the launch's emulated GPU (0: unchecked) and where its first
+  /// scope error goes.
+  uint64_t device = 0;
+  ScopeErrors *scopeErrors = nullptr;
 };
 
 /// The calling GPU thread.
 ThreadContext &self();
+
+inline void checkScope(const void *address, bool sys, const char *op) {
+  if (!self().device)
+    return;
+  if (sys)
+    sysScopedAccesses.fetch_add(1, std::memory_order_relaxed);
+  checkScopeOf(address, sys, op);
+}
 
 /// Yields the calling GPU thread (a spin loop's iteration).
 void spinPause();
@@ -184,9 +222,11 @@ template <auto F> inline const KernelHandle kernelHandle = {&bindKernelOf<F>};
 /// block at once, each on its own OS thread (a cooperative launch, which the
 /// persistent kernel needs); otherwise a few blocks at a time, in order, as
 /// a GPU runs a grid larger than it holds. Returns when every block has
-/// finished: an empty string, or why it could not run.
+/// finished: an empty string, or why it could not run (or the first scope
+/// error of its accesses). `device`: the emulated GPU it runs on (Runtime.h),
+/// 0 for none, whose accesses are not checked.
 std::string launch(const std::function<void()> &kernel, Dim3 grid, Dim3 block,
-                   size_t sharedBytes, bool coResident = true);
+                   size_t sharedBytes, bool coResident = true, uint64_t device = 0);
 
 } // namespace coll::interp::cuda::simt
 

@@ -2,7 +2,8 @@
 # mpirun-check.sh MPIRUN N PROGRAM SCENARIO MODE
 # Runs PROGRAM on N ranks under mpirun (oversubscribed: CI has 2 cores) and
 # passes when every rank printed "ok" and nothing of Coll's is left in
-# /dev/shm.
+# /dev/shm. COLL_TEST_WRAPPER, when set, starts each rank (PROGRAM and its
+# arguments become the wrapper's).
 set -u
 mpirun=$1 n=$2 prog=$3 scenario=$4 mode=$5
 # shellcheck source=../../support/time-scale.sh
@@ -11,7 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Shared memory and loopback only; no interface probing in containers.
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
-out=$(timeout "$(scaled 500)" "$mpirun" --oversubscribe -np "$n" "$prog" "$scenario" "$mode" 2>&1)
+out=$(timeout "$(scaled 500)" "$mpirun" --oversubscribe -np "$n" ${COLL_TEST_WRAPPER:+"$COLL_TEST_WRAPPER"} \
+  "$prog" "$scenario" "$mode" 2>&1)
 rc=$?
 echo "$out"
 ok=$(grep -o "rank [0-9]*: ok " <<<"$out" | wc -l)

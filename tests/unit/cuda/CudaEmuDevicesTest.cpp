@@ -1,0 +1,275 @@
+//===- CudaEmuDevicesTest.cpp - Several emulated GPUs and the scope checker ===//
+//
+// Ranks placed on several emulated GPUs of one process (rt::EmulatedDevices,
+// docs/CUDA.md "Emulated devices"), one executor per rank as a job has, and
+// the scope checker (emu/Simt.h, "Scopes") that fails a launch whose
+// synchronising access has a scope too narrow for the memory it touches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+#include "TestAlgorithms.h"
+#include "TimeScale.h"
+
+#include "device/Hardware.h"
+#include "emu/Runtime.h"
+#include "emu/Simt.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+using namespace coll;
+using namespace coll::interp;
+using coll::testing::planOf;
+namespace rt = coll::interp::cuda::rt;
+
+namespace {
+
+/// `count` shared emulated GPUs with P2P as `p2p` says, for one test.
+class Gpus {
+public:
+  explicit Gpus(int count, const std::string &p2p = "on") : saved(rt::emulatedDevices()) {
+    rt::EmulatedDevices d;
+    d.count = count;
+    d.shared = true;
+    d.first = 0;
+    EXPECT_TRUE(rt::parsePeerPairs(p2p, count, d.p2p)) << p2p;
+    rt::configureEmulatedDevices(d);
+  }
+  ~Gpus() { rt::configureEmulatedDevices(saved); }
+
+private:
+  rt::EmulatedDevices saved;
+};
+
+std::pair<HostOptions, CudaOptions> options() {
+  HostOptions host;
+  CudaOptions gpu;
+  host.watchdogMs = gpu.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
+  host.simpleSlotBytes = host.llSlotBytes = host.ll128SlotBytes = 512;
+  gpu.simpleSlotBytes = gpu.llSlotBytes = gpu.ll128SlotBytes = 512;
+  return {host, gpu};
+}
+
+using Tamper = std::function<void(std::vector<ConnectionExport> &)>;
+
+/// One executor per rank, rank r's created on GPU deviceOf[r], the launches
+/// at once on one thread per rank; one call, every rank's output compared
+/// with the host backend's. `tamper` may change the exports before every
+/// rank imports them. Returns "" or what went wrong.
+std::string runPlaced(const Plan &plan, const std::vector<int> &deviceOf, DataType type,
+                      ReduceOp op, uint64_t count, bool inplace, const Tamper &tamper = {}) {
+  auto [hostOptions, gpuOptions] = options();
+  auto host = HostExecutor::create(plan, hostOptions);
+  if (!host)
+    return "host: " + llvm::toString(host.takeError());
+  std::vector<std::unique_ptr<DeviceExecutor>> ranks;
+  std::vector<ConnectionExport> exports;
+  for (int32_t r = 0; r < plan.nranks; ++r) {
+    if (rt::cudaSetDevice(deviceOf[r]) != rt::cudaSuccess)
+      return "cudaSetDevice(" + std::to_string(deviceOf[r]) + ") failed";
+    CudaOptions o = gpuOptions;
+    o.rank = r;
+    auto gpu = coll::testing::deviceBackend().create(plan, o);
+    if (!gpu)
+      return "rank " + std::to_string(r) + ": " + llvm::toString(gpu.takeError());
+    exports.push_back((*gpu)->exportConnections());
+    ranks.push_back(std::move(*gpu));
+  }
+  rt::cudaSetDevice(0);
+  if (tamper)
+    tamper(exports);
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (llvm::Error err = ranks[r]->importConnections(exports))
+      return "rank " + std::to_string(r) + " imports: " + llvm::toString(std::move(err));
+  CollectiveDesc desc = CollectiveDesc::of(plan);
+  CheckedCall reference(desc, type, op, count, inplace, 11);
+  if (auto done = (*host)->run(reference.args()); !done)
+    return "host: " + llvm::toString(done.takeError());
+  CheckedCall call(desc, type, op, count, inplace, 11);
+  llvm::Error err =
+      coll::testing::runOnDevice(call, type, [&](const CallArgs &a) -> llvm::Error {
+        std::vector<std::string> failures(ranks.size());
+        std::vector<std::thread> threads;
+        for (size_t r = 0; r < ranks.size(); ++r)
+          threads.emplace_back([&, r] {
+            auto result = ranks[r]->run(a);
+            if (!result)
+              failures[r] = llvm::toString(result.takeError());
+          });
+        for (std::thread &t : threads)
+          t.join();
+        for (size_t r = 0; r < ranks.size(); ++r)
+          if (!failures[r].empty())
+            return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                           "rank " + std::to_string(r) + ": " + failures[r]);
+        return llvm::Error::success();
+      });
+  if (err)
+    return llvm::toString(std::move(err));
+  const uint64_t es = dataTypeSize(type);
+  for (int32_t r = 0; r < plan.nranks; ++r)
+    if (std::memcmp(reference.args().output[r], call.args().output[r], call.outputElems() * es))
+      return "rank " + std::to_string(r) + "'s output differs from the host backend's";
+  return "";
+}
+
+std::string describe(const Plan &plan, const std::vector<int> &deviceOf) {
+  std::string s = plan.fileName + " " + ir::collectiveName(plan.collective).str() + " " +
+                  std::string(ir::protocolName(plan.protocol)) + ", GPUs of the ranks:";
+  for (int d : deviceOf)
+    s += " " + std::to_string(d);
+  return s;
+}
+
+// Every collective of the test programs and every protocol, on 2 to 4 GPUs
+// with 1 to 4 ranks each, placed in blocks and round robin: every rank
+// matches the host backend and the scope checker finds nothing (a connection
+// between two GPUs must run at .sys, and does).
+TEST(EmuMultiDevice, EveryCollectiveAndProtocolOnTwoToFourGpus) {
+  Gpus gpus(4);
+  const std::vector<std::vector<int>> placements = {
+      {0, 1}, {0, 0, 1, 1}, {0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3, 0, 1, 2, 3}, {0, 0, 0, 0, 1, 1, 1, 1}};
+  const ir::Protocol protocols[] = {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128};
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const std::vector<int> &deviceOf = placements[i];
+    const int n = static_cast<int>(deviceOf.size());
+    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms = {
+        [&](ir::Protocol p) { return coll::testing::ringAllReduce(n, p); },
+        [&](ir::Protocol p) { return coll::testing::allPairsAllReduce(n, p); },
+        [&](ir::Protocol p) { return coll::testing::ringAllGather(n, p); },
+        [&](ir::Protocol p) { return coll::testing::ringReduceScatter(n, p); },
+        [&](ir::Protocol p) { return coll::testing::directAllToAll(n, p); },
+        [&](ir::Protocol p) { return coll::testing::chainBroadcast(n, n - 1, 2, p); },
+        [&](ir::Protocol p) { return coll::testing::chainReduce(n, 0, 2, p); },
+        [&](ir::Protocol p) { return coll::testing::directGather(n, 1, p); },
+        [&](ir::Protocol p) { return coll::testing::directScatter(n, 0, p); },
+    };
+    // Each placement runs every algorithm, the protocols in turn, so that
+    // every (algorithm, protocol) pair runs on two placements.
+    for (size_t a = 0; a < algorithms.size(); ++a) {
+      const ir::Protocol proto = protocols[(i + a) % 3];
+      const Plan plan = planOf(algorithms[a](proto));
+      const DataType type = a % 2 ? DataType::Float32 : DataType::Int32;
+      EXPECT_EQ(runPlaced(plan, deviceOf, type, ReduceOp::Sum, 1500 + 37 * i, a % 3 == 0), "")
+          << describe(plan, deviceOf);
+    }
+  }
+}
+
+// The scope follows from the placement: ranks that share a GPU connect at
+// .gpu and run no .sys access at all; ranks on two GPUs connect at .sys.
+TEST(EmuMultiDevice, ConnectionsWithinOneGpuRunNoSysAccess) {
+  Gpus gpus(2);
+  const Plan plan = planOf(coll::testing::ringAllReduce(4, ir::Protocol::Simple));
+  const uint64_t before = cuda::simt::sysScopedAccesses.load();
+  EXPECT_EQ(runPlaced(plan, {1, 1, 1, 1}, DataType::Float32, ReduceOp::Sum, 3000, false), "");
+  EXPECT_EQ(cuda::simt::sysScopedAccesses.load(), before) << "ranks of one GPU ran .sys accesses";
+  EXPECT_EQ(runPlaced(plan, {0, 0, 1, 1}, DataType::Float32, ReduceOp::Sum, 3000, false), "");
+  EXPECT_GT(cuda::simt::sysScopedAccesses.load(), before)
+      << "the connections between GPU 0 and GPU 1 ran no .sys access";
+}
+
+// The mistake the checker exists for, planted: rank 2 says it shares GPU 0
+// with ranks 0 and 1 (its export carries GPU 0's UUID) while it runs on
+// GPU 1, so the connections between them are given .gpu. The checker
+// catches the first such access and the call fails, naming it.
+TEST(EmuScope, PlantedGpuScopeOnACrossGpuConnectionIsCaught) {
+  Gpus gpus(2);
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    const Plan plan = planOf(coll::testing::ringAllReduce(3, proto));
+    std::string failure = runPlaced(plan, {0, 0, 1}, DataType::Float32, ReduceOp::Sum, 3000, false,
+                                    [](std::vector<ConnectionExport> &exports) {
+                                      std::memcpy(exports[2].deviceUuid, exports[0].deviceUuid,
+                                                  sizeof exports[2].deviceUuid);
+                                    });
+    EXPECT_NE(failure.find("scope error"), std::string::npos)
+        << ir::protocolName(proto).str() << ": " << failure;
+    EXPECT_NE(failure.find(".gpu"), std::string::npos) << failure;
+    // Told the truth, the same placement passes.
+    EXPECT_EQ(runPlaced(plan, {0, 0, 1}, DataType::Float32, ReduceOp::Sum, 3000, false), "");
+  }
+}
+
+// The checker's rule, on single accesses of a one-thread kernel.
+void scopedStore(uint64_t *word, uint32_t sys) {
+  using namespace coll::interp::cuda;
+  if (threadIdx.x == 0)
+    ptx::stRelease(word, 1, sys ? Scope::Sys : Scope::Gpu);
+}
+
+std::string storeFromGpu(int gpu, uint64_t *word, bool sys) {
+  uint32_t s = sys;
+  void *args[] = {&word, &s};
+  EXPECT_EQ(rt::cudaSetDevice(gpu), rt::cudaSuccess);
+  rt::cudaError_t err = rt::cudaLaunchKernel(COLL_KERNEL_HANDLE(scopedStore), rt::dim3(1),
+                                             rt::dim3(32), args, 0, nullptr);
+  rt::cudaSetDevice(0);
+  return err == rt::cudaSuccess ? "" : rt::lastLaunchFailure();
+}
+
+TEST(EmuScope, GpuScopeReachesItsOwnGpuOnly) {
+  Gpus gpus(3);
+  void *onGpu1 = nullptr;
+  ASSERT_EQ(rt::cudaSetDevice(1), rt::cudaSuccess);
+  ASSERT_EQ(rt::cudaMalloc(&onGpu1, 4096), rt::cudaSuccess);
+  ASSERT_EQ(rt::cudaSetDevice(0), rt::cudaSuccess);
+  auto *word = static_cast<uint64_t *>(onGpu1) + 100;
+  EXPECT_EQ(storeFromGpu(1, word, false), "");
+  EXPECT_EQ(storeFromGpu(1, word, true), "");
+  const std::string wrong = storeFromGpu(2, word, false);
+  EXPECT_NE(wrong.find("scope error: st.release.gpu"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("emulated GPU 1"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("emulated GPU 2"), std::string::npos) << wrong;
+  EXPECT_EQ(storeFromGpu(2, word, true), "");
+  EXPECT_EQ(rt::cudaFree(onGpu1), rt::cudaSuccess);
+}
+
+TEST(EmuScope, GpuScopeOnHostMemoryIsAnError) {
+  Gpus gpus(1);
+  void *pinned = nullptr;
+  ASSERT_EQ(rt::cudaHostAlloc(&pinned, 4096, rt::cudaHostAllocMapped), rt::cudaSuccess);
+  const std::string wrong = storeFromGpu(0, static_cast<uint64_t *>(pinned), false);
+  EXPECT_NE(wrong.find("host memory"), std::string::npos) << wrong;
+  EXPECT_EQ(storeFromGpu(0, static_cast<uint64_t *>(pinned), true), "");
+  EXPECT_EQ(rt::cudaFreeHost(pinned), rt::cudaSuccess);
+}
+
+TEST(EmuScope, SysScopeNeedsPeerAccessNoP2P) {
+  Gpus gpus(3, "0-1");
+  int can = -1;
+  EXPECT_EQ(rt::cudaDeviceCanAccessPeer(&can, 0, 1), rt::cudaSuccess);
+  EXPECT_EQ(can, 1);
+  EXPECT_EQ(rt::cudaDeviceCanAccessPeer(&can, 2, 0), rt::cudaSuccess);
+  EXPECT_EQ(can, 0);
+  ASSERT_EQ(rt::cudaSetDevice(2), rt::cudaSuccess);
+  EXPECT_EQ(rt::cudaDeviceEnablePeerAccess(0, 0), rt::cudaErrorPeerAccessUnsupported);
+  ASSERT_EQ(rt::cudaSetDevice(1), rt::cudaSuccess);
+  EXPECT_EQ(rt::cudaDeviceEnablePeerAccess(0, 0), rt::cudaSuccess);
+  EXPECT_EQ(rt::cudaDeviceEnablePeerAccess(0, 0), rt::cudaErrorPeerAccessAlreadyEnabled);
+  ASSERT_EQ(rt::cudaSetDevice(0), rt::cudaSuccess);
+  void *onGpu0 = nullptr;
+  ASSERT_EQ(rt::cudaMalloc(&onGpu0, 4096), rt::cudaSuccess);
+  auto *word = static_cast<uint64_t *>(onGpu0);
+  EXPECT_EQ(storeFromGpu(1, word, true), "");
+  const std::string wrong = storeFromGpu(2, word, true);
+  EXPECT_NE(wrong.find("P2P off"), std::string::npos) << wrong;
+  EXPECT_EQ(rt::cudaFree(onGpu0), rt::cudaSuccess);
+}
+
+TEST(EmuMultiDevice, PeerPairsParse) {
+  std::vector<std::vector<bool>> m;
+  EXPECT_TRUE(rt::parsePeerPairs("off", 3, m));
+  EXPECT_FALSE(m[0][1]);
+  EXPECT_TRUE(rt::parsePeerPairs("on", 3, m));
+  EXPECT_TRUE(m[2][0]);
+  EXPECT_TRUE(rt::parsePeerPairs("0-2", 3, m));
+  EXPECT_TRUE(m[2][0] && m[0][2]);
+  EXPECT_FALSE(m[0][1]);
+  for (const char *bad : {"0-3", "1-1", "0_1", "0-1,", "x", "0-1-2"})
+    EXPECT_FALSE(rt::parsePeerPairs(bad, 3, m)) << bad;
+}
+
+} // namespace
