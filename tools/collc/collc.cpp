@@ -48,8 +48,9 @@ cl::list<std::string>
             cl::cat(category));
 cl::opt<unsigned> svgRanks(
     "svg-ranks", cl::init(16),
-    cl::desc("--emit=svg: ranks drawn in full; the middle ones of a larger "
-             "program are collapsed into one band (default 16)"),
+    cl::desc("--emit=svg: ranks drawn in full, at least 2; the middle ones of a "
+             "larger program are collapsed into one band, and the picture says so "
+             "(default 16)"),
     cl::cat(category));
 
 cl::opt<bool> timePhases(
@@ -143,6 +144,9 @@ std::optional<Request> makeRequest(lang::DiagnosticEngine &diags) {
   req.instances = given(instances);
   if (req.instances && *req.instances < 1)
     diags.error(llvm::SMLoc(), "--instances must be at least 1");
+  if (svgRanks < 2)
+    diags.error(llvm::SMLoc(), "--svg-ranks must be at least 2 (the first and last "
+                               "ranks are drawn in full, those between collapsed)");
   req.protocol = given(protocol);
   req.minBytes = given(minBytes);
   req.maxBytes = given(maxBytes);
