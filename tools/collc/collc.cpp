@@ -239,18 +239,19 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     }
     ir::SvgOptions svg;
     svg.maxRanks = static_cast<int32_t>(svgRanks);
-    svg.origin = [&](ir::StepRef r) -> std::string {
-      uint32_t op = schedule->origins[r.gpu][r.tb][r.step].op;
-      if (op == compiler::NoOp)
-        return "";
-      llvm::SMLoc loc = dag->ops[op].loc;
-      unsigned buffer = srcMgr.FindBufferContainingLoc(loc);
-      if (!buffer)
-        return "";
-      auto [line, column] = srcMgr.getLineAndColumn(loc, buffer);
-      return llvm::sys::path::filename(srcMgr.getMemoryBuffer(buffer)->getBufferIdentifier())
-                 .str() +
-             ":" + std::to_string(line) + ":" + std::to_string(column);
+    // The places --emit=schedule prints, as FILE:LINE:COL (a fused step's
+    // second one only where it differs).
+    svg.origin = [&](ir::StepRef r) {
+      std::string text, last;
+      for (const compiler::SourcePlace &place : compiler::stepSources(*schedule, *dag, srcMgr, r)) {
+        std::string here = llvm::sys::path::filename(place.file).str() + ":" +
+                           std::to_string(place.line) + ":" + std::to_string(place.column);
+        if (!place.line || here == last)
+          continue;
+        text += (text.empty() ? "" : " then ") + here;
+        last = here;
+      }
+      return text;
     };
     ir::writeScheduleSvg(alg, *analysis, out.os(), svg);
     break;
