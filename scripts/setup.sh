@@ -9,6 +9,7 @@ pkgs=(
   llvm-14-dev llvm-14-tools clang-14 libclang-rt-14-dev
   antlr4 libantlr4-runtime-dev
   libtinyxml2-dev
+  librsvg2-bin
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
   openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy python3-venv libucx-dev iproute2 pkg-config

@@ -30,6 +30,28 @@ const char *orderingName(Ordering ordering) {
 
 } // namespace
 
+llvm::SmallVector<SourcePlace, 2> stepSources(const Schedule &schedule,
+                                              const lang::ChunkDag &dag,
+                                              const llvm::SourceMgr &srcMgr,
+                                              ir::StepRef ref) {
+  const StepOrigin &origin = schedule.origins[ref.gpu][ref.tb][ref.step];
+  llvm::SmallVector<SourcePlace, 2> places;
+  for (uint32_t op : {origin.op, origin.forwardedOp}) {
+    if (op == NoOp)
+      continue;
+    SourcePlace place;
+    place.op = op;
+    place.lane = origin.lane;
+    llvm::SMLoc loc = dag.ops[op].loc;
+    if (unsigned buffer = srcMgr.FindBufferContainingLoc(loc)) {
+      place.file = srcMgr.getMemoryBuffer(buffer)->getBufferIdentifier();
+      std::tie(place.line, place.column) = srcMgr.getLineAndColumn(loc, buffer);
+    }
+    places.push_back(place);
+  }
+  return places;
+}
+
 void dumpSchedule(const Schedule &schedule, const lang::ChunkDag &dag,
                   const llvm::SourceMgr &srcMgr, llvm::raw_ostream &os) {
   const ir::Algorithm &alg = schedule.algorithm;
@@ -56,7 +78,6 @@ void dumpSchedule(const Schedule &schedule, const lang::ChunkDag &dag,
          << " chan=" << tb.channel << '\n';
       for (size_t s = 0; s < tb.steps.size(); ++s) {
         const ir::Step &step = tb.steps[s];
-        const StepOrigin &origin = schedule.origins[g][t][s];
         os << "    " << s << ": ";
         os << llvm::left_justify(ir::stepTypeName(step.type), 5);
         if (step.type != ir::StepType::Nop)
@@ -67,18 +88,15 @@ void dumpSchedule(const Schedule &schedule, const lang::ChunkDag &dag,
           os << " dep=(tb " << step.depTb << ", step " << step.depStep << ')';
         if (step.hasDep)
           os << " hasdep";
-        os << " ; ";
-        auto place = [&](uint32_t op) {
-          auto [line, col] = srcMgr.getLineAndColumn(dag.ops[op].loc);
-          os << '%' << op;
+        os << " ;";
+        llvm::ListSeparator then(" then");
+        ir::StepRef ref{g, int32_t(t), int32_t(s)};
+        for (const SourcePlace &place :
+             stepSources(schedule, dag, srcMgr, ref)) {
+          os << then << " %" << place.op;
           if (schedule.lanes > 1)
-            os << '.' << origin.lane;
-          os << " @" << line << ':' << col;
-        };
-        place(origin.op);
-        if (origin.forwardedOp != NoOp) {
-          os << " then ";
-          place(origin.forwardedOp);
+            os << '.' << place.lane;
+          os << " @" << place.line << ':' << place.column;
         }
         os << '\n';
       }

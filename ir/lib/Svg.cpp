@@ -13,13 +13,26 @@ namespace coll::ir {
 namespace {
 
 constexpr int ColumnWidth = 70, StepWidth = 62, StepHeight = 18, LaneHeight = 26;
-constexpr int LabelWidth = 170, Top = 44, Margin = 12;
+constexpr int LabelWidth = 170, Margin = 12, HeadingLine = 18, NoteLine = 16;
 
 /// Ten colours that stay apart from each other (channel c takes c % 10).
 const char *const Palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#79706e"};
 constexpr int PaletteSize = sizeof(Palette) / sizeof(Palette[0]);
 
+/// A generous estimate of the width of `text` in sans-serif at `size` px
+/// (the widest common glyphs are about 0.6 em), so that the picture is made
+/// wide enough for its notes and labels are squeezed before they overflow.
+int textWidth(llvm::StringRef text, double size) {
+  int glyphs = 0;
+  for (char c : text) // UTF-8: count the first byte of every code point
+    glyphs += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return int(glyphs * size * 0.6) + 1;
+}
+
+std::string plural(int64_t n, llvm::StringRef one) {
+  return std::to_string(n) + " " + one.str() + (n == 1 ? "" : "s");
+}
 
 std::string slots(BufferKind buf, int32_t off, int32_t count) {
   std::string text = bufferName(buf).str() + "[" + std::to_string(off);
@@ -49,6 +62,7 @@ public:
     index();
     levels();
     lanesOf();
+    notesOf();
     header();
     for (const Lane &lane : lanes)
       drawLane(lane);
@@ -74,6 +88,9 @@ private:
   std::vector<Lane> lanes;
   std::vector<std::vector<int32_t>> laneOf; ///< [gpu][tb] -> lane, -1 collapsed
   int32_t bandLane = -1, collapsedFrom = 0, collapsedTo = 0, columns = 1;
+  std::string title;              ///< the heading
+  std::vector<std::string> notes; ///< lines under it: the legend, then warnings
+  size_t warningsFrom = 1;        ///< notes from here on are drawn in red
 
   uint32_t flat(StepRef r) const { return first[r.gpu][r.tb] + uint32_t(r.step); }
   bool drawn(int32_t rank) const {
@@ -117,9 +134,10 @@ private:
   void lanesOf() {
     int32_t n = alg.ngpus();
     collapsedFrom = collapsedTo = n;
-    if (options.maxRanks > 1 && n > options.maxRanks) {
-      collapsedFrom = options.maxRanks / 2;
-      collapsedTo = n - (options.maxRanks - options.maxRanks / 2);
+    int32_t most = std::max(options.maxRanks, int32_t(2));
+    if (n > most) {
+      collapsedFrom = most / 2;
+      collapsedTo = n - (most - most / 2);
     }
     laneOf.resize(alg.gpus.size());
     for (int32_t g = 0; g < n; ++g) {
@@ -137,19 +155,42 @@ private:
     }
   }
 
+  /// The heading and the lines under it: a legend, and what the picture
+  /// leaves out.
+  void notesOf() {
+    title = alg.name + ": " + collectiveAttribute(alg).str() + " over " +
+            plural(alg.ngpus(), "rank") + ", " + protocolName(alg.protocol).str() + ", " +
+            plural(alg.nchannels, "channel");
+    notes.push_back("lanes: rank and threadblock; columns: dependency depth; arrows: "
+                    "sends, in the colour of their channel; dashed: dependencies");
+    warningsFrom = notes.size();
+    if (collapsedFrom < collapsedTo)
+      notes.push_back("ranks " + std::to_string(collapsedFrom) + "-" +
+                      std::to_string(collapsedTo - 1) + " (" +
+                      std::to_string(collapsedTo - collapsedFrom) +
+                      " ranks) are collapsed into the grey band: only " +
+                      std::to_string(collapsedFrom + alg.ngpus() - collapsedTo) +
+                      " ranks are drawn in full, and arrows to and from the others end at "
+                      "the band");
+    if (refs.empty())
+      notes.push_back("no steps: this algorithm moves no data");
+  }
+
+  int headerHeight() const { return HeadingLine + 10 + int(notes.size()) * NoteLine; }
   int x(uint32_t step) const { return LabelWidth + level[step] * ColumnWidth; }
-  int y(int32_t lane) const { return Top + lane * LaneHeight; }
-  int width() const { return LabelWidth + columns * ColumnWidth + Margin; }
-  int height() const { return Top + int(lanes.size()) * LaneHeight + Margin; }
+  int y(int32_t lane) const { return headerHeight() + lane * LaneHeight; }
+  int width() const {
+    int text = textWidth(title, 13);
+    for (const std::string &note : notes)
+      text = std::max(text, textWidth(note, 10));
+    return std::max(LabelWidth + columns * ColumnWidth + Margin, 2 * Margin + text);
+  }
+  int height() const { return headerHeight() + int(lanes.size()) * LaneHeight + Margin; }
 
   void header() {
     os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width() << "\" height=\""
        << height() << "\" viewBox=\"0 0 " << width() << " " << height()
        << "\" font-family=\"sans-serif\" font-size=\"10\">\n";
-    std::string title = alg.name + ": " + collectiveAttribute(alg).str() + " over " +
-                        std::to_string(alg.ngpus()) + " ranks, " +
-                        protocolName(alg.protocol).str() + ", " +
-                        std::to_string(alg.nchannels) + " channels";
     os << "<title>" << xmlEscaped(title) << "</title>\n";
     os << "<defs>\n";
     for (int c = 0; c < PaletteSize; ++c)
@@ -157,15 +198,14 @@ private:
          << "markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" "
          << "fill=\"" << Palette[c] << "\"/></marker>\n";
     os << "</defs>\n";
-    os << "<text class=\"heading\" x=\"" << Margin << "\" y=\"18\" font-size=\"13\">"
-       << xmlEscaped(title) << "</text>\n";
-    std::string note = "lanes: rank and threadblock; columns: dependency depth; arrows: "
-                       "sends, in the colour of their channel; dashed: dependencies";
-    if (collapsedFrom < collapsedTo)
-      note += "; ranks " + std::to_string(collapsedFrom) + "-" + std::to_string(collapsedTo - 1) +
-              " (" + std::to_string(collapsedTo - collapsedFrom) + " ranks) are collapsed";
-    os << "<text class=\"note\" x=\"" << Margin << "\" y=\"34\">" << xmlEscaped(note)
-       << "</text>\n";
+    os << "<text class=\"heading\" x=\"" << Margin << "\" y=\"" << HeadingLine
+       << "\" font-size=\"13\">" << xmlEscaped(title) << "</text>\n";
+    for (size_t k = 0; k < notes.size(); ++k) {
+      bool warning = k >= warningsFrom;
+      os << "<text class=\"" << (warning ? "warning" : "note") << "\" x=\"" << Margin
+         << "\" y=\"" << HeadingLine + 16 + int(k) * NoteLine << "\""
+         << (warning ? " fill=\"#b00020\"" : "") << ">" << xmlEscaped(notes[k]) << "</text>\n";
+    }
   }
 
   std::string laneLabel(const Lane &lane) const {
@@ -225,8 +265,13 @@ private:
          << "</title><rect x=\"" << x(id) << "\" y=\"" << top << "\" width=\"" << StepWidth
          << "\" height=\"" << StepHeight << "\" rx=\"3\" fill=\"" << (nop ? "#ffffff" : colour)
          << "\" fill-opacity=\"" << (nop ? "1" : "0.25") << "\" stroke=\"" << colour
-         << "\"/><text x=\"" << x(id) + 3 << "\" y=\"" << top + 13 << "\">"
-         << xmlEscaped((stepTypeName(step.type) + " " + chunkLabel(step)).str()) << "</text></g>\n";
+         << "\"/><text x=\"" << x(id) + 3 << "\" y=\"" << top + 13 << "\"";
+      // A label too long for its box is set smaller (o[120:128] and up).
+      std::string label = (stepTypeName(step.type) + " " + chunkLabel(step)).str();
+      if (int wide = textWidth(label, 10); wide > StepWidth - 6)
+        os << " font-size=\"" << llvm::format("%.1f", std::max(5.0, 10.0 * (StepWidth - 6) / wide))
+           << "\"";
+      os << ">" << xmlEscaped(label) << "</text></g>\n";
     }
     os << "</g>\n";
   }

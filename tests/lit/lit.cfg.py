@@ -29,3 +29,10 @@ for feature in config.coll_features:
     config.available_features.add(feature)
 if os.path.isdir(config.msccl_xml_dir):
     config.available_features.add("msccl-xml")
+# The rendering tests draw pictures with rsvg-convert (Debian's librsvg2-bin,
+# installed by scripts/setup.sh) and are unsupported without it.
+if lit.util.which("rsvg-convert", config.environment["PATH"]):
+    config.available_features.add("rsvg-convert")
+else:
+    lit_config.note("rsvg-convert not found (Debian: librsvg2-bin): the SVG rendering "
+                    "tests are unsupported")

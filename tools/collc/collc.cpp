@@ -48,8 +48,9 @@ cl::list<std::string>
             cl::cat(category));
 cl::opt<unsigned> svgRanks(
     "svg-ranks", cl::init(16),
-    cl::desc("--emit=svg: ranks drawn in full; the middle ones of a larger "
-             "program are collapsed into one band (default 16)"),
+    cl::desc("--emit=svg: ranks drawn in full, at least 2; the middle ones of a "
+             "larger program are collapsed into one band, and the picture says so "
+             "(default 16)"),
     cl::cat(category));
 
 cl::opt<bool> timePhases(
@@ -143,6 +144,9 @@ std::optional<Request> makeRequest(lang::DiagnosticEngine &diags) {
   req.instances = given(instances);
   if (req.instances && *req.instances < 1)
     diags.error(llvm::SMLoc(), "--instances must be at least 1");
+  if (svgRanks < 2)
+    diags.error(llvm::SMLoc(), "--svg-ranks must be at least 2 (the first and last "
+                               "ranks are drawn in full, those between collapsed)");
   req.protocol = given(protocol);
   req.minBytes = given(minBytes);
   req.maxBytes = given(maxBytes);
@@ -235,18 +239,19 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
     }
     ir::SvgOptions svg;
     svg.maxRanks = static_cast<int32_t>(svgRanks);
-    svg.origin = [&](ir::StepRef r) -> std::string {
-      uint32_t op = schedule->origins[r.gpu][r.tb][r.step].op;
-      if (op == compiler::NoOp)
-        return "";
-      llvm::SMLoc loc = dag->ops[op].loc;
-      unsigned buffer = srcMgr.FindBufferContainingLoc(loc);
-      if (!buffer)
-        return "";
-      auto [line, column] = srcMgr.getLineAndColumn(loc, buffer);
-      return llvm::sys::path::filename(srcMgr.getMemoryBuffer(buffer)->getBufferIdentifier())
-                 .str() +
-             ":" + std::to_string(line) + ":" + std::to_string(column);
+    // The places --emit=schedule prints, as FILE:LINE:COL (a fused step's
+    // second one only where it differs).
+    svg.origin = [&](ir::StepRef r) {
+      std::string text, last;
+      for (const compiler::SourcePlace &place : compiler::stepSources(*schedule, *dag, srcMgr, r)) {
+        std::string here = llvm::sys::path::filename(place.file).str() + ":" +
+                           std::to_string(place.line) + ":" + std::to_string(place.column);
+        if (!place.line || here == last)
+          continue;
+        text += (text.empty() ? "" : " then ") + here;
+        last = here;
+      }
+      return text;
     };
     ir::writeScheduleSvg(alg, *analysis, out.os(), svg);
     break;

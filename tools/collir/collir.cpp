@@ -46,8 +46,9 @@ llvm::cl::opt<Emit>
          llvm::cl::init(Emit::None), llvm::cl::cat(category));
 llvm::cl::opt<unsigned> svgRanks(
     "svg-ranks", llvm::cl::init(16),
-    llvm::cl::desc("--emit=svg: ranks drawn in full; the middle ones of a larger "
-                   "algorithm are collapsed into one band (default 16)"),
+    llvm::cl::desc("--emit=svg: ranks drawn in full, at least 2; the middle ones of a "
+                   "larger algorithm are collapsed into one band, and the picture says "
+                   "so (default 16)"),
     llvm::cl::cat(category));
 llvm::cl::opt<std::string>
     outputPath("o", llvm::cl::desc("Output file ('-': stdout)"),
@@ -83,6 +84,12 @@ int main(int argc, char **argv) {
           argc, argv, "read, verify and emit MSCCL XML algorithms\n",
           &llvm::errs()))
     return 2;
+
+  if (svgRanks < 2) {
+    llvm::errs() << "collir: error: --svg-ranks must be at least 2 (the first and last ranks "
+                    "are drawn in full, those between collapsed)\n";
+    return 2;
+  }
 
   DiagnosticList diags(inputPath == "-" ? std::string("<stdin>") : inputPath);
   auto report = [&] {

@@ -28,6 +28,7 @@
 #include "coll/lang/ChunkDag.h"
 #include "coll/lang/Diagnostics.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -110,6 +111,23 @@ std::optional<Modes> verifySchedule(const Schedule &schedule,
                                     const lang::ChunkDag &dag,
                                     const CompileOptions &options,
                                     lang::DiagnosticEngine &diags);
+
+/// One operation a step came from and its place in the program.
+struct SourcePlace {
+  uint32_t op = NoOp;
+  int32_t lane = 0;
+  llvm::StringRef file; ///< the name of the buffer holding the program
+  unsigned line = 0, column = 0;
+};
+
+/// Where step `ref` of `schedule` came from: the operation it performs and,
+/// for a fused step, then the one whose send it performs. What
+/// `--emit=schedule` prints after each step's `;` and `--emit=svg` puts in
+/// each step's tooltip.
+llvm::SmallVector<SourcePlace, 2> stepSources(const Schedule &schedule,
+                                              const lang::ChunkDag &dag,
+                                              const llvm::SourceMgr &srcMgr,
+                                              ir::StepRef ref);
 
 /// `collc --emit=schedule`: per rank and tb, the steps in order with their
 /// slots, dependencies and the place of the operation they came from.

@@ -8,8 +8,11 @@
 // arrow in the colour of its channel, dependencies between tbs dashed; a
 // step's tooltip (its SVG <title>) names it in full, with where it came from.
 //
-// Past `maxRanks` ranks the middle ranks are collapsed into one band that
-// says how many it stands for; arrows to and from them end at the band.
+// Above the lanes: a heading, a legend line, and in red what the picture
+// leaves out. Past `maxRanks` ranks the middle ranks are collapsed into one
+// band that says how many it stands for, arrows to and from them ending at
+// the band, and the red line says so; an algorithm without steps gets the
+// red line "no steps".
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +32,9 @@ class raw_ostream;
 namespace coll::ir {
 
 struct SvgOptions {
-  /// Ranks drawn in full; beyond it the first and last maxRanks/2 are drawn
-  /// and the others collapsed.
+  /// Ranks drawn in full (values below 2 count as 2); beyond it the first
+  /// maxRanks/2 and the last maxRanks - maxRanks/2 are drawn and the others
+  /// collapsed.
   int32_t maxRanks = 16;
   /// Where a step came from ("ring.coll:12:15"), for its tooltip; may be
   /// empty, or return "".
