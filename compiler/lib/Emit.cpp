@@ -40,17 +40,56 @@ std::vector<llvm::SmallVector<Wait, 1>>
 computeWaits(const Program &prog, const std::vector<int32_t> &position) {
   const std::vector<Instr> &instrs = prog.instrs;
   std::vector<llvm::SmallVector<Wait, 1>> waits(instrs.size());
-  // What a producer's tb knew once the producer had run.
-  std::vector<Knowledge> after(instrs.size());
-  std::vector<bool> producer(instrs.size(), false);
+  // What a producer's tb knew once the producer had run: kept only for
+  // producers (instructions another tb depends on).
+  constexpr uint32_t NotProducer = ~uint32_t(0), Producer = NotProducer - 1;
+  std::vector<uint32_t> afterOf(instrs.size(), NotProducer);
+  std::vector<Knowledge> afters;
   for (const Instr &instr : instrs)
     if (instr.live())
       for (InstrId d : instr.deps)
         if (instrs[d].tb != instr.tb)
-          producer[d] = true;
+          afterOf[d] = Producer;
+  const Knowledge none;
+  auto after = [&](InstrId x) -> const Knowledge & {
+    return afterOf[x] < Producer ? afters[afterOf[x]] : none;
+  };
 
+  // Each instruction's dependents (its consumers, then the next
+  // instruction of its tb), as one array in rank, tb and position order.
   std::vector<uint32_t> pending(instrs.size(), 0);
-  std::vector<std::vector<InstrId>> dependents(instrs.size());
+  std::vector<uint32_t> firstDependent(instrs.size() + 1, 0);
+  for (const std::vector<Threadblock> &tbs : prog.tbs)
+    for (const Threadblock &tb : tbs)
+      for (size_t i = 0; i < tb.instrs.size(); ++i) {
+        InstrId x = tb.instrs[i];
+        for (InstrId d : instrs[x].deps)
+          ++firstDependent[d + 1];
+        if (i + 1 < tb.instrs.size())
+          ++firstDependent[x + 1];
+      }
+  for (size_t x = 0; x < instrs.size(); ++x)
+    firstDependent[x + 1] += firstDependent[x];
+  std::vector<InstrId> dependentList(firstDependent.back());
+  {
+    std::vector<uint32_t> fill(firstDependent.begin(),
+                               firstDependent.end() - 1);
+    for (const std::vector<Threadblock> &tbs : prog.tbs)
+      for (const Threadblock &tb : tbs)
+        for (size_t i = 0; i < tb.instrs.size(); ++i) {
+          InstrId x = tb.instrs[i];
+          for (InstrId d : instrs[x].deps)
+            dependentList[fill[d]++] = x;
+          if (i + 1 < tb.instrs.size())
+            dependentList[fill[x]++] = tb.instrs[i + 1];
+        }
+  }
+  auto dependents = [&](InstrId x) {
+    return llvm::ArrayRef<InstrId>(dependentList.data() + firstDependent[x],
+                                   dependentList.data() +
+                                       firstDependent[x + 1]);
+  };
+
   for (const std::vector<Threadblock> &tbs : prog.tbs) {
     // A topological order of the rank's instructions (Kahn).
     std::deque<InstrId> ready;
@@ -58,10 +97,6 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
       for (size_t i = 0; i < tb.instrs.size(); ++i) {
         InstrId x = tb.instrs[i];
         pending[x] = static_cast<uint32_t>(instrs[x].deps.size()) + (i > 0);
-        for (InstrId d : instrs[x].deps)
-          dependents[d].push_back(x);
-        if (i + 1 < tb.instrs.size())
-          dependents[x].push_back(tb.instrs[i + 1]);
         if (pending[x] == 0)
           ready.push_back(x);
       }
@@ -69,7 +104,7 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
     while (!ready.empty()) {
       InstrId x = ready.front();
       ready.pop_front();
-      for (InstrId y : dependents[x])
+      for (InstrId y : dependents(x))
         if (--pending[y] == 0)
           ready.push_back(y);
       const Instr &instr = instrs[x];
@@ -78,7 +113,7 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
       for (InstrId d : instr.deps)
         if (instrs[d].tb != instr.tb)
           need.emplace_back(instrs[d].tb, position[d]);
-      llvm::sort(need);
+      std::sort(need.begin(), need.end());
       llvm::SmallVector<Wait, 1> &kept = waits[x];
       for (size_t i = 0; i < need.size(); ++i) {
         int32_t tb = need[i].first, pos = need[i].second;
@@ -86,20 +121,21 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
             (i + 1 < need.size() && need[i + 1].first == tb) ||
             known(mine, tb) >= pos || llvm::any_of(need, [&](Wait other) {
               return other != need[i] &&
-                     known(after[tbs[other.first].instrs[other.second]], tb) >=
+                     known(after(tbs[other.first].instrs[other.second]), tb) >=
                          pos;
             });
         if (!implied)
           kept.push_back(need[i]);
       }
       for (Wait w : kept) {
-        for (Wait fact : after[tbs[w.first].instrs[w.second]])
+        for (Wait fact : after(tbs[w.first].instrs[w.second]))
           learn(mine, fact);
         learn(mine, w);
       }
-      if (producer[x]) {
-        after[x] = mine;
-        learn(after[x], {instr.tb, position[x]});
+      if (afterOf[x] == Producer) {
+        afterOf[x] = static_cast<uint32_t>(afters.size());
+        afters.push_back(mine);
+        learn(afters.back(), {instr.tb, position[x]});
       }
     }
   }

@@ -148,7 +148,7 @@ void fuse(Program &prog, ThreadblockAssigner &assigner) {
       continue;
     for (InstrId &d : instr.deps)
       d = resolve(d);
-    llvm::sort(instr.deps);
+    std::sort(instr.deps.begin(), instr.deps.end());
     instr.deps.erase(std::unique(instr.deps.begin(), instr.deps.end()),
                      instr.deps.end());
     llvm::erase_value(instr.deps, x);

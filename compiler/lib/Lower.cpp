@@ -19,6 +19,8 @@
 #include "Program.h"
 #include "Symbolic.h"
 
+#include "coll/ir/ReaderLists.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -364,7 +366,9 @@ void lower(Program &prog) {
 void computeDependencies(Program &prog) {
   const Layout &layout = prog.layout;
   std::vector<InstrId> lastWriter(layout.numCells(), NoInstr);
-  std::vector<llvm::SmallVector<InstrId, 2>> readers(layout.numCells());
+  std::vector<ir::ReaderPool::List> readers(layout.numCells(),
+                                          ir::ReaderPool::Empty);
+  ir::ReaderPool pool;
   llvm::SmallVector<InstrId, 16> deps;
   for (InstrId x = 0; x < prog.instrs.size(); ++x) {
     Instr &instr = prog.instrs[x];
@@ -401,9 +405,9 @@ void computeDependencies(Program &prog) {
       for (uint32_t c = writeCell; c < writeCell + n; ++c) {
         if (lastWriter[c] != NoInstr)
           deps.push_back(lastWriter[c]);
-        deps.append(readers[c].begin(), readers[c].end());
+        pool.forEach(readers[c], [&](InstrId r) { deps.push_back(r); });
       }
-    llvm::sort(deps);
+    std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     // A copy onto its own memory (in place) reads and writes one cell.
     llvm::erase_value(deps, x);
@@ -413,12 +417,12 @@ void computeDependencies(Program &prog) {
     if (readsSrc)
       for (uint32_t c = readCell; c < readCell + n; ++c)
         if ((c < writeCell || c >= writeEnd) &&
-            (readers[c].empty() || readers[c].back() != x))
-          readers[c].push_back(x);
+            pool.newest(readers[c]) != x)
+          pool.push(readers[c], x);
     if (writes)
       for (uint32_t c = writeCell; c < writeEnd; ++c) {
         lastWriter[c] = x;
-        readers[c].clear();
+        pool.clear(readers[c]);
       }
   }
 

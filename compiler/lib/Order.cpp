@@ -81,7 +81,7 @@ SimGraph buildGraph(const Program &prog, bool gateChains,
             deps.push_back(nodeOf[d]);
         m = member.sends() ? member.to : NoInstr;
       }
-    llvm::sort(deps);
+    std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     graph.deps.insert(graph.deps.end(), deps.begin(), deps.end());
     graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));

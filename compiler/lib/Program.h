@@ -108,6 +108,13 @@ struct Key {
 
 struct Instr {
   ir::StepType type = ir::StepType::Nop;
+  /// Dead-store analysis: distinct instructions that read what this one
+  /// wrote (0, 1 or 2 = more), and whether a cell it wrote is still its at
+  /// the end and constrained by the postcondition (firstReader below: the
+  /// first of those readers). Next to `type` to save padding: a program may
+  /// have millions of instructions.
+  uint8_t readers = 0;
+  bool liveAtEnd = false;
   int32_t rank = 0;
   int32_t channel = 0;
   int32_t lane = 0;
@@ -134,12 +141,7 @@ struct Instr {
   /// carries the group's dependencies; each member keeps its own source and
   /// operation.
   InstrId nextSource = NoInstr;
-  /// Dead-store analysis: distinct instructions that read what this one
-  /// wrote (0, 1 or 2 = more), the first of them, and whether a cell it
-  /// wrote is still its at the end and constrained by the postcondition.
-  uint8_t readers = 0;
-  InstrId firstReader = NoInstr;
-  bool liveAtEnd = false;
+  InstrId firstReader = NoInstr; ///< dead-store analysis (readers above)
   int32_t tb = -1; ///< IR id within the rank
   /// Same-rank instructions that must complete first; sorted.
   llvm::SmallVector<InstrId, 2> deps;
@@ -151,6 +153,7 @@ struct Instr {
   }
   bool live() const { return absorbedInto == NoInstr; }
 };
+static_assert(sizeof(Instr) <= 120, "an instruction stays small");
 
 struct Threadblock {
   int32_t sendPeer = -1, recvPeer = -1, channel = 0;

@@ -9,8 +9,12 @@
 
 namespace coll::ir {
 
+static_assert(sizeof(ContribSet) == 8, "a set is one word");
+
 ContribSet ContribSet::range(uint32_t lo, uint32_t hi) {
   assert(lo <= hi && "a run ends after it starts");
+  if (lo < hi && hi >= SharedTag)
+    return ofRuns({Run{lo, hi}});
   ContribSet set;
   if (lo < hi)
     set.one = {lo, hi};
@@ -20,10 +24,15 @@ ContribSet ContribSet::range(uint32_t lo, uint32_t hi) {
 ContribSet ContribSet::ofRuns(std::vector<Run> runs) {
   if (runs.empty())
     return {};
-  if (runs.size() == 1)
+  if (runs.size() == 1 && runs[0].hi < SharedTag)
     return range(runs[0].lo, runs[0].hi);
+  auto *heap = new Heap;
+  heap->runs = std::move(runs);
+  auto address = reinterpret_cast<uint64_t>(heap);
+  assert((address >> 63) == 0 && "addresses fit in 63 bits");
   ContribSet set;
-  set.many = std::make_shared<const std::vector<Run>>(std::move(runs));
+  set.one = {static_cast<uint32_t>(address),
+             static_cast<uint32_t>(address >> 32) | SharedTag};
   return set;
 }
 
@@ -41,8 +50,8 @@ ContribSet ContribSet::ofKeys(std::vector<uint32_t> keys) {
 }
 
 llvm::ArrayRef<ContribSet::Run> ContribSet::runs() const {
-  if (many)
-    return *many;
+  if (shared())
+    return heap()->runs;
   if (one.lo == one.hi)
     return {};
   return llvm::ArrayRef<Run>(one);
@@ -114,7 +123,7 @@ std::vector<uint32_t> ContribSet::ids(const ContribLayout &layout) const {
 }
 
 bool operator==(const ContribSet &a, const ContribSet &b) {
-  if (a.many && a.many == b.many)
+  if (a.shared() && a.one == b.one)
     return true;
   llvm::ArrayRef<ContribSet::Run> x = a.runs(), y = b.runs();
   return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());

@@ -11,6 +11,7 @@
 #include "coll/ir/Races.h"
 #include "coll/ir/Geometry.h"
 #include "coll/ir/Memory.h"
+#include "coll/ir/ReaderLists.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -109,7 +110,8 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
     size_t cells =
         size_t(gpu.inputChunks) + gpu.outputChunks + gpu.scratchChunks;
     std::vector<uint32_t> lastWriter(cells, NoStep);
-    std::vector<std::vector<uint32_t>> readers(cells);
+    std::vector<ReaderPool::List> readers(cells, ReaderPool::Empty);
+    ReaderPool pool;
     std::vector<Knowledge> knowledge(gpu.tbs.size());
     std::vector<Knowledge> after(where.size());
 
@@ -161,17 +163,23 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
         for (uint32_t c = dst; c < dst + count; ++c) {
           if (lastWriter[c] != NoStep && !ordered(lastWriter[c]))
             return race(lastWriter[c], c);
-          for (uint32_t r : readers[c])
+          // Newest first: the last one found is the oldest unordered
+          // reader, the one reported.
+          std::optional<Race> found;
+          pool.forEach(readers[c], [&](uint32_t r) {
             if (r != n && !ordered(r))
-              return race(r, c);
+              found = race(r, c);
+          });
+          if (found)
+            return found;
         }
       for (uint32_t i = 0; readsSrc && i < count; ++i)
         if (!info.writesDst || src + i < dst || src + i >= dst + count)
-          readers[src + i].push_back(n);
+          pool.push(readers[src + i], n);
       if (info.writesDst)
         for (uint32_t c = dst; c < dst + count; ++c) {
           lastWriter[c] = n;
-          readers[c].clear();
+          pool.clear(readers[c]);
         }
     }
   }

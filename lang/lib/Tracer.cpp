@@ -315,7 +315,7 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
       continue;
     if (to->lastWriter >= 0)
       deps.push_back(to->lastWriter);
-    deps.append(to->readers.begin(), to->readers.end());
+    readerPool.forEach(to->readers, [&](uint32_t r) { deps.push_back(r); });
     if (!reduce)
       continue;
     // dst (+) src; a contribution in both would be counted twice.
@@ -332,17 +332,17 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
     }
     result[i] = std::move(*merged);
   }
-  llvm::sort(deps);
+  std::sort(deps.begin(), deps.end());
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
 
   auto id = static_cast<uint32_t>(dag.ops.size());
   for (int32_t i = 0; i < op.src.size; ++i)
-    find(src.rank, src.buffer, src.index + i)->readers.push_back(id);
+    readerPool.push(find(src.rank, src.buffer, src.index + i)->readers, id);
   for (int32_t i = 0; i < op.dst.size; ++i) {
     Slot &to = slotForWrite(dst.rank, dst.buffer, dst.index + i);
     to.contents = std::move(result[i]);
     to.lastWriter = static_cast<int32_t>(id);
-    to.readers.clear();
+    readerPool.clear(to.readers);
   }
   op.src = src;
   op.dst = dst;

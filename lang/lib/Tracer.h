@@ -18,6 +18,7 @@
 
 #include "coll/lang/ChunkDag.h"
 #include "coll/lang/Diagnostics.h"
+#include "coll/ir/ReaderLists.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -99,7 +100,7 @@ private:
   struct Slot {
     Contents contents; ///< empty: holds nothing
     int32_t lastWriter = -1;
-    std::vector<uint32_t> readers; ///< since the last write
+    ir::ReaderPool::List readers = ir::ReaderPool::Empty; ///< since the last write
   };
 
   /// The slots a reference names: rewritten to the buffer that owns the
@@ -135,6 +136,8 @@ private:
   /// For each contribution, the output slot expecting it alone: -1 none,
   /// -2 several; computed on first use.
   std::vector<int64_t> destinations;
+  /// The readers of every slot since its last write.
+  ir::ReaderPool readerPool;
 };
 
 } // namespace coll::lang

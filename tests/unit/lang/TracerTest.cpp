@@ -14,7 +14,9 @@ constexpr BufferId Input{ir::BufferKind::Input, 0};
 constexpr BufferId Output{ir::BufferKind::Output, 0};
 constexpr BufferId Scratch{ir::BufferKind::Scratch, 0};
 
-std::vector<uint32_t> deps(std::initializer_list<uint32_t> ids) { return ids; }
+llvm::SmallVector<uint32_t, 2> deps(std::initializer_list<uint32_t> ids) {
+  return llvm::SmallVector<uint32_t, 2>(ids);
+}
 
 const std::string RingAllReduce = ringAllReduceProgram();
 

@@ -14,7 +14,10 @@
 // contributions of one output chunk of an allreduce are one run.
 //
 // Sets are values: one run is held inline, more are shared and immutable, so
-// copying a set is cheap. The empty set is "no data".
+// copying a set is cheap. The empty set is "no data". A set takes 8 bytes
+// (memories of 4096 ranks of 4096 chunks hold tens of millions of them): the
+// inline run, or, tagged by the top bit of `hi` (keys stay below 2^31), the
+// address of the shared runs with their reference count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +26,8 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
@@ -51,19 +54,37 @@ public:
   };
 
   ContribSet() = default;
+  ContribSet(const ContribSet &other) : one(other.one) { retain(); }
+  ContribSet(ContribSet &&other) noexcept : one(other.one) { other.one = {}; }
+  ContribSet &operator=(const ContribSet &other) {
+    other.retain();
+    release();
+    one = other.one;
+    return *this;
+  }
+  ContribSet &operator=(ContribSet &&other) noexcept {
+    if (this != &other) {
+      release();
+      one = other.one;
+      other.one = {};
+    }
+    return *this;
+  }
+  ~ContribSet() { release(); }
+
   static ContribSet single(uint32_t key) { return range(key, key + 1); }
   /// Keys [lo, hi).
   static ContribSet range(uint32_t lo, uint32_t hi);
   /// From keys in any order, each at most once.
   static ContribSet ofKeys(std::vector<uint32_t> keys);
 
-  bool empty() const { return one.lo == one.hi && !many; }
+  bool empty() const { return one.lo == one.hi && !shared(); }
   /// How many contributions.
   uint64_t size() const;
   llvm::ArrayRef<Run> runs() const;
   bool contains(uint32_t key) const;
   /// The only key of a set of one.
-  uint32_t only() const { return one.lo; }
+  uint32_t only() const { return shared() ? heap()->runs[0].lo : one.lo; }
 
   /// `a` united with `b` when they share nothing; otherwise nothing, and
   /// `common` is the smallest key in both.
@@ -80,10 +101,29 @@ public:
 private:
   static ContribSet ofRuns(std::vector<Run> runs);
 
-  /// The set when it is one run (many is null); otherwise unused.
+  /// Runs held apart: two or more, or one that ends at 2^31 or later.
+  struct Heap {
+    std::atomic<uint32_t> refs{1};
+    std::vector<Run> runs;
+  };
+  static constexpr uint32_t SharedTag = 0x80000000u;
+  bool shared() const { return (one.hi & SharedTag) != 0; }
+  Heap *heap() const {
+    return reinterpret_cast<Heap *>(
+        (uint64_t(one.hi & ~SharedTag) << 32) | one.lo);
+  }
+  void retain() const {
+    if (shared())
+      heap()->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    if (shared() && heap()->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      delete heap();
+  }
+
+  /// The set when it is one run below 2^31; otherwise the address of its
+  /// Heap, split over lo (low half) and hi (high half, tagged SharedTag).
   Run one;
-  /// Two or more runs.
-  std::shared_ptr<const std::vector<Run>> many;
 };
 
 } // namespace coll::ir

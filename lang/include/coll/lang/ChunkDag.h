@@ -27,6 +27,7 @@
 #include "coll/ir/Algorithm.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
@@ -76,8 +77,9 @@ struct ChunkOp {
   /// operation into (the product of nested factors; 1 outside any block).
   int32_t parallel = 1;
   /// Earlier operations (indices into ChunkDag::ops) this one must follow.
-  /// Sorted, unique.
-  std::vector<uint32_t> deps;
+  /// Sorted, unique. Most operations have one or two, held inline (a
+  /// program may trace millions of operations).
+  llvm::SmallVector<uint32_t, 2> deps;
   llvm::SMLoc loc; ///< the `.copy`/`.reduce` call
   /// The innermost user-function call active when the operation was traced
   /// (an index into ChunkDag::calls), or NoCall at the top level.
