@@ -18,6 +18,12 @@
 #   ldg128, stg128   128-bit global loads/stores (LDG.E.128*, STG.E.128*,
 #                    LD.E.128*, ST.E.128*: the generic-address forms count too);
 #   ldl, stl         local-memory loads/stores (LDL*, STL*) in the whole kernel;
+#   sys              instructions of system scope (.SYS: strong loads and
+#                    stores, MEMBAR.*.SYS): the volatile accesses of LL lines
+#                    and of the watchdog's report in every kernel, and in the
+#                    CrossGpu build (the last template argument true) the
+#                    .sys acquires and releases of connections between GPUs
+#                    (docs/CUDA.md, "Scopes");
 #   hot_ld, hot_ld_red, hot_st, hot_local   Simple kernels only: in the 16-byte
 #                    pack loop of `transform` (device/Reduce.h), located by the
 #                    line information of the SASS (nvdisasm -gi): 128-bit loads
@@ -31,7 +37,9 @@
 # --check fails when, for any kernel: it is missing from FILE or from the
 # build (an unrecorded kernel); regs, stack, spill_st, spill_ld, smem, ldl or
 # stl exceed the recorded figure; ldg128, stg128, hot_ld, hot_ld_red or
-# hot_st fall below it (128-bit accesses lost); hot_local exceeds it. Figures
+# hot_st fall below it (128-bit accesses lost); hot_local exceeds it; sys
+# differs at all (a kernel within one GPU that gains a .sys access pays for
+# it, a CrossGpu kernel that loses one is wrong between GPUs). Figures
 # better than recorded are reported; re-record them with --write. Without
 # nvdisasm the SASS columns are not checked, and the script says so.
 set -euo pipefail
@@ -134,8 +142,8 @@ if [ -n "$nvdisasm" ]; then
       { echo "cuda-resources: $nvdisasm failed on $f" >&2; exit 2; }
     awk -v first="$loop_first" -v last="$loop_last" -v lld="$line_ld" -v lred="$line_ld_red" \
       -v lst="$line_st" '
-      function flush() { if (fn != "") print fn, a, b, c, d, h1, h2, h3, h4 }
-      /^\.text\./ { flush(); fn = substr($1, 7); sub(/:$/, "", fn); a = b = c = d = h1 = h2 = h3 = h4 = 0; inloop = 0; n = 0; next }
+      function flush() { if (fn != "") print fn, a, b, c, d, h1, h2, h3, h4, sy }
+      /^\.text\./ { flush(); fn = substr($1, 7); sub(/:$/, "", fn); a = b = c = d = h1 = h2 = h3 = h4 = sy = 0; inloop = 0; n = 0; next }
       /\/\/## File/ {
         if (!ingroup) { inloop = 0; n = 0; ingroup = 1 }
         # every level of the chain: File "X", line N [inlined at "Y", line M]
@@ -159,6 +167,7 @@ if [ -n "$nvdisasm" ]; then
         loc = op ~ /^(LDL|STL)(\.|$)/
         if (wide == 1) a++; if (wide == 2) b++
         if (op ~ /^LDL(\.|$)/) c++; if (op ~ /^STL(\.|$)/) d++
+        if (op ~ /\.SYS(\.|$)/) sy++
         if (inloop) {
           if (wide == 1 && inner == lld) h1++
           if (wide == 1 && inner == lred) h2++
@@ -178,7 +187,7 @@ awk -v have_sass="$have_sass" '
     sub(/\(Proto\)0/, "Simple", d); sub(/\(Proto\)1/, "LL", d); sub(/\(Proto\)2/, "LL128", d)
     sub(/\(.*$/, "", d); gsub(/, /, ",", d); gsub(/ /, "_", d); return d
   }
-  FNR == NR && FILENAME ~ /sass$/ { s[$1] = "ldg128=" $2 " stg128=" $3 " ldl=" $4 " stl=" $5
+  FNR == NR && FILENAME ~ /sass$/ { s[$1] = "ldg128=" $2 " stg128=" $3 " ldl=" $4 " stl=" $5 " sys=" $10
                                     hot[$1] = " hot_ld=" $6 " hot_ld_red=" $7 " hot_st=" $8 " hot_local=" $9; next }
   {
     line = pretty($1) " regs=" $2 " stack=" $3 " spill_st=" $4 " spill_ld=" $5 " smem=" $6
@@ -218,6 +227,10 @@ check)
           if (!((k SUBSEP x) in g)) { if (have_sass == 1) { print "FAIL " k ": " x " missing"; bad++ }; continue }
           if (g[k SUBSEP x] < e[k SUBSEP x]) { print "FAIL " k ": " x " " g[k SUBSEP x] " < recorded " e[k SUBSEP x] " (128-bit accesses lost)"; bad++ }
           else if (g[k SUBSEP x] > e[k SUBSEP x]) { print "better " k ": " x " " g[k SUBSEP x] " > recorded " e[k SUBSEP x]; better++ } }
+        x = "sys"
+        if (((k SUBSEP x) in e) && ((k SUBSEP x) in g) && g[k SUBSEP x] != e[k SUBSEP x]) {
+          print "FAIL " k ": " x " " g[k SUBSEP x] " != recorded " e[k SUBSEP x] " (instructions of system scope changed)"; bad++ }
+        if (have_sass == 1 && ((k SUBSEP x) in e) && !((k SUBSEP x) in g)) { print "FAIL " k ": sys missing"; bad++ }
       }
       n = 0; for (k in got) n++
       if (bad) { print "cuda-resources: " bad " regression(s) in " n " kernels"; exit 1 }

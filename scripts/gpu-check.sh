@@ -82,6 +82,11 @@ else
 fi
 
 step cuda-tests 1800 "$here/bin/CudaTests" --gtest_brief=0
+# The executor's tests with every connection at .sys (COLL_CUDA_SCOPE=sys, the
+# CrossGpu kernels; docs/CUDA.md, "Scopes"): the path of connections between
+# GPUs, on the one GPU lent.
+step cuda-tests-sys-scope 900 env COLL_CUDA_SCOPE=sys "$here/bin/CudaTests" --gtest_brief=1 \
+  --gtest_filter='GpuExecutor.*'
 if grep -q '\[  SKIPPED \]' "$report"; then
   log "cuda-tests: tests were skipped (no usable device?): counted as a failure"
   failed=$((failed + 1))
@@ -150,6 +155,21 @@ step bench-ring-2ranks-1K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --
 # steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
 step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
   --dir "$alg/step-cost" --iters 200 --warmup 20
+# The same with every connection at .sys: what ordering between GPUs costs.
+step bench-step-cost-sys-scope 600 env COLL_CUDA_SCOPE=sys python3 "$here/tests/step-cost.py" run \
+  --tool "$bench" --dir "$alg/step-cost" --iters 200 --warmup 20
+# Fewer threads per block (issue 27): every warp runs a step's path, and 16
+# warps share an SM's four schedulers.
+for t in 128 64; do
+  step bench-step-cost-threads-$t 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
+    --tool-arg=--threads=$t --dir "$alg/step-cost" --iters 200 --warmup 20
+  step bench-allpairs-8ranks-8K-threads-$t 600 "$bench" "$alg/allpairs_allreduce_8ranks.xml" --size 8K \
+    --iters 200 --warmup 50 --threads $t
+  step bench-oneshot-8ranks-1K-threads-$t 600 "$bench" "$alg/oneshot_allreduce_8ranks.xml" --size 1K \
+    --iters 200 --warmup 50 --threads $t
+  step bench-oneshot-2ranks-1K-ll128-threads-$t 600 "$bench" "$alg/oneshot_allreduce_2ranks_ll128.xml" \
+    --size 1K --iters 200 --warmup 50 --threads $t
+done
 if [ "$quick" = 0 ]; then
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
 fi

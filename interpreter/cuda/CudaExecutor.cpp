@@ -31,6 +31,7 @@
 #include <chrono>
 #include <climits>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -515,11 +516,15 @@ private:
   /// One rank: the connections it receives on, in Plan::connections order.
   DeviceMemory received;
   DeviceMemory connTable;
-  /// Per connection: where it lies (null: not reached yet) and its scope.
-  std::vector<DeviceConnection> connPointers;
+  std::vector<unsigned char *> connPointers; ///< per connection; null: not reached yet
+  /// Per connection: the scope of its synchronising accesses (Scope::Gpu
+  /// until importConnections finds its other end on another GPU), uploaded.
+  std::vector<Scope> connScopes;
+  DeviceMemory scopeTable;
   /// A connection of this executor's launches runs at .sys: they take the
   /// CrossGpu build (Kernels.h).
   bool crossGpu = false;
+  bool forceSys = false; ///< COLL_CUDA_SCOPE=sys
   std::vector<uint64_t> indexAtReceiver;     ///< per connection
   std::vector<void *> opened;                ///< IPC mappings of other processes
   int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
@@ -553,7 +558,7 @@ CudaExecutor::Impl::~Impl() {
   if (stream)
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
                           &temp[1], &traceEvents, &traceCounts})
     m->release();
   if (stream)
@@ -576,6 +581,19 @@ CudaExecutor::Impl::~Impl() {
     cudaFreeHost(report);
 }
 
+/// COLL_CUDA_SCOPE (docs/CUDA.md, "Scopes"): "sys" runs every connection at
+/// .sys in the CrossGpu build, a diagnostic of what a connection between
+/// GPUs pays for its ordering, measurable on one GPU (.sys covers .gpu);
+/// unset, empty or "auto": each connection's own scope.
+static llvm::Expected<bool> forcedSysScope() {
+  const char *v = std::getenv("COLL_CUDA_SCOPE");
+  if (!v || !*v || std::strcmp(v, "auto") == 0)
+    return false;
+  if (std::strcmp(v, "sys") == 0)
+    return true;
+  return fail(llvm::formatv("COLL_CUDA_SCOPE={0}: auto (each connection's scope) or sys", v));
+}
+
 llvm::Error CudaExecutor::Impl::start() {
   if (llvm::Error err = checkOptions(options, proto))
     return err;
@@ -593,7 +611,7 @@ llvm::Error CudaExecutor::Impl::start() {
                         : static_cast<int32_t>(plan.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &temp[0],
+  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
                           &temp[1], &traceEvents, &traceCounts})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
@@ -607,11 +625,17 @@ llvm::Error CudaExecutor::Impl::start() {
   if (llvm::Error err = state.reserve(stateLayout.bytes))
     return err;
   COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
-  connPointers.assign(plan.connections.size(), DeviceConnection{nullptr, Scope::Gpu, 0});
+  connPointers.assign(plan.connections.size(), nullptr);
+  auto forced = forcedSysScope();
+  if (!forced)
+    return forced.takeError();
+  forceSys = *forced;
+  connScopes.assign(plan.connections.size(), forceSys ? Scope::Sys : Scope::Gpu);
+  crossGpu = forceSys;
   indexAtReceiver.assign(plan.connections.size(), 0);
   if (!oneRank()) {
     for (size_t c = 0; c < plan.connections.size(); ++c)
-      connPointers[c].base = state.as<unsigned char>() + stateLayout.connectionsOffset +
+      connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
                         c * connection.stride;
   } else {
     std::vector<uint64_t> perReceiver(plan.nranks, 0);
@@ -637,8 +661,7 @@ llvm::Error CudaExecutor::Impl::start() {
     }
     for (size_t c = 0; c < plan.connections.size(); ++c)
       if (plan.connections[c].receiver == options.rank)
-        connPointers[c].base =
-            received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
+        connPointers[c] = received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
   }
   if (llvm::Error err = uploadConnections())
     return err;
@@ -655,6 +678,8 @@ llvm::Error CudaExecutor::Impl::start() {
 }
 
 llvm::Error CudaExecutor::Impl::uploadConnections() {
+  if (llvm::Error err = upload(scopeTable, connScopes.data(), connScopes.size(), stream))
+    return err;
   return upload(connTable, connPointers.data(), connPointers.size(), stream);
 }
 
@@ -678,14 +703,15 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
   auto sameGpu = [&](int32_t rank) {
     return std::memcmp(all[rank].deviceUuid, device.uuid.data(), sizeof all[rank].deviceUuid) == 0;
   };
-  crossGpu = false;
+  crossGpu = forceSys;
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const PlanConnection &info = plan.connections[c];
     if (info.sender == options.rank || info.receiver == options.rank) {
-      connPointers[c].scope =
-          sameGpu(info.sender == options.rank ? info.receiver : info.sender) ? Scope::Gpu
-                                                                               : Scope::Sys;
-      crossGpu = crossGpu || connPointers[c].scope == Scope::Sys;
+      connScopes[c] =
+          !forceSys && sameGpu(info.sender == options.rank ? info.receiver : info.sender)
+              ? Scope::Gpu
+              : Scope::Sys;
+      crossGpu = crossGpu || connScopes[c] == Scope::Sys;
     }
   }
   std::vector<unsigned char *> base(plan.nranks, nullptr);
@@ -729,7 +755,7 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
         base[info.receiver] = static_cast<unsigned char *>(mapped);
       }
     }
-    connPointers[c].base = base[info.receiver] + indexAtReceiver[c] * connection.stride;
+    connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
   }
   return uploadConnections();
 }
@@ -799,7 +825,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
     return inplace.takeError();
   if (oneRank())
     for (size_t c = 0; c < connPointers.size(); ++c)
-      if (!connPointers[c].base && plan.connections[c].sender == options.rank)
+      if (!connPointers[c] && plan.connections[c].sender == options.rank)
         return fail(llvm::formatv("{0}: rank {1} sends to rank {2}, whose FIFOs are not mapped "
                                   "(importConnections)",
                                   plan.fileName, options.rank, plan.connections[c].receiver));
@@ -861,7 +887,8 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.slices = slices.as<CallSlice>();
   params.ranks = ranks.as<RankPointers>();
   params.state = state.as<unsigned char>();
-  params.connections = connTable.as<const DeviceConnection>();
+  params.connections = connTable.as<unsigned char *const>();
+  params.connectionScopes = scopeTable.as<const Scope>();
   params.firstTb = firstTb;
   params.report = deviceReport;
   params.flagsOffset = stateLayout.flagsOffset;

@@ -233,14 +233,6 @@ struct ReferenceFifo {
   uint32_t *stalled;
 };
 
-/// One connection as the kernel reaches it: where its head, tail and FIFO
-/// lie, and the scope of the accesses that synchronise its two ends.
-struct DeviceConnection {
-  unsigned char *base;
-  Scope scope;
-  uint32_t unused;
-};
-
 /// The kernel's only parameter.
 struct KernelParams {
   const PlanTb *tbs;
@@ -251,8 +243,13 @@ struct KernelParams {
   /// Per Plan::connections index, where its head, tail and FIFO lie: in the
   /// device state for an executor of every rank; for an executor of one
   /// rank, in the receiving rank's memory (mapped by CUDA IPC when that rank
-  /// is another process's); and its scope.
-  const DeviceConnection *connections;
+  /// is another process's).
+  unsigned char *const *connections;
+  /// Per Plan::connections index, the scope of the accesses that synchronise
+  /// its two ends; read only by the CrossGpu build (Kernels.h), whose
+  /// launches have a connection to another GPU. The other builds know that
+  /// every scope is .gpu, and their code is what it was before scopes.
+  const Scope *connectionScopes;
   int32_t firstTb; ///< block b runs tb firstTb + b
   WatchdogReport *report;
   uint64_t flagsOffset; ///< StateLayout

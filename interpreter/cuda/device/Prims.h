@@ -36,7 +36,7 @@ inline constexpr uint32_t SpinsPerCheck = 64;
 /// called by all threads of the block with the same arguments. CrossGpu:
 /// the build for launches with connections to other GPUs (or through host
 /// memory), whose accesses to each connection take its scope
-/// (DeviceConnection::scope); the others' are .gpu, constants, so that the
+/// (KernelParams::connectionScopes); the others' are .gpu, constants, so that the
 /// scope costs a launch within one GPU nothing (docs/CUDA.md, "Scopes").
 template <class T, Proto P, bool Trace, bool CrossGpu> class Prims {
 public:
@@ -46,10 +46,9 @@ public:
       : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
         nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)) {
     if (tb.sendConn >= 0) {
-      const DeviceConnection &conn = p.connections[tb.sendConn];
-      unsigned char *c = conn.base;
+      unsigned char *c = p.connections[tb.sendConn];
       if constexpr (CrossGpu)
-        sendScopeOfLaunch = conn.scope;
+        sendScopeOfLaunch = p.connectionScopes[tb.sendConn];
       sendHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
       sendTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
       sendFifo = c + ConnectionLayout::FifoOffset;
@@ -58,10 +57,9 @@ public:
       sendSeq = ptx::ldVolatile(sendTail);
     }
     if (tb.recvConn >= 0) {
-      const DeviceConnection &conn = p.connections[tb.recvConn];
-      unsigned char *c = conn.base;
+      unsigned char *c = p.connections[tb.recvConn];
       if constexpr (CrossGpu)
-        recvScopeOfLaunch = conn.scope;
+        recvScopeOfLaunch = p.connectionScopes[tb.recvConn];
       recvHead = reinterpret_cast<uint64_t *>(c + ConnectionLayout::HeadOffset);
       recvTail = reinterpret_cast<uint64_t *>(c + ConnectionLayout::TailOffset);
       recvFifo = c + ConnectionLayout::FifoOffset;
@@ -323,7 +321,8 @@ private:
 
   uint64_t *sendHead = nullptr, *sendTail = nullptr, *recvHead = nullptr, *recvTail = nullptr;
   unsigned char *sendFifo = nullptr, *recvFifo = nullptr;
-  /// The connections' scopes (DeviceConnection), in the CrossGpu build:
+  /// The connections' scopes (KernelParams::connectionScopes), in the
+  /// CrossGpu build:
   /// every access that synchronises with the other end of a connection has
   /// its connection's scope.
   Scope sendScopeOfLaunch = Scope::Gpu, recvScopeOfLaunch = Scope::Gpu;

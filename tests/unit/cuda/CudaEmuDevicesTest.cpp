@@ -273,3 +273,29 @@ TEST(EmuMultiDevice, PeerPairsParse) {
 }
 
 } // namespace
+
+namespace {
+
+// COLL_CUDA_SCOPE=sys: every connection of one GPU at .sys, in the CrossGpu
+// build (a diagnostic of what the ordering between GPUs costs): the results
+// are the host's, the launches run .sys accesses; a wrong value is refused.
+TEST(EmuScope, ForcedSysScopeRunsEveryConnectionAtSys) {
+  auto [hostOptions, gpuOptions] = options();
+  ::setenv("COLL_CUDA_SCOPE", "sys", 1);
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    const Plan plan = planOf(coll::testing::ringAllReduce(4, proto));
+    auto ex = coll::testing::makeExecutors(plan, hostOptions, gpuOptions);
+    const uint64_t before = cuda::simt::sysScopedAccesses.load();
+    coll::testing::expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 2000, false,
+                                    "COLL_CUDA_SCOPE=sys " + ir::protocolName(proto).str());
+    EXPECT_GT(cuda::simt::sysScopedAccesses.load(), before);
+  }
+  ::setenv("COLL_CUDA_SCOPE", "cta", 1);
+  auto refused = coll::testing::deviceBackend().create(
+      planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple)), gpuOptions);
+  ::unsetenv("COLL_CUDA_SCOPE");
+  ASSERT_FALSE(static_cast<bool>(refused));
+  EXPECT_NE(llvm::toString(refused.takeError()).find("COLL_CUDA_SCOPE=cta"), std::string::npos);
+}
+
+} // namespace
