@@ -480,13 +480,15 @@ private:
     const void *kernel;
     uint32_t threads;
     int blocksPerSm;
+    uint32_t cap; ///< the most threads it was allowed (threadsForStep)
   };
   /// Sets up `kernel` for `sharedBytes` of dynamic shared memory and picks
   /// its block size (options.threadsPerBlock, or for 0 the largest of 512,
   /// 256, ..., 32 that fits) such that every block of a launch can be
   /// resident at once: persistent blocks that wait for blocks that never
   /// start deadlock.
-  llvm::Expected<Residency> chooseResidency(const void *kernel, uint32_t sharedBytes);
+  llvm::Expected<Residency> chooseResidency(const void *kernel, uint32_t sharedBytes,
+                                            uint32_t cap);
   llvm::Error resetState();
   /// Where each connection's memory lies (connPointers), uploaded.
   llvm::Error uploadConnections();
@@ -592,6 +594,23 @@ static llvm::Expected<bool> forcedSysScope() {
   if (std::strcmp(v, "sys") == 0)
     return true;
   return fail(llvm::formatv("COLL_CUDA_SCOPE={0}: auto (each connection's scope) or sys", v));
+}
+
+/// The threads a block needs to move a step of `bytes` in one pass of its
+/// loop (issue 27): Simple one 16-byte pack each, LL one line (8 data bytes),
+/// LL128 eight lanes a line; at least 128, at most MaxThreadsPerBlock.
+/// Every warp of a block runs each step's path, elements or not: on an H200
+/// a step of 1 KiB cost 10-15 % less at 128 threads than at 512, and LL's
+/// hops more at 64 than at 128 (docs/PERFORMANCE.md, "Scopes and block
+/// sizes").
+static uint32_t threadsForStep(Proto proto, uint64_t bytes) {
+  const uint64_t want = proto == Proto::Simple ? (bytes + 15) / 16
+                        : proto == Proto::LL   ? llLines(bytes)
+                                               : LL128LanesPerLine * ll128Lines(bytes);
+  uint32_t threads = 128;
+  while (threads < MaxThreadsPerBlock && threads < want)
+    threads *= 2;
+  return threads;
 }
 
 llvm::Error CudaExecutor::Impl::start() {
@@ -761,7 +780,7 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
 }
 
 llvm::Expected<CudaExecutor::Impl::Residency>
-CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
+CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes, uint32_t cap) {
   int optin = 0;
   COLL_CUDA_TRY(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.device));
@@ -780,7 +799,7 @@ CudaExecutor::Impl::chooseResidency(const void *k, uint32_t sharedBytes) {
   COLL_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(dynamicMax)));
   const bool automatic = options.threadsPerBlock == 0;
-  Residency r{k, automatic ? MaxThreadsPerBlock : options.threadsPerBlock, 0};
+  Residency r{k, automatic ? std::min(cap, MaxThreadsPerBlock) : options.threadsPerBlock, 0, cap};
   for (;; r.threads /= 2) {
     COLL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &r.blocksPerSm, k, static_cast<int>(r.threads), sharedBytes));
@@ -905,12 +924,16 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   shape.sharedBytes = static_cast<uint32_t>(
       maxSlices ? sliceOffset + uint64_t(maxSlices) * sizeof(CallSlice) : maxSteps * sizeof(PlanStep));
   shape.smCount = device.smCount;
+  // Automatic block sizes: no more threads than a step of this call moves
+  // in one pass.
+  const uint32_t cap = threadsForStep(
+      proto, result.iterations > 1 ? sliceElems * es : layout->maxChunkElems * es);
   auto residencyOf = [&](const void *k) -> llvm::Expected<Residency> {
     auto known = std::find_if(residencies.begin(), residencies.end(),
-                              [&](const Residency &r) { return r.kernel == k; });
+                              [&](const Residency &r) { return r.kernel == k && r.cap == cap; });
     if (known != residencies.end())
       return *known;
-    auto chosen = chooseResidency(k, shape.sharedBytes);
+    auto chosen = chooseResidency(k, shape.sharedBytes, cap);
     if (chosen)
       residencies.push_back(*chosen);
     return chosen;

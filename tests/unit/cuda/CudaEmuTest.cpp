@@ -283,6 +283,41 @@ TEST(EmuFragile, WideBuildForSmallLaunchesNarrowForLargeOnes) {
   describeDevice(saved);
 }
 
+// Automatic block sizes (CudaExecutor.cpp, threadsForStep): no more threads
+// than a step of the call moves in one pass, at least 128. On a device of
+// 512-thread blocks: a call whose steps move 1 KiB runs 128-thread blocks in
+// every protocol (Simple 64 packs, LL 128 lines, LL128 9 lines of 8 lanes);
+// 16 KiB steps (Simple 1024 packs) and a call of several iterations (full
+// slots) run 512; the result is the host's either way.
+TEST(EmuFragile, SmallStepsLaunchFewerThreads) {
+  using namespace coll::interp::cuda::rt;
+  const DeviceDescription saved = describedDevice();
+  DeviceDescription wide = saved;
+  wide.residentThreads = 512;
+  describeDevice(wide);
+  auto [host, gpu] = slots(64 << 10);
+  struct Case {
+    ir::Protocol proto;
+    uint64_t stepBytes;
+    uint32_t threads;
+  };
+  for (const Case &c : {Case{ir::Protocol::Simple, 1024, 128}, Case{ir::Protocol::LL, 1024, 128},
+                        Case{ir::Protocol::LL128, 1024, 128},
+                        Case{ir::Protocol::Simple, 4096, 256},
+                        Case{ir::Protocol::Simple, 16384, 512},
+                        Case{ir::Protocol::Simple, 1 << 20, 512}}) {
+    const Plan plan = planOf(coll::testing::ringAllReduce(2, c.proto));
+    auto ex = makeExecutors(plan, host, gpu);
+    // A 2-rank ring moves chunks of half the buffer: count floats per rank.
+    const uint64_t count = 2 * c.stepBytes / 4;
+    expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, false,
+                     std::string(ir::protocolName(c.proto)) + " " + std::to_string(c.stepBytes));
+    EXPECT_EQ(ex.gpu->launchShape().threads, c.threads)
+        << ir::protocolName(c.proto).str() << ", steps of " << c.stepBytes << " bytes";
+  }
+  describeDevice(saved);
+}
+
 // collbench's references (docs/CUDA.md, "References") on the emulation:
 // each runs once on known inputs and checks its result before it is timed,
 // so a reference that computed a wrong result, or whose waits never end,
