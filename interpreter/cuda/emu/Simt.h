@@ -133,8 +133,9 @@ using ScopeRule = std::string (*)(const void *address, uint64_t device, bool sys
 void setScopeRule(ScopeRule rule);
 /// Checks the calling GPU thread's scoped access `op` of `address`.
 void checkScopeOf(const void *address, bool sys, const char *op);
-/// The .sys-scoped accesses of checked launches since the process started
-/// (tests: a connection within one GPU must run none).
+/// The .sys-scoped accesses of checked launches since the process started,
+/// a spin loop's polls of one word counted once (tests: a connection within
+/// one GPU must run none).
 inline std::atomic<uint64_t> sysScopedAccesses{0};
 
 struct Dim3 {
@@ -166,14 +167,22 @@ struct ThreadContext {
   /// scope error goes.
   uint64_t device = 0;
   ScopeErrors *scopeErrors = nullptr;
+  const void *scopeChecked = nullptr; ///< the last access checked, and its scope
+  bool scopeCheckedSys = false;
 };
 
 /// The calling GPU thread.
 ThreadContext &self();
 
+/// Each GPU thread checks an address and scope once in a row: a spin loop's
+/// polls of one word are one check (memory does not change owners while a
+/// launch runs).
 inline void checkScope(const void *address, bool sys, const char *op) {
-  if (!self().device)
+  ThreadContext &t = self();
+  if (!t.device || (address == t.scopeChecked && sys == t.scopeCheckedSys))
     return;
+  t.scopeChecked = address;
+  t.scopeCheckedSys = sys;
   if (sys)
     sysScopedAccesses.fetch_add(1, std::memory_order_relaxed);
   checkScopeOf(address, sys, op);
