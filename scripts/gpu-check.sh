@@ -108,6 +108,15 @@ step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
 step runtime-gpu-kill-2 300 "$rankcheck" gpu-kill --fork 2
 step runtime-gpu-abort-2 300 "$rankcheck" gpu-abort --fork 2
 step runtime-gpu-trace-2 300 "$rankcheck" gpu-trace --fork 2
+# FIFOs in pinned host memory, the path of GPUs without P2P (docs/RUNTIME.md,
+# "Where a connection's ranks run"), on the one GPU lent: COLL_P2P_DISABLE=1
+# puts every FIFO between two ranks there (memfds mapped across processes
+# and registered with cudaHostRegister; portable within one process), and
+# the small allreduces leave their LL128 program for another.
+step runtime-gpu-no-p2p-processes-2 600 env COLL_P2P_DISABLE=1 COLL_DEBUG=INFO \
+  COLL_DEBUG_SUBSYS=INIT "$rankcheck" gpu --fork 2
+step runtime-gpu-no-p2p-processes-3 600 env COLL_P2P_DISABLE=1 "$rankcheck" gpu --fork 3
+step runtime-gpu-no-p2p-one-process-4 600 env COLL_P2P_DISABLE=1 "$rankcheck" gpu-all --all 4
 # The timeline from %globaltimer (docs/CUDA.md "Timelines"), as
 # tests/lit/cuda-emu/trace.test checks it on the emulation: 240 step slices
 # of the 8-rank ring allreduce, each within its rank's call.

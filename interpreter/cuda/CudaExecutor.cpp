@@ -35,6 +35,9 @@
 #include <cstring>
 #include <optional>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // One of CollCuda and CollCudaEmu per program (DeviceExecutor.h): linking
@@ -428,6 +431,7 @@ public:
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters,
                                                    bool graph) override;
   ConnectionExport exportConnections() const override;
+  llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) override;
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override;
   LaunchShape launchShape() const override;
 
@@ -463,6 +467,7 @@ public:
                               std::chrono::steady_clock::time_point t0,
                               std::chrono::steady_clock::time_point t1);
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
+  llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
 
   Plan plan;
@@ -529,6 +534,23 @@ private:
   bool forceSys = false; ///< COLL_CUDA_SCOPE=sys
   std::vector<uint64_t> indexAtReceiver;     ///< per connection
   std::vector<void *> opened;                ///< IPC mappings of other processes
+  /// Per connection: its FIFO lies in pinned host memory (placeConnections
+  /// at the receiver; importConnections at the sender).
+  std::vector<uint8_t> viaHost;
+  /// Pinned host memory shared between processes: this rank's FIFOs from
+  /// GPUs without peer access to its own (`own`), and the other ranks' such
+  /// FIFOs that it sends on, mapped from their processes.
+  struct HostArea {
+    int fd = -1; ///< own: the memfd
+    unsigned char *base = nullptr;
+    uint64_t bytes = 0;
+    bool mapped = false;     ///< munmap at the end (not another executor's in this process)
+    bool registered = false; ///< cudaHostUnregister at the end
+  };
+  HostArea own;
+  std::vector<HostArea> mappedAreas;
+  uint64_t ownHeaderBytes = 0;
+  static void releaseArea(HostArea &area);
   int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
   WatchdogReport *report = nullptr; ///< host-mapped
   WatchdogReport *deviceReport = nullptr;
@@ -567,6 +589,9 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   for (void *p : opened)
     cudaIpcCloseMemHandle(p);
+  for (HostArea &a : mappedAreas)
+    releaseArea(a);
+  releaseArea(own);
   if (abortStream)
     cudaStreamDestroy(abortStream);
   if (callerReady)
@@ -652,6 +677,7 @@ llvm::Error CudaExecutor::Impl::start() {
   connScopes.assign(plan.connections.size(), forceSys ? Scope::Sys : Scope::Gpu);
   crossGpu = forceSys;
   indexAtReceiver.assign(plan.connections.size(), 0);
+  viaHost.assign(plan.connections.size(), 0);
   if (!oneRank()) {
     for (size_t c = 0; c < plan.connections.size(); ++c)
       connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
@@ -702,6 +728,150 @@ llvm::Error CudaExecutor::Impl::uploadConnections() {
   return upload(connTable, connPointers.data(), connPointers.size(), stream);
 }
 
+/// COLL_P2P_DISABLE=1 (as NCCL_P2P_DISABLE): every FIFO between two ranks
+/// in pinned host memory, the GPUs' peer access or not; a way to run the
+/// host-memory path on one GPU.
+static llvm::Expected<bool> p2pDisabled() {
+  const char *v = std::getenv("COLL_P2P_DISABLE");
+  if (!v || !*v || std::strcmp(v, "0") == 0)
+    return false;
+  if (std::strcmp(v, "1") == 0)
+    return true;
+  return fail(llvm::formatv("COLL_P2P_DISABLE={0}: 1 (FIFOs in host memory) or 0", v));
+}
+
+/// The table at the head of a rank's host-memory FIFOs: per connection it
+/// receives on (in the order of indexAtReceiver), 0 where the FIFO is in its
+/// GPU's memory, k + 1 where it is the k-th FIFO after the table.
+static uint64_t hostHeaderBytes(uint64_t receivedConnections) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return (receivedConnections * sizeof(uint32_t) + page - 1) / page * page;
+}
+
+void CudaExecutor::Impl::releaseArea(HostArea &a) {
+  if (a.registered)
+    cudaHostUnregister(a.base);
+  if (a.mapped)
+    munmap(a.base, a.bytes);
+  if (a.fd >= 0)
+    ::close(a.fd);
+  a = HostArea{};
+}
+
+llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExport> &all) {
+  if (!oneRank())
+    return fail("CudaExecutor::placeConnections: the executor runs every rank itself");
+  if (all.size() != static_cast<size_t>(plan.nranks))
+    return fail(llvm::formatv("CudaExecutor::placeConnections: {0} entries for {1} ranks",
+                              all.size(), plan.nranks));
+  if (own.base || exported.hostFd >= 0)
+    return fail("CudaExecutor::placeConnections: the FIFOs are placed already");
+  auto disabled = p2pDisabled();
+  if (!disabled)
+    return disabled.takeError();
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  int visible = 0;
+  COLL_CUDA_TRY(cudaGetDeviceCount(&visible));
+  // Whether the sender's GPU reaches this one's memory: the same GPU, or
+  // peer access where this process sees both GPUs. A GPU this process does
+  // not see is left to CUDA IPC, which maps it when the two can (and says
+  // so when they cannot, in importConnections).
+  auto reaches = [&](const ConnectionExport &sender) -> llvm::Expected<bool> {
+    if (std::memcmp(sender.deviceUuid, device.uuid.data(), sizeof sender.deviceUuid) == 0)
+      return true;
+    int ordinal = -1;
+    if (sender.pid == static_cast<int32_t>(getpid())) {
+      ordinal = sender.device;
+    } else {
+      for (int d = 0; d < visible && ordinal < 0; ++d) {
+        cudaDeviceProp props{};
+        COLL_CUDA_TRY(cudaGetDeviceProperties(&props, d));
+        if (std::memcmp(props.uuid.bytes, sender.deviceUuid, sizeof sender.deviceUuid) == 0)
+          ordinal = d;
+      }
+    }
+    if (ordinal < 0)
+      return true;
+    int can = 0;
+    COLL_CUDA_TRY(cudaDeviceCanAccessPeer(&can, ordinal, device.device));
+    return can != 0;
+  };
+  uint64_t receivedConnections = 0;
+  std::vector<uint32_t> table;
+  uint32_t inHost = 0;
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    if (info.receiver != options.rank)
+      continue;
+    ++receivedConnections;
+    table.resize(receivedConnections, 0);
+    if (info.sender == options.rank)
+      continue;
+    bool host = *disabled;
+    if (!host) {
+      auto reached = reaches(all[info.sender]);
+      if (!reached)
+        return reached.takeError();
+      host = !*reached;
+    }
+    if (host) {
+      table[indexAtReceiver[c]] = ++inHost;
+      viaHost[c] = 1;
+    }
+  }
+  if (!inHost)
+    return llvm::Error::success();
+  ownHeaderBytes = hostHeaderBytes(receivedConnections);
+  own.bytes = ownHeaderBytes + static_cast<uint64_t>(inHost) * connection.stride;
+  own.fd = memfd_create("coll-host-fifos", MFD_CLOEXEC);
+  if (own.fd < 0)
+    return fail(llvm::formatv("{0}: rank {1}: memfd_create for its host-memory FIFOs: {2}",
+                              plan.fileName, options.rank, std::strerror(errno)));
+  if (ftruncate(own.fd, static_cast<off_t>(own.bytes)) != 0) {
+    const int e = errno;
+    releaseArea(own);
+    return fail(llvm::formatv("{0}: rank {1}: {2} bytes of host-memory FIFOs: {3}", plan.fileName,
+                              options.rank, ownHeaderBytes, std::strerror(e)));
+  }
+  void *p = mmap(nullptr, own.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, own.fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    releaseArea(own);
+    return fail(llvm::formatv("{0}: rank {1}: mapping its host-memory FIFOs: {2}", plan.fileName,
+                              options.rank, std::strerror(e)));
+  }
+  own.base = static_cast<unsigned char *>(p);
+  own.mapped = true;
+  std::memcpy(own.base, table.data(), table.size() * sizeof(uint32_t));
+  // Portable: the executors of other GPUs in this process use it as it is.
+  if (cudaError_t err =
+          cudaHostRegister(own.base, own.bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+      err != cudaSuccess) {
+    releaseArea(own);
+    return fail(llvm::formatv("{0}: rank {1}: pinning its host-memory FIFOs: {2} ({3})",
+                              plan.fileName, options.rank, cudaGetErrorName(err),
+                              cudaGetErrorString(err)));
+  }
+  own.registered = true;
+  void *onDevice = nullptr;
+  COLL_CUDA_TRY(cudaHostGetDevicePointer(&onDevice, own.base, 0));
+  for (size_t c = 0; c < plan.connections.size(); ++c)
+    if (viaHost[c] && plan.connections[c].receiver == options.rank)
+      connPointers[c] = static_cast<unsigned char *>(onDevice) + ownHeaderBytes +
+                        (table[indexAtReceiver[c]] - 1) * connection.stride;
+  struct stat st {};
+  if (fstat(own.fd, &st) != 0)
+    return fail(llvm::formatv("{0}: rank {1}: fstat of its host-memory FIFOs: {2}", plan.fileName,
+                              options.rank, std::strerror(errno)));
+  exported.hostFd = own.fd;
+  exported.hostConnections = inHost;
+  exported.hostBytes = own.bytes;
+  exported.hostAddress = reinterpret_cast<uintptr_t>(own.base);
+  exported.hostInode = static_cast<uint64_t>(st.st_ino);
+  exported.hostDevice = static_cast<uint64_t>(st.st_dev);
+  return llvm::Error::success();
+}
+
 llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionExport> &all) {
   if (!oneRank())
     return fail("CudaExecutor::importConnections: the executor runs every rank itself");
@@ -716,29 +886,87 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
         std::memcmp(peer.deviceUuid, device.uuid.data(), sizeof peer.deviceUuid) == 0)
       coResidentTbs += peer.tbs;
   residencies.clear();
-  // Scopes by construction (docs/CUDA.md, "Scopes"): a connection whose
-  // other end runs on another GPU synchronises at .sys, at both ends; one
-  // within this GPU at .gpu. The FIFO lies with the receiver.
-  auto sameGpu = [&](int32_t rank) {
-    return std::memcmp(all[rank].deviceUuid, device.uuid.data(), sizeof all[rank].deviceUuid) == 0;
-  };
-  crossGpu = forceSys;
-  for (size_t c = 0; c < plan.connections.size(); ++c) {
-    const PlanConnection &info = plan.connections[c];
-    if (info.sender == options.rank || info.receiver == options.rank) {
-      connScopes[c] =
-          !forceSys && sameGpu(info.sender == options.rank ? info.receiver : info.sender)
-              ? Scope::Gpu
-              : Scope::Sys;
-      crossGpu = crossGpu || connScopes[c] == Scope::Sys;
-    }
-  }
-  std::vector<unsigned char *> base(plan.nranks, nullptr);
+  std::vector<uint64_t> receivedBy(plan.nranks, 0);
+  for (const PlanConnection &info : plan.connections)
+    ++receivedBy[info.receiver];
+  std::vector<unsigned char *> base(plan.nranks, nullptr), hostBase(plan.nranks, nullptr),
+      hostOnDevice(plan.nranks, nullptr);
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const PlanConnection &info = plan.connections[c];
     if (info.sender != options.rank || info.receiver == options.rank)
       continue;
     const ConnectionExport &peer = all[info.receiver];
+    // The receiver's host-memory FIFOs, where it placed some.
+    if (peer.hostFd >= 0 && !hostBase[info.receiver]) {
+      const uint64_t header = hostHeaderBytes(receivedBy[info.receiver]);
+      if (peer.rank != info.receiver || peer.stride != connection.stride ||
+          peer.hostBytes != header + uint64_t(peer.hostConnections) * connection.stride)
+        return fail(llvm::formatv(
+            "{0}: rank {1} exported {2} bytes of host-memory FIFOs for {3} connections ({4} per "
+            "connection) as rank {5}; rank {6} expects {7} per connection after a {8}-byte "
+            "table: the ranks disagree on the plan or the slot size",
+            plan.fileName, info.receiver, peer.hostBytes, peer.hostConnections, peer.stride,
+            peer.rank, options.rank, connection.stride, header));
+      HostArea area;
+      if (peer.pid == static_cast<int32_t>(getpid())) {
+        // Another executor of this process: registered portable there.
+        area.base = reinterpret_cast<unsigned char *>(peer.hostAddress);
+        area.bytes = peer.hostBytes;
+      } else {
+        const std::string path =
+            "/proc/" + std::to_string(peer.pid) + "/fd/" + std::to_string(peer.hostFd);
+        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        struct stat st {};
+        const bool same = fd >= 0 && fstat(fd, &st) == 0 &&
+                          static_cast<uint64_t>(st.st_ino) == peer.hostInode &&
+                          static_cast<uint64_t>(st.st_dev) == peer.hostDevice &&
+                          static_cast<uint64_t>(st.st_size) >= peer.hostBytes;
+        const int e = fd < 0 ? errno : 0;
+        void *p = same ? mmap(nullptr, peer.hostBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                       : MAP_FAILED;
+        if (fd >= 0)
+          ::close(fd);
+        if (p == MAP_FAILED)
+          return fail(llvm::formatv(
+              "{0}: cannot map rank {1}'s host-memory FIFOs (process {2}, {3}): {4}",
+              plan.fileName, info.receiver, peer.pid, path,
+              e ? std::strerror(e) : same ? "mmap failed" : "not the memory it exported"));
+        area.base = static_cast<unsigned char *>(p);
+        area.bytes = peer.hostBytes;
+        area.mapped = true;
+        if (cudaError_t err = cudaHostRegister(area.base, area.bytes,
+                                               cudaHostRegisterPortable | cudaHostRegisterMapped);
+            err != cudaSuccess) {
+          releaseArea(area);
+          return fail(llvm::formatv("{0}: pinning rank {1}'s host-memory FIFOs: {2} ({3})",
+                                    plan.fileName, info.receiver, cudaGetErrorName(err),
+                                    cudaGetErrorString(err)));
+        }
+        area.registered = true;
+        mappedAreas.push_back(area);
+      }
+      void *onDevice = nullptr;
+      COLL_CUDA_TRY(cudaHostGetDevicePointer(&onDevice, area.base, 0));
+      hostBase[info.receiver] = area.base;
+      hostOnDevice[info.receiver] = static_cast<unsigned char *>(onDevice);
+    }
+    if (hostBase[info.receiver]) {
+      uint32_t slot = 0;
+      std::memcpy(&slot, hostBase[info.receiver] + indexAtReceiver[c] * sizeof(uint32_t),
+                  sizeof slot);
+      if (slot > all[info.receiver].hostConnections)
+        return fail(llvm::formatv("{0}: rank {1}'s table of host-memory FIFOs names FIFO {2} of "
+                                  "{3}",
+                                  plan.fileName, info.receiver, slot,
+                                  all[info.receiver].hostConnections));
+      if (slot) {
+        viaHost[c] = 1;
+        connPointers[c] = hostOnDevice[info.receiver] +
+                          hostHeaderBytes(receivedBy[info.receiver]) +
+                          (slot - 1) * connection.stride;
+        continue;
+      }
+    }
     const uint64_t need = (indexAtReceiver[c] + 1) * connection.stride;
     if (peer.rank != info.receiver || peer.stride != connection.stride || peer.bytes < need)
       return fail(llvm::formatv(
@@ -775,6 +1003,35 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
       }
     }
     connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
+  }
+  if (proto == Proto::LL128)
+    for (size_t c = 0; c < plan.connections.size(); ++c) {
+      const PlanConnection &info = plan.connections[c];
+      if (viaHost[c] && (info.sender == options.rank || info.receiver == options.rank))
+        return fail(llvm::formatv(
+            "{0}: the FIFO from rank {1} to rank {2} is in host memory (their GPUs have no "
+            "peer access, or COLL_P2P_DISABLE=1); LL128 needs its 128-byte lines to arrive "
+            "whole, which only NVLink promises (NCCL uses LL128 over NVLink only): use an LL "
+            "or Simple program between GPUs without P2P",
+            plan.fileName, info.sender, info.receiver));
+    }
+  // Scopes by construction (docs/CUDA.md, "Scopes"): a connection whose
+  // other end runs on another GPU, or whose FIFO is in host memory,
+  // synchronises at .sys, at both ends; one within this GPU at .gpu.
+  auto sameGpu = [&](int32_t rank) {
+    return std::memcmp(all[rank].deviceUuid, device.uuid.data(), sizeof all[rank].deviceUuid) == 0;
+  };
+  crossGpu = forceSys;
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    if (info.sender == options.rank || info.receiver == options.rank) {
+      connScopes[c] =
+          !forceSys && !viaHost[c] &&
+                  sameGpu(info.sender == options.rank ? info.receiver : info.sender)
+              ? Scope::Gpu
+              : Scope::Sys;
+      crossGpu = crossGpu || connScopes[c] == Scope::Sys;
+    }
   }
   return uploadConnections();
 }
@@ -1021,6 +1278,8 @@ llvm::Error CudaExecutor::Impl::resetState() {
   if (exported.bytes)
     COLL_CUDA_TRY(cudaMemsetAsync(received.as<void>(), 0, exported.bytes, stream));
   COLL_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (own.base)
+    std::memset(own.base + ownHeaderBytes, 0, own.bytes - ownHeaderBytes);
   std::memset(report, 0, sizeof(WatchdogReport));
   return llvm::Error::success();
 }
@@ -1344,6 +1603,10 @@ llvm::Error CudaExecutor::abort() {
 }
 const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); }
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
+llvm::Error CudaExecutor::placeConnections(const std::vector<ConnectionExport> &ranks) {
+  DeviceScope onDevice = scope();
+  return impl->placeConnections(ranks);
+}
 llvm::Error CudaExecutor::importConnections(const std::vector<ConnectionExport> &ranks) {
   DeviceScope onDevice = scope();
   return impl->importConnections(ranks);

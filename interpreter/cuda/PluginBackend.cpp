@@ -162,6 +162,10 @@ public:
     api->exportConnections(handle, &out);
     return out;
   }
+  llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) override {
+    char *error = nullptr;
+    return check(api->placeConnections(handle, ranks.data(), ranks.size(), &error), error);
+  }
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override {
     char *error = nullptr;
     return check(api->importConnections(handle, ranks.data(), ranks.size(), &error), error);

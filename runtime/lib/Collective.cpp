@@ -118,17 +118,46 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   }
   if (llvm::Error err = agree(std::move(chosen), what + ": executor"))
     return err;
+  // Twice: first each rank's GPU, from which a receiver places each FIFO
+  // in its GPU's memory or, from a GPU without peer access, in pinned host
+  // memory; then where they are.
   std::vector<interp::ConnectionExport> all(static_cast<size_t>(nranks));
-  all[rank] = created->exportConnections();
-  if (llvm::Error err = boot->allgather(all.data(), sizeof(interp::ConnectionExport)))
-    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
-                                                    what, llvm::toString(std::move(err))));
+  for (int round = 0; round < 2; ++round) {
+    all[rank] = created->exportConnections();
+    if (llvm::Error err = boot->allgather(all.data(), sizeof(interp::ConnectionExport)))
+      return collError(collRemoteError,
+                       llvm::formatv("{0}: lost contact with the other ranks: {1}", what,
+                                     llvm::toString(std::move(err))));
+    if (round == 0)
+      if (llvm::Error err = agree(created->placeConnections(all), what + ": placing FIFOs"))
+        return err;
+  }
+  uint32_t inHost = 0;
+  for (const interp::ConnectionExport &e : all)
+    inHost += e.hostConnections;
+  // Every rank sees the same exports, so all of them turn away from LL128
+  // at this call, and its caller selects again (prepareCollective).
+  if (inHost && compiled->plan.protocol == ir::Protocol::LL128) {
+    avoidLL128.store(true, std::memory_order_relaxed);
+    COLL_LOG(Info, Init, rank,
+             llvm::formatv("{0}: {1} FIFOs of the job would be in host memory (GPUs without "
+                           "P2P); LL128 is not used from here on",
+                           what, inHost));
+    return collError(collInvalidUsage, what + ": LL128 through host memory");
+  }
   if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs"))
     return err;
   COLL_LOG(Info, Init, rank,
-           llvm::formatv("{0}: this rank's {1} tbs on {2}, FIFOs shared with CUDA IPC", what,
+           llvm::formatv("{0}: this rank's {1} tbs on {2}; {3}", what,
                          compiled->plan.tbCount(rank),
-                         backend->emulated() ? "the CPU emulation of a GPU" : "the GPU"));
+                         backend->emulated() ? "the CPU emulation of a GPU" : "the GPU",
+                         inHost ? llvm::formatv("{0} of the job's FIFOs in pinned host memory "
+                                                "({1} received here; no P2P between their GPUs, "
+                                                "or COLL_P2P_DISABLE=1), the others in GPU memory "
+                                                "shared with CUDA IPC",
+                                                inHost, all[rank].hostConnections)
+                                      .str()
+                                : std::string("FIFOs in GPU memory shared with CUDA IPC")));
   keepAlive.push_back(compiled);
   std::lock_guard<std::mutex> lock(devicesMapMutex);
   return devices.emplace(compiled.get(), std::move(created)).first->second.get();
@@ -352,6 +381,12 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   std::array<bool, 3> uses{};
   if (op.device >= 0 || c.config.emulatedDevice) {
     auto d = c.deviceFor(program, op.device);
+    if (!d && plan.protocol == ir::Protocol::LL128 && c.avoidLL128.load()) {
+      // GPUs without P2P: the same call again, whose selection now passes
+      // over LL128 programs.
+      llvm::consumeError(d.takeError());
+      return prepareCollective(c, op, out, tasks);
+    }
     if (!d)
       return d.takeError();
     device = *d;

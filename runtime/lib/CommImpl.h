@@ -205,7 +205,11 @@ public:
   /// Choices made so far, never erased (select hands out pointers into it);
   /// the mutex: bindings ask (collCommQueryChoice) on one thread while
   /// another runs calls.
-  std::map<std::tuple<int, uint64_t, int>, Choice> choices;
+  std::map<std::tuple<int, uint64_t, int, bool>, Choice> choices;
+  /// Set on every rank at once by the device call that finds FIFOs of an
+  /// LL128 program in host memory (GPUs without P2P; deviceFor): from then
+  /// on no LL128 program is chosen, as NCCL uses LL128 over NVLink only.
+  std::atomic<bool> avoidLL128{false};
   std::mutex choicesMutex;
   /// Tells this communicator from one made later at the same address (the
   /// calling thread's last choice, select()).

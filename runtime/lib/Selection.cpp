@@ -89,6 +89,11 @@ bool isCrowdedRule(const TuningRule &rule) {
 bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int root,
                                  std::string &reason) const {
   const interp::Plan &plan = a.compiled->plan;
+  if (a.protocol == ir::Protocol::LL128 && avoidLL128.load(std::memory_order_relaxed)) {
+    reason = "LL128 is not used here: the job has GPUs without P2P between them, whose FIFOs "
+             "are in host memory, where LL128's lines may not arrive whole";
+    return false;
+  }
   if (plan.minBytes && bytes < plan.minBytes) {
     reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, plan.minBytes);
     return false;
@@ -112,16 +117,18 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   struct Last {
     uint64_t serial = 0, bytes = 0;
     int coll = -1, root = 0;
+    bool noLL128 = false;
     const Choice *choice = nullptr;
   };
   thread_local Last last;
+  const bool noLL128 = avoidLL128.load(std::memory_order_relaxed);
   if (last.serial == serial && last.bytes == bytes && last.coll == static_cast<int>(coll) &&
-      last.root == root)
+      last.root == root && last.noLL128 == noLL128)
     return last.choice;
-  auto key = std::make_tuple(static_cast<int>(coll), bytes, root);
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, root, noLL128);
   std::lock_guard<std::mutex> lock(choicesMutex);
   if (auto found = choices.find(key); found != choices.end()) {
-    last = Last{serial, bytes, static_cast<int>(coll), root, &found->second};
+    last = Last{serial, bytes, static_cast<int>(coll), root, noLL128, &found->second};
     return &found->second;
   }
 

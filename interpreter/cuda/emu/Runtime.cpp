@@ -362,6 +362,8 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorPeerAccessAlreadyEnabled:
     return "cudaErrorPeerAccessAlreadyEnabled";
   case cudaErrorPeerAccessUnsupported: return "cudaErrorPeerAccessUnsupported";
+  case cudaErrorHostMemoryAlreadyRegistered: return "cudaErrorHostMemoryAlreadyRegistered";
+  case cudaErrorHostMemoryNotRegistered: return "cudaErrorHostMemoryNotRegistered";
   case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
   case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
@@ -385,6 +387,8 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorPeerAccessAlreadyEnabled:
     return "peer access is already enabled";
   case cudaErrorPeerAccessUnsupported: return "peer access is not supported between these two devices";
+  case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+  case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
   case cudaErrorInvalidContext: return "invalid device context";
   case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
   case cudaErrorLaunchFailure:
@@ -568,6 +572,30 @@ cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags) 
   if (!device || !host || flags != 0)
     return cudaErrorInvalidValue;
   *device = host;
+  return cudaSuccess;
+}
+
+namespace {
+std::map<uintptr_t, uintptr_t> registeredHost; ///< start to end; devicesMutex
+} // namespace
+cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned flags) {
+  if (!ptr || !bytes || (flags & ~(cudaHostRegisterPortable | cudaHostRegisterMapped)))
+    return lastError = cudaErrorInvalidValue;
+  if (ownerOf(ptr) != HostOwner)
+    return lastError = cudaErrorInvalidValue; // device memory
+  const uintptr_t a = reinterpret_cast<uintptr_t>(ptr), e = a + bytes;
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  auto next = registeredHost.lower_bound(a);
+  if ((next != registeredHost.end() && next->first < e) ||
+      (next != registeredHost.begin() && std::prev(next)->second > a))
+    return lastError = cudaErrorHostMemoryAlreadyRegistered;
+  registeredHost[a] = e;
+  return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void *ptr) {
+  std::lock_guard<std::mutex> lock(devicesMutex);
+  if (registeredHost.erase(reinterpret_cast<uintptr_t>(ptr)) == 0)
+    return lastError = cudaErrorHostMemoryNotRegistered;
   return cudaSuccess;
 }
 

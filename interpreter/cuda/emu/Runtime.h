@@ -39,6 +39,8 @@ enum cudaError_t {
   cudaErrorNotReady = 600,
   cudaErrorPeerAccessUnsupported = 217,
   cudaErrorPeerAccessAlreadyEnabled = 704,
+  cudaErrorHostMemoryAlreadyRegistered = 712,
+  cudaErrorHostMemoryNotRegistered = 713,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
   cudaErrorCooperativeLaunchTooLarge = 720,
@@ -82,6 +84,8 @@ inline constexpr unsigned cudaEventDefault = 0;
 inline constexpr unsigned cudaEventDisableTiming = 2;
 inline constexpr unsigned cudaHostAllocDefault = 0;
 inline constexpr unsigned cudaHostAllocMapped = 2;
+inline constexpr unsigned cudaHostRegisterPortable = 1;
+inline constexpr unsigned cudaHostRegisterMapped = 2;
 
 enum cudaLaunchAttributeID { cudaLaunchAttributeCooperative = 2 };
 union cudaLaunchAttributeValue {
@@ -151,6 +155,11 @@ cudaError_t cudaFree(void *ptr);
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
 cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags);
+/// Pins host memory the program allocated (here: checks that it is not
+/// device memory and that no registered range overlaps it); it stays the
+/// host's for the scope checker.
+cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned flags);
+cudaError_t cudaHostUnregister(void *ptr);
 /// `ptr` must be the start of a cudaMalloc allocation. Opening a handle of
 /// this same process fails (cudaErrorInvalidContext), as in CUDA.
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr);

@@ -204,6 +204,9 @@ const CollDevicePlugin table = {
     timeLaunches,
     [](void *p, ConnectionExport *out) { *out = of(p).exportConnections(); },
     [](void *p, const ConnectionExport *all, size_t n, char **error) {
+      return status(of(p).placeConnections(std::vector<ConnectionExport>(all, all + n)), error);
+    },
+    [](void *p, const ConnectionExport *all, size_t n, char **error) {
       return status(of(p).importConnections(std::vector<ConnectionExport>(all, all + n)), error);
     },
     [](void *p, LaunchShape *out) { *out = of(p).launchShape(); },

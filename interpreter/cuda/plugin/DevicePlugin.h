@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 4u
+#define COLL_DEVICE_PLUGIN_ABI 5u
 
 extern "C" {
 
@@ -88,6 +88,8 @@ struct CollDevicePlugin {
   int (*timeLaunches)(void *executor, unsigned warmup, unsigned iters, int graph,
                       std::vector<double> *seconds, char **error);
   void (*exportConnections)(void *executor, coll::interp::ConnectionExport *out);
+  int (*placeConnections)(void *executor, const coll::interp::ConnectionExport *all, size_t n,
+                          char **error);
   int (*importConnections)(void *executor, const coll::interp::ConnectionExport *all, size_t n,
                            char **error);
   void (*launchShape)(void *executor, coll::interp::LaunchShape *out);

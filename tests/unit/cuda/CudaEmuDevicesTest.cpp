@@ -53,20 +53,19 @@ std::pair<HostOptions, CudaOptions> options() {
   return {host, gpu};
 }
 
-using Tamper = std::function<void(std::vector<ConnectionExport> &)>;
-
-/// One executor per rank, rank r's created on GPU deviceOf[r], the launches
-/// at once on one thread per rank; one call, every rank's output compared
-/// with the host backend's. `tamper` may change the exports before every
-/// rank imports them. Returns "" or what went wrong.
+/// One executor per rank, rank r's created on GPU deviceOf[r], connected as
+/// a job's ranks are, the launches at once on one thread per rank; one call,
+/// every rank's output compared with the host backend's. `tamper` may
+/// change the exports before every rank reads them. Returns "" or what went
+/// wrong.
 std::string runPlaced(const Plan &plan, const std::vector<int> &deviceOf, DataType type,
-                      ReduceOp op, uint64_t count, bool inplace, const Tamper &tamper = {}) {
+                      ReduceOp op, uint64_t count, bool inplace,
+                      const coll::testing::ExportTamper &tamper = {}) {
   auto [hostOptions, gpuOptions] = options();
   auto host = HostExecutor::create(plan, hostOptions);
   if (!host)
     return "host: " + llvm::toString(host.takeError());
-  std::vector<std::unique_ptr<DeviceExecutor>> ranks;
-  std::vector<ConnectionExport> exports;
+  coll::testing::RankExecutors ranks;
   for (int32_t r = 0; r < plan.nranks; ++r) {
     if (rt::cudaSetDevice(deviceOf[r]) != rt::cudaSuccess)
       return "cudaSetDevice(" + std::to_string(deviceOf[r]) + ") failed";
@@ -75,38 +74,18 @@ std::string runPlaced(const Plan &plan, const std::vector<int> &deviceOf, DataTy
     auto gpu = coll::testing::deviceBackend().create(plan, o);
     if (!gpu)
       return "rank " + std::to_string(r) + ": " + llvm::toString(gpu.takeError());
-    exports.push_back((*gpu)->exportConnections());
     ranks.push_back(std::move(*gpu));
   }
   rt::cudaSetDevice(0);
-  if (tamper)
-    tamper(exports);
-  for (size_t r = 0; r < ranks.size(); ++r)
-    if (llvm::Error err = ranks[r]->importConnections(exports))
-      return "rank " + std::to_string(r) + " imports: " + llvm::toString(std::move(err));
+  if (llvm::Error err = coll::testing::connectRanks(ranks, tamper))
+    return llvm::toString(std::move(err));
   CollectiveDesc desc = CollectiveDesc::of(plan);
   CheckedCall reference(desc, type, op, count, inplace, 11);
   if (auto done = (*host)->run(reference.args()); !done)
     return "host: " + llvm::toString(done.takeError());
   CheckedCall call(desc, type, op, count, inplace, 11);
-  llvm::Error err =
-      coll::testing::runOnDevice(call, type, [&](const CallArgs &a) -> llvm::Error {
-        std::vector<std::string> failures(ranks.size());
-        std::vector<std::thread> threads;
-        for (size_t r = 0; r < ranks.size(); ++r)
-          threads.emplace_back([&, r] {
-            auto result = ranks[r]->run(a);
-            if (!result)
-              failures[r] = llvm::toString(result.takeError());
-          });
-        for (std::thread &t : threads)
-          t.join();
-        for (size_t r = 0; r < ranks.size(); ++r)
-          if (!failures[r].empty())
-            return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                           "rank " + std::to_string(r) + ": " + failures[r]);
-        return llvm::Error::success();
-      });
+  llvm::Error err = coll::testing::runOnDevice(
+      call, type, [&](const CallArgs &a) { return coll::testing::runRanks(ranks, a); });
   if (err)
     return llvm::toString(std::move(err));
   const uint64_t es = dataTypeSize(type);
@@ -257,6 +236,114 @@ TEST(EmuScope, SysScopeNeedsPeerAccessNoP2P) {
   const std::string wrong = storeFromGpu(2, word, true);
   EXPECT_NE(wrong.find("P2P off"), std::string::npos) << wrong;
   EXPECT_EQ(rt::cudaFree(onGpu0), rt::cudaSuccess);
+}
+
+// GPUs without P2P (docs/RUNTIME.md, "Where a connection's ranks run"):
+// a FIFO between two of them lies in pinned host memory, one within a GPU
+// in the GPU's; every collective matches the host backend, under the scope
+// checker (host memory takes .sys). `hosted` counts the FIFOs the ranks put
+// in host memory.
+std::string runCounted(const Plan &plan, const std::vector<int> &deviceOf, uint64_t count,
+                       uint32_t &hosted) {
+  hosted = 0;
+  return runPlaced(plan, deviceOf, DataType::Float32, ReduceOp::Sum, count, false,
+                   [&](std::vector<ConnectionExport> &exports) {
+                     for (const ConnectionExport &e : exports)
+                       hosted += e.hostConnections;
+                   });
+}
+
+TEST(EmuNoP2P, EveryCollectiveOnTwoToFourGpus) {
+  Gpus gpus(4, "off");
+  const std::vector<std::vector<int>> placements = {
+      {0, 1}, {0, 0, 1, 1}, {0, 1, 2}, {0, 1, 2, 3, 0, 1, 2, 3}};
+  const ir::Protocol protocols[] = {ir::Protocol::Simple, ir::Protocol::LL};
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const std::vector<int> &deviceOf = placements[i];
+    const int n = static_cast<int>(deviceOf.size());
+    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms = {
+        [&](ir::Protocol p) { return coll::testing::ringAllReduce(n, p); },
+        [&](ir::Protocol p) { return coll::testing::allPairsAllReduce(n, p); },
+        [&](ir::Protocol p) { return coll::testing::ringAllGather(n, p); },
+        [&](ir::Protocol p) { return coll::testing::ringReduceScatter(n, p); },
+        [&](ir::Protocol p) { return coll::testing::directAllToAll(n, p); },
+        [&](ir::Protocol p) { return coll::testing::chainBroadcast(n, n - 1, 2, p); },
+        [&](ir::Protocol p) { return coll::testing::chainReduce(n, 0, 2, p); },
+        [&](ir::Protocol p) { return coll::testing::directGather(n, 1, p); },
+        [&](ir::Protocol p) { return coll::testing::directScatter(n, 0, p); },
+    };
+    for (size_t a = 0; a < algorithms.size(); ++a) {
+      const Plan plan = planOf(algorithms[a](protocols[(i + a) % 2]));
+      uint32_t hosted = 0;
+      EXPECT_EQ(runCounted(plan, deviceOf, 1500 + 37 * i, hosted), "") << describe(plan, deviceOf);
+      EXPECT_GT(hosted, 0u) << describe(plan, deviceOf) << ": no FIFO in host memory";
+    }
+  }
+}
+
+// Which FIFOs go to host memory follows the pairs: with P2P between GPUs 0
+// and 1 and between 2 and 3 only, a ring over 0, 1, 2, 3 puts the FIFOs
+// from 1 to 2 and from 3 to 0 (one per channel) in host memory and the
+// others in GPU memory; with P2P everywhere none.
+TEST(EmuNoP2P, OnlyPairsWithoutP2PGoThroughHostMemory) {
+  const Plan plan = planOf(coll::testing::ringAllReduce(4, ir::Protocol::Simple));
+  uint32_t hosted = 0;
+  {
+    Gpus gpus(4, "0-1,2-3");
+    EXPECT_EQ(runCounted(plan, {0, 1, 2, 3}, 3000, hosted), "");
+  }
+  uint32_t sent = 0, betweenPairs = 0;
+  for (const PlanConnection &c : plan.connections) {
+    ++sent;
+    betweenPairs += (c.sender < 2) != (c.receiver < 2);
+  }
+  EXPECT_EQ(hosted, betweenPairs);
+  EXPECT_LT(hosted, sent);
+  {
+    Gpus gpus(4, "on");
+    EXPECT_EQ(runCounted(plan, {0, 1, 2, 3}, 3000, hosted), "");
+    EXPECT_EQ(hosted, 0u);
+  }
+}
+
+// COLL_P2P_DISABLE=1 puts every FIFO between two ranks in host memory, on
+// one GPU too (the way to run this path on a machine with one GPU); the
+// connections then run at .sys. A value other than 0 or 1 is refused.
+TEST(EmuNoP2P, P2PDisableMovesEveryFifoToHostMemory) {
+  Gpus gpus(1);
+  ::setenv("COLL_P2P_DISABLE", "1", 1);
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL}) {
+    const Plan plan = planOf(coll::testing::allPairsAllReduce(4, proto));
+    uint32_t hosted = 0;
+    const uint64_t before = cuda::simt::sysScopedAccesses.load();
+    EXPECT_EQ(runCounted(plan, {0, 0, 0, 0}, 2500, hosted), "") << ir::protocolName(proto).str();
+    EXPECT_EQ(hosted, plan.connections.size());
+    EXPECT_GT(cuda::simt::sysScopedAccesses.load(), before);
+  }
+  ::setenv("COLL_P2P_DISABLE", "yes", 1);
+  uint32_t hosted = 0;
+  const std::string refused = runCounted(
+      planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple)), {0, 0}, 100, hosted);
+  ::unsetenv("COLL_P2P_DISABLE");
+  EXPECT_NE(refused.find("COLL_P2P_DISABLE=yes"), std::string::npos) << refused;
+}
+
+// LL128 is not run through host memory (its 128-byte lines arrive whole
+// over NVLink only): both ends refuse, naming the connection and why; the
+// runtime then chooses another program (runtime-mpirun-no-p2p-*).
+TEST(EmuNoP2P, LL128ThroughHostMemoryIsRefused) {
+  Gpus gpus(2, "off");
+  uint32_t hosted = 0;
+  const std::string refused = runCounted(
+      planOf(coll::testing::ringAllReduce(2, ir::Protocol::LL128)), {0, 1}, 1000, hosted);
+  EXPECT_NE(refused.find("LL128"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("host memory"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("NVLink"), std::string::npos) << refused;
+  // Within one GPU, LL128 runs.
+  EXPECT_EQ(runCounted(planOf(coll::testing::ringAllReduce(2, ir::Protocol::LL128)), {1, 1},
+                       1000, hosted),
+            "");
+  EXPECT_EQ(hosted, 0u);
 }
 
 TEST(EmuMultiDevice, PeerPairsParse) {

@@ -220,14 +220,12 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
                              std::to_string(plan.nranks) + " ranks";
     auto host = HostExecutor::create(plan, hostOptions);
     ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
-    std::vector<std::unique_ptr<DeviceExecutor>> ranks;
-    std::vector<ConnectionExport> exports;
+    coll::testing::RankExecutors ranks;
     for (int32_t r = 0; r < plan.nranks; ++r) {
       CudaOptions options = gpuOptions;
       options.rank = r;
       auto gpu = coll::testing::deviceBackend().create(plan, options);
       ASSERT_TRUE(static_cast<bool>(gpu)) << what << ": " << llvm::toString(gpu.takeError());
-      exports.push_back((*gpu)->exportConnections());
       ranks.push_back(std::move(*gpu));
     }
     // Not connected yet: a clear refusal, not a crash.
@@ -243,8 +241,8 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
       EXPECT_NE(llvm::toString(std::move(err)).find("whose FIFOs are not mapped"),
                 std::string::npos);
     }
-    for (auto &gpu : ranks) {
-      llvm::Error err = gpu->importConnections(exports);
+    {
+      llvm::Error err = coll::testing::connectRanks(ranks);
       ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
     }
     CheckedCall reference(desc, c.type, c.op, c.count, c.inplace, 5);
@@ -253,25 +251,12 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
       call.reset();
       llvm::Error err =
           coll::testing::runOnDevice(call, c.type, [&](const CallArgs &a) -> llvm::Error {
-            std::vector<std::string> failures(ranks.size());
-            std::vector<std::thread> threads;
-            for (size_t r = 0; r < ranks.size(); ++r)
-              threads.emplace_back([&, r] {
-                auto result = ranks[r]->run(a);
-                if (!result)
-                  failures[r] = llvm::toString(result.takeError());
-                else if (ranks[r]->launchShape().blocks !=
-                         static_cast<uint32_t>(plan.tbCount(static_cast<int32_t>(r))))
-                  failures[r] = "launched " + std::to_string(ranks[r]->launchShape().blocks) +
-                                " blocks";
-              });
-            for (std::thread &t : threads)
-              t.join();
-            for (size_t r = 0; r < ranks.size(); ++r)
-              if (!failures[r].empty())
-                return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                               "rank " + std::to_string(r) + ": " + failures[r]);
-            return llvm::Error::success();
+            return coll::testing::runRanks(ranks, a, [&](size_t r) -> std::string {
+              const uint32_t blocks = ranks[r]->launchShape().blocks;
+              return blocks == static_cast<uint32_t>(plan.tbCount(static_cast<int32_t>(r)))
+                         ? ""
+                         : "launched " + std::to_string(blocks) + " blocks";
+            });
           });
       ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
       const uint64_t es = dataTypeSize(c.type);
@@ -291,18 +276,15 @@ TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(512);
   gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(60000));
   const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
-  std::vector<std::unique_ptr<DeviceExecutor>> ranks;
-  std::vector<ConnectionExport> exports;
+  coll::testing::RankExecutors ranks;
   for (int32_t r = 0; r < 2; ++r) {
     CudaOptions options = gpuOptions;
     options.rank = r;
     auto gpu = coll::testing::deviceBackend().create(plan, options);
     ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-    exports.push_back((*gpu)->exportConnections());
     ranks.push_back(std::move(*gpu));
   }
-  for (auto &gpu : ranks)
-    ASSERT_FALSE(static_cast<bool>(gpu->importConnections(exports)));
+  ASSERT_FALSE(static_cast<bool>(coll::testing::connectRanks(ranks)));
   CollectiveDesc desc = CollectiveDesc::of(plan);
   CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 3);
   llvm::Error err =

@@ -23,8 +23,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace coll::testing {
 
@@ -47,6 +50,57 @@ inline std::unique_ptr<interp::DeviceExecutor> makeDeviceExecutor(const interp::
   if (!made)
     llvm::report_fatal_error(llvm::Twine("device executor: ") + llvm::toString(made.takeError()));
   return std::move(*made);
+}
+
+using RankExecutors = std::vector<std::unique_ptr<interp::DeviceExecutor>>;
+/// May change the exports before the ranks read them (in both rounds).
+using ExportTamper = std::function<void(std::vector<interp::ConnectionExport> &)>;
+
+/// Connects executors of one rank each (ranks[r] is rank r) as a job's
+/// ranks do (runtime/lib/Collective.cpp): the exports, the placement of the
+/// FIFOs, the exports again, the imports.
+inline llvm::Error connectRanks(RankExecutors &ranks, const ExportTamper &tamper = {}) {
+  std::vector<interp::ConnectionExport> exports;
+  for (int round = 0; round < 2; ++round) {
+    exports.clear();
+    for (auto &r : ranks)
+      exports.push_back(r->exportConnections());
+    if (tamper)
+      tamper(exports);
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (llvm::Error err = round == 0 ? ranks[r]->placeConnections(exports)
+                                       : ranks[r]->importConnections(exports))
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "rank " + std::to_string(r) +
+                                           (round == 0 ? " places: " : " imports: ") +
+                                           llvm::toString(std::move(err)));
+  }
+  return llvm::Error::success();
+}
+
+/// Runs `args` on every rank's executor at once, one thread per rank, as
+/// the processes of a job would; `check` may add a failure of its own per
+/// rank after a successful run. Fails naming the first rank that failed.
+inline llvm::Error runRanks(
+    RankExecutors &ranks, const interp::CallArgs &args,
+    const std::function<std::string(size_t rank)> &check = {}) {
+  std::vector<std::string> failures(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] {
+      auto result = ranks[r]->run(args);
+      if (!result)
+        failures[r] = llvm::toString(result.takeError());
+      else if (check)
+        failures[r] = check(r);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (!failures[r].empty())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "rank " + std::to_string(r) + ": " + failures[r]);
+  return llvm::Error::success();
 }
 
 class CudaTest : public ::testing::Test {

@@ -69,6 +69,16 @@ struct ConnectionExport {
   char deviceUuid[16] = {}; ///< the exporter's GPU, whatever its ordinal there
   int32_t device = -1;      ///< its ordinal in the exporting process
   uint32_t tbs = 0;         ///< blocks its launches run
+  /// After placeConnections(): the FIFOs it receives on from GPUs that cannot
+  /// reach its GPU, in pinned host memory (docs/RUNTIME.md, "Where a
+  /// connection's ranks run"): a memfd of the exporting process that the
+  /// senders map through /proc, headed by a table that says, per connection
+  /// it receives on, where that connection's FIFO is (HostFifoHeader).
+  int32_t hostFd = -1; ///< -1: none
+  uint32_t hostConnections = 0; ///< FIFOs in it
+  uint64_t hostBytes = 0;       ///< its size
+  uint64_t hostAddress = 0;     ///< its mapping in the exporting process
+  uint64_t hostInode = 0, hostDevice = 0; ///< fstat of the memfd, checked on opening it
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
@@ -165,10 +175,20 @@ public:
                                                            bool graph) = 0;
 
   /// For an executor of one rank (CudaOptions::rank): its receiving FIFOs.
+  /// The ranks of a job exchange their exports twice: first to learn each
+  /// other's GPUs (placeConnections), then where the FIFOs are
+  /// (importConnections).
   virtual ConnectionExport exportConnections() const = 0;
+  /// For an executor of one rank, from every rank's first export (indexed
+  /// by rank): decides where each FIFO it receives on lies. In its GPU's
+  /// memory when the sender runs on the same GPU or its GPU has peer access
+  /// to this one (cudaDeviceCanAccessPeer), else in pinned host memory
+  /// (or always, between different ranks, with COLL_P2P_DISABLE=1). LL128
+  /// is refused through host memory: its lines are only whole over NVLink.
+  virtual llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) = 0;
   /// For an executor of one rank: maps the FIFOs it sends on, from every
-  /// rank's exportConnections() (indexed by rank; in this process too). Until
-  /// it has, prepare() fails.
+  /// rank's second export (after placeConnections; indexed by rank; in this
+  /// process too). Until it has, prepare() fails.
   virtual llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) = 0;
   /// The prepared call's launch.
   virtual LaunchShape launchShape() const = 0;
