@@ -378,18 +378,21 @@ llvm::Expected<CudaDeviceInfo> currentCudaDevice() {
 class DeviceScope {
 public:
   explicit DeviceScope(int device) {
-#if !COLL_CUDA_EMULATION
+#if COLL_CUDA_EMULATION
+    // A program's device the emulation does not have (it emulates fewer
+    // GPUs than the program's CUDA runtime reports): its current one.
+    int count = 0;
+    if (device >= 0 && (cudaGetDeviceCount(&count) != cudaSuccess || device >= count))
+      device = -1;
+#endif
     if (device >= 0 && cudaGetDevice(&saved) == cudaSuccess && saved != device)
       status = cudaSetDevice(device);
     else
       saved = -1;
-#endif
   }
   ~DeviceScope() {
-#if !COLL_CUDA_EMULATION
     if (saved >= 0)
       cudaSetDevice(saved);
-#endif
   }
   llvm::Error check(int device) const {
     if (status == cudaSuccess)
@@ -1693,7 +1696,7 @@ public:
   llvm::Expected<std::unique_ptr<DeviceExecutor>> create(const Plan &plan,
                                                          const CudaOptions &options,
                                                          int device) override {
-    DeviceScope onDevice(COLL_CUDA_EMULATION ? -1 : device);
+    DeviceScope onDevice(device);
     if (llvm::Error err = onDevice.check(device))
       return err;
     auto impl = std::make_unique<CudaExecutor::Impl>(plan, options);

@@ -4,8 +4,10 @@
  * program links the CUDA runtime: the shim finds it loaded and asks it about
  * devices and pointers. "Device memory" is host memory that cudaMalloc
  * handed out and cudaPointerGetAttributes calls cudaMemoryTypeDevice; the
- * current device is per thread, and device d has the PCI bus id
- * 0000:(d+1):00.0. Streams are tokens and copies are memcpy: with
+ * current device is per thread, device d has the PCI bus id 0000:(d+1):00.0,
+ * and there are COLL_EMULATED_GPUS devices (as the emulation of libcoll's GPU
+ * backend has; default 1), each allocation belonging to the device current
+ * when it was made. Streams are tokens and copies are memcpy: with
  * COLL_CUDA_PLUGIN=emulated, libcoll serves this "device memory" on the CPU
  * emulation of its GPU backend, so programs written for a GPU (the rank
  * checks of tests/runtime/process, nccl_gpu_check.c) run their device paths
@@ -26,16 +28,38 @@ static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   char *base;
   size_t size;
+  int device;
 } allocs[MAX_ALLOCS];
-static __thread int current;
+static __thread int current = -1; /* -1: COLL_EMULATED_GPU, else 0 */
+
+/* As the emulation counts them: COLL_EMULATED_GPUS, and at least up to
+ * COLL_EMULATED_GPU. */
+static int deviceCount(void) {
+  const char *v = getenv("COLL_EMULATED_GPUS"), *first = getenv("COLL_EMULATED_GPU");
+  int n = v && *v ? atoi(v) : 1;
+  if (first && *first && atoi(first) + 1 > n)
+    n = atoi(first) + 1;
+  return n >= 1 && n <= 8 ? n : 1;
+}
+
+/* The calling thread's device: at first the emulation's first one. */
+static int currentDevice(void) {
+  if (current < 0) {
+    const char *v = getenv("COLL_EMULATED_GPU");
+    current = v && *v ? atoi(v) : 0;
+    if (current < 0 || current >= deviceCount())
+      current = 0;
+  }
+  return current;
+}
 
 cudaError_t cudaGetDevice(int *device) {
-  *device = current;
+  *device = currentDevice();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device > 7)
+  if (device < 0 || device >= deviceCount())
     return cudaErrorInvalidDevice;
   current = device;
   return cudaSuccess;
@@ -54,7 +78,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 1;
+  *count = deviceCount();
   return cudaSuccess;
 }
 
@@ -98,6 +122,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
     if (!allocs[i].base) {
       allocs[i].base = malloc(size ? size : 1);
       allocs[i].size = size ? size : 1;
+      allocs[i].device = currentDevice();
       *ptr = allocs[i].base;
       pthread_mutex_unlock(&mutex);
       return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -129,7 +154,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
   for (int i = 0; i < MAX_ALLOCS; ++i)
     if (allocs[i].base && p >= allocs[i].base && p < allocs[i].base + allocs[i].size) {
       attributes->type = cudaMemoryTypeDevice;
-      attributes->device = current;
+      attributes->device = allocs[i].device;
       attributes->devicePointer = (void *)ptr;
       attributes->hostPointer = NULL;
     }

@@ -521,8 +521,12 @@ void compareScenario(bool small, Target target) {
 /// `gpu-all --all N`: N ranks of this process on GPU 0 (collCommInitAll),
 /// driven by this thread through groups, every rank's call on a stream of
 /// its own, on one shared stream and on the legacy default stream, against
-/// N host ranks of this process running the same calls.
-int allOnOneGpu(int n) {
+/// N host ranks of this process running the same calls. With
+/// COLL_TEST_GPUS=G (multi-device): the ranks spread over GPUs 0 to G - 1
+/// (rank r on GPU r * G / N), each rank's buffers and stream on its GPU,
+/// and no stream shared between GPUs; this thread's current device is
+/// whatever the last allocation left, so the library must set each rank's.
+int allInOneProcess(int n) {
   rank = 0;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -531,14 +535,29 @@ int allOnOneGpu(int n) {
   }
   if (n < 1)
     return 2;
+  int gpus = 1;
+  if (const char *g = std::getenv("COLL_TEST_GPUS"))
+    gpus = std::atoi(g);
+  if (gpus < 1 || gpus > n || gpus > count) {
+    std::printf("rank ?: skip: COLL_TEST_GPUS=%d needs that many of the %d devices and at most "
+                "%d ranks\n",
+                gpus, count, n);
+    return 77;
+  }
   nranks = n;
   std::vector<collComm_t> gpu(n), host(n);
   std::vector<int> devices(n, 0);
-  check(collCommInitAll(gpu.data(), n, devices.data()), "collCommInitAll on GPU 0");
+  for (int r = 0; r < n; ++r)
+    devices[r] = r * gpus / n;
+  check(collCommInitAll(gpu.data(), n, devices.data()),
+        gpus == 1 ? "collCommInitAll on GPU 0" : "collCommInitAll on several GPUs");
   check(collCommInitAll(host.data(), n, nullptr), "collCommInitAll on the host");
   std::vector<cudaStream_t> own(n);
-  for (cudaStream_t &s : own)
-    cudaCheck(cudaStreamCreate(&s), "cudaStreamCreate");
+  for (int r = 0; r < n; ++r) {
+    cudaCheck(cudaSetDevice(devices[r]), "cudaSetDevice");
+    cudaCheck(cudaStreamCreate(&own[r]), "cudaStreamCreate");
+  }
+  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t shared = nullptr;
   cudaCheck(cudaStreamCreateWithFlags(&shared, cudaStreamNonBlocking), "cudaStreamCreate");
   const size_t counts[] = {1, 1000, 262147};
@@ -547,7 +566,8 @@ int allOnOneGpu(int n) {
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
                     Coll::Broadcast, Coll::Reduce})
     for (size_t elems : counts) {
-      const int streams = call++ % 3; // 0: own streams, 1: one shared stream, 2: legacy
+      // 0: own streams, 1: one shared stream (one GPU only), 2: legacy
+      const int streams = gpus == 1 ? call++ % 3 : 2 * (call++ % 2);
       const bool inPerRank = coll == Coll::ReduceScatter || coll == Coll::AllToAll;
       const bool outPerRank = coll == Coll::AllGather || coll == Coll::AllToAll;
       const size_t inElems = inPerRank ? size_t(n) * elems : elems;
@@ -563,6 +583,7 @@ int allOnOneGpu(int n) {
           std::memcpy(in[r].data() + 4 * i, &f, 4);
         }
         hostOut[r].assign(outElems * 4, 0xcd);
+        cudaCheck(cudaSetDevice(devices[r]), "cudaSetDevice");
         dIn.push_back(std::make_unique<DeviceBuffer>(in[r]));
         dOut.push_back(std::make_unique<DeviceBuffer>(hostOut[r]));
       }
@@ -585,8 +606,8 @@ int allOnOneGpu(int n) {
         }
       };
       char what[160];
-      std::snprintf(what, sizeof what, "%s of %zu fp32 on %d ranks of GPU 0 (%s)", collName(coll),
-                    elems, n,
+      std::snprintf(what, sizeof what, "%s of %zu fp32 on %d ranks of %d GPUs (%s)",
+                    collName(coll), elems, n, gpus,
                     streams == 0   ? "a stream per rank"
                     : streams == 1 ? "one shared stream"
                                    : "the legacy default stream");
@@ -601,7 +622,10 @@ int allOnOneGpu(int n) {
         check(issue(gpu[r], dIn[r]->ptr, dOut[r]->ptr, stream), what);
       }
       check(collGroupEnd(), what);
-      cudaCheck(cudaDeviceSynchronize(), what);
+      for (int d = 0; d < gpus; ++d) {
+        cudaCheck(cudaSetDevice(d), "cudaSetDevice");
+        cudaCheck(cudaDeviceSynchronize(), what);
+      }
       for (int r = 0; r < n; ++r) {
         collResult_t async = collSuccess;
         check(collCommGetAsyncError(gpu[r], &async), "collCommGetAsyncError");
@@ -618,6 +642,7 @@ int allOnOneGpu(int n) {
     comm = gpu[r];
     check(collCommDestroy(gpu[r]), "destroy");
     check(collCommDestroy(host[r]), "destroy");
+    cudaSetDevice(devices[r]);
     cudaStreamDestroy(own[r]);
   }
   cudaStreamDestroy(shared);

@@ -159,8 +159,8 @@ const Scenario scenarios[] = {
   {.name = "gpu-trace", .summary = "COLL_TRACE of device calls, the kernel's steps included",
    .run = GPU_ONLY([](bool) { gpuTrace(); }), .gpu = true,
    .beforeInit = GPU_ONLY(setGpuTracePath), .afterDestroy = GPU_ONLY(checkGpuTraceFile)},
-  {.name = "gpu-all", .summary = "N ranks of this process on GPU 0 against N host ranks",
-   .launch = Launch::AllInProcess, .runAll = GPU_ONLY(allOnOneGpu), .gpu = true},
+  {.name = "gpu-all", .summary = "N ranks of this process on GPU 0 (COLL_TEST_GPUS: on several) against N host ranks",
+   .launch = Launch::AllInProcess, .runAll = GPU_ONLY(allInOneProcess), .gpu = true},
 };
 // clang-format on
 

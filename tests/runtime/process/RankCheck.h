@@ -88,7 +88,7 @@ void gpuTrace();
 /// wrote, after destroy.
 void setGpuTracePath();
 void checkGpuTraceFile();
-int allOnOneGpu(int n);
+int allInOneProcess(int n);
 #endif
 
 } // namespace rankcheck
