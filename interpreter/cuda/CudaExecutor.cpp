@@ -436,6 +436,7 @@ public:
   ConnectionExport exportConnections() const override;
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) override;
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override;
+  std::vector<ProxiedConnection> proxiedConnections() const override;
   LaunchShape launchShape() const override;
 
 private:
@@ -472,6 +473,7 @@ public:
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
+  std::vector<ProxiedConnection> proxiedConnections() const;
 
   Plan plan;
   Timeline *timeline = nullptr;
@@ -540,6 +542,11 @@ private:
   /// Per connection: its FIFO lies in pinned host memory (placeConnections
   /// at the receiver; importConnections at the sender).
   std::vector<uint8_t> viaHost;
+  /// Per connection in this rank's own host memory: its address here (for
+  /// a network proxy: proxiedConnections()).
+  std::vector<unsigned char *> hostPointers;
+  /// Per rank: on another host (ConnectionExport::remote, placeConnections).
+  std::vector<uint8_t> remotePeer;
   /// Pinned host memory shared between processes: this rank's FIFOs from
   /// GPUs without peer access to its own (`own`), and the other ranks' such
   /// FIFOs that it sends on, mapped from their processes.
@@ -681,6 +688,7 @@ llvm::Error CudaExecutor::Impl::start() {
   crossGpu = forceSys;
   indexAtReceiver.assign(plan.connections.size(), 0);
   viaHost.assign(plan.connections.size(), 0);
+  hostPointers.assign(plan.connections.size(), nullptr);
   if (!oneRank()) {
     for (size_t c = 0; c < plan.connections.size(); ++c)
       connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
@@ -810,7 +818,8 @@ llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExp
     table.resize(receivedConnections, 0);
     if (info.sender == options.rank)
       continue;
-    bool host = *disabled;
+    // From another host, through this process's network proxy.
+    bool host = *disabled || all[info.sender].remote;
     if (!host) {
       auto reached = reaches(all[info.sender]);
       if (!reached)
@@ -822,10 +831,24 @@ llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExp
       viaHost[c] = 1;
     }
   }
-  if (!inHost)
+  remotePeer.assign(plan.nranks, 0);
+  for (int32_t r = 0; r < plan.nranks; ++r)
+    remotePeer[r] = all[r].remote != 0;
+  // To another host: a staging FIFO of this rank's, which its network
+  // proxy forwards, after the FIFOs it receives on.
+  uint32_t staged = 0;
+  std::vector<uint32_t> stagingSlot(plan.connections.size(), 0);
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    if (info.sender == options.rank && info.receiver != options.rank && all[info.receiver].remote) {
+      stagingSlot[c] = ++staged;
+      viaHost[c] = 1;
+    }
+  }
+  if (!inHost && !staged)
     return llvm::Error::success();
   ownHeaderBytes = hostHeaderBytes(receivedConnections);
-  own.bytes = ownHeaderBytes + static_cast<uint64_t>(inHost) * connection.stride;
+  own.bytes = ownHeaderBytes + static_cast<uint64_t>(inHost + staged) * connection.stride;
   own.fd = memfd_create("coll-host-fifos", MFD_CLOEXEC);
   if (own.fd < 0)
     return fail(llvm::formatv("{0}: rank {1}: memfd_create for its host-memory FIFOs: {2}",
@@ -858,21 +881,53 @@ llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExp
   own.registered = true;
   void *onDevice = nullptr;
   COLL_CUDA_TRY(cudaHostGetDevicePointer(&onDevice, own.base, 0));
-  for (size_t c = 0; c < plan.connections.size(); ++c)
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    uint64_t at = 0;
     if (viaHost[c] && plan.connections[c].receiver == options.rank)
-      connPointers[c] = static_cast<unsigned char *>(onDevice) + ownHeaderBytes +
-                        (table[indexAtReceiver[c]] - 1) * connection.stride;
+      at = table[indexAtReceiver[c]] - 1;
+    else if (stagingSlot[c])
+      at = inHost + stagingSlot[c] - 1;
+    else
+      continue;
+    connPointers[c] = static_cast<unsigned char *>(onDevice) + ownHeaderBytes + at * connection.stride;
+    hostPointers[c] = own.base + ownHeaderBytes + at * connection.stride;
+  }
   struct stat st {};
   if (fstat(own.fd, &st) != 0)
     return fail(llvm::formatv("{0}: rank {1}: fstat of its host-memory FIFOs: {2}", plan.fileName,
                               options.rank, std::strerror(errno)));
   exported.hostFd = own.fd;
   exported.hostConnections = inHost;
-  exported.hostBytes = own.bytes;
+  exported.hostBytes = ownHeaderBytes + static_cast<uint64_t>(inHost) * connection.stride;
   exported.hostAddress = reinterpret_cast<uintptr_t>(own.base);
   exported.hostInode = static_cast<uint64_t>(st.st_ino);
   exported.hostDevice = static_cast<uint64_t>(st.st_dev);
   return llvm::Error::success();
+}
+
+std::vector<ProxiedConnection> CudaExecutor::Impl::proxiedConnections() const {
+  std::vector<ProxiedConnection> out;
+  for (size_t c = 0; c < plan.connections.size(); ++c) {
+    const PlanConnection &info = plan.connections[c];
+    const int32_t other = info.sender == options.rank ? info.receiver : info.sender;
+    if (!hostPointers[c] || other == options.rank || !remotePeer[other])
+      continue;
+    unsigned char *base = hostPointers[c];
+    ProxiedConnection p;
+    p.head = reinterpret_cast<uintptr_t>(base + ConnectionLayout::HeadOffset);
+    p.tail = reinterpret_cast<uintptr_t>(base + ConnectionLayout::TailOffset);
+    p.sizes = reinterpret_cast<uintptr_t>(base + ConnectionLayout::SizesOffset);
+    p.fifo = reinterpret_cast<uintptr_t>(base + ConnectionLayout::FifoOffset);
+    p.slotStride = connection.slotStride;
+    p.connection = static_cast<int32_t>(c);
+    p.sender = info.sender;
+    p.receiver = info.receiver;
+    p.channel = info.channel;
+    p.outbound = info.sender == options.rank;
+    p.protocol = static_cast<uint32_t>(plan.protocol);
+    out.push_back(p);
+  }
+  return out;
 }
 
 llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionExport> &all) {
@@ -899,6 +954,14 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
     if (info.sender != options.rank || info.receiver == options.rank)
       continue;
     const ConnectionExport &peer = all[info.receiver];
+    if (peer.remote) {
+      // On another host: this rank's staging FIFO (placeConnections).
+      if (!hostPointers[c])
+        return fail(llvm::formatv("{0}: rank {1} sends to rank {2} on another host, and has no "
+                                  "staging FIFO for it (placeConnections first)",
+                                  plan.fileName, options.rank, info.receiver));
+      continue;
+    }
     // The receiver's host-memory FIFOs, where it placed some.
     if (peer.hostFd >= 0 && !hostBase[info.receiver]) {
       const uint64_t header = hostHeaderBytes(receivedBy[info.receiver]);
@@ -1606,6 +1669,9 @@ llvm::Error CudaExecutor::abort() {
 }
 const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); }
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
+std::vector<ProxiedConnection> CudaExecutor::proxiedConnections() const {
+  return impl->proxiedConnections();
+}
 llvm::Error CudaExecutor::placeConnections(const std::vector<ConnectionExport> &ranks) {
   DeviceScope onDevice = scope();
   return impl->placeConnections(ranks);

@@ -12,7 +12,7 @@
 //   [0, 128)                      DeviceControl
 //   [128, 128 + 128*ntbs)         one dependency flag per tb, 128 bytes apart
 //   then per connection c, ConnectionLayout::stride bytes:
-//     [0, 128) head   [128, 256) tail   [256, ...) FifoDepth slots
+//     [0, 128) head   [128, 256) tail, slot sizes   [256, ...) FifoDepth slots
 //
 // An executor of one rank (CudaOptions::rank) keeps the connections it
 // receives on in an allocation of their own, in Plan::connections order,
@@ -102,6 +102,10 @@ static_assert(sizeof(DeviceControl) <= PollStride, "the device state's first lin
 struct ConnectionLayout {
   static constexpr uint64_t HeadOffset = 0;          ///< slots the receiver freed
   static constexpr uint64_t TailOffset = PollStride; ///< slots the sender filled
+  /// After the tail, in its line: per slot, the data bytes the sender put
+  /// in it (uint32_t[FifoDepth]), stored before the tail by the CrossGpu
+  /// kernels only, for a network proxy that forwards the slot (NetProxy.h).
+  static constexpr uint64_t SizesOffset = TailOffset + 8;
   static constexpr uint64_t FifoOffset = 2 * PollStride;
 
   uint64_t slotStride = 0; ///< bytes between FIFO slots, a multiple of 128
@@ -118,6 +122,10 @@ struct ConnectionLayout {
     return layout;
   }
 };
+
+static_assert(ConnectionLayout::SizesOffset + FifoDepth * sizeof(uint32_t) <=
+                  ConnectionLayout::FifoOffset,
+              "the slot sizes fit in the tail's line");
 
 /// Offsets of the parts of the device state.
 struct StateLayout {

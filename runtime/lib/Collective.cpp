@@ -83,13 +83,6 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   // of them get here together. Each makes its executor and shares where
   // its receiving FIFOs are; then each maps the ones it sends on.
   llvm::Error chosen = llvm::Error::success();
-  // Every rank knows the shape, so all refuse together.
-  if (shape.nodes > 1)
-    return collError(collInvalidUsage,
-                     llvm::formatv("device buffers on a communicator that spans {0} hosts: the "
-                                   "network proxy carries host memory only (CUDA IPC joins the "
-                                   "ranks of one host); pass host buffers",
-                                   shape.nodes));
   if (!backend) {
     auto b = device >= 0 ? gpuBackend() : emulatedBackend();
     if (b)
@@ -128,6 +121,9 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
       return collError(collRemoteError,
                        llvm::formatv("{0}: lost contact with the other ranks: {1}", what,
                                      llvm::toString(std::move(err))));
+    // Ranks on other hosts: through the network proxy, never mapped.
+    for (int r = 0; r < nranks; ++r)
+      all[r].remote = hostOf[r] != hostOf[rank];
     if (round == 0)
       if (llvm::Error err = agree(created->placeConnections(all), what + ": placing FIFOs"))
         return err;
@@ -147,17 +143,52 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   }
   if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs"))
     return err;
+  // Connections with ranks on other hosts: their ends here, in this rank's
+  // pinned host memory, go to the network proxy, which moves their slots.
+  const std::vector<interp::ProxiedConnection> proxied = created->proxiedConnections();
+  llvm::Error netted = llvm::Error::success();
+  if (!proxied.empty() && !net)
+    netted = collError(collInternalError, what + ": connections to other hosts, and no network "
+                                                 "proxy");
+  for (const interp::ProxiedConnection &p : proxied) {
+    if (netted)
+      break;
+    NetProxy::DeviceEnd end;
+    end.head = reinterpret_cast<std::atomic<uint64_t> *>(p.head);
+    end.tail = reinterpret_cast<std::atomic<uint64_t> *>(p.tail);
+    end.sizes = reinterpret_cast<std::atomic<uint32_t> *>(p.sizes);
+    end.fifo = reinterpret_cast<std::byte *>(p.fifo);
+    end.slotStride = p.slotStride;
+    end.protocol = static_cast<ir::Protocol>(p.protocol);
+    end.sender = p.sender;
+    end.receiver = p.receiver;
+    end.channel = p.channel;
+    end.program = deviceProgramsAcrossHosts;
+    end.outbound = p.outbound != 0;
+    netted = net->device(end);
+  }
+  if (llvm::Error err = agree(std::move(netted), what + ": connections to other hosts"))
+    return err;
+  if (shape.nodes > 1)
+    ++deviceProgramsAcrossHosts;
   COLL_LOG(Info, Init, rank,
-           llvm::formatv("{0}: this rank's {1} tbs on {2}; {3}", what,
+           llvm::formatv("{0}: this rank's {1} tbs on {2}; {3}{4}", what,
                          compiled->plan.tbCount(rank),
                          backend->emulated() ? "the CPU emulation of a GPU" : "the GPU",
                          inHost ? llvm::formatv("{0} of the job's FIFOs in pinned host memory "
-                                                "({1} received here; no P2P between their GPUs, "
-                                                "or COLL_P2P_DISABLE=1), the others in GPU memory "
+                                                "({1} received here: from another host, from a "
+                                                "GPU without P2P to the receiver's, or with "
+                                                "COLL_P2P_DISABLE=1), the others in GPU memory "
                                                 "shared with CUDA IPC",
                                                 inHost, all[rank].hostConnections)
                                       .str()
-                                : std::string("FIFOs in GPU memory shared with CUDA IPC")));
+                                : std::string("FIFOs in GPU memory shared with CUDA IPC"),
+                         proxied.empty()
+                             ? std::string()
+                             : llvm::formatv("; {0} of this rank's connections go to other hosts "
+                                             "through the network proxy, from pinned host memory",
+                                             proxied.size())
+                                   .str()));
   keepAlive.push_back(compiled);
   std::lock_guard<std::mutex> lock(devicesMapMutex);
   return devices.emplace(compiled.get(), std::move(created)).first->second.get();

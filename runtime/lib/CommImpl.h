@@ -175,6 +175,10 @@ public:
   /// staging FIFO per connection, whatever plans share it.
   std::map<std::tuple<int, int, int, int>, ConnectionEnd> netEnds;
   int p2pChannel = 0;
+  /// Programs on device buffers made so far on a communicator that spans
+  /// hosts: each one's number tells its connections apart on the wire
+  /// (NetProxy::DeviceEnd::program).
+  uint32_t deviceProgramsAcrossHosts = 0;
   /// Other processes of this host whose death this rank watches.
   struct Watched {
     int pid = 0;

@@ -272,10 +272,18 @@ private:
       return false;
     if (tid == 0) {
       if constexpr (Send) {
-        if constexpr (P == Proto::Simple)
+        if constexpr (CrossGpu) {
+          // A connection between GPUs may end at a network proxy, which
+          // forwards what a slot holds: its size, then the tail that
+          // publishes both (ConnectionLayout::SizesOffset).
+          reinterpret_cast<uint32_t *>(sendTail + 1)[sendSeq % FifoDepth] =
+              static_cast<uint32_t>(n * sizeof(T));
           ptx::stRelease(sendTail, sendSeq + 1, sendScope());
-        else // the lines carry their own flags; the tail is for the report and the next launch
+        } else if constexpr (P == Proto::Simple) {
+          ptx::stRelease(sendTail, sendSeq + 1, sendScope());
+        } else { // the lines carry their own flags; the tail is for the report and the next launch
           ptx::stRelaxed(sendTail, sendSeq + 1, sendScope());
+        }
       }
       if constexpr (Recv)
         ptx::stRelease(recvHead, recvSeq + 1, recvScope());

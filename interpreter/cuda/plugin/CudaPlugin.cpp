@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -210,6 +211,11 @@ const CollDevicePlugin table = {
       return status(of(p).importConnections(std::vector<ConnectionExport>(all, all + n)), error);
     },
     [](void *p, LaunchShape *out) { *out = of(p).launchShape(); },
+    [](void *p, ProxiedConnection *out, size_t capacity) {
+      const std::vector<ProxiedConnection> all = of(p).proxiedConnections();
+      std::copy_n(all.begin(), std::min(capacity, all.size()), out);
+      return all.size();
+    },
 };
 
 } // namespace

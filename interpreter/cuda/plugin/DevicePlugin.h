@@ -93,6 +93,10 @@ struct CollDevicePlugin {
   int (*importConnections)(void *executor, const coll::interp::ConnectionExport *all, size_t n,
                            char **error);
   void (*launchShape)(void *executor, coll::interp::LaunchShape *out);
+  /// DeviceExecutor::proxiedConnections: the count; the first `capacity`
+  /// of them into `out`.
+  size_t (*proxiedConnections)(void *executor, coll::interp::ProxiedConnection *out,
+                               size_t capacity);
 };
 
 typedef const CollDevicePlugin *(*CollDevicePluginEntry)();

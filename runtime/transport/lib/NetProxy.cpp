@@ -40,7 +40,8 @@ llvm::Error netError(const llvm::Twine &message) {
 
 constexpr int MaxRanks = 1 << 14;
 constexpr int MaxChannels = 1 << 8;
-constexpr uint64_t KindData = 0, KindBye = 1;
+constexpr uint64_t KindData = 0, KindBye = 1, KindDevice = 2;
+constexpr uint32_t MaxDevicePrograms = 1 << 10;
 
 uint64_t tagOf(uint64_t kind, ir::Protocol protocol, int channel, int sender, int receiver,
                uint64_t seq) {
@@ -50,9 +51,19 @@ uint64_t tagOf(uint64_t kind, ir::Protocol protocol, int channel, int sender, in
          (static_cast<uint64_t>(receiver) & 0x3FFF) << 24 | (seq & 0xFFFFFF);
 }
 
+/// A device connection's tag: the program (its executor) in place of the
+/// protocol, which the program implies, and 16 bits of slot number (at most
+/// FifoDepth slots of a connection are ever in flight).
+uint64_t deviceTagOf(uint32_t program, int channel, int sender, int receiver, uint64_t seq) {
+  return KindDevice << 62 | (static_cast<uint64_t>(program) & 0x3FF) << 52 |
+         (static_cast<uint64_t>(channel) & 0xFF) << 44 |
+         (static_cast<uint64_t>(sender) & 0x3FFF) << 30 |
+         (static_cast<uint64_t>(receiver) & 0x3FFF) << 16 | (seq & 0xFFFF);
+}
+
 /// Bytes of a slot on the wire: the data and, for LL and LL128, its lines.
-uint64_t wireBytes(const FifoShape &shape, uint64_t dataBytes) {
-  switch (shape.protocol) {
+uint64_t wireBytes(ir::Protocol protocol, uint64_t dataBytes) {
+  switch (protocol) {
   case ir::Protocol::LL: return interp::llLines(dataBytes) * interp::LLLineBytes;
   case ir::Protocol::LL128: return interp::ll128Lines(dataBytes) * interp::LL128LineWords * 8;
   default: return dataBytes;
@@ -140,7 +151,32 @@ public:
     Impl *self = nullptr;
     bool out = false;
     int peer = -1;
-    ConnectionEnd end;
+    ConnectionEnd end; ///< a host end (null `control` for a device end)
+    /// What the proxy reads and writes: a host end's ConnectionControl, or
+    /// a device end's counters in the device layout (DeviceEnd).
+    std::atomic<uint64_t> *head = nullptr, *tail = nullptr;
+    std::atomic<uint32_t> *sizes = nullptr;
+    std::byte *fifo = nullptr;
+    uint64_t stride = 0;
+    ir::Protocol protocol = ir::Protocol::Simple;
+    int sender = -1, receiver = -1, channel = -1;
+    bool device = false;
+    uint32_t program = 0; ///< device ends: their executor's number
+    void viewHostEnd() {
+      head = &end.control->head;
+      tail = &end.control->tail;
+      sizes = end.control->sizes;
+      fifo = end.fifo;
+      stride = slotStride(end.shape);
+      protocol = end.shape.protocol;
+      sender = end.sender;
+      receiver = end.receiver;
+      channel = end.channel;
+    }
+    uint64_t tag(uint64_t seq) const {
+      return device ? deviceTagOf(program, channel, sender, receiver, seq)
+                    : tagOf(KindData, protocol, channel, sender, receiver, seq);
+    }
     void *mapping = nullptr; ///< outbound: the staging FIFO
     size_t mappingBytes = 0;
     std::vector<std::byte> bounce; ///< inbound LL/LL128: FifoDepth slots
@@ -179,7 +215,11 @@ public:
   Doorbell bell; ///< the proxy's: local ends ring it
   std::atomic<uint32_t> armed{0};
   std::atomic<bool> quit{false};
-  std::vector<ConnectionControl *> outControls; ///< for drain(), under connMutex
+  /// Outbound ends' (head, tail), for drain(), under connMutex.
+  std::vector<std::pair<std::atomic<uint64_t> *, std::atomic<uint64_t> *>> outCounters;
+  /// Device ends exist: the GPU does not ring the doorbell, so the proxy
+  /// polls (proxyLoop).
+  std::atomic<bool> polling{false};
   std::thread proxy, waker;
   bool failed = false;
 
@@ -218,31 +258,30 @@ public:
 
   static void sendDone(void *request, ucs_status_t status, void *user) {
     if (Pending *p = finish(request, status, user))
-      publish(*p->conn, p->seq, p->conn->end.control->head);
+      publish(*p->conn, p->seq, *p->conn->head);
   }
 
   static void recvDone(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                        void *user) {
     if (Pending *p = finish(request, status, user)) {
       deliver(*p->conn, p->seq, info->length);
-      publish(*p->conn, p->seq, p->conn->end.control->tail);
+      publish(*p->conn, p->seq, *p->conn->tail);
     }
   }
 
   /// Puts a received slot where the receiver looks for it, with the stores
   /// its protocol promises.
   static void deliver(Conn &c, uint64_t seq, size_t length) {
-    const FifoShape &shape = c.end.shape;
     const size_t idx = seq % FifoDepth;
-    std::byte *slot = c.end.fifo + idx * slotStride(shape);
-    if (shape.protocol == ir::Protocol::Simple) {
-      c.end.control->sizes[idx].store(static_cast<uint32_t>(length), std::memory_order_relaxed);
+    std::byte *slot = c.fifo + idx * c.stride;
+    if (c.protocol == ir::Protocol::Simple) {
+      c.sizes[idx].store(static_cast<uint32_t>(length), std::memory_order_relaxed);
       return; // received in place; `tail` publishes it
     }
-    const auto *from = reinterpret_cast<const uint64_t *>(c.bounce.data() + idx * slotStride(shape));
+    const auto *from = reinterpret_cast<const uint64_t *>(c.bounce.data() + idx * c.stride);
     auto *to = reinterpret_cast<std::atomic<uint64_t> *>(slot);
     const size_t words = length / 8;
-    if (shape.protocol == ir::Protocol::LL) {
+    if (c.protocol == ir::Protocol::LL) {
       for (size_t w = 0; w < words; ++w)
         to[w].store(from[w], std::memory_order_relaxed);
     } else {
@@ -291,10 +330,7 @@ public:
     // Counted before the call: UCX may complete it (and call back) inside.
     ++c.posted;
     c.inFlight[idx] = true;
-    const FifoShape &shape = c.end.shape;
-    ucs_status_ptr_t r =
-        start(tagOf(KindData, shape.protocol, c.end.channel, c.end.sender, c.end.receiver, seq),
-              param);
+    ucs_status_ptr_t r = start(c.tag(seq), param);
     if (UCS_PTR_IS_ERR(r)) {
       lose(c.peer, UCS_PTR_STATUS(r));
       return false;
@@ -308,27 +344,26 @@ public:
   /// slot of the receiver's FIFO.
   bool post(Conn &c) {
     bool moved = false;
-    const FifoShape &shape = c.end.shape;
-    const uint64_t stride = slotStride(shape);
+    const uint64_t stride = c.stride;
     if (c.out) {
-      const uint64_t tail = c.end.control->tail.load(std::memory_order_acquire);
+      const uint64_t tail = c.tail->load(std::memory_order_acquire);
       while (c.posted < tail) {
         const size_t idx = c.posted % FifoDepth;
         const uint64_t bytes =
-            wireBytes(shape, c.end.control->sizes[idx].load(std::memory_order_relaxed));
+            wireBytes(c.protocol, c.sizes[idx].load(std::memory_order_relaxed));
         if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
-              return ucp_tag_send_nbx(peers[c.peer].ep, c.end.fifo + idx * stride, bytes, tag,
+              return ucp_tag_send_nbx(peers[c.peer].ep, c.fifo + idx * stride, bytes, tag,
                                       &param);
             }))
           return moved;
         moved = true;
       }
     } else {
-      const uint64_t head = c.end.control->head.load(std::memory_order_acquire);
+      const uint64_t head = c.head->load(std::memory_order_acquire);
       while (c.posted < head + FifoDepth) {
         const size_t idx = c.posted % FifoDepth;
-        std::byte *buffer = shape.protocol == ir::Protocol::Simple
-                                ? c.end.fifo + idx * stride
+        std::byte *buffer = c.protocol == ir::Protocol::Simple
+                                ? c.fifo + idx * stride
                                 : c.bounce.data() + idx * stride;
         if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
               return ucp_tag_recv_nbx(worker, buffer, stride, tag, ~uint64_t(0), &param);
@@ -395,6 +430,12 @@ public:
       }
       if (++idle < 256) {
         interp::host::cpuRelax();
+        continue;
+      }
+      if (polling.load(std::memory_order_relaxed)) {
+        // A GPU fills and frees device ends without a doorbell: look again
+        // soon (a slot waits at most this long once the proxy is idle).
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
       }
       const uint32_t seen = bell.enter();
@@ -638,9 +679,10 @@ llvm::Expected<ConnectionEnd> NetProxy::outbound(int receiver, int channel,
                                   std::strerror(errno)));
   c->mapping = memory;
   c->end = ConnectionEnd::bind(memory, shape, &m.bell, m.opts.rank, receiver, channel);
+  c->viewHostEnd();
   ConnectionEnd end = c->end;
   std::lock_guard<std::mutex> lock(m.connMutex);
-  m.outControls.push_back(end.control);
+  m.outCounters.push_back({c->head, c->tail});
   m.added.push_back(std::move(c));
   m.haveAdded.store(true, std::memory_order_release);
   m.bell.ring();
@@ -658,11 +700,56 @@ llvm::Error NetProxy::inbound(const ConnectionEnd &end) {
   c->self = &m;
   c->peer = end.sender;
   c->end = end;
+  c->viewHostEnd();
   if (end.shape.protocol != ir::Protocol::Simple)
     c->bounce.resize(FifoDepth * slotStride(end.shape));
   std::lock_guard<std::mutex> lock(m.connMutex);
   m.added.push_back(std::move(c));
   m.haveAdded.store(true, std::memory_order_release);
+  m.bell.ring();
+  return llvm::Error::success();
+}
+
+llvm::Error NetProxy::device(const DeviceEnd &end) {
+  Impl &m = *impl;
+  const int peer = end.outbound ? end.receiver : end.sender;
+  if (peer < 0 || peer >= m.opts.nranks || !m.opts.remote[peer])
+    return netError(llvm::formatv("rank {0} is not on another host", peer));
+  if (end.channel < 0 || end.channel >= MaxChannels)
+    return netError(llvm::formatv("channel {0}: the network proxy's tags name at most {1}",
+                                  end.channel, MaxChannels));
+  if (end.program >= MaxDevicePrograms)
+    return netError(llvm::formatv("a communicator's {0}th program on device buffers across "
+                                  "hosts: the network proxy's tags name at most {1}",
+                                  end.program + 1, MaxDevicePrograms));
+  if (end.protocol == ir::Protocol::LL128)
+    return netError("LL128 does not cross hosts (its FIFOs are in host memory)");
+  auto c = std::make_unique<Impl::Conn>();
+  c->self = &m;
+  c->out = end.outbound;
+  c->peer = peer;
+  c->head = end.head;
+  c->tail = end.tail;
+  c->sizes = end.sizes;
+  c->fifo = end.fifo;
+  c->stride = end.slotStride;
+  c->protocol = end.protocol;
+  c->sender = end.sender;
+  c->receiver = end.receiver;
+  c->channel = end.channel;
+  c->device = true;
+  c->program = end.program;
+  // What this end's counters say already (an executor reused after a stop
+  // starts from them).
+  c->posted = c->published = end.outbound ? c->head->load() : c->tail->load();
+  if (!end.outbound && end.protocol != ir::Protocol::Simple)
+    c->bounce.resize(FifoDepth * end.slotStride);
+  std::lock_guard<std::mutex> lock(m.connMutex);
+  if (end.outbound)
+    m.outCounters.push_back({c->head, c->tail});
+  m.added.push_back(std::move(c));
+  m.haveAdded.store(true, std::memory_order_release);
+  m.polling.store(true, std::memory_order_relaxed);
   m.bell.ring();
   return llvm::Error::success();
 }
@@ -674,8 +761,8 @@ bool NetProxy::drain(std::chrono::milliseconds timeout) {
     bool drained = true;
     {
       std::lock_guard<std::mutex> lock(m.connMutex);
-      for (ConnectionControl *c : m.outControls)
-        if (c->head.load(std::memory_order_acquire) != c->tail.load(std::memory_order_acquire))
+      for (auto [head, tail] : m.outCounters)
+        if (head->load(std::memory_order_acquire) != tail->load(std::memory_order_acquire))
           drained = false;
     }
     if (drained)
@@ -723,6 +810,7 @@ llvm::Expected<ConnectionEnd> NetProxy::outbound(int, int, const FifoShape &) {
   return netError("no UCX in this build");
 }
 llvm::Error NetProxy::inbound(const ConnectionEnd &) { return netError("no UCX in this build"); }
+llvm::Error NetProxy::device(const DeviceEnd &) { return netError("no UCX in this build"); }
 Doorbell &NetProxy::doorbell() {
   static Doorbell none;
   return none;

@@ -79,6 +79,23 @@ struct ConnectionExport {
   uint64_t hostBytes = 0;       ///< its size
   uint64_t hostAddress = 0;     ///< its mapping in the exporting process
   uint64_t hostInode = 0, hostDevice = 0; ///< fstat of the memfd, checked on opening it
+  /// Set by the caller before placeConnections and importConnections: this
+  /// rank runs on another host. Its connections with this rank go through
+  /// the caller's network proxy (proxiedConnections()), never mapped.
+  uint32_t remote = 0;
+};
+
+/// A connection of an executor of one rank whose other end is on another
+/// host: this rank's end in its pinned host memory, in the device layout
+/// (head, tail and slot sizes, then FifoDepth slots; docs/CUDA.md), for a
+/// network proxy to forward. The GPU writes the sizes and the tail of an
+/// outbound end and the head of an inbound one; the proxy the others.
+struct ProxiedConnection {
+  uint64_t head = 0, tail = 0, sizes = 0, fifo = 0; ///< addresses in this process
+  uint64_t slotStride = 0;                          ///< bytes between slots
+  int32_t connection = -1, sender = -1, receiver = -1, channel = -1;
+  uint32_t outbound = 0; ///< 1: this rank sends on it (a staging FIFO); 0: receives
+  uint32_t protocol = 0; ///< ir::Protocol
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
@@ -190,6 +207,9 @@ public:
   /// rank's second export (after placeConnections; indexed by rank; in this
   /// process too). Until it has, prepare() fails.
   virtual llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) = 0;
+  /// After placeConnections: this rank's ends of its connections with ranks
+  /// on other hosts (ConnectionExport::remote).
+  virtual std::vector<ProxiedConnection> proxiedConnections() const = 0;
   /// The prepared call's launch.
   virtual LaunchShape launchShape() const = 0;
 };

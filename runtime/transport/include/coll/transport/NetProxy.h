@@ -21,6 +21,12 @@
 //
 // The proxy sleeps when nothing moves: the local ends ring its doorbell,
 // and a second thread waits on UCX's event descriptor and rings it too.
+// Device buffers: a GPU executor's connections with ranks on other hosts
+// have their ends in pinned host memory, in the device layout (head, tail,
+// slot sizes, FIFO); the GPU writes them directly (as NCCL's kernels write
+// host buffers where GPUDirect RDMA is missing) and the proxy moves their
+// slots the same way, polling, since a GPU rings no doorbell.
+//
 // A peer whose endpoint fails without having said goodbye (a message every
 // proxy sends before it closes) ends this rank's calls through `peerLost`.
 //
@@ -79,6 +85,24 @@ public:
   /// peerBell this proxy's doorbell()) of a connection from a remote rank.
   llvm::Error inbound(const interp::host::ConnectionEnd &end);
   interp::host::Doorbell &doorbell();
+
+  /// An end of a connection of a GPU executor (DeviceExecutor's
+  /// ProxiedConnection): its counters and FIFO in the device layout, in
+  /// pinned host memory that the GPU reads and writes. A GPU rings no
+  /// doorbell, so from the first such end the proxy polls (every 50 us
+  /// once idle). `program` tells the executors of one communicator apart
+  /// on the wire (at most 1024).
+  struct DeviceEnd {
+    std::atomic<uint64_t> *head = nullptr, *tail = nullptr;
+    std::atomic<uint32_t> *sizes = nullptr;
+    std::byte *fifo = nullptr;
+    uint64_t slotStride = 0;
+    ir::Protocol protocol = ir::Protocol::Simple;
+    int sender = -1, receiver = -1, channel = -1;
+    uint32_t program = 0;
+    bool outbound = false; ///< this rank sends: the proxy forwards its slots
+  };
+  llvm::Error device(const DeviceEnd &end);
 
   /// Waits until every slot this rank published has left (the data are on
   /// their way or delivered), at most `timeout`; false on timeout.
