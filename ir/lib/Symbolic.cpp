@@ -5,7 +5,9 @@
 #include "coll/ir/Geometry.h"
 #include "coll/ir/Verifier.h"
 
+#include <algorithm>
 #include <cassert>
+#include <climits>
 
 namespace coll::ir {
 
@@ -18,13 +20,26 @@ SymbolicMemory::SymbolicMemory(Collective kind, int32_t chunksPerBlock, const De
     : kind(kind), perBlock(chunksPerBlock), def(def), inplace(inplace), strict(strict),
       sizes(std::move(sizes)) {
   // In place, the buffer that aliases onto the other owns no memory
-  // (inPlaceOwner never names it): it gets no cells.
+  // (inPlaceOwner never names it): it gets no cells, and the owner is made
+  // large enough for every slot that aliases onto it (a file may declare
+  // more chunks for the aliased buffer than for its owner).
+  auto cover = [](int32_t &owner, int64_t slots) {
+    owner = static_cast<int32_t>(std::clamp<int64_t>(slots, owner, INT32_MAX));
+  };
   if (inplace)
-    for (RankChunks &s : this->sizes) {
-      if (kind == Collective::AllGather || kind == Collective::Gather)
+    for (size_t r = 0; r < this->sizes.size(); ++r) {
+      RankChunks &s = this->sizes[r];
+      int64_t block = int64_t(r) * perBlock;
+      if (kind == Collective::AllGather || kind == Collective::Gather) {
+        cover(s.output, block + s.input);
         s.input = 0;
-      else
+      } else if (kind == Collective::ReduceScatter || kind == Collective::Scatter) {
+        cover(s.input, block + s.output);
         s.output = 0;
+      } else {
+        cover(s.input, s.output);
+        s.output = 0;
+      }
     }
   base.assign(this->sizes.size() + 1, 0);
   for (size_t r = 0; r < this->sizes.size(); ++r) {
