@@ -31,7 +31,6 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 
 namespace coll::compiler {
@@ -60,7 +59,8 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
   };
   // The last op that wrote exactly a range: (rank, kind, scratch id, index,
   // size) -> op.
-  std::map<std::tuple<int32_t, int, uint32_t, int32_t, int32_t>, uint32_t>
+  llvm::DenseMap<std::tuple<int32_t, int, uint32_t, int32_t, int32_t>,
+                 uint32_t>
       writer;
   auto key = [](const lang::SlotRange &r) {
     return std::tuple(r.rank, int(r.buffer.kind), r.buffer.scratchId, r.index,

@@ -34,12 +34,44 @@
 namespace coll::compiler {
 namespace {
 
+/// Each instruction's waits, as (tb, position). Most instructions wait for
+/// nothing or for one step: that one is kept in an array of 8 bytes per
+/// instruction, longer lists in a map (a program may have millions of
+/// instructions).
+class WaitLists {
+public:
+  explicit WaitLists(size_t instrs) : single(instrs, Wait{-1, NoWaits}) {}
+
+  llvm::ArrayRef<Wait> operator[](InstrId x) const {
+    if (single[x].first >= 0)
+      return llvm::ArrayRef<Wait>(single[x]);
+    if (single[x].second == NoWaits)
+      return {};
+    return several.find(x)->second;
+  }
+  void assign(InstrId x, llvm::ArrayRef<Wait> list) {
+    if (list.size() == 1) {
+      single[x] = list.front();
+    } else if (list.empty()) {
+      single[x] = Wait{-1, NoWaits};
+    } else {
+      single[x] = Wait{-1, SeveralWaits};
+      several[x].assign(list.begin(), list.end());
+    }
+  }
+
+private:
+  static constexpr int32_t NoWaits = 0, SeveralWaits = 1;
+  std::vector<Wait> single; ///< the one wait, or tb -1 and one of the above
+  llvm::DenseMap<InstrId, llvm::SmallVector<Wait, 2>> several;
+};
+
 /// The dependencies each instruction must wait for explicitly, as (tb,
 /// position), in tb order.
-std::vector<llvm::SmallVector<Wait, 1>>
-computeWaits(const Program &prog, const std::vector<int32_t> &position) {
+WaitLists computeWaits(const Program &prog,
+                       const std::vector<int32_t> &position) {
   const std::vector<Instr> &instrs = prog.instrs;
-  std::vector<llvm::SmallVector<Wait, 1>> waits(instrs.size());
+  WaitLists waits(instrs.size());
   // What a producer's tb knew once the producer had run: kept only for
   // producers (instructions another tb depends on).
   constexpr uint32_t NotProducer = ~uint32_t(0), Producer = NotProducer - 1;
@@ -114,7 +146,7 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
         if (instrs[d].tb != instr.tb)
           need.emplace_back(instrs[d].tb, position[d]);
       std::sort(need.begin(), need.end());
-      llvm::SmallVector<Wait, 1> &kept = waits[x];
+      llvm::SmallVector<Wait, 4> kept;
       for (size_t i = 0; i < need.size(); ++i) {
         int32_t tb = need[i].first, pos = need[i].second;
         bool implied =
@@ -132,6 +164,7 @@ computeWaits(const Program &prog, const std::vector<int32_t> &position) {
           learn(mine, fact);
         learn(mine, w);
       }
+      waits.assign(x, kept);
       if (afterOf[x] == Producer) {
         afterOf[x] = static_cast<uint32_t>(afters.size());
         afters.push_back(mine);
@@ -191,8 +224,7 @@ struct Spread {
 /// before x, nor x before every step it waits for. Every execution of the
 /// new orders is one of the old orders plus nops whose targets complete, so
 /// no cycle and no deadlock can appear; verification checks it again.
-Spread spreadWaits(const Program &prog,
-                   const std::vector<llvm::SmallVector<Wait, 1>> &waits,
+Spread spreadWaits(const Program &prog, const WaitLists &waits,
                    bool enabled) {
   const std::vector<Instr> &instrs = prog.instrs;
   Spread spread;
@@ -299,7 +331,7 @@ Schedule emit(const Program &prog, bool spreading) {
       for (size_t i = 0; i < tb.instrs.size(); ++i)
         position[tb.instrs[i]] = static_cast<int32_t>(i);
 
-  std::vector<llvm::SmallVector<Wait, 1>> waits = computeWaits(prog, position);
+  WaitLists waits = computeWaits(prog, position);
   Spread spread = spreadWaits(prog, waits, spreading);
   auto waitsOf = [&](InstrId x) {
     llvm::SmallVector<WaitOn, 2> list;
@@ -322,9 +354,11 @@ Schedule emit(const Program &prog, bool spreading) {
   // nops that follow it.
   std::vector<int32_t> stepOf(prog.instrs.size(), -1);
   std::vector<int32_t> helperStep(spread.helpers.size(), -1);
+  std::vector<int32_t> tbSteps; // of the rank's tbs
   int32_t maxChannel = 0;
   for (int32_t r = 0; r < spec.nranks; ++r) {
     const std::vector<Threadblock> &tbs = prog.tbs[r];
+    tbSteps.clear();
     for (const Threadblock &tb : tbs) {
       int32_t step = 0;
       for (InstrId x : tb.instrs) {
@@ -337,6 +371,7 @@ Schedule emit(const Program &prog, bool spreading) {
         for (uint32_t h : helpersAfter(x))
           helperStep[h] = step++;
       }
+      tbSteps.push_back(step);
       maxChannel = std::max(maxChannel, tb.channel);
     }
     auto stepOfTarget = [&](const WaitOn &target) {
@@ -355,6 +390,8 @@ Schedule emit(const Program &prog, bool spreading) {
       tb.recvPeer = tbs[t].recvPeer;
       tb.channel = tbs[t].channel;
       std::vector<StepOrigin> &origins = schedule.origins[r][t];
+      tb.steps.reserve(tbSteps[t]);
+      origins.reserve(tbSteps[t]);
       auto wait = [&](const WaitOn &target, const StepOrigin &origin) {
         ir::Step nop;
         nop.count = 0;

@@ -148,6 +148,28 @@ bool Checker::checkDeadlock() {
   return false;
 }
 
+/// Sorts keys `op << 24 | part` in time linear in their number and the
+/// operations': a counting sort by operation (keys naming no operation of
+/// the `numOps` last), then each operation's few keys.
+static void sortByOp(std::vector<uint64_t> &keys, size_t numOps) {
+  auto bucket = [numOps](uint64_t key) {
+    return static_cast<size_t>(std::min<uint64_t>(key >> 24, numOps));
+  };
+  std::vector<size_t> start(numOps + 2, 0);
+  for (uint64_t key : keys)
+    ++start[bucket(key) + 1];
+  for (size_t b = 1; b < start.size(); ++b)
+    start[b] += start[b - 1];
+  std::vector<uint64_t> sorted(keys.size());
+  std::vector<size_t> next(start.begin(), start.end() - 1);
+  for (uint64_t key : keys)
+    sorted[next[bucket(key)]++] = key;
+  for (size_t b = 0; b + 1 < start.size(); ++b)
+    if (start[b + 1] - start[b] > 1)
+      std::sort(sorted.begin() + start[b], sorted.begin() + start[b + 1]);
+  keys.swap(sorted);
+}
+
 bool Checker::checkExactlyOnce() {
   // (op, lane, role) of every step; role 0 = local, 1 = send, 2 = receive.
   std::vector<uint64_t> seen;
@@ -170,7 +192,7 @@ bool Checker::checkExactlyOnce() {
           add(o.op, o.lane, 0);
       }
     }
-  llvm::sort(seen);
+  sortByOp(seen, dag.ops.size());
   std::vector<uint64_t> expected;
   int32_t instances = schedule.lanes;
   int32_t maxParallel = 1;
@@ -189,7 +211,7 @@ bool Checker::checkExactlyOnce() {
                              role);
     }
   }
-  llvm::sort(expected);
+  sortByOp(expected, dag.ops.size());
   if (seen == expected)
     return true;
   auto [a, b] =

@@ -25,17 +25,6 @@ std::optional<StepType> parseStepType(llvm::StringRef name) {
   return std::nullopt;
 }
 
-StepTypeInfo stepTypeInfo(StepType type) {
-  switch (type) {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
-  case StepType::Enum:                                                         \
-    return StepTypeInfo{Recv != 0, Send != 0, ReadsSrc != 0, Red != 0,         \
-                        WritesDst != 0};
-#include "coll/ir/StepTypes.def"
-  }
-  return StepTypeInfo{false, false, false, false, false};
-}
-
 llvm::StringRef collectiveName(Collective coll) {
   switch (coll) {
 #define COLL_COLLECTIVE(Enum, XmlName, Root, InPerRank, OutPerRank, Red, MulN, Off) \

@@ -166,11 +166,13 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
         connections.try_emplace({tb.recvPeer, g, tb.channel}, -1, -1)
             .first->second.second = t;
     }
+  std::vector<uint32_t> sends, recvs; // of one connection
   for (const auto &[key, ends] : connections) {
     auto [sender, receiver, channel] = key;
     if (ends.first < 0 || ends.second < 0)
       continue;
-    std::vector<uint32_t> sends, recvs;
+    sends.clear();
+    recvs.clear();
     uint32_t s0 = firstNode[sender][ends.first];
     for (const Step &step : alg.gpus[sender].tbs[ends.first].steps) {
       if (stepTypeInfo(step.type).sends)

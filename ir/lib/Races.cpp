@@ -13,6 +13,7 @@
 #include "coll/ir/Memory.h"
 #include "coll/ir/ReaderLists.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -68,21 +69,36 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
     };
 
     // Kahn over tb order and dependencies.
+    // Each step's successors, as one array: next(n).
     std::vector<uint32_t> pending(where.size(), 0);
-    std::vector<std::vector<uint32_t>> next(where.size());
+    std::vector<uint32_t> firstNext(where.size() + 1, 0);
+    for (uint32_t n = 0; n < where.size(); ++n) {
+      if (where[n].second > 0)
+        ++firstNext[n];
+      if (step(n).hasDependency())
+        ++firstNext[depNode(step(n)) + 1];
+    }
+    for (size_t n = 0; n < where.size(); ++n)
+      firstNext[n + 1] += firstNext[n];
+    std::vector<uint32_t> nextList(firstNext.back());
+    std::vector<uint32_t> fill(firstNext.begin(), firstNext.end() - 1);
     std::deque<uint32_t> ready;
     for (uint32_t n = 0; n < where.size(); ++n) {
       if (where[n].second > 0) {
         ++pending[n];
-        next[n - 1].push_back(n);
+        nextList[fill[n - 1]++] = n;
       }
       if (step(n).hasDependency()) {
         ++pending[n];
-        next[depNode(step(n))].push_back(n);
+        nextList[fill[depNode(step(n))]++] = n;
       }
       if (pending[n] == 0)
         ready.push_back(n);
     }
+    auto next = [&](uint32_t n) {
+      return llvm::ArrayRef<uint32_t>(nextList.data() + firstNext[n],
+                                      nextList.data() + firstNext[n + 1]);
+    };
 
     auto cellOf = [&](Slot slot) {
       if (inplace)
@@ -118,7 +134,7 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
     while (!ready.empty()) {
       uint32_t n = ready.front();
       ready.pop_front();
-      for (uint32_t m : next[n])
+      for (uint32_t m : next(n))
         if (--pending[m] == 0)
           ready.push_back(m);
       int32_t t = where[n].first, s = where[n].second;

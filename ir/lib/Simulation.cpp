@@ -52,11 +52,14 @@ public:
         depsDone(x, 0);
     for (int32_t tb = 0; tb < g.numTbs; ++tb)
       wakeAt(tb, 0);
+    // The tbs stepping now; steps wake tbs for the next time into `wake`,
+    // and the two buffers trade places.
+    std::vector<int32_t> now;
     for (int64_t t = 0; executed < g.nodes.size(); ++t) {
       if (wake.empty())
         return false;
       std::sort(wake.begin(), wake.end());
-      std::vector<int32_t> now;
+      now.clear();
       now.swap(wake);
       for (int32_t tb : now)
         step(tb, t);

@@ -5,7 +5,9 @@
 #include "coll/ir/Geometry.h"
 #include "coll/ir/Verifier.h"
 
+#include <algorithm>
 #include <cassert>
+#include <climits>
 
 namespace coll::ir {
 
@@ -17,13 +19,35 @@ SymbolicMemory::SymbolicMemory(Collective kind, int32_t chunksPerBlock, const De
                                std::vector<RankChunks> sizes, bool inplace, bool strict)
     : kind(kind), perBlock(chunksPerBlock), def(def), inplace(inplace), strict(strict),
       sizes(std::move(sizes)) {
+  // In place, the buffer that aliases onto the other owns no memory
+  // (inPlaceOwner never names it): it gets no cells, and the owner is made
+  // large enough for every slot that aliases onto it (a file may declare
+  // more chunks for the aliased buffer than for its owner).
+  auto cover = [](int32_t &owner, int64_t slots) {
+    owner = static_cast<int32_t>(std::clamp<int64_t>(slots, owner, INT32_MAX));
+  };
+  if (inplace)
+    for (size_t r = 0; r < this->sizes.size(); ++r) {
+      RankChunks &s = this->sizes[r];
+      int64_t block = int64_t(r) * perBlock;
+      if (kind == Collective::AllGather || kind == Collective::Gather) {
+        cover(s.output, block + s.input);
+        s.input = 0;
+      } else if (kind == Collective::ReduceScatter || kind == Collective::Scatter) {
+        cover(s.input, block + s.output);
+        s.output = 0;
+      } else {
+        cover(s.input, s.output);
+        s.output = 0;
+      }
+    }
   base.assign(this->sizes.size() + 1, 0);
   for (size_t r = 0; r < this->sizes.size(); ++r) {
     const RankChunks &s = this->sizes[r];
     base[r + 1] = base[r] + uint32_t(s.input) + uint32_t(s.output) + uint32_t(s.scratch);
   }
   cells.resize(base.back());
-  writers.assign(base.back(), NoWriter);
+  writers.assign(base.back(), NoWriter32);
   ContribLayout layout = def.layout();
   for (int32_t r = 0; r < def.nranks; ++r)
     for (int32_t j = 0; j < def.inputChunks; ++j)
@@ -58,18 +82,20 @@ std::optional<std::string> SymbolicMemory::read(int32_t rank, Slot slot, int32_t
 std::optional<std::string> SymbolicMemory::write(int32_t rank, Slot slot,
                                                  llvm::ArrayRef<Contents> values,
                                                  uint64_t writer) {
+  assert(writer < NoWriter32 && "writer tags fit in 32 bits");
   if (!inplace && slot.buf == BufferKind::Input)
     return "writes " + name(rank, slot) + ", but out of place the input must stay unchanged";
   for (size_t i = 0; i < values.size(); ++i) {
     uint32_t c = cell(rank, {slot.buf, slot.off + int32_t(i)});
     cells[c] = values[i];
-    writers[c] = writer;
+    writers[c] = static_cast<uint32_t>(writer);
   }
   return std::nullopt;
 }
 
 uint64_t SymbolicMemory::writer(int32_t rank, Slot slot) const {
-  return writers[cell(rank, slot)];
+  uint32_t w = writers[cell(rank, slot)];
+  return w == NoWriter32 ? NoWriter : w;
 }
 
 std::optional<std::string> SymbolicMemory::reduce(llvm::SmallVectorImpl<Contents> &into,

@@ -173,9 +173,15 @@ private:
     // A program earns budget by tracing: a loop that never ends traces
     // nothing (or reaches MaxOps), while a large program's evaluation
     // grows with the chunks it moves.
-    uint64_t maxSteps = (overrides.maxSteps ? overrides.maxSteps
-                                            : limits::MaxSteps) +
+    uint64_t maxSteps = baseSteps +
                         limits::StepsPerTracedChunk * tracer.chunksTraced();
+    if (LLVM_LIKELY(steps <= maxSteps && depth <= MaxEvalDepth &&
+                    stackUse <= MaxStackUse))
+      return true;
+    return tickFailed(loc, maxSteps, stackUse);
+  }
+  LLVM_ATTRIBUTE_NOINLINE bool tickFailed(llvm::SMLoc loc, uint64_t maxSteps,
+                                          uintptr_t stackUse) {
     if (steps > maxSteps)
       diags.error(loc, "the program runs too long (more than " +
                            llvm::Twine(maxSteps) +
@@ -756,7 +762,7 @@ private:
       return fail(call.loc, "recursion is too deep (more than " +
                                 llvm::Twine(limits::MaxCallDepth) +
                                 " nested calls)");
-    Frame callee(fn.numSlots);
+    Frame callee = takeFrame(fn.numSlots);
     for (const Arg &arg : call.args) {
       std::optional<Value> value = eval(*arg.value, frame);
       if (!value)
@@ -768,6 +774,7 @@ private:
     Flow flow = execBlock(fn.body, callee);
     activeCalls.pop_back();
     --callDepth;
+    releaseFrame(std::move(callee));
     if (flow == Flow::Fail)
       return std::nullopt;
     Value result = std::exchange(returnValue, Value());
@@ -1135,10 +1142,28 @@ private:
   ProgramOptions options;
 
   Frame globals;
+  /// Frames of returned calls, empty but with their memory, for the next
+  /// calls: a call allocates nothing once its depth was reached before.
+  std::vector<Frame> spareFrames;
+  Frame takeFrame(size_t slots) {
+    if (spareFrames.empty())
+      return Frame(slots);
+    Frame frame = std::move(spareFrames.back());
+    spareFrames.pop_back();
+    frame.resize(slots);
+    return frame;
+  }
+  void releaseFrame(Frame frame) {
+    frame.clear();
+    spareFrames.push_back(std::move(frame));
+  }
   Value returnValue;
   Phase phase = Phase::Body;
   int32_t parallel = 1;
   uint64_t steps = 0;
+  /// The evaluation budget before any chunk is traced.
+  const uint64_t baseSteps =
+      overrides.maxSteps ? overrides.maxSteps : limits::MaxSteps;
   unsigned depth = 0, callDepth = 0;
   /// The user-function calls in progress, outermost first: each one's call
   /// site and its ChunkDag::calls entry once an operation needed it (so that

@@ -67,7 +67,17 @@ std::optional<BufferKind> parseBuffer(llvm::StringRef name);
 struct StepTypeInfo {
   bool receives, sends, readsSrc, reduces, writesDst;
 };
-StepTypeInfo stepTypeInfo(StepType type);
+/// Inline: every pass asks for every step.
+inline StepTypeInfo stepTypeInfo(StepType type) {
+  switch (type) {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+  case StepType::Enum:                                                         \
+    return StepTypeInfo{Recv != 0, Send != 0, ReadsSrc != 0, Red != 0,         \
+                        WritesDst != 0};
+#include "coll/ir/StepTypes.def"
+  }
+  return StepTypeInfo{false, false, false, false, false};
+}
 
 /// Properties of a collective, from Collectives.def.
 struct CollectiveInfo {

@@ -57,8 +57,9 @@ public:
   /// holds no data.
   std::optional<std::string> read(int32_t rank, Slot slot, int32_t count,
                                   llvm::SmallVectorImpl<Contents> &out) const;
-  /// Writes `values` from `slot`, recording `writer` (any tag) as their
-  /// last writer; out of place, the input may not be written.
+  /// Writes `values` from `slot`, recording `writer` (any tag below
+  /// 2^32 - 1, such as a step's position) as their last writer; out of
+  /// place, the input may not be written.
   std::optional<std::string> write(int32_t rank, Slot slot, llvm::ArrayRef<Contents> values,
                                    uint64_t writer);
   /// The last writer of `slot` (NoWriter: none).
@@ -93,7 +94,9 @@ private:
   std::vector<RankChunks> sizes;
   std::vector<uint32_t> base; ///< first cell of each rank
   std::vector<Contents> cells;
-  std::vector<uint64_t> writers; ///< last writer of each cell
+  static constexpr uint32_t NoWriter32 = ~uint32_t(0);
+  /// Last writer of each cell (NoWriter32: none).
+  std::vector<uint32_t> writers;
 };
 
 } // namespace coll::ir
