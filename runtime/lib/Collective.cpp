@@ -136,7 +136,7 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   if (inHost && compiled->plan.protocol == ir::Protocol::LL128) {
     avoidLL128.store(true, std::memory_order_relaxed);
     COLL_LOG(Info, Init, rank,
-             llvm::formatv("{0}: {1} FIFOs of the job would be in host memory (GPUs without "
+             llvm::formatv("{0}: {1} FIFOs of the job would be in host memory (other hosts, or GPUs without "
                            "P2P); LL128 is not used from here on",
                            what, inHost));
     return collError(collInvalidUsage, what + ": LL128 through host memory");

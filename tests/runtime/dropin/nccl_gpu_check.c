@@ -1,11 +1,14 @@
 /*===- nccl_gpu_check.c - libcoll_nccl.so on a real GPU ---------------------===*
  *
  *   nccl-gpu-check SCENARIO NRANKS
+ *   nccl-gpu-check SCENARIO --env
  *
  * An NCCL program (linked to libcoll_nccl.so as to libnccl, and to the CUDA
  * runtime) that forks NRANKS ranks before touching CUDA; rank 0 makes the
  * unique id and hands it to the others through a pipe. Every rank uses
- * CUDA device 0, so ranks share it. Scenarios:
+ * CUDA device 0, so ranks share it. With --env it is one rank of a job a
+ * launcher started (RANK, WORLD_SIZE), and rank 0 hands the id over in the
+ * file $COLL_TEST_DIR/nccl-id (tests/runtime/multihost). Scenarios:
  *   coll   device buffers on the program's streams: every collective and a
  *          group run on Coll (the real NCCL refuses duplicate GPUs, so none
  *          is made) and are checked; a call only the real NCCL could run
@@ -60,9 +63,44 @@ static int failures = 0;
     }                                                                                              \
   } while (0)
 
+/* --env: the directory where rank 0 leaves the id. */
+static const char *idDir = NULL;
+
+/* --env: rank 0 writes the id to a temporary file renamed into place; the
+ * others wait for it (at most a minute). */
+static int passIdThroughFile(int rank, ncclUniqueId *id) {
+  char path[4096], temp[4200];
+  snprintf(path, sizeof path, "%s/nccl-id", idDir);
+  if (rank == 0) {
+    snprintf(temp, sizeof temp, "%s.tmp", path);
+    FILE *f = fopen(temp, "wb");
+    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0)
+      return 0;
+    return rename(temp, path) == 0;
+  }
+  for (int i = 0; i < 6000; ++i) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      const int got = fread(id, sizeof *id, 1, f) == 1;
+      fclose(f);
+      if (got)
+        return 1;
+    }
+    usleep(10000);
+  }
+  return 0;
+}
+
 static ncclComm_t initOk(int rank, int nranks, int idFd[2]) {
   ncclUniqueId id;
-  if (rank == 0) {
+  if (idDir) {
+    if (rank == 0)
+      OK(ncclGetUniqueId(&id));
+    if (!passIdThroughFile(rank, &id)) {
+      CHECK(0, "cannot pass the id through %s", idDir);
+      exit(1);
+    }
+  } else if (rank == 0) {
     OK(ncclGetUniqueId(&id));
     for (int i = 1; i < nranks; ++i)
       if (write(idFd[1], &id, sizeof id) != sizeof id)
@@ -187,16 +225,36 @@ static void scenarioReal(int rank, int n, int idFd[2]) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s coll|real NRANKS\n", argv[0]);
+    fprintf(stderr, "usage: %s coll|real NRANKS|--env\n", argv[0]);
     return 2;
   }
   const char *scenario = argv[1];
-  int n = atoi(argv[2]);
   void (*run)(int, int, int[2]) = NULL;
   if (!strcmp(scenario, "coll"))
     run = scenarioColl;
   else if (!strcmp(scenario, "real"))
     run = scenarioReal;
+  if (run && !strcmp(argv[2], "--env")) {
+    /* One rank of a launched job. */
+    const char *r = getenv("RANK"), *size = getenv("WORLD_SIZE");
+    idDir = getenv("COLL_TEST_DIR");
+    if (!r || !size || !idDir) {
+      fprintf(stderr, "--env needs RANK, WORLD_SIZE and COLL_TEST_DIR\n");
+      return 2;
+    }
+    myRank = atoi(r);
+    alarm((unsigned)coll_test_scaled(300));
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      printf("rank %d: skip: no CUDA device\n", myRank);
+      return 77;
+    }
+    run(myRank, atoi(size), NULL);
+    if (failures == 0)
+      printf("rank %d: ok (%s)\n", myRank, scenario);
+    return failures ? 1 : 0;
+  }
+  int n = atoi(argv[2]);
   if (!run || n < 1 || n > 8) {
     fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
     return 2;

@@ -45,7 +45,7 @@ start=$(date +%s%N)
 for r in $(seq 0 $((n - 1))); do
   h=$((r / per))
   # shellcheck disable=SC2086
-  ip netns exec "${tag}h$h" env COLL_HOSTID="host$h" RANK="$r" WORLD_SIZE="$n" \
+  ip netns exec "${tag}h$h" env COLL_HOSTID="host$h" RANK="$r" WORLD_SIZE="$n" COLL_TEST_DIR="$work" \
     COLL_COMM_ID="10.77.0.1:$port" COLL_SOCKET_IFNAME=eth0 UCX_NET_DEVICES=eth0 \
     COLL_WATCHDOG_MS=$watchdog_ms COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
     ${COLL_NETNS_ENV:-} timeout "$(scaled 300)" "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
