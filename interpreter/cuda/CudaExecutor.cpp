@@ -1070,6 +1070,20 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
     }
     connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
   }
+  // Blocks that wait for each other must all be resident (chooseResidency
+  // picks their size per call); more than the GPU can ever hold, whatever
+  // their size, is refused here, where every rank learns of it at once.
+  int blocksPerSm = 0;
+  COLL_CUDA_TRY(
+      cudaDeviceGetAttribute(&blocksPerSm, cudaDevAttrMaxBlocksPerMultiprocessor, device.device));
+  const uint64_t most = static_cast<uint64_t>(blocksPerSm) * device.smCount;
+  if (static_cast<uint64_t>(launchTbs) + coResidentTbs > most)
+    return fail(llvm::formatv(
+        "{0}: rank {1}'s {2} thread blocks and the {3} of the other ranks on this GPU must all "
+        "be resident at once, but {4} holds at most {5} ({6} per SM x {7} SMs) whatever their "
+        "size; use an algorithm with fewer tbs",
+        plan.fileName, options.rank, launchTbs, coResidentTbs, device.name, most, blocksPerSm,
+        device.smCount));
   if (proto == Proto::LL128)
     for (size_t c = 0; c < plan.connections.size(); ++c) {
       const PlanConnection &info = plan.connections[c];

@@ -109,8 +109,15 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
       chosen = made.takeError();
     }
   }
-  if (llvm::Error err = agree(std::move(chosen), what + ": executor"))
+  // A refusal every rank learns at once (below): the caller may serve the
+  // call with another program (prepareCollective).
+  deviceRefusal = false;
+  const bool haveBackend = backend != nullptr;
+  bool together = false;
+  if (llvm::Error err = agree(std::move(chosen), what + ": executor", &together)) {
+    deviceRefusal = together && haveBackend;
     return err;
+  }
   // Twice: first each rank's GPU, from which a receiver places each FIFO
   // in its GPU's memory or, from a GPU without peer access, in pinned host
   // memory; then where they are.
@@ -125,8 +132,11 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     for (int r = 0; r < nranks; ++r)
       all[r].remote = hostOf[r] != hostOf[rank];
     if (round == 0)
-      if (llvm::Error err = agree(created->placeConnections(all), what + ": placing FIFOs"))
+      if (llvm::Error err =
+              agree(created->placeConnections(all), what + ": placing FIFOs", &together)) {
+        deviceRefusal = together;
         return err;
+      }
   }
   uint32_t inHost = 0;
   for (const interp::ConnectionExport &e : all)
@@ -135,14 +145,18 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   // at this call, and its caller selects again (prepareCollective).
   if (inHost && compiled->plan.protocol == ir::Protocol::LL128) {
     avoidLL128.store(true, std::memory_order_relaxed);
+    selectionEpoch.fetch_add(1, std::memory_order_acq_rel);
     COLL_LOG(Info, Init, rank,
              llvm::formatv("{0}: {1} FIFOs of the job would be in host memory (other hosts, or GPUs without "
                            "P2P); LL128 is not used from here on",
                            what, inHost));
     return collError(collInvalidUsage, what + ": LL128 through host memory");
   }
-  if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs"))
+  if (llvm::Error err = agree(created->importConnections(all), what + ": mapping FIFOs",
+                              &together)) {
+    deviceRefusal = together;
     return err;
+  }
   // Connections with ranks on other hosts: their ends here, in this rank's
   // pinned host memory, go to the network proxy, which moves their slots.
   const std::vector<interp::ProxiedConnection> proxied = created->proxiedConnections();
@@ -392,8 +406,14 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const ir::Collective coll = collectiveOf(op.kind);
   const uint64_t bytes = op.selectionBytes(c.nranks);
   auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0);
-  if (!chosen)
-    return chosen.takeError();
+  if (!chosen) {
+    // The same answer on every rank (the same algorithms, rules and
+    // refusals): the call may go to a library underneath (CollError::agreed).
+    return llvm::handleErrors(chosen.takeError(), [](std::unique_ptr<CollError> e) {
+      e->agreed = true;
+      return llvm::Error(std::move(e));
+    });
+  }
   const Choice &choice = **chosen;
   if (choice.local)
     return runLocally(c, op, bytes);
@@ -413,9 +433,28 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   if (op.device >= 0 || c.config.emulatedDevice) {
     auto d = c.deviceFor(program, op.device);
     if (!d && plan.protocol == ir::Protocol::LL128 && c.avoidLL128.load()) {
-      // GPUs without P2P: the same call again, whose selection now passes
-      // over LL128 programs.
+      // FIFOs in host memory: the same call again, whose selection now
+      // passes over LL128 programs.
       llvm::consumeError(d.takeError());
+      return prepareCollective(c, op, out, tasks);
+    }
+    if (!d && c.deviceRefusal) {
+      // Every rank failed to make this program's executor (or to connect
+      // it) at the same call: none of them runs it from now on, and the
+      // call is served by the next program the selection finds, or fails
+      // naming why each could not serve it (a drop-in then hands it to the
+      // library underneath).
+      std::string why;
+      takeResult(d.takeError(), why);
+      COLL_LOG(Info, Coll, c.rank,
+               llvm::formatv("{0} ({1}) cannot run on this communicator's devices, choosing "
+                             "again: {2}",
+                             choice.algo->name, choice.algo->origin, why));
+      {
+        std::lock_guard<std::mutex> lock(c.refusedMutex);
+        c.refusedOnDevice[choice.algo] = why;
+      }
+      c.selectionEpoch.fetch_add(1, std::memory_order_acq_rel);
       return prepareCollective(c, op, out, tasks);
     }
     if (!d)

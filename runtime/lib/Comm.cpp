@@ -10,13 +10,18 @@ llvm::Error collError(collResult_t result, const llvm::Twine &message) {
   return llvm::make_error<CollError>(result, message.str());
 }
 
-collResult_t takeResult(llvm::Error err, std::string &message, collResult_t otherwise) {
+collResult_t takeResult(llvm::Error err, std::string &message, collResult_t otherwise,
+                        bool *agreed) {
   collResult_t result = collSuccess;
+  if (agreed)
+    *agreed = false;
   llvm::handleAllErrors(
       std::move(err),
       [&](const CollError &e) {
         result = e.result;
         message = e.message;
+        if (agreed)
+          *agreed = e.agreed;
       },
       [&](const llvm::ErrorInfoBase &e) {
         result = otherwise;

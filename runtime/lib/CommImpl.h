@@ -209,11 +209,24 @@ public:
   /// Choices made so far, never erased (select hands out pointers into it);
   /// the mutex: bindings ask (collCommQueryChoice) on one thread while
   /// another runs calls.
-  std::map<std::tuple<int, uint64_t, int, bool>, Choice> choices;
+  std::map<std::tuple<int, uint64_t, int, uint64_t>, Choice> choices;
   /// Set on every rank at once by the device call that finds FIFOs of an
-  /// LL128 program in host memory (GPUs without P2P; deviceFor): from then
-  /// on no LL128 program is chosen, as NCCL uses LL128 over NVLink only.
+  /// LL128 program in host memory (GPUs without P2P, other hosts;
+  /// deviceFor): from then on no LL128 program is chosen, as NCCL uses
+  /// LL128 over NVLink only.
   std::atomic<bool> avoidLL128{false};
+  /// Algorithms whose executor could not be made on this communicator's
+  /// devices, with why (every rank learns it at the same call, through
+  /// agree(); deviceFor): the selection passes over them from then on.
+  std::map<const LoadedAlgorithm *, std::string> refusedOnDevice; ///< refusedMutex
+  mutable std::mutex refusedMutex;
+  /// Bumped whenever the selection's answers may change (avoidLL128,
+  /// refusedOnDevice): part of the key of `choices`.
+  std::atomic<uint64_t> selectionEpoch{0};
+  /// deviceFor's last failure was agreed by every rank before the call ran
+  /// (making the executor, placing or mapping its FIFOs): the program is
+  /// refused, and the call may be served by another.
+  bool deviceRefusal = false;
   std::mutex choicesMutex;
   /// Tells this communicator from one made later at the same address (the
   /// calling thread's last choice, select()).
@@ -277,7 +290,7 @@ public:
   /// shared memory on one host, the network proxy across hosts.
   llvm::Expected<ConnectionEnd> connectionEnd(int sender, int receiver, int channel,
                                               ir::Protocol protocol);
-  llvm::Error agree(llvm::Error local, llvm::StringRef what);
+  llvm::Error agree(llvm::Error local, llvm::StringRef what, bool *together = nullptr);
   /// COLL_TOPO_FILE: programs synthesized for the GPUs of this job join the
   /// registry, with rules from the cost model. Collective.
   llvm::Error synthesizeForJob();

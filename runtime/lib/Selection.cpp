@@ -90,9 +90,16 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
                                  std::string &reason) const {
   const interp::Plan &plan = a.compiled->plan;
   if (a.protocol == ir::Protocol::LL128 && avoidLL128.load(std::memory_order_relaxed)) {
-    reason = "LL128 is not used here: the job has GPUs without P2P between them, whose FIFOs "
-             "are in host memory, where LL128's lines may not arrive whole";
+    reason = "LL128 is not used here: the job's device calls have FIFOs in host memory (GPUs "
+             "without P2P, or other hosts), where LL128's lines may not arrive whole";
     return false;
+  }
+  if (selectionEpoch.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(refusedMutex);
+    if (auto found = refusedOnDevice.find(&a); found != refusedOnDevice.end()) {
+      reason = "it could not run on this communicator's devices: " + found->second;
+      return false;
+    }
   }
   if (plan.minBytes && bytes < plan.minBytes) {
     reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, plan.minBytes);
@@ -117,18 +124,18 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   struct Last {
     uint64_t serial = 0, bytes = 0;
     int coll = -1, root = 0;
-    bool noLL128 = false;
+    uint64_t epoch = 0;
     const Choice *choice = nullptr;
   };
   thread_local Last last;
-  const bool noLL128 = avoidLL128.load(std::memory_order_relaxed);
+  const uint64_t epoch = selectionEpoch.load(std::memory_order_acquire);
   if (last.serial == serial && last.bytes == bytes && last.coll == static_cast<int>(coll) &&
-      last.root == root && last.noLL128 == noLL128)
+      last.root == root && last.epoch == epoch)
     return last.choice;
-  auto key = std::make_tuple(static_cast<int>(coll), bytes, root, noLL128);
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, root, epoch);
   std::lock_guard<std::mutex> lock(choicesMutex);
   if (auto found = choices.find(key); found != choices.end()) {
-    last = Last{serial, bytes, static_cast<int>(coll), root, noLL128, &found->second};
+    last = Last{serial, bytes, static_cast<int>(coll), root, epoch, &found->second};
     return &found->second;
   }
 

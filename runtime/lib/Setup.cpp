@@ -17,7 +17,11 @@
 
 namespace coll::rt {
 
-llvm::Error Communicator::Impl::agree(llvm::Error local, llvm::StringRef what) {
+llvm::Error Communicator::Impl::agree(llvm::Error local, llvm::StringRef what, bool *together) {
+  // `together`: set when the ranks exchanged their outcomes and some failed
+  // (so every rank returns an error here), not when the exchange failed.
+  if (together)
+    *together = false;
   struct Status {
     int32_t failed = 0;
     char message[244] = {};
@@ -35,6 +39,8 @@ llvm::Error Communicator::Impl::agree(llvm::Error local, llvm::StringRef what) {
                                    llvm::toString(std::move(err))));
   for (int r = 0; r < nranks; ++r)
     if (all[r].failed) {
+      if (together)
+        *together = true;
       all[r].message[sizeof all[r].message - 1] = 0;
       if (r == rank)
         return collError(collSystemError, what + ": " + mine);

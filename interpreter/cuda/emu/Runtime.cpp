@@ -54,8 +54,30 @@ struct State {
   int runningLegacy = 0, runningBlocking = 0, runningNonBlocking = 0;
 };
 
+/// COLL_EMULATED_SMS=N (1 to 1024): the emulated GPU's SM count, so that
+/// tests can make a launch that does not fit (the executor's residency
+/// check) without a real GPU's limits.
+DeviceDescription describedFromEnvironment() {
+  DeviceDescription d;
+  if (const char *v = std::getenv("COLL_EMULATED_SMS"); v && *v) {
+    char *end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end || n < 1 || n > 1024)
+      std::fprintf(stderr, "coll (CUDA emulation): COLL_EMULATED_SMS=%s is not a number from 1 "
+                           "to 1024; ignored\n", v);
+    else {
+      d.smCount = static_cast<int>(n);
+      d.name = "CPU emulation (" + std::to_string(n) + " SMs, COLL_EMULATED_SMS, blocks of at "
+                                                       "most 64 threads)";
+    }
+  }
+  return d;
+}
+
 State &state() {
   static State s;
+  static const bool described = (s.device = describedFromEnvironment(), true);
+  (void)described;
   return s;
 }
 
@@ -459,6 +481,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
   switch (attr) {
   case cudaDevAttrMaxThreadsPerBlock: *value = d.maxThreadsPerBlock; return cudaSuccess;
   case cudaDevAttrMultiProcessorCount: *value = d.smCount; return cudaSuccess;
+  case cudaDevAttrMaxBlocksPerMultiprocessor: *value = d.maxBlocksPerSm; return cudaSuccess;
   case cudaDevAttrMaxSharedMemoryPerBlockOptin:
     *value = static_cast<int>(d.sharedPerBlockOptin);
     return cudaSuccess;

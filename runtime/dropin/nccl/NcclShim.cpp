@@ -628,7 +628,15 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
     syncStream(s);
   if (llvm::Error err = Communicator::runQueued(ops)) {
     std::string message;
-    collResult_t result = takeResult(std::move(err), message);
+    bool agreed = false;
+    collResult_t result = takeResult(std::move(err), message, collSystemError, &agreed);
+    // Coll found, on every rank at once and before running anything, that
+    // none of its programs can serve the call (an executor refused on its
+    // devices): the real NCCL runs it, as it would have without Coll.
+    if (agreed && calls.size() == 1 && calls[0].comm->real) {
+      dropin::fallback(calls[0].function, "NCCL", message, calls[0].comm->rank);
+      return issueReal(calls[0]);
+    }
     return failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result),
                     llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
                                   collGetErrorString(result), message));

@@ -517,6 +517,60 @@ void compareScenario(bool small, Target target) {
 #endif
 }
 
+/// `device-refused --all N`: N ranks of this process on the emulated
+/// device (collCommInitAll, COLL_EMULATED_DEVICE=1), whose GPU is made too
+/// small (COLL_EMULATED_SMS) for some programs' blocks to be resident at
+/// once. A 1 MiB allreduce, whose first choice does not fit, is served by
+/// the next program that does, with the host's result on every rank; an
+/// alltoall, which no program fits, fails on every rank with
+/// collInvalidUsage saying why (issue 30: what the runtime takes on must
+/// succeed, or fail before it starts, saying so).
+int deviceRefused(int n) {
+  rank = 0;
+  nranks = n;
+  if (n < 2)
+    return 2;
+  std::vector<collComm_t> comms(n);
+  check(collCommInitAll(comms.data(), n, nullptr), "collCommInitAll");
+  comm = comms[0];
+  const size_t count = 1 << 18; // 1 MiB of fp32
+  std::vector<std::vector<float>> data(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      data[r][i] = float(r + int(i % 5));
+  check(collGroupStart(), "group start");
+  for (int r = 0; r < n; ++r)
+    check(collAllReduce(data[r].data(), data[r].data(), count, collFloat32, collSum, comms[r],
+                        nullptr),
+          "allreduce");
+  check(collGroupEnd(), "allreduce whose first program does not fit");
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 997)
+      if (data[r][i] != float(n * (n - 1) / 2 + n * int(i % 5)))
+        failNow("rank " + std::to_string(r) + " element " + std::to_string(i) + " is " +
+                std::to_string(data[r][i]));
+  ++checks;
+  std::vector<std::vector<float>> in(n, std::vector<float>(size_t(n) * 64, 1.0f)),
+      out(n, std::vector<float>(size_t(n) * 64));
+  check(collGroupStart(), "group start");
+  std::vector<collResult_t> results(n);
+  for (int r = 0; r < n; ++r)
+    results[r] = collAlltoAll(in[r].data(), out[r].data(), 64, collFloat32, comms[r], nullptr);
+  const collResult_t end = collGroupEnd();
+  if (end != collInvalidUsage)
+    failNow(std::string("an alltoall no program fits ended with ") + collGetErrorString(end) +
+            ", not collInvalidUsage");
+  const std::string why = collGetLastError(comms[0]);
+  if (why.find("could not run on this communicator's devices") == std::string::npos)
+    failNow("the alltoall's error does not say why: " + why);
+  ++checks;
+  for (int r = 0; r < n; ++r)
+    check(collCommDestroy(comms[r]), "destroy");
+  comm = nullptr;
+  std::printf("rank 0..%d: ok %ld checks\n", n - 1, checks);
+  return 0;
+}
+
 #if COLL_TEST_GPU
 /// `gpu-all --all N`: N ranks of this process on GPU 0 (collCommInitAll),
 /// driven by this thread through groups, every rank's call on a stream of

@@ -76,6 +76,8 @@ void errors();
 enum class Target { Emulated, Gpu };
 void compareScenario(bool small, Target target);
 void lateCuda();
+/// N ranks of this process on an emulated GPU too small for some programs.
+int deviceRefused(int n);
 #if COLL_TEST_GPU
 /// Makes GPU 0 current, as NCCL programs do before init; false (after
 /// printing "rank ?: skip: ...") where there is no CUDA device.

@@ -49,13 +49,17 @@ public:
   std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
   collResult_t result;
   std::string message;
+  /// Every rank of the call gets this error at the same point, before any
+  /// of the call's work began (no algorithm serves it): a drop-in may hand
+  /// the call to the library underneath.
+  bool agreed = false;
 };
 
 llvm::Error collError(collResult_t result, const llvm::Twine &message);
 /// The result and message of `err` (success for no error); errors that are
-/// not CollErrors become `otherwise`.
+/// not CollErrors become `otherwise`. `agreed`: CollError::agreed.
 collResult_t takeResult(llvm::Error err, std::string &message,
-                        collResult_t otherwise = collSystemError);
+                        collResult_t otherwise = collSystemError, bool *agreed = nullptr);
 
 /// The settings of one communicator, from its collConfig_t and the
 /// environment.
