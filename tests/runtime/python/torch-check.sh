@@ -9,6 +9,11 @@
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
 # watchdog period. Exits 77 (skipped) when PYTHON has no torch.
+# With COLL_TORCH_INSTALLED=1 (scripts/test.sh sets it once `pip install .`
+# has put coll into PYTHON's environment), coll comes from that install
+# instead of the source tree and LIBCOLL: no PYTHONPATH, no COLL_LIBRARY, and
+# the run first checks that `import coll` finds the package and its
+# libcoll.so in site-packages.
 set -u
 py=$1 lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,7 +29,20 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../../runtime/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
+if [ "${COLL_TORCH_INSTALLED:-0}" = 1 ]; then
+  unset PYTHONPATH COLL_LIBRARY
+  where=$(cd "$tmp" && "$py" -c "import coll, os, site, sys
+pkg = os.path.dirname(os.path.realpath(coll.__file__))
+lib = os.path.realpath(coll.library_path)
+sp = [os.path.realpath(p) for p in site.getsitepackages()]
+ok = any(pkg == os.path.join(p, 'coll') for p in sp) and lib.startswith(pkg + os.sep)
+print(('' if ok else 'not installed: ') + pkg + ' ' + lib)
+sys.exit(0 if ok else 1)") || { echo "torch-check: coll is not the pip-installed package: $where" >&2; exit 1; }
+  echo "torch-check: coll from $where"
+else
+  export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../../runtime/python} COLL_LIBRARY=$lib
+fi
+export COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it ")
 modes=("$mode")
