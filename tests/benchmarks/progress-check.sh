@@ -2,7 +2,8 @@
 # progress-check.sh MPIRUN COLL_VS_MPI: under mpirun on a terminal (a
 # pseudo-terminal: tests/support/pty-run.py), rank 0 of coll-vs-mpi shows each
 # point and the time left on one line rewritten with '\r', erased before each
-# row. (plot-check.sh checks that nothing of it is printed off a terminal.)
+# row (on standard output, in order with the rows: tools/support/Progress.h).
+# (plot-check.sh checks that nothing of it is printed off a terminal.)
 set -u
 mpirun=$1 prog=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +22,6 @@ for want in '<CR>coll-vs-mpi: allreduce of 4 bytes \(1/2\)<EL>' \
   grep -qE -- "$want" <<<"$out" || { echo "progress-check: no line matches: $want" >&2; status=1; }
 done
 # The progress line is erased before each row.
-rows=$(grep -cE '<EL><CR><EL>  allreduce +[0-9]+' <<<"$out")
+rows=$(grep -cE '^<CR>coll-vs-mpi: [^<]*<EL><CR><EL>  allreduce +[0-9]+' <<<"$out")
 [ "$rows" -eq 2 ] || { echo "progress-check: $rows of 2 rows after an erased line" >&2; status=1; }
 exit $status

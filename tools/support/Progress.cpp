@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 struct collProgress {
+  FILE *out = nullptr;
   std::string tool;
   size_t steps = 0, step = 0;
   double work = 0, done = 0, current = 0;
@@ -21,20 +22,31 @@ struct collProgress {
 
 namespace {
 
-/// Standard error is a terminal, or mpirun's is: Open MPI gives its ranks a
-/// pipe as standard error and copies what comes through it to its own.
-bool stderrIsTerminal() {
-  if (isatty(STDERR_FILENO))
-    return true;
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE"))
-    return false;
-  const std::string parent = "/proc/" + std::to_string(getppid()) + "/fd/2";
-  FILE *f = std::fopen(parent.c_str(), "w");
+/// Whether mpirun's file descriptor `fd` (this process's parent's) is a
+/// terminal.
+bool parentIsTerminal(int fd) {
+  const std::string path = "/proc/" + std::to_string(getppid()) + "/fd/" + std::to_string(fd);
+  FILE *f = std::fopen(path.c_str(), "w");
   if (!f)
     return false;
   const bool tty = isatty(fileno(f));
   std::fclose(f);
   return tty;
+}
+
+/// Where the line goes: standard error when it is a terminal. In a process
+/// mpirun started, whose standard error is a pipe to mpirun and standard
+/// output a pseudo-terminal whatever mpirun's own are, standard output when
+/// both of mpirun's are terminals: mpirun copies the two streams separately,
+/// so only on the table's own stream is the line erased before each row
+/// rather than some time around it. Otherwise nowhere.
+FILE *terminal() {
+  if (isatty(STDERR_FILENO))
+    return stderr;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") && parentIsTerminal(STDOUT_FILENO) &&
+      parentIsTerminal(STDERR_FILENO))
+    return stdout;
+  return nullptr;
 }
 
 /// "about 45 s", "about 3 min 20 s", "about 2 h 5 min", "under 1 s".
@@ -55,15 +67,17 @@ std::string duration(double s) {
 } // namespace
 
 extern "C" collProgress *collProgressStart(const char *tool, size_t steps, double work) {
-  if (!stderrIsTerminal())
+  FILE *out = terminal();
+  if (!out)
     return nullptr;
   auto *p = new collProgress;
+  p->out = out;
   p->tool = tool;
   p->steps = steps;
   p->work = work;
   p->start = std::chrono::steady_clock::now();
   winsize ws{};
-  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
     p->width = ws.ws_col;
   return p;
 }
@@ -84,16 +98,16 @@ extern "C" void collProgressStep(collProgress *p, const char *what, double work)
   // One row of the terminal: '\r' returns to the start of the last row only.
   if (line.size() >= p->width)
     line.resize(p->width - 1);
-  std::fprintf(stderr, "\r%s\033[K", line.c_str());
-  std::fflush(stderr);
+  std::fprintf(p->out, "\r%s\033[K", line.c_str());
+  std::fflush(p->out);
   p->shown = true;
 }
 
 extern "C" void collProgressClear(collProgress *p) {
   if (!p || !p->shown)
     return;
-  std::fputs("\r\033[K", stderr);
-  std::fflush(stderr);
+  std::fputs("\r\033[K", p->out);
+  std::fflush(p->out);
   p->shown = false;
 }
 

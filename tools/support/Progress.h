@@ -4,9 +4,10 @@
  * size is running and about how long is left: one line on standard error,
  * rewritten in place with '\r' and cleared before a row of the table is
  * printed and at the end. Only when standard error is a terminal (or, in a
- * process mpirun started, when mpirun's is: mpirun forwards its ranks'
- * standard error through a pipe); otherwise every call does nothing and the
- * output is exactly what it was without it.
+ * process mpirun started, when mpirun's standard output and error are: the
+ * line then goes to standard output, in order with the table, since mpirun
+ * copies its ranks' two streams separately); otherwise every call does
+ * nothing and the output is exactly what it was without it.
  *
  * The time left is the time so far scaled by the work left over the work
  * done, each step weighing what its caller says (collrun: its bytes plus a
