@@ -26,17 +26,26 @@ configure() {
 echo "== [1/3] main build"
 configure "$root/build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$root/build" -j "$jobs"
-# coll as users install it (pyproject.toml) into the virtual environment
-# with PyTorch: scikit-build-core configures build/ again with the same
-# options and installs what is built there; the torch tests then import that
-# install (COLL_TORCH_INSTALLED, tests/runtime/python/torch-check.sh).
+# coll as users install it (pyproject.toml), into a virtual environment of
+# this build (build/pip-venv) that sees the PyTorch environment's packages
+# (a .pth file): scikit-build-core configures build/ again with the same
+# options and installs what is built there; the torch tests then run on
+# that environment's Python and import that install (COLL_TORCH_INSTALLED,
+# tests/runtime/python/torch-check.sh). Its own environment, so that runs
+# from two trees do not test each other's install. Always the PyTorch
+# environment's scikit-build-core, without build isolation: another copy of
+# it would clear build/'s CMake cache (docs/PYTORCH.md, "Install").
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/coll/torch-venv
 if "$venv/bin/python" -c "import torch, scikit_build_core" 2>/dev/null; then
-  echo "== pip install . into $venv"
-  CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/pip" install -q --no-build-isolation "$root" \
+  echo "== pip install . into build/pip-venv"
+  pv=$root/build/pip-venv
+  [ -x "$pv/bin/pip" ] || "$venv/bin/python" -m venv "$pv"
+  purelib() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
+  purelib "$venv/bin/python" >"$(purelib "$pv/bin/python")/coll-torch-venv.pth"
+  CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$pv/bin/pip" install -q --no-build-isolation "$root" \
     -C build-dir="$root/build" -C cmake.define.COLL_BUILD_TESTS=ON \
     -C cmake.define.COLL_BUILD_BENCHMARKS=ON
-  export COLL_TORCH_INSTALLED=1
+  export COLL_TORCH_INSTALLED=$pv/bin/python
 fi
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 for seed in 1 2 3; do

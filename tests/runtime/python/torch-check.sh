@@ -11,13 +11,13 @@
 # watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
 # pseudo-terminal and passes when rank 0 shows its progress line there, and
 # not with its output redirected. Exits 77 (skipped) when PYTHON has no torch.
-# With COLL_TORCH_INSTALLED=1 (scripts/test.sh sets it once `pip install .`
-# has put coll into PYTHON's environment), coll comes from that install
-# instead of the source tree and LIBCOLL: no PYTHONPATH, no COLL_LIBRARY, and
-# the run first checks that `import coll` finds the package and its
-# libcoll.so in site-packages.
+# With COLL_TORCH_INSTALLED=PY (scripts/test.sh sets it once `pip install .`
+# has put coll into the environment of the Python PY), the run takes PY for
+# PYTHON and coll from that install instead of the source tree and LIBCOLL:
+# no PYTHONPATH, no COLL_LIBRARY, and it first checks that `import coll`
+# finds the package and its libcoll.so in site-packages.
 set -u
-py=$1 lib=$2 n=$3 mode=$4
+py=${COLL_TORCH_INSTALLED:-$1} lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../support/time-scale.sh
 . "$here/../../support/time-scale.sh"
@@ -31,7 +31,7 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ "${COLL_TORCH_INSTALLED:-0}" = 1 ]; then
+if [ -n "${COLL_TORCH_INSTALLED:-}" ]; then
   unset PYTHONPATH COLL_LIBRARY
   where=$(cd "$tmp" && "$py" -c "import coll, os, site, sys
 pkg = os.path.dirname(os.path.realpath(coll.__file__))
