@@ -32,16 +32,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # With --torch (scripts/test.sh passes it): PyTorch (from PyPI, CPU use; its
-# wheel pulls CUDA libraries, which import without a GPU) in a virtual
-# environment of its own, for coll.torch and its tests. Kept between runs;
-# COLL_SKIP_TORCH=1 skips it, and a failed install only warns: the torch
-# tests then skip with the reason.
+# wheel pulls CUDA libraries, which import without a GPU) and
+# scikit-build-core (pyproject.toml's build backend: scripts/test.sh runs
+# `pip install .` there without build isolation) in a virtual environment of
+# its own, for coll.torch and its tests. Kept between runs; COLL_SKIP_TORCH=1
+# skips it, and a failed install only warns: the torch tests then skip with
+# the reason.
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/coll/torch-venv
 if [ "${1:-}" = --torch ] && [ "${COLL_SKIP_TORCH:-0}" != 1 ] &&
-  ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
-  echo "coll setup: installing PyTorch into $venv (large: several GB)"
+  ! "$venv/bin/python" -c "import torch, numpy, scikit_build_core" 2>/dev/null; then
+  echo "coll setup: installing PyTorch and scikit-build-core into $venv (large: several GB)"
   mkdir -p "$(dirname "$venv")"
-  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy; }; then
+  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy scikit-build-core; }; then
     echo "coll setup: WARNING: could not install PyTorch; the torch tests will skip" >&2
   fi
 fi

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test, on a fresh Debian 12 machine too:
-#   1. the main build (the CUDA backend too when nvcc is present): all tests,
-#      then the fragile-place tests of the CUDA emulation under a few seeds
-#      of its perturbed schedule;
+#   1. the main build (the CUDA backend too when nvcc is present), installed
+#      with `pip install .` into the PyTorch environment (from the same
+#      build: nothing is built twice): all tests, the torch tests on that
+#      install, then the fragile-place tests of the CUDA emulation under a
+#      few seeds of its perturbed schedule;
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build: the host tests;
 #   3. a ThreadSanitizer build: the interpreter tests and a subset of the
 #      CUDA emulation's tests (each protocol, in and out of place, the
@@ -24,6 +26,27 @@ configure() {
 echo "== [1/3] main build"
 configure "$root/build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$root/build" -j "$jobs"
+# coll as users install it (pyproject.toml), into a virtual environment of
+# this build (build/pip-venv) that sees the PyTorch environment's packages
+# (a .pth file): scikit-build-core configures build/ again with the same
+# options and installs what is built there; the torch tests then run on
+# that environment's Python and import that install (COLL_TORCH_INSTALLED,
+# tests/runtime/python/torch-check.sh). Its own environment, so that runs
+# from two trees do not test each other's install. Always the PyTorch
+# environment's scikit-build-core, without build isolation: another copy of
+# it would clear build/'s CMake cache (docs/PYTORCH.md, "Install").
+venv=${XDG_CACHE_HOME:-$HOME/.cache}/coll/torch-venv
+if "$venv/bin/python" -c "import torch, scikit_build_core" 2>/dev/null; then
+  echo "== pip install . into build/pip-venv"
+  pv=$root/build/pip-venv
+  [ -x "$pv/bin/pip" ] || "$venv/bin/python" -m venv "$pv"
+  purelib() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"; }
+  purelib "$venv/bin/python" >"$(purelib "$pv/bin/python")/coll-torch-venv.pth"
+  CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$pv/bin/pip" install -q --no-build-isolation "$root" \
+    -C build-dir="$root/build" -C cmake.define.COLL_BUILD_TESTS=ON \
+    -C cmake.define.COLL_BUILD_BENCHMARKS=ON
+  export COLL_TORCH_INSTALLED=$pv/bin/python
+fi
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 for seed in 1 2 3; do
   COLL_SIMT_SEED=$seed ctest --test-dir "$root/build" -L cuda-emu -R 'EmuFragile|GpuWatchdog' \

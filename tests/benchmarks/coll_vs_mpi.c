@@ -11,11 +11,13 @@
  * every rank's block). Each point runs a few warm-up calls, then as many
  * calls as fit in about 0.2 s (at least 5, at most 2000), separated by
  * nothing; the time per call is the slowest rank's average. The results are
- * checked once per point, so that a fast wrong answer cannot win.
+ * checked once per point, so that a fast wrong answer cannot win. On a
+ * terminal, rank 0 shows the point running and the time left (Progress.h).
  *
  *===----------------------------------------------------------------------===*/
 
 #include <CollPlot.h>
+#include <Progress.h>
 #include <coll.h>
 #include <coll_mpi.h>
 #include <mpi.h>
@@ -171,6 +173,7 @@ int main(int argc, char **argv) {
   collPlotPoint points[512];
   char seriesNames[NCOLL][2][48];
   size_t npoints = 0;
+  collProgress *progress = NULL;
   int a, c;
 
   MPI_Init(&argc, &argv);
@@ -197,6 +200,15 @@ int main(int argc, char **argv) {
     printf("# Coll (coll.h) against Open MPI, %d processes, fp32; time per call in us, "
            "the slowest rank's average\n",
            nranks);
+  if (rank == 0) {
+    /* Every point is timed for about as long: each weighs 1. */
+    size_t steps = 0;
+    for (c = 0; c < NCOLL; ++c)
+      for (bytes = minBytes; strstr(ops, names[c]) && bytes <= maxBytes; bytes *= 4)
+        steps += ((c == ALLGATHER || c == ALLTOALL) ? bytes / (size_t)nranks : bytes) >=
+                 sizeof(float);
+    progress = collProgressStart("coll-vs-mpi", steps, (double)steps);
+  }
   for (c = 0; c < NCOLL; ++c) {
     if (!strstr(ops, names[c]))
       continue;
@@ -213,6 +225,12 @@ int main(int argc, char **argv) {
       int ok, allOk;
       if (count == 0)
         continue;
+      if (progress) {
+        char what[64];
+        snprintf(what, sizeof what, "%s of %zu bytes", names[c], bytes);
+        fflush(stdout);
+        collProgressStep(progress, what, 1);
+      }
       send = malloc(count * n * sizeof(float));
       recv = malloc(count * n * sizeof(float));
       if (!send || !recv)
@@ -232,6 +250,7 @@ int main(int argc, char **argv) {
       /* Alternate the order so neither library always runs on a warm cache. */
       tm = timeit(1, (enum Coll)c, send, recv, count);
       tc = timeit(0, (enum Coll)c, send, recv, count);
+      collProgressClear(progress);
       if (rank == 0)
         printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f\n", names[c], count * sizeof(float) *
                ((c == ALLGATHER || c == ALLTOALL) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
@@ -248,6 +267,7 @@ int main(int argc, char **argv) {
       free(recv);
     }
   }
+  collProgressEnd(progress);
   if (rank == 0 && plot) {
     char title[128];
     snprintf(title, sizeof title, "Coll (coll.h) against Open MPI, %d processes, fp32", nranks);

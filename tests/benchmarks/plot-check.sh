@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # plot-check.sh MPIRUN COLL_VS_MPI: coll-vs-mpi --plot writes an SVG with a
-# line for Coll and a dashed one for Open MPI in each panel, and no /dev/shm
-# segment is left.
+# line for Coll and a dashed one for Open MPI in each panel, no progress line
+# is printed (not a terminal), and no /dev/shm segment is left.
 set -u
 mpirun=$1 prog=$2
 # shellcheck source=../support/time-scale.sh
@@ -14,6 +14,8 @@ trap 'rm -rf "$dir"' EXIT
 out=$(timeout "$(scaled 300)" "$mpirun" --oversubscribe -np 2 "$prog" --min 4 --max 256 \
   --op allreduce --plot "$dir/p.svg" 2>&1) || { echo "$out"; echo "plot-check: the run failed" >&2; exit 1; }
 echo "$out"
+# Off a terminal, no progress line (progress-check.sh: on one).
+case $out in *$'\r'* | *coll-vs-mpi:*) echo "plot-check: a progress line off a terminal" >&2; exit 1 ;; esac
 python3 - "$dir/p.svg" <<'PY' || exit 1
 import sys, xml.etree.ElementTree as E
 root = E.parse(sys.argv[1]).getroot()

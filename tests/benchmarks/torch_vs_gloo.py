@@ -9,7 +9,8 @@ For all_reduce, all_gather_into_tensor and reduce_scatter_tensor, from 4 B
 to --max-bytes (nccl-tests' size: the larger buffer), it prints the time per call
 (the slowest rank's average over as many calls as fit in about 0.2 s, after
 warm-up) on each backend and the ratio coll/gloo. Results are checked once
-per size. --plot draws the run with collplot (tools/collplot: $COLL_PLOT,
+per size. On a terminal, rank 0 shows on standard error the size running and
+the time left, on one line that it clears before each row. --plot draws the run with collplot (tools/collplot: $COLL_PLOT,
 else on PATH, else build/bin beside this file's repository): time per call
 and bus bandwidth against size, a line per collective for coll and dashed
 ones for the other backends.
@@ -19,6 +20,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -59,6 +61,35 @@ def write_plot(path, title, points):
         subprocess.run([collplot(), tsv.name, "-o", path, "--title", title], check=True)
     finally:
         os.unlink(tsv.name)
+
+
+class Progress:
+    """tools/support/Progress.h's line in Python: on a terminal only (standard
+    error), "torch-vs-gloo: WHAT (STEP/STEPS), about T left", rewritten with
+    '\\r'; every size is timed for about as long, so each step weighs 1."""
+
+    def __init__(self, steps):
+        self.on = sys.stderr.isatty()
+        self.steps, self.step, self.start = steps, 0, time.monotonic()
+        self.width = shutil.get_terminal_size((80, 24)).columns if self.on else 80
+
+    def show(self, what):
+        if not self.on:
+            return
+        line = f"torch-vs-gloo: {what} ({self.step + 1}/{self.steps})"
+        if self.step:
+            left = (time.monotonic() - self.start) / self.step * (self.steps - self.step)
+            t = int(left + 0.5)
+            line += (", under 1 s left" if t < 1 else f", about {t} s left" if t < 60
+                     else f", about {t // 60} min {t % 60} s left")
+        self.step += 1
+        sys.stderr.write("\r" + line[:self.width - 1] + "\033[K")
+        sys.stderr.flush()
+
+    def clear(self):
+        if self.on:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def main():
@@ -107,15 +138,24 @@ def main():
 
     top = parse_size(args.max_bytes)
     names = list(groups)
+    collectives = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+    sizes = []
+    size = 4 * n
+    while size <= top:
+        sizes.append(size)
+        size *= 4
+    progress = Progress(len(collectives) * len(sizes)) if rank == 0 else None
     if rank == 0:
         print(f"# torch {torch.__version__}, {n} processes, fp32 CPU tensors; us per call, "
               "the slowest rank's average")
-    for coll_name in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+    for coll_name in collectives:
         if rank == 0:
             print(f"#\n# {coll_name:<24} {'size(B)':>10} " +
                   " ".join(f"{b + '(us)':>10}" for b in names) + f" {'coll/gloo':>10}")
-        size = 4 * n
-        while size <= top:
+        for size in sizes:
+            if progress:
+                sys.stdout.flush()
+                progress.show(f"{coll_name} of {size} bytes")
             times = {}
             for b in names:
                 call, result = run(coll_name, groups[b], size)
@@ -127,13 +167,13 @@ def main():
                 # values grow, which does not change the work done.
                 times[b] = seconds(call)
             if rank == 0:
+                progress.clear()
                 print(f"  {coll_name:<24} {size:>10} " +
                       " ".join(f"{times[b] * 1e6:>10.1f}" for b in names) +
                       f" {times['coll'] / times['gloo']:>10.2f}", flush=True)
                 for b in names:
                     busbw = size / times[b] / 1e9 * BUS_FACTOR[coll_name](n)
                     points.append((f"{coll_name}, {b}", b != "coll", size, times[b], busbw))
-            size *= 4
     if rank == 0 and args.plot:
         write_plot(args.plot, f"torch.distributed: coll against {', '.join(names[1:])}, "
                    f"{n} processes, fp32 CPU tensors", points)

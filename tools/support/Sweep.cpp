@@ -1,9 +1,11 @@
 //===- Sweep.cpp - Sizes x modes on one backend, checked and timed --------===//
 
 #include "Sweep.h"
+#include "Progress.h"
 
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/ir/Geometry.h"
+#include "coll/support/Bytes.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -231,15 +233,30 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
     for (const SweepReference &r : options.references)
       extra.push_back("t/" + r.name);
   printTableHeader(os, extra);
+  // On a terminal: the size and mode (or reference) running, and the time
+  // left, each weighing its bytes plus a fixed cost (as if it moved 64 KiB
+  // more).
+  constexpr double FixedCost = 64 << 10;
+  const size_t perSize = options.modes.size() + options.references.size();
+  double work = 0;
+  for (uint64_t requested : options.sizes)
+    work += double(perSize) *
+            (FixedCost + double(ir::bytesForCount(
+                             plan.shape, ir::countForBytes(plan.shape, requested, es), es)));
+  Progress progress(options.tool, options.sizes.size() * perSize, work);
   SweepOutcome out;
   for (uint64_t requested : options.sizes) {
     const uint64_t count = ir::countForBytes(plan.shape, requested, es);
     const uint64_t bytes = ir::bytesForCount(plan.shape, count, es);
+    const std::string size = formatBytes(bytes);
     // Per reference, its seconds at this size (0: none).
     std::vector<double> referenceSeconds(options.references.size(), 0.0);
     for (size_t k = 0; k < options.references.size(); ++k) {
       const SweepReference &r = options.references[k];
+      os.flush();
+      progress.step((size + " bytes " + r.name).c_str(), FixedCost + double(bytes));
       auto ref = r.time(bytes);
+      progress.clear();
       if (!ref) {
         out.notes.push_back(llvm::formatv("error: {0} bytes: {1}: {2}", bytes, r.name,
                                           llvm::toString(ref.takeError())));
@@ -267,8 +284,11 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
                                 .str());
       CheckedCall call(desc, options.request.type, options.request.op, count, inplace,
                        options.seed);
+      os.flush();
+      progress.step((size + " bytes " + place).c_str(), FixedCost + double(bytes));
       auto first = target.run(call, true);
       if (!first) {
+        progress.clear();
         std::string msg = llvm::toString(first.takeError());
         os << prefix << "   failed: see below\n";
         out.notes.push_back("error: " + std::to_string(bytes) + " bytes " + place + ": " + msg);
@@ -285,6 +305,7 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
         out.notes.push_back("error: timed run: " + llvm::toString(timed.takeError()));
       else if (!timed->empty())
         seconds = median(std::move(*timed));
+      progress.clear();
       const double algbw = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
       const double busbw = algbw * busFactor;
       out.points.push_back({place, false, bytes, seconds, busbw});

@@ -10,9 +10,10 @@ release the GIL while they communicate (ctypes.CDLL does). Errors raise
 ``coll.CollError`` with the library's message. ``coll.torch`` is the
 PyTorch backend built on this module (docs/PYTORCH.md).
 
-The library is found, in order, at $COLL_LIBRARY, beside this package in an
-install (PREFIX/lib/libcoll.so for PREFIX/lib/python/coll), in the build
-tree this file belongs to (build/lib/libcoll.so), then by the loader's
+The library is found, in order, at $COLL_LIBRARY, inside this package when
+`pip install .` installed it (coll/lib/libcoll.so), beside this package in a
+CMake install (PREFIX/lib/libcoll.so for PREFIX/lib/python/coll), in the
+build tree this file belongs to (build/lib/libcoll.so), then by the loader's
 search path.
 """
 
@@ -63,6 +64,8 @@ def _candidates():
     if env:
         yield env
     here = os.path.dirname(os.path.abspath(__file__))
+    # pip install: site-packages/coll/lib/libcoll.so (pyproject.toml)
+    yield os.path.join(here, "lib", "libcoll.so")
     # PREFIX/lib/python/coll/__init__.py -> PREFIX/lib/libcoll.so
     yield os.path.join(here, "..", "..", "libcoll.so")
     # source tree: runtime/python/coll -> build/lib/libcoll.so

@@ -8,9 +8,16 @@
 # decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
-# watchdog period. Exits 77 (skipped) when PYTHON has no torch.
+# watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
+# pseudo-terminal and passes when rank 0 shows its progress line there, and
+# not with its output redirected. Exits 77 (skipped) when PYTHON has no torch.
+# With COLL_TORCH_INSTALLED=PY (scripts/test.sh sets it once `pip install .`
+# has put coll into the environment of the Python PY), the run takes PY for
+# PYTHON and coll from that install instead of the source tree and LIBCOLL:
+# no PYTHONPATH, no COLL_LIBRARY, and it first checks that `import coll`
+# finds the package and its libcoll.so in site-packages.
 set -u
-py=$1 lib=$2 n=$3 mode=$4
+py=${COLL_TORCH_INSTALLED:-$1} lib=$2 n=$3 mode=$4
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../support/time-scale.sh
 . "$here/../../support/time-scale.sh"
@@ -24,7 +31,20 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../../runtime/python} COLL_LIBRARY=$lib COLL_DEBUG=INFO
+if [ -n "${COLL_TORCH_INSTALLED:-}" ]; then
+  unset PYTHONPATH COLL_LIBRARY
+  where=$(cd "$tmp" && "$py" -c "import coll, os, site, sys
+pkg = os.path.dirname(os.path.realpath(coll.__file__))
+lib = os.path.realpath(coll.library_path)
+sp = [os.path.realpath(p) for p in site.getsitepackages()]
+ok = any(pkg == os.path.join(p, 'coll') for p in sp) and lib.startswith(pkg + os.sep)
+print(('' if ok else 'not installed: ') + pkg + ' ' + lib)
+sys.exit(0 if ok else 1)") || { echo "torch-check: coll is not the pip-installed package: $where" >&2; exit 1; }
+  echo "torch-check: coll from $where"
+else
+  export PYTHONPATH=${COLL_PYTHONPATH:-$here/../../../runtime/python} COLL_LIBRARY=$lib
+fi
+export COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it ")
 modes=("$mode")
@@ -51,6 +71,27 @@ tuning)
   expect+=("torch allreduce: gloo runs it by tuning rule $tmp/tuning.txt:2"
            "library gloo: tuning rule $tmp/tuning.txt:2") ;;
 esac
+if [ "$mode" = progress ]; then
+  # tests/benchmarks/torch_vs_gloo.py on a pseudo-terminal: rank 0's progress
+  # line, erased before each row; and none with the output redirected.
+  bench=$here/../../benchmarks/torch_vs_gloo.py
+  unset COLL_DEBUG # its lines would break the progress line's
+  port=$((29500 + RANDOM % 2000))
+  out=$(cd "$tmp" && timeout "$(scaled 300)" python3 "$here/../../support/pty-run.py" "$py" \
+    -m torch.distributed.run --nproc_per_node "$n" --master_port "$port" "$bench" \
+    --max-bytes $((16 * n)) 2>&1) || { echo "$out"; echo "torch-check: the run failed" >&2; exit 1; }
+  echo "$out"
+  status=0
+  for want in "<CR>torch-vs-gloo: all_reduce of $((4 * n)) bytes (1/6)<EL><CR><EL>  all_reduce" \
+    "<CR>torch-vs-gloo: reduce_scatter_tensor of $((16 * n)) bytes (6/6), "; do
+    grep -qF -- "$want" <<<"$out" || { echo "torch-check: the output lacks: $want" >&2; status=1; }
+  done
+  out=$(cd "$tmp" && timeout "$(scaled 300)" "$py" -m torch.distributed.run --nproc_per_node "$n" \
+    --master_port $((port + 1)) "$bench" --max-bytes $((4 * n)) 2>&1) ||
+    { echo "$out"; echo "torch-check: the redirected run failed" >&2; exit 1; }
+  case $out in *$'\r'* | *torch-vs-gloo:*) echo "$out"; echo "torch-check: a progress line off a terminal" >&2; status=1 ;; esac
+  exit $status
+fi
 if [ "$mode" = kill ]; then
   # Plain processes (env://), so that nothing but Coll stops the survivors.
   COLL_WATCHDOG_MS=$(scaled 5000)
