@@ -103,6 +103,21 @@ std::string describe(const Plan &plan, const std::vector<int> &deviceOf) {
   return s;
 }
 
+/// A test program of every collective for `n` ranks, per protocol.
+std::vector<std::function<ir::Algorithm(ir::Protocol)>> everyCollective(int n) {
+  return {
+      [n](ir::Protocol p) { return coll::testing::ringAllReduce(n, p); },
+      [n](ir::Protocol p) { return coll::testing::allPairsAllReduce(n, p); },
+      [n](ir::Protocol p) { return coll::testing::ringAllGather(n, p); },
+      [n](ir::Protocol p) { return coll::testing::ringReduceScatter(n, p); },
+      [n](ir::Protocol p) { return coll::testing::directAllToAll(n, p); },
+      [n](ir::Protocol p) { return coll::testing::chainBroadcast(n, n - 1, 2, p); },
+      [n](ir::Protocol p) { return coll::testing::chainReduce(n, 0, 2, p); },
+      [n](ir::Protocol p) { return coll::testing::directGather(n, 1, p); },
+      [n](ir::Protocol p) { return coll::testing::directScatter(n, 0, p); },
+  };
+}
+
 // Every collective of the test programs and every protocol, on 2 to 4 GPUs
 // with 1 to 4 ranks each, placed in blocks and round robin: every rank
 // matches the host backend and the scope checker finds nothing (a connection
@@ -115,17 +130,8 @@ TEST(EmuMultiDevice, EveryCollectiveAndProtocolOnTwoToFourGpus) {
   for (size_t i = 0; i < placements.size(); ++i) {
     const std::vector<int> &deviceOf = placements[i];
     const int n = static_cast<int>(deviceOf.size());
-    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms = {
-        [&](ir::Protocol p) { return coll::testing::ringAllReduce(n, p); },
-        [&](ir::Protocol p) { return coll::testing::allPairsAllReduce(n, p); },
-        [&](ir::Protocol p) { return coll::testing::ringAllGather(n, p); },
-        [&](ir::Protocol p) { return coll::testing::ringReduceScatter(n, p); },
-        [&](ir::Protocol p) { return coll::testing::directAllToAll(n, p); },
-        [&](ir::Protocol p) { return coll::testing::chainBroadcast(n, n - 1, 2, p); },
-        [&](ir::Protocol p) { return coll::testing::chainReduce(n, 0, 2, p); },
-        [&](ir::Protocol p) { return coll::testing::directGather(n, 1, p); },
-        [&](ir::Protocol p) { return coll::testing::directScatter(n, 0, p); },
-    };
+    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms =
+        everyCollective(n);
     // Each placement runs every algorithm, the protocols in turn, so that
     // every (algorithm, protocol) pair runs on two placements.
     for (size_t a = 0; a < algorithms.size(); ++a) {
@@ -261,17 +267,8 @@ TEST(EmuNoP2P, EveryCollectiveOnTwoToFourGpus) {
   for (size_t i = 0; i < placements.size(); ++i) {
     const std::vector<int> &deviceOf = placements[i];
     const int n = static_cast<int>(deviceOf.size());
-    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms = {
-        [&](ir::Protocol p) { return coll::testing::ringAllReduce(n, p); },
-        [&](ir::Protocol p) { return coll::testing::allPairsAllReduce(n, p); },
-        [&](ir::Protocol p) { return coll::testing::ringAllGather(n, p); },
-        [&](ir::Protocol p) { return coll::testing::ringReduceScatter(n, p); },
-        [&](ir::Protocol p) { return coll::testing::directAllToAll(n, p); },
-        [&](ir::Protocol p) { return coll::testing::chainBroadcast(n, n - 1, 2, p); },
-        [&](ir::Protocol p) { return coll::testing::chainReduce(n, 0, 2, p); },
-        [&](ir::Protocol p) { return coll::testing::directGather(n, 1, p); },
-        [&](ir::Protocol p) { return coll::testing::directScatter(n, 0, p); },
-    };
+    const std::vector<std::function<ir::Algorithm(ir::Protocol)>> algorithms =
+        everyCollective(n);
     for (size_t a = 0; a < algorithms.size(); ++a) {
       const Plan plan = planOf(algorithms[a](protocols[(i + a) % 2]));
       uint32_t hosted = 0;
