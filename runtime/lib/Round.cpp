@@ -187,15 +187,18 @@ private:
   /// the first one.
   collResult_t record(Communicator::Impl &c, llvm::Error err) {
     std::string message;
-    collResult_t result = takeResult(std::move(err), message);
+    bool agreed = false;
+    collResult_t result = takeResult(std::move(err), message, collSystemError, &agreed);
     {
       std::lock_guard<std::mutex> lock(c.errorMutex);
       c.lastError = message;
     }
     COLL_LOG(Warn, Coll, c.rank, llvm::formatv("{0}: {1}", collGetErrorString(result), message));
-    if (!first)
-      first = collError(result, message);
-    else
+    if (!first) {
+      auto e = std::make_unique<CollError>(result, message);
+      e->agreed = agreed; // a drop-in may still hand the call on (CollError::agreed)
+      first = llvm::Error(std::move(e));
+    } else
       llvm::consumeError(collError(result, message)); // keep the first
     return result;
   }

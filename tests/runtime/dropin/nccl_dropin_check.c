@@ -20,6 +20,11 @@
  *   nolib      COLL_NCCL_LIB unloadable: host calls work, others fail
  *   tuning     COLL_TUNING_FILE sends allreduces up to 4K to `nccl`: small
  *              ones reach the real NCCL, larger ones run on Coll
+ *   refused    host calls on the emulated device of a GPU too small for
+ *              some programs (COLL_EMULATED_DEVICE, COLL_EMULATED_GPUS=1,
+ *              COLL_EMULATED_SMS=1, set by the caller): an allreduce whose
+ *              first program does not fit runs on the next, on Coll; an
+ *              alltoall no program fits goes to the real NCCL and succeeds
  * Exits 0 when every rank passed; nothing of Coll's may remain in /dev/shm.
  *
  *===----------------------------------------------------------------------===*/
@@ -542,6 +547,36 @@ static int shmLeftovers(void) {
   return found;
 }
 
+/*===--- refused ---------------------------------------------------------===*/
+
+static void scenarioRefused(int rank, int n, int idFd[2]) {
+  ncclComm_t comm = initOk(rank, n, idFd, rank); /* distinct GPUs: a real communicator */
+  const size_t count = 1 << 18;
+  float *x = malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; ++i)
+    x[i] = (float)(rank + (int)(i % 5));
+  OK(ncclAllReduce(x, x, count, ncclFloat, ncclSum, comm, NULL));
+  for (size_t i = 0; i < count; i += 997)
+    if (x[i] != (float)(n * (n - 1) / 2 + n * (int)(i % 5))) {
+      CHECK(0, "allreduce element %zu is %f", i, x[i]);
+      break;
+    }
+  CHECK(recorded("ncclAllReduce") == 0, "the allreduce reached the real NCCL:\n%s",
+        standinCalls());
+  float in[8 * 16], out[8 * 16];
+  for (int i = 0; i < 8 * 16; ++i)
+    in[i] = (float)i;
+  OK(ncclAlltoAll(in, out, 16, ncclFloat, comm, NULL));
+  char line[160];
+  snprintf(line, sizeof line, "ncclAlltoAll rank=%d send=%p recv=%p count=16 type=7", rank,
+           (void *)in, (void *)out);
+  CHECK(recorded(line) == 1, "the alltoall no program fits did not reach the real NCCL:\n%s",
+        standinCalls());
+  free(x);
+  OK(ncclCommFinalize(comm));
+  OK(ncclCommDestroy(comm));
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s SCENARIO NRANKS\n", argv[0]);
@@ -560,6 +595,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(scenario, "dupforced")) run = scenarioDupForced;
   else if (!strcmp(scenario, "nolib")) run = scenarioNoLib;
   else if (!strcmp(scenario, "tuning")) run = scenarioTuning;
+  else if (!strcmp(scenario, "refused")) run = scenarioRefused;
   if (!run || n < 1 || n > 8) {
     fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
     return 2;
