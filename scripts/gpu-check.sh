@@ -13,7 +13,8 @@
 #      processes on the GPU and with 4 ranks of one process; libcoll_nccl.so
 #      (nccl-gpu-check: Coll with 2 ranks, and the real libnccl.so.2 that
 #      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
-#      PyTorch (the ctest label `cuda` runs the same);
+#      PyTorch, on its C++ backend (built there against that PyTorch) and
+#      on its Python one (the ctest label `cuda` runs the same);
 #   4. the GPU measurements of docs/PERFORMANCE.md (collbench, and the
 #      step-cost benchmark tests/benchmarks/step-cost.py; --quick skips
 #      the 1 GiB ring allreduce, which checks its result on the host);
@@ -137,7 +138,17 @@ torchlib=$(mktemp -d)
 for f in "$here"/lib/*; do
   case $(basename "$f") in libstdc++* | libgcc_s* | libcudart*) ;; *) ln -s "$f" "$torchlib/" ;; esac
 done
+# coll.torch's C++ backend, built against this machine's PyTorch; then the
+# CUDA check on it, and on the Python backend.
+step torch-backend-build 300 bash "$here/tests/runtime/python/build-torch-backend.sh" python3 \
+  "$here/src/ProcessGroupColl.cpp" "$here/include" "$here/lib/libcoll.so.0" "$here/python/coll"
+cpp=0
+ls "$here"/python/coll/_c10d*.so >/dev/null 2>&1 && cpp=1
 step torch-cuda-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \
+  COLL_TEST_TORCH_CPP=$cpp \
+  bash "$here/tests/runtime/python/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
+step torch-cuda-python-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \
+  COLL_TORCH_BACKEND=python \
   bash "$here/tests/runtime/python/torch-check.sh" python3 "$here/lib/libcoll.so.0" 2 cuda
 # PyTorch's own ProcessGroupNCCL over the preloaded drop-in: one rank (Coll
 # copies on the stream) and two sharing the GPU (the real NCCL refuses).

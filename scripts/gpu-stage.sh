@@ -11,6 +11,8 @@
 #          runtime, tinyxml2, UCX, libstdc++, ...); never the CUDA driver
 #   python/coll, tests/  the Python package and the torch check (coll.torch
 #          on CUDA tensors, with the GPU machine's own PyTorch)
+#   src/, include/  coll.torch's C++ backend and coll.h, which gpu-check.sh
+#          builds against that PyTorch
 #   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
 #   gpu-check.sh, STAGED (commit, nvcc, sizes)
@@ -66,7 +68,12 @@ rm -rf "$out/python/coll/__pycache__"
 # scale of tests/support.
 cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch_check.py" \
   "$root/tests/runtime/python/torch-nccl-dropin.sh" "$root/tests/runtime/python/torch_nccl_dropin.py" \
-  "$out/tests/runtime/python/"
+  "$root/tests/runtime/python/build-torch-backend.sh" "$out/tests/runtime/python/"
+# coll.torch's C++ backend is built there, against that machine's torch
+# (build-torch-backend.sh): its source and coll.h.
+mkdir -p "$out/src" "$out/include"
+cp "$root/runtime/python/backend/ProcessGroupColl.cpp" "$out/src/"
+cp "$root/runtime/include/coll.h" "$out/include/"
 cp "$root/tests/support/time-scale.sh" "$out/tests/support/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }

@@ -1,6 +1,12 @@
 """A benchmark, not a test: torch.distributed on "coll" against "gloo" (and
 "mpi" when the installed torch has it), in the same run, on the same CPU
-tensors.
+tensors. "coll-direct" makes coll's calls on the group's backend object
+itself (`group._get_backend(cpu).allreduce([t]).wait()`), past
+torch.distributed's Python layer and the dispatcher: the difference to
+"coll" is what torch adds to every call, whichever backend serves it. Where
+coll.torch runs its C++ backend, "coll-py" is its Python backend
+(coll.torch.CollProcessGroup) on the same job, for what a call through
+Python and ctypes costs.
 
     PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
         tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M] [--plot FILE.svg]
@@ -102,7 +108,18 @@ def main():
     points = []
     dist.init_process_group("coll")
     rank, n = dist.get_rank(), dist.get_world_size()
-    groups = {"coll": None, "gloo": dist.new_group(backend="gloo")}
+    groups = {"coll": None}
+    # The same calls on the coll group's backend object itself, past
+    # torch.distributed's Python layer and the dispatcher: what torch adds.
+    direct = dist.group.WORLD._get_backend(torch.device("cpu"))
+    groups["coll-direct"] = direct
+    if coll.torch._cpp is not None:
+        # The Python backend coll.torch falls back to, on the same job: what
+        # the C++ one saves per call.
+        dist.Backend.register_backend("coll_python", coll.torch.CollProcessGroup,
+                                      devices=["cpu"])
+        groups["coll-py"] = dist.new_group(backend="coll_python")
+    groups["gloo"] = dist.new_group(backend="gloo")
     if dist.is_mpi_available():
         try:
             groups["mpi"] = dist.new_group(backend="mpi")
@@ -110,6 +127,15 @@ def main():
             pass
 
     def run(name, group, size):
+        if group is direct:
+            if name == "all_reduce":
+                t = torch.ones(size // 4)
+                return lambda: direct.allreduce([t]).wait(), lambda: t
+            if name == "all_gather_into_tensor":
+                inp, out = torch.ones(size // 4 // n), torch.empty(size // 4 // n * n)
+                return lambda: direct._allgather_base(out, inp).wait(), lambda: out
+            inp, out = torch.ones(size // 4 // n * n), torch.empty(size // 4 // n)
+            return lambda: direct._reduce_scatter_base(out, inp).wait(), lambda: out
         if name == "all_reduce":
             t = torch.ones(size // 4)
             return lambda: dist.all_reduce(t, group=group), lambda: t

@@ -233,6 +233,12 @@ class Comm:
         self._c(_lib.collCommGetAsyncError(self._h, ctypes.byref(err)))
         return err.value
 
+    def detach(self):
+        """Hands the communicator over (coll.torch's C++ backend takes it):
+        returns its collComm_t as an integer; this object no longer has one."""
+        h, self._h = self._h.value or 0, _comm_t()
+        return h
+
     def abort(self):
         if self._h:
             _lib.collCommAbort(self._h)

@@ -1,8 +1,15 @@
 """Coll as a torch.distributed backend: ``import coll.torch``, then
 ``dist.init_process_group(backend="coll")``.
 
-The backend is a Python ``ProcessGroup`` calling libcoll.so through ctypes
-(docs/PYTORCH.md says why). Each process group owns:
+The backend is a C++ ``c10d::Backend``, the module ``coll._c10d``
+(runtime/python/backend/ProcessGroupColl.cpp), which `pip install .` builds
+against the torch it finds: a call goes from torch to libcoll.so's C API
+with no Python in between. This file makes its communicator and its
+fallback once per group. Where that module is missing or does not load (a
+build without torch, a torch of another version), or with
+``COLL_TORCH_BACKEND=python``, the group is the Python ``ProcessGroup``
+below, which routes the same way through ctypes at a higher cost per call
+(docs/PYTORCH.md). Each process group owns:
 
 - a Coll communicator, made from rank 0's unique id, which travels through
   the group's c10d store;
@@ -25,10 +32,13 @@ when the group is made (libcoll does), and every process says once per
 (collective, reason) where a call went and why.
 """
 
+import glob
+import importlib.util
 import os
 import queue
 import socket
 import sys
+import sysconfig
 import threading
 
 import torch
@@ -51,6 +61,47 @@ _OPS = [(dist.ReduceOp.SUM, coll.SUM, "SUM"), (dist.ReduceOp.PRODUCT, coll.PROD,
 def _debug_level():
     return {"NONE": 0, "VERSION": 1, "WARN": 2, "INFO": 3, "TRACE": 4}.get(
         os.environ.get("COLL_DEBUG", "WARN").strip().upper(), 2)
+
+
+def _say(level, rank, message):
+    """One line in libcoll's format, at COLL_DEBUG=`level` or above."""
+    if _debug_level() >= {"WARN": 2, "INFO": 3}[level]:
+        print(f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()} "
+              f"[{rank}] COLL {level} torch {message}", file=sys.stderr, flush=True)
+
+
+def _load_cpp_backend():
+    """(module, "") for coll._c10d, or (None, why not)."""
+    choice = os.environ.get("COLL_TORCH_BACKEND", "").strip().lower()
+    if choice == "python":
+        return None, "COLL_TORCH_BACKEND=python"
+    if choice not in ("", "cpp"):
+        raise ValueError(f"coll.torch: COLL_TORCH_BACKEND must be cpp or python, not '{choice}'")
+    if importlib.util.find_spec("coll._c10d") is not None:
+        # pip install and CMake install: coll/_c10d*.so
+        try:
+            from coll import _c10d
+            return _c10d, ""
+        except ImportError as e:
+            return None, f"coll._c10d does not load: {e}"
+    # The build tree: build/lib/_c10d*.so beside the libcoll.so coll loaded.
+    here = os.path.dirname(os.path.realpath(coll.library_path))
+    path = os.path.join(here, "_c10d" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if os.path.sep in coll.library_path and os.path.exists(path):
+        try:
+            spec = importlib.util.spec_from_file_location("coll._c10d", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module, ""
+        except ImportError as e:
+            return None, f"{path} does not load: {e}"
+    others = glob.glob(os.path.join(here, "_c10d.*.so"))
+    return None, ("coll._c10d is built for another Python: " + ", ".join(others) if others
+                  else "coll._c10d is not built (coll was built where torch was not installed; "
+                "docs/PYTORCH.md, \"Install\")")
+
+
+_cpp, _cpp_why = _load_cpp_backend()
 
 
 class _Unsupported(Exception):
@@ -117,20 +168,8 @@ class CollProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout, fallback=None):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
-        key = "coll/unique_id"
-        if rank == 0:
-            store.set(key, coll.get_unique_id())
-        uid = bytes(store.get(key))
-        watchdog = os.environ.get("COLL_WATCHDOG_MS")
-        self._comm = coll.Comm(size, uid, rank, libraries="gloo,torch",
-                               watchdog_ms=int(watchdog) if watchdog else None)
-        name = (fallback or os.environ.get("COLL_TORCH_FALLBACK") or "gloo").lower()
-        if name != "gloo":
-            raise ValueError(f"coll.torch: fallback backend '{name}' is not supported here "
-                             "(gloo is the CPU backend torch ships)")
-        self._fallback_name = name
-        self._fallback = dist.ProcessGroupGloo(dist.PrefixStore("coll-fallback/", store), rank,
-                                               size, timeout)
+        self._fallback_name, self._fallback = _make_fallback(store, rank, size, timeout, fallback)
+        self._comm = _make_comm(store, rank, size)
         self._said = set()
         self._said_lock = threading.Lock()
         self._queue = queue.Queue()
@@ -594,9 +633,41 @@ class CollProcessGroup(dist.ProcessGroup):
             pass
 
 
+def _make_comm(store, rank, size):
+    """The group's Coll communicator, from rank 0's unique id in `store`."""
+    key = "coll/unique_id"
+    if rank == 0:
+        store.set(key, coll.get_unique_id())
+    uid = bytes(store.get(key))
+    watchdog = os.environ.get("COLL_WATCHDOG_MS")
+    return coll.Comm(size, uid, rank, libraries="gloo,torch",
+                     watchdog_ms=int(watchdog) if watchdog else None)
+
+
+def _make_fallback(store, rank, size, timeout, fallback=None):
+    """(name, backend): what runs the calls Coll does not serve."""
+    name = (fallback or os.environ.get("COLL_TORCH_FALLBACK") or "gloo").lower()
+    if name != "gloo":
+        raise ValueError(f"coll.torch: fallback backend '{name}' is not supported here "
+                         "(gloo is the CPU backend torch ships)")
+    return name, dist.ProcessGroupGloo(dist.PrefixStore("coll-fallback/", store), rank, size,
+                                       timeout)
+
+
 def create_backend(store, rank, size, timeout):
-    """The creator torch calls for backend "coll"."""
-    return CollProcessGroup(store, rank, size, timeout)
+    """The creator torch calls for backend "coll": the C++ backend where
+    coll._c10d loads, else the Python one."""
+    if _cpp is None:
+        # Asked for, it is news only at INFO; else every call costs more
+        # than it should, which a user must hear of (docs/PYTORCH.md).
+        forced = os.environ.get("COLL_TORCH_BACKEND", "").strip().lower() == "python"
+        _say("INFO" if forced else "WARN", rank,
+             f"backend: Python (coll.torch.CollProcessGroup): {_cpp_why}")
+        return CollProcessGroup(store, rank, size, timeout)
+    name, fallback = _make_fallback(store, rank, size, timeout)
+    comm = _make_comm(store, rank, size)
+    _say("INFO", rank, f"backend: C++ ({_cpp.__file__})")
+    return _cpp.create(comm.detach(), rank, size, fallback, name)
 
 
 # CUDA tensors too: Coll's GPU backend where libcoll has one, else gloo

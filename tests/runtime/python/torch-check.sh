@@ -6,6 +6,8 @@
 # interpreter is PYTHON, with coll.torch from this source tree and LIBCOLL,
 # at COLL_DEBUG=INFO. Passes when every rank printed "ok", the log shows the
 # decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
+# The log must also say which backend ran: coll._c10d (C++), unless
+# COLL_TORCH_BACKEND=python or COLL_TEST_TORCH_CPP=0 (a build without it).
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
 # watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
@@ -71,6 +73,16 @@ tuning)
   expect+=("torch allreduce: gloo runs it by tuning rule $tmp/tuning.txt:2"
            "library gloo: tuning rule $tmp/tuning.txt:2") ;;
 esac
+# Which backend coll.torch must run: its Python one when asked
+# (COLL_TORCH_BACKEND=python) or when this build has no C++ one
+# (COLL_TEST_TORCH_CPP=0, which CMake sets), else coll._c10d.
+if [ "${COLL_TORCH_BACKEND:-}" = python ]; then
+  expect+=("torch backend: Python (coll.torch.CollProcessGroup): COLL_TORCH_BACKEND=python")
+elif [ "${COLL_TEST_TORCH_CPP:-1}" = 1 ]; then
+  expect+=("torch backend: C++ (")
+else
+  expect+=("torch backend: Python (coll.torch.CollProcessGroup)")
+fi
 if [ "$mode" = progress ]; then
   # tests/benchmarks/torch_vs_gloo.py on a pseudo-terminal: rank 0's progress
   # line, erased before each row; and none with the output redirected.

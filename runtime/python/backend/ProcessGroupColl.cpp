@@ -1,0 +1,942 @@
+//===- ProcessGroupColl.cpp - coll.torch's backend, a c10d::Backend -------===//
+//
+// The module coll._c10d: the backend behind `backend="coll"` as a C++
+// c10d::Backend, so that a call goes from torch's dispatcher to libcoll.so's
+// C API (coll.h) with no Python in between. coll/torch.py makes the
+// communicator and the gloo backend underneath once per group, and hands both
+// to create(); each call is then routed here:
+//
+// - Coll serves it when every tensor is dense, of one dtype and one device
+//   (the CPU, or a CUDA device when libcoll's GPU backend loads), the dtype
+//   and reduce op are Coll's, the shapes are ones Coll's collectives take,
+//   and the communicator's choice for the size is an algorithm (or a copy on
+//   one rank). Host calls run in the caller's thread and are done when the
+//   Work is returned; CUDA calls are enqueued on the device's current stream
+//   and the Work's wait() makes the then-current stream wait for them.
+// - Otherwise the backend underneath runs it and its Work is returned. A
+//   Coll call waits for the calls it handed down before, so that the group's
+//   calls run in the order they were issued, whichever library serves them.
+//
+// Every decision depends only on what all ranks share (dtypes, shapes, the
+// communicator's table), so all ranks take the same road. At COLL_DEBUG=INFO
+// each process says once per (collective, reason) where a call went, in the
+// words of the Python backend this replaces (docs/PYTORCH.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "coll.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+namespace {
+
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
+
+int debugLevel() {
+  const char *env = std::getenv("COLL_DEBUG");
+  std::string v = env ? env : "WARN";
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back())))
+    v.pop_back();
+  size_t b = 0;
+  while (b < v.size() && std::isspace(static_cast<unsigned char>(v[b])))
+    ++b;
+  v = v.substr(b);
+  for (char &c : v)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (v == "NONE")
+    return 0;
+  if (v == "VERSION")
+    return 1;
+  if (v == "INFO")
+    return 3;
+  if (v == "TRACE")
+    return 4;
+  return 2;
+}
+
+/// torch's name of a dtype, as Python prints it ("torch.bool").
+std::string dtypeName(at::ScalarType t) {
+  switch (t) {
+  case at::kByte: return "torch.uint8";
+  case at::kChar: return "torch.int8";
+  case at::kShort: return "torch.int16";
+  case at::kInt: return "torch.int32";
+  case at::kLong: return "torch.int64";
+  case at::kHalf: return "torch.float16";
+  case at::kFloat: return "torch.float32";
+  case at::kDouble: return "torch.float64";
+  case at::kComplexHalf: return "torch.complex32";
+  case at::kComplexFloat: return "torch.complex64";
+  case at::kComplexDouble: return "torch.complex128";
+  case at::kBool: return "torch.bool";
+  case at::kBFloat16: return "torch.bfloat16";
+  default: {
+    std::string name = c10::toString(t);
+    for (char &c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return "torch." + name;
+  }
+  }
+}
+
+std::optional<collDataType_t> collType(at::ScalarType t) {
+  switch (t) {
+  case at::kFloat: return collFloat32;
+  case at::kDouble: return collFloat64;
+  case at::kHalf: return collFloat16;
+  case at::kBFloat16: return collBfloat16;
+  case at::kInt: return collInt32;
+  case at::kLong: return collInt64;
+  case at::kChar: return collInt8;
+  case at::kByte: return collUint8;
+  default: return std::nullopt;
+  }
+}
+
+const char *opName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+  case c10d::ReduceOp::SUM: return "SUM";
+  case c10d::ReduceOp::AVG: return "AVG";
+  case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+  case c10d::ReduceOp::MIN: return "MIN";
+  case c10d::ReduceOp::MAX: return "MAX";
+  case c10d::ReduceOp::BAND: return "BAND";
+  case c10d::ReduceOp::BOR: return "BOR";
+  case c10d::ReduceOp::BXOR: return "BXOR";
+  case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+  default: return "UNUSED";
+  }
+}
+
+std::optional<collRedOp_t> collOp(const c10d::ReduceOp &op) {
+  switch (op.op_) {
+  case c10d::ReduceOp::SUM: return collSum;
+  case c10d::ReduceOp::PRODUCT: return collProd;
+  case c10d::ReduceOp::MIN: return collMin;
+  case c10d::ReduceOp::MAX: return collMax;
+  case c10d::ReduceOp::AVG: return collAvg;
+  default: return std::nullopt;
+  }
+}
+
+std::exception_ptr backendError(const std::string &message) {
+  try {
+    C10_THROW_ERROR(DistBackendError, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+/// The stream a call on `t` is enqueued on: the current stream of its
+/// device; none (host memory) on the CPU.
+std::optional<c10::Stream> streamOf(const at::Tensor &t) {
+  if (!t.is_cuda())
+    return std::nullopt;
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
+}
+
+/// A call Coll ran. Host calls are complete when it is made; a CUDA call
+/// holds an event recorded after it on its stream.
+class CollWork : public c10d::Work {
+public:
+  CollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+           std::exception_ptr error, std::optional<c10::Stream> stream)
+      : Work(rank, type), outputs_(std::move(outputs)) {
+    finish(error);
+    if (stream && !error) {
+      event_.emplace(c10::DeviceType::CUDA);
+      event_->record(*stream);
+      // Made now, while the call's stream is current: the future records
+      // its own events there, so its callbacks run after the call.
+      future_ = makeFuture({stream->device()});
+    }
+  }
+
+  bool isCompleted() override { return Work::isCompleted() && (!event_ || event_->query()); }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    Work::wait(timeout); // throws the call's error
+    synchronize();
+    return true;
+  }
+
+  void synchronize() override {
+    if (event_)
+      event_->block(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+                        ->getStream(event_->device()));
+  }
+
+  /// Made when asked for (host calls): most callers only wait.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    if (!future_)
+      future_ = makeFuture({});
+    return future_;
+  }
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+private:
+  c10::intrusive_ptr<c10::ivalue::Future> makeFuture(std::vector<c10::Device> devices) {
+    static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+    auto future = c10::make_intrusive<c10::ivalue::Future>(type, std::move(devices));
+    if (exception_)
+      future->setError(exception_);
+    else
+      future->markCompleted(c10::IValue(outputs_));
+    return future;
+  }
+
+  std::vector<at::Tensor> outputs_;
+  std::optional<c10::Event> event_;
+  std::mutex futureMutex_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/// Several calls' Works as one (the coalesced forms): done when all are.
+class JoinedWork : public c10d::Work {
+public:
+  JoinedWork(int rank, c10d::OpType type, std::vector<WorkPtr> works,
+             std::vector<at::Tensor> outputs)
+      : Work(rank, type), works_(std::move(works)), outputs_(std::move(outputs)) {}
+
+  bool isCompleted() override {
+    for (auto &w : works_)
+      if (!w->isCompleted())
+        return false;
+    return true;
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::exception_ptr error;
+    for (auto &w : works_) {
+      try {
+        w->wait(timeout);
+      } catch (...) {
+        if (!error)
+          error = std::current_exception();
+      }
+    }
+    if (error)
+      std::rethrow_exception(error);
+    return true;
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    if (!future_) {
+      std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures;
+      for (auto &w : works_)
+        futures.push_back(w->getFuture());
+      auto all = c10::collectAll(c10::List<c10::intrusive_ptr<c10::ivalue::Future>>(futures));
+      auto outputs = outputs_;
+      future_ = all->then(
+          [outputs](c10::ivalue::Future &done) {
+            for (const auto &f : done.value().toList())
+              if (f.get().toFuture()->hasError())
+                f.get().toFuture()->value(); // rethrows the first error
+            return c10::IValue(outputs);
+          },
+          c10::ListType::create(c10::TensorType::get()));
+    }
+    return future_;
+  }
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+private:
+  std::vector<WorkPtr> works_;
+  std::vector<at::Tensor> outputs_;
+  std::mutex futureMutex_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/// A call's dtype in Coll's terms, or why Coll does not take its tensors.
+struct Decision {
+  collDataType_t dtype = collFloat32;
+  std::string unsupported; // empty: Coll can take the call
+};
+
+class ProcessGroupColl : public c10d::Backend {
+public:
+  ProcessGroupColl(collComm_t comm, int rank, int size, BackendPtr fallback,
+                   std::string fallbackName)
+      : Backend(rank, size), comm_(comm), fallback_(std::move(fallback)),
+        fallbackName_(std::move(fallbackName)), info_(debugLevel() >= 3) {}
+
+  ~ProcessGroupColl() override { destroy(); }
+
+  const std::string getBackendName() const override { return "coll"; }
+
+  // -- collectives ---------------------------------------------------------
+
+  WorkPtr allreduce(std::vector<at::Tensor> &tensors,
+                    const c10d::AllreduceOptions &opts) override {
+    Decision d = check(tensors);
+    auto op = reduceOp(opts.reduceOp, d);
+    return route("allreduce", c10d::OpType::ALLREDUCE, bytes(tensors), 0, d, tensors, tensors,
+                 [&] {
+                   for (auto &t : tensors) {
+                     at::Tensor c = t.contiguous();
+                     call(collAllReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op,
+                                        comm_, handle(c)));
+                     copyBack(t, c);
+                   }
+                 },
+                 [&] { return fallback_->allreduce(tensors, opts); });
+  }
+
+  WorkPtr allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                              const c10d::AllreduceCoalescedOptions &opts) override {
+    c10d::AllreduceOptions o;
+    o.reduceOp = opts.reduceOp;
+    o.timeout = opts.timeout;
+    return allreduce(tensors, o);
+  }
+
+  WorkPtr broadcast(std::vector<at::Tensor> &tensors,
+                    const c10d::BroadcastOptions &opts) override {
+    Decision d = check(tensors);
+    int root = static_cast<int>(opts.rootRank);
+    return route("broadcast", c10d::OpType::BROADCAST, bytes(tensors), root, d, tensors, tensors,
+                 [&] {
+                   for (auto &t : tensors) {
+                     at::Tensor c = t.contiguous();
+                     call(collBroadcast(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, root,
+                                        comm_, handle(c)));
+                     copyBack(t, c);
+                   }
+                 },
+                 [&] { return fallback_->broadcast(tensors, opts); });
+  }
+
+  WorkPtr reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override {
+    Decision d = check(tensors);
+    auto op = reduceOp(opts.reduceOp, d);
+    int root = static_cast<int>(opts.rootRank);
+    return route("reduce", c10d::OpType::REDUCE, bytes(tensors), root, d, tensors, tensors,
+                 [&] {
+                   for (auto &t : tensors) {
+                     at::Tensor c = t.contiguous();
+                     call(collReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op, root,
+                                     comm_, handle(c)));
+                     copyBack(t, c);
+                   }
+                 },
+                 [&] { return fallback_->reduce(tensors, opts); });
+  }
+
+  WorkPtr _allgather_base(at::Tensor &output, at::Tensor &input,
+                          const c10d::AllgatherOptions &opts) override {
+    std::vector<at::Tensor> all{output, input};
+    Decision d = check(all);
+    if (d.unsupported.empty() && output.numel() != input.numel() * getSize())
+      d.unsupported = "an output that is not size x the input";
+    return route("allgather", c10d::OpType::_ALLGATHER_BASE, output.nbytes(), 0, d, {output},
+                 all,
+                 [&] {
+                   at::Tensor i = input.contiguous(), o = output.contiguous();
+                   call(collAllGather(i.data_ptr(), o.data_ptr(), i.numel(), d.dtype, comm_,
+                                      handle(i)));
+                   copyBack(output, o);
+                 },
+                 [&] { return fallback_->_allgather_base(output, input, opts); });
+  }
+
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>> &outputLists,
+                    std::vector<at::Tensor> &inputs,
+                    const c10d::AllgatherOptions &opts) override {
+    Decision d;
+    if (outputLists.size() != 1 || inputs.size() != 1) {
+      d.unsupported = "more than one input tensor";
+    } else {
+      std::vector<at::Tensor> all = outputLists[0];
+      all.push_back(inputs[0]);
+      d = check(all);
+      if (d.unsupported.empty()) {
+        for (const auto &o : outputLists[0])
+          if (o.numel() != inputs[0].numel())
+            d.unsupported = "outputs of different sizes";
+        if (outputLists[0].size() != static_cast<size_t>(getSize()))
+          d.unsupported = "not one output per rank";
+      }
+    }
+    std::vector<at::Tensor> outs = outputLists.empty() ? std::vector<at::Tensor>()
+                                                       : outputLists[0];
+    std::vector<at::Tensor> touched = outs;
+    touched.insert(touched.end(), inputs.begin(), inputs.end());
+    size_t nbytes = inputs.empty() ? 0 : inputs[0].nbytes() * getSize();
+    return route("allgather", c10d::OpType::ALLGATHER, nbytes, 0, d, outs, touched,
+                 [&] {
+                   at::Tensor i = inputs[0].contiguous();
+                   int64_t k = i.numel();
+                   at::Tensor flat = at::empty({k * getSize()}, i.options());
+                   call(collAllGather(i.data_ptr(), flat.data_ptr(), k, d.dtype, comm_,
+                                      handle(i)));
+                   for (int r = 0; r < getSize(); ++r)
+                     outs[r].copy_(flat.narrow(0, r * k, k).view_as(outs[r]));
+                 },
+                 [&] { return fallback_->allgather(outputLists, inputs, opts); });
+  }
+
+  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::AllgatherOptions &opts) override {
+    std::vector<WorkPtr> works;
+    for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i)
+      works.push_back(_allgather_base(outputs[i], inputs[i], opts));
+    return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
+                                           std::move(works), outputs);
+  }
+
+  WorkPtr _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                               const c10d::ReduceScatterOptions &opts) override {
+    std::vector<at::Tensor> all{output, input};
+    Decision d = check(all);
+    auto op = reduceOp(opts.reduceOp, d);
+    if (d.unsupported.empty() && input.numel() != output.numel() * getSize())
+      d.unsupported = "an input that is not size x the output";
+    return route("reducescatter", c10d::OpType::_REDUCE_SCATTER_BASE, input.nbytes(), 0, d,
+                 {output}, all,
+                 [&] {
+                   at::Tensor i = input.contiguous(), o = output.contiguous();
+                   call(collReduceScatter(i.data_ptr(), o.data_ptr(), o.numel(), d.dtype, *op,
+                                          comm_, handle(i)));
+                   copyBack(output, o);
+                 },
+                 [&] { return fallback_->_reduce_scatter_base(output, input, opts); });
+  }
+
+  WorkPtr reduce_scatter(std::vector<at::Tensor> &outputs,
+                         std::vector<std::vector<at::Tensor>> &inputLists,
+                         const c10d::ReduceScatterOptions &opts) override {
+    Decision d;
+    std::optional<collRedOp_t> op;
+    if (outputs.size() != 1 || inputLists.size() != 1) {
+      d.unsupported = "more than one output tensor";
+    } else {
+      std::vector<at::Tensor> all = inputLists[0];
+      all.push_back(outputs[0]);
+      d = check(all);
+      op = reduceOp(opts.reduceOp, d);
+      if (d.unsupported.empty()) {
+        for (const auto &i : inputLists[0])
+          if (i.numel() != outputs[0].numel())
+            d.unsupported = "inputs of different sizes";
+        if (inputLists[0].size() != static_cast<size_t>(getSize()))
+          d.unsupported = "not one input per rank";
+      }
+    }
+    std::vector<at::Tensor> touched = outputs;
+    if (!inputLists.empty())
+      touched.insert(touched.end(), inputLists[0].begin(), inputLists[0].end());
+    size_t nbytes = outputs.empty() ? 0 : outputs[0].nbytes() * getSize();
+    return route("reducescatter", c10d::OpType::REDUCE_SCATTER, nbytes, 0, d, outputs, touched,
+                 [&] {
+                   at::Tensor &out = outputs[0];
+                   at::Tensor flat = flatten(inputLists[0]);
+                   at::Tensor o = out.contiguous();
+                   call(collReduceScatter(flat.data_ptr(), o.data_ptr(), o.numel(), d.dtype, *op,
+                                          comm_, handle(o)));
+                   copyBack(out, o);
+                 },
+                 [&] { return fallback_->reduce_scatter(outputs, inputLists, opts); });
+  }
+
+  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::ReduceScatterOptions &opts) override {
+    std::vector<WorkPtr> works;
+    for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i)
+      works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
+    return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
+                                           std::move(works), outputs);
+  }
+
+  WorkPtr alltoall_base(at::Tensor &output, at::Tensor &input,
+                        std::vector<int64_t> &outputSplits, std::vector<int64_t> &inputSplits,
+                        const c10d::AllToAllOptions &opts) override {
+    std::vector<at::Tensor> all{output, input};
+    Decision d = check(all);
+    int64_t n = getSize();
+    if (d.unsupported.empty()) {
+      int64_t equal = input.numel() / n;
+      int64_t first = input.dim() ? input.size(0) : 1;
+      int64_t perRow = first ? input.numel() / first : 0;
+      for (const auto *splits : {&inputSplits, &outputSplits})
+        for (int64_t s : *splits)
+          if (s * perRow != equal)
+            d.unsupported = "unequal splits";
+      if (input.numel() % n || output.numel() != input.numel())
+        d.unsupported = "unequal splits";
+    }
+    return route("alltoall", c10d::OpType::ALLTOALL_BASE, input.nbytes(), 0, d, {output}, all,
+                 [&] {
+                   at::Tensor i = input.contiguous(), o = output.contiguous();
+                   call(collAlltoAll(i.data_ptr(), o.data_ptr(), i.numel() / n, d.dtype, comm_,
+                                     handle(i)));
+                   copyBack(output, o);
+                 },
+                 [&] {
+                   return fallback_->alltoall_base(output, input, outputSplits, inputSplits,
+                                                   opts);
+                 });
+  }
+
+  WorkPtr alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                   const c10d::AllToAllOptions &opts) override {
+    std::vector<at::Tensor> all = outputs;
+    all.insert(all.end(), inputs.begin(), inputs.end());
+    Decision d = check(all);
+    if (d.unsupported.empty()) {
+      for (const auto &t : all)
+        if (t.numel() != all[0].numel())
+          d.unsupported = "tensors of different sizes";
+      if (inputs.size() != static_cast<size_t>(getSize()) || outputs.size() != inputs.size())
+        d.unsupported = "not one tensor per rank";
+    }
+    return route("alltoall", c10d::OpType::ALLTOALL, bytes(inputs), 0, d, outputs, all,
+                 [&] {
+                   at::Tensor in = flatten(inputs);
+                   at::Tensor out = at::empty_like(in);
+                   int64_t k = inputs[0].numel();
+                   call(collAlltoAll(in.data_ptr(), out.data_ptr(), k, d.dtype, comm_,
+                                     handle(in)));
+                   for (size_t r = 0; r < outputs.size(); ++r)
+                     outputs[r].copy_(out.narrow(0, r * k, k).view_as(outputs[r]));
+                 },
+                 [&] { return fallback_->alltoall(outputs, inputs, opts); });
+  }
+
+  WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputLists,
+                 std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) override {
+    int root = static_cast<int>(opts.rootRank);
+    Decision d;
+    if (inputs.size() != 1)
+      d.unsupported = "more than one input tensor";
+    else
+      d = check(inputs);
+    std::vector<at::Tensor> outs = outputLists.empty() ? std::vector<at::Tensor>()
+                                                       : outputLists[0];
+    size_t nbytes = inputs.empty() ? 0 : inputs[0].nbytes() * getSize();
+    return route("gather", c10d::OpType::GATHER, nbytes, root, d, outs, inputs,
+                 [&] {
+                   at::Tensor i = inputs[0].contiguous();
+                   int64_t k = i.numel();
+                   bool atRoot = getRank() == root;
+                   at::Tensor flat = at::empty({atRoot ? k * getSize() : 0}, i.options());
+                   call(collGather(i.data_ptr(), atRoot ? flat.data_ptr() : nullptr, k, d.dtype,
+                                   root, comm_, handle(i)));
+                   if (atRoot) {
+                     TORCH_CHECK(outs.size() == static_cast<size_t>(getSize()),
+                                 "coll: gather's root needs one output per rank");
+                     for (int r = 0; r < getSize(); ++r)
+                       outs[r].copy_(flat.narrow(0, r * k, k).view_as(outs[r]));
+                   }
+                 },
+                 [&] { return fallback_->gather(outputLists, inputs, opts); });
+  }
+
+  WorkPtr scatter(std::vector<at::Tensor> &outputs,
+                  std::vector<std::vector<at::Tensor>> &inputLists,
+                  const c10d::ScatterOptions &opts) override {
+    int root = static_cast<int>(opts.rootRank);
+    Decision d;
+    if (outputs.size() != 1)
+      d.unsupported = "more than one output tensor";
+    else
+      d = check(outputs);
+    size_t nbytes = outputs.empty() ? 0 : outputs[0].nbytes() * getSize();
+    return route("scatter", c10d::OpType::SCATTER, nbytes, root, d, outputs, outputs,
+                 [&] {
+                   at::Tensor &out = outputs[0];
+                   bool atRoot = getRank() == root;
+                   at::Tensor flat;
+                   if (atRoot) {
+                     TORCH_CHECK(!inputLists.empty() &&
+                                     inputLists[0].size() == static_cast<size_t>(getSize()),
+                                 "coll: scatter's root needs one input per rank");
+                     flat = flatten(inputLists[0]).to(out.scalar_type());
+                   }
+                   at::Tensor o = out.contiguous();
+                   call(collScatter(atRoot ? flat.data_ptr() : nullptr, o.data_ptr(), o.numel(),
+                                    d.dtype, root, comm_, handle(o)));
+                   copyBack(out, o);
+                 },
+                 [&] { return fallback_->scatter(outputs, inputLists, opts); });
+  }
+
+  WorkPtr barrier(const c10d::BarrierOptions &) override {
+    if (auto broken = brokenWork(c10d::OpType::BARRIER))
+      return broken;
+    drainFallback();
+    int token = 0;
+    std::exception_ptr error;
+    try {
+      call(collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    return c10::make_intrusive<CollWork>(getRank(), c10d::OpType::BARRIER,
+                                         std::vector<at::Tensor>(), error, std::nullopt);
+  }
+
+  // -- point to point --------------------------------------------------------
+
+  WorkPtr send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
+    Decision d = pointToPoint(tensors);
+    return route("send", c10d::OpType::SEND, 0, 0, d, tensors, tensors,
+                 [&] {
+                   at::Tensor c = tensors[0].contiguous();
+                   call(collSend(c.data_ptr(), c.numel(), d.dtype, dst, comm_, nullptr));
+                 },
+                 [&] { return fallback_->send(tensors, dst, tag); });
+  }
+
+  WorkPtr recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
+    Decision d = pointToPoint(tensors);
+    return route("recv", c10d::OpType::RECV, 0, 0, d, tensors, tensors,
+                 [&] {
+                   at::Tensor c = tensors[0].contiguous();
+                   call(collRecv(c.data_ptr(), c.numel(), d.dtype, src, comm_, nullptr));
+                   copyBack(tensors[0], c);
+                 },
+                 [&] { return fallback_->recv(tensors, src, tag); });
+  }
+
+  WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override {
+    Decision d;
+    d.unsupported = "Coll matches by peer";
+    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, d, tensors, tensors,
+                 [] {}, [&] { return fallback_->recvAnysource(tensors, tag); });
+  }
+
+  // -- lifetime ------------------------------------------------------------
+
+  void shutdown() override { destroy(); }
+
+  void abort() override {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_)
+      collCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+private:
+  static size_t bytes(const std::vector<at::Tensor> &tensors) {
+    size_t n = 0;
+    for (const auto &t : tensors)
+      n += t.nbytes();
+    return n;
+  }
+
+  /// Whether Coll takes these tensors, and their dtype in its terms.
+  static Decision check(const std::vector<at::Tensor> &tensors) {
+    Decision d;
+    if (tensors.empty()) {
+      d.unsupported = "no tensors";
+      return d;
+    }
+    const at::Tensor &t0 = tensors[0];
+    for (const auto &t : tensors) {
+      if (t.layout() != at::kStrided) {
+        d.unsupported = "sparse tensors";
+        return d;
+      }
+      if (t.is_cuda()) {
+        auto [ok, why] = deviceSupport();
+        if (!ok) {
+          d.unsupported = "cuda tensors: " + why;
+          return d;
+        }
+      } else if (!t.is_cpu()) {
+        d.unsupported = c10::DeviceTypeName(t.device().type(), true) + " tensors";
+        return d;
+      }
+      if (t.device() != t0.device()) {
+        d.unsupported = "tensors on different devices";
+        return d;
+      }
+      if (t.scalar_type() != t0.scalar_type()) {
+        d.unsupported = "tensors of different dtypes";
+        return d;
+      }
+    }
+    auto type = collType(t0.scalar_type());
+    if (!type)
+      d.unsupported = "dtype " + dtypeName(t0.scalar_type());
+    else
+      d.dtype = *type;
+    return d;
+  }
+
+  static Decision pointToPoint(const std::vector<at::Tensor> &tensors) {
+    Decision d;
+    if (tensors.size() != 1) {
+      d.unsupported = "more than one tensor";
+      return d;
+    }
+    d = check(tensors);
+    if (d.unsupported.empty() && tensors[0].is_cuda())
+      d.unsupported = "cuda tensors (Coll's point-to-point calls take host memory)";
+    return d;
+  }
+
+  static std::optional<collRedOp_t> reduceOp(const c10d::ReduceOp &op, Decision &d) {
+    auto mapped = collOp(op);
+    if (!mapped && d.unsupported.empty())
+      d.unsupported = std::string("reduce op ") + opName(op.op_);
+    return mapped;
+  }
+
+  /// libcoll's GPU backend loads in this process (asked once).
+  static std::pair<bool, std::string> deviceSupport() {
+    static const std::pair<bool, std::string> answer = [] {
+      int ok = 0;
+      char why[1024] = "";
+      if (collDeviceBuffersSupported(&ok, why, sizeof why) != collSuccess)
+        return std::pair<bool, std::string>(false, collGetLastError(nullptr));
+      return std::pair<bool, std::string>(ok != 0, why);
+    }();
+    return answer;
+  }
+
+  static void *handle(const at::Tensor &t) {
+    auto s = streamOf(t);
+    return s ? s->native_handle() : nullptr;
+  }
+
+  static void copyBack(at::Tensor &t, const at::Tensor &c) {
+    if (c.data_ptr() != t.data_ptr())
+      t.copy_(c);
+  }
+
+  static at::Tensor flatten(const std::vector<at::Tensor> &tensors) {
+    std::vector<at::Tensor> flat;
+    flat.reserve(tensors.size());
+    for (const auto &t : tensors)
+      flat.push_back(t.reshape(-1));
+    return at::cat(flat);
+  }
+
+  /// Throws Coll's error for a failed call.
+  void call(collResult_t result) {
+    if (result == collSuccess)
+      return;
+    static const char *names[] = {"success",        "unhandled cuda error", "system error",
+                                  "internal error", "invalid argument",     "invalid usage",
+                                  "remote error",   "in progress",          "timeout"};
+    std::string name = result >= 0 && result < collNumResults
+                           ? names[result]
+                           : "result " + std::to_string(static_cast<int>(result));
+    throw CollFailure{"Coll " + name + ": " + collGetLastError(comm_)};
+  }
+
+  struct CollFailure {
+    std::string message;
+  };
+
+  void logOnce(const std::string &message) {
+    {
+      std::lock_guard<std::mutex> lock(saidMutex_);
+      if (!said_.insert(message).second)
+        return;
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    std::fprintf(stderr, "%s:%d:%ld [%d] COLL INFO torch %s (said once)\n", host,
+                 static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), getRank(),
+                 message.c_str());
+    std::fflush(stderr);
+  }
+
+  WorkPtr brokenWork(c10d::OpType type) {
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (broken_.empty())
+      return {};
+    return c10::make_intrusive<CollWork>(
+        getRank(), type, std::vector<at::Tensor>(),
+        backendError("coll: the process group is broken by an earlier error: " + broken_),
+        std::nullopt);
+  }
+
+  /// Waits for the calls handed to the backend underneath, so that a Coll
+  /// call starts after them as the group's calls were issued.
+  void drainFallback() {
+    std::vector<WorkPtr> pending;
+    {
+      std::lock_guard<std::mutex> lock(pendingMutex_);
+      pending.swap(pending_);
+    }
+    for (auto &w : pending) {
+      try {
+        w->wait();
+      } catch (...) {
+        // its error is its caller's, through that Work
+      }
+    }
+  }
+
+  /// Coll serves the call (`viaColl`) when `d` allows it and the
+  /// communicator's choice for the size is an algorithm; else `viaFallback`.
+  template <typename ViaColl, typename ViaFallback>
+  WorkPtr route(const char *collective, c10d::OpType type, size_t nbytes, int root,
+                const Decision &d, std::vector<at::Tensor> outputs,
+                const std::vector<at::Tensor> &tensors, ViaColl &&viaColl,
+                ViaFallback &&viaFallback) {
+    if (auto broken = brokenWork(type))
+      return broken;
+    auto handDown = [&] {
+      WorkPtr work = viaFallback();
+      std::lock_guard<std::mutex> lock(pendingMutex_);
+      std::erase_if(pending_, [](const WorkPtr &w) { return w->isCompleted(); });
+      pending_.push_back(work);
+      return work;
+    };
+    if (!d.unsupported.empty()) {
+      if (info_)
+        logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
+                d.unsupported);
+      return handDown();
+    }
+    if (nbytes > 0) {
+      const Choice &choice = choose(collective, nbytes, root);
+      if (!choice.error.empty()) {
+        if (info_)
+          logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
+                  choice.error);
+        return handDown();
+      }
+      if (choice.library) {
+        if (info_)
+          logOnce(std::string(collective) + ": " + fallbackName_ + " runs it by " + choice.why);
+        return handDown();
+      }
+      if (info_) {
+        bool gpu = false;
+        for (const auto &t : tensors)
+          gpu = gpu || t.is_cuda();
+        if (choice.algo == "local")
+          logOnce(std::string(collective) + ": Coll runs it as a copy (" + choice.why + ")");
+        else
+          logOnce(std::string(collective) + ": Coll runs it" + (gpu ? " on the GPU" : "") +
+                  " with " + choice.algo + " by " + choice.why);
+      }
+    }
+    drainFallback();
+    std::optional<c10::Stream> stream;
+    for (const auto &t : tensors)
+      if (!stream)
+        stream = streamOf(t);
+    std::optional<c10::DeviceGuard> guard;
+    if (stream)
+      guard.emplace(stream->device());
+    std::exception_ptr error;
+    try {
+      viaColl();
+    } catch (const CollFailure &f) {
+      {
+        std::lock_guard<std::mutex> lock(brokenMutex_);
+        if (broken_.empty())
+          broken_ = f.message;
+      }
+      error = backendError(f.message);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs), error,
+                                         error ? std::nullopt : stream);
+  }
+
+  /// What the communicator chooses for a call: an algorithm (or a copy),
+  /// a library underneath, or nothing (`error`).
+  struct Choice {
+    bool library = false;
+    std::string algo, why, error;
+  };
+
+  /// The communicator's choice, asked once per (collective, size, root):
+  /// its table does not change while the group lives (a device that
+  /// refuses an algorithm makes Coll choose another, still Coll's).
+  const Choice &choose(const char *collective, size_t nbytes, int root) {
+    std::lock_guard<std::mutex> lock(choicesMutex_);
+    auto key = std::make_tuple(std::string_view(collective), nbytes, root);
+    if (auto it = choices_.find(key); it != choices_.end())
+      return it->second;
+    if (choices_.size() >= 4096)
+      choices_.clear(); // sizes without end: keep the memory bounded
+    Choice c;
+    char text[1024] = "";
+    if (collCommQueryChoice(comm_, collective, nbytes, root, text, sizeof text) != collSuccess) {
+      c.error = collGetLastError(comm_);
+      c.error = c.error.substr(0, c.error.find('\n'));
+    } else {
+      std::string_view all(text);
+      size_t sep = all.find(" -- ");
+      c.algo = std::string(all.substr(0, sep));
+      c.why = sep == std::string_view::npos ? "" : std::string(all.substr(sep + 4));
+      c.library = c.algo.rfind("library:", 0) == 0;
+    }
+    return choices_.emplace(key, std::move(c)).first->second;
+  }
+
+  void destroy() {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    if (comm_)
+      collCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+
+  collComm_t comm_;
+  std::mutex commMutex_;
+  BackendPtr fallback_;
+  std::string fallbackName_;
+  bool info_;
+  std::mutex saidMutex_;
+  std::set<std::string> said_;
+  std::mutex brokenMutex_;
+  std::string broken_;
+  std::mutex pendingMutex_;
+  std::vector<WorkPtr> pending_;
+  std::mutex choicesMutex_;
+  std::map<std::tuple<std::string_view, size_t, int>, Choice> choices_;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_c10d, m) {
+  m.doc() = "coll.torch's c10d backend (runtime/python/backend/ProcessGroupColl.cpp)";
+  // Takes over the communicator `comm` (a collComm_t as an integer, which the
+  // caller must not use again); `fallback` runs what Coll does not.
+  m.def(
+      "create",
+      [](uintptr_t comm, int rank, int size, BackendPtr fallback,
+         const std::string &fallbackName) -> BackendPtr {
+        TORCH_CHECK(comm != 0, "coll: create() needs a communicator");
+        TORCH_CHECK(fallback, "coll: create() needs the backend underneath");
+        return c10::make_intrusive<ProcessGroupColl>(reinterpret_cast<collComm_t>(comm), rank,
+                                                     size, std::move(fallback), fallbackName);
+      },
+      pybind11::arg("comm"), pybind11::arg("rank"), pybind11::arg("size"),
+      pybind11::arg("fallback"), pybind11::arg("fallback_name"),
+      pybind11::call_guard<pybind11::gil_scoped_release>());
+}
