@@ -6,7 +6,8 @@
 # nothing of Coll's is left in /dev/shm. MODE tuning adds a tuning table
 # that sends allreduces below 4 KiB to Open MPI; MODE python runs PROGRAM,
 # an mpi4py script, with Debian's python3; MODE device expects every
-# collective served on the GPU path (COLL_CUDA_PLUGIN passed on).
+# collective served on the GPU path (COLL_CUDA_PLUGIN passed on); MODE
+# sweep runs mpi_sweep_check.c and expects its own decisions.
 set -u
 mpirun=$1 n=$2 lib=$3 prog=$4 mode=$5
 # shellcheck source=../../support/time-scale.sh
@@ -34,6 +35,19 @@ if [ "$mode" = python ]; then
 else
   expect+=("MPI_Allgather: falls back to Open MPI: a derived datatype"
            "MPI_Allreduce: falls back to Open MPI: an intercommunicator")
+fi
+if [ "$mode" = sweep ]; then
+  # mpi_sweep_check.c: the corners, each served or handed on, never failed.
+  expect=("MPI_Allreduce: Coll runs it as a copy (one rank"
+          "MPI_Allgather: Coll runs it with" "MPI_Alltoall: Coll runs it with"
+          "MPI_Bcast: Coll runs it with" "MPI_Reduce: Coll runs it with"
+          "MPI_Reduce_scatter_block: Coll runs it with" "MPI_Allreduce: Coll runs it with"
+          "MPI_Bcast: falls back to Open MPI: a derived datatype"
+          "MPI_Allreduce: falls back to Open MPI: datatype MPI_SHORT is not one Coll reduces"
+          "MPI_Allreduce: falls back to Open MPI: datatype MPI_LONG_DOUBLE is not one Coll reduces"
+          "MPI_Allreduce: falls back to Open MPI: datatype MPI_2INT is not one Coll reduces")
+  # One rank: every communicator is one rank's, and Coll copies.
+  [ "$n" = 1 ] && expect=("${expect[@]/Coll runs it with/Coll runs it as a copy (one rank}")
 fi
 if [ "$mode" = device ]; then
   expect=("${expect[@]/Coll runs it with/Coll runs it on the GPU with}")
