@@ -149,33 +149,29 @@ public:
   };
   struct Conn {
     Impl *self = nullptr;
-    bool out = false;
     int peer = -1;
     ConnectionEnd end; ///< a host end (null `control` for a device end)
-    /// What the proxy reads and writes: a host end's ConnectionControl, or
-    /// a device end's counters in the device layout (DeviceEnd).
-    std::atomic<uint64_t> *head = nullptr, *tail = nullptr;
-    std::atomic<uint32_t> *sizes = nullptr;
-    std::byte *fifo = nullptr;
-    uint64_t stride = 0;
-    ir::Protocol protocol = ir::Protocol::Simple;
-    int sender = -1, receiver = -1, channel = -1;
+    /// What the proxy reads and writes, in one shape for both kinds of end:
+    /// a device end as given (device()), a host end's ConnectionControl
+    /// and FIFO seen through the same fields (viewHostEnd()).
+    NetProxy::DeviceEnd view;
     bool device = false;
-    uint32_t program = 0; ///< device ends: their executor's number
-    void viewHostEnd() {
-      head = &end.control->head;
-      tail = &end.control->tail;
-      sizes = end.control->sizes;
-      fifo = end.fifo;
-      stride = slotStride(end.shape);
-      protocol = end.shape.protocol;
-      sender = end.sender;
-      receiver = end.receiver;
-      channel = end.channel;
+    void viewHostEnd(bool outbound) {
+      view.head = &end.control->head;
+      view.tail = &end.control->tail;
+      view.sizes = end.control->sizes;
+      view.fifo = end.fifo;
+      view.slotStride = slotStride(end.shape);
+      view.protocol = end.shape.protocol;
+      view.sender = end.sender;
+      view.receiver = end.receiver;
+      view.channel = end.channel;
+      view.outbound = outbound;
     }
     uint64_t tag(uint64_t seq) const {
-      return device ? deviceTagOf(program, channel, sender, receiver, seq)
-                    : tagOf(KindData, protocol, channel, sender, receiver, seq);
+      const auto &v = view;
+      return device ? deviceTagOf(v.program, v.channel, v.sender, v.receiver, seq)
+                    : tagOf(KindData, v.protocol, v.channel, v.sender, v.receiver, seq);
     }
     void *mapping = nullptr; ///< outbound: the staging FIFO
     size_t mappingBytes = 0;
@@ -258,14 +254,14 @@ public:
 
   static void sendDone(void *request, ucs_status_t status, void *user) {
     if (Pending *p = finish(request, status, user))
-      publish(*p->conn, p->seq, *p->conn->head);
+      publish(*p->conn, p->seq, *p->conn->view.head);
   }
 
   static void recvDone(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                        void *user) {
     if (Pending *p = finish(request, status, user)) {
       deliver(*p->conn, p->seq, info->length);
-      publish(*p->conn, p->seq, *p->conn->tail);
+      publish(*p->conn, p->seq, *p->conn->view.tail);
     }
   }
 
@@ -273,15 +269,15 @@ public:
   /// its protocol promises.
   static void deliver(Conn &c, uint64_t seq, size_t length) {
     const size_t idx = seq % FifoDepth;
-    std::byte *slot = c.fifo + idx * c.stride;
-    if (c.protocol == ir::Protocol::Simple) {
-      c.sizes[idx].store(static_cast<uint32_t>(length), std::memory_order_relaxed);
+    std::byte *slot = c.view.fifo + idx * c.view.slotStride;
+    if (c.view.protocol == ir::Protocol::Simple) {
+      c.view.sizes[idx].store(static_cast<uint32_t>(length), std::memory_order_relaxed);
       return; // received in place; `tail` publishes it
     }
-    const auto *from = reinterpret_cast<const uint64_t *>(c.bounce.data() + idx * c.stride);
+    const auto *from = reinterpret_cast<const uint64_t *>(c.bounce.data() + idx * c.view.slotStride);
     auto *to = reinterpret_cast<std::atomic<uint64_t> *>(slot);
     const size_t words = length / 8;
-    if (c.protocol == ir::Protocol::LL) {
+    if (c.view.protocol == ir::Protocol::LL) {
       for (size_t w = 0; w < words; ++w)
         to[w].store(from[w], std::memory_order_relaxed);
     } else {
@@ -322,7 +318,7 @@ public:
     ucp_request_param_t param{};
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    if (c.out)
+    if (c.view.outbound)
       param.cb.send = &sendDone;
     else
       param.cb.recv = &recvDone;
@@ -344,26 +340,26 @@ public:
   /// slot of the receiver's FIFO.
   bool post(Conn &c) {
     bool moved = false;
-    const uint64_t stride = c.stride;
-    if (c.out) {
-      const uint64_t tail = c.tail->load(std::memory_order_acquire);
+    const uint64_t stride = c.view.slotStride;
+    if (c.view.outbound) {
+      const uint64_t tail = c.view.tail->load(std::memory_order_acquire);
       while (c.posted < tail) {
         const size_t idx = c.posted % FifoDepth;
         const uint64_t bytes =
-            wireBytes(c.protocol, c.sizes[idx].load(std::memory_order_relaxed));
+            wireBytes(c.view.protocol, c.view.sizes[idx].load(std::memory_order_relaxed));
         if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
-              return ucp_tag_send_nbx(peers[c.peer].ep, c.fifo + idx * stride, bytes, tag,
+              return ucp_tag_send_nbx(peers[c.peer].ep, c.view.fifo + idx * stride, bytes, tag,
                                       &param);
             }))
           return moved;
         moved = true;
       }
     } else {
-      const uint64_t head = c.head->load(std::memory_order_acquire);
+      const uint64_t head = c.view.head->load(std::memory_order_acquire);
       while (c.posted < head + FifoDepth) {
         const size_t idx = c.posted % FifoDepth;
-        std::byte *buffer = c.protocol == ir::Protocol::Simple
-                                ? c.fifo + idx * stride
+        std::byte *buffer = c.view.protocol == ir::Protocol::Simple
+                                ? c.view.fifo + idx * stride
                                 : c.bounce.data() + idx * stride;
         if (!postSlot(c, c.posted, [&](uint64_t tag, const ucp_request_param_t &param) {
               return ucp_tag_recv_nbx(worker, buffer, stride, tag, ~uint64_t(0), &param);
@@ -669,7 +665,6 @@ llvm::Expected<ConnectionEnd> NetProxy::outbound(int receiver, int channel,
                                   channel, MaxChannels));
   auto c = std::make_unique<Impl::Conn>();
   c->self = &m;
-  c->out = true;
   c->peer = receiver;
   c->mappingBytes = shape.totalBytes();
   void *memory = ::mmap(nullptr, c->mappingBytes, PROT_READ | PROT_WRITE,
@@ -679,10 +674,10 @@ llvm::Expected<ConnectionEnd> NetProxy::outbound(int receiver, int channel,
                                   std::strerror(errno)));
   c->mapping = memory;
   c->end = ConnectionEnd::bind(memory, shape, &m.bell, m.opts.rank, receiver, channel);
-  c->viewHostEnd();
+  c->viewHostEnd(/*outbound=*/true);
   ConnectionEnd end = c->end;
   std::lock_guard<std::mutex> lock(m.connMutex);
-  m.outCounters.push_back({c->head, c->tail});
+  m.outCounters.push_back({c->view.head, c->view.tail});
   m.added.push_back(std::move(c));
   m.haveAdded.store(true, std::memory_order_release);
   m.bell.ring();
@@ -700,7 +695,7 @@ llvm::Error NetProxy::inbound(const ConnectionEnd &end) {
   c->self = &m;
   c->peer = end.sender;
   c->end = end;
-  c->viewHostEnd();
+  c->viewHostEnd(/*outbound=*/false);
   if (end.shape.protocol != ir::Protocol::Simple)
     c->bounce.resize(FifoDepth * slotStride(end.shape));
   std::lock_guard<std::mutex> lock(m.connMutex);
@@ -726,27 +721,17 @@ llvm::Error NetProxy::device(const DeviceEnd &end) {
     return netError("LL128 does not cross hosts (its FIFOs are in host memory)");
   auto c = std::make_unique<Impl::Conn>();
   c->self = &m;
-  c->out = end.outbound;
   c->peer = peer;
-  c->head = end.head;
-  c->tail = end.tail;
-  c->sizes = end.sizes;
-  c->fifo = end.fifo;
-  c->stride = end.slotStride;
-  c->protocol = end.protocol;
-  c->sender = end.sender;
-  c->receiver = end.receiver;
-  c->channel = end.channel;
+  c->view = end;
   c->device = true;
-  c->program = end.program;
   // What this end's counters say already (an executor reused after a stop
   // starts from them).
-  c->posted = c->published = end.outbound ? c->head->load() : c->tail->load();
+  c->posted = c->published = end.outbound ? c->view.head->load() : c->view.tail->load();
   if (!end.outbound && end.protocol != ir::Protocol::Simple)
     c->bounce.resize(FifoDepth * end.slotStride);
   std::lock_guard<std::mutex> lock(m.connMutex);
   if (end.outbound)
-    m.outCounters.push_back({c->head, c->tail});
+    m.outCounters.push_back({c->view.head, c->view.tail});
   m.added.push_back(std::move(c));
   m.haveAdded.store(true, std::memory_order_release);
   m.polling.store(true, std::memory_order_relaxed);
