@@ -401,11 +401,8 @@ public:
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllgatherOptions &opts) override {
-    std::vector<WorkPtr> works;
-    for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i)
-      works.push_back(_allgather_base(outputs[i], inputs[i], opts));
-    return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
-                                           std::move(works), outputs);
+    return eachPair(outputs, inputs,
+                    [&](at::Tensor &o, at::Tensor &i) { return _allgather_base(o, i, opts); });
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
@@ -465,11 +462,9 @@ public:
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::ReduceScatterOptions &opts) override {
-    std::vector<WorkPtr> works;
-    for (size_t i = 0; i < outputs.size() && i < inputs.size(); ++i)
-      works.push_back(_reduce_scatter_base(outputs[i], inputs[i], opts));
-    return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
-                                           std::move(works), outputs);
+    return eachPair(outputs, inputs, [&](at::Tensor &o, at::Tensor &i) {
+      return _reduce_scatter_base(o, i, opts);
+    });
   }
 
   WorkPtr alltoall_base(at::Tensor &output, at::Tensor &input,
@@ -647,6 +642,19 @@ private:
     for (const auto &t : tensors)
       n += t.nbytes();
     return n;
+  }
+
+  /// The coalesced forms: one call per (output, input), in order, as one Work.
+  template <typename Call>
+  WorkPtr eachPair(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                   Call &&call) {
+    TORCH_CHECK(outputs.size() == inputs.size(), "coll: ", outputs.size(), " outputs for ",
+                inputs.size(), " inputs");
+    std::vector<WorkPtr> works;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      works.push_back(call(outputs[i], inputs[i]));
+    return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
+                                           std::move(works), outputs);
   }
 
   /// Whether Coll takes these tensors, and their dtype in its terms.
