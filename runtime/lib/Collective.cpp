@@ -405,7 +405,9 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   }
   const ir::Collective coll = collectiveOf(op.kind);
   const uint64_t bytes = op.selectionBytes(c.nranks);
-  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0);
+  const bool onDevice = op.device >= 0 || c.config.emulatedDevice;
+  auto chosen =
+      c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0, onDevice);
   if (!chosen) {
     // The same answer on every rank (the same algorithms, rules and
     // refusals): the call may go to a library underneath (CollError::agreed).

@@ -49,8 +49,8 @@ int Communicator::nranks() const { return impl->nranks; }
 const Config &Communicator::config() const { return impl->config; }
 
 llvm::Expected<const Choice *> Communicator::select(ir::Collective coll, uint64_t bytes,
-                                                    int root) {
-  return impl->select(coll, bytes, root);
+                                                    int root, bool device) {
+  return impl->select(coll, bytes, root, device);
 }
 
 collResult_t Communicator::asyncError() const {

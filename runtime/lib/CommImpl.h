@@ -209,7 +209,7 @@ public:
   /// Choices made so far, never erased (select hands out pointers into it);
   /// the mutex: bindings ask (collCommQueryChoice) on one thread while
   /// another runs calls.
-  std::map<std::tuple<int, uint64_t, int, uint64_t>, Choice> choices;
+  std::map<std::tuple<int, uint64_t, int, uint64_t, bool>, Choice> choices;
   /// Set on every rank at once by the device call that finds FIFOs of an
   /// LL128 program in host memory (GPUs without P2P, other hosts;
   /// deviceFor): from then on no LL128 program is chosen, as NCCL uses
@@ -295,9 +295,13 @@ public:
   /// registry, with rules from the cost model. Collective.
   llvm::Error synthesizeForJob();
   void logSelection();
-  bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, std::string &reason) const;
+  bool applies(const LoadedAlgorithm &a, uint64_t bytes, int root, bool device,
+               std::string &reason) const;
   /// The choice for a call, from the cache (valid until the next select).
-  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
+  /// `device`: for a call on device buffers, which also passes over what
+  /// the devices refused (avoidLL128, refusedOnDevice).
+  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
+                                        bool device = false);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
   llvm::Expected<DeviceExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
                                            int device);

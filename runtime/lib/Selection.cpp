@@ -87,14 +87,17 @@ bool isCrowdedRule(const TuningRule &rule) {
 }
 
 bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int root,
-                                 std::string &reason) const {
+                                 bool device, std::string &reason) const {
   const interp::Plan &plan = a.compiled->plan;
-  if (a.protocol == ir::Protocol::LL128 && avoidLL128.load(std::memory_order_relaxed)) {
+  // What the devices refused holds for device calls only: the host backend
+  // runs every program.
+  if (device && a.protocol == ir::Protocol::LL128 &&
+      avoidLL128.load(std::memory_order_relaxed)) {
     reason = "LL128 is not used here: the job's device calls have FIFOs in host memory (GPUs "
              "without P2P, or other hosts), where LL128's lines may not arrive whole";
     return false;
   }
-  if (selectionEpoch.load(std::memory_order_relaxed)) {
+  if (device && selectionEpoch.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(refusedMutex);
     if (auto found = refusedOnDevice.find(&a); found != refusedOnDevice.end()) {
       reason = "it could not run on this communicator's devices: " + found->second;
@@ -118,24 +121,27 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
 }
 
 llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
-                                                          int root) {
+                                                          int root, bool device) {
   // A loop of one call is the common case: the calling thread's last
   // answer, without the lock (entries of `choices` are never erased).
   struct Last {
     uint64_t serial = 0, bytes = 0;
     int coll = -1, root = 0;
     uint64_t epoch = 0;
+    bool device = false;
     const Choice *choice = nullptr;
   };
   thread_local Last last;
-  const uint64_t epoch = selectionEpoch.load(std::memory_order_acquire);
+  // Device calls see the refusals of the devices (a new epoch each), host
+  // calls never do.
+  const uint64_t epoch = device ? selectionEpoch.load(std::memory_order_acquire) : 0;
   if (last.serial == serial && last.bytes == bytes && last.coll == static_cast<int>(coll) &&
-      last.root == root && last.epoch == epoch)
+      last.root == root && last.epoch == epoch && last.device == device)
     return last.choice;
-  auto key = std::make_tuple(static_cast<int>(coll), bytes, root, epoch);
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, root, epoch, device);
   std::lock_guard<std::mutex> lock(choicesMutex);
   if (auto found = choices.find(key); found != choices.end()) {
-    last = Last{serial, bytes, static_cast<int>(coll), root, epoch, &found->second};
+    last = Last{serial, bytes, static_cast<int>(coll), root, epoch, device, &found->second};
     return &found->second;
   }
 
@@ -170,7 +176,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
       if (a.collective != coll || !accept(a))
         continue;
       std::string reason;
-      if (applies(a, bytes, root, reason))
+      if (applies(a, bytes, root, device, reason))
         return &a;
     }
     return nullptr;
@@ -207,7 +213,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
           std::string reason;
           if (a.collective != coll)
             reason = "it is a " + ir::collectiveName(a.collective).str();
-          else if (applies(a, bytes, root, reason))
+          else if (applies(a, bytes, root, device, reason))
             return makeChoice(&a, "", why);
           rejections.push_back(llvm::formatv("{0}: {1} ({2}) does not apply: {3}", why, a.name,
                                              a.origin, reason));
@@ -237,7 +243,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
     if (a.collective != coll)
       continue;
     std::string reason;
-    applies(a, bytes, root, reason);
+    applies(a, bytes, root, device, reason);
     message += "\n  " + a.name + " (" + a.origin + "): " + reason;
   }
   for (const Rejection &r : registry->rejections())

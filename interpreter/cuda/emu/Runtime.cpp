@@ -384,6 +384,7 @@ const char *cudaGetErrorName(cudaError_t error) {
   case cudaErrorPeerAccessAlreadyEnabled:
     return "cudaErrorPeerAccessAlreadyEnabled";
   case cudaErrorPeerAccessUnsupported: return "cudaErrorPeerAccessUnsupported";
+  case cudaErrorMapBufferObjectFailed: return "cudaErrorMapBufferObjectFailed";
   case cudaErrorHostMemoryAlreadyRegistered: return "cudaErrorHostMemoryAlreadyRegistered";
   case cudaErrorHostMemoryNotRegistered: return "cudaErrorHostMemoryNotRegistered";
   case cudaErrorInvalidContext: return "cudaErrorInvalidContext";
@@ -409,6 +410,7 @@ const char *cudaGetErrorString(cudaError_t error) {
   case cudaErrorPeerAccessAlreadyEnabled:
     return "peer access is already enabled";
   case cudaErrorPeerAccessUnsupported: return "peer access is not supported between these two devices";
+  case cudaErrorMapBufferObjectFailed: return "mapping of buffer object failed";
   case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
   case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
   case cudaErrorInvalidContext: return "invalid device context";
@@ -896,6 +898,9 @@ cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned
   // As CUDA: a process does not open its own handles.
   if (h.pid == getpid())
     return cudaErrorInvalidContext;
+  // A planted fault: the peer's memory cannot be mapped.
+  if (const char *v = std::getenv("COLL_EMULATED_IPC"); v && std::strcmp(v, "fail") == 0)
+    return cudaErrorMapBufferObjectFailed;
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)

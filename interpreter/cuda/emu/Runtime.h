@@ -35,6 +35,7 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidContext = 201,
+  cudaErrorMapBufferObjectFailed = 205,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
   cudaErrorPeerAccessUnsupported = 217,
@@ -162,7 +163,9 @@ cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags);
 cudaError_t cudaHostRegister(void *ptr, size_t bytes, unsigned flags);
 cudaError_t cudaHostUnregister(void *ptr);
 /// `ptr` must be the start of a cudaMalloc allocation. Opening a handle of
-/// this same process fails (cudaErrorInvalidContext), as in CUDA.
+/// this same process fails (cudaErrorInvalidContext), as in CUDA. With
+/// COLL_EMULATED_IPC=fail every open of a valid handle fails with
+/// cudaErrorMapBufferObjectFailed: a peer GPU whose memory cannot be mapped.
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr);
 cudaError_t cudaIpcOpenMemHandle(void **ptr, cudaIpcMemHandle_t handle, unsigned flags);
 cudaError_t cudaIpcCloseMemHandle(void *ptr);

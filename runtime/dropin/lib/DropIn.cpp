@@ -51,7 +51,8 @@ bool collRuns(const char *collective, Communicator &c, Op &op, const char *libra
     return true;
   const ir::Collective coll = collectiveOf(op.kind);
   const uint64_t bytes = op.selectionBytes(c.nranks());
-  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0);
+  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0,
+                         op.device >= 0);
   if (!chosen) {
     std::string message;
     takeResult(chosen.takeError(), message);

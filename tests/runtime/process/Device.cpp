@@ -191,6 +191,38 @@ void gpuUnserved() {
   checks += 3;
 }
 
+/// gpu-unmappable (COLL_EMULATED_IPC=fail: the emulation cannot map another
+/// process's memory): no rank can map its peers' FIFOs. A device call fails
+/// on every rank with a report naming the mapping, well within the watchdog
+/// period, and so does the next one; host calls go on. For the emulation
+/// only: on a GPU the mapping works.
+void gpuUnmappable() {
+  std::vector<unsigned char> host(64 * 4, 0);
+  DeviceBuffer d(host);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const auto start = std::chrono::steady_clock::now();
+    collResult_t r = collAllReduce(d.ptr, d.ptr, 64, collFloat32, collSum, comm, nullptr);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    if (r == collSuccess)
+      failNow("a device allreduce whose FIFOs cannot be mapped succeeded");
+    const std::string message = collGetLastError(comm);
+    for (const char *needle : {"cannot map rank", "cudaErrorMapBufferObjectFailed"})
+      if (message.find(needle) == std::string::npos)
+        failNow("attempt " + std::to_string(attempt) + ": message '" + message + "' lacks '" +
+                needle + "'");
+    if (ms > coll::testing::scaledMs(5000))
+      failNow("the refusal took " + std::to_string(ms) + " ms");
+  }
+  std::vector<float> x(16, 1.0f);
+  check(collAllReduce(x.data(), x.data(), 16, collFloat32, collSum, comm, nullptr),
+        "host allreduce after the refusal");
+  if (x[0] != float(nranks))
+    failNow("host allreduce after the refusal: wrong result");
+  checks += 3;
+}
+
 /// gpu-trace (COLL_TRACE, set by main before init): an allreduce and an
 /// allgather on device buffers, checked; after destroy, checkGpuTraceFile
 /// finds both calls and the kernel's step slices in this rank's file.

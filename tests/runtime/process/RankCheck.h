@@ -85,6 +85,7 @@ bool selectGpu();
 void gpuKill();
 void gpuAbort();
 void gpuUnserved();
+void gpuUnmappable();
 void gpuTrace();
 /// gpu-trace's COLL_TRACE, set before init, and the check of the file it
 /// wrote, after destroy.

@@ -135,7 +135,8 @@ public:
   /// Which algorithm serves `coll` for `bytes` (nccl-tests' size) and
   /// `root`; the error names every candidate and why it was rejected. The
   /// choice is the communicator's cached one, valid until the next select.
-  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root);
+  llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
+                                        bool device = false);
 
   /// Collective over this communicator (color COLL_SPLIT_NOCOLOR: null).
   llvm::Expected<std::unique_ptr<Communicator>> split(int color, int key, const Config &config);
