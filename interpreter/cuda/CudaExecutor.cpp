@@ -660,6 +660,9 @@ llvm::Error CudaExecutor::Impl::start() {
   if (oneRank() && options.rank >= plan.nranks)
     return fail(llvm::formatv("{0}: rank {1} of a plan of {2} ranks", plan.fileName, options.rank,
                               plan.nranks));
+  if (oneRank() ? !plan.holds(options.rank) : plan.planRank >= 0)
+    return fail(llvm::formatv("{0}: the plan holds rank {1}'s steps only", plan.fileName,
+                              plan.planRank));
   firstTb = oneRank() ? plan.rankTbBegin[options.rank] : 0;
   launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
                         : static_cast<int32_t>(plan.tbs.size());

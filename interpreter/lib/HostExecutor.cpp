@@ -226,6 +226,11 @@ HostExecutor::~HostExecutor() = default;
 
 llvm::Expected<std::unique_ptr<HostExecutor>> HostExecutor::create(Plan plan,
                                                                    const HostOptions &options) {
+  if (plan.planRank >= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   plan.fileName + ": the plan holds rank " +
+                                       std::to_string(plan.planRank) +
+                                       "'s steps only; the host executor runs every rank");
   auto impl = std::make_unique<Impl>(std::move(plan), options);
   if (llvm::Error err = impl->start())
     return err;

@@ -144,6 +144,12 @@ void runTask(void *arg) {
 llvm::Expected<std::unique_ptr<RankRunner>>
 RankRunner::create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd> ends,
                    Doorbell &bell, StopControl &stop, const RankOptions &options) {
+  if (rank < 0 || rank >= plan.nranks || !plan.holds(rank))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::formatv("{0}: no steps of rank {1} in the plan (it has "
+                                                 "{2} ranks; rank {3}'s steps only)",
+                                                 plan.fileName, rank, plan.nranks, plan.planRank)
+                                       .str());
   auto impl = std::make_unique<Impl>(plan, rank, bell, stop, options);
   auto shape = FifoShape::of(plan.protocol, options.slotBytes);
   if (!shape)

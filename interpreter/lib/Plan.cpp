@@ -233,7 +233,122 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   ClassPropagation propagation(alg, analysis, plan, where);
   if (llvm::Error err = propagation.run())
     return err;
+  std::vector<bool> used(static_cast<size_t>(std::max(plan.shape.chunksPerBlock, 1)), false);
+  for (const PlanSlice &slice : plan.slices)
+    if (slice.cls >= 0 && static_cast<size_t>(slice.cls) < used.size())
+      used[slice.cls] = true;
+  for (size_t c = 0; c < used.size(); ++c)
+    if (used[c])
+      plan.sliceClasses.push_back(static_cast<int32_t>(c));
   return plan;
+}
+
+Plan slicePlan(const Plan &whole, int32_t rank) {
+  Plan plan;
+  plan.fileName = whole.fileName;
+  plan.name = whole.name;
+  plan.collective = whole.collective;
+  plan.protocol = whole.protocol;
+  plan.nranks = whole.nranks;
+  plan.root = whole.root;
+  plan.inplace = whole.inplace;
+  plan.outofplace = whole.outofplace;
+  plan.minBytes = whole.minBytes;
+  plan.maxBytes = whole.maxBytes;
+  plan.shape = whole.shape;
+  plan.condition = whole.condition;
+  plan.maxIrSteps = whole.maxIrSteps;
+  plan.scratchChunks = whole.scratchChunks;
+  plan.rankTbBegin = whole.rankTbBegin;
+  plan.connections = whole.connections;
+  plan.conflicts = whole.conflicts;
+  plan.sliceClasses = whole.sliceClasses;
+  plan.planRank = rank;
+  plan.tbs = whole.tbs;
+  const int32_t first = whole.rankTbBegin[rank], last = whole.rankTbBegin[rank + 1];
+  int32_t stepBase = 0, sliceBase = 0;
+  if (first < last) {
+    stepBase = whole.tbs[first].stepBegin;
+    sliceBase = whole.tbs[first].sliceBegin;
+    const PlanTb &end = whole.tbs[last - 1];
+    plan.steps.assign(whole.steps.begin() + stepBase,
+                      whole.steps.begin() + end.stepBegin + end.nSteps);
+    plan.slices.assign(whole.slices.begin() + sliceBase,
+                       whole.slices.begin() + end.sliceBegin + end.nSlices);
+  }
+  for (PlanStep &step : plan.steps)
+    step.sliceBegin -= sliceBase;
+  for (int32_t t = 0; t < static_cast<int32_t>(plan.tbs.size()); ++t) {
+    PlanTb &tb = plan.tbs[t];
+    if (t >= first && t < last) {
+      tb.stepBegin -= stepBase;
+      tb.sliceBegin -= sliceBase;
+    } else {
+      tb.stepBegin = tb.nSteps = tb.sliceBegin = tb.nSlices = 0;
+    }
+  }
+  return plan;
+}
+
+llvm::Error checkPlanIndices(const Plan &p) {
+  auto bad = [&](const llvm::Twine &what) {
+    return planError(p.fileName, 0, "the plan is damaged: " + what);
+  };
+  const auto ntbs = static_cast<int64_t>(p.tbs.size());
+  const auto nsteps = static_cast<int64_t>(p.steps.size());
+  const auto nslices = static_cast<int64_t>(p.slices.size());
+  const auto nconns = static_cast<int64_t>(p.connections.size());
+  if (p.nranks < 1 || p.planRank < -1 || p.planRank >= p.nranks ||
+      p.rankTbBegin.size() != static_cast<size_t>(p.nranks) + 1 ||
+      p.scratchChunks.size() != static_cast<size_t>(p.nranks) || p.rankTbBegin.front() != 0 ||
+      p.rankTbBegin.back() != ntbs || p.shape.nranks != p.nranks ||
+      p.shape.chunksPerBlock < 1 || p.maxIrSteps < 0 ||
+      static_cast<unsigned>(p.protocol) > 2)
+    return bad("its ranks, tbs or shape");
+  for (int32_t r = 0; r < p.nranks; ++r)
+    if (p.rankTbBegin[r] > p.rankTbBegin[r + 1] || p.scratchChunks[r] < 0)
+      return bad(llvm::formatv("rank {0}'s tbs or scratch", r));
+  for (int32_t cls : p.sliceClasses)
+    if (cls < 0 || cls >= p.shape.chunksPerBlock)
+      return bad("its chunk classes");
+  for (const PlanConnection &c : p.connections)
+    if (c.sender < 0 || c.sender >= p.nranks || c.receiver < 0 || c.receiver >= p.nranks ||
+        c.sendTb < p.rankTbBegin[c.sender] || c.sendTb >= p.rankTbBegin[c.sender + 1] ||
+        c.recvTb < p.rankTbBegin[c.receiver] || c.recvTb >= p.rankTbBegin[c.receiver + 1])
+      return bad("a connection");
+  for (int32_t r = 0; r < p.nranks; ++r)
+    for (int32_t t = p.rankTbBegin[r]; t < p.rankTbBegin[r + 1]; ++t) {
+      const PlanTb &tb = p.tbs[t];
+      auto inRange = [](int64_t begin, int64_t n, int64_t size) {
+        return begin >= 0 && n >= 0 && begin + n <= size;
+      };
+      if (tb.rank != r || tb.tb != t - p.rankTbBegin[r] || tb.sendConn < -1 ||
+          tb.sendConn >= nconns || tb.recvConn < -1 || tb.recvConn >= nconns ||
+          !inRange(tb.stepBegin, tb.nSteps, nsteps) || !inRange(tb.sliceBegin, tb.nSlices, nslices))
+        return bad(llvm::formatv("gpu {0} tb {1}", r, t - p.rankTbBegin[r]));
+      if (!p.holds(r) && (tb.nSteps || tb.nSlices))
+        return bad(llvm::formatv("gpu {0} has steps in a plan of rank {1}", r, p.planRank));
+      for (int32_t i = 0; i < tb.nSteps; ++i) {
+        const PlanStep &s = p.steps[tb.stepBegin + i];
+        const int64_t n = int64_t(s.count) * s.nsrc;
+        if (static_cast<unsigned>(s.type) >= ir::NumStepTypes || s.srcBuf > 2 || s.dstBuf > 2 ||
+            s.nsrc < 1 || s.nsrc > MaxReduceSources || s.count < 0 ||
+            s.sliceBegin < tb.sliceBegin || s.sliceBegin + n > int64_t(tb.sliceBegin) + tb.nSlices ||
+            (s.depTb != -1 && (s.depTb < p.rankTbBegin[r] || s.depTb >= p.rankTbBegin[r + 1])) ||
+            s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1))
+          return bad(llvm::formatv("gpu {0} tb {1} step {2}", r, tb.tb, i));
+        for (int64_t k = 0; k < n; ++k) {
+          const PlanSlice &slice = p.slices[s.sliceBegin + k];
+          if (slice.srcChunk < 0 || slice.dstChunk < 0 || slice.cls < 0 ||
+              slice.cls >= p.shape.chunksPerBlock)
+            return bad(llvm::formatv("gpu {0} tb {1} step {2}: a chunk", r, tb.tb, i));
+        }
+      }
+    }
+  for (const SizeConflict &c : p.conflicts)
+    if (c.a < 0 || c.b < 0 || c.a >= p.shape.chunksPerBlock || c.b >= p.shape.chunksPerBlock)
+      return bad("a size conflict");
+  return llvm::Error::success();
 }
 
 llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
@@ -292,6 +407,9 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
       }
     }
   }
+  // The other ranks' slices too, where this plan holds one rank's.
+  for (int32_t cls : plan.sliceClasses)
+    call.maxChunkElems = std::max(call.maxChunkElems, layout.classSize(cls));
   return call;
 }
 

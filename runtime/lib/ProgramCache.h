@@ -11,9 +11,15 @@
 //   - the program's source text, the parameters it was compiled with and the
 //     variant (protocol, name).
 //
-// An entry is the algorithm in a compact binary form (reading XML would
-// cost more than planning it) and holds a digest of its own content: a truncated or damaged file is
-// treated as a miss and rewritten. Entries are written to a temporary name
+// An entry is the program's plan (interpreter/Plan.h), the runtime's own
+// form, laid out so that one rank reads only its own part: a common part
+// (the job's tbs, connections and scratch sizes, a few bytes per tb) and
+// then every rank's steps and slices, each rank's a contiguous range with
+// its own checksum. A rank of a 4096-rank job reads the common part and its
+// range, never the other ranks' steps, and neither compiles, proves nor
+// plans the program (docs/RUNTIME.md, "The program cache"). A damaged part
+// (a checksum that does not match, a truncated file, an index out of range)
+// is a miss and is rewritten. Entries are written to a temporary name
 // and renamed, so ranks that compile the same program at once never read a
 // partial file. The cache only ever holds what this build's compiler
 // produced and proved, so a hit is trusted as the compilation would be; a
@@ -24,7 +30,7 @@
 #ifndef COLL_RUNTIME_PROGRAMCACHE_H
 #define COLL_RUNTIME_PROGRAMCACHE_H
 
-#include "coll/ir/Algorithm.h"
+#include "coll/interpreter/Plan.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -39,9 +45,13 @@ std::string selfBuildId();
 
 class ProgramCache {
 public:
-  /// What a compilation gave: an algorithm, or why there is none.
+  /// What a compilation gave: a plan, or why there is none.
   struct Entry {
-    std::optional<ir::Algorithm> alg;
+    /// Stored: the whole job's plan. Loaded: the plan of the rank asked
+    /// for (Plan::planRank), or the whole plan when asked for rank -1.
+    std::optional<interp::Plan> plan;
+    uint64_t hash = 0;      ///< ir::hashAlgorithm of the program's IR
+    int32_t maxChannel = 0; ///< its highest channel
     std::string error;
   };
 
@@ -60,10 +70,10 @@ public:
   /// The key of compiling `source` with `parameters` (any text that tells
   /// the parameters and variant apart) by this build.
   std::string key(llvm::StringRef source, llvm::StringRef parameters) const;
-  /// The entry stored under `key`; nothing when there is none or it is
-  /// damaged.
-  std::optional<Entry> load(llvm::StringRef key) const;
-  /// Stores `entry` under `key`; a cache that cannot be written is skipped
+  /// The entry stored under `key`, with `rank`'s plan (-1: every rank's);
+  /// nothing when there is none, or the parts it needs are damaged.
+  std::optional<Entry> load(llvm::StringRef key, int32_t rank) const;
+  /// Stores `entry` (a whole plan, or an error) under `key`; a cache that cannot be written is skipped
   /// (the result is returned by the caller either way). Returns whether it
   /// was written.
   bool store(llvm::StringRef key, const Entry &entry) const;

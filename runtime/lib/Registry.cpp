@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace coll::rt {
 
@@ -98,7 +99,10 @@ struct CacheEntry {
   bool fromDisk = false; ///< read from the program cache
 };
 std::mutex cacheMutex; // also serialises the compiler (ANTLR's shared caches)
-std::map<std::pair<uint64_t, std::string>, CacheEntry> cache;
+/// By (source hash, parameters and variant, rank): rank -1 for programs
+/// that hold every rank's plan (compiled here), else the rank whose plan
+/// was read from the program cache.
+std::map<std::tuple<uint64_t, std::string, int>, CacheEntry> cache;
 
 std::string paramKey(const std::vector<std::pair<std::string, int64_t>> &params) {
   std::string key;
@@ -189,50 +193,59 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
 /// compiled, and then kept in both.
 CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
                          const std::vector<std::pair<std::string, int64_t>> &params,
-                         const ProgramVariant &variant, const ProgramCache *disk) {
+                         const ProgramVariant &variant, const ProgramCache *disk, int rank) {
 #if COLL_RUNTIME_HAVE_LANG
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::string variantKey = variant.name;
   if (variant.protocol)
     variantKey += "@" + ir::protocolName(*variant.protocol).str();
-  auto key = std::make_pair(uint64_t(llvm::hash_value(source)), paramKey(params) + variantKey);
-  auto found = cache.find(key);
-  if (found != cache.end())
-    return found->second;
+  const uint64_t sourceHash = llvm::hash_value(source);
+  const std::string settings = paramKey(params) + variantKey;
+  // Every rank's plan serves any rank; a rank's own serves that rank.
+  for (int held : {-1, rank}) {
+    auto found = cache.find({sourceHash, settings, held});
+    if (found != cache.end())
+      return found->second;
+  }
   std::string diskKey;
   if (disk && disk->enabled()) {
     // The origin names the program in error messages.
-    diskKey = disk->key(source, origin.str() + '\0' + key.second);
+    diskKey = disk->key(source, origin.str() + '\0' + settings);
     std::optional<PhaseTimer> timer(std::in_place, "cache-read", "reading the program cache");
-    std::optional<ProgramCache::Entry> hit = disk->load(diskKey);
+    std::optional<ProgramCache::Entry> hit = disk->load(diskKey, rank);
     timer.reset();
     if (hit) {
+      // Proven by the compilation that stored it (ProgramCache.h): no IR
+      // to verify, no plan to build.
       CacheEntry entry;
       entry.fromDisk = true;
-      entry.compileError = !hit->alg;
+      entry.compileError = !hit->plan;
       entry.error = hit->error;
-      if (hit->alg) {
-        // Proven by the compilation that stored it (ProgramCache.h).
-        auto planned = planAlgorithm(std::move(*hit->alg), origin, Proof::ProvenByCompiler);
-        if (planned)
-          entry.compiled = std::move(*planned);
-        else
-          entry.error = firstLine(llvm::toString(planned.takeError()));
+      if (hit->plan) {
+        auto compiled = std::make_shared<Compiled>();
+        compiled->plan = std::move(*hit->plan);
+        compiled->plan.fileName = origin.str();
+        compiled->hash = hit->hash;
+        compiled->maxChannel = hit->maxChannel;
+        entry.compiled = std::move(compiled);
       }
-      cache.emplace(key, entry);
+      cache.emplace(std::make_tuple(sourceHash, settings, entry.compiled ? rank : -1), entry);
       return entry;
     }
   }
   CacheEntry entry = compileProgram(source, origin, params, variant);
   if (!diskKey.empty() && (entry.compiled || entry.compileError)) {
     ProgramCache::Entry stored;
-    if (entry.compiled)
-      stored.alg = entry.compiled->alg;
+    if (entry.compiled) {
+      stored.plan = entry.compiled->plan;
+      stored.hash = entry.compiled->hash;
+      stored.maxChannel = entry.compiled->maxChannel;
+    }
     stored.error = entry.error;
     PhaseTimer timer("cache-write", "writing the program cache");
     disk->store(diskKey, stored);
   }
-  cache.emplace(key, entry);
+  cache.emplace(std::make_tuple(sourceHash, settings, -1), entry);
   return entry;
 #else
   (void)source;
@@ -240,6 +253,7 @@ CacheEntry compileCached(llvm::StringRef source, llvm::StringRef origin,
   (void)params;
   (void)variant;
   (void)disk;
+  (void)rank;
   CacheEntry entry;
   entry.error = "this build of Coll has no .coll compiler (configured with "
                 "COLL_ENABLE_LANG=OFF); use compiled XML";
@@ -305,31 +319,32 @@ llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
 llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Shape &shape) {
   Registry reg;
   reg.shape = shape;
+  reg.rank = options.rank;
   if (!options.cacheDir.empty())
     reg.disk = std::make_shared<const ProgramCache>(options.cacheDir);
 
   auto addCompiled = [&](std::shared_ptr<const Compiled> compiled, const std::string &origin,
                          bool builtin, bool anyRoot, const std::string &source,
                          std::vector<std::pair<std::string, int64_t>> params) {
-    const ir::Algorithm &alg = compiled->alg;
-    if (alg.ngpus() != shape.nranks) {
+    const interp::Plan &plan = compiled->plan;
+    if (plan.nranks != shape.nranks) {
       reg.rejected.push_back(
-          {alg.name, origin,
-           llvm::formatv("written for {0} ranks; the communicator has {1}", alg.ngpus(),
+          {plan.name, origin,
+           llvm::formatv("written for {0} ranks; the communicator has {1}", plan.nranks,
                          shape.nranks)});
       return;
     }
-    if (alg.collective == ir::Collective::Custom) {
-      reg.rejected.push_back({alg.name, origin,
+    if (plan.collective == ir::Collective::Custom) {
+      reg.rejected.push_back({plan.name, origin,
                               "a custom collective has no API call to serve"});
       return;
     }
     LoadedAlgorithm la;
-    la.name = alg.name;
+    la.name = plan.name;
     la.origin = origin;
     la.builtin = builtin;
-    la.collective = alg.collective;
-    la.protocol = alg.protocol;
+    la.collective = plan.collective;
+    la.protocol = plan.protocol;
     la.compiled = std::move(compiled);
     la.anyRoot = anyRoot;
     la.source = source;
@@ -355,7 +370,7 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
       reg.rejected.push_back({name, origin, llvm::toString(params.takeError())});
       return;
     }
-    CacheEntry entry = compileCached(source, origin, *params, variant, reg.disk.get());
+    CacheEntry entry = compileCached(source, origin, *params, variant, reg.disk.get(), reg.rank);
     (entry.fromDisk ? reg.fromCache : reg.compiledHere) += 1;
     if (!entry.compiled) {
       reg.rejected.push_back({name, origin,
@@ -370,7 +385,7 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
       reg.algos.back().protocolOverride = variant.protocol;
 #else
     reg.rejected.push_back(
-        {name, origin, compileCached(source, origin, {}, variant, reg.disk.get()).error});
+        {name, origin, compileCached(source, origin, {}, variant, reg.disk.get(), reg.rank).error});
 #endif
   };
 
@@ -474,7 +489,7 @@ llvm::Expected<std::shared_ptr<const Compiled>> Registry::forRoot(const LoadedAl
     variant.protocol = algo.protocolOverride;
     variant.name = algo.name;
   }
-  CacheEntry entry = compileCached(algo.source, algo.origin, params, variant, disk.get());
+  CacheEntry entry = compileCached(algo.source, algo.origin, params, variant, disk.get(), rank);
   if (!entry.compiled)
     return fail(llvm::formatv("does not compile for root {0}: {1}", root, entry.error));
   return entry.compiled;

@@ -139,6 +139,7 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
   ro.algoFiles = config.algoFiles;
   ro.builtin = config.builtin;
   ro.cacheDir = config.cacheDir;
+  ro.rank = rank; // a plan read from the program cache: this rank's only
   auto loaded = Registry::load(ro, shape);
   if (!loaded)
     return agree(collError(collInvalidArgument, llvm::toString(loaded.takeError())),

@@ -80,11 +80,33 @@ struct Plan {
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
   std::vector<SizeConflict> conflicts;
+  /// The classes the slices of every rank move, sorted and distinct: a
+  /// call's largest chunk (and so its pipeline iterations) is the same on
+  /// every rank, whether its plan holds the whole job or one rank.
+  std::vector<int32_t> sliceClasses;
+  /// The rank whose steps and slices this plan holds, or -1 when it holds
+  /// every rank's. A rank's plan (slicePlan; the program cache) keeps the
+  /// job's tbs, connections, conflicts and scratch sizes, with the other
+  /// ranks' tbs empty (no steps, no slices).
+  int32_t planRank = -1;
 
   int32_t tbCount(int32_t rank) const {
     return rankTbBegin[rank + 1] - rankTbBegin[rank];
   }
+  /// Whether this plan holds `rank`'s steps.
+  bool holds(int32_t rank) const { return planRank < 0 || planRank == rank; }
 };
+
+/// `whole` (a plan of every rank) reduced to what `rank` runs: its own
+/// steps and slices, renumbered from 0, and the rest of the job as
+/// Plan::planRank says.
+Plan slicePlan(const Plan &whole, int32_t rank);
+
+/// Checks that every index of `plan` is in range (tbs, steps, slices,
+/// connections, dependencies, enumerations), for plans read from outside
+/// the process (the program cache). It does not prove the program: that is
+/// ir::verify and ir::check's work, done before the plan was stored.
+llvm::Error checkPlanIndices(const Plan &plan);
 
 /// Builds the plan of a verified algorithm. `analysis` is what ir::verify
 /// returned for it. Fails (with file:line) when a step reads a scratch slot

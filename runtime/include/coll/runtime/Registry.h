@@ -39,6 +39,8 @@ namespace coll::rt {
 
 /// An algorithm ready to run: its IR and plan.
 struct Compiled {
+  /// The IR; empty when the plan was read from the program cache, which
+  /// keeps plans only (and, for a communicator's rank, that rank's plan).
   ir::Algorithm alg;
   interp::Plan plan;
   uint64_t hash = 0;      ///< ir::hashAlgorithm: identical on every rank
@@ -83,6 +85,11 @@ struct RegistryOptions {
   /// The program cache's directory (ProgramCache::fromEnvironment); empty:
   /// programs are compiled every time.
   std::string cacheDir;
+  /// The communicator's rank: a program read from the program cache holds
+  /// this rank's steps only (interp::Plan::planRank), read without the
+  /// other ranks'. -1: every rank's (programs compiled here keep every
+  /// rank's either way).
+  int rank = -1;
 };
 
 class ProgramCache;
@@ -120,6 +127,7 @@ private:
   std::vector<LoadedAlgorithm> algos;
   std::vector<Rejection> rejected;
   Shape shape;
+  int rank = -1; ///< RegistryOptions::rank
   std::shared_ptr<const ProgramCache> disk;
   int fromCache = 0, compiledHere = 0;
 };

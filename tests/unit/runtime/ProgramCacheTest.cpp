@@ -1,0 +1,282 @@
+//===- ProgramCacheTest.cpp - Plans kept whole, read one rank at a time ---===//
+//
+// The program cache stores the whole job's plan of a program and a rank
+// reads back only its own steps (docs/RUNTIME.md, "The program cache"). What
+// a rank reads must be exactly interp::slicePlan of the whole plan, for every
+// built-in program and rank; a damaged part is a miss for the ranks that
+// need it and only for them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramCache.h"
+
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/runtime/Registry.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+using namespace coll;
+using coll::rt::ProgramCache;
+
+namespace {
+
+/// The records of two vectors, byte for byte (the plan's records are POD
+/// with no padding).
+template <typename T> bool sameRecords(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+/// Whether two plans are the same, field by field; names the first that
+/// differs.
+std::string planDifference(const interp::Plan &a, const interp::Plan &b) {
+  if (a.name != b.name || a.fileName != b.fileName)
+    return "names";
+  if (a.collective != b.collective || a.protocol != b.protocol || a.nranks != b.nranks ||
+      a.root != b.root || a.inplace != b.inplace || a.outofplace != b.outofplace ||
+      a.minBytes != b.minBytes || a.maxBytes != b.maxBytes || a.maxIrSteps != b.maxIrSteps ||
+      a.planRank != b.planRank)
+    return "scalars";
+  if (a.shape.nranks != b.shape.nranks || a.shape.chunksPerBlock != b.shape.chunksPerBlock ||
+      a.shape.inputPerRank != b.shape.inputPerRank ||
+      a.shape.outputPerRank != b.shape.outputPerRank)
+    return "shape";
+  if ((a.condition == nullptr) != (b.condition == nullptr))
+    return "condition";
+  if (a.scratchChunks != b.scratchChunks || a.rankTbBegin != b.rankTbBegin ||
+      a.sliceClasses != b.sliceClasses)
+    return "per-rank tables";
+  if (!sameRecords(a.tbs, b.tbs))
+    return "tbs";
+  if (!sameRecords(a.steps, b.steps))
+    return "steps";
+  if (!sameRecords(a.slices, b.slices))
+    return "slices";
+  if (!sameRecords(a.connections, b.connections))
+    return "connections";
+  if (!sameRecords(a.conflicts, b.conflicts))
+    return "conflicts";
+  return "";
+}
+
+/// A fresh directory, removed at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    llvm::SmallString<128> p;
+    if (llvm::sys::fs::createUniqueDirectory("coll-cache-test", p))
+      ADD_FAILURE() << "cannot make a temporary directory";
+    path = std::string(p);
+  }
+  ~TempDir() { llvm::sys::fs::remove_directories(path); }
+};
+
+/// Every built-in program compiled for `shape`, every rank's plan.
+std::vector<rt::LoadedAlgorithm> builtins(const rt::Shape &shape) {
+  rt::RegistryOptions options; // no program cache: compiled here
+  auto registry = rt::Registry::load(options, shape);
+  if (!registry) {
+    ADD_FAILURE() << llvm::toString(registry.takeError());
+    return {};
+  }
+  return registry->algorithms();
+}
+
+rt::Shape shapeOf(int nodes, int gpus) {
+  rt::Shape shape;
+  shape.nodes = nodes;
+  shape.gpus = gpus;
+  shape.nranks = nodes * gpus;
+  return shape;
+}
+
+ProgramCache::Entry entryOf(const rt::Compiled &compiled) {
+  ProgramCache::Entry entry;
+  entry.plan = compiled.plan;
+  entry.hash = compiled.hash;
+  entry.maxChannel = compiled.maxChannel;
+  return entry;
+}
+
+/// Overwrites one byte of `path` at `offset` (from the end when negative).
+void damage(const std::string &path, long offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const long size = static_cast<long>(f.tellg());
+  const long at = offset < 0 ? size + offset : offset;
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
+  TempDir dir;
+  ProgramCache cache(dir.path);
+  ASSERT_TRUE(cache.enabled()) << "the test binary has no build id";
+  for (rt::Shape shape : {shapeOf(2, 4), shapeOf(1, 5)}) {
+    std::vector<rt::LoadedAlgorithm> algos = builtins(shape);
+    ASSERT_GT(algos.size(), 5u);
+    for (const rt::LoadedAlgorithm &a : algos) {
+      SCOPED_TRACE(a.origin + " at " + std::to_string(shape.nranks) + " ranks");
+      const interp::Plan &whole = a.compiled->plan;
+      ASSERT_EQ(whole.planRank, -1);
+      const std::string key = cache.key(a.origin, std::to_string(shape.nranks));
+      ASSERT_TRUE(cache.store(key, entryOf(*a.compiled)));
+
+      std::optional<ProgramCache::Entry> all = cache.load(key, -1);
+      ASSERT_TRUE(all && all->plan);
+      EXPECT_EQ(planDifference(*all->plan, whole), "");
+      EXPECT_EQ(all->hash, a.compiled->hash);
+      EXPECT_EQ(all->maxChannel, a.compiled->maxChannel);
+
+      for (int32_t r = 0; r < shape.nranks; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        std::optional<ProgramCache::Entry> mine = cache.load(key, r);
+        ASSERT_TRUE(mine && mine->plan);
+        const interp::Plan sliced = interp::slicePlan(whole, r);
+        EXPECT_EQ(planDifference(*mine->plan, sliced), "");
+        EXPECT_EQ(mine->hash, a.compiled->hash);
+        ASSERT_FALSE(interp::checkPlanIndices(*mine->plan)) << "a slice out of range";
+        // Only this rank's steps; the job's tables whole.
+        int64_t own = 0;
+        for (int32_t t = whole.rankTbBegin[r]; t < whole.rankTbBegin[r + 1]; ++t)
+          own += whole.tbs[t].nSteps;
+        EXPECT_EQ(static_cast<int64_t>(mine->plan->steps.size()), own);
+        EXPECT_EQ(mine->plan->tbs.size(), whole.tbs.size());
+        // A call resolves the same on this rank from either plan: the same
+        // largest chunk (the pipeline's iterations agree across ranks) and
+        // the same element ranges for this rank's slices.
+        for (uint64_t count : {uint64_t(1000), uint64_t(7 * whole.shape.chunksPerBlock + 3)}) {
+          auto a1 = interp::resolveCall(whole, count);
+          auto b1 = interp::resolveCall(*mine->plan, count);
+          ASSERT_EQ(static_cast<bool>(a1), static_cast<bool>(b1));
+          if (!a1) {
+            llvm::consumeError(a1.takeError());
+            llvm::consumeError(b1.takeError());
+            continue;
+          }
+          EXPECT_EQ(a1->maxChunkElems, b1->maxChunkElems);
+          EXPECT_EQ(a1->scratchElems, b1->scratchElems);
+          const int32_t first = whole.rankTbBegin[r];
+          if (first < whole.rankTbBegin[r + 1]) {
+            const int32_t base = whole.tbs[first].sliceBegin;
+            for (size_t k = 0; k < b1->slices.size(); ++k) {
+              EXPECT_EQ(b1->slices[k].src, a1->slices[base + k].src);
+              EXPECT_EQ(b1->slices[k].dst, a1->slices[base + k].dst);
+              EXPECT_EQ(b1->slices[k].nelem, a1->slices[base + k].nelem);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/// The ring allreduce of 8 ranks, stored: its entry's path and whole plan.
+struct Stored {
+  TempDir dir;
+  ProgramCache cache{dir.path};
+  std::string key, path;
+  interp::Plan whole;
+  Stored() {
+    for (const rt::LoadedAlgorithm &a : builtins(shapeOf(1, 8)))
+      if (a.name == "allreduce_ring") {
+        whole = a.compiled->plan;
+        key = cache.key("ring", "8");
+        cache.store(key, entryOf(*a.compiled));
+      }
+    path = dir.path + "/" + key;
+  }
+  /// The file offset of rank r's first step.
+  long stepOffset(int32_t r) const {
+    return recordsOffset() + whole.tbs[whole.rankTbBegin[r]].stepBegin * sizeof(interp::PlanStep);
+  }
+  /// The file offset of rank r's first slice (after every rank's steps).
+  long sliceOffset(int32_t r) const {
+    return recordsOffset() + static_cast<long>(whole.steps.size() * sizeof(interp::PlanStep) +
+                                               whole.tbs[whole.rankTbBegin[r]].sliceBegin *
+                                                   sizeof(interp::PlanSlice));
+  }
+  /// Where the steps begin, after the first line and the common part.
+  long recordsOffset() const {
+    std::ifstream f(path, std::ios::binary);
+    std::string line;
+    std::getline(f, line);
+    // "coll-program-cache 3 ok COMMON_BYTES CHECKSUM"
+    unsigned long common = 0;
+    char hex[40];
+    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 3 ok %lu %39s", &common, hex), 2);
+    return static_cast<long>(line.size() + 1 + common);
+  }
+};
+
+TEST(ProgramCache, DamageToOneRanksStepsIsAMissForThatRankOnly) {
+  Stored s;
+  ASSERT_EQ(s.whole.nranks, 8);
+  damage(s.path, s.stepOffset(3) + 5);
+  EXPECT_FALSE(s.cache.load(s.key, 3)) << "rank 3 read its damaged steps";
+  EXPECT_FALSE(s.cache.load(s.key, -1)) << "the whole plan was read with rank 3's damage";
+  for (int32_t r : {0, 2, 4, 7})
+    EXPECT_TRUE(s.cache.load(s.key, r)) << "rank " << r << "'s steps are whole";
+}
+
+TEST(ProgramCache, DamageToTheCommonPartIsAMissForEveryRank) {
+  Stored s;
+  damage(s.path, 80); // in the common part: names and tables
+  for (int32_t r : {-1, 0, 5})
+    EXPECT_FALSE(s.cache.load(s.key, r)) << "rank " << r;
+}
+
+TEST(ProgramCache, ATruncatedEntryIsAMissForTheRanksItCuts) {
+  Stored s;
+  // The slices come last: ranks 6 and 7 lose theirs.
+  ASSERT_EQ(::truncate(s.path.c_str(), s.sliceOffset(6) + 1), 0);
+  EXPECT_TRUE(s.cache.load(s.key, 0));
+  EXPECT_TRUE(s.cache.load(s.key, 5));
+  EXPECT_FALSE(s.cache.load(s.key, 6));
+  EXPECT_FALSE(s.cache.load(s.key, 7));
+  EXPECT_FALSE(s.cache.load(s.key, -1));
+  ASSERT_EQ(::truncate(s.path.c_str(), 30), 0); // within the first line
+  EXPECT_FALSE(s.cache.load(s.key, 0));
+}
+
+TEST(ProgramCache, AnErrorIsKeptAsAnError) {
+  TempDir dir;
+  ProgramCache cache(dir.path);
+  ProgramCache::Entry entry;
+  entry.error = "assert failed: N must be a power of two";
+  ASSERT_TRUE(cache.store("e", entry));
+  for (int32_t r : {-1, 3}) {
+    auto hit = cache.load("e", r);
+    ASSERT_TRUE(hit);
+    EXPECT_FALSE(hit->plan);
+    EXPECT_EQ(hit->error, entry.error);
+  }
+  EXPECT_FALSE(cache.load("missing", 0));
+}
+
+TEST(ProgramCache, ARanksPlanIsNeverStoredNorRunAsTheJobs) {
+  Stored s;
+  ProgramCache::Entry entry;
+  entry.plan = interp::slicePlan(s.whole, 2);
+  EXPECT_FALSE(s.cache.store("sliced", entry)) << "another rank would read rank 2's plan";
+  // The host executor runs every rank: it needs every rank's steps.
+  interp::HostOptions options;
+  auto executor = interp::HostExecutor::create(*entry.plan, options);
+  ASSERT_FALSE(executor);
+  EXPECT_NE(llvm::toString(executor.takeError()).find("rank 2's steps only"), std::string::npos);
+}
+
+} // namespace
