@@ -41,9 +41,21 @@ llvm::Expected<FifoShape> FifoShape::of(Protocol protocol, uint64_t slotBytes) {
 }
 
 uint64_t FifoShape::totalBytes() const {
-  uint64_t fifo = protocol == Protocol::Simple ? FifoDepth * slotBytes : FifoDepth * slotWords * 8;
-  uint64_t total = sizeof(ConnectionControl) + fifo;
+  uint64_t total = sizeof(ConnectionControl) + FifoDepth * slotSpan();
   return (total + CacheLine - 1) / CacheLine * CacheLine;
+}
+
+uint64_t FifoShape::slotSpan() const {
+  return protocol == Protocol::Simple ? slotBytes : slotWords * 8;
+}
+
+uint64_t FifoShape::slotBytesFor(uint64_t payload) const {
+  uint64_t bytes = payload;
+  if (protocol == Protocol::LL)
+    bytes = llLines(payload) * LLLineBytes;
+  else if (protocol == Protocol::LL128)
+    bytes = ll128Lines(payload) * LL128LineWords * 8;
+  return std::min(bytes, slotSpan());
 }
 
 ConnectionEnd ConnectionEnd::bind(void *memory, const FifoShape &shape, Doorbell *peerBell,

@@ -52,14 +52,22 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
     return &found->second;
   const interp::Plan &plan = compiled->plan;
   std::vector<ConnectionEnd> ends(plan.connections.size());
+  RunnerEntry entry;
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const interp::PlanConnection &info = plan.connections[c];
     if (info.sender != rank && info.receiver != rank)
       continue;
-    auto end = connectionEnd(info.sender, info.receiver, info.channel, plan.protocol);
+    // On this host, a FIFO's slots are committed as far as calls fill them
+    // (prepareCollective): with many peers and small messages, memory
+    // follows the messages rather than the slot size.
+    const bool shared = hostOf[info.sender] == hostOf[info.receiver];
+    auto end = connectionEnd(info.sender, info.receiver, info.channel, plan.protocol,
+                             shared ? 0 : UINT64_MAX);
     if (!end)
       return collError(collSystemError, llvm::toString(end.takeError()));
     ends[c] = *end;
+    if (shared)
+      entry.sharedConnections.push_back({info.sender, info.receiver, info.channel});
   }
   interp::host::RankOptions options;
   options.watchdog = std::chrono::milliseconds(config.watchdogMs);
@@ -67,7 +75,6 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
   auto runner = RankRunner::create(plan, rank, ends, transport->myDoorbell(), *stop, options);
   if (!runner)
     return collError(collSystemError, llvm::toString(runner.takeError()));
-  RunnerEntry entry;
   entry.runner = std::move(*runner);
   entry.uses = buffersUsed(plan, rank);
   keepAlive.push_back(compiled);
@@ -499,6 +506,17 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     return llvm::Error::success();
   }
 
+  // The FIFO bytes per slot this call fills: one slice of a chunk.
+  const uint64_t es = interp::dataTypeSize(op.type);
+  const uint64_t payload =
+      std::min<uint64_t>(c.config.slotBytes[static_cast<int>(plan.protocol)],
+                         (*layout)->maxChunkElems * es);
+  if (payload > entry->committedBytes) {
+    for (const auto &[sender, receiver, channel] : entry->sharedConnections)
+      if (llvm::Error err = c.transport->commit(sender, receiver, channel, plan.protocol, payload))
+        return collError(collSystemError, llvm::toString(std::move(err)));
+    entry->committedBytes = payload;
+  }
   if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, buffers->in, buffers->out))
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);

@@ -190,6 +190,10 @@ public:
   struct RunnerEntry {
     std::unique_ptr<RankRunner> runner;
     std::array<bool, 3> uses{}; ///< the plan reads or writes input/output/scratch here
+    /// This rank's connections with ranks of this host, (sender, receiver,
+    /// channel): their FIFOs' pages are committed as calls need them.
+    std::vector<std::array<int32_t, 3>> sharedConnections;
+    uint64_t committedBytes = 0; ///< per slot, committed for every one of them
   };
   std::map<const Compiled *, RunnerEntry> runners;
   /// Per plan, this rank's executor on its GPU (device buffers) or on the
@@ -289,7 +293,8 @@ public:
   /// The end of (sender -> receiver, channel, protocol) this rank drives:
   /// shared memory on one host, the network proxy across hosts.
   llvm::Expected<ConnectionEnd> connectionEnd(int sender, int receiver, int channel,
-                                              ir::Protocol protocol);
+                                              ir::Protocol protocol,
+                                              uint64_t payloadBytes = UINT64_MAX);
   llvm::Error agree(llvm::Error local, llvm::StringRef what, bool *together = nullptr);
   /// COLL_TOPO_FILE: programs synthesized for the GPUs of this job join the
   /// registry, with rules from the cost model. Collective.

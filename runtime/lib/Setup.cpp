@@ -345,9 +345,10 @@ llvm::Error Communicator::Impl::setupNetwork(const std::vector<transport::LocalR
 
 llvm::Expected<ConnectionEnd> Communicator::Impl::connectionEnd(int sender, int receiver,
                                                                 int channel,
-                                                                ir::Protocol protocol) {
+                                                                ir::Protocol protocol,
+                                                                uint64_t payloadBytes) {
   if (hostOf[sender] == hostOf[receiver])
-    return transport->end(sender, receiver, channel, protocol);
+    return transport->end(sender, receiver, channel, protocol, payloadBytes);
   auto key = std::make_tuple(sender, receiver, channel, static_cast<int>(protocol));
   if (auto found = netEnds.find(key); found != netEnds.end())
     return found->second;

@@ -4,12 +4,16 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <new>
 
 namespace coll::transport {
 
+using interp::FifoDepth;
+using interp::host::ConnectionControl;
 using interp::host::ConnectionEnd;
 using interp::host::Doorbell;
 using interp::host::FifoShape;
@@ -243,8 +247,30 @@ const Segment *HostTransport::receiveSegment(int localIndex) const {
   return receive[localIndex].valid() ? &receive[localIndex] : nullptr;
 }
 
+namespace {
+
+/// Commits a connection's control block and the first `payloadBytes` of
+/// each of its slots (at `offset` of `seg`).
+llvm::Error commitSlots(const Segment &seg, uint64_t offset, const FifoShape &shape,
+                        uint64_t payloadBytes) {
+  const uint64_t span = shape.slotSpan();
+  const uint64_t used = shape.slotBytesFor(std::min(payloadBytes, shape.slotBytes));
+  // Slots used whole, or nearly: one range.
+  if (used * 2 >= span)
+    return seg.commit(offset, shape.totalBytes());
+  if (llvm::Error err = seg.commit(offset, sizeof(ConnectionControl)))
+    return err;
+  for (uint64_t i = 0; i < FifoDepth && used; ++i)
+    if (llvm::Error err = seg.commit(offset + sizeof(ConnectionControl) + i * span, used))
+      return err;
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<ConnectionEnd> HostTransport::bindEnd(int sender, int receiver, int channel,
-                                                     ir::Protocol protocol, Doorbell *peerBell) {
+                                                     ir::Protocol protocol, Doorbell *peerBell,
+                                                     uint64_t payloadBytes) {
   auto fail = [&](const llvm::Twine &why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    llvm::formatv("connection {0}->{1} channel {2} ({3}): ",
@@ -265,12 +291,11 @@ llvm::Expected<ConnectionEnd> HostTransport::bindEnd(int sender, int receiver, i
   if (!seg)
     return fail("the receiver's segment is not mapped");
   const uint64_t offset = layout.offset(protocol, channel, sender);
-  const uint64_t bytes = layout.connectionBytes(protocol);
-  if (llvm::Error err = seg->commit(offset, bytes))
-    return err;
   auto shape = FifoShape::of(protocol, layout.slotBytes[static_cast<int>(protocol)]);
   if (!shape)
     return shape.takeError();
+  if (llvm::Error err = commitSlots(*seg, offset, *shape, payloadBytes))
+    return err;
   if (!peerBell)
     peerBell = &doorbell(local[local[me].rank == sender ? ri : si].proc);
   return ConnectionEnd::bind(static_cast<char *>(seg->data()) + offset, *shape, peerBell, sender,
@@ -278,14 +303,31 @@ llvm::Expected<ConnectionEnd> HostTransport::bindEnd(int sender, int receiver, i
 }
 
 llvm::Expected<ConnectionEnd> HostTransport::end(int sender, int receiver, int channel,
-                                                 ir::Protocol protocol) {
-  return bindEnd(sender, receiver, channel, protocol, nullptr);
+                                                 ir::Protocol protocol, uint64_t payloadBytes) {
+  return bindEnd(sender, receiver, channel, protocol, nullptr, payloadBytes);
+}
+
+llvm::Error HostTransport::commit(int sender, int receiver, int channel, ir::Protocol protocol,
+                                  uint64_t payloadBytes) {
+  const int ri = localIndexOf(receiver);
+  const Segment *seg = ri < 0 ? nullptr : receiveSegment(ri);
+  auto shape = FifoShape::of(protocol, layout.slotBytes[static_cast<int>(protocol)]);
+  if (!seg || !shape) {
+    if (!shape)
+      llvm::consumeError(shape.takeError());
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::formatv("connection {0}->{1} channel {2}: its receiver's "
+                                                 "FIFOs are not mapped here",
+                                                 sender, receiver, channel)
+                                       .str());
+  }
+  return commitSlots(*seg, layout.offset(protocol, channel, sender), *shape, payloadBytes);
 }
 
 llvm::Expected<ConnectionEnd> HostTransport::inboundEnd(int sender, int channel,
                                                         ir::Protocol protocol,
                                                         Doorbell &proxyBell) {
-  return bindEnd(sender, local[me].rank, channel, protocol, &proxyBell);
+  return bindEnd(sender, local[me].rank, channel, protocol, &proxyBell, UINT64_MAX);
 }
 
 } // namespace coll::transport

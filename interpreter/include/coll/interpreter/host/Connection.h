@@ -58,6 +58,11 @@ struct FifoShape {
   static llvm::Expected<FifoShape> of(ir::Protocol protocol, uint64_t slotBytes);
   /// Control block and FifoDepth slots, rounded up to a cache line.
   uint64_t totalBytes() const;
+  /// Bytes from one slot's start to the next's.
+  uint64_t slotSpan() const;
+  /// Bytes at the start of a slot that a transfer of `payload` data bytes
+  /// uses (LL and LL128 lines with their flags), at most slotSpan().
+  uint64_t slotBytesFor(uint64_t payload) const;
 };
 
 /// One end of a connection, as the tb that drives it sees it. `memory`

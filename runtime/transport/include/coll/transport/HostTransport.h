@@ -106,9 +106,18 @@ public:
 
   /// The end of connection (sender -> receiver, channel, protocol) that this
   /// rank drives; both must be on this host, and one of them this rank.
-  /// Commits its pages first.
+  /// Commits the pages of its control block and of the first `payloadBytes`
+  /// of every slot (every slot whole by default) first; commit() adds more.
   llvm::Expected<interp::host::ConnectionEnd> end(int sender, int receiver, int channel,
-                                                  ir::Protocol protocol);
+                                                  ir::Protocol protocol,
+                                                  uint64_t payloadBytes = UINT64_MAX);
+  /// Commits the pages that transfers of up to `payloadBytes` data bytes
+  /// per slot use in a connection's FIFO, so that a full /dev/shm is an
+  /// error naming it rather than a SIGBUS. A FIFO's memory then follows the
+  /// calls' slices rather than the slot size: what a job of many peers and
+  /// small messages needs.
+  llvm::Error commit(int sender, int receiver, int channel, ir::Protocol protocol,
+                     uint64_t payloadBytes);
   /// The receiving end of a connection from `sender` on another host to
   /// this rank: the FIFO in this rank's segment, which a network proxy fills
   /// (NetProxy.h); the receiver rings `proxyBell` when it frees a slot.
@@ -136,7 +145,8 @@ private:
   static size_t controlBytes(int nlocal, int nprocs);
   llvm::Expected<interp::host::ConnectionEnd> bindEnd(int sender, int receiver, int channel,
                                                       ir::Protocol protocol,
-                                                      interp::host::Doorbell *peerBell);
+                                                      interp::host::Doorbell *peerBell,
+                                                      uint64_t payloadBytes);
   void *receiveBase(int localIndex) const;
   const Segment *receiveSegment(int localIndex) const;
 
