@@ -185,6 +185,10 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
   tasks.clear();
   if (timeline)
     traces.assign(plan.nranks, {});
+  // Every rank ran the last call to its end (engine->run returned): each
+  // Simple connection starts again at slot 0.
+  for (auto &rank : ranks)
+    rank->rewindConnections();
   for (int32_t r = 0; r < plan.nranks; ++r) {
     if (llvm::Error err =
             ranks[r]->bind(*cachedLayout, args.type, args.op, args.input[r], args.output[r]))

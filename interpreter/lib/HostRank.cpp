@@ -241,6 +241,19 @@ void RankRunner::tagSends(uint64_t tag) const {
   }
 }
 
+void RankRunner::rewindConnections() {
+  if (impl->plan.protocol != Protocol::Simple)
+    return;
+  for (const auto &tb : impl->tbs) {
+    if (tb->send.valid()) {
+      tb->send.control->tail.store(0, std::memory_order_relaxed);
+      tb->send.headSeen = 0;
+    }
+    if (tb->recv.valid())
+      tb->recv.control->head.store(0, std::memory_order_relaxed);
+  }
+}
+
 llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> RankRunner::receivedTags() const {
   llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> tags;
   for (const auto &tb : impl->tbs)

@@ -125,6 +125,13 @@ public:
   /// Before a call: the tag this rank's sends store with each slot
   /// (ConnectionControl::call).
   void tagSends(uint64_t tag) const;
+  /// Between calls, when no rank of the plan is running: this rank's ends
+  /// of its Simple connections start again at slot 0 (the sender's tail
+  /// and the receiver's head), so that a connection reuses the slots of
+  /// the previous calls instead of moving on through all FifoDepth of them:
+  /// the pages a job touches follow one call's traffic. Nothing for LL and
+  /// LL128, whose flags tell slots apart by their sequence number.
+  void rewindConnections();
   /// After a call: per connection this rank received Simple slots on, the
   /// sender and the tag stored with the last slot.
   llvm::SmallVector<std::pair<int32_t, uint64_t>, 4> receivedTags() const;
