@@ -439,7 +439,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   DeviceExecutor *device = nullptr;
   Communicator::Impl::RunnerEntry *entry = nullptr;
   std::array<bool, 3> uses{};
-  if (op.device >= 0 || c.config.emulatedDevice) {
+  if (onDevice) {
     auto d = c.deviceFor(program, op.device);
     if (!d && plan.protocol == ir::Protocol::LL128 && c.avoidLL128.load()) {
       // FIFOs in host memory: the same call again, whose selection now
