@@ -140,7 +140,25 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
   ro.builtin = config.builtin;
   ro.cacheDir = config.cacheDir;
   ro.rank = rank; // a plan read from the program cache: this rank's only
-  auto loaded = Registry::load(ro, shape);
+  // With a program cache, the first rank of each host loads first: it
+  // compiles what the cache lacks and stores it, while the host's other
+  // ranks wait, then read their own plans. A job of a new shape compiles
+  // each program once per host rather than once per rank, and one rank of
+  // a host, not all of them, holds the whole job's program meanwhile.
+  const bool hostLeader =
+      std::find(hostOf.begin(), hostOf.end(), hostOf[rank]) - hostOf.begin() == rank;
+  const bool staged = !config.cacheDir.empty();
+  std::optional<llvm::Expected<Registry>> first;
+  if (staged && hostLeader)
+    first.emplace(Registry::load(ro, shape));
+  if (staged)
+    if (llvm::Error err = agree(llvm::Error::success(),
+                                "waiting for the first rank of each host to compile the programs")) {
+      if (first && !*first)
+        llvm::consumeError(first->takeError());
+      return err;
+    }
+  llvm::Expected<Registry> loaded = first ? std::move(*first) : Registry::load(ro, shape);
   if (!loaded)
     return agree(collError(collInvalidArgument, llvm::toString(loaded.takeError())),
                  "loading algorithms");

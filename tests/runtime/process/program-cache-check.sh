@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # program-cache-check.sh RANK_CHECK
-# The program cache (docs/RUNTIME.md "The program cache") across jobs: a job
-# of 2 ranks that compiles the built-in programs stores them; the next job of
+# The program cache (docs/RUNTIME.md "The program cache") across jobs: in a
+# job of 2 ranks, the host's first rank compiles the built-in programs and
+# stores them while the other waits and reads them; the next job of
 # that shape reads every one and compiles none; entries whose content was
 # damaged are compiled again and rewritten; COLL_CACHE_DISABLE=1 neither reads
 # nor writes. Every job's collectives are checked by the rank program.
@@ -31,6 +32,9 @@ echo "first job (compiled, read): ${first//$'\n'/; }"
 total=$(awk '{print $1 + $2; exit}' <<<"$first")
 [ "$total" -gt 0 ] || fail "the first job compiled nothing"
 awk -v t="$total" '$1 + $2 != t {exit 1}' <<<"$first" || fail "ranks loaded different numbers of programs"
+# The host's first rank compiled and stored them; the other read its own
+# plans.
+[ "$(awk '$1 > 0' <<<"$first" | wc -l)" -eq 1 ] || fail "more than one rank of the host compiled"
 # Rooted collectives for other roots are compiled (and stored) on first use.
 entries=$(find "$dir/cache" -type f | wc -l)
 [ "$entries" -ge "$total" ] || fail "$entries cache entries for $total programs"
