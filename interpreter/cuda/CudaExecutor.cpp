@@ -697,10 +697,12 @@ llvm::Error CudaExecutor::Impl::start() {
       connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
                         c * connection.stride;
   } else {
-    std::vector<uint64_t> perReceiver(plan.nranks, 0);
+    // Each FIFO's place among its receiver's, from the whole plan (a
+    // rank's plan holds only its own connections).
     for (size_t c = 0; c < plan.connections.size(); ++c)
-      indexAtReceiver[c] = perReceiver[plan.connections[c].receiver]++;
-    const uint64_t bytes = perReceiver[options.rank] * connection.stride;
+      indexAtReceiver[c] = static_cast<uint64_t>(plan.connections[c].atReceiver);
+    const uint64_t bytes =
+        static_cast<uint64_t>(plan.connectionsInto[options.rank]) * connection.stride;
     exported.pid = static_cast<int32_t>(getpid());
     exported.rank = options.rank;
     exported.device = device.device;
@@ -947,9 +949,7 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
         std::memcmp(peer.deviceUuid, device.uuid.data(), sizeof peer.deviceUuid) == 0)
       coResidentTbs += peer.tbs;
   residencies.clear();
-  std::vector<uint64_t> receivedBy(plan.nranks, 0);
-  for (const PlanConnection &info : plan.connections)
-    ++receivedBy[info.receiver];
+  std::vector<uint64_t> receivedBy(plan.connectionsInto.begin(), plan.connectionsInto.end());
   std::vector<unsigned char *> base(plan.nranks, nullptr), hostBase(plan.nranks, nullptr),
       hostOnDevice(plan.nranks, nullptr);
   for (size_t c = 0; c < plan.connections.size(); ++c) {

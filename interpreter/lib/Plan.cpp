@@ -175,11 +175,13 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   for (const ir::Gpu &gpu : alg.gpus)
     plan.rankTbBegin.push_back(plan.rankTbBegin.back() +
                                static_cast<int32_t>(gpu.tbs.size()));
+  plan.connectionsInto.assign(static_cast<size_t>(alg.ngpus()), 0);
   for (const ir::Connection &conn : analysis.connections)
     plan.connections.push_back(PlanConnection{
         conn.sender, conn.receiver, conn.channel,
         plan.rankTbBegin[conn.sender] + conn.sendTb,
-        plan.rankTbBegin[conn.receiver] + conn.recvTb});
+        plan.rankTbBegin[conn.receiver] + conn.recvTb,
+        plan.connectionsInto[conn.receiver]++});
 
   std::vector<std::vector<std::vector<StepSlot>>> where(alg.gpus.size());
   for (int32_t g = 0; g < alg.ngpus(); ++g) {
@@ -243,7 +245,18 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   return plan;
 }
 
-Plan slicePlan(const Plan &whole, int32_t rank) {
+std::vector<std::vector<int32_t>> connectionsByRank(const Plan &whole) {
+  std::vector<std::vector<int32_t>> byRank(static_cast<size_t>(whole.nranks));
+  for (size_t c = 0; c < whole.connections.size(); ++c) {
+    const PlanConnection &conn = whole.connections[c];
+    byRank[conn.sender].push_back(static_cast<int32_t>(c));
+    if (conn.receiver != conn.sender)
+      byRank[conn.receiver].push_back(static_cast<int32_t>(c));
+  }
+  return byRank;
+}
+
+Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRank) {
   Plan plan;
   plan.fileName = whole.fileName;
   plan.name = whole.name;
@@ -259,13 +272,35 @@ Plan slicePlan(const Plan &whole, int32_t rank) {
   plan.condition = whole.condition;
   plan.maxIrSteps = whole.maxIrSteps;
   plan.scratchChunks = whole.scratchChunks;
-  plan.rankTbBegin = whole.rankTbBegin;
-  plan.connections = whole.connections;
+  plan.connectionsInto = whole.connectionsInto;
   plan.conflicts = whole.conflicts;
   plan.sliceClasses = whole.sliceClasses;
   plan.planRank = rank;
-  plan.tbs = whole.tbs;
   const int32_t first = whole.rankTbBegin[rank], last = whole.rankTbBegin[rank + 1];
+  // This rank's tbs from 0: the ranks before it have none, those after it
+  // begin where it ends.
+  plan.rankTbBegin.assign(whole.rankTbBegin.size(), 0);
+  for (size_t r = static_cast<size_t>(rank) + 1; r < plan.rankTbBegin.size(); ++r)
+    plan.rankTbBegin[r] = last - first;
+  // Its connections, in the whole plan's order; a tb's connection index
+  // becomes its place among them.
+  std::vector<int32_t> mine;
+  if (!ofRank) {
+    for (size_t c = 0; c < whole.connections.size(); ++c)
+      if (whole.connections[c].sender == rank || whole.connections[c].receiver == rank)
+        mine.push_back(static_cast<int32_t>(c));
+    ofRank = &mine;
+  }
+  for (int32_t c : *ofRank) {
+    PlanConnection conn = whole.connections[c];
+    conn.sendTb = conn.sender == rank ? conn.sendTb - first : -1;
+    conn.recvTb = conn.receiver == rank ? conn.recvTb - first : -1;
+    plan.connections.push_back(conn);
+  }
+  auto localIndex = [&](int32_t c) {
+    auto at = std::lower_bound(ofRank->begin(), ofRank->end(), c);
+    return at != ofRank->end() && *at == c ? static_cast<int32_t>(at - ofRank->begin()) : -1;
+  };
   int32_t stepBase = 0, sliceBase = 0;
   if (first < last) {
     stepBase = whole.tbs[first].stepBegin;
@@ -276,16 +311,19 @@ Plan slicePlan(const Plan &whole, int32_t rank) {
     plan.slices.assign(whole.slices.begin() + sliceBase,
                        whole.slices.begin() + end.sliceBegin + end.nSlices);
   }
-  for (PlanStep &step : plan.steps)
+  for (PlanStep &step : plan.steps) {
     step.sliceBegin -= sliceBase;
-  for (int32_t t = 0; t < static_cast<int32_t>(plan.tbs.size()); ++t) {
-    PlanTb &tb = plan.tbs[t];
-    if (t >= first && t < last) {
-      tb.stepBegin -= stepBase;
-      tb.sliceBegin -= sliceBase;
-    } else {
-      tb.stepBegin = tb.nSteps = tb.sliceBegin = tb.nSlices = 0;
-    }
+    if (step.depTb >= 0)
+      step.depTb -= first;
+  }
+  plan.tbs.assign(whole.tbs.begin() + first, whole.tbs.begin() + last);
+  for (PlanTb &tb : plan.tbs) {
+    tb.stepBegin -= stepBase;
+    tb.sliceBegin -= sliceBase;
+    if (tb.sendConn >= 0)
+      tb.sendConn = localIndex(tb.sendConn);
+    if (tb.recvConn >= 0)
+      tb.recvConn = localIndex(tb.recvConn);
   }
   return plan;
 }
@@ -300,7 +338,8 @@ llvm::Error checkPlanIndices(const Plan &p) {
   const auto nconns = static_cast<int64_t>(p.connections.size());
   if (p.nranks < 1 || p.planRank < -1 || p.planRank >= p.nranks ||
       p.rankTbBegin.size() != static_cast<size_t>(p.nranks) + 1 ||
-      p.scratchChunks.size() != static_cast<size_t>(p.nranks) || p.rankTbBegin.front() != 0 ||
+      p.scratchChunks.size() != static_cast<size_t>(p.nranks) ||
+      p.connectionsInto.size() != static_cast<size_t>(p.nranks) || p.rankTbBegin.front() != 0 ||
       p.rankTbBegin.back() != ntbs || p.shape.nranks != p.nranks ||
       p.shape.chunksPerBlock < 1 || p.maxIrSteps < 0 ||
       static_cast<unsigned>(p.protocol) > 2)
@@ -311,11 +350,18 @@ llvm::Error checkPlanIndices(const Plan &p) {
   for (int32_t cls : p.sliceClasses)
     if (cls < 0 || cls >= p.shape.chunksPerBlock)
       return bad("its chunk classes");
-  for (const PlanConnection &c : p.connections)
+  for (const PlanConnection &c : p.connections) {
     if (c.sender < 0 || c.sender >= p.nranks || c.receiver < 0 || c.receiver >= p.nranks ||
-        c.sendTb < p.rankTbBegin[c.sender] || c.sendTb >= p.rankTbBegin[c.sender + 1] ||
-        c.recvTb < p.rankTbBegin[c.receiver] || c.recvTb >= p.rankTbBegin[c.receiver + 1])
+        c.atReceiver < 0 || c.atReceiver >= p.connectionsInto[c.receiver] ||
+        (!p.holds(c.sender) && !p.holds(c.receiver)))
       return bad("a connection");
+    // Each end's tb where this plan holds its rank, else none.
+    auto endOk = [&](int32_t r, int32_t tb) {
+      return p.holds(r) ? tb >= p.rankTbBegin[r] && tb < p.rankTbBegin[r + 1] : tb == -1;
+    };
+    if (!endOk(c.sender, c.sendTb) || !endOk(c.receiver, c.recvTb))
+      return bad("a connection's tbs");
+  }
   for (int32_t r = 0; r < p.nranks; ++r)
     for (int32_t t = p.rankTbBegin[r]; t < p.rankTbBegin[r + 1]; ++t) {
       const PlanTb &tb = p.tbs[t];

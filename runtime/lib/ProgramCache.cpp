@@ -28,7 +28,7 @@ namespace coll::rt {
 namespace {
 
 /// The first line's first two words; the number changes with the format.
-constexpr llvm::StringLiteral Magic = "coll-program-cache 3";
+constexpr llvm::StringLiteral Magic = "coll-program-cache 4";
 
 std::string hexDigest(llvm::StringRef data) {
   llvm::SHA256 sha;
@@ -80,13 +80,15 @@ int findBuildId(struct dl_phdr_info *info, size_t, void *data) {
 
 //===----------------------------------------------------------------------===//
 // The plan in binary: a cache entry is read on every rank of every job, and
-// each rank reads only the common part and its own steps.
+// each rank reads only the common part and its own part.
 //
-//   coll-program-cache 3 ok COMMON_BYTES COMMON_XXH64\n
-//   common part: the plan's scalars and the job's tables (Writer's format),
-//                then a checksum per rank of its steps and slices
-//   every rank's steps (PlanStep records, rank-major), then every rank's
-//   slices (PlanSlice records): rank r's are the ranges its tbs name
+//   coll-program-cache 4 ok COMMON_BYTES COMMON_XXH64\n
+//   common part: the plan's scalars and the tables of the job that every
+//                rank's plan holds (per rank: scratch chunks, connections
+//                into it; the size conflicts; the chunk classes), then per
+//                rank where its part is, its size and its checksum
+//   every rank's part, one after another: its plan (interp::slicePlan)'s
+//                tbs, connections, steps and slices
 //
 // The records are written as this build lays them out; only this build
 // reads them (the key holds its build id).
@@ -218,46 +220,30 @@ ir::Definition readDefinition(Reader &r) {
   return def;
 }
 
-/// The job's tables of a plan, written (Writer, const plan) or read
-/// (Reader) in one order.
+/// The job's tables every rank's plan holds, written (Writer, const plan)
+/// or read (Reader) in one order.
 template <typename IO, typename P> void jobTables(IO &io, P &plan) {
   io.records(plan.scratchChunks);
-  io.records(plan.rankTbBegin);
-  io.records(plan.tbs);
-  io.records(plan.connections);
+  io.records(plan.connectionsInto);
   io.records(plan.conflicts);
   io.records(plan.sliceClasses);
 }
 
-/// Rank r's steps and slices: [first step, end), [first slice, end) in the
-/// whole plan's arrays, from its tbs (buildPlan numbers them rank-major).
-struct RankRange {
-  int64_t stepBegin = 0, stepEnd = 0, sliceBegin = 0, sliceEnd = 0;
+/// What only one rank's plan holds (interp::slicePlan), in one order.
+template <typename IO, typename P> void rankRecords(IO &io, P &plan) {
+  io.records(plan.tbs);
+  io.records(plan.connections);
+  io.records(plan.steps);
+  io.records(plan.slices);
+}
+
+/// Where rank r's part is, after the common part.
+struct RankPart {
+  uint64_t offset = 0, bytes = 0, checksum = 0;
 };
-RankRange rangeOf(const interp::Plan &plan, int32_t rank) {
-  RankRange range;
-  const int32_t first = plan.rankTbBegin[rank], last = plan.rankTbBegin[rank + 1];
-  if (first == last)
-    return range;
-  const interp::PlanTb &a = plan.tbs[first], &z = plan.tbs[last - 1];
-  range.stepBegin = a.stepBegin;
-  range.stepEnd = int64_t(z.stepBegin) + z.nSteps;
-  range.sliceBegin = a.sliceBegin;
-  range.sliceEnd = int64_t(z.sliceBegin) + z.nSlices;
-  return range;
-}
 
-uint64_t rangeChecksum(const interp::PlanStep *steps, size_t nsteps,
-                       const interp::PlanSlice *slices, size_t nslices) {
-  uint64_t a = llvm::xxHash64(llvm::StringRef(reinterpret_cast<const char *>(steps),
-                                              nsteps * sizeof(interp::PlanStep)));
-  uint64_t b = llvm::xxHash64(llvm::StringRef(reinterpret_cast<const char *>(slices),
-                                              nslices * sizeof(interp::PlanSlice)));
-  return a * 0x9E3779B97F4A7C15ull + b; // order matters: steps, then slices
-}
-
-/// The common part of a plan's entry.
-std::string writeCommon(const ProgramCache::Entry &entry) {
+/// The common part of a plan's entry, given where each rank's part is.
+std::string writeCommon(const ProgramCache::Entry &entry, const std::vector<RankPart> &parts) {
   const interp::Plan &plan = *entry.plan;
   std::string out;
   Writer w(out);
@@ -276,12 +262,10 @@ std::string writeCommon(const ProgramCache::Entry &entry) {
   if (plan.condition)
     writeDefinition(*plan.condition, w);
   jobTables(w, plan);
-  w.u64(plan.steps.size());
-  w.u64(plan.slices.size());
-  for (int32_t r = 0; r < plan.nranks; ++r) {
-    RankRange range = rangeOf(plan, r);
-    w.u64(rangeChecksum(plan.steps.data() + range.stepBegin, range.stepEnd - range.stepBegin,
-                        plan.slices.data() + range.sliceBegin, range.sliceEnd - range.sliceBegin));
+  for (const RankPart &part : parts) {
+    w.u64(part.offset);
+    w.u64(part.bytes);
+    w.u64(part.checksum);
   }
   return out;
 }
@@ -302,10 +286,11 @@ bool readAt(int fd, void *to, size_t n, uint64_t offset) {
   return true;
 }
 
-/// The plan of `rank` (-1: the whole plan) from an entry's common part and
-/// the file it is in; nothing when a part is damaged.
-std::optional<ProgramCache::Entry> readPlan(llvm::StringRef common, int fd, uint64_t recordsAt,
-                                            int32_t rank) {
+/// The plan of `rank` from an entry's common part and the file it is in
+/// (its rank's part at `partsAt` + its offset); nothing when a part is
+/// damaged.
+std::optional<ProgramCache::Entry> readPlan(llvm::StringRef common, int fd, uint64_t partsAt,
+                                            uint64_t fileBytes, int32_t rank) {
   Reader r(common);
   ProgramCache::Entry entry;
   interp::Plan plan;
@@ -329,72 +314,32 @@ std::optional<ProgramCache::Entry> readPlan(llvm::StringRef common, int fd, uint
   if (r.oneOf<bool>(2))
     plan.condition = std::make_shared<const ir::Definition>(readDefinition(r));
   jobTables(r, plan);
-  const uint64_t nsteps = r.u64(), nslices = r.u64();
-  if (!r.ok() || plan.nranks < 1 || rank < -1 || rank >= plan.nranks ||
-      plan.rankTbBegin.size() != size_t(plan.nranks) + 1 || plan.rankTbBegin.front() != 0 ||
-      plan.rankTbBegin.back() != int64_t(plan.tbs.size()) ||
-      nsteps > (uint64_t(1) << 40) / sizeof(interp::PlanStep) ||
-      nslices > (uint64_t(1) << 40) / sizeof(interp::PlanSlice))
+  // The parts' table (bounded: scratchChunks, one per rank, was read whole).
+  if (!r.ok() || plan.nranks < 1 || rank < 0 || rank >= plan.nranks ||
+      plan.scratchChunks.size() != size_t(plan.nranks))
     return std::nullopt;
-  // A checksum per rank (bounded: rankTbBegin was read whole).
-  std::vector<uint64_t> checksums(size_t(plan.nranks));
-  for (uint64_t &c : checksums)
-    c = r.u64();
-  if (!r.ok() || !r.atEnd())
-    return std::nullopt;
-  for (int32_t g = 0; g < plan.nranks; ++g)
-    if (plan.rankTbBegin[g] > plan.rankTbBegin[g + 1])
-      return std::nullopt;
-  for (const interp::PlanTb &tb : plan.tbs)
-    if (tb.stepBegin < 0 || tb.nSteps < 0 || uint64_t(tb.stepBegin) + uint64_t(tb.nSteps) > nsteps ||
-        tb.sliceBegin < 0 || tb.nSlices < 0 ||
-        uint64_t(tb.sliceBegin) + uint64_t(tb.nSlices) > nslices)
-      return std::nullopt;
-  const uint64_t slicesAt = recordsAt + nsteps * sizeof(interp::PlanStep);
-  auto load = [&](int32_t g, int64_t stepTo, int64_t sliceTo) {
-    RankRange range = rangeOf(plan, g);
-    if (range.stepBegin > range.stepEnd || range.sliceBegin > range.sliceEnd)
-      return false;
-    const size_t ns = size_t(range.stepEnd - range.stepBegin);
-    const size_t nl = size_t(range.sliceEnd - range.sliceBegin);
-    interp::PlanStep *steps = plan.steps.data() + stepTo;
-    interp::PlanSlice *slices = plan.slices.data() + sliceTo;
-    return readAt(fd, steps, ns * sizeof(interp::PlanStep),
-                  recordsAt + uint64_t(range.stepBegin) * sizeof(interp::PlanStep)) &&
-           readAt(fd, slices, nl * sizeof(interp::PlanSlice),
-                  slicesAt + uint64_t(range.sliceBegin) * sizeof(interp::PlanSlice)) &&
-           rangeChecksum(steps, ns, slices, nl) == checksums[size_t(g)];
-  };
-  if (rank < 0) {
-    plan.steps.resize(nsteps);
-    plan.slices.resize(nslices);
-    for (int32_t g = 0; g < plan.nranks; ++g) {
-      RankRange range = rangeOf(plan, g);
-      if (!load(g, range.stepBegin, range.sliceBegin))
-        return std::nullopt;
-    }
-  } else {
-    RankRange range = rangeOf(plan, rank);
-    if (range.stepBegin > range.stepEnd || range.sliceBegin > range.sliceEnd)
-      return std::nullopt;
-    plan.steps.resize(size_t(range.stepEnd - range.stepBegin));
-    plan.slices.resize(size_t(range.sliceEnd - range.sliceBegin));
-    if (!load(rank, 0, 0))
-      return std::nullopt;
-    // Renumbered as slicePlan does.
-    for (interp::PlanStep &step : plan.steps)
-      step.sliceBegin -= int32_t(range.sliceBegin);
-    for (int32_t t = 0; t < int32_t(plan.tbs.size()); ++t) {
-      interp::PlanTb &tb = plan.tbs[t];
-      if (t >= plan.rankTbBegin[rank] && t < plan.rankTbBegin[rank + 1]) {
-        tb.stepBegin -= int32_t(range.stepBegin);
-        tb.sliceBegin -= int32_t(range.sliceBegin);
-      } else {
-        tb.stepBegin = tb.nSteps = tb.sliceBegin = tb.nSlices = 0;
-      }
-    }
-    plan.planRank = rank;
+  RankPart part;
+  for (int32_t g = 0; g < plan.nranks; ++g) {
+    RankPart p{r.u64(), r.u64(), r.u64()};
+    if (g == rank)
+      part = p;
   }
+  if (!r.ok() || !r.atEnd() || part.offset > fileBytes - partsAt ||
+      part.bytes > fileBytes - partsAt - part.offset)
+    return std::nullopt;
+  std::string records(size_t(part.bytes), '\0');
+  if (!readAt(fd, records.data(), records.size(), partsAt + part.offset) ||
+      llvm::xxHash64(records) != part.checksum)
+    return std::nullopt;
+  Reader rr(records);
+  rankRecords(rr, plan);
+  if (!rr.ok() || !rr.atEnd())
+    return std::nullopt;
+  // This rank's tbs from 0, as slicePlan numbers them.
+  plan.rankTbBegin.assign(size_t(plan.nranks) + 1, 0);
+  for (size_t g = size_t(rank) + 1; g < plan.rankTbBegin.size(); ++g)
+    plan.rankTbBegin[g] = int32_t(plan.tbs.size());
+  plan.planRank = rank;
   if (llvm::Error err = interp::checkPlanIndices(plan)) {
     llvm::consumeError(std::move(err));
     return std::nullopt;
@@ -466,7 +411,7 @@ std::optional<ProgramCache::Entry> ProgramCache::load(llvm::StringRef key,
   if (::fstat(file.fd, &st) || st.st_uid != geteuid() || !S_ISREG(st.st_mode))
     return std::nullopt;
   const uint64_t size = uint64_t(st.st_size);
-  // "coll-program-cache 3 ok COMMON_BYTES CHECKSUM\n", or "... error
+  // "coll-program-cache 4 ok COMMON_BYTES CHECKSUM\n", or "... error
   // DIGEST\n" and the error's text.
   char first[256];
   const size_t head = size_t(std::min<uint64_t>(size, sizeof first));
@@ -498,7 +443,7 @@ std::optional<ProgramCache::Entry> ProgramCache::load(llvm::StringRef key,
   if (!readAt(file.fd, common.data(), common.size(), bodyAt) ||
       llvm::xxHash64(common) != checksum)
     return std::nullopt;
-  return readPlan(common, file.fd, bodyAt + commonBytes, rank);
+  return readPlan(common, file.fd, bodyAt + commonBytes, size, rank);
 }
 
 bool ProgramCache::store(llvm::StringRef key, const Entry &entry) const {
@@ -514,14 +459,23 @@ bool ProgramCache::store(llvm::StringRef key, const Entry &entry) const {
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     if (entry.plan) {
-      const std::string common = writeCommon(entry);
+      // Every rank's part as slicePlan makes it, one after another.
+      const interp::Plan &whole = *entry.plan;
+      const std::vector<std::vector<int32_t>> byRank = interp::connectionsByRank(whole);
+      std::string parts;
+      std::vector<RankPart> table(size_t(whole.nranks));
+      for (int32_t g = 0; g < whole.nranks; ++g) {
+        const interp::Plan mine = interp::slicePlan(whole, g, &byRank[size_t(g)]);
+        const size_t at = parts.size();
+        Writer w(parts);
+        rankRecords(w, mine);
+        table[size_t(g)] = {at, parts.size() - at,
+                            llvm::xxHash64(llvm::StringRef(parts).substr(at))};
+      }
+      const std::string common = writeCommon(entry, table);
       os << Magic << " ok " << common.size() << ' ' << llvm::utohexstr(llvm::xxHash64(common))
          << '\n'
-         << common;
-      os.write(reinterpret_cast<const char *>(entry.plan->steps.data()),
-               entry.plan->steps.size() * sizeof(interp::PlanStep));
-      os.write(reinterpret_cast<const char *>(entry.plan->slices.data()),
-               entry.plan->slices.size() * sizeof(interp::PlanSlice));
+         << common << parts;
     } else {
       os << Magic << " error " << hexDigest(entry.error) << '\n' << entry.error;
     }

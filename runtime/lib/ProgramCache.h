@@ -48,7 +48,7 @@ public:
   /// What a compilation gave: a plan, or why there is none.
   struct Entry {
     /// Stored: the whole job's plan. Loaded: the plan of the rank asked
-    /// for (Plan::planRank), or the whole plan when asked for rank -1.
+    /// for (Plan::planRank, interp::slicePlan of the stored one).
     std::optional<interp::Plan> plan;
     uint64_t hash = 0;      ///< ir::hashAlgorithm of the program's IR
     int32_t maxChannel = 0; ///< its highest channel
@@ -70,8 +70,10 @@ public:
   /// The key of compiling `source` with `parameters` (any text that tells
   /// the parameters and variant apart) by this build.
   std::string key(llvm::StringRef source, llvm::StringRef parameters) const;
-  /// The entry stored under `key`, with `rank`'s plan (-1: every rank's);
-  /// nothing when there is none, or the parts it needs are damaged.
+  /// The entry stored under `key`, with `rank`'s plan; nothing when there
+  /// is none, the parts it needs are damaged, or `rank` is -1 for a plan
+  /// (a whole plan is not read back: compile it). An error entry is read
+  /// for any rank.
   std::optional<Entry> load(llvm::StringRef key, int32_t rank) const;
   /// Stores `entry` (a whole plan, or an error) under `key`; a cache that cannot be written is skipped
   /// (the result is returned by the caller either way). Returns whether it

@@ -1,7 +1,7 @@
 //===- ProgramCacheTest.cpp - Plans kept whole, read one rank at a time ---===//
 //
 // The program cache stores the whole job's plan of a program and a rank
-// reads back only its own steps (docs/RUNTIME.md, "The program cache"). What
+// reads back only its own part (docs/RUNTIME.md, "The program cache"). What
 // a rank reads must be exactly interp::slicePlan of the whole plan, for every
 // built-in program and rank; a damaged part is a miss for the ranks that
 // need it and only for them.
@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <tuple>
 #include <unistd.h>
 
 using namespace coll;
@@ -53,7 +54,7 @@ std::string planDifference(const interp::Plan &a, const interp::Plan &b) {
   if ((a.condition == nullptr) != (b.condition == nullptr))
     return "condition";
   if (a.scratchChunks != b.scratchChunks || a.rankTbBegin != b.rankTbBegin ||
-      a.sliceClasses != b.sliceClasses)
+      a.sliceClasses != b.sliceClasses || a.connectionsInto != b.connectionsInto)
     return "per-rank tables";
   if (!sameRecords(a.tbs, b.tbs))
     return "tbs";
@@ -135,11 +136,8 @@ TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
       const std::string key = cache.key(a.origin, std::to_string(shape.nranks));
       ASSERT_TRUE(cache.store(key, entryOf(*a.compiled)));
 
-      std::optional<ProgramCache::Entry> all = cache.load(key, -1);
-      ASSERT_TRUE(all && all->plan);
-      EXPECT_EQ(planDifference(*all->plan, whole), "");
-      EXPECT_EQ(all->hash, a.compiled->hash);
-      EXPECT_EQ(all->maxChannel, a.compiled->maxChannel);
+      // A whole plan is stored, never read back whole.
+      EXPECT_FALSE(cache.load(key, -1));
 
       for (int32_t r = 0; r < shape.nranks; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
@@ -148,13 +146,32 @@ TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
         const interp::Plan sliced = interp::slicePlan(whole, r);
         EXPECT_EQ(planDifference(*mine->plan, sliced), "");
         EXPECT_EQ(mine->hash, a.compiled->hash);
+        EXPECT_EQ(mine->maxChannel, a.compiled->maxChannel);
         ASSERT_FALSE(interp::checkPlanIndices(*mine->plan)) << "a slice out of range";
-        // Only this rank's steps; the job's tables whole.
-        int64_t own = 0;
+        // Only this rank's tbs, steps and connections.
+        int64_t own = 0, conns = 0;
         for (int32_t t = whole.rankTbBegin[r]; t < whole.rankTbBegin[r + 1]; ++t)
           own += whole.tbs[t].nSteps;
+        for (const interp::PlanConnection &c : whole.connections)
+          conns += c.sender == r || c.receiver == r;
         EXPECT_EQ(static_cast<int64_t>(mine->plan->steps.size()), own);
-        EXPECT_EQ(mine->plan->tbs.size(), whole.tbs.size());
+        EXPECT_EQ(static_cast<int32_t>(mine->plan->tbs.size()), whole.tbCount(r));
+        EXPECT_EQ(mine->plan->tbCount(r), whole.tbCount(r));
+        EXPECT_EQ(static_cast<int64_t>(mine->plan->connections.size()), conns);
+        // Each of its tbs drives the same connection as in the whole plan.
+        for (int32_t t = 0; t < whole.tbCount(r); ++t) {
+          const interp::PlanTb &w = whole.tbs[whole.rankTbBegin[r] + t];
+          const interp::PlanTb &m = mine->plan->tbs[t];
+          for (auto [wc, mc] : {std::pair{w.sendConn, m.sendConn}, {w.recvConn, m.recvConn}}) {
+            ASSERT_EQ(wc < 0, mc < 0);
+            if (wc < 0)
+              continue;
+            const interp::PlanConnection &x = whole.connections[wc];
+            const interp::PlanConnection &y = mine->plan->connections[mc];
+            EXPECT_EQ(std::tie(x.sender, x.receiver, x.channel, x.atReceiver),
+                      std::tie(y.sender, y.receiver, y.channel, y.atReceiver));
+          }
+        }
         // A call resolves the same on this rank from either plan: the same
         // largest chunk (the pipeline's iterations agree across ranks) and
         // the same element ranges for this rank's slices.
@@ -199,55 +216,52 @@ struct Stored {
       }
     path = dir.path + "/" + key;
   }
-  /// The file offset of rank r's first step.
-  long stepOffset(int32_t r) const {
-    return recordsOffset() + whole.tbs[whole.rankTbBegin[r]].stepBegin * sizeof(interp::PlanStep);
-  }
-  /// The file offset of rank r's first slice (after every rank's steps).
-  long sliceOffset(int32_t r) const {
-    return recordsOffset() + static_cast<long>(whole.steps.size() * sizeof(interp::PlanStep) +
-                                               whole.tbs[whole.rankTbBegin[r]].sliceBegin *
-                                                   sizeof(interp::PlanSlice));
-  }
-  /// Where the steps begin, after the first line and the common part.
-  long recordsOffset() const {
+  /// The file offset of rank r's part and its size: the common part ends
+  /// with (offset, bytes, checksum) per rank, offsets from its end.
+  std::pair<long, long> part(int32_t r) const {
     std::ifstream f(path, std::ios::binary);
     std::string line;
     std::getline(f, line);
-    // "coll-program-cache 3 ok COMMON_BYTES CHECKSUM"
+    // "coll-program-cache 4 ok COMMON_BYTES CHECKSUM"
     unsigned long common = 0;
     char hex[40];
-    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 3 ok %lu %39s", &common, hex), 2);
-    return static_cast<long>(line.size() + 1 + common);
+    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 4 ok %lu %39s", &common, hex), 2);
+    const long partsAt = static_cast<long>(line.size() + 1 + common);
+    uint64_t entry[3] = {};
+    f.seekg(partsAt - static_cast<long>((whole.nranks - r) * sizeof entry));
+    f.read(reinterpret_cast<char *>(entry), sizeof entry);
+    return {partsAt + static_cast<long>(entry[0]), static_cast<long>(entry[1])};
   }
 };
 
-TEST(ProgramCache, DamageToOneRanksStepsIsAMissForThatRankOnly) {
+TEST(ProgramCache, DamageToOneRanksPartIsAMissForThatRankOnly) {
   Stored s;
   ASSERT_EQ(s.whole.nranks, 8);
-  damage(s.path, s.stepOffset(3) + 5);
-  EXPECT_FALSE(s.cache.load(s.key, 3)) << "rank 3 read its damaged steps";
-  EXPECT_FALSE(s.cache.load(s.key, -1)) << "the whole plan was read with rank 3's damage";
+  for (int32_t r = 0; r < 8; ++r)
+    ASSERT_TRUE(s.cache.load(s.key, r)) << "rank " << r;
+  auto [at, bytes] = s.part(3);
+  ASSERT_GT(bytes, 40);
+  damage(s.path, at + bytes - 5); // in its slices
+  EXPECT_FALSE(s.cache.load(s.key, 3)) << "rank 3 read its damaged part";
   for (int32_t r : {0, 2, 4, 7})
-    EXPECT_TRUE(s.cache.load(s.key, r)) << "rank " << r << "'s steps are whole";
+    EXPECT_TRUE(s.cache.load(s.key, r)) << "rank " << r << "'s part is whole";
 }
 
 TEST(ProgramCache, DamageToTheCommonPartIsAMissForEveryRank) {
   Stored s;
   damage(s.path, 80); // in the common part: names and tables
-  for (int32_t r : {-1, 0, 5})
+  for (int32_t r : {0, 5})
     EXPECT_FALSE(s.cache.load(s.key, r)) << "rank " << r;
 }
 
 TEST(ProgramCache, ATruncatedEntryIsAMissForTheRanksItCuts) {
   Stored s;
-  // The slices come last: ranks 6 and 7 lose theirs.
-  ASSERT_EQ(::truncate(s.path.c_str(), s.sliceOffset(6) + 1), 0);
+  // The parts come in rank order: ranks 6 and 7 lose theirs.
+  ASSERT_EQ(::truncate(s.path.c_str(), s.part(6).first + 1), 0);
   EXPECT_TRUE(s.cache.load(s.key, 0));
   EXPECT_TRUE(s.cache.load(s.key, 5));
   EXPECT_FALSE(s.cache.load(s.key, 6));
   EXPECT_FALSE(s.cache.load(s.key, 7));
-  EXPECT_FALSE(s.cache.load(s.key, -1));
   ASSERT_EQ(::truncate(s.path.c_str(), 30), 0); // within the first line
   EXPECT_FALSE(s.cache.load(s.key, 0));
 }

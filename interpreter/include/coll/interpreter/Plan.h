@@ -45,7 +45,12 @@ namespace coll::interp {
 
 struct PlanConnection {
   int32_t sender, receiver, channel;
-  int32_t sendTb, recvTb; ///< global tb indices
+  /// Tb indices in Plan::tbs (global in a whole plan); in a rank's plan,
+  /// -1 on the side of another rank.
+  int32_t sendTb, recvTb;
+  /// Its place among the receiver's connections, in the whole plan's
+  /// order: where the receiver's executor puts its FIFO.
+  int32_t atReceiver;
 };
 
 /// A step that moves data of class `a` into (or combines it with) a chunk of
@@ -80,14 +85,19 @@ struct Plan {
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
   std::vector<SizeConflict> conflicts;
+  /// Per rank, the connections it receives on (in the whole plan).
+  std::vector<int32_t> connectionsInto;
   /// The classes the slices of every rank move, sorted and distinct: a
   /// call's largest chunk (and so its pipeline iterations) is the same on
   /// every rank, whether its plan holds the whole job or one rank.
   std::vector<int32_t> sliceClasses;
-  /// The rank whose steps and slices this plan holds, or -1 when it holds
-  /// every rank's. A rank's plan (slicePlan; the program cache) keeps the
-  /// job's tbs, connections, conflicts and scratch sizes, with the other
-  /// ranks' tbs empty (no steps, no slices).
+  /// The rank whose tbs, steps and slices this plan holds, or -1 when it
+  /// holds every rank's. A rank's plan (slicePlan; the program cache) holds
+  /// that rank's tbs (numbered from 0: rankTbBegin gives every other rank
+  /// none) and the connections it sends or receives on, and the job's
+  /// per-rank tables (scratch sizes, connections into each rank), size
+  /// conflicts and chunk classes, so that it runs and resolves calls
+  /// exactly as the whole plan does on that rank.
   int32_t planRank = -1;
 
   int32_t tbCount(int32_t rank) const {
@@ -98,9 +108,16 @@ struct Plan {
 };
 
 /// `whole` (a plan of every rank) reduced to what `rank` runs: its own
-/// steps and slices, renumbered from 0, and the rest of the job as
-/// Plan::planRank says.
-Plan slicePlan(const Plan &whole, int32_t rank);
+/// tbs, connections, steps and slices, renumbered from 0, and the job's
+/// tables, as Plan::planRank says.
+/// `ofRank`, when given, lists the connections `rank` sends or receives
+/// on (connectionsByRank), so that slicing every rank in turn does not scan
+/// every connection each time.
+Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRank = nullptr);
+
+/// Per rank, the indices of the connections it sends or receives on, in
+/// plan order.
+std::vector<std::vector<int32_t>> connectionsByRank(const Plan &whole);
 
 /// Checks that every index of `plan` is in range (tbs, steps, slices,
 /// connections, dependencies, enumerations), for plans read from outside

@@ -86,9 +86,10 @@ struct RegistryOptions {
   /// programs are compiled every time.
   std::string cacheDir;
   /// The communicator's rank: a program read from the program cache holds
-  /// this rank's steps only (interp::Plan::planRank), read without the
-  /// other ranks'. -1: every rank's (programs compiled here keep every
-  /// rank's either way).
+  /// this rank's part only (interp::Plan::planRank), read without the
+  /// other ranks'. -1: every rank's, so programs are compiled (and stored)
+  /// rather than read (programs compiled here keep every rank's either
+  /// way).
   int rank = -1;
 };
 
