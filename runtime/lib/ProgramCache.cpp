@@ -114,7 +114,8 @@ public:
   template <typename T> void records(const std::vector<T> &v) {
     static_assert(std::is_trivially_copyable_v<T>);
     u64(v.size());
-    out.append(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T));
+    if (!v.empty()) // an empty vector's data() may be null
+      out.append(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T));
   }
 
 private:
@@ -153,7 +154,8 @@ public:
   }
   template <typename T> void records(std::vector<T> &v) {
     v.resize(count(sizeof(T)));
-    std::memcpy(v.data(), in.data(), v.size() * sizeof(T));
+    if (!v.empty()) // an empty vector's data() may be null
+      std::memcpy(v.data(), in.data(), v.size() * sizeof(T));
     in = in.drop_front(v.size() * sizeof(T));
   }
 
