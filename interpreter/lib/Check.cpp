@@ -118,19 +118,25 @@ Source sourceOf(const CollectiveDesc &d, uint64_t count, int32_t r, uint64_t e) 
 
 } // namespace
 
+template <class T> T CheckedCall::inputElement(int32_t r, uint64_t e) const {
+  const uint64_t stream = splitmix64(seed) ^ (static_cast<uint64_t>(r) << 48);
+  return randomElement<T>(splitmix64(stream + e), op);
+}
+
 bool CheckedCall::canCheck(Collective collective) { return collective != Collective::Custom; }
 
 CheckedCall::CheckedCall(const CollectiveDesc &desc, DataType type, ReduceOp op, uint64_t count,
                          bool inplace, uint64_t seed)
     : desc(desc), type(type), op(op), count(count), inplace(inplace),
-      elemSize(dataTypeSize(type)) {
+      elemSize(dataTypeSize(type)), seed(seed) {
   ir::ChunkLayout layout(desc.shape, count);
   inElems = layout.bufferElems(ir::BufferKind::Input);
   outElems = layout.bufferElems(ir::BufferKind::Output);
   const size_t inBytes = inElems * elemSize, outBytes = outElems * elemSize;
   const int32_t n = desc.nranks();
   memory.resize(n);
-  pristine.resize(n);
+  if (desc.custom)
+    pristine.resize(n);
   inputAt.assign(n, 0);
   outputAt.assign(n, 0);
   for (int32_t r = 0; r < n; ++r) {
@@ -143,16 +149,17 @@ CheckedCall::CheckedCall(const CollectiveDesc &desc, DataType type, ReduceOp op,
       outputAt[r] = (inBytes + 63) / 64 * 64;
       memory[r].resize(outputAt[r] + outBytes);
     }
+    if (!desc.custom)
+      continue;
     pristine[r].resize(inBytes);
     visitDataType(type, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T *in = reinterpret_cast<T *>(pristine[r].data());
-      uint64_t stream = splitmix64(seed) ^ (static_cast<uint64_t>(r) << 48);
       for (uint64_t e = 0; e < inElems; ++e)
-        in[e] = randomElement<T>(splitmix64(stream + e), op);
+        in[e] = inputElement<T>(r, e);
     });
     // The chunks a custom precondition leaves undefined hold no data.
-    if (desc.custom && count > 0)
+    if (count > 0)
       for (int32_t j = 0; j < desc.custom->inputChunks; ++j)
         if (!desc.custom->inputDefined[r][j])
           std::memset(pristine[r].data() + layout.chunkOffset(ir::BufferKind::Input, j) * elemSize,
@@ -170,8 +177,17 @@ void CheckedCall::reset() {
       continue;
     // 0xff bytes: NaN in every floating type, so an unwritten output shows.
     std::memset(memory[r].data(), 0xff, memory[r].size());
-    if (!pristine[r].empty())
-      std::memcpy(memory[r].data() + inputAt[r], pristine[r].data(), pristine[r].size());
+    if (!pristine.empty()) {
+      if (!pristine[r].empty())
+        std::memcpy(memory[r].data() + inputAt[r], pristine[r].data(), pristine[r].size());
+      continue;
+    }
+    visitDataType(type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T *in = reinterpret_cast<T *>(memory[r].data() + inputAt[r]);
+      for (uint64_t e = 0; e < inElems; ++e)
+        in[e] = inputElement<T>(static_cast<int32_t>(r), e);
+    });
   }
 }
 
@@ -193,7 +209,11 @@ CheckResult CheckedCall::check() const {
   const int32_t n = desc.nranks();
   visitDataType(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto input = [&](int32_t r) { return reinterpret_cast<const T *>(pristine[r].data()); };
+    // Rank r's pristine input element e.
+    auto input = [&](int32_t r, uint64_t e) {
+      return pristine.empty() ? inputElement<T>(r, e)
+                              : reinterpret_cast<const T *>(pristine[r].data())[e];
+    };
     auto output = [&](int32_t r) {
       return reinterpret_cast<const T *>(memory[r].data() + outputAt[r]);
     };
@@ -207,7 +227,7 @@ CheckResult CheckedCall::check() const {
       for (int32_t r = 0; r < n; ++r) {
         const T *now = reinterpret_cast<const T *>(memory[r].data() + inputAt[r]);
         for (uint64_t e = 0; e < inElems; ++e)
-          if (!sameBits(now[e], input(r)[e]))
+          if (!sameBits(now[e], input(r, e)))
             wrongAt(r, e, "the input buffer was modified (out-of-place input is read-only)");
       }
 
@@ -221,7 +241,7 @@ CheckResult CheckedCall::check() const {
     // The result of reducing `terms`, or the one term of a copy. The
     // tolerance grows with the number of terms; avg divides by nranks.
     auto expectedOf = [&](llvm::ArrayRef<Term> terms, bool reduction) -> Expected {
-      auto term = [&](const Term &t) { return input(t.rank)[t.elem]; };
+      auto term = [&](const Term &t) { return input(t.rank, t.elem); };
       if (!reduction)
         return {true, term(terms.front()), 0, 0};
       const auto k = static_cast<int32_t>(terms.size());

@@ -91,15 +91,24 @@ public:
   uint64_t outputElems() const { return outElems; }
 
 private:
+  /// Rank r's input element e, as the seed makes it.
+  template <class T> T inputElement(int32_t r, uint64_t e) const;
+
   CollectiveDesc desc;
   DataType type;
   ReduceOp op;
   uint64_t count, inElems, outElems;
   bool inplace;
   size_t elemSize;
-  /// Per rank: the memory the call uses (one allocation in place), the
-  /// pristine input, and where input and output start in `memory`.
-  std::vector<std::vector<unsigned char>> memory, pristine;
+  uint64_t seed;
+  /// Per rank: the memory the call uses (one allocation in place), and
+  /// where input and output start in it.
+  std::vector<std::vector<unsigned char>> memory;
+  /// Per rank, the pristine input of a custom collective (whose undefined
+  /// chunks are marked); the built-in collectives' inputs are generated
+  /// again from the seed wherever needed (inputElement), which keeps a
+  /// 1024-rank call's memory to the buffers the executor uses.
+  std::vector<std::vector<unsigned char>> pristine;
   std::vector<size_t> inputAt, outputAt;
 };
 
