@@ -1840,7 +1840,7 @@ void countEmulatedStepCosts(bool on) { cuda::simt::countStepCosts(on); }
 std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
   static const char *const protocols[] = {"Simple", "LL", "LL128"};
   static const char *const kinds[] = {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) XmlName,
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct) XmlName,
 #include "coll/ir/StepTypes.def"
   };
   std::vector<EmulatedStepCost> out;

@@ -15,7 +15,7 @@ namespace coll::interp {
 using ir::BufferKind;
 using ir::StepType;
 
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)      \
   static_assert(static_cast<int>(StepKind::Enum) ==                            \
                 static_cast<int>(StepType::Enum));
 #include "coll/ir/StepTypes.def"
@@ -155,6 +155,19 @@ private:
 
 llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
                                llvm::StringRef fileName) {
+  // Direct steps are checked (docs/IR.md, "Direct steps") but no executor
+  // runs them yet: refuse them here, where every backend's plan is made.
+  for (int32_t g = 0; g < alg.ngpus(); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t)
+      for (int32_t s = 0; s < static_cast<int32_t>(alg.gpus[g].tbs[t].steps.size()); ++s) {
+        const ir::Step &step = alg.gpus[g].tbs[t].steps[s];
+        if (ir::stepTypeInfo(step.type).hasPeer())
+          return planError(fileName, step.line,
+                           llvm::formatv("gpu {0} tb {1} step {2}: '{3}' is a direct step, "
+                                         "which Coll's executors do not run yet: direct "
+                                         "programs are checked (collir --check), not run",
+                                         g, t, s, ir::stepTypeName(step.type)));
+      }
   Plan plan;
   plan.fileName = fileName.str();
   plan.name = alg.name;

@@ -9,7 +9,7 @@ namespace coll::ir {
 
 llvm::StringRef stepTypeName(StepType type) {
   switch (type) {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)      \
   case StepType::Enum:                                                         \
     return XmlName;
 #include "coll/ir/StepTypes.def"
@@ -18,7 +18,7 @@ llvm::StringRef stepTypeName(StepType type) {
 }
 
 std::optional<StepType> parseStepType(llvm::StringRef name) {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)      \
   if (name == XmlName)                                                         \
     return StepType::Enum;
 #include "coll/ir/StepTypes.def"
@@ -89,7 +89,17 @@ std::optional<BufferKind> parseBuffer(llvm::StringRef name) {
 bool operator==(const Step &a, const Step &b) {
   return a.type == b.type && a.srcBuf == b.srcBuf && a.srcOff == b.srcOff &&
          a.dstBuf == b.dstBuf && a.dstOff == b.dstOff && a.count == b.count &&
-         a.depTb == b.depTb && a.depStep == b.depStep && a.hasDep == b.hasDep;
+         a.depTb == b.depTb && a.depStep == b.depStep && a.hasDep == b.hasDep &&
+         a.peer == b.peer;
+}
+
+bool Algorithm::hasDirectSteps() const {
+  for (const Gpu &gpu : gpus)
+    for (const ThreadBlock &tb : gpu.tbs)
+      for (const Step &step : tb.steps)
+        if (stepTypeInfo(step.type).hasPeer())
+          return true;
+  return false;
 }
 
 bool operator==(const ThreadBlock &a, const ThreadBlock &b) {
@@ -124,10 +134,14 @@ uint64_t hashAlgorithm(const Algorithm &alg) {
                            gpu.tbs.size());
     for (const ThreadBlock &tb : gpu.tbs) {
       h = llvm::hash_combine(h, tb.sendPeer, tb.recvPeer, tb.channel, tb.steps.size());
-      for (const Step &step : tb.steps)
+      for (const Step &step : tb.steps) {
         h = llvm::hash_combine(h, int(step.type), int(step.srcBuf), step.srcOff,
                                int(step.dstBuf), step.dstOff, step.count, step.depTb,
                                step.depStep, step.hasDep);
+        // Only direct steps have a peer: MSCCL files hash as they always did.
+        if (step.peer != -1)
+          h = llvm::hash_combine(h, step.peer);
+      }
     }
   }
   h = llvm::hash_combine(h, alg.condition.has_value());

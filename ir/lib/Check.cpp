@@ -16,6 +16,7 @@
 #include "coll/ir/Races.h"
 #include "coll/ir/Simulation.h"
 #include "coll/ir/Symbolic.h"
+#include "coll/ir/Verifier.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -110,6 +111,13 @@ std::string describeStep(const Algorithm &alg, StepRef ref) {
   if (info.sends)
     text += std::string(info.receives ? "," : "") + " to rank " +
             std::to_string(tb.sendPeer);
+  switch (info.direct) {
+  case DirectRole::None: break;
+  case DirectRole::RemoteSrc: text += " from rank " + std::to_string(step.peer); break;
+  case DirectRole::RemoteDst:
+  case DirectRole::Signal: text += " to rank " + std::to_string(step.peer); break;
+  case DirectRole::Wait: text += " for rank " + std::to_string(step.peer); break;
+  }
   return text + ")";
 }
 
@@ -139,6 +147,13 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
       }
     }
   graph.numTbs = static_cast<int32_t>(orders.size());
+  // A wait waits for its signal as for a dependency: signals never block,
+  // and only the waiting tb consumes what it waits for.
+  std::vector<uint32_t> signalOf(refs.size(), NoNode);
+  for (const SignalPair &pair : signalPairs(alg))
+    for (size_t k = 0; k < std::min(pair.signalSteps.size(), pair.waitSteps.size()); ++k)
+      signalOf[firstNode[pair.receiver][pair.waitTb] + pair.waitSteps[k]] =
+          firstNode[pair.sender][pair.signalTb] + pair.signalSteps[k];
   std::vector<uint32_t> depOf(refs.size(), NoNode);
   for (uint32_t n = 0; n < refs.size(); ++n) {
     const StepRef &ref = refs[n];
@@ -150,6 +165,8 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
       depOf[n] = firstNode[ref.gpu][step.depTb] + step.depStep;
       graph.deps.push_back(depOf[n]);
     }
+    if (signalOf[n] != NoNode)
+      graph.deps.push_back(signalOf[n]);
     graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));
   }
   // Connections: the k-th send of the (first) tb driving a direction meets
@@ -229,6 +246,9 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
     if (depOf[n] != NoNode && !completed(depOf[n])) {
       next[tb] = graph.nodes[depOf[n]].tb;
       why[tb] = "its dependency " + describeStep(alg, refs[depOf[n]]);
+    } else if (signalOf[n] != NoNode && !completed(signalOf[n])) {
+      next[tb] = graph.nodes[signalOf[n]].tb;
+      why[tb] = "the signal of " + describeStep(alg, refs[signalOf[n]]);
     } else if (node.fedBy != NoNode && !started(node.fedBy)) {
       next[tb] = graph.nodes[node.fedBy].tb;
       why[tb] = "data from " + describeStep(alg, refs[node.fedBy]) + " on " +
@@ -297,13 +317,34 @@ bool check(const Algorithm &alg, const Analysis &analysis,
     if (!race)
       continue;
     ok = false;
-    diags.error(lineOf(alg, race->second), race->second,
-                llvm::Twine("race (") + modeName(inplace) +
-                    "): nothing orders " + describeStep(alg, race->second) +
-                    " and " + describeStep(alg, race->first) +
-                    ", which both access " + race->memory +
-                    " and one of them writes it; add a dependency between "
-                    "them");
+    std::string what = std::string("race (") + modeName(inplace) + "): ";
+    std::string owner = "rank " + std::to_string(race->owner);
+    const char *access = race->write ? " writes " : " reads ";
+    switch (race->kind) {
+    case Race::Unordered:
+      what += "nothing orders " + describeStep(alg, race->second) + " and " +
+              describeStep(alg, race->first) + ", which both access " +
+              race->memory + " and one of them writes it; add a " +
+              (alg.hasDirectSteps() ? "dependency, or a signal and a wait, "
+                                    : "dependency ") +
+              "between them";
+      break;
+    case Race::BeforeStart:
+      what += describeStep(alg, race->second) + access + race->memory +
+              ", but nothing orders it after " + owner +
+              " starts the call (before that, " + owner +
+              " may still be using its buffers); wait for a signal from " +
+              owner + " first";
+      break;
+    case Race::AfterEnd:
+      what += describeStep(alg, race->second) + access + race->memory +
+              ", but nothing orders it before " + owner +
+              " ends the call (after that, " + owner +
+              " may use its buffers again); signal " + owner +
+              " after it, and make " + owner + " wait for that signal";
+      break;
+    }
+    diags.error(lineOf(alg, race->second), race->second, what);
   }
 
   if (std::optional<Deadlock> dead = findDeadlock(alg, options.fifoSlots)) {

@@ -39,11 +39,15 @@ void printAlgorithm(const Algorithm &alg, llvm::raw_ostream &os) {
         const Step &step = tb.steps[s];
         std::string fields;
         llvm::raw_string_ostream fs(fields);
-        // A nop moves no data: its operands mean nothing.
-        if (step.type != StepType::Nop)
+        // A nop, a signal and a wait move no data: their operands mean
+        // nothing.
+        if (step.type != StepType::Nop && step.type != StepType::Signal &&
+            step.type != StepType::Wait)
           fs << " src=" << bufferName(step.srcBuf) << '[' << step.srcOff << '+'
              << step.count << "] dst=" << bufferName(step.dstBuf) << '['
              << step.dstOff << '+' << step.count << ']';
+        if (step.peer != -1)
+          fs << " peer=" << step.peer;
         if (step.depTb != -1 || step.depStep != -1)
           fs << " dep=(tb " << step.depTb << ", step " << step.depStep << ')';
         if (step.hasDep)

@@ -45,7 +45,8 @@ std::string slots(BufferKind buf, int32_t off, int32_t count) {
 /// writes otherwise.
 std::string chunkLabel(const Step &step) {
   StepTypeInfo info = stepTypeInfo(step.type);
-  if (step.type == StepType::Nop)
+  if (step.type == StepType::Nop || step.type == StepType::Signal ||
+      step.type == StepType::Wait)
     return "";
   if (!info.writesDst)
     return slots(step.srcBuf, step.srcOff, step.count);
@@ -245,7 +246,7 @@ private:
       std::string title = "rank " + std::to_string(lane.rank) + " tb " +
                           std::to_string(lane.tb) + " step " + std::to_string(s) + ": " +
                           stepTypeName(step.type).str();
-      if (step.type != StepType::Nop)
+      if (!chunkLabel(step).empty())
         title += " " + slots(step.srcBuf, step.srcOff, step.count) + " -> " +
                  slots(step.dstBuf, step.dstOff, step.count);
       StepTypeInfo info = stepTypeInfo(step.type);
@@ -253,6 +254,19 @@ private:
         title += ", sends to rank " + std::to_string(tb.sendPeer);
       if (info.receives)
         title += ", receives from rank " + std::to_string(tb.recvPeer);
+      switch (info.direct) {
+      case DirectRole::None: break;
+      case DirectRole::RemoteSrc:
+        title += ", reads rank " + std::to_string(step.peer) + "'s memory";
+        break;
+      case DirectRole::RemoteDst:
+        title += ", writes rank " + std::to_string(step.peer) + "'s memory";
+        break;
+      case DirectRole::Signal: title += ", signals rank " + std::to_string(step.peer); break;
+      case DirectRole::Wait:
+        title += ", waits for a signal from rank " + std::to_string(step.peer);
+        break;
+      }
       if (step.hasDependency())
         title += ", after tb " + std::to_string(step.depTb) + " step " +
                  std::to_string(step.depStep);

@@ -213,9 +213,13 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
     const StepRef &ref = order[position];
     const Step &step = alg.gpus[ref.gpu].tbs[ref.tb].steps[ref.step];
     StepTypeInfo info = stepTypeInfo(step.type);
-    if (step.type == StepType::Nop)
+    if (step.type == StepType::Nop || step.type == StepType::Signal ||
+        step.type == StepType::Wait)
       continue;
     Slot src{step.srcBuf, step.srcOff}, dst{step.dstBuf, step.dstOff};
+    // Direct steps have one operand in their peer's memory.
+    int32_t srcRank = info.direct == DirectRole::RemoteSrc ? step.peer : ref.gpu;
+    int32_t dstRank = info.direct == DirectRole::RemoteDst ? step.peer : ref.gpu;
     auto fail = [&](std::string message) {
       return WrongResult{inplace, false, chain(position), std::move(message)};
     };
@@ -233,12 +237,12 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
       if (step.type == StepType::Copy || step.type == StepType::Reduce)
         if (auto err = mem.checkOverlap(ref.gpu, src, dst, step.count))
           return fail(*err);
-      if (auto err = mem.read(ref.gpu, src, step.count, data))
+      if (auto err = mem.read(srcRank, src, step.count, data))
         return fail(*err);
-      cameFrom[position] = mem.writer(ref.gpu, src);
+      cameFrom[position] = mem.writer(srcRank, src);
     }
     // Reductions combine with the local operand: src for receiving types,
-    // dst for `re`.
+    // dst for `re` and `getre`.
     if (info.reduces) {
       Slot operand = info.receives ? src : dst;
       if (auto err = mem.read(ref.gpu, operand, step.count, local))
@@ -247,7 +251,7 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
         return fail(*err);
     }
     if (info.writesDst)
-      if (auto err = mem.write(ref.gpu, dst, data, position))
+      if (auto err = mem.write(dstRank, dst, data, position))
         return fail(*err);
     if (info.sends)
       queues[analysis.sendConnection[ref.gpu][ref.tb]].messages.push_back({data, position});

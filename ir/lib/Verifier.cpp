@@ -22,6 +22,7 @@
 #include <array>
 #include <cassert>
 #include <deque>
+#include <map>
 #include <tuple>
 
 namespace coll::ir {
@@ -67,11 +68,14 @@ private:
   void checkTb(int32_t g, int32_t t);
   void checkStep(int32_t g, int32_t t, int32_t s);
   void checkOperand(StepRef ref, const Step &step, const char *role,
-                    BufferKind buffer, int32_t offset);
+                    BufferKind buffer, int32_t offset, int32_t owner);
+  void checkDirect(StepRef ref, const Step &step, const StepTypeInfo &info);
+  void checkDirectTarget();
   void checkDependency(StepRef ref, const Step &step);
   void checkChannelLoad(int32_t g);
   void buildConnections();
   void matchConnection(const Connection &conn);
+  void buildSignals();
   void orderSteps();
   void reportCycle(llvm::ArrayRef<NodeId> cycle, llvm::ArrayRef<StepRef> refs);
 
@@ -107,6 +111,8 @@ llvm::Expected<Analysis> Verifier::run() {
   for (int32_t g = 0; g < ngpus; ++g)
     checkGpu(g);
   buildConnections();
+  buildSignals();
+  checkDirectTarget();
   orderSteps();
   if (diags.errorCount() != errorsBefore)
     return diags.takeErrors();
@@ -274,7 +280,9 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
   if (info.receives && tb.recvPeer == -1)
     error(step.line, ref,
           "'" + type + "' receives, but the tb has no receive peer (recv=-1)");
-  if (step.type != StepType::Nop) {
+  // Signals and waits move no data: like a nop's, their cnt is unused.
+  if (step.type != StepType::Nop && step.type != StepType::Signal &&
+      step.type != StepType::Wait) {
     if (step.count < 1)
       error(step.line, ref,
             "cnt " + llvm::Twine(step.count) + " must be at least 1");
@@ -287,10 +295,15 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
   }
   // Only the operands the step type uses: the dst of `s` and the src of
   // `r`/`rcs` are informational, and a nop has none.
-  if (info.readsSrc)
-    checkOperand(ref, step, "src", step.srcBuf, step.srcOff);
-  if (info.writesDst)
-    checkOperand(ref, step, "dst", step.dstBuf, step.dstOff);
+  checkDirect(ref, step, info);
+  // A direct step's remote operand is in its peer's buffers.
+  bool peerValid = validPeer(g, step.peer);
+  int32_t srcOwner = info.direct == DirectRole::RemoteSrc ? step.peer : g;
+  int32_t dstOwner = info.direct == DirectRole::RemoteDst ? step.peer : g;
+  if (info.readsSrc && (srcOwner == g || peerValid))
+    checkOperand(ref, step, "src", step.srcBuf, step.srcOff, srcOwner);
+  if (info.writesDst && (dstOwner == g || peerValid))
+    checkOperand(ref, step, "dst", step.dstBuf, step.dstOff, dstOwner);
   checkDependency(ref, step);
   // The reference compiler sometimes writes the sender's index into a
   // receiving step's srcoff (docs/ARCHITECTURE.md §3).
@@ -304,20 +317,71 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
                              "their local operand there"));
 }
 
+void Verifier::checkDirect(StepRef ref, const Step &step,
+                           const StepTypeInfo &info) {
+  llvm::StringRef type = stepTypeName(step.type);
+  if (!info.hasPeer()) {
+    if (step.peer != -1)
+      error(step.line, ref,
+            "peer " + llvm::Twine(step.peer) + " given, but '" + type +
+                "' is not a direct step: only put, get, getre, signal and "
+                "wait name a peer");
+    return;
+  }
+  if (step.peer == -1)
+    error(step.line, ref,
+          "'" + type + "' is a direct step and needs a peer attribute");
+  else if (step.peer < 0 || step.peer >= ngpus)
+    error(step.line, ref,
+          "peer " + llvm::Twine(step.peer) + " is out of range [0, " +
+              llvm::Twine(ngpus) + ")");
+  else if (step.peer == ref.gpu)
+    error(step.line, ref,
+          "peer " + llvm::Twine(step.peer) +
+              " is the step's own rank: a direct step reaches another rank");
+}
+
+/// MSCCL XML has FIFO steps only; one error, at the first direct step.
+void Verifier::checkDirectTarget() {
+  if (limits.directSteps)
+    return;
+  StepRef first;
+  size_t count = 0;
+  for (int32_t g = 0; g < ngpus; ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t)
+      for (int32_t s = 0;
+           s < static_cast<int32_t>(alg.gpus[g].tbs[t].steps.size()); ++s)
+        if (stepTypeInfo(alg.gpus[g].tbs[t].steps[s].type).hasPeer() &&
+            count++ == 0)
+          first = {g, t, s};
+  if (count == 0)
+    return;
+  const Step &step = stepAt(first);
+  error(step.line, first,
+        "'" + stepTypeName(step.type) +
+            "' is a direct step, which MSCCL XML does not have: this target "
+            "runs FIFO steps only (" +
+            llvm::Twine(count) + " direct " +
+            (count == 1 ? "step" : "steps") + " in the file)");
+}
+
 void Verifier::checkOperand(StepRef ref, const Step &step, const char *role,
-                            BufferKind buffer, int32_t offset) {
+                            BufferKind buffer, int32_t offset, int32_t owner) {
   if (offset < 0) {
     error(step.line, ref,
           llvm::Twine(role) + "off " + llvm::Twine(offset) + " is negative");
     return;
   }
-  int32_t chunks = alg.gpus[ref.gpu].chunks(buffer);
+  int32_t chunks = alg.gpus[owner].chunks(buffer);
   int64_t end = int64_t(offset) + std::max<int64_t>(step.count, 0);
   if (end > chunks)
     error(step.line, ref,
           llvm::Twine(role) + "off " + llvm::Twine(offset) + " + cnt " +
               llvm::Twine(step.count) + " exceeds " + chunksAttribute(buffer) +
-              " " + llvm::Twine(chunks));
+              " " + llvm::Twine(chunks) +
+              (owner != ref.gpu ? " of gpu " + std::to_string(owner) +
+                                      ", the step's peer"
+                                : std::string()));
 }
 
 void Verifier::checkDependency(StepRef ref, const Step &step) {
@@ -526,9 +590,98 @@ void Verifier::matchConnection(const Connection &conn) {
   }
 }
 
+/// Pairs the signals a rank sends another on a channel with the waits of
+/// the other rank for them. Each side must be one tb, and the k-th wait
+/// takes the k-th signal, so the counts must agree.
+void Verifier::buildSignals() {
+  struct End {
+    int32_t sender, receiver, channel;
+    bool waits;
+    int32_t tb, step;
+    auto key() const { return std::tie(sender, receiver, channel); }
+    bool operator<(const End &o) const {
+      return std::tie(sender, receiver, channel, waits, tb, step) <
+             std::tie(o.sender, o.receiver, o.channel, o.waits, o.tb, o.step);
+    }
+  };
+  std::vector<End> ends;
+  for (int32_t g = 0; g < ngpus; ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
+      const ThreadBlock &tb = alg.gpus[g].tbs[t];
+      for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size()); ++s) {
+        const Step &step = tb.steps[s];
+        if (!validPeer(g, step.peer))
+          continue;
+        if (step.type == StepType::Signal)
+          ends.push_back({g, step.peer, tb.channel, false, t, s});
+        else if (step.type == StepType::Wait)
+          ends.push_back({step.peer, g, tb.channel, true, t, s});
+      }
+    }
+  llvm::sort(ends);
+  for (size_t begin = 0, end; begin < ends.size(); begin = end) {
+    end = begin;
+    while (end < ends.size() && ends[end].key() == ends[begin].key())
+      ++end;
+    SignalPair pair;
+    pair.sender = ends[begin].sender;
+    pair.receiver = ends[begin].receiver;
+    pair.channel = ends[begin].channel;
+    bool bad = false;
+    for (size_t i = begin; i < end; ++i) {
+      const End &e = ends[i];
+      int32_t &tb = e.waits ? pair.waitTb : pair.signalTb;
+      int32_t g = e.waits ? e.receiver : e.sender;
+      if (tb >= 0 && tb != e.tb) {
+        // One tb per side; report the other tb once, at its first step.
+        if (i > begin && ends[i - 1].waits == e.waits && ends[i - 1].tb == e.tb)
+          continue;
+        bad = true;
+        error(stepAt({g, e.tb, e.step}).line, {g, e.tb, e.step},
+              "tb " + llvm::Twine(tb) + " and tb " + llvm::Twine(e.tb) +
+                  (e.waits ? " both wait for signals from gpu " +
+                                 llvm::Twine(e.sender)
+                           : " both signal gpu " + llvm::Twine(e.receiver)) +
+                  " on channel " + llvm::Twine(e.channel) +
+                  ": one tb per rank signals a peer on a channel, and one "
+                  "waits for it");
+        continue;
+      }
+      tb = e.tb;
+      (e.waits ? pair.waitSteps : pair.signalSteps).push_back(e.step);
+    }
+    if (bad)
+      continue;
+    size_t nsignals = pair.signalSteps.size(), nwaits = pair.waitSteps.size();
+    if (nwaits > nsignals) {
+      StepRef at{pair.receiver, pair.waitTb, pair.waitSteps[nsignals]};
+      error(stepAt(at).line, at,
+            "wait " + llvm::Twine(nsignals) + " for gpu " +
+                llvm::Twine(pair.sender) + " on channel " +
+                llvm::Twine(pair.channel) + " has no matching signal: gpu " +
+                llvm::Twine(pair.sender) +
+                (nsignals == 0 ? " never signals gpu " + llvm::Twine(pair.receiver)
+                               : " signals gpu " + llvm::Twine(pair.receiver) +
+                                     " on it only " + times(nsignals)));
+    } else if (nsignals > nwaits) {
+      StepRef at{pair.sender, pair.signalTb, pair.signalSteps[nwaits]};
+      error(stepAt(at).line, at,
+            "signal " + llvm::Twine(nwaits) + " to gpu " +
+                llvm::Twine(pair.receiver) + " on channel " +
+                llvm::Twine(pair.channel) + " is never waited for: gpu " +
+                llvm::Twine(pair.receiver) +
+                (nwaits == 0 ? " never waits for it"
+                             : " waits for it only " + times(nwaits)) +
+                ", and a signal left over would release a wait of the next "
+                "call early");
+    }
+    analysis.signals.push_back(std::move(pair));
+  }
+}
+
 /// Kahn's algorithm over all steps of all ranks. A step waits for the
-/// previous step of its tb, for its dependency, and (when it receives) for
-/// the matching send. Steps left over lie on or behind a cycle, one of which
+/// previous step of its tb, for its dependency, (when it receives) for the
+/// matching send and (a wait) for the matching signal. Steps left over lie on or behind a cycle, one of which
 /// is then found by walking predecessors backwards.
 void Verifier::orderSteps() {
   // Node ids: all steps, gpu by gpu, tb by tb.
@@ -548,7 +701,8 @@ void Verifier::orderSteps() {
     return firstNode[g][t] + static_cast<NodeId>(s);
   };
 
-  // Each step has at most three predecessors: previous, dependency, send.
+  // Each step has at most three predecessors: previous, dependency, and the
+  // send or signal it takes.
   std::vector<std::array<NodeId, 3>> preds(numNodes, {NoNode, NoNode, NoNode});
   for (NodeId n = 0; n < numNodes; ++n) {
     const StepRef &ref = refs[n];
@@ -563,6 +717,13 @@ void Verifier::orderSteps() {
     for (size_t k = 0; k < common; ++k)
       preds[node(conn.receiver, conn.recvTb, conn.recvSteps[k])][2] =
           node(conn.sender, conn.sendTb, conn.sendSteps[k]);
+  }
+  // A wait receives nothing, so its third predecessor is its signal.
+  for (const SignalPair &pair : analysis.signals) {
+    size_t common = std::min(pair.signalSteps.size(), pair.waitSteps.size());
+    for (size_t k = 0; k < common; ++k)
+      preds[node(pair.receiver, pair.waitTb, pair.waitSteps[k])][2] =
+          node(pair.sender, pair.signalTb, pair.signalSteps[k]);
   }
 
   // Successor lists in compressed form.
@@ -646,6 +807,32 @@ void Verifier::reportCycle(llvm::ArrayRef<NodeId> cycle,
 }
 
 } // namespace
+
+std::vector<SignalPair> signalPairs(const Algorithm &alg) {
+  std::map<std::tuple<int32_t, int32_t, int32_t>, SignalPair> pairs;
+  for (int32_t g = 0; g < alg.ngpus(); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
+      const ThreadBlock &tb = alg.gpus[g].tbs[t];
+      for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size()); ++s) {
+        const Step &step = tb.steps[s];
+        bool waits = step.type == StepType::Wait;
+        if ((!waits && step.type != StepType::Signal) || step.peer < 0 ||
+            step.peer >= alg.ngpus() || step.peer == g)
+          continue;
+        int32_t sender = waits ? step.peer : g, receiver = waits ? g : step.peer;
+        SignalPair &pair = pairs[{sender, receiver, tb.channel}];
+        pair.sender = sender;
+        pair.receiver = receiver;
+        pair.channel = tb.channel;
+        (waits ? pair.waitTb : pair.signalTb) = t;
+        (waits ? pair.waitSteps : pair.signalSteps).push_back(s);
+      }
+    }
+  std::vector<SignalPair> out;
+  for (auto &entry : pairs)
+    out.push_back(std::move(entry.second));
+  return out;
+}
 
 llvm::Expected<Analysis> verify(const Algorithm &alg, DiagnosticList &diags,
                                 const RuntimeLimits &limits) {

@@ -39,7 +39,7 @@ constexpr llvm::StringLiteral GpuAttrs[] = {"id", "i_chunks", "o_chunks",
 constexpr llvm::StringLiteral TbAttrs[] = {"id", "send", "recv", "chan"};
 constexpr llvm::StringLiteral StepAttrs[] = {
     "s",      "type", "srcbuf", "srcoff", "dstbuf",
-    "dstoff", "cnt",  "depid",  "deps",   "hasdep"};
+    "dstoff", "cnt",  "depid",  "deps",   "hasdep", "peer"};
 constexpr llvm::StringLiteral ConditionAttrs[] = {"i_chunks", "o_chunks"};
 constexpr llvm::StringLiteral PreAttrs[] = {"rank", "chunks"};
 constexpr llvm::StringLiteral PostAttrs[] = {"rank", "chunk", "holds"};
@@ -461,6 +461,8 @@ WithId<Step> Reader::readStep(const XMLElement &elem, int32_t gpu, int32_t tb) {
   integer(attrs, "depid", step.depTb);
   integer(attrs, "deps", step.depStep);
   boolean(attrs, "hasdep", step.hasDep);
+  // Direct steps only (docs/IR.md, "Direct steps"); the verifier checks it.
+  integer(attrs, "peer", step.peer, /*required=*/false);
   children(elem, ""); // a step has no content; warn about any
   return result;
 }

@@ -105,6 +105,11 @@ void writeStep(llvm::raw_ostream &os, int64_t index, const Step &step) {
   at = appendInt(at, step.depStep);
   at = appendText(at, "\" hasdep=\"");
   at = appendInt(at, int(step.hasDep));
+  // Only direct steps name a peer: MSCCL files are written as they were.
+  if (step.peer != -1 || stepTypeInfo(step.type).hasPeer()) {
+    at = appendText(at, "\" peer=\"");
+    at = appendInt(at, step.peer);
+  }
   at = appendText(at, "\"/>\n");
   os.write(line, size_t(at - line));
 }

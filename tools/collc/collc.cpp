@@ -79,7 +79,7 @@ cl::opt<compiler::Target> target(
                    "Coll's interpreter: no limits"),
         clEnumValN(compiler::Target::Msccl, "msccl",
                    "the MSCCL executor: at most 64 steps per tb, cnt "
-                   "below 72, at most 32 tbs per channel and direction")),
+                   "below 72, at most 32 tbs per channel and direction, no direct steps")),
     cl::cat(category));
 cl::opt<int> instances("instances", cl::value_desc("n"),
                        cl::desc("Replace `option instances`"),

@@ -60,7 +60,7 @@ llvm::cl::opt<Target> target(
         clEnumValN(Target::Coll, "coll", "Coll's interpreter: no limits"),
         clEnumValN(Target::Msccl, "msccl",
                    "the MSCCL executor: at most 64 steps per tb, cnt below "
-                   "72, at most 32 tbs per channel and direction")),
+                   "72, at most 32 tbs per channel and direction, no direct steps")),
     llvm::cl::init(Target::Coll), llvm::cl::cat(category));
 llvm::cl::opt<bool> checkAlgorithm(
     "check",

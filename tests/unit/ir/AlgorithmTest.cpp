@@ -8,8 +8,9 @@ namespace coll::ir {
 namespace {
 
 TEST(AlgorithmTest, StepTypeNamesRoundTrip) {
-  const char *names[] = {"s",    "r",   "rcs", "rrs", "rrc",
-                         "rrcs", "cpy", "re",  "nop"};
+  const char *names[] = {"s",   "r",   "rcs",   "rrs",    "rrc",
+                         "rrcs", "cpy", "re",   "nop",   "put",
+                         "get", "getre", "signal", "wait"};
   ASSERT_EQ(std::size(names), NumStepTypes);
   for (unsigned i = 0; i < NumStepTypes; ++i) {
     auto type = static_cast<StepType>(i);
@@ -35,6 +36,15 @@ TEST(AlgorithmTest, StepTypeInfo) {
   EXPECT_FALSE(rrs.writesDst);
   StepTypeInfo nop = stepTypeInfo(StepType::Nop);
   EXPECT_FALSE(nop.receives || nop.sends || nop.readsSrc || nop.writesDst);
+  EXPECT_FALSE(nop.hasPeer() || rrcs.hasPeer());
+  // Direct steps: one operand in the peer's memory, or a signal.
+  StepTypeInfo put = stepTypeInfo(StepType::Put);
+  EXPECT_TRUE(put.readsSrc && put.writesDst && put.direct == DirectRole::RemoteDst);
+  StepTypeInfo getre = stepTypeInfo(StepType::GetReduce);
+  EXPECT_TRUE(getre.reduces && getre.direct == DirectRole::RemoteSrc);
+  EXPECT_FALSE(getre.receives || getre.sends);
+  StepTypeInfo wait = stepTypeInfo(StepType::Wait);
+  EXPECT_TRUE(wait.hasPeer() && !wait.readsSrc && !wait.writesDst);
 }
 
 TEST(AlgorithmTest, CollectiveNames) {
@@ -139,6 +149,17 @@ TEST(AlgorithmTest, HashFollowsEquality) {
     c.gpus[0].tbs[0].steps.pop_back();
   }));
   EXPECT_TRUE(differs([](Algorithm &c) { c.condition = Definition(); }));
+  EXPECT_TRUE(differs([](Algorithm &c) {
+    c.gpus[0].tbs[0].steps[0].type = StepType::Put;
+    c.gpus[0].tbs[0].steps[0].peer = 1;
+  }));
+  Algorithm direct = a, other = a;
+  direct.gpus[0].tbs[0].steps[0].type = other.gpus[0].tbs[0].steps[0].type = StepType::Put;
+  direct.gpus[0].tbs[0].steps[0].peer = 1;
+  EXPECT_TRUE(direct.hasDirectSteps());
+  EXPECT_FALSE(a.hasDirectSteps());
+  EXPECT_FALSE(direct == other);
+  EXPECT_NE(hashAlgorithm(direct), hashAlgorithm(other));
 }
 
 } // namespace

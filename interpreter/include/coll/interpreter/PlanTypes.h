@@ -15,7 +15,7 @@ namespace coll::interp {
 
 /// The IR step types, in ir::StepType's order (checked in Plan.cpp).
 enum class StepKind : uint8_t {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) Enum,
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct) Enum,
 #include "coll/ir/StepTypes.def"
 };
 

@@ -94,6 +94,12 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           break;
         }
         case StepKind::Nop: break;
+        // Direct steps never reach a plan: buildPlan refuses them.
+        case StepKind::Put:
+        case StepKind::Get:
+        case StepKind::GetReduce:
+        case StepKind::Signal:
+        case StepKind::Wait: break;
         }
         if (!ok)
           return false;

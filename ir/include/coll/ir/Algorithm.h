@@ -32,11 +32,11 @@ namespace coll::ir {
 //===----------------------------------------------------------------------===//
 
 enum class StepType : uint8_t {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) Enum,
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct) Enum,
 #include "coll/ir/StepTypes.def"
 };
 inline constexpr unsigned NumStepTypes = 0
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst) +1
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct) +1
 #include "coll/ir/StepTypes.def"
     ;
 
@@ -63,20 +63,33 @@ std::optional<Protocol> parseProtocol(llvm::StringRef name);
 llvm::StringRef bufferName(BufferKind buffer);
 std::optional<BufferKind> parseBuffer(llvm::StringRef name);
 
+/// How a step uses its own `peer` (StepTypes.def, docs/IR.md "Direct
+/// steps").
+enum class DirectRole : uint8_t {
+  None,      ///< a FIFO or local step: no peer of its own
+  RemoteSrc, ///< src is the peer's memory (get, getre)
+  RemoteDst, ///< dst is the peer's memory (put)
+  Signal,    ///< bumps the peer's counter of signals from this rank
+  Wait,      ///< waits for the next signal from the peer
+};
+
 /// Properties of a step type, from StepTypes.def.
 struct StepTypeInfo {
   bool receives, sends, readsSrc, reduces, writesDst;
+  DirectRole direct;
+  /// Whether the step names a peer of its own (the `peer` attribute).
+  bool hasPeer() const { return direct != DirectRole::None; }
 };
 /// Inline: every pass asks for every step.
 inline StepTypeInfo stepTypeInfo(StepType type) {
   switch (type) {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst)      \
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)      \
   case StepType::Enum:                                                         \
-    return StepTypeInfo{Recv != 0, Send != 0, ReadsSrc != 0, Red != 0,         \
-                        WritesDst != 0};
+    return StepTypeInfo{Recv != 0,      Send != 0,      ReadsSrc != 0,         \
+                        Red != 0,       WritesDst != 0, DirectRole::Direct};
 #include "coll/ir/StepTypes.def"
   }
-  return StepTypeInfo{false, false, false, false, false};
+  return StepTypeInfo{false, false, false, false, false, DirectRole::None};
 }
 
 /// Properties of a collective, from Collectives.def.
@@ -115,6 +128,9 @@ struct Step {
   int32_t depStep = -1;
   /// Other steps wait on this one: it publishes its completion.
   bool hasDep = false;
+  /// Direct steps (put, get, getre, signal, wait): the rank whose memory or
+  /// counter the step uses; -1 for every other step.
+  int32_t peer = -1;
   uint32_t line = 0; ///< source line; not part of the value
 
   bool hasDependency() const { return depTb >= 0; }
@@ -212,6 +228,9 @@ struct Algorithm {
   uint32_t conditionLine = 0; ///< of `<condition>`; not part of the value
 
   int32_t ngpus() const { return static_cast<int32_t>(gpus.size()); }
+  /// Whether any step is a direct one (DirectRole other than None): such a
+  /// file is no longer MSCCL XML.
+  bool hasDirectSteps() const;
   friend bool operator==(const Algorithm &a, const Algorithm &b);
 };
 

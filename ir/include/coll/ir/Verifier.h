@@ -33,15 +33,29 @@ struct Connection {
   std::vector<int32_t> sendSteps, recvSteps;
 };
 
+/// Signals from one rank to another on one channel (docs/IR.md, "Direct
+/// steps"): exactly one tb of the sender signals, exactly one tb of the
+/// receiver waits, and the k-th wait waits for the k-th signal.
+struct SignalPair {
+  int32_t sender = -1, receiver = -1, channel = -1;
+  int32_t signalTb = -1, waitTb = -1;
+  /// Indices of the `signal` steps in signalTb and of the `wait` steps in
+  /// waitTb, in order; equally many after verification.
+  std::vector<int32_t> signalSteps, waitSteps;
+};
+
 struct Analysis {
   /// All connections, sorted by (sender, receiver, channel).
   std::vector<Connection> connections;
   /// sendConnection[gpu][tb] / recvConnection[gpu][tb]: index into
   /// `connections`, or -1 when the tb has no such peer.
   std::vector<std::vector<int32_t>> sendConnection, recvConnection;
+  /// All signal pairs, sorted by (sender, receiver, channel).
+  std::vector<SignalPair> signals;
   /// Every step exactly once, in an order in which it could execute: after
-  /// the previous step of its tb, after its dependency, and (for receiving
-  /// steps) after the matching send.
+  /// the previous step of its tb, after its dependency, (for receiving
+  /// steps) after the matching send and (for waits) after the matching
+  /// signal.
   std::vector<StepRef> topologicalOrder;
 };
 
@@ -56,6 +70,8 @@ struct RuntimeLimits {
   /// flag like any step, so a tb may end with nops that others wait for
   /// (Coll's runtimes). MSCCL folds a nop into the next real step instead.
   bool nopsRun = true;
+  /// Direct steps (put, get, getre, signal, wait) run. MSCCL XML has none.
+  bool directSteps = true;
 };
 
 /// What the MSCCL executor accepts: MSCCL_MAX_NUM_STEPS (64 steps per tb),
@@ -67,8 +83,13 @@ inline RuntimeLimits mscclLimits() {
   limits.maxCount = 72;
   limits.maxTbsPerChannelDirection = 32;
   limits.nopsRun = false;
+  limits.directSteps = false;
   return limits;
 }
+
+/// The signal pairs of a verified algorithm, as Analysis::signals holds
+/// them, for the checks that run without the analysis.
+std::vector<SignalPair> signalPairs(const Algorithm &alg);
 
 /// Checks `alg`. Errors and warnings go to `diags`; on failure the returned
 /// error holds every error, formatted.
