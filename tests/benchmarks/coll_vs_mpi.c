@@ -5,12 +5,19 @@
  * prints both latencies and their ratio, in the style of nccl-tests/OSU.
  *
  *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
- *                                      [--plot FILE.svg]
+ *                                      [--isolated N] [--skew-us T] [--plot FILE.svg]
  *
  * Sizes are nccl-tests' (the larger buffer: allgather and alltoall count
  * every rank's block). Each point runs a few warm-up calls, then as many
  * calls as fit in about 0.2 s (at least 5, at most 2000), separated by
- * nothing; the time per call is the slowest rank's average. The results are
+ * nothing; the time per call is the slowest rank's average. Then it times
+ * calls one by one, each after a barrier, as an application that computes
+ * between calls makes them: the slowest rank's time of each call, from its
+ * barrier's end to its call's return, and the median of those (at most N
+ * calls, default 101, and about 0.2 s; --isolated 0 leaves this out).
+ * --skew-us T makes the last rank compute for T us after each barrier before
+ * its isolated call, as a rank that arrives late does (the times include T).
+ * The results are
  * checked once per point, so that a fast wrong answer cannot win. On a
  * terminal, rank 0 shows the point running and the time left (Progress.h).
  *
@@ -143,6 +150,53 @@ static double timeit(int lib, enum Coll c, float *send, float *recv, size_t coun
   return worst;
 }
 
+/* --skew-us: how long the last rank computes after each barrier before its
+ * isolated call, as a rank that arrives late does. */
+static double skewSeconds;
+
+static int compareDoubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Seconds per call made alone: the median over `calls` calls, each made
+ * after a barrier, of the slowest rank's time. */
+static double isolated(int lib, enum Coll c, float *send, float *recv, size_t count, int calls) {
+  double *mine = malloc((size_t)calls * sizeof(double));
+  double *worst = malloc((size_t)calls * sizeof(double));
+  double median;
+  int k;
+  if (!mine || !worst)
+    die("out of memory");
+  for (k = 0; k < calls; ++k) {
+    double t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    if (skewSeconds > 0 && rank == nranks - 1)
+      while (MPI_Wtime() - t0 < skewSeconds)
+        ;
+    call(lib, c, send, recv, count);
+    mine[k] = MPI_Wtime() - t0;
+  }
+  MPI_Allreduce(mine, worst, calls, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  qsort(worst, (size_t)calls, sizeof(double), compareDoubles);
+  median = worst[calls / 2];
+  free(mine);
+  free(worst);
+  return median;
+}
+
+/* How many isolated calls a point gets: about 0.2 s of them at the
+ * back-to-back time `perCall`, odd, at least 11 and at most `most`. */
+static int isolatedCalls(double perCall, int most) {
+  int calls = perCall > 0 ? (int)(0.2 / perCall) : most;
+  if (calls > most)
+    calls = most;
+  if (calls < 11)
+    calls = 11;
+  return calls | 1;
+}
+
 static size_t parseSize(const char *s) {
   char *end;
   size_t v = strtoull(s, &end, 10);
@@ -174,6 +228,7 @@ int main(int argc, char **argv) {
   char seriesNames[NCOLL][2][48];
   size_t npoints = 0;
   collProgress *progress = NULL;
+  int isolatedMost = 101;
   int a, c;
 
   MPI_Init(&argc, &argv);
@@ -188,6 +243,16 @@ int main(int argc, char **argv) {
       ops = argv[a + 1];
     else if (!strcmp(argv[a], "--plot"))
       plot = argv[a + 1];
+    else if (!strcmp(argv[a], "--isolated"))
+      isolatedMost = atoi(argv[a + 1]);
+    else if (!strcmp(argv[a], "--skew-us"))
+      skewSeconds = atof(argv[a + 1]) * 1e-6;
+  }
+  if (isolatedMost < 0) {
+    if (rank == 0)
+      fprintf(stderr, "coll-vs-mpi: --isolated takes a number of calls (0: none)\n");
+    MPI_Finalize();
+    return 2;
   }
   for (c = 0; c < NCOLL; ++c) {
     snprintf(seriesNames[c][0], sizeof seriesNames[c][0], "%s, Coll", names[c]);
@@ -196,10 +261,19 @@ int main(int argc, char **argv) {
   if (collCommInitFromMPI(MPI_COMM_WORLD, &comm) != collSuccess)
     die("collCommInitFromMPI");
 
-  if (rank == 0)
+  if (rank == 0) {
     printf("# Coll (coll.h) against Open MPI, %d processes, fp32; time per call in us, "
            "the slowest rank's average\n",
            nranks);
+    if (isolatedMost > 0)
+      printf("# alone: each call after a barrier, the median of the slowest rank's time "
+             "(at most %d calls)%s\n",
+             isolatedMost | 1, skewSeconds > 0 ? "; the last rank computes first" : "");
+    if (isolatedMost > 0 && skewSeconds > 0)
+      printf("# skew: after each barrier the last rank computes for %.0f us before its call; "
+             "the time includes it\n",
+             skewSeconds * 1e6);
+  }
   if (rank == 0) {
     /* Every point is timed for about as long: each weighs 1. */
     size_t steps = 0;
@@ -212,16 +286,20 @@ int main(int argc, char **argv) {
   for (c = 0; c < NCOLL; ++c) {
     if (!strstr(ops, names[c]))
       continue;
-    if (rank == 0)
-      printf("#\n# %-10s %12s %12s %12s %10s %8s\n", names[c], "size(B)", "count", "coll(us)",
+    if (rank == 0) {
+      printf("#\n# %-10s %12s %12s %12s %10s %8s", names[c], "size(B)", "count", "coll(us)",
              "mpi(us)", "coll/mpi");
+      if (isolatedMost > 0)
+        printf(" %14s %13s %10s", "coll-alone(us)", "mpi-alone(us)", "alone c/m");
+      printf("\n");
+    }
     for (bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
       /* bytes is the larger buffer; count is per rank block. */
       size_t perBlock = (c == ALLGATHER || c == ALLTOALL) ? bytes / (size_t)nranks : bytes;
       size_t count = perBlock / sizeof(float);
       size_t n = (size_t)nranks;
       float *send, *recv;
-      double tc, tm;
+      double tc, tm, ic = 0, im = 0;
       int ok, allOk;
       if (count == 0)
         continue;
@@ -250,10 +328,19 @@ int main(int argc, char **argv) {
       /* Alternate the order so neither library always runs on a warm cache. */
       tm = timeit(1, (enum Coll)c, send, recv, count);
       tc = timeit(0, (enum Coll)c, send, recv, count);
+      if (isolatedMost > 0) {
+        int calls = isolatedCalls(tc > tm ? tc : tm, isolatedMost);
+        ic = isolated(0, (enum Coll)c, send, recv, count, calls);
+        im = isolated(1, (enum Coll)c, send, recv, count, calls);
+      }
       collProgressClear(progress);
-      if (rank == 0)
-        printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f\n", names[c], count * sizeof(float) *
+      if (rank == 0) {
+        printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f", names[c], count * sizeof(float) *
                ((c == ALLGATHER || c == ALLTOALL) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
+        if (isolatedMost > 0)
+          printf(" %14.2f %13.2f %10.2f", ic * 1e6, im * 1e6, ic / im);
+        printf("\n");
+      }
       if (rank == 0 && plot && npoints + 2 <= sizeof points / sizeof points[0]) {
         uint64_t size = count * sizeof(float) * ((c == ALLGATHER || c == ALLTOALL) ? n : 1);
         double factor = busFactor((enum Coll)c, nranks);
