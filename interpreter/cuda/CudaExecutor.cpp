@@ -663,6 +663,12 @@ llvm::Error CudaExecutor::Impl::start() {
   if (oneRank() ? !plan.holds(options.rank) : plan.planRank >= 0)
     return fail(llvm::formatv("{0}: the plan holds rank {1}'s steps only", plan.fileName,
                               plan.planRank));
+  for (int32_t r = 0; r < plan.nranks; ++r)
+    if ((!oneRank() || r == options.rank) && plan.hasDirectSteps(r))
+      return fail(llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, "
+                                "wait), which the GPU kernel does not run yet (only the host "
+                                "executor does)",
+                                plan.fileName, r));
   firstTb = oneRank() ? plan.rankTbBegin[options.rank] : 0;
   launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
                         : static_cast<int32_t>(plan.tbs.size());

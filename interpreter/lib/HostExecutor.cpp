@@ -11,6 +11,7 @@
 #include "coll/interpreter/host/Engine.h"
 #include "coll/interpreter/host/Rank.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cerrno>
@@ -131,6 +132,8 @@ public:
   bool broken = false;
   Timeline *timeline = nullptr;
   std::vector<std::vector<TbTrace>> traces; ///< per rank, per tb
+  /// Direct steps' buffers and signals, when the plan has any.
+  std::unique_ptr<DirectTable> direct;
 };
 
 llvm::Error HostExecutor::Impl::start() {
@@ -149,8 +152,11 @@ llvm::Error HostExecutor::Impl::start() {
   RankOptions rankOptions;
   rankOptions.watchdog = std::chrono::milliseconds(watchdogFromEnv(options.watchdogMs));
   rankOptions.slotBytes = shape->slotBytes;
+  if (!plan.signals.empty() ||
+      llvm::any_of(plan.steps, [](const PlanStep &s) { return s.peer >= 0; }))
+    direct = std::make_unique<DirectTable>(plan);
   for (int32_t r = 0; r < plan.nranks; ++r) {
-    auto runner = RankRunner::create(plan, r, ends, bell, stop, rankOptions);
+    auto runner = RankRunner::create(plan, r, ends, bell, stop, rankOptions, direct.get());
     if (!runner)
       return runner.takeError();
     ranks.push_back(std::move(*runner));
@@ -199,6 +205,10 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
     ranks[r]->appendTasks(tasks);
   }
   result.iterations = ranks.empty() ? 0 : ranks[0]->iterations();
+  // Direct steps address every rank's buffers of this call.
+  if (direct)
+    for (int32_t r = 0; r < plan.nranks; ++r)
+      direct->buffers[r] = {args.input[r], args.output[r], ranks[r]->scratch()};
 
   uint64_t work = 0;
   for (auto &rank : ranks)
@@ -212,6 +222,10 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
                                    plan.fileName.c_str(), stop.takeReport().c_str());
   }
+  // Every rank ended the call: its signals are the next call's base.
+  if (direct)
+    for (size_t p = 0; p < plan.signals.size(); ++p)
+      direct->base[p] += result.iterations * static_cast<uint64_t>(plan.signals[p].perIteration);
   for (auto &rank : ranks)
     rank->finishAverage();
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -155,14 +155,24 @@ void runTask(void *arg) {
 
 llvm::Expected<std::unique_ptr<RankRunner>>
 RankRunner::create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd> ends,
-                   Doorbell &bell, StopControl &stop, const RankOptions &options) {
+                   Doorbell &bell, StopControl &stop, const RankOptions &options,
+                   DirectTable *direct) {
   if (rank < 0 || rank >= plan.nranks || !plan.holds(rank))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    llvm::formatv("{0}: no steps of rank {1} in the plan (it has "
                                                  "{2} ranks; rank {3}'s steps only)",
                                                  plan.fileName, rank, plan.nranks, plan.planRank)
                                        .str());
+  if (!direct && plan.hasDirectSteps(rank))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, wait), which "
+                      "only the host executor runs so far, with every rank in one process; "
+                      "across processes they need windows, not built yet",
+                      plan.fileName, rank)
+            .str());
   auto impl = std::make_unique<Impl>(plan, rank, bell, stop, options);
+  impl->direct = direct;
   auto shape = FifoShape::of(plan.protocol, options.slotBytes);
   if (!shape)
     return shape.takeError();
@@ -285,6 +295,8 @@ void RankRunner::finishAverage() const {
 }
 
 uint64_t RankRunner::iterations() const { return impl->iterations; }
+
+void *RankRunner::scratch() const { return impl->scratch.ptr.get(); }
 
 uint64_t RankRunner::work() const {
   const Impl &i = *impl;

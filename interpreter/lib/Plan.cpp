@@ -67,7 +67,8 @@ public:
   }
 
 private:
-  /// The class of the data chunk `index` of `buffer` holds now, or -1.
+  /// The class of the data chunk `index` of `buffer` of rank `gpu` holds
+  /// now, or -1.
   int32_t classOf(int32_t gpu, BufferKind buffer, int32_t index) const {
     if (buffer == BufferKind::Scratch)
       return scratch[gpu][index];
@@ -82,9 +83,10 @@ private:
     plan.conflicts.push_back(SizeConflict{ref.gpu, ref.tb, ref.step, a, b, step.line});
   }
 
-  void write(const ir::StepRef &ref, const ir::Step &step, int32_t index, int32_t cls) {
+  void write(const ir::StepRef &ref, const ir::Step &step, int32_t rank, int32_t index,
+             int32_t cls) {
     if (step.dstBuf == BufferKind::Scratch)
-      scratch[ref.gpu][index] = cls;
+      scratch[rank][index] = cls;
     else
       conflict(ref, step, cls, plan.shape.chunkClass(index));
   }
@@ -106,23 +108,29 @@ private:
       inFlight[recvConn].pop_front();
     }
     std::vector<int32_t> outgoing;
+    // A direct step's remote operand is in its peer's buffers (a put's
+    // write sets the class of the peer's scratch slot).
+    int32_t srcRank = info.direct == ir::DirectRole::RemoteSrc ? step.peer : ref.gpu;
+    int32_t dstRank = info.direct == ir::DirectRole::RemoteDst ? step.peer : ref.gpu;
+    if (!info.readsSrc && !info.writesDst && !info.sends)
+      return llvm::Error::success(); // signal, wait
     for (int32_t c = 0; c < step.count; ++c) {
       int32_t src = -1;
       if (info.readsSrc) {
-        src = classOf(ref.gpu, step.srcBuf, step.srcOff + c);
+        src = classOf(srcRank, step.srcBuf, step.srcOff + c);
         if (src < 0)
           return unwritten(ref, step, step.srcOff + c);
       }
       int32_t data = info.receives ? incoming[c] : src;
       if (info.receives && info.reduces)
         conflict(ref, step, data, src);
-      if (step.type == StepType::Reduce) {
+      if (step.type == StepType::Reduce || step.type == StepType::GetReduce) {
         int32_t dst = classOf(ref.gpu, step.dstBuf, step.dstOff + c);
         if (dst < 0)
           return unwritten(ref, step, step.dstOff + c);
         conflict(ref, step, data, dst);
       } else if (info.writesDst) {
-        write(ref, step, step.dstOff + c, data);
+        write(ref, step, dstRank, step.dstOff + c, data);
       }
       if (info.sends)
         outgoing.push_back(data);
@@ -155,19 +163,6 @@ private:
 
 llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
                                llvm::StringRef fileName) {
-  // Direct steps are checked (docs/IR.md, "Direct steps") but no executor
-  // runs them yet: refuse them here, where every backend's plan is made.
-  for (int32_t g = 0; g < alg.ngpus(); ++g)
-    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t)
-      for (int32_t s = 0; s < static_cast<int32_t>(alg.gpus[g].tbs[t].steps.size()); ++s) {
-        const ir::Step &step = alg.gpus[g].tbs[t].steps[s];
-        if (ir::stepTypeInfo(step.type).hasPeer())
-          return planError(fileName, step.line,
-                           llvm::formatv("gpu {0} tb {1} step {2}: '{3}' is a direct step, "
-                                         "which Coll's executors do not run yet: direct "
-                                         "programs are checked (collir --check), not run",
-                                         g, t, s, ir::stepTypeName(step.type)));
-      }
   Plan plan;
   plan.fileName = fileName.str();
   plan.name = alg.name;
@@ -218,7 +213,9 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
           ++end;
         const ir::Step &last = tb.steps[end - 1];
         int32_t nsrc = end - s;
-        bool moves = first.type != StepType::Nop;
+        ir::StepTypeInfo firstInfo = ir::stepTypeInfo(first.type);
+        bool moves = firstInfo.readsSrc || firstInfo.writesDst || firstInfo.sends ||
+                     firstInfo.receives;
         PlanStep ps{};
         ps.type = static_cast<StepKind>(first.type);
         ps.srcBuf = static_cast<uint8_t>(first.srcBuf);
@@ -230,6 +227,9 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
         ps.depStep = first.hasDependency() ? first.depStep : -1;
         ps.irStep = end - 1;
         ps.hasDep = last.hasDep ? 1 : 0;
+        ps.peer = firstInfo.hasPeer() ? first.peer : -1;
+        ps.signal = -1;
+        ps.ordinal = 0;
         int32_t index = static_cast<int32_t>(plan.steps.size());
         for (int32_t c = 0; c < ps.count; ++c)
           for (int32_t r = 0; r < nsrc; ++r)
@@ -245,6 +245,21 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
     }
   }
 
+  // Signal pairs: each signal and wait step learns its pair, each wait its
+  // place among the pair's waits.
+  for (const ir::SignalPair &pair : analysis.signals) {
+    int32_t index = static_cast<int32_t>(plan.signals.size());
+    plan.signals.push_back(PlanSignal{pair.sender, pair.receiver, pair.channel,
+                                      static_cast<int32_t>(pair.signalSteps.size())});
+    for (int32_t s : pair.signalSteps)
+      plan.steps[where[pair.sender][pair.signalTb][s].planStep].signal = index;
+    for (size_t k = 0; k < pair.waitSteps.size(); ++k) {
+      PlanStep &wait = plan.steps[where[pair.receiver][pair.waitTb][pair.waitSteps[k]].planStep];
+      wait.signal = index;
+      wait.ordinal = static_cast<int32_t>(k);
+    }
+  }
+
   ClassPropagation propagation(alg, analysis, plan, where);
   if (llvm::Error err = propagation.run())
     return err;
@@ -256,6 +271,16 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
     if (used[c])
       plan.sliceClasses.push_back(static_cast<int32_t>(c));
   return plan;
+}
+
+bool Plan::hasDirectSteps(int32_t rank) const {
+  if (!holds(rank))
+    return false;
+  for (int32_t t = rankTbBegin[rank]; t < rankTbBegin[rank + 1]; ++t)
+    for (int32_t i = 0; i < tbs[t].nSteps; ++i)
+      if (steps[tbs[t].stepBegin + i].peer >= 0)
+        return true;
+  return false;
 }
 
 std::vector<std::vector<int32_t>> connectionsByRank(const Plan &whole) {
@@ -288,6 +313,7 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
   plan.connectionsInto = whole.connectionsInto;
   plan.conflicts = whole.conflicts;
   plan.sliceClasses = whole.sliceClasses;
+  plan.signals = whole.signals;
   plan.planRank = rank;
   const int32_t first = whole.rankTbBegin[rank], last = whole.rankTbBegin[rank + 1];
   // This rank's tbs from 0: the ranks before it have none, those after it
@@ -363,6 +389,10 @@ llvm::Error checkPlanIndices(const Plan &p) {
   for (int32_t cls : p.sliceClasses)
     if (cls < 0 || cls >= p.shape.chunksPerBlock)
       return bad("its chunk classes");
+  for (const PlanSignal &sig : p.signals)
+    if (sig.sender < 0 || sig.sender >= p.nranks || sig.receiver < 0 ||
+        sig.receiver >= p.nranks || sig.sender == sig.receiver || sig.perIteration < 0)
+      return bad("a signal pair");
   for (const PlanConnection &c : p.connections) {
     if (c.sender < 0 || c.sender >= p.nranks || c.receiver < 0 || c.receiver >= p.nranks ||
         c.atReceiver < 0 || c.atReceiver >= p.connectionsInto[c.receiver] ||
@@ -394,7 +424,12 @@ llvm::Error checkPlanIndices(const Plan &p) {
             s.nsrc < 1 || s.nsrc > MaxReduceSources || s.count < 0 ||
             s.sliceBegin < tb.sliceBegin || s.sliceBegin + n > int64_t(tb.sliceBegin) + tb.nSlices ||
             (s.depTb != -1 && (s.depTb < p.rankTbBegin[r] || s.depTb >= p.rankTbBegin[r + 1])) ||
-            s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1))
+            s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1) || s.peer < -1 ||
+            s.peer >= p.nranks || s.peer == r ||
+            (ir::stepTypeInfo(static_cast<StepType>(s.type)).hasPeer() != (s.peer >= 0)) ||
+            s.signal < -1 || s.signal >= static_cast<int64_t>(p.signals.size()) ||
+            ((s.type == StepKind::Signal || s.type == StepKind::Wait) != (s.signal >= 0)) ||
+            s.ordinal < 0 || (s.signal >= 0 && s.ordinal >= p.signals[s.signal].perIteration))
           return bad(llvm::formatv("gpu {0} tb {1} step {2}", r, tb.tb, i));
         for (int64_t k = 0; k < n; ++k) {
           const PlanSlice &slice = p.slices[s.sliceBegin + k];
@@ -440,11 +475,19 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
 
   call.slices.resize(plan.slices.size());
   for (const PlanTb &tb : plan.tbs) {
-    uint64_t limits[3] = {call.inputElems, call.outputElems, call.scratchElems[tb.rank]};
     for (int32_t i = 0; i < tb.nSteps; ++i) {
       const PlanStep &ps = plan.steps[tb.stepBegin + i];
       ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<StepType>(ps.type));
       auto src = static_cast<BufferKind>(ps.srcBuf), dst = static_cast<BufferKind>(ps.dstBuf);
+      // A direct step's remote operand is bounded by its peer's scratch.
+      auto limitOf = [&](BufferKind buffer, bool remote) {
+        int32_t owner = remote ? ps.peer : tb.rank;
+        return buffer == BufferKind::Input    ? call.inputElems
+               : buffer == BufferKind::Output ? call.outputElems
+                                              : call.scratchElems[owner];
+      };
+      uint64_t srcLimit = limitOf(src, info.direct == ir::DirectRole::RemoteSrc);
+      uint64_t dstLimit = limitOf(dst, info.direct == ir::DirectRole::RemoteDst);
       for (int32_t k = 0; k < ps.count * ps.nsrc; ++k) {
         const PlanSlice &slice = plan.slices[ps.sliceBegin + k];
         CallSlice &out = call.slices[ps.sliceBegin + k];
@@ -453,10 +496,8 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
         out.dst = info.writesDst ? layout.chunkOffset(dst, slice.dstChunk) : 0;
         // The verifier bounds chunk indices; this guards the element ranges
         // themselves, whatever the input.
-        bool srcOk = !info.readsSrc ||
-                     out.src + out.nelem <= limits[static_cast<int>(src)];
-        bool dstOk = !info.writesDst ||
-                     out.dst + out.nelem <= limits[static_cast<int>(dst)];
+        bool srcOk = !info.readsSrc || out.src + out.nelem <= srcLimit;
+        bool dstOk = !info.writesDst || out.dst + out.nelem <= dstLimit;
         if (!srcOk || !dstOk)
           return planError(plan.fileName, 0,
                            llvm::formatv("gpu {0} tb {1} step {2}: chunk range outside "

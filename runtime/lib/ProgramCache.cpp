@@ -28,7 +28,7 @@ namespace coll::rt {
 namespace {
 
 /// The first line's first two words; the number changes with the format.
-constexpr llvm::StringLiteral Magic = "coll-program-cache 4";
+constexpr llvm::StringLiteral Magic = "coll-program-cache 5";
 
 std::string hexDigest(llvm::StringRef data) {
   llvm::SHA256 sha;
@@ -82,7 +82,7 @@ int findBuildId(struct dl_phdr_info *info, size_t, void *data) {
 // The plan in binary: a cache entry is read on every rank of every job, and
 // each rank reads only the common part and its own part.
 //
-//   coll-program-cache 4 ok COMMON_BYTES COMMON_XXH64\n
+//   coll-program-cache 5 ok COMMON_BYTES COMMON_XXH64\n
 //   common part: the plan's scalars and the tables of the job that every
 //                rank's plan holds (per rank: scratch chunks, connections
 //                into it; the size conflicts; the chunk classes), then per
@@ -229,6 +229,7 @@ template <typename IO, typename P> void jobTables(IO &io, P &plan) {
   io.records(plan.connectionsInto);
   io.records(plan.conflicts);
   io.records(plan.sliceClasses);
+  io.records(plan.signals);
 }
 
 /// What only one rank's plan holds (interp::slicePlan), in one order.
@@ -413,7 +414,7 @@ std::optional<ProgramCache::Entry> ProgramCache::load(llvm::StringRef key,
   if (::fstat(file.fd, &st) || st.st_uid != geteuid() || !S_ISREG(st.st_mode))
     return std::nullopt;
   const uint64_t size = uint64_t(st.st_size);
-  // "coll-program-cache 4 ok COMMON_BYTES CHECKSUM\n", or "... error
+  // "coll-program-cache 5 ok COMMON_BYTES CHECKSUM\n", or "... error
   // DIGEST\n" and the error's text.
   char first[256];
   const size_t head = size_t(std::min<uint64_t>(size, sizeof first));

@@ -339,6 +339,16 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
                               "a custom collective has no API call to serve"});
       return;
     }
+    // The runtime's ranks live in separate processes (or drive a GPU); the
+    // host executor that runs direct steps needs every rank in one process.
+    if (compiled->alg.hasDirectSteps()) {
+      reg.rejected.push_back(
+          {plan.name, origin,
+           "it has direct steps (put, get, getre, signal, wait), which the runtime does not "
+           "run yet: across processes they need windows (collrun runs them with every rank "
+           "in one process)"});
+      return;
+    }
     LoadedAlgorithm la;
     la.name = plan.name;
     la.origin = origin;

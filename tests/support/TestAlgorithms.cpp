@@ -66,6 +66,14 @@ public:
 
   void hasDep(int rank, int tb, int step) { alg.gpus[rank].tbs[tb].steps[step].hasDep = true; }
 
+  /// Appends a direct step on `peer` (signals and waits move no chunks).
+  void peerStep(int rank, int tb, StepType type, int peer, BufferKind sb = I, int so = 0,
+                BufferKind db = I, int dof = 0) {
+    bool sync = type == StepType::Signal || type == StepType::Wait;
+    int s = step(rank, tb, type, sb, so, db, dof, sync ? 0 : 1);
+    alg.gpus[rank].tbs[tb].steps[s].peer = peer;
+  }
+
   ir::Algorithm alg;
 };
 
@@ -274,6 +282,57 @@ ir::Algorithm fifoDeadlockWithDependency(ir::Protocol proto) {
     int local = b.tb(r, -1, -1);
     b.step(r, local, StepType::Copy, O, 0, S, 0, 16, t, 1);
     b.step(r, local, StepType::Copy, S, 0, O, 0, 16);
+  }
+  return b.alg;
+}
+
+namespace {
+
+/// Signals every peer of `r` on its tb `t`, then waits for every one.
+void handshake(Builder &b, int r, int t, int n) {
+  for (StepType type : {StepType::Signal, StepType::Wait})
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, type, p);
+}
+
+} // namespace
+
+ir::Algorithm peerOneShotAllReduce(int n) {
+  Builder b("peer_oneshot_allreduce", ir::Collective::AllReduce, n, 1, ir::Protocol::Simple,
+            false, true);
+  b.chunks(1, 1, 0);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, -1, -1);
+    b.step(r, t, StepType::Copy, I, 0, O, 0);
+    handshake(b, r, t, n);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, StepType::GetReduce, p, I, 0, O, 0);
+    handshake(b, r, t, n);
+  }
+  return b.alg;
+}
+
+ir::Algorithm peerTwoShotAllReduce(int n) {
+  Builder b("peer_twoshot_allreduce", ir::Collective::AllReduce, n, n, ir::Protocol::Simple,
+            false, true);
+  b.chunks(n, n, n);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, -1, -1);
+    handshake(b, r, t, n);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, StepType::Put, p, I, p, S, r);
+    handshake(b, r, t, n);
+    b.step(r, t, StepType::Copy, I, r, O, r);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.step(r, t, StepType::Reduce, S, p, O, r);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, StepType::Put, p, O, r, O, r);
+    handshake(b, r, t, n);
   }
   return b.alg;
 }

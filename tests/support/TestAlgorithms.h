@@ -57,7 +57,19 @@ ir::Algorithm fifoDeadlock(ir::Protocol proto);
 /// cross-tb dependency) and copies the received data through scratch.
 ir::Algorithm fifoDeadlockWithDependency(ir::Protocol proto);
 
-/// Every builder above at `n` ranks with `proto`, named.
+/// Direct steps (docs/IR.md, "Direct steps"), one tb per rank, out of
+/// place. One-shot: each rank signals every peer that it has started, waits
+/// for theirs, adds every peer's input into its output with `getre`, then
+/// signals that it is done reading and waits until the peers are.
+ir::Algorithm peerOneShotAllReduce(int n);
+/// Two-shot: after the start handshake each rank `put`s the blocks its
+/// peers reduce into their scratch, signals them, reduces its own block
+/// once they have signalled, and `put`s the result into every peer's
+/// output, signalling again.
+ir::Algorithm peerTwoShotAllReduce(int n);
+
+/// Every builder above at `n` ranks with `proto`, named (FIFO programs
+/// only: every backend runs them).
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto);
 
 /// One cell of the protocol matrix the backend tests sweep: a protocol and a

@@ -76,6 +76,7 @@ public:
   std::vector<std::unique_ptr<TbState>> tbs;
   AlignedBuffer scratch;
   std::vector<TbTrace> *traces = nullptr;
+  DirectTable *direct = nullptr; ///< shared by the executor's ranks; null: no direct steps
 
   // The bound call.
   Runner runner = nullptr;

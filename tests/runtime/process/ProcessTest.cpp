@@ -83,7 +83,6 @@ public:
   ~AlgoDir() { llvm::sys::fs::remove_directories(path); }
   std::string path;
 
-private:
   void write(const std::string &name, coll::ir::Algorithm alg) {
     alg.name = name;
     llvm::Error err = coll::ir::writeAlgorithmFile(alg, path + "/" + name + ".xml");
@@ -276,6 +275,27 @@ TEST(Runtime, OneRankCopiesSendbuffToRecvbuff) {
   JobOptions o;
   o.env["COLL_TEST_SMALL"] = "1";
   expectAllOk(runJob("collectives", 1, o));
+}
+
+// A user's program with direct steps (docs/IR.md, "Direct steps") needs
+// every rank in one process: the runtime sets it aside at loading with its
+// reason (INFO lists it), and the other programs serve every collective.
+TEST(Runtime, AProgramWithDirectStepsIsSetAsideWithItsReason) {
+  AlgoDir dir(3);
+  dir.write("peer_twoshot", coll::testing::peerTwoShotAllReduce(3));
+  JobOptions o = withAlgorithms(dir);
+  o.env["COLL_TEST_SMALL"] = "1";
+  o.env["COLL_DEBUG"] = "INFO";
+  auto results = runJob("collectives", 3, o);
+  expectAllOk(results);
+  bool said = false;
+  for (const auto &r : results)
+    said = said || r.output.find("not loaded: peer_twoshot") != std::string::npos;
+  EXPECT_TRUE(said) << describe(results);
+  EXPECT_NE(describe(results).find("it has direct steps (put, get, getre, signal, wait), which "
+                                   "the runtime does not run yet"),
+            std::string::npos)
+      << describe(results);
 }
 
 TEST(Runtime, SplitMakesWorkingCommunicators) {

@@ -84,6 +84,10 @@ struct Plan {
   std::vector<PlanStep> steps;
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
+  /// Signal pairs of direct steps (docs/IR.md, "Direct steps"), in the
+  /// verifier's order; PlanStep::signal indexes it. The whole job's, in a
+  /// rank's plan too.
+  std::vector<PlanSignal> signals;
   std::vector<SizeConflict> conflicts;
   /// Per rank, the connections it receives on (in the whole plan).
   std::vector<int32_t> connectionsInto;
@@ -105,6 +109,10 @@ struct Plan {
   }
   /// Whether this plan holds `rank`'s steps.
   bool holds(int32_t rank) const { return planRank < 0 || planRank == rank; }
+  /// Whether `rank`'s steps include direct ones (put, get, getre, signal,
+  /// wait), which reach other ranks' memory: only an executor that has
+  /// every rank's buffers runs them so far (HostExecutor).
+  bool hasDirectSteps(int32_t rank) const;
 };
 
 /// `whole` (a plan of every rank) reduced to what `rank` runs: its own

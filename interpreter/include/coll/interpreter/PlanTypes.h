@@ -47,6 +47,16 @@ struct PlanStep {
   int32_t depStep;    ///< IR step index of that tb waited for
   int32_t irStep;     ///< IR step index this step publishes as (last of a fused group)
   int32_t hasDep;     ///< publish completion after this step
+  int32_t peer;       ///< direct steps: the rank of the remote operand or signal; else -1
+  int32_t signal;     ///< signal, wait: index into Plan::signals; else -1
+  int32_t ordinal;    ///< wait: which of its pair's waits in one iteration, from 0
+};
+
+/// Signals from one rank to another on one channel (ir::SignalPair): the
+/// counter a `signal` step bumps and a `wait` step polls.
+struct PlanSignal {
+  int32_t sender, receiver, channel;
+  int32_t perIteration; ///< signals (and waits) in one pipeline iteration
 };
 
 /// One chunk of a step, before sizes are known: for a fused `re`, entry

@@ -28,6 +28,14 @@
 // Waiting operations return false when the call is being aborted (watchdog);
 // the loop then stops.
 //
+// A backend that runs direct steps (docs/IR.md, "Direct steps") also
+// supplies these; the loop runs direct steps only where they exist (the
+// host backend's Prims), and plans reach other backends without them:
+//
+//   T *peerBase(int32_t peer, uint8_t buffer);  // the peer's buffer this call
+//   void signal(const PlanStep &step);
+//   bool waitSignal(const PlanStep &step, uint64_t iteration);
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_STEPSEMANTICS_H
@@ -37,8 +45,14 @@
 #include "coll/interpreter/PlanTypes.h"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace coll::interp {
+
+/// Whether a backend's Prims run direct steps (they have `signal`).
+template <class P, class = void> struct HasDirectSteps : std::false_type {};
+template <class P>
+struct HasDirectSteps<P, std::void_t<decltype(&P::signal)>> : std::true_type {};
 
 /// One rank's buffers for one call, in elements of T. In-place calls pass
 /// aliasing pointers (ir::inPlaceOffsets).
@@ -68,6 +82,12 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       prims.at(it, step);
       if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
         return false;
+      if constexpr (HasDirectSteps<Prims>::value) {
+        if (step.type == StepKind::Signal)
+          prims.signal(step);
+        else if (step.type == StepKind::Wait && !prims.waitSignal(step, it))
+          return false;
+      }
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
       for (int32_t c = 0; c < step.count; ++c) {
@@ -94,11 +114,22 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           break;
         }
         case StepKind::Nop: break;
-        // Direct steps never reach a plan: buildPlan refuses them.
+        // Direct steps: one operand in the peer's buffer of this call.
         case StepKind::Put:
+          if constexpr (HasDirectSteps<Prims>::value)
+            prims.copy(s, prims.peerBase(step.peer, step.dstBuf) + slice->dst + lo, n);
+          break;
         case StepKind::Get:
+          if constexpr (HasDirectSteps<Prims>::value)
+            prims.copy(prims.peerBase(step.peer, step.srcBuf) + slice->src + lo, d, n);
+          break;
         case StepKind::GetReduce:
-        case StepKind::Signal:
+          if constexpr (HasDirectSteps<Prims>::value) {
+            const T *srcs[1] = {prims.peerBase(step.peer, step.srcBuf) + slice->src + lo};
+            prims.reduce(d, srcs, 1, n);
+          }
+          break;
+        case StepKind::Signal: // count 0: no chunks
         case StepKind::Wait: break;
         }
         if (!ok)

@@ -38,6 +38,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -81,6 +82,24 @@ private:
   std::vector<Doorbell *> bells;
 };
 
+/// What the ranks of one executor share to run direct steps (docs/IR.md,
+/// "Direct steps"): every rank's buffers for the bound call, which a peer's
+/// put, get and getre address, and one counter per signal pair of the plan
+/// (Plan::signals), which only grows: a wait of iteration `it` of a call
+/// waits for `base + it * perIteration + ordinal + 1` signals, and the
+/// executor adds each call's signals to `base` when the call has ended on
+/// every rank.
+struct DirectTable {
+  std::vector<std::array<void *, 3>> buffers; ///< per rank: input, output, scratch
+  std::unique_ptr<std::atomic<uint64_t>[]> sent; ///< per signal pair
+  std::vector<uint64_t> base;                    ///< per signal pair
+
+  explicit DirectTable(const Plan &plan)
+      : buffers(static_cast<size_t>(plan.nranks), {nullptr, nullptr, nullptr}),
+        sent(new std::atomic<uint64_t>[plan.signals.size()]()),
+        base(plan.signals.size(), 0) {}
+};
+
 struct RankOptions {
   std::chrono::milliseconds watchdog{30000};
   /// Data bytes per FIFO slot for the plan's protocol.
@@ -94,9 +113,12 @@ public:
   /// sends or receives on, the end this rank drives; other entries are
   /// ignored. `bell` is the doorbell of this process; `stop` is shared by
   /// every rank of a launch.
+  /// `direct` is what the ranks of this process share to run direct steps;
+  /// a rank with direct steps and none is refused (across processes they
+  /// need windows, not built yet).
   static llvm::Expected<std::unique_ptr<RankRunner>>
   create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd> ends, Doorbell &bell,
-         StopControl &stop, const RankOptions &options);
+         StopControl &stop, const RankOptions &options, DirectTable *direct = nullptr);
   ~RankRunner();
 
   /// Binds one call: `layout` (resolved for the call's count, outliving the
@@ -112,6 +134,8 @@ public:
 
   /// Pipeline iterations of the bound call.
   uint64_t iterations() const;
+  /// The bound call's scratch buffer (null when it needs none).
+  void *scratch() const;
   /// A bound on the bytes the bound call's steps on this rank move: its
   /// steps times the largest chunk (Engine::run's `work`).
   uint64_t work() const;

@@ -1,0 +1,141 @@
+//===- DirectStepsTest.cpp - Direct steps on the host backend ------------===//
+//
+// Programs whose ranks read and write each other's buffers and signal each
+// other (docs/IR.md, "Direct steps"): they verify and check, the host
+// executor runs them right call after call (the signal counters carry over
+// between calls), and the executors that cannot run them say so.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestAlgorithms.h"
+#include "TimeScale.h"
+
+#include "coll/interpreter/Check.h"
+#include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/Plan.h"
+#include "coll/interpreter/host/Rank.h"
+#include "coll/ir/Check.h"
+#include "coll/ir/Verifier.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace coll;
+using namespace coll::interp;
+
+namespace {
+
+std::vector<std::pair<std::string, ir::Algorithm>> peerAlgorithms(int n) {
+  return {{"oneshot", coll::testing::peerOneShotAllReduce(n)},
+          {"twoshot", coll::testing::peerTwoShotAllReduce(n)}};
+}
+
+Plan planOf(const ir::Algorithm &alg) {
+  ir::DiagnosticList diags("<test>");
+  auto analysis = ir::verify(alg, diags);
+  if (!analysis)
+    ADD_FAILURE() << llvm::toString(analysis.takeError());
+  auto plan = buildPlan(alg, *analysis, "<test>");
+  if (!plan)
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+  return std::move(*plan);
+}
+
+TEST(DirectSteps, ProgramsCheck) {
+  for (int n : {2, 3, 5})
+    for (auto &[name, alg] : peerAlgorithms(n)) {
+      ir::DiagnosticList diags("<test>");
+      auto analysis = ir::verify(alg, diags);
+      ASSERT_TRUE(static_cast<bool>(analysis)) << name << ": " << llvm::toString(analysis.takeError());
+      EXPECT_TRUE(ir::check(alg, *analysis, diags)) << name << " n=" << n;
+      EXPECT_EQ(diags.errorCount(), 0u) << name << " n=" << n;
+      EXPECT_EQ(analysis->signals.size(), size_t(n * (n - 1))) << name;
+    }
+}
+
+TEST(DirectSteps, PlanPairsSignalsWithWaits) {
+  Plan plan = planOf(coll::testing::peerTwoShotAllReduce(3));
+  ASSERT_EQ(plan.signals.size(), 6u);
+  for (const PlanSignal &s : plan.signals)
+    EXPECT_EQ(s.perIteration, 3) << s.sender << "->" << s.receiver; // three handshakes
+  int waits = 0;
+  for (const PlanTb &tb : plan.tbs)
+    for (int32_t i = 0; i < tb.nSteps; ++i) {
+      const PlanStep &step = plan.steps[tb.stepBegin + i];
+      bool sync = step.type == StepKind::Signal || step.type == StepKind::Wait;
+      EXPECT_EQ(sync, step.signal >= 0);
+      EXPECT_EQ(sync ? 0 : 1, step.count);
+      if (step.type == StepKind::Wait) {
+        EXPECT_EQ(plan.signals[step.signal].receiver, tb.rank);
+      }
+      if (step.type == StepKind::Signal) {
+        EXPECT_EQ(plan.signals[step.signal].sender, tb.rank);
+      }
+      waits += step.type == StepKind::Wait;
+    }
+  EXPECT_EQ(waits, 18);
+  EXPECT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
+  EXPECT_TRUE(plan.hasDirectSteps(0));
+  // A rank's plan keeps the job's signal pairs.
+  Plan one = slicePlan(plan, 1);
+  EXPECT_EQ(one.signals.size(), plan.signals.size());
+  EXPECT_FALSE(static_cast<bool>(checkPlanIndices(one)));
+  // A damaged wait is refused.
+  for (PlanStep &step : one.steps)
+    if (step.type == StepKind::Wait) {
+      step.ordinal = 7;
+      break;
+    }
+  llvm::Error err = checkPlanIndices(one);
+  EXPECT_TRUE(static_cast<bool>(err));
+  llvm::consumeError(std::move(err));
+}
+
+// Many calls on one executor, sizes from one element to several pipeline
+// iterations of tiny slots, every type and operator: the counters' bases
+// must carry over from call to call, whatever each call's iterations.
+TEST(DirectSteps, HostExecutorRunsThemCallAfterCall) {
+  for (int n : {2, 3, 4})
+    for (auto &[name, alg] : peerAlgorithms(n))
+      for (uint32_t slot : {0u, 64u}) {
+        HostOptions options;
+        options.watchdogMs = uint32_t(coll::testing::scaledMs(20000));
+        options.setSlotBytes(slot);
+        Plan plan = planOf(alg);
+        CollectiveDesc desc = CollectiveDesc::of(plan);
+        auto executor = HostExecutor::create(std::move(plan), options);
+        ASSERT_TRUE(static_cast<bool>(executor)) << llvm::toString(executor.takeError());
+        uint64_t seed = 1;
+        for (auto [type, op] : {std::pair(DataType::Float32, ReduceOp::Sum),
+                                std::pair(DataType::Int32, ReduceOp::Max),
+                                std::pair(DataType::Float64, ReduceOp::Prod),
+                                std::pair(DataType::Int8, ReduceOp::Min),
+                                std::pair(DataType::Float32, ReduceOp::Avg)})
+          for (uint64_t count : {1ull, 7ull, 100ull, 1001ull, 5000ull}) {
+            std::string what = name + " n=" + std::to_string(n) + " slot=" + std::to_string(slot) +
+                               " " + dataTypeName(type).str() + " count=" + std::to_string(count);
+            CheckedCall call(desc, type, op, count, false, seed++);
+            auto result = (*executor)->run(call.args());
+            ASSERT_TRUE(static_cast<bool>(result)) << what << ": " << llvm::toString(result.takeError());
+            CheckResult checked = call.check();
+            EXPECT_EQ(checked.wrong, 0u) << what << ": " << checked.firstWrong;
+            EXPECT_GT(checked.checked, 0u) << what;
+          }
+      }
+}
+
+// Without every rank's buffers (a rank of the runtime in its own process),
+// a rank with direct steps is refused when it is made, naming why.
+TEST(DirectSteps, RankRunnerWithoutPeersRefusesThem) {
+  Plan plan = planOf(coll::testing::peerOneShotAllReduce(2));
+  host::Doorbell bell;
+  host::LocalStop stop({&bell});
+  auto runner = host::RankRunner::create(plan, 0, {}, bell, stop, host::RankOptions{});
+  ASSERT_FALSE(static_cast<bool>(runner));
+  std::string message = llvm::toString(runner.takeError());
+  EXPECT_NE(message.find("rank 0 has direct steps"), std::string::npos) << message;
+  EXPECT_NE(message.find("across processes they need windows"), std::string::npos) << message;
+}
+
+} // namespace
