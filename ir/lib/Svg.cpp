@@ -113,6 +113,11 @@ private:
       for (size_t k = 0; k < c.sendSteps.size() && k < c.recvSteps.size(); ++k)
         sentBy[flat({c.receiver, c.recvTb, c.recvSteps[k]})] =
             flat({c.sender, c.sendTb, c.sendSteps[k]});
+    // A wait is drawn as a send's receive is: after its signal, joined to it.
+    for (const SignalPair &p : analysis.signals)
+      for (size_t k = 0; k < p.signalSteps.size() && k < p.waitSteps.size(); ++k)
+        sentBy[flat({p.receiver, p.waitTb, p.waitSteps[k]})] =
+            flat({p.sender, p.signalTb, p.signalSteps[k]});
   }
 
   /// A step's column: one right of the latest step it waits for.
@@ -164,6 +169,9 @@ private:
             plural(alg.nchannels, "channel");
     notes.push_back("lanes: rank and threadblock; columns: dependency depth; arrows: "
                     "sends, in the colour of their channel; dashed: dependencies");
+    if (!analysis.signals.empty())
+      notes.push_back("dotted arrows: signals, from a signal to the wait that takes it; put, "
+                      "get and getre name the peer whose memory they reach in their tooltip");
     warningsFrom = notes.size();
     if (collapsedFrom < collapsedTo)
       notes.push_back("ranks " + std::to_string(collapsedFrom) + "-" +
@@ -311,9 +319,13 @@ private:
       auto [x1, y1] = anchor(from, true);
       auto [x2, y2] = anchor(uint32_t(id), false);
       int channel = alg.gpus[refs[from].gpu].tbs[refs[from].tb].channel % PaletteSize;
-      os << "<line class=\"send\" x1=\"" << x1 << "\" y1=\"" << y1 << "\" x2=\"" << x2
-         << "\" y2=\"" << y2 << "\" stroke=\"" << Palette[channel]
-         << "\" stroke-width=\"1.2\" marker-end=\"url(#arrow" << channel << ")\"/>\n";
+      bool signal =
+          alg.gpus[refs[from].gpu].tbs[refs[from].tb].steps[refs[from].step].type ==
+          StepType::Signal;
+      os << "<line class=\"" << (signal ? "signal" : "send") << "\" x1=\"" << x1 << "\" y1=\""
+         << y1 << "\" x2=\"" << x2 << "\" y2=\"" << y2 << "\" stroke=\"" << Palette[channel]
+         << "\" stroke-width=\"1.2\"" << (signal ? " stroke-dasharray=\"1,2\"" : "")
+         << " marker-end=\"url(#arrow" << channel << ")\"/>\n";
     }
   }
 
