@@ -119,7 +119,7 @@ Source sourceOf(const CollectiveDesc &d, uint64_t count, int32_t r, uint64_t e) 
 } // namespace
 
 template <class T> T CheckedCall::inputElement(int32_t r, uint64_t e) const {
-  const uint64_t stream = splitmix64(seed) ^ (static_cast<uint64_t>(r) << 48);
+  const uint64_t stream = mixedSeed ^ (static_cast<uint64_t>(r) << 48);
   return randomElement<T>(splitmix64(stream + e), op);
 }
 
@@ -128,7 +128,7 @@ bool CheckedCall::canCheck(Collective collective) { return collective != Collect
 CheckedCall::CheckedCall(const CollectiveDesc &desc, DataType type, ReduceOp op, uint64_t count,
                          bool inplace, uint64_t seed)
     : desc(desc), type(type), op(op), count(count), inplace(inplace),
-      elemSize(dataTypeSize(type)), seed(seed) {
+      elemSize(dataTypeSize(type)), mixedSeed(splitmix64(seed)) {
   ir::ChunkLayout layout(desc.shape, count);
   inElems = layout.bufferElems(ir::BufferKind::Input);
   outElems = layout.bufferElems(ir::BufferKind::Output);

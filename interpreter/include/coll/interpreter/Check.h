@@ -100,7 +100,8 @@ private:
   uint64_t count, inElems, outElems;
   bool inplace;
   size_t elemSize;
-  uint64_t seed;
+  /// The seed, mixed once: rank r's elements come from `mixedSeed ^ r << 48`.
+  uint64_t mixedSeed;
   /// Per rank: the memory the call uses (one allocation in place), and
   /// where input and output start in it.
   std::vector<std::vector<unsigned char>> memory;
