@@ -11,7 +11,6 @@
 #include "coll/interpreter/host/Engine.h"
 #include "coll/interpreter/host/Rank.h"
 
-#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cerrno>
@@ -152,8 +151,7 @@ llvm::Error HostExecutor::Impl::start() {
   RankOptions rankOptions;
   rankOptions.watchdog = std::chrono::milliseconds(watchdogFromEnv(options.watchdogMs));
   rankOptions.slotBytes = shape->slotBytes;
-  if (!plan.signals.empty() ||
-      llvm::any_of(plan.steps, [](const PlanStep &s) { return s.peer >= 0; }))
+  if (!plan.stepPeers.empty())
     direct = std::make_unique<DirectTable>(plan);
   for (int32_t r = 0; r < plan.nranks; ++r) {
     auto runner = RankRunner::create(plan, r, ends, bell, stop, rankOptions, direct.get());

@@ -227,10 +227,11 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
         ps.depStep = first.hasDependency() ? first.depStep : -1;
         ps.irStep = end - 1;
         ps.hasDep = last.hasDep ? 1 : 0;
-        ps.peer = firstInfo.hasPeer() ? first.peer : -1;
-        ps.signal = -1;
-        ps.ordinal = 0;
         int32_t index = static_cast<int32_t>(plan.steps.size());
+        if (firstInfo.hasPeer()) {
+          plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0});
+          plan.stepPeers.push_back(PlanStepPeer{first.peer, -1, 0});
+        }
         for (int32_t c = 0; c < ps.count; ++c)
           for (int32_t r = 0; r < nsrc; ++r)
             plan.slices.push_back(PlanSlice{tb.steps[s + r].srcOff + c, first.dstOff + c, -1});
@@ -245,16 +246,20 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
     }
   }
 
-  // Signal pairs: each signal and wait step learns its pair, each wait its
-  // place among the pair's waits.
+  // Direct steps: every step gets its record once there is one. Signal
+  // pairs: each signal and wait step learns its pair, each wait its place
+  // among the pair's waits.
+  if (!plan.stepPeers.empty())
+    plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0});
   for (const ir::SignalPair &pair : analysis.signals) {
     int32_t index = static_cast<int32_t>(plan.signals.size());
     plan.signals.push_back(PlanSignal{pair.sender, pair.receiver, pair.channel,
                                       static_cast<int32_t>(pair.signalSteps.size())});
     for (int32_t s : pair.signalSteps)
-      plan.steps[where[pair.sender][pair.signalTb][s].planStep].signal = index;
+      plan.stepPeers[where[pair.sender][pair.signalTb][s].planStep].signal = index;
     for (size_t k = 0; k < pair.waitSteps.size(); ++k) {
-      PlanStep &wait = plan.steps[where[pair.receiver][pair.waitTb][pair.waitSteps[k]].planStep];
+      PlanStepPeer &wait =
+          plan.stepPeers[where[pair.receiver][pair.waitTb][pair.waitSteps[k]].planStep];
       wait.signal = index;
       wait.ordinal = static_cast<int32_t>(k);
     }
@@ -278,7 +283,7 @@ bool Plan::hasDirectSteps(int32_t rank) const {
     return false;
   for (int32_t t = rankTbBegin[rank]; t < rankTbBegin[rank + 1]; ++t)
     for (int32_t i = 0; i < tbs[t].nSteps; ++i)
-      if (steps[tbs[t].stepBegin + i].peer >= 0)
+      if (stepPeer(size_t(tbs[t].stepBegin + i)).peer >= 0)
         return true;
   return false;
 }
@@ -349,6 +354,9 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
                       whole.steps.begin() + end.stepBegin + end.nSteps);
     plan.slices.assign(whole.slices.begin() + sliceBase,
                        whole.slices.begin() + end.sliceBegin + end.nSlices);
+    if (!whole.stepPeers.empty())
+      plan.stepPeers.assign(whole.stepPeers.begin() + stepBase,
+                            whole.stepPeers.begin() + end.stepBegin + end.nSteps);
   }
   for (PlanStep &step : plan.steps) {
     step.sliceBegin -= sliceBase;
@@ -367,6 +375,30 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
   return plan;
 }
 
+namespace {
+
+/// Whether a step's direct-step record fits it and the plan (checkPlanIndices).
+bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t rank) {
+  bool sync = s.type == StepKind::Signal || s.type == StepKind::Wait;
+  if (ir::stepTypeInfo(static_cast<StepType>(s.type)).hasPeer() != (d.peer >= 0) ||
+      sync != (d.signal >= 0) || d.ordinal < 0)
+    return false;
+  if (d.peer < 0)
+    return d.peer == -1 && d.ordinal == 0;
+  if (d.peer >= p.nranks || d.peer == rank)
+    return false;
+  if (!sync)
+    return true;
+  if (d.signal >= static_cast<int64_t>(p.signals.size()))
+    return false;
+  const PlanSignal &pair = p.signals[d.signal];
+  bool mine = s.type == StepKind::Signal ? pair.sender == rank && pair.receiver == d.peer
+                                         : pair.receiver == rank && pair.sender == d.peer;
+  return mine && (s.type == StepKind::Signal || d.ordinal < pair.perIteration);
+}
+
+} // namespace
+
 llvm::Error checkPlanIndices(const Plan &p) {
   auto bad = [&](const llvm::Twine &what) {
     return planError(p.fileName, 0, "the plan is damaged: " + what);
@@ -375,6 +407,11 @@ llvm::Error checkPlanIndices(const Plan &p) {
   const auto nsteps = static_cast<int64_t>(p.steps.size());
   const auto nslices = static_cast<int64_t>(p.slices.size());
   const auto nconns = static_cast<int64_t>(p.connections.size());
+  if (!p.stepPeers.empty() && p.stepPeers.size() != p.steps.size())
+    return bad("its direct steps' records");
+  auto directOk = [&](const PlanStep &s, const PlanStepPeer &d, int32_t rank) {
+    return directOkIn(p, s, d, rank);
+  };
   if (p.nranks < 1 || p.planRank < -1 || p.planRank >= p.nranks ||
       p.rankTbBegin.size() != static_cast<size_t>(p.nranks) + 1 ||
       p.scratchChunks.size() != static_cast<size_t>(p.nranks) ||
@@ -424,12 +461,8 @@ llvm::Error checkPlanIndices(const Plan &p) {
             s.nsrc < 1 || s.nsrc > MaxReduceSources || s.count < 0 ||
             s.sliceBegin < tb.sliceBegin || s.sliceBegin + n > int64_t(tb.sliceBegin) + tb.nSlices ||
             (s.depTb != -1 && (s.depTb < p.rankTbBegin[r] || s.depTb >= p.rankTbBegin[r + 1])) ||
-            s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1) || s.peer < -1 ||
-            s.peer >= p.nranks || s.peer == r ||
-            (ir::stepTypeInfo(static_cast<StepType>(s.type)).hasPeer() != (s.peer >= 0)) ||
-            s.signal < -1 || s.signal >= static_cast<int64_t>(p.signals.size()) ||
-            ((s.type == StepKind::Signal || s.type == StepKind::Wait) != (s.signal >= 0)) ||
-            s.ordinal < 0 || (s.signal >= 0 && s.ordinal >= p.signals[s.signal].perIteration))
+            s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1) ||
+            !directOk(s, p.stepPeer(size_t(tb.stepBegin + i)), r))
           return bad(llvm::formatv("gpu {0} tb {1} step {2}", r, tb.tb, i));
         for (int64_t k = 0; k < n; ++k) {
           const PlanSlice &slice = p.slices[s.sliceBegin + k];
@@ -481,7 +514,7 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
       auto src = static_cast<BufferKind>(ps.srcBuf), dst = static_cast<BufferKind>(ps.dstBuf);
       // A direct step's remote operand is bounded by its peer's scratch.
       auto limitOf = [&](BufferKind buffer, bool remote) {
-        int32_t owner = remote ? ps.peer : tb.rank;
+        int32_t owner = remote ? plan.stepPeer(size_t(tb.stepBegin + i)).peer : tb.rank;
         return buffer == BufferKind::Input    ? call.inputElems
                : buffer == BufferKind::Output ? call.outputElems
                                               : call.scratchElems[owner];

@@ -237,6 +237,7 @@ template <typename IO, typename P> void rankRecords(IO &io, P &plan) {
   io.records(plan.tbs);
   io.records(plan.connections);
   io.records(plan.steps);
+  io.records(plan.stepPeers);
   io.records(plan.slices);
 }
 

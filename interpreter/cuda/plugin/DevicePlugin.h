@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 7u // 7: PlanStep::peer, signal, ordinal; 6: PlanConnection::atReceiver, Plan::connectionsInto
+#define COLL_DEVICE_PLUGIN_ABI 7u // 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
 
 extern "C" {
 

@@ -170,34 +170,40 @@ public:
   // Direct steps (StepSemantics.h): the peers' buffers and the signal
   // counters are the executor's (DirectTable). A signal releases what this
   // tb did and learned before it; the wait that takes it acquires.
-  T *peerBase(int32_t peer, uint8_t buffer) const {
-    return static_cast<T *>(ex.direct->buffers[peer][buffer]);
+  T *peerBase(const PlanStep &step, uint8_t buffer) const {
+    return static_cast<T *>(ex.direct->buffers[peerOf(step).peer][buffer]);
   }
 
   void signal(const PlanStep &step) {
-    ex.direct->sent[step.signal].fetch_add(1, std::memory_order_release);
+    ex.direct->sent[peerOf(step).signal].fetch_add(1, std::memory_order_release);
     owe(ex.bell);
   }
 
   bool waitSignal(const PlanStep &step, uint64_t iteration) {
-    const PlanSignal &pair = ex.plan.signals[step.signal];
-    std::atomic<uint64_t> &sent = ex.direct->sent[step.signal];
-    uint64_t target = ex.direct->base[step.signal] +
+    const PlanStepPeer d = peerOf(step);
+    const PlanSignal &pair = ex.plan.signals[d.signal];
+    std::atomic<uint64_t> &sent = ex.direct->sent[d.signal];
+    uint64_t target = ex.direct->base[d.signal] +
                       iteration * static_cast<uint64_t>(pair.perIteration) +
-                      static_cast<uint64_t>(step.ordinal) + 1;
+                      static_cast<uint64_t>(d.ordinal) + 1;
     return await([&] { return sent.load(std::memory_order_acquire) >= target; },
                  [&] {
                    return llvm::formatv("waiting for signal {0} of iteration {1} from rank {2} "
                                         "on channel {3}; rank {2} has sent {4} in this call",
-                                        step.ordinal, iteration, pair.sender, pair.channel,
+                                        d.ordinal, iteration, pair.sender, pair.channel,
                                         sent.load(std::memory_order_relaxed) -
-                                            ex.direct->base[step.signal])
+                                            ex.direct->base[d.signal])
                        .str();
                  },
                  3);
   }
 
 private:
+  /// The direct-step record of `step`, one of the plan's steps.
+  PlanStepPeer peerOf(const PlanStep &step) const {
+    return ex.plan.stepPeers[static_cast<size_t>(&step - ex.plan.steps.data())];
+  }
+
   /// Doorbells this tb has changed state for and not rung yet (host/Sync.h).
   void owe(Doorbell &bell) {
     for (unsigned i = 0; i < nOwed; ++i)

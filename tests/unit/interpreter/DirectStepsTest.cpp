@@ -59,37 +59,58 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   ASSERT_EQ(plan.signals.size(), 6u);
   for (const PlanSignal &s : plan.signals)
     EXPECT_EQ(s.perIteration, 3) << s.sender << "->" << s.receiver; // three handshakes
+  ASSERT_EQ(plan.stepPeers.size(), plan.steps.size());
   int waits = 0;
   for (const PlanTb &tb : plan.tbs)
     for (int32_t i = 0; i < tb.nSteps; ++i) {
       const PlanStep &step = plan.steps[tb.stepBegin + i];
+      const PlanStepPeer &d = plan.stepPeers[tb.stepBegin + i];
       bool sync = step.type == StepKind::Signal || step.type == StepKind::Wait;
-      EXPECT_EQ(sync, step.signal >= 0);
+      EXPECT_EQ(sync, d.signal >= 0);
       EXPECT_EQ(sync ? 0 : 1, step.count);
+      EXPECT_EQ(step.type == StepKind::Copy || step.type == StepKind::Reduce, d.peer < 0);
       if (step.type == StepKind::Wait) {
-        EXPECT_EQ(plan.signals[step.signal].receiver, tb.rank);
+        EXPECT_EQ(plan.signals[d.signal].receiver, tb.rank);
+        EXPECT_EQ(plan.signals[d.signal].sender, d.peer);
       }
       if (step.type == StepKind::Signal) {
-        EXPECT_EQ(plan.signals[step.signal].sender, tb.rank);
+        EXPECT_EQ(plan.signals[d.signal].sender, tb.rank);
+        EXPECT_EQ(plan.signals[d.signal].receiver, d.peer);
       }
       waits += step.type == StepKind::Wait;
     }
+  // PlanStep keeps its size: the kernel copies one per step into shared
+  // memory.
+  static_assert(sizeof(PlanStep) == 28);
   EXPECT_EQ(waits, 18);
   EXPECT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
   EXPECT_TRUE(plan.hasDirectSteps(0));
   // A rank's plan keeps the job's signal pairs.
   Plan one = slicePlan(plan, 1);
   EXPECT_EQ(one.signals.size(), plan.signals.size());
+  EXPECT_EQ(one.stepPeers.size(), one.steps.size());
   EXPECT_FALSE(static_cast<bool>(checkPlanIndices(one)));
-  // A damaged wait is refused.
-  for (PlanStep &step : one.steps)
-    if (step.type == StepKind::Wait) {
-      step.ordinal = 7;
-      break;
-    }
-  llvm::Error err = checkPlanIndices(one);
-  EXPECT_TRUE(static_cast<bool>(err));
-  llvm::consumeError(std::move(err));
+  // Damaged records are refused: a wait's ordinal past its pair's waits, a
+  // signal to its own rank, a record list of another length.
+  auto refused = [](const Plan &damaged) {
+    llvm::Error err = checkPlanIndices(damaged);
+    bool failed = static_cast<bool>(err);
+    llvm::consumeError(std::move(err));
+    return failed;
+  };
+  for (size_t i = 0; i < one.steps.size(); ++i) {
+    Plan damaged = one;
+    if (one.steps[i].type == StepKind::Wait)
+      damaged.stepPeers[i].ordinal = 7;
+    else if (one.steps[i].type == StepKind::Signal)
+      damaged.stepPeers[i].peer = 1;
+    else
+      continue;
+    EXPECT_TRUE(refused(damaged)) << "step " << i;
+  }
+  Plan shorter = one;
+  shorter.stepPeers.pop_back();
+  EXPECT_TRUE(refused(shorter));
 }
 
 // Many calls on one executor, sizes from one element to several pipeline

@@ -82,6 +82,9 @@ struct Plan {
   std::vector<int32_t> rankTbBegin;   ///< rank r owns tbs [rankTbBegin[r], rankTbBegin[r+1])
   std::vector<PlanTb> tbs;
   std::vector<PlanStep> steps;
+  /// Per step, its peer, signal pair and ordinal (PlanStepPeer): as long as
+  /// `steps` when the plan has direct steps, else empty.
+  std::vector<PlanStepPeer> stepPeers;
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
   /// Signal pairs of direct steps (docs/IR.md, "Direct steps"), in the
@@ -113,6 +116,10 @@ struct Plan {
   /// wait), which reach other ranks' memory: only an executor that has
   /// every rank's buffers runs them so far (HostExecutor).
   bool hasDirectSteps(int32_t rank) const;
+  /// The direct-step record of steps[index] (peer -1 when none).
+  PlanStepPeer stepPeer(size_t index) const {
+    return index < stepPeers.size() ? stepPeers[index] : PlanStepPeer{-1, -1, 0};
+  }
 };
 
 /// `whole` (a plan of every rank) reduced to what `rank` runs: its own

@@ -47,9 +47,15 @@ struct PlanStep {
   int32_t depStep;    ///< IR step index of that tb waited for
   int32_t irStep;     ///< IR step index this step publishes as (last of a fused group)
   int32_t hasDep;     ///< publish completion after this step
-  int32_t peer;       ///< direct steps: the rank of the remote operand or signal; else -1
-  int32_t signal;     ///< signal, wait: index into Plan::signals; else -1
-  int32_t ordinal;    ///< wait: which of its pair's waits in one iteration, from 0
+};
+
+/// What a direct step (docs/IR.md, "Direct steps") needs beyond its
+/// PlanStep, in Plan::stepPeers beside it: kept out of PlanStep, which the
+/// kernel copies into shared memory per step of the longest tb.
+struct PlanStepPeer {
+  int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
+  int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
+  int32_t ordinal; ///< wait: which of its pair's waits in one iteration, from 0
 };
 
 /// Signals from one rank to another on one channel (ir::SignalPair): the

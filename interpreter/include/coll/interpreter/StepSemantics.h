@@ -32,9 +32,12 @@
 // supplies these; the loop runs direct steps only where they exist (the
 // host backend's Prims), and plans reach other backends without them:
 //
-//   T *peerBase(int32_t peer, uint8_t buffer);  // the peer's buffer this call
+//   T *peerBase(const PlanStep &step, uint8_t buffer); // the step's peer's buffer
 //   void signal(const PlanStep &step);
 //   bool waitSignal(const PlanStep &step, uint64_t iteration);
+//
+// (The peer, signal pair and ordinal are in Plan::stepPeers, which the
+// backend finds from the step.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,15 +120,15 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         // Direct steps: one operand in the peer's buffer of this call.
         case StepKind::Put:
           if constexpr (HasDirectSteps<Prims>::value)
-            prims.copy(s, prims.peerBase(step.peer, step.dstBuf) + slice->dst + lo, n);
+            prims.copy(s, prims.peerBase(step, step.dstBuf) + slice->dst + lo, n);
           break;
         case StepKind::Get:
           if constexpr (HasDirectSteps<Prims>::value)
-            prims.copy(prims.peerBase(step.peer, step.srcBuf) + slice->src + lo, d, n);
+            prims.copy(prims.peerBase(step, step.srcBuf) + slice->src + lo, d, n);
           break;
         case StepKind::GetReduce:
           if constexpr (HasDirectSteps<Prims>::value) {
-            const T *srcs[1] = {prims.peerBase(step.peer, step.srcBuf) + slice->src + lo};
+            const T *srcs[1] = {prims.peerBase(step, step.srcBuf) + slice->src + lo};
             prims.reduce(d, srcs, 1, n);
           }
           break;
