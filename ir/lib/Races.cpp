@@ -49,6 +49,22 @@ void learn(Knowledge &knowledge, Wait fact) {
     knowledge.insert(it, fact);
 }
 
+/// After a step's accesses are checked: what it reads joins the readers of
+/// those chunks (unless it overwrites them itself), and it becomes the last
+/// writer of what it writes.
+void recordAccesses(ReaderPool &pool, std::vector<ReaderPool::List> &readers,
+                    std::vector<uint32_t> &lastWriter, uint32_t n, bool readsSrc, bool writesDst,
+                    uint32_t src, uint32_t dst, uint32_t count) {
+  for (uint32_t i = 0; readsSrc && i < count; ++i)
+    if (!writesDst || src + i < dst || src + i >= dst + count)
+      pool.push(readers[src + i], n);
+  if (writesDst)
+    for (uint32_t c = dst; c < dst + count; ++c) {
+      lastWriter[c] = n;
+      pool.clear(readers[c]);
+    }
+}
+
 
 /// Direct steps: the whole job at once (Races.h). Nodes are every rank's
 /// steps; edges are tb order, dependencies and signal -> wait. A tb's
@@ -247,14 +263,7 @@ std::optional<Race> findDirectRace(const Algorithm &alg, bool inplace) {
           return found;
         noteRemote(c, true);
       }
-    for (uint32_t i = 0; readsSrc && i < count; ++i)
-      if (!info.writesDst || src + i < dst || src + i >= dst + count)
-        pool.push(readers[src + i], n);
-    if (info.writesDst)
-      for (uint32_t c = dst; c < dst + count; ++c) {
-        lastWriter[c] = n;
-        pool.clear(readers[c]);
-      }
+    recordAccesses(pool, readers, lastWriter, n, readsSrc, info.writesDst, src, dst, count);
   }
 
   // The owner's end of the call must follow every peer's access: some tb
@@ -429,14 +438,7 @@ std::optional<Race> findRace(const Algorithm &alg, bool inplace) {
           if (found)
             return found;
         }
-      for (uint32_t i = 0; readsSrc && i < count; ++i)
-        if (!info.writesDst || src + i < dst || src + i >= dst + count)
-          pool.push(readers[src + i], n);
-      if (info.writesDst)
-        for (uint32_t c = dst; c < dst + count; ++c) {
-          lastWriter[c] = n;
-          pool.clear(readers[c]);
-        }
+      recordAccesses(pool, readers, lastWriter, n, readsSrc, info.writesDst, src, dst, count);
     }
   }
   return std::nullopt;
