@@ -70,7 +70,9 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
     const lang::ChunkOp &op = dag.ops[o];
     for (uint32_t d : op.deps)
       depth[o] = std::max(depth[o], depth[d] + 1);
-    if (op.src.rank != op.dst.rank) {
+    // Direct operations use no connection: like local ones, they stay on
+    // channel 0 unless they say otherwise.
+    if (op.src.rank != op.dst.rank && op.direct == lang::Direct::None) {
       // A tb the program named has one channel: operations that name tbs
       // keep channel 0 unless they say otherwise.
       bool fixed = op.channel >= 0 || op.sendTb >= 0 || op.recvTb >= 0;

@@ -38,6 +38,10 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
     PhaseTimer timer("dependencies", "dependencies between instructions");
     computeDependencies(prog);
   }
+  {
+    PhaseTimer timer("signals", "signals and waits for direct operations");
+    insertSignals(prog);
+  }
   ThreadblockAssigner assigner(prog, diags);
   {
     PhaseTimer timer("program-tbs", "threadblocks the program names");
@@ -59,8 +63,14 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
     if (!order(prog))
       return std::nullopt;
   }
-  PhaseTimer timer("emit", "emitting the IR");
-  return emit(prog, spread);
+  std::optional<Schedule> schedule;
+  {
+    PhaseTimer timer("emit", "emitting the IR");
+    schedule = emit(prog, spread);
+  }
+  PhaseTimer timer("prune-signals", "signals the tb order made redundant");
+  pruneSignals(*schedule);
+  return schedule;
 }
 
 } // namespace

@@ -80,10 +80,15 @@ void dumpSchedule(const Schedule &schedule, const lang::ChunkDag &dag,
         const ir::Step &step = tb.steps[s];
         os << "    " << s << ": ";
         os << llvm::left_justify(ir::stepTypeName(step.type), 5);
-        if (step.type != ir::StepType::Nop)
+        ir::StepTypeInfo info = ir::stepTypeInfo(step.type);
+        bool sync = info.direct == ir::DirectRole::Signal ||
+                    info.direct == ir::DirectRole::Wait;
+        if (step.type != ir::StepType::Nop && !sync)
           os << " src=" << ir::bufferName(step.srcBuf) << '[' << step.srcOff
              << '+' << step.count << "] dst=" << ir::bufferName(step.dstBuf)
              << '[' << step.dstOff << '+' << step.count << ']';
+        if (info.hasPeer())
+          os << " peer=" << step.peer;
         if (step.hasDependency())
           os << " dep=(tb " << step.depTb << ", step " << step.depStep << ')';
         if (step.hasDep)

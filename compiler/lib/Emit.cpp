@@ -425,6 +425,7 @@ Schedule emit(const Program &prog, bool spreading) {
           step.dstBuf = instr.dst.buf;
           step.dstOff = instr.dst.off;
           step.count = instr.count;
+          step.peer = instr.peer();
         }
         // A helper nop names the operation it waits for.
         for (uint32_t h : helpersAfter(x)) {

@@ -304,7 +304,24 @@ void lower(Program &prog) {
       Slot writeDst = namer.write(op.dst.rank, dst, width);
       auto id = static_cast<InstrId>(prog.instrs.size());
 
-      if (op.src.rank == op.dst.rank) {
+      if (op.direct != lang::Direct::None) {
+        // One step on the rank that runs it; the other operand is in the
+        // peer's memory.
+        Instr direct = base;
+        bool put = op.direct == lang::Direct::Put;
+        direct.type = put      ? ir::StepType::Put
+                      : reduce ? ir::StepType::GetReduce
+                               : ir::StepType::Get;
+        direct.rank = lang::directRank(op);
+        direct.sendPeer = lang::directPeer(op);
+        // getre reads its destination under the name it writes, as `re`.
+        direct.src = readSrc;
+        direct.dst = writeDst;
+        direct.sendTbHint =
+            laneTb(direct.rank, put ? op.sendTb : op.recvTb);
+        direct.key = {id, 0};
+        prog.instrs.push_back(direct);
+      } else if (op.src.rank == op.dst.rank) {
         Instr local = base;
         local.type = reduce ? ir::StepType::Reduce : ir::StepType::Copy;
         local.rank = op.src.rank;
@@ -360,9 +377,11 @@ void lower(Program &prog) {
 /// Walks the instructions in program order keeping, per cell, its last
 /// writer and the readers since that write. An instruction depends on the
 /// last writer of every cell it reads or writes and on the readers of every
-/// cell it writes. Only instructions of one rank share cells, so these are
-/// exactly the same-rank orderings the schedule must keep; transfers order
-/// the rest.
+/// cell it writes. FIFO and local instructions touch only their own rank's
+/// cells, so between them these are exactly the same-rank orderings the
+/// schedule must keep, and transfers order the rest. Direct instructions
+/// touch a peer's cells: their dependencies cross ranks, and insertSignals
+/// turns those into signals and waits.
 void computeDependencies(Program &prog) {
   const Layout &layout = prog.layout;
   std::vector<InstrId> lastWriter(layout.numCells(), NoInstr);
@@ -376,10 +395,12 @@ void computeDependencies(Program &prog) {
     // Receiving types read their local operand only when they reduce; `re`
     // reads its destination too.
     bool readsSrc = info.readsSrc;
-    bool readsDst = instr.type == ir::StepType::Reduce;
+    bool readsDst = instr.type == ir::StepType::Reduce ||
+                    instr.type == ir::StepType::GetReduce;
     bool writes = info.writesDst;
-    uint32_t readCell = layout.cell(instr.rank, instr.src);
-    uint32_t writeCell = layout.cell(instr.rank, instr.dst);
+    // Direct steps reach the peer's cells for their remote operand.
+    uint32_t readCell = layout.cell(instr.srcRank(), instr.src);
+    uint32_t writeCell = layout.cell(instr.dstRank(), instr.dst);
     uint32_t n = static_cast<uint32_t>(instr.count);
     deps.clear();
     auto read = [&](uint32_t first) {

@@ -73,6 +73,9 @@ SimGraph buildGraph(const Program &prog, bool gateChains,
     deps.clear();
     for (InstrId d : instr.deps)
       deps.push_back(nodeOf[d]);
+    // A wait completes once its signal has run (signals never block).
+    if (instr.type == ir::StepType::Wait)
+      deps.push_back(nodeOf[instr.from]);
     if (gateChains && instr.sends() && !instr.receives())
       for (InstrId m = instr.to; m != NoInstr;) {
         const Instr &member = prog.instrs[m];

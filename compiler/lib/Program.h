@@ -120,8 +120,12 @@ struct Instr {
   int32_t lane = 0;
   int32_t count = 1;
   /// The local operands. Receiving types name their local operand in src
-  /// (equal to dst for r/rcs); the dst of `s` names the remote slot.
+  /// (equal to dst for r/rcs); the dst of `s` names the remote slot. Direct
+  /// types name their remote operand (the src of get/getre, the dst of put)
+  /// in the peer's memory.
   Slot src, dst;
+  /// FIFO types: the connection's peers. Direct types (put, get, getre,
+  /// signal, wait): sendPeer is the step's peer (peer() below).
   int32_t sendPeer = -1, recvPeer = -1;
   uint32_t op = NoOp;          ///< the ChunkOp (fused: the received one)
   uint32_t forwardedOp = NoOp; ///< fused: the ChunkOp of the absorbed send
@@ -129,7 +133,7 @@ struct Instr {
   /// to this lane; -1 when not given.
   int32_t sendTbHint = -1, recvTbHint = -1;
   /// Receiving: the instruction whose data it receives. Sending: the one
-  /// that receives its data.
+  /// that receives its data. A wait: its signal; a signal: its wait.
   InstrId from = NoInstr, to = NoInstr;
   Key key;
   /// An `s` fused into a receive, or a `re` fused into the `re` that
@@ -148,8 +152,28 @@ struct Instr {
 
   bool sends() const { return ir::stepTypeInfo(type).sends; }
   bool receives() const { return ir::stepTypeInfo(type).receives; }
+  /// Runs on one tb without a connection: cpy, re and the direct data
+  /// steps (put, get, getre).
   bool isLocal() const {
-    return type == ir::StepType::Copy || type == ir::StepType::Reduce;
+    return type == ir::StepType::Copy || type == ir::StepType::Reduce ||
+           type == ir::StepType::Put || type == ir::StepType::Get ||
+           type == ir::StepType::GetReduce;
+  }
+  bool isDirect() const {
+    return ir::stepTypeInfo(type).direct != ir::DirectRole::None;
+  }
+  bool isSync() const {
+    return type == ir::StepType::Signal || type == ir::StepType::Wait;
+  }
+  int32_t peer() const { return isDirect() ? sendPeer : -1; }
+  /// The ranks whose memory the src and dst operands are in.
+  int32_t srcRank() const {
+    return type == ir::StepType::Get || type == ir::StepType::GetReduce
+               ? sendPeer
+               : rank;
+  }
+  int32_t dstRank() const {
+    return type == ir::StepType::Put ? sendPeer : rank;
   }
   bool live() const { return absorbedInto == NoInstr; }
 };
@@ -230,6 +254,19 @@ void lower(Program &prog);
 /// Dependencies on cells (last writer / readers since), and the facts the
 /// dead-store analysis needs.
 void computeDependencies(Program &prog);
+
+/// Signals and waits for direct operations (Signals.cpp): every dependency
+/// between instructions of two ranks becomes a signal after the producer
+/// and a wait before the consumer, and every access to a peer's memory is
+/// ordered after the peer started the call and before it ends it. Renumbers
+/// the instructions; a no-op for programs without direct operations.
+void insertSignals(Program &prog);
+
+/// Drops the signal/wait pairs that the tb order made redundant: each is
+/// tried in turn and removed when the whole-job race check and the deadlock
+/// simulation still pass without it (Signals.cpp). Programs with more than
+/// 512 signals keep theirs.
+void pruneSignals(Schedule &schedule);
 
 class ThreadblockAssigner;
 

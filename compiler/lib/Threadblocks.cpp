@@ -19,6 +19,9 @@
 //     their first consumer that sends or receives (which has to wait for
 //     them anyway), else to a local tb per rank and channel: such copies
 //     read only untouched data, and run in parallel with the transfers.
+//     Direct data steps (put, get, getre) are placed the same way.
+//  5. Signals and waits (Signals.cpp) of a rank run on one tb per channel,
+//     so that one tb signals each peer on a channel and one waits for it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -273,9 +276,20 @@ void ThreadblockAssigner::assign(bool pairPeers) {
   // The first consumer of each instruction that sends or receives.
   std::vector<InstrId> consumer(prog.instrs.size(), NoInstr);
   for (InstrId x = 0; x < prog.instrs.size(); ++x)
-    if (prog.instrs[x].live() && !prog.instrs[x].isLocal())
+    if (prog.instrs[x].live() &&
+        (prog.instrs[x].sends() || prog.instrs[x].receives()))
       for (InstrId d : prog.instrs[x].deps)
         consumer[d] = std::min(consumer[d], x);
+
+  // The latest dependency of an instruction that is not a signal or wait:
+  // those run on the rank's signalling tb of their channel, where a local
+  // instruction would wait for every peer's signal in turn.
+  auto latestProducer = [&](InstrId x) {
+    for (InstrId d : llvm::reverse(prog.instrs[x].deps))
+      if (!prog.instrs[d].isSync())
+        return d;
+    return NoInstr;
+  };
 
   // Each instruction's component, in program order.
   std::vector<uint32_t> compOf(prog.instrs.size(), ~0u);
@@ -290,10 +304,12 @@ void ThreadblockAssigner::assign(bool pairPeers) {
       c = find(endpointOf(instr, true));
     else if (instr.receives())
       c = find(endpointOf(instr, false));
+    else if (instr.isSync())
+      c = find(node(instr.rank, NodeKind::LocalTb, 1, instr.channel));
     else if (instr.sendTbHint >= 0)
       c = find(node(instr.rank, NodeKind::ProgramTb, instr.sendTbHint, 0));
-    else if (!instr.deps.empty())
-      c = compOf[instr.deps.back()];
+    else if (InstrId p = latestProducer(x); p != NoInstr)
+      c = compOf[p];
     else if (consumer[x] != NoInstr)
       c = find(endpointOf(prog.instrs[consumer[x]],
                           prog.instrs[consumer[x]].sends()));

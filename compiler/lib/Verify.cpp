@@ -89,6 +89,11 @@ private:
       text += "' from rank " + std::to_string(tb.recvPeer);
     else if (info.sends)
       text += "' to rank " + std::to_string(tb.sendPeer);
+    else if (info.direct == ir::DirectRole::RemoteSrc ||
+             info.direct == ir::DirectRole::Wait)
+      text += "' from rank " + std::to_string(step.peer);
+    else if (info.direct != ir::DirectRole::None)
+      text += "' to rank " + std::to_string(step.peer);
     else
       text += "'";
     return text + ")";
@@ -182,7 +187,10 @@ bool Checker::checkExactlyOnce() {
       for (size_t s = 0; s < steps.size(); ++s) {
         const StepOrigin &o = schedule.origins[g][t][s];
         ir::StepTypeInfo info = ir::stepTypeInfo(steps[s].type);
-        if (steps[s].type == ir::StepType::Nop)
+        // Nops, signals and waits carry orderings, not operations.
+        if (steps[s].type == ir::StepType::Nop ||
+            steps[s].type == ir::StepType::Signal ||
+            steps[s].type == ir::StepType::Wait)
           continue;
         if (info.receives)
           add(o.op, o.lane, 2);
@@ -203,7 +211,7 @@ bool Checker::checkExactlyOnce() {
     const lang::ChunkOp &op = dag.ops[o];
     for (int32_t q = 0; q < instances * op.parallel; ++q) {
       int32_t lane = (q / op.parallel) * maxParallel + q % op.parallel;
-      if (op.src.rank == op.dst.rank)
+      if (op.src.rank == op.dst.rank || op.direct != lang::Direct::None)
         expected.push_back((uint64_t(o) << 24) | (uint64_t(lane) << 2));
       else
         for (uint32_t role : {1u, 2u})
@@ -278,11 +286,29 @@ std::optional<Modes> Checker::checkCorrectness() {
     return std::nullopt;
   }
   if (std::optional<ir::Race> race = findRace(traced)) {
-    internalError(race->second, "nothing orders " + describeStep(race->second) +
-                                    " after " + describeStep(race->first) +
-                                    ", which both access " + race->memory);
-    diags.note(locOf(race->first),
-               "the other step is made from this operation");
+    std::string owner = "rank " + std::to_string(race->owner);
+    const char *access = race->write ? " writes " : " reads ";
+    switch (race->kind) {
+    case ir::Race::Unordered:
+      internalError(race->second,
+                    "nothing orders " + describeStep(race->second) +
+                        " after " + describeStep(race->first) +
+                        ", which both access " + race->memory);
+      diags.note(locOf(race->first),
+                 "the other step is made from this operation");
+      break;
+    case ir::Race::BeforeStart:
+      internalError(race->second, describeStep(race->second) + access +
+                                      race->memory + ", but nothing orders "
+                                      "it after " + owner +
+                                      " starts the call");
+      break;
+    case ir::Race::AfterEnd:
+      internalError(race->second, describeStep(race->second) + access +
+                                      race->memory + ", but nothing orders "
+                                      "it before " + owner + " ends the call");
+      break;
+    }
     return std::nullopt;
   }
   // The other mode: a custom collective has it only with input and output

@@ -90,7 +90,12 @@ void coll::lang::dumpDag(const ChunkDag &dag, const llvm::SourceMgr &srcMgr,
   os << "ops " << dag.ops.size() << '\n';
   for (size_t id = 0; id < dag.ops.size(); ++id) {
     const ChunkOp &op = dag.ops[id];
-    os << '%' << id << " = " << (op.kind == OpKind::Copy ? "copy " : "reduce ");
+    const char *name = op.direct == Direct::Put ? "put "
+                       : op.direct == Direct::Get
+                           ? (op.kind == OpKind::Copy ? "get " : "get_reduce ")
+                       : op.kind == OpKind::Copy ? "copy "
+                                                 : "reduce ";
+    os << '%' << id << " = " << name;
     slots(op.src);
     os << " -> ";
     slots(op.dst);

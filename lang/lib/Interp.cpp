@@ -992,10 +992,21 @@ private:
     const Signature &sig = signature(method.method);
     switch (method.method) {
     case Method::Copy:
-    case Method::Reduce: {
-      bool copy = method.method == Method::Copy;
+    case Method::Reduce:
+    case Method::Put:
+    case Method::Get:
+    case Method::GetReduce: {
+      bool copy = method.method == Method::Copy || method.method == Method::Put;
       ChunkOp op;
-      op.kind = copy ? OpKind::Copy : OpKind::Reduce;
+      op.kind = method.method == Method::Reduce ||
+                        method.method == Method::GetReduce
+                    ? OpKind::Reduce
+                    : OpKind::Copy;
+      op.direct = method.method == Method::Put ? Direct::Put
+                  : method.method == Method::Get ||
+                          method.method == Method::GetReduce
+                      ? Direct::Get
+                      : Direct::None;
       op.loc = method.nameLoc;
       op.call = currentCall();
       op.parallel = parallel;
@@ -1012,12 +1023,16 @@ private:
           index = tracer.scratchEnd(*rank, *buffer);
         else if (buffer)
           return fail(method.nameLoc,
-                      "copy needs an index into " +
+                      llvm::Twine(copy && op.direct == Direct::Put ? "put"
+                                                                    : "copy") +
+                          " needs an index into " +
                           llvm::Twine(buffer->kind == ir::BufferKind::Input
                                           ? "input"
                                           : "output") +
-                          " (only a copy to a scratch buffer may leave it "
-                          "out, to append)");
+                          " (only a " +
+                          (op.direct == Direct::Put ? "put" : "copy") +
+                          " to a scratch buffer may leave it out, to "
+                          "append)");
         std::optional<SlotRange> dst =
             index ? makeRef(*rank, *buffer, *index, self->size,
                             args[2] ? *args[2] : *args[1],
@@ -1034,7 +1049,9 @@ private:
         if (!other)
           return std::nullopt;
         if (other->size != self->size)
-          return fail(method.nameLoc, "size mismatch: cannot reduce " +
+          return fail(method.nameLoc,
+                      llvm::Twine("size mismatch: cannot ") +
+                          (op.direct == Direct::Get ? "get " : "reduce ") +
                                           llvm::Twine(other->size) +
                                           " chunks into " +
                                           llvm::Twine(self->size));
@@ -1043,17 +1060,36 @@ private:
         sites.src = args[0]->loc;
         sites.dst = method.receiver->loc;
       }
+      if (op.direct != Direct::None && op.src.rank == op.dst.rank)
+        return fail(method.nameLoc,
+                    llvm::Twine(method.method == Method::Put   ? "put"
+                                : method.method == Method::Get ? "get"
+                                                               : "get_reduce") +
+                        " reaches another rank's memory, but " +
+                        describe(op.src) + " and " + describe(op.dst) +
+                        " are both on rank " + llvm::Twine(op.src.rank) +
+                        ": use " + (op.kind == OpKind::Copy ? "copy" : "reduce"));
       const unsigned hint = sig.numPositional;
       std::optional<int32_t> channel = evalHint(args[hint], frame, "ch");
-      std::optional<int32_t> sendTb =
-          channel ? evalHint(args[hint + 1], frame, "sendtb") : std::nullopt;
-      std::optional<int32_t> recvTb =
-          sendTb ? evalHint(args[hint + 2], frame, "recvtb") : std::nullopt;
-      if (!recvTb)
+      if (!channel)
         return std::nullopt;
       op.channel = *channel;
-      op.sendTb = *sendTb;
-      op.recvTb = *recvTb;
+      if (op.direct != Direct::None) {
+        // `tb=` names the tb of the rank that runs the operation.
+        std::optional<int32_t> tb = evalHint(args[hint + 1], frame, "tb");
+        if (!tb)
+          return std::nullopt;
+        (op.direct == Direct::Put ? op.sendTb : op.recvTb) = *tb;
+      } else {
+        std::optional<int32_t> sendTb =
+            evalHint(args[hint + 1], frame, "sendtb");
+        std::optional<int32_t> recvTb =
+            sendTb ? evalHint(args[hint + 2], frame, "recvtb") : std::nullopt;
+        if (!recvTb)
+          return std::nullopt;
+        op.sendTb = *sendTb;
+        op.recvTb = *recvTb;
+      }
       SlotRange result = op.dst;
       if (!tracer.record(std::move(op), sites))
         return std::nullopt;

@@ -417,10 +417,15 @@ std::optional<ChunkDag> Tracer::finish(ProgramOptions options) {
 
   if (dag.options.manualThreadblocks)
     for (const ChunkOp &op : dag.ops)
-      if (op.src.rank != op.dst.rank && (op.sendTb < 0 || op.recvTb < 0)) {
+      if (op.direct != Direct::None
+              ? (op.direct == Direct::Put ? op.sendTb : op.recvTb) < 0
+              : op.src.rank != op.dst.rank && (op.sendTb < 0 || op.recvTb < 0)) {
         diags.error(op.loc,
-                    "with `threadblocks = manual`, an operation between "
-                    "ranks must name sendtb and recvtb");
+                    op.direct != Direct::None
+                        ? "with `threadblocks = manual`, a direct operation "
+                          "must name the tb that runs it (tb=)"
+                        : "with `threadblocks = manual`, an operation between "
+                          "ranks must name sendtb and recvtb");
         break;
       }
 

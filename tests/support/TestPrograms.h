@@ -45,6 +45,33 @@ for r in 0..N {
 )";
 }
 
+/// Direct access, two-shot allreduce: rank r adds chunk r of every peer
+/// into its own (get_reduce), then stores the sum into every peer (put).
+inline std::string directTwoShotProgram(int n) {
+  return "param N = " + std::to_string(n) + R"(
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).get_reduce(chunk(p, input, r)) } } }
+for r in 0..N { for p in 0..N { if p != r { chunk(r, input, r).put(p, input, r) } } }
+)";
+}
+
+/// Direct access, a ring of puts: each hop puts the partial sum into the
+/// next rank's scratch, which that rank reduces and puts on; then the sums
+/// travel the ring by puts. Dependencies between ranks in both directions.
+inline std::string directPutRingProgram(int n) {
+  return "param N = " + std::to_string(n) + R"(
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N {
+    let c = chunk((r + 1) % N, input, r)
+    for k in 2..N+1 {
+        let next = (r + k) % N
+        c = chunk(next, input, r).reduce(c.put(next, scratch, r))
+    }
+    for k in 1..N { c = c.put((r + k) % N, input, r) }
+}
+)";
+}
+
 } // namespace coll::test
 
 #endif // COLL_TESTS_SUPPORT_TESTPROGRAMS_H

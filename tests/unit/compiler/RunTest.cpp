@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompilerTest.h"
+#include "TestPrograms.h"
 #include "TimeScale.h"
 
 #include "coll/interpreter/HostExecutor.h"
@@ -28,6 +29,9 @@ struct Program {
   const char *source; ///< with `param N`
   std::vector<int> ranks;
 };
+
+const std::string DirectTwoShot = coll::test::directTwoShotProgram(4);
+const std::string DirectPutRing = coll::test::directPutRingProgram(4);
 
 const Program Programs[] = {
     {"ring_allreduce",
@@ -170,6 +174,65 @@ for src in 0..N {
 }
 )",
      {4, 6, 8}},
+    // Direct operations (put, get, get_reduce): the compiler adds the
+    // signals and waits.
+    {"direct_twoshot_allreduce", DirectTwoShot.c_str(), {2, 3, 8}},
+    {"direct_oneshot_allreduce",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = 1)
+for r in 0..N {
+    // Every rank adds the inputs in rank order: bit-identical results.
+    let acc = chunk(r, output, 0)
+    if r == 0 { chunk(0, input, 0).copy(0, output, 0) } else { acc.get(chunk(0, input, 0)) }
+    for p in 1..N { if p != r { acc.get_reduce(chunk(p, input, 0)) } else { acc.reduce(chunk(r, input, 0)) } }
+}
+)",
+     {2, 4}},
+    {"direct_put_ring_allreduce", DirectPutRing.c_str(), {2, 3, 5}},
+    {"direct_get_allgather",
+     R"(
+param N = 4
+collective allgather(ranks = N, chunks = 2)
+for r in 0..N {
+    for a in 0..N {
+        if a == r { chunk(r, input, 0, size = 2).copy(r, output, 2 * r) }
+        else { chunk(r, output, 2 * a, size = 2).get(chunk(a, input, 0, size = 2)) }
+    }
+}
+)",
+     {2, 3, 6}},
+    {"direct_put_alltoall",
+     R"(
+param N = 4
+collective alltoall(ranks = N, chunks = 1)
+for s in 0..N {
+    for d in 0..N {
+        if s == d { chunk(s, input, d).copy(d, output, s) }
+        else { chunk(s, input, d).put(d, output, s) }
+    }
+}
+)",
+     {2, 3, 8}},
+    {"direct_get_broadcast",
+     R"(
+param N = 4
+collective broadcast(ranks = N, chunks = 2, root = 1)
+let root = chunk(1, input, 0, size = 2).copy(1, output, 0)
+for r in 0..N { if r != 1 { chunk(r, output, 0, size = 2).get(root) } }
+)",
+     {2, 3, 5}},
+    {"ring_reduce_then_put_allgather",
+     R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N {
+    let c = chunk(r, input, r)
+    for k in 1..N { c = chunk((r + k) % N, input, r).reduce(c) }
+    for p in 0..N { if p != c.rank { c.put(p, input, r) } }
+}
+)",
+     {2, 3, 5}},
 };
 
 /// A custom collective: rank r's output block a is rank a's input.

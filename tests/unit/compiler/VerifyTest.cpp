@@ -3,6 +3,10 @@
 #include "CompilerTest.h"
 #include "TestPrograms.h"
 
+#include <map>
+#include <set>
+#include <tuple>
+
 using namespace coll;
 using namespace coll::compiler;
 using namespace coll::compiler::test;
@@ -220,6 +224,138 @@ chunk(0, scratch, 0, size = 2).copy(3, output, 0)
                 "step 0 ('r' from rank 1), which both access s[0]"),
             std::string::npos)
       << c.text().substr(before);
+}
+
+//===----------------------------------------------------------------------===//
+// Direct operations: the signals and waits the compiler adds
+//===----------------------------------------------------------------------===//
+
+const std::string DirectTwoShot = coll::test::directTwoShotProgram(3);
+const std::string DirectPutRing = coll::test::directPutRingProgram(3);
+
+bool isSync(StepType type) {
+  return type == StepType::Signal || type == StepType::Wait;
+}
+
+TEST(Direct, SignalsAndWaitsPairUp) {
+  for (const std::string &program : {DirectTwoShot, DirectPutRing}) {
+    Compilation c(program);
+    ASSERT_TRUE(c.ok()) << c.text();
+    EXPECT_TRUE(c.alg().hasDirectSteps());
+    // Per (sender, receiver, channel): as many signals as waits, each on
+    // one tb of its rank.
+    std::map<std::tuple<int, int, int>, int> signals, waits;
+    std::map<std::tuple<int, int, int>, std::set<int>> signalTbs, waitTbs;
+    for (int g = 0; g < c.alg().ngpus(); ++g)
+      for (size_t t = 0; t < c.alg().gpus[g].tbs.size(); ++t) {
+        const ir::ThreadBlock &tb = c.alg().gpus[g].tbs[t];
+        for (const ir::Step &step : tb.steps) {
+          if (step.type == StepType::Signal) {
+            ++signals[{g, step.peer, tb.channel}];
+            signalTbs[{g, step.peer, tb.channel}].insert(int(t));
+          } else if (step.type == StepType::Wait) {
+            ++waits[{step.peer, g, tb.channel}];
+            waitTbs[{step.peer, g, tb.channel}].insert(int(t));
+          }
+        }
+      }
+    EXPECT_FALSE(signals.empty());
+    EXPECT_EQ(signals, waits);
+    for (auto &[key, tbs] : signalTbs)
+      EXPECT_EQ(tbs.size(), 1u);
+    for (auto &[key, tbs] : waitTbs)
+      EXPECT_EQ(tbs.size(), 1u);
+  }
+}
+
+TEST(Direct, EveryOrderingTheCompilerAddsIsNeeded) {
+  // Mutants: each dependency to or from a signal or wait dropped, and each
+  // signal with its wait turned into nops. Re-verification must refuse
+  // every one (a race with a peer's access, or with the call's start or
+  // end), so none of them is decoration: the pairs that the tb order made
+  // redundant (in DirectPutRing, a start signal implied by a later data
+  // signal from the same peer) are pruned (docs/COMPILER.md, "Signals").
+  const std::string oneShot = R"(
+param N = 3
+collective allreduce(ranks = N, chunks = 1)
+for r in 0..N {
+    let acc = chunk(r, input, 0).copy(r, output, 0)
+    for p in 0..N { if p != r { acc.get_reduce(chunk(p, input, 0)) } }
+}
+)";
+  for (const std::string &program : {DirectTwoShot, oneShot, DirectPutRing}) {
+    Compilation c(program);
+    ASSERT_TRUE(c.ok()) << c.text();
+    const ir::Algorithm &alg = c.alg();
+    int mutants = 0;
+    std::string survivors;
+    auto check = [&](Schedule &edited, const std::string &what) {
+      for (ir::Gpu &gpu : edited.algorithm.gpus) {
+        for (ir::ThreadBlock &tb : gpu.tbs)
+          for (ir::Step &step : tb.steps)
+            step.hasDep = false;
+        for (ir::ThreadBlock &tb : gpu.tbs)
+          for (ir::Step &step : tb.steps)
+            if (step.hasDependency())
+              gpu.tbs[step.depTb].steps[step.depStep].hasDep = true;
+      }
+      ++mutants;
+      if (c.reverify(edited))
+        survivors += what + "\n";
+    };
+    for (int g = 0; g < alg.ngpus(); ++g)
+      for (size_t t = 0; t < alg.gpus[g].tbs.size(); ++t)
+        for (size_t s = 0; s < alg.gpus[g].tbs[t].steps.size(); ++s) {
+          const ir::Step &step = alg.gpus[g].tbs[t].steps[s];
+          std::string at = "rank " + std::to_string(g) + " tb " +
+                           std::to_string(t) + " step " + std::to_string(s);
+          if (step.hasDependency() &&
+              (isSync(step.type) ||
+               isSync(alg.gpus[g].tbs[step.depTb].steps[step.depStep].type))) {
+            Schedule edited = *c.schedule;
+            ir::Step &e = edited.algorithm.gpus[g].tbs[t].steps[s];
+            e.depTb = e.depStep = -1;
+            check(edited, "without the dependency of " + at);
+          }
+          if (step.type == StepType::Wait) {
+            // Its signal: the same ordinal among the peer's signals to g on
+            // this channel.
+            int channel = alg.gpus[g].tbs[t].channel, ordinal = 0;
+            for (size_t k = 0; k < s; ++k)
+              ordinal += alg.gpus[g].tbs[t].steps[k].type == StepType::Wait &&
+                         alg.gpus[g].tbs[t].steps[k].peer == step.peer;
+            Schedule edited = *c.schedule;
+            ir::Gpu &peer = edited.algorithm.gpus[step.peer];
+            bool found = false;
+            for (ir::ThreadBlock &tb : peer.tbs)
+              for (ir::Step &sig : tb.steps)
+                if (!found && tb.channel == channel &&
+                    sig.type == StepType::Signal && sig.peer == g &&
+                    ordinal-- == 0) {
+                  sig.type = StepType::Nop;
+                  sig.peer = -1;
+                  found = true;
+                }
+            ASSERT_TRUE(found) << at;
+            ir::Step &e = edited.algorithm.gpus[g].tbs[t].steps[s];
+            e.type = StepType::Nop;
+            e.peer = -1;
+            check(edited, "without the signal of " + at);
+          }
+        }
+    EXPECT_GT(mutants, 10);
+    EXPECT_EQ(survivors, "") << mutants << " mutants";
+  }
+}
+
+TEST(Direct, MscclTargetRefusesAtTheOperation) {
+  Compilation c(DirectTwoShot, msccl());
+  EXPECT_FALSE(c.ok());
+  EXPECT_NE(c.firstLine().find("test.coll:3:64:"), std::string::npos)
+      << c.text();
+  EXPECT_NE(c.text().find("is a direct step, which MSCCL XML does not have"),
+            std::string::npos)
+      << c.text();
 }
 
 //===----------------------------------------------------------------------===//

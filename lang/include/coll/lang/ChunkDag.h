@@ -65,13 +65,24 @@ enum class OpKind : uint8_t {
   Reduce, ///< dst := dst (+) src
 };
 
+/// How an operation between two ranks moves its data (docs/LANGUAGE.md,
+/// "Direct access"): through a connection FIFO, or by one of the two ranks
+/// loading or storing the other's memory itself.
+enum class Direct : uint8_t {
+  None, ///< a FIFO transfer (or a local operation)
+  Put,  ///< the source's rank stores into the destination (copies only)
+  Get,  ///< the destination's rank loads the source (`get`, `get_reduce`)
+};
+
 /// One traced chunk operation. src and dst have the same size; they may be
 /// on different ranks (then the data crosses a connection).
 struct ChunkOp {
   OpKind kind = OpKind::Copy;
+  Direct direct = Direct::None;
   SlotRange src, dst;
   /// Scheduling hints from the program (`ch=`, `sendtb=`, `recvtb=`); -1 when
-  /// not given.
+  /// not given. A direct operation's `tb=` is the sendtb of a put and the
+  /// recvtb of a get: the tb of the rank that runs it.
   int32_t channel = -1, sendTb = -1, recvTb = -1;
   /// Number of parts the enclosing `parallelize(n)` blocks split this
   /// operation into (the product of nested factors; 1 outside any block).
@@ -86,6 +97,15 @@ struct ChunkOp {
   uint32_t call = NoCall;
   static constexpr uint32_t NoCall = ~uint32_t(0);
 };
+
+/// The rank that runs a direct operation, and the other one, whose memory it
+/// reaches.
+inline int32_t directRank(const ChunkOp &op) {
+  return op.direct == Direct::Put ? op.src.rank : op.dst.rank;
+}
+inline int32_t directPeer(const ChunkOp &op) {
+  return op.direct == Direct::Put ? op.dst.rank : op.src.rank;
+}
 
 /// A call of a user function that traced operations: where it was called
 /// from, and the call it was made in (ChunkOp::NoCall at the top level).
