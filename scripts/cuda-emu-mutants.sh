@@ -12,20 +12,23 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${COLL_MUTANT_DIR:-/tmp/coll-mutants}
-filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*'}
+filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*:emu:GpuExecutor.DirectSteps*'}
 limit=${COLL_MUTANT_TIMEOUT:-180}
 device=interpreter/cuda/device
 
 # name|file of $device|text to find|replacement (\n for newlines)
 mutants=(
   'no-barrier-before-free|Prims.h|    if (__syncthreads_or(!ok))\n      return false;\n    if (tid == 0) {|    if (!ok)\n      return false;\n    if (tid == 0) {'
-  'relaxed-tail|Prims.h|          ptx::stRelease(sendTail, sendSeq + 1);|          ptx::stRelaxed(sendTail, sendSeq + 1);'
+  'relaxed-tail|Prims.h|        } else if constexpr (P == Proto::Simple) {\n          ptx::stRelease(sendTail, sendSeq + 1, sendScope());|        } else if constexpr (P == Proto::Simple) {\n          ptx::stRelaxed(sendTail, sendSeq + 1, sendScope());'
   'slot-off-by-one|PrimsSimple.h|    out[o++] = slot<T>(sendFifo, sendSeq);|    out[o++] = slot<T>(sendFifo, sendSeq + 1);'
   'll-flag|PrimsLL.h|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);|  const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq) + (sendSeq == 5);'
-  'll128-flag-before-syncwarp|PrimsLL128.h|      __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);|      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag);\n      __syncwarp();'
-  'relaxed-data-poll|PrimsSimple.h|return (recvTailSeen = ptx::ldAcquire(recvTail)) > recvSeq;|return (recvTailSeen = ptx::ldRelaxed(recvTail)) > recvSeq;'
-  'relaxed-dependency-poll|Prims.h|flagReached(seen = ptx::ldAcquire(flag), generation, goal)|flagReached(seen = ptx::ldRelaxed(flag), generation, goal)'
+  'll128-flag-before-syncwarp|PrimsLL128.h|      __syncwarp(); // every lane'"'"'s data before lane 7'"'"'s flag\n      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag, sendScope());|      if (active \&\& j == FlagLane)\n        ptx::stRelease(line + LL128FlagWord, outFlag, sendScope());\n      __syncwarp();'
+  'relaxed-data-poll|PrimsSimple.h|return (recvTailSeen = ptx::ldAcquire(recvTail, recvScope())) > recvSeq;|return (recvTailSeen = ptx::ldRelaxed(recvTail, recvScope())) > recvSeq;'
+  'relaxed-dependency-poll|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu)|      const uint32_t goal = flagProgress(it, p.span, irStep);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldRelaxed(flag, Scope::Gpu)'
   'dependency-wrong-iteration|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
+  'relaxed-signal|Prims.h|      ptx::stRelease(signalFlag(d.signal),|      ptx::stRelaxed(signalFlag(d.signal),'
+  'relaxed-signal-poll|Prims.h|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu)|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldRelaxed(flag, Scope::Gpu)'
+  'wait-previous-signal|Prims.h|      const uint32_t goal = signalProgress(d, it);|      const uint32_t goal = signalProgress(d, it) - 1;'
 )
 
 selected=("$@")

@@ -8,7 +8,7 @@
 #   2. an AddressSanitizer+UndefinedBehaviorSanitizer build: the host tests;
 #   3. a ThreadSanitizer build: the interpreter tests and a subset of the
 #      CUDA emulation's tests (each protocol, in and out of place, the
-#      dependency-heavy algorithms, the watchdog).
+#      dependency-heavy algorithms, the watchdog, direct steps).
 # Each build has its own folder (build/, build-asan/, build-tsan/). Any leak,
 # undefined behaviour or data race fails the run.
 set -euo pipefail
@@ -67,5 +67,5 @@ cmake --build "$root/build-tsan" -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir "$root/build-tsan" -L interpreter --output-on-failure -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir "$root/build-tsan" -L cuda-emu -R 'SimtLauncher|EmuFragile|GpuWatchdog' \
+  ctest --test-dir "$root/build-tsan" -L cuda-emu -R 'SimtLauncher|EmuFragile|GpuWatchdog|DirectSteps' \
   --output-on-failure -j "$jobs"

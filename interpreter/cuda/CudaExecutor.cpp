@@ -514,6 +514,7 @@ private:
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  DeviceMemory stepPeers, signals; ///< direct steps (Plan::stepPeers, Plan::signals)
   DeviceMemory traceEvents, traceCounts; ///< run() with a timeline
   uint32_t traceCapacity = 0;            ///< events per block
   /// Stores the timeline's buffers in the device state (null: none).
@@ -593,7 +594,7 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals})
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -663,28 +664,37 @@ llvm::Error CudaExecutor::Impl::start() {
   if (oneRank() ? !plan.holds(options.rank) : plan.planRank >= 0)
     return fail(llvm::formatv("{0}: the plan holds rank {1}'s steps only", plan.fileName,
                               plan.planRank));
-  for (int32_t r = 0; r < plan.nranks; ++r)
-    if ((!oneRank() || r == options.rank) && plan.hasDirectSteps(r))
-      return fail(llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, "
-                                "wait), which the GPU kernel does not run yet (only the host "
-                                "executor does)",
-                                plan.fileName, r));
+  // Direct steps reach the peers' buffers: an executor of every rank has
+  // them all (one GPU, one process); one of a single rank would need its
+  // peers' buffers mapped (windows, docs/RUNTIME.md), which it has not.
+  if (oneRank() && plan.hasDirectSteps(options.rank))
+    return fail(llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, "
+                              "wait), which an executor of one rank does not run yet: its "
+                              "peers' buffers are not mapped (an executor of every rank runs "
+                              "them, as does the host backend)",
+                              plan.fileName, options.rank));
   firstTb = oneRank() ? plan.rankTbBegin[options.rank] : 0;
   launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
                         : static_cast<int32_t>(plan.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
   stateLayout = StateLayout::of(plan.tbs.size(), oneRank() ? 0 : plan.connections.size(),
-                                connection);
+                                connection, oneRank() ? 0 : plan.signals.size());
   if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size(), stream))
     return err;
   if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size(), stream))
     return err;
+  if (!oneRank() && !plan.stepPeers.empty()) {
+    if (llvm::Error err = upload(stepPeers, plan.stepPeers.data(), plan.stepPeers.size(), stream))
+      return err;
+    if (llvm::Error err = upload(signals, plan.signals.data(), plan.signals.size(), stream))
+      return err;
+  }
   if (llvm::Error err = state.reserve(stateLayout.bytes))
     return err;
   COLL_CUDA_TRY(cudaMemsetAsync(state.as<void>(), 0, stateLayout.bytes, stream));
@@ -1257,6 +1267,9 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.firstTb = firstTb;
   params.report = deviceReport;
   params.flagsOffset = stateLayout.flagsOffset;
+  params.stepPeers = stepPeers.as<PlanStepPeer>();
+  params.signals = signals.as<PlanSignal>();
+  params.signalsOffset = stateLayout.signalsOffset;
   params.connection = connection;
   params.iterations = result.iterations;
   params.sliceElems = sliceElems;

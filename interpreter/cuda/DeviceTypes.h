@@ -13,6 +13,8 @@
 //   [128, 128 + 128*ntbs)         one dependency flag per tb, 128 bytes apart
 //   then per connection c, ConnectionLayout::stride bytes:
 //     [0, 128) head   [128, 256) tail, slot sizes   [256, ...) FifoDepth slots
+//   then one signal flag per Plan::signals entry, 128 bytes apart (direct
+//   steps: docs/CUDA.md, "Direct steps")
 //
 // An executor of one rank (CudaOptions::rank) keeps the connections it
 // receives on in an allocation of their own, in Plan::connections order,
@@ -131,13 +133,15 @@ static_assert(ConnectionLayout::SizesOffset + FifoDepth * sizeof(uint32_t) <=
 struct StateLayout {
   uint64_t flagsOffset = PollStride;
   uint64_t connectionsOffset = 0;
+  uint64_t signalsOffset = 0;
   uint64_t bytes = 0;
 
   COLL_HOST_DEVICE static StateLayout of(uint64_t ntbs, uint64_t nconnections,
-                                         const ConnectionLayout &conn) {
+                                         const ConnectionLayout &conn, uint64_t nsignals = 0) {
     StateLayout layout;
     layout.connectionsOffset = layout.flagsOffset + ntbs * PollStride;
-    layout.bytes = layout.connectionsOffset + nconnections * conn.stride;
+    layout.signalsOffset = layout.connectionsOffset + nconnections * conn.stride;
+    layout.bytes = layout.signalsOffset + nsignals * PollStride;
     return layout;
   }
 };
@@ -203,7 +207,7 @@ struct RankPointers {
 };
 
 /// What a wait was waiting for.
-enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency };
+enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency, Signal };
 
 /// Written once, by the first block whose wait times out, into host-mapped
 /// memory; the host turns it into the same text as the host backend's.
@@ -214,7 +218,7 @@ struct WatchdogReport {
   int32_t step; ///< index of the step among its tb's steps
   uint64_t iteration;
   int32_t connection;  ///< Plan::connections index, or -1
-  int32_t depTb;       ///< Dependency: the global tb waited for
+  int32_t depTb;       ///< Dependency: the global tb waited for; Signal: the Plan::signals index
   int32_t depStep;     ///< Dependency: the IR step waited for
   uint32_t line;       ///< LL/LL128: line within the slot
   uint64_t slot;       ///< sequence number of the FIFO slot waited for
@@ -261,6 +265,12 @@ struct KernelParams {
   int32_t firstTb; ///< block b runs tb firstTb + b
   WatchdogReport *report;
   uint64_t flagsOffset; ///< StateLayout
+  /// Direct steps (executors of every rank only): per plan step its peer,
+  /// signal pair and ordinal (Plan::stepPeers), the pairs (Plan::signals)
+  /// and where their flags lie in the state; null when the plan has none.
+  const PlanStepPeer *stepPeers;
+  const PlanSignal *signals;
+  uint64_t signalsOffset;
   ConnectionLayout connection;
   uint64_t iterations;
   uint64_t sliceElems;

@@ -60,6 +60,17 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, ui
                                 plan.tbs[r.depTb].tb, r.depStep, r.iteration, published)
                       .str();
   }
+  if (r.kind == WaitKind::Signal) {
+    // Worded as the host backend's (host/Prims.h); a flag holds the
+    // signals sent in this call.
+    const PlanSignal &pair = plan.signals[r.depTb];
+    const uint64_t per = std::max(pair.perIteration, 1);
+    return text + llvm::formatv("waiting for signal {0} of iteration {1} from rank {2} on "
+                                "channel {3}; rank {2} has sent {4} in this call",
+                                (r.expected - 1) % per, r.iteration, pair.sender, pair.channel,
+                                r.observed)
+                      .str();
+  }
   switch (r.kind) {
   case WaitKind::FreeSlot:
     text += llvm::formatv("waiting for a free slot to send on (the FIFO of {0} slots is full)",
@@ -79,7 +90,8 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, ui
                           "expected {3})",
                           r.line, r.slot, r.observed, r.expected);
     break;
-  case WaitKind::Dependency: break;
+  case WaitKind::Dependency:
+  case WaitKind::Signal: break;
   }
   const PlanConnection &c = plan.connections[r.connection];
   return text + llvm::formatv("; connection {0}->{1} channel {2}: sender filled {3} slots, "

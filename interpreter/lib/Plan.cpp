@@ -247,16 +247,20 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   }
 
   // Direct steps: every step gets its record once there is one. Signal
-  // pairs: each signal and wait step learns its pair, each wait its place
-  // among the pair's waits.
+  // pairs: each signal and wait step learns its pair and its place among
+  // the pair's signals or waits (the k-th wait takes the k-th signal).
   if (!plan.stepPeers.empty())
     plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0});
   for (const ir::SignalPair &pair : analysis.signals) {
     int32_t index = static_cast<int32_t>(plan.signals.size());
     plan.signals.push_back(PlanSignal{pair.sender, pair.receiver, pair.channel,
                                       static_cast<int32_t>(pair.signalSteps.size())});
-    for (int32_t s : pair.signalSteps)
-      plan.stepPeers[where[pair.sender][pair.signalTb][s].planStep].signal = index;
+    for (size_t k = 0; k < pair.signalSteps.size(); ++k) {
+      PlanStepPeer &signal =
+          plan.stepPeers[where[pair.sender][pair.signalTb][pair.signalSteps[k]].planStep];
+      signal.signal = index;
+      signal.ordinal = static_cast<int32_t>(k);
+    }
     for (size_t k = 0; k < pair.waitSteps.size(); ++k) {
       PlanStepPeer &wait =
           plan.stepPeers[where[pair.receiver][pair.waitTb][pair.waitSteps[k]].planStep];
@@ -394,7 +398,7 @@ bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t
   const PlanSignal &pair = p.signals[d.signal];
   bool mine = s.type == StepKind::Signal ? pair.sender == rank && pair.receiver == d.peer
                                          : pair.receiver == rank && pair.sender == d.peer;
-  return mine && (s.type == StepKind::Signal || d.ordinal < pair.perIteration);
+  return mine && d.ordinal < pair.perIteration;
 }
 
 } // namespace

@@ -28,7 +28,7 @@ namespace coll::rt {
 namespace {
 
 /// The first line's first two words; the number changes with the format.
-constexpr llvm::StringLiteral Magic = "coll-program-cache 5";
+constexpr llvm::StringLiteral Magic = "coll-program-cache 6";
 
 std::string hexDigest(llvm::StringRef data) {
   llvm::SHA256 sha;

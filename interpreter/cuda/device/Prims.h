@@ -149,7 +149,65 @@ public:
     __syncthreads();
   }
 
+  // Direct steps (StepSemantics.h; docs/CUDA.md, "Direct steps"), for
+  // executors of every rank: the peers' buffers are p.ranks', and each
+  // signal pair has a flag in the device state. One tb per rank signals a
+  // peer on a channel (the IR's rule), so each flag has one writer, which
+  // stores (generation << 32) | (iteration * perIteration + ordinal + 1) in
+  // order: the dependency flags' encoding, monotone within a launch and
+  // stale after it. A signal releases at .gpu (every rank of such a launch
+  // is on this GPU): every prim and every wait ends with a block barrier,
+  // so whatever the tb did and learned before it precedes the store. The
+  // wait acquires, then releases its block with a barrier. Inlined: out of
+  // line (__noinline__) they cost every kernel a call frame, twice the
+  // stack and eight times the local stores of the wide builds
+  // (scripts/cuda-resources.sh), far more than the few spill stores that
+  // inlining them costs the narrow builds.
+  __device__ T *peerBase(const PlanStep &step, uint8_t buffer) const {
+    const RankPointers &peer = p.ranks[stepPeer(step).peer];
+    return static_cast<T *>(buffer == 0 ? peer.input : buffer == 1 ? peer.output : peer.scratch);
+  }
+  __device__ void signal(const PlanStep &step) {
+    if (tid == 0) {
+      const PlanStepPeer d = stepPeer(step);
+      ptx::stRelease(signalFlag(d.signal),
+                     makeFlag(generation, signalProgress(d, iteration)), Scope::Gpu);
+    }
+  }
+  __device__ bool waitSignal(const PlanStep &step, uint64_t it) {
+    bool fail = false;
+    if (tid == 0) {
+      const PlanStepPeer d = stepPeer(step);
+      const uint64_t *flag = signalFlag(d.signal);
+      const uint32_t goal = signalProgress(d, it);
+      uint64_t seen = 0;
+      fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu), generation, goal); },
+                   [&](WatchdogReport &r) {
+                     r.kind = WaitKind::Signal;
+                     r.depTb = d.signal;
+                     r.expected = goal;
+                     r.observed = static_cast<uint32_t>(seen >> 32) == generation
+                                      ? static_cast<uint32_t>(seen)
+                                      : 0;
+                   },
+                   3);
+    }
+    return !__syncthreads_or(fail);
+  }
+
 private:
+  /// The direct-step record of a step of this tb (steps: its shared copy).
+  __device__ PlanStepPeer stepPeer(const PlanStep &step) const {
+    return p.stepPeers[tb.stepBegin + static_cast<int32_t>(&step - steps)];
+  }
+  __device__ uint64_t *signalFlag(int32_t signal) const {
+    return reinterpret_cast<uint64_t *>(p.state + p.signalsOffset) + signal * FlagStrideWords;
+  }
+  /// What the flag holds once signal `d.ordinal` of iteration `it` is sent.
+  __device__ uint32_t signalProgress(const PlanStepPeer &d, uint64_t it) const {
+    return static_cast<uint32_t>(it * static_cast<uint64_t>(p.signals[d.signal].perIteration) +
+                                 static_cast<uint64_t>(d.ordinal) + 1);
+  }
   /// The block's index in its launch (the kernel entry's blockIdx.x).
   __device__ uint32_t block() const { return static_cast<uint32_t>(tbIndex - p.firstTb); }
   __device__ uint64_t *tbFlag(int32_t t) const {

@@ -113,6 +113,52 @@ TEST_F(GpuExecutor, EveryTypeAndOperator) {
   }
 }
 
+// Direct steps (docs/CUDA.md, "Direct steps"): an executor of every rank
+// loads and stores the peers' buffers itself and passes signals through
+// flags in its state. Many calls on one executor, from one element to many
+// pipeline iterations of tiny slots, so the flags' generations and
+// per-iteration numbering carry from launch to launch; every rank matches
+// the host backend bit for bit.
+TEST_F(GpuExecutor, DirectStepsMatchTheHost) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+#if COLL_TEST_SANITIZER
+  // The TSan stage of scripts/test.sh runs this test: fewer iterations.
+  const std::vector<int> rankCounts = {2, 3};
+  const std::vector<uint64_t> counts = {1, 7, 1001};
+#else
+  const std::vector<int> rankCounts = {2, 3, 5};
+  const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
+#endif
+  for (int n : rankCounts) {
+    for (const ir::Algorithm &alg :
+         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+      Plan plan = planOf(alg);
+      auto ex = makeExecutors(plan, hostOptions, gpuOptions);
+      for (uint64_t count : counts)
+        for (bool inplace : {false, true}) {
+          if (inplace ? !plan.inplace : !plan.outofplace)
+            continue;
+          expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, inplace,
+                           plan.name + " n=" + std::to_string(n) +
+                               " count=" + std::to_string(count) +
+                               (inplace ? " in-place" : " out-of-place"));
+        }
+      expectSameAsHost(ex, DataType::Int32, ReduceOp::Max, 333, !plan.outofplace,
+                       plan.name + " int32 max");
+    }
+  }
+  // An executor of one rank has no mapping of its peers' buffers: it says
+  // so when it is made.
+  CudaOptions one = gpuOptions;
+  one.rank = 1;
+  auto gpu = coll::testing::deviceBackend().create(
+      planOf(coll::testing::peerTwoShotAllReduce(3)), one);
+  ASSERT_FALSE(static_cast<bool>(gpu));
+  std::string message = llvm::toString(gpu.takeError());
+  EXPECT_NE(message.find("rank 1 has direct steps"), std::string::npos) << message;
+  EXPECT_NE(message.find("its peers' buffers are not mapped"), std::string::npos) << message;
+}
+
 TEST_F(GpuExecutor, ManyRanksOnOneGpu) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(256);
   auto ring = makeExecutors(planOf(coll::testing::ringAllReduce(16, ir::Protocol::Simple)),

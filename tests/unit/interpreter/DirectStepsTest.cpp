@@ -60,6 +60,11 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   for (const PlanSignal &s : plan.signals)
     EXPECT_EQ(s.perIteration, 3) << s.sender << "->" << s.receiver; // three handshakes
   ASSERT_EQ(plan.stepPeers.size(), plan.steps.size());
+  // Per pair, its signals and its waits are numbered 0, 1, 2 in tb order:
+  // the k-th wait takes the k-th signal (the GPU's signal flags store the
+  // signal's number).
+  std::vector<std::vector<int32_t>> signalOrdinals(plan.signals.size()),
+      waitOrdinals(plan.signals.size());
   int waits = 0;
   for (const PlanTb &tb : plan.tbs)
     for (int32_t i = 0; i < tb.nSteps; ++i) {
@@ -78,7 +83,14 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
         EXPECT_EQ(plan.signals[d.signal].receiver, d.peer);
       }
       waits += step.type == StepKind::Wait;
+      if (sync)
+        (step.type == StepKind::Wait ? waitOrdinals : signalOrdinals)[d.signal].push_back(
+            d.ordinal);
     }
+  for (size_t s = 0; s < plan.signals.size(); ++s) {
+    EXPECT_EQ(signalOrdinals[s], (std::vector<int32_t>{0, 1, 2})) << s;
+    EXPECT_EQ(waitOrdinals[s], (std::vector<int32_t>{0, 1, 2})) << s;
+  }
   // PlanStep keeps its size: the kernel copies one per step into shared
   // memory.
   static_assert(sizeof(PlanStep) == 28);
@@ -90,8 +102,8 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   EXPECT_EQ(one.signals.size(), plan.signals.size());
   EXPECT_EQ(one.stepPeers.size(), one.steps.size());
   EXPECT_FALSE(static_cast<bool>(checkPlanIndices(one)));
-  // Damaged records are refused: a wait's ordinal past its pair's waits, a
-  // signal to its own rank, a record list of another length.
+  // Damaged records are refused: an ordinal past its pair's signals or
+  // waits, a signal to its own rank, a record list of another length.
   auto refused = [](const Plan &damaged) {
     llvm::Error err = checkPlanIndices(damaged);
     bool failed = static_cast<bool>(err);
@@ -107,6 +119,11 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
     else
       continue;
     EXPECT_TRUE(refused(damaged)) << "step " << i;
+    if (one.steps[i].type == StepKind::Signal) {
+      Plan late = one;
+      late.stepPeers[i].ordinal = 3;
+      EXPECT_TRUE(refused(late)) << "step " << i;
+    }
   }
   Plan shorter = one;
   shorter.stepPeers.pop_back();

@@ -55,7 +55,7 @@ struct PlanStep {
 struct PlanStepPeer {
   int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
   int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
-  int32_t ordinal; ///< wait: which of its pair's waits in one iteration, from 0
+  int32_t ordinal; ///< signal, wait: which of its pair's signals or waits in one iteration, from 0
 };
 
 /// Signals from one rank to another on one channel (ir::SignalPair): the

@@ -93,6 +93,15 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       }
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
+      // Direct steps: one operand is the peer's buffer of this call, at the
+      // same slice offsets; the data moves as a copy or reduction does, so
+      // that they add no code of their own to the chunk loop.
+      if constexpr (HasDirectSteps<Prims>::value) {
+        if (step.type == StepKind::Get || step.type == StepKind::GetReduce)
+          src = prims.peerBase(step, step.srcBuf);
+        else if (step.type == StepKind::Put)
+          dst = prims.peerBase(step, step.dstBuf);
+      }
       for (int32_t c = 0; c < step.count; ++c) {
         const CallSlice *slice = slices + (step.sliceBegin - sliceBase) + c * step.nsrc;
         if (slice->nelem <= lo)
@@ -108,7 +117,10 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         case StepKind::RecvReduceSend: ok = prims.recvReduceSend(s, n); break;
         case StepKind::RecvReduceCopy: ok = prims.recvReduceCopy(s, d, n); break;
         case StepKind::RecvReduceCopySend: ok = prims.recvReduceCopySend(s, d, n); break;
+        case StepKind::Put:
+        case StepKind::Get:
         case StepKind::Copy: prims.copy(s, d, n); break;
+        case StepKind::GetReduce:
         case StepKind::Reduce: {
           const T *srcs[MaxReduceSources];
           for (int r = 0; r < step.nsrc; ++r)
@@ -117,21 +129,6 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           break;
         }
         case StepKind::Nop: break;
-        // Direct steps: one operand in the peer's buffer of this call.
-        case StepKind::Put:
-          if constexpr (HasDirectSteps<Prims>::value)
-            prims.copy(s, prims.peerBase(step, step.dstBuf) + slice->dst + lo, n);
-          break;
-        case StepKind::Get:
-          if constexpr (HasDirectSteps<Prims>::value)
-            prims.copy(prims.peerBase(step, step.srcBuf) + slice->src + lo, d, n);
-          break;
-        case StepKind::GetReduce:
-          if constexpr (HasDirectSteps<Prims>::value) {
-            const T *srcs[1] = {prims.peerBase(step, step.srcBuf) + slice->src + lo};
-            prims.reduce(d, srcs, 1, n);
-          }
-          break;
         case StepKind::Signal: // count 0: no chunks
         case StepKind::Wait: break;
         }
