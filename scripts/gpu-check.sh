@@ -190,7 +190,13 @@ for t in 128 64; do
   step bench-oneshot-2ranks-1K-ll128-threads-$t 600 "$bench" "$alg/oneshot_allreduce_2ranks_ll128.xml" \
     --size 1K --iters 200 --warmup 50 --threads $t
 done
+# Direct access (issue 28): against the ring and the one-launch references
+# collbench times beside it.
+step bench-direct-twoshot-8ranks-8K 600 "$bench" "$alg/twoshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
+step bench-direct-oneshot-8ranks-8K 600 "$bench" "$alg/oneshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
+step bench-direct-twoshot-8ranks-1M-16M 600 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1M,4M,16M --iters 50 --warmup 10
 if [ "$quick" = 0 ]; then
+  step bench-direct-twoshot-1G 1800 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1G --mode inplace --iters 10 --warmup 2
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
 fi
 
