@@ -4,8 +4,12 @@
 #   scripts/cuda-resources.sh                   print the table
 #   scripts/cuda-resources.sh --write FILE      record it (the expected figures)
 #   scripts/cuda-resources.sh --check FILE      compare with FILE; exit 1 on a regression
-# Options: --jobs N (parallel nvcc runs, default 2). --markdown FILE prints
-# FILE's figures as the table of docs/CUDA.md and compiles nothing.
+# Options: --jobs N (parallel nvcc runs, default 2). --from-build DIR reads
+# the reports and cubins the build kept in DIR (build/cuda-resources, by
+# scripts/nvcc-keep.sh as the build compiles the kernels, with the same flags
+# as below) and compiles nothing: the CudaResources test does so. --markdown
+# FILE prints FILE's figures as the table of docs/CUDA.md and compiles
+# nothing.
 # Environment: NVCC (default: on PATH, else
 # /usr/local/cuda/bin/nvcc), NVDISASM (default: beside nvcc, on PATH, else
 # in the PyTorch environment of scripts/setup.sh, whose Triton ships one).
@@ -44,7 +48,7 @@
 # nvdisasm the SASS columns are not checked, and the script says so.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-mode=print file= jobs=2 markdown=
+mode=print file= jobs=2 markdown= from_build=
 while [ $# -gt 0 ]; do
   case $1 in
   --write | --check)
@@ -58,12 +62,17 @@ while [ $# -gt 0 ]; do
     jobs=$2
     shift 2
     ;;
+  --from-build)
+    [ $# -ge 2 ] || { echo "cuda-resources: --from-build needs a folder" >&2; exit 2; }
+    from_build=$2
+    shift 2
+    ;;
   --markdown)
     [ $# -ge 2 ] && [ -r "$2" ] || { echo "cuda-resources: --markdown needs a readable recorded file" >&2; exit 2; }
     markdown=$2
     shift 2
     ;;
-  -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,48p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "cuda-resources: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +91,7 @@ if [ "$mode" = check ] && [ ! -r "$file" ]; then
 fi
 
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[ -x "$nvcc" ] || { echo "cuda-resources: no nvcc at '$nvcc' (set NVCC)" >&2; exit 2; }
+[ -n "$from_build" ] || [ -x "$nvcc" ] || { echo "cuda-resources: no nvcc at '$nvcc' (set NVCC)" >&2; exit 2; }
 nvdisasm=${NVDISASM:-}
 if [ -z "$nvdisasm" ]; then
   for c in "$(dirname "$nvcc")/nvdisasm" "$(command -v nvdisasm || true)" \
@@ -112,12 +121,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 llvm_inc=$(llvm-config-14 --includedir 2>/dev/null || echo /usr/lib/llvm-14/include)
 files=(KernelsSimple.cu KernelsLL.cu KernelsLL128.cu AverageKernel.cu)
-export nvcc root tmp llvm_inc
-printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} sh -c '
-  "$nvcc" -I"$root/interpreter/cuda" -I"$root/interpreter/include" -I"$root/ir/include" \
-    -isystem "$llvm_inc" -arch=sm_90 --fmad=false -std=c++17 -lineinfo -Xptxas -v \
-    -cubin "$root/interpreter/cuda/{}" -o "$tmp/{}.cubin" >"$tmp/{}.ptxas" 2>&1 ||
-    { cat "$tmp/{}.ptxas" >&2; echo "cuda-resources: nvcc failed on {}" >&2; exit 255; }'
+if [ -n "$from_build" ]; then
+  for f in "${files[@]}"; do
+    for k in ptxas cubin; do
+      [ -s "$from_build/$f.$k" ] || { echo "cuda-resources: no $from_build/$f.$k: build CollCuda first (its compile keeps it)" >&2; exit 2; }
+      [ "$from_build/$f.$k" -nt "$root/interpreter/cuda/$f" ] ||
+        { echo "cuda-resources: $from_build/$f.$k is older than $f: rebuild CollCuda" >&2; exit 2; }
+      cp "$from_build/$f.$k" "$tmp/$f.$k"
+    done
+  done
+else
+  export nvcc root tmp llvm_inc
+  printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} sh -c '
+    "$nvcc" -I"$root/interpreter/cuda" -I"$root/interpreter/include" -I"$root/ir/include" \
+      -isystem "$llvm_inc" -arch=sm_90 --fmad=false -std=c++17 -lineinfo -Xptxas -v \
+      -cubin "$root/interpreter/cuda/{}" -o "$tmp/{}.cubin" >"$tmp/{}.ptxas" 2>&1 ||
+      { cat "$tmp/{}.ptxas" >&2; echo "cuda-resources: nvcc failed on {}" >&2; exit 255; }'
+fi
 
 # Resources: one line per entry function, "mangled regs stack spill_st spill_ld smem".
 for f in "${files[@]}"; do
