@@ -8,10 +8,13 @@ target_compile_options(coll_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized -Wno-restrict>)
 
+# (CUDA's flags once the language is enabled, in coll_detect_cuda: before,
+# they are empty, and an empty normal variable would hide the cached "-O3"
+# at the first configure only, so that a second one, as `pip install .`
+# makes, would change nvcc's command and rebuild every kernel.)
 if(COLL_ENABLE_ASSERTIONS)
   foreach(flags CMAKE_CXX_FLAGS_RELEASE CMAKE_CXX_FLAGS_RELWITHDEBINFO
-                CMAKE_C_FLAGS_RELEASE CMAKE_C_FLAGS_RELWITHDEBINFO
-                CMAKE_CUDA_FLAGS_RELEASE CMAKE_CUDA_FLAGS_RELWITHDEBINFO)
+                CMAKE_C_FLAGS_RELEASE CMAKE_C_FLAGS_RELWITHDEBINFO)
     string(REPLACE "-DNDEBUG" "" ${flags} "${${flags}}")
   endforeach()
 endif()
@@ -40,6 +43,11 @@ macro(coll_detect_cuda)
         set(CMAKE_CUDA_ARCHITECTURES 90)
       endif()
       enable_language(CUDA)
+      if(COLL_ENABLE_ASSERTIONS)
+        foreach(_coll_flags CMAKE_CUDA_FLAGS_RELEASE CMAKE_CUDA_FLAGS_RELWITHDEBINFO)
+          string(REPLACE "-DNDEBUG" "" ${_coll_flags} "${${_coll_flags}}")
+        endforeach()
+      endif()
       find_package(CUDAToolkit REQUIRED)
       # Compress the SASS in the fatbins too (nvcc compresses only PTX by
       # default): the kernels' ~12 MB of sm_90 code shrinks about six-fold
