@@ -222,8 +222,7 @@ llvm::Expected<CallResult> HostExecutor::Impl::run(const CallArgs &args) {
   }
   // Every rank ended the call: its signals are the next call's base.
   if (direct)
-    for (size_t p = 0; p < plan.signals.size(); ++p)
-      direct->base[p] += result.iterations * static_cast<uint64_t>(plan.signals[p].perIteration);
+    direct->advance(plan, result.iterations);
   for (auto &rank : ranks)
     rank->finishAverage();
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -112,7 +112,8 @@ template <class T, class Op, Protocol Proto> bool runTb(TbState &s) {
   RankRunner::Impl &ex = *s.owner;
   const PlanTb &ptb = ex.plan.tbs[s.globalTb];
   RankBuffers<T> buffers{static_cast<T *>(ex.input), static_cast<T *>(ex.output),
-                         ex.scratch.as<T>()};
+                         ex.scratchGiven ? static_cast<T *>(ex.scratchGiven)
+                                         : ex.scratch.as<T>()};
   Prims<T, Op, Proto> prims(s);
   return runThreadBlock<T>(prims, ex.plan.steps.data() + ptb.stepBegin, ptb.nSteps,
                            ex.layout->slices.data(), 0, buffers, ex.iterations,
@@ -166,9 +167,8 @@ RankRunner::create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd>
   if (!direct && plan.hasDirectSteps(rank))
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, wait), which "
-                      "only the host executor runs so far, with every rank in one process; "
-                      "across processes they need windows, not built yet",
+        llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, wait), and "
+                      "no table of its peers' buffers and signals to run them with",
                       plan.fileName, rank)
             .str());
   auto impl = std::make_unique<Impl>(plan, rank, bell, stop, options);
@@ -212,10 +212,11 @@ RankRunner::RankRunner(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 RankRunner::~RankRunner() = default;
 
 llvm::Error RankRunner::bind(const CallLayout &layout, DataType type, ReduceOp op, void *input,
-                             void *output) {
+                             void *output, void *scratch) {
   Impl &i = *impl;
   const uint64_t es = dataTypeSize(type);
-  if (!i.scratch.reserve(layout.scratchElems[i.rank] * es))
+  i.scratchGiven = scratch;
+  if (!scratch && !i.scratch.reserve(layout.scratchElems[i.rank] * es))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "out of memory allocating scratch buffers");
   i.layout = &layout;
@@ -296,7 +297,9 @@ void RankRunner::finishAverage() const {
 
 uint64_t RankRunner::iterations() const { return impl->iterations; }
 
-void *RankRunner::scratch() const { return impl->scratch.ptr.get(); }
+void *RankRunner::scratch() const {
+  return impl->scratchGiven ? impl->scratchGiven : impl->scratch.ptr.get();
+}
 
 uint64_t RankRunner::work() const {
   const Impl &i = *impl;

@@ -72,7 +72,16 @@ Communicator::Impl::runnerFor(const std::shared_ptr<const Compiled> &compiled) {
   interp::host::RankOptions options;
   options.watchdog = std::chrono::milliseconds(config.watchdogMs);
   options.slotBytes = config.slotBytes[static_cast<int>(plan.protocol)];
-  auto runner = RankRunner::create(plan, rank, ends, transport->myDoorbell(), *stop, options);
+  // Direct steps reach the peers' buffers in the host's shared areas:
+  // collective, as every rank makes its runner for the plan at one call.
+  if (!plan.signals.empty()) {
+    auto table = directTableFor(plan);
+    if (!table)
+      return table.takeError();
+    entry.direct = std::move(*table);
+  }
+  auto runner = RankRunner::create(plan, rank, ends, transport->myDoorbell(), *stop, options,
+                                   entry.direct.get());
   if (!runner)
     return collError(collSystemError, llvm::toString(runner.takeError()));
   entry.runner = std::move(*runner);
@@ -264,6 +273,8 @@ llvm::Error runLocally(Communicator::Impl &c, const Op &op, uint64_t bytes) {
   return llvm::Error::success();
 }
 
+constexpr const char *SharedAreaAdaptation = "run in the shared area: buffers copied in and out";
+
 /// Where a plan reads its input and writes its output on this rank.
 struct PlanBuffers {
   std::byte *in = nullptr, *out = nullptr;
@@ -276,9 +287,14 @@ struct PlanBuffers {
 /// into the in-place position, or a temporary buffer, of the runner's on a
 /// device (copies then enqueued around the kernel, in order on its stream).
 /// `uses`: which of its buffers this rank's tbs touch.
+///
+/// `shared`: the plan has direct steps (Direct.cpp), so both buffers are in
+/// this rank's shared area whatever the caller passed: sendbuff copied in
+/// before, recvbuff copied out after.
 llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                          const interp::Plan &plan, std::array<bool, 3> uses,
-                                         DeviceExecutor *device, PreparedCollective &out) {
+                                         DeviceExecutor *device, PreparedCollective &out,
+                                         bool shared) {
   const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
   const size_t es = interp::dataTypeSize(op.type);
   const uint64_t n = static_cast<uint64_t>(c.nranks);
@@ -312,6 +328,8 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                            ? (b.userInPlace ? plan.inplace : !plan.outofplace)
                            : plan.inplace;
   auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<std::byte *> {
+    if (shared)
+      return c.directRegion(which, bytes);
     auto t = device ? device->temporary(which, bytes) : c.temp[which].get(bytes);
     if (!t)
       return t.takeError();
@@ -326,9 +344,9 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   if (inPlace) {
     const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
     std::byte *big = nullptr;
-    if (b.userInPlace) {
+    if (b.userInPlace && !shared) {
       big = bigIsInput ? const_cast<std::byte *>(userIn) : userOut;
-    } else if (outMeaningful && !bigIsInput) {
+    } else if (outMeaningful && !bigIsInput && !shared) {
       big = userOut;
       if (inMeaningful) {
         copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
@@ -346,15 +364,15 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
         out.postSrc = big + off.outputInInput * es;
         out.postBytes = outElems * es;
       }
-      b.adaptation = "in-place algorithm run in a temporary buffer";
+      b.adaptation = shared ? SharedAreaAdaptation : "in-place algorithm run in a temporary buffer";
     }
     b.in = big + off.inputInOutput * es;
     b.out = big + off.outputInInput * es;
     return b;
   }
-  if (inMeaningful && !b.userInPlace) {
+  if (inMeaningful && !b.userInPlace && !shared) {
     b.in = const_cast<std::byte *>(userIn);
-  } else if (inMeaningful || uses[0]) {
+  } else if (inMeaningful || uses[0] || shared) {
     auto t = temporary(0, inElems * es);
     if (!t)
       return t.takeError();
@@ -366,16 +384,23 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   } else {
     b.in = reinterpret_cast<std::byte *>(unusedBuffer);
   }
-  if (outMeaningful) {
+  if (outMeaningful && !shared) {
     b.out = userOut;
-  } else if (uses[1]) {
+  } else if (uses[1] || shared) {
     auto t = temporary(1, outElems * es);
     if (!t)
       return t.takeError();
     b.out = *t;
+    if (outMeaningful) {
+      out.postDst = userOut;
+      out.postSrc = b.out;
+      out.postBytes = outElems * es;
+    }
   } else {
     b.out = reinterpret_cast<std::byte *>(unusedBuffer);
   }
+  if (shared)
+    b.adaptation = SharedAreaAdaptation;
   return b;
 }
 
@@ -480,7 +505,8 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   auto layout = c.layoutFor(*program, op.count);
   if (!layout)
     return layout.takeError();
-  auto buffers = adaptBuffers(c, op, plan, uses, device, out);
+  interp::host::DirectTable *direct = entry ? entry->direct.get() : nullptr;
+  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct != nullptr);
   if (!buffers)
     return buffers.takeError();
   logCall(c, op, choice, plan, *buffers, device != nullptr);
@@ -517,7 +543,24 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
         return collError(collSystemError, llvm::toString(std::move(err)));
     entry->committedBytes = payload;
   }
-  if (llvm::Error err = entry->runner->bind(**layout, op.type, op.op, buffers->in, buffers->out))
+  void *scratch = nullptr;
+  if (direct) {
+    // Scratch in the area too, and the call's offsets published there
+    // before any signal of the call (Direct.cpp).
+    auto region = c.directRegion(2, (*layout)->scratchElems[c.rank] * es);
+    if (!region)
+      return region.takeError();
+    scratch = *region;
+    std::byte *area = c.directArea->own(c.rank);
+    auto *offsets = reinterpret_cast<std::atomic<uint64_t> *>(area);
+    offsets[0].store(static_cast<uint64_t>(buffers->in - area), std::memory_order_relaxed);
+    offsets[1].store(static_cast<uint64_t>(buffers->out - area), std::memory_order_relaxed);
+    offsets[2].store(static_cast<uint64_t>(static_cast<std::byte *>(scratch) - area),
+                     std::memory_order_relaxed);
+    out.direct = direct;
+  }
+  if (llvm::Error err =
+          entry->runner->bind(**layout, op.type, op.op, buffers->in, buffers->out, scratch))
     return collError(collSystemError, llvm::toString(std::move(err)));
   c.publishCall(op);
   out.tag = callTag(c.callSeq, op);

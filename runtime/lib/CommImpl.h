@@ -10,6 +10,8 @@
 //   Selection.cpp     which algorithm (or library) serves a call, and why
 //   Collective.cpp    a collective of one rank, ready to run: its program,
 //                     buffers, host runner or device executor
+//   Direct.cpp        the shared areas where direct steps reach the
+//                     buffers of ranks in other processes
 //   PointToPoint.cpp  sends and receives
 //   Round.cpp         calls that run together; mismatches and dead peers
 //   Trace.cpp         COLL_TRACE files
@@ -84,6 +86,35 @@ struct TempBuffer {
   }
 };
 
+
+/// Where the ranks of one host run direct steps (docs/RUNTIME.md, "Direct
+/// steps"): each rank's area is a memfd mapped by every rank of the host,
+/// made at the first program with direct steps (collectively). Its layout:
+///   [0, HeaderBytes)      the bound call's offsets of input, output and
+///                         scratch in this area (three atomic words)
+///   [HeaderBytes, +CounterBytes)  signal counters: each program takes a
+///                         slice for all its signal pairs, and a pair's
+///                         counter is the one in its waiting rank's area
+///   then three regions of RegionBytes: input (or the in-place buffer),
+///   output, scratch; a call copies its buffers in and out of them.
+/// Only what calls use is allocated (fallocate, grown as calls need).
+struct DirectArea {
+  static constexpr uint64_t HeaderBytes = 4096;
+  static constexpr uint64_t CounterBytes = 1u << 20;
+  static constexpr uint64_t RegionBytes = 16ull << 30;
+  static constexpr uint64_t Bytes = HeaderBytes + CounterBytes + 3 * RegionBytes;
+
+  int fd = -1;
+  std::vector<std::byte *> mapped; ///< per rank: its area here (this rank's own too)
+  std::array<uint64_t, 3> allocated{}; ///< per region: bytes fallocated so far
+  uint64_t countersUsed = 0;           ///< counters handed to programs so far
+
+  std::byte *own(int rank) const { return mapped[static_cast<size_t>(rank)]; }
+  static uint64_t regionOffset(int region) {
+    return HeaderBytes + CounterBytes + static_cast<uint64_t>(region) * RegionBytes;
+  }
+  ~DirectArea();
+};
 
 /// The timeline of one trace file. Every communicator of this process that
 /// traces to the same file adds to it; the file is rewritten whenever one of
@@ -194,7 +225,13 @@ public:
     /// channel): their FIFOs' pages are committed as calls need them.
     std::vector<std::array<int32_t, 3>> sharedConnections;
     uint64_t committedBytes = 0; ///< per slot, committed for every one of them
+    /// The plan has direct steps: its peers' buffers and its signals, in
+    /// the host's shared areas (Direct.cpp).
+    std::unique_ptr<interp::host::DirectTable> direct;
   };
+  /// This rank's shared area and its peers', once a program with direct
+  /// steps ran (null before).
+  std::unique_ptr<DirectArea> directArea;
   std::map<const Compiled *, RunnerEntry> runners;
   /// Per plan, this rank's executor on its GPU (device buffers) or on the
   /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
@@ -308,6 +345,12 @@ public:
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
                                         bool device = false);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
+  /// Collective, for a plan with direct steps: the shared areas (made and
+  /// mapped at the first), and the plan's table over them (Direct.cpp).
+  llvm::Expected<std::unique_ptr<interp::host::DirectTable>>
+  directTableFor(const interp::Plan &plan);
+  /// Region `region` of this rank's area, at least `bytes` of it allocated.
+  llvm::Expected<std::byte *> directRegion(int region, uint64_t bytes);
   llvm::Expected<DeviceExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
                                            int device);
   /// Polls every device runner (`wait`: until its work has ended); the
@@ -327,6 +370,7 @@ struct PreparedCollective {
   Communicator::Impl *comm = nullptr;
   const Op *op = nullptr;
   RankRunner *runner = nullptr;
+  interp::host::DirectTable *direct = nullptr; ///< the runner's plan has direct steps
   DeviceExecutor *device = nullptr;                ///< the call runs on a GPU or on the emulation
   std::vector<interp::DeviceCopy> before, after; ///< device: copies around the kernel
   const interp::Plan *plan = nullptr;

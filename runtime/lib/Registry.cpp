@@ -339,14 +339,14 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
                               "a custom collective has no API call to serve"});
       return;
     }
-    // The runtime's ranks live in separate processes (or drive a GPU); the
-    // host executor that runs direct steps needs every rank in one process.
-    if (compiled->alg.hasDirectSteps()) {
+    // Direct steps run in the shared areas of one host's ranks (Direct.cpp);
+    // across hosts, peers' memory is not mapped.
+    if (compiled->alg.hasDirectSteps() && shape.nodes > 1) {
       reg.rejected.push_back(
           {plan.name, origin,
-           "it has direct steps (put, get, getre, signal, wait), which the runtime does not "
-           "run yet: across processes they need windows (collrun runs them with every rank "
-           "in one process)"});
+           llvm::formatv("it has direct steps (put, get, getre, signal, wait), which need every "
+                         "rank on one host; the communicator spans {0} hosts",
+                         shape.nodes)});
       return;
     }
     LoadedAlgorithm la;

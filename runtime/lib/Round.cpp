@@ -406,6 +406,8 @@ private:
       PreparedCollective &p = prepared[u];
       if (p.runner)
         p.runner->finishAverage();
+      if (p.direct) // this rank's signals of the call: the next call's base
+        p.direct->advance(*p.plan, p.runner->iterations());
       if (p.runner && c.trace) {
         std::lock_guard<std::mutex> lock(c.trace->mutex);
         c.trace->timeline.addCall(*p.plan, c.rank, p.op->type, t0,

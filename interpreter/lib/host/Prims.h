@@ -171,18 +171,18 @@ public:
   // counters are the executor's (DirectTable). A signal releases what this
   // tb did and learned before it; the wait that takes it acquires.
   T *peerBase(const PlanStep &step, uint8_t buffer) const {
-    return static_cast<T *>(ex.direct->buffers[peerOf(step).peer][buffer]);
+    return static_cast<T *>(ex.direct->address(peerOf(step).peer, buffer));
   }
 
   void signal(const PlanStep &step) {
-    ex.direct->sent[peerOf(step).signal].fetch_add(1, std::memory_order_release);
+    ex.direct->sent[peerOf(step).signal]->fetch_add(1, std::memory_order_release);
     owe(ex.bell);
   }
 
   bool waitSignal(const PlanStep &step, uint64_t iteration) {
     const PlanStepPeer d = peerOf(step);
     const PlanSignal &pair = ex.plan.signals[d.signal];
-    std::atomic<uint64_t> &sent = ex.direct->sent[d.signal];
+    std::atomic<uint64_t> &sent = *ex.direct->sent[d.signal];
     uint64_t target = ex.direct->base[d.signal] +
                       iteration * static_cast<uint64_t>(pair.perIteration) +
                       static_cast<uint64_t>(d.ordinal) + 1;

@@ -75,8 +75,9 @@ public:
   RankOptions options;
   std::vector<std::unique_ptr<TbState>> tbs;
   AlignedBuffer scratch;
+  void *scratchGiven = nullptr; ///< the bound call's scratch, when bind() was given one
   std::vector<TbTrace> *traces = nullptr;
-  DirectTable *direct = nullptr; ///< shared by the executor's ranks; null: no direct steps
+  DirectTable *direct = nullptr; ///< peers' buffers and the signals; null: no direct steps
 
   // The bound call.
   Runner runner = nullptr;

@@ -277,26 +277,69 @@ TEST(Runtime, OneRankCopiesSendbuffToRecvbuff) {
   expectAllOk(runJob("collectives", 1, o));
 }
 
-// A user's program with direct steps (docs/IR.md, "Direct steps") needs
-// every rank in one process: the runtime sets it aside at loading with its
-// reason (INFO lists it), and the other programs serve every collective.
-TEST(Runtime, AProgramWithDirectStepsIsSetAsideWithItsReason) {
+// Programs with direct steps (docs/RUNTIME.md, "Direct steps"): every rank
+// of the host maps the others' shared areas, and calls run there, their
+// buffers copied in and out. A hand-made program from XML serves allreduce;
+// the other collectives keep their FIFO programs.
+TEST(Runtime, AProgramWithDirectStepsRunsAcrossProcesses) {
   AlgoDir dir(3);
   dir.write("peer_twoshot", coll::testing::peerTwoShotAllReduce(3));
   JobOptions o = withAlgorithms(dir);
   o.env["COLL_TEST_SMALL"] = "1";
-  o.env["COLL_DEBUG"] = "INFO";
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "INIT,COLL";
   auto results = runJob("collectives", 3, o);
   expectAllOk(results);
-  bool said = false;
-  for (const auto &r : results)
-    said = said || r.output.find("not loaded: peer_twoshot") != std::string::npos;
-  EXPECT_TRUE(said) << describe(results);
-  EXPECT_NE(describe(results).find("it has direct steps (put, get, getre, signal, wait), which "
-                                   "the runtime does not run yet"),
-            std::string::npos)
-      << describe(results);
+  for (const auto &r : results) {
+    EXPECT_NE(r.output.find("this rank's shared area is mapped by the 3 ranks of its host"),
+              std::string::npos)
+        << describe(results);
+    EXPECT_NE(r.output.find("-> peer_twoshot ("), std::string::npos) << describe(results);
+    EXPECT_NE(r.output.find("run in the shared area: buffers copied in and out"),
+              std::string::npos)
+        << describe(results);
+  }
 }
+
+// The direct programs of algorithms/ (a user's programs come before the
+// built-in ones) serve allreduce, allgather, reduce-scatter, alltoall and
+// broadcast at 2-4 ranks, in and out of place, every type and operator of
+// the scenario.
+class DirectPrograms : public ::testing::TestWithParam<std::tuple<int, const char *>> {};
+
+TEST_P(DirectPrograms, ServeTheirCollectives) {
+  if (!COLL_TEST_HAVE_LANG)
+    GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF)";
+  const auto [n, allreduce] = GetParam();
+  JobOptions o;
+  if (smallSizes()) {
+    o.env["COLL_TEST_SMALL"] = "1";
+    o.watchdogMs = 60000;
+  }
+  std::string files = std::string(COLL_SOURCE_DIR "/algorithms/") + allreduce + ".coll";
+  for (const char *name : {"allgather_direct", "reducescatter_direct", "alltoall_direct",
+                           "broadcast_direct"})
+    files += std::string(":" COLL_SOURCE_DIR "/algorithms/") + name + ".coll";
+  o.env["COLL_ALGO_FILES"] = files;
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "COLL";
+  auto results = runJob("collectives", n, o);
+  expectAllOk(results);
+  const std::string all = describe(results);
+  for (std::string name : {std::string(allreduce), std::string("allgather_direct"),
+                           std::string("reducescatter_direct"), std::string("alltoall_direct"),
+                           std::string("broadcast_direct")})
+    EXPECT_NE(all.find("-> " + name), std::string::npos) << name << " served no call\n" << all;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, DirectPrograms,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values("allreduce_twoshot_direct", "allreduce_oneshot_direct")),
+    [](const auto &info) {
+      return std::to_string(std::get<0>(info.param)) + "ranks_" +
+             std::string(std::get<1>(info.param)).substr(10, 3) + "shot";
+    });
 
 TEST(Runtime, SplitMakesWorkingCommunicators) {
   AlgoDir two(2), three(3), four(4);

@@ -41,6 +41,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -86,18 +87,53 @@ private:
 /// "Direct steps"): every rank's buffers for the bound call, which a peer's
 /// put, get and getre address, and one counter per signal pair of the plan
 /// (Plan::signals), which only grows: a wait of iteration `it` of a call
-/// waits for `base + it * perIteration + ordinal + 1` signals, and the
-/// executor adds each call's signals to `base` when the call has ended on
-/// every rank.
+/// waits for `base + it * perIteration + ordinal + 1` signals, and each
+/// call's signals are added to `base` (advance()) once the call has ended.
+///
+/// Two ways to hold it:
+///  - every rank in one process (HostExecutor): `buffers` holds the
+///    addresses, the table owns the counters, and `base` is shared by all
+///    ranks, advanced when the call has ended on every rank;
+///  - a rank per process (the runtime, docs/RUNTIME.md "Direct steps"): the
+///    buffers lie in the ranks' shared areas, each rank publishing its
+///    call's offsets in its area (`offsets`, read through `areas`), and each
+///    counter lives in the waiting rank's area; every process keeps its own
+///    `base`, which the same calls advance alike.
 struct DirectTable {
-  std::vector<std::array<void *, 3>> buffers; ///< per rank: input, output, scratch
-  std::unique_ptr<std::atomic<uint64_t>[]> sent; ///< per signal pair
-  std::vector<uint64_t> base;                    ///< per signal pair
+  std::vector<std::array<void *, 3>> buffers;   ///< per rank: input, output, scratch
+  std::vector<std::atomic<uint64_t> *> sent;    ///< per signal pair: its counter
+  std::vector<uint64_t> base;                   ///< per signal pair
+  /// Shared areas: per rank, its area mapped here and the three offsets it
+  /// published for the bound call (empty: `buffers` holds the addresses).
+  std::vector<std::byte *> areas;
+  std::vector<const std::atomic<uint64_t> *> offsets;
 
+  /// Counters of its own (`own`): every rank in this process.
   explicit DirectTable(const Plan &plan)
       : buffers(static_cast<size_t>(plan.nranks), {nullptr, nullptr, nullptr}),
-        sent(new std::atomic<uint64_t>[plan.signals.size()]()),
-        base(plan.signals.size(), 0) {}
+        base(plan.signals.size(), 0), own(new std::atomic<uint64_t>[plan.signals.size()]()) {
+    for (size_t p = 0; p < plan.signals.size(); ++p)
+      sent.push_back(&own[p]);
+  }
+  /// Counters and buffers elsewhere: the caller fills `sent` (one per signal
+  /// pair), `areas` and `offsets`.
+  DirectTable(const Plan &plan, std::nullptr_t) : base(plan.signals.size(), 0) {}
+
+  /// Where buffer `buffer` (0 input, 1 output, 2 scratch) of `rank` is.
+  void *address(int32_t rank, uint8_t buffer) const {
+    if (areas.empty())
+      return buffers[static_cast<size_t>(rank)][buffer];
+    return areas[static_cast<size_t>(rank)] +
+           offsets[static_cast<size_t>(rank)][buffer].load(std::memory_order_relaxed);
+  }
+  /// After a call of `iterations` iterations ended (everywhere `base` is shared).
+  void advance(const Plan &plan, uint64_t iterations) {
+    for (size_t p = 0; p < plan.signals.size(); ++p)
+      base[p] += iterations * static_cast<uint64_t>(plan.signals[p].perIteration);
+  }
+
+private:
+  std::unique_ptr<std::atomic<uint64_t>[]> own;
 };
 
 struct RankOptions {
@@ -113,18 +149,19 @@ public:
   /// sends or receives on, the end this rank drives; other entries are
   /// ignored. `bell` is the doorbell of this process; `stop` is shared by
   /// every rank of a launch.
-  /// `direct` is what the ranks of this process share to run direct steps;
-  /// a rank with direct steps and none is refused (across processes they
-  /// need windows, not built yet).
+  /// `direct` is what the rank shares with the others to run direct steps;
+  /// a rank with direct steps and none is refused.
   static llvm::Expected<std::unique_ptr<RankRunner>>
   create(const Plan &plan, int32_t rank, llvm::ArrayRef<ConnectionEnd> ends, Doorbell &bell,
          StopControl &stop, const RankOptions &options, DirectTable *direct = nullptr);
   ~RankRunner();
 
   /// Binds one call: `layout` (resolved for the call's count, outliving the
-  /// run) and this rank's buffers. Fails when scratch memory is exhausted.
+  /// run) and this rank's buffers. `scratch`, when given, holds the call's
+  /// scratch (layout.scratchElems of this rank); else the runner allocates
+  /// its own. Fails when scratch memory is exhausted.
   llvm::Error bind(const CallLayout &layout, DataType type, ReduceOp op, void *input,
-                   void *output);
+                   void *output, void *scratch = nullptr);
   /// Appends one task per tb to `tasks`.
   void appendTasks(llvm::SmallVectorImpl<Task> &tasks);
   /// After the launch: whether every tb ran to the end.
