@@ -222,6 +222,24 @@ collResult_t collRecv(void *recvbuff, size_t count, collDataType_t datatype, int
 collResult_t collGroupStart(void);
 collResult_t collGroupEnd(void);
 
+/* Windows (docs/RUNTIME.md, "Windows"), as NCCL's: memory that the other
+ * ranks of the host map, so that programs with direct steps read and write
+ * a call's buffers there instead of copying them into the communicator's
+ * shared area. collMemAlloc returns host memory that can be registered
+ * (shared memory of this process); collCommWindowRegister is collective:
+ * every rank registers a buffer of the same size, in the same order, and
+ * collCommWindowDeregister likewise, once no call uses it. A call whose
+ * buffers lie in windows of its communicator runs on them. collMemFree
+ * refuses memory that is still registered. */
+typedef struct collWindow *collWindow_t;
+#define COLL_WIN_DEFAULT 0x00
+#define COLL_WIN_COLL_SYMMETRIC 0x01
+collResult_t collMemAlloc(void **ptr, size_t size);
+collResult_t collMemFree(void *ptr);
+collResult_t collCommWindowRegister(collComm_t comm, void *buff, size_t size, collWindow_t *win,
+                                    int winFlags);
+collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

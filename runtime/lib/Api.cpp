@@ -618,3 +618,72 @@ collResult_t collGroupEnd(void) {
 }
 
 } // extern "C"
+
+//===----------------------------------------------------------------------===//
+// Windows (docs/RUNTIME.md, "Windows")
+//===----------------------------------------------------------------------===//
+
+struct collWindow {
+  collComm_t comm;
+  int id;
+};
+
+collResult_t collMemAlloc(void **ptr, size_t size) {
+  if (!ptr)
+    return failWith(nullptr, collInvalidArgument, "collMemAlloc: ptr is NULL");
+  *ptr = nullptr;
+  auto p = coll::rt::allocateWindowMemory(size);
+  if (!p)
+    return failWith(nullptr, p.takeError());
+  *ptr = *p;
+  return collSuccess;
+}
+
+collResult_t collMemFree(void *ptr) {
+  if (!ptr)
+    return collSuccess; // as free(NULL)
+  if (llvm::Error err = coll::rt::freeWindowMemory(ptr))
+    return failWith(nullptr, std::move(err));
+  return collSuccess;
+}
+
+collResult_t collCommWindowRegister(collComm_t comm, void *buff, size_t size, collWindow_t *win,
+                                    int winFlags) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommWindowRegister: comm is NULL");
+  if (!win)
+    return failWith(comm, collInvalidArgument, "collCommWindowRegister: win is NULL");
+  *win = nullptr;
+  if (winFlags & ~COLL_WIN_COLL_SYMMETRIC)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommWindowRegister: unknown flags {0:x} (COLL_WIN_DEFAULT "
+                                  "or COLL_WIN_COLL_SYMMETRIC)",
+                                  winFlags));
+  if (group.depth > 0)
+    return failWith(comm, collInvalidUsage,
+                    "collCommWindowRegister inside collGroupStart/collGroupEnd: register "
+                    "windows outside groups");
+  auto id = comm->impl->registerWindow(buff, size);
+  if (!id)
+    return failWith(comm, id.takeError());
+  *win = new collWindow{comm, *id};
+  return collSuccess;
+}
+
+collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommWindowDeregister: comm is NULL");
+  if (!win)
+    return failWith(comm, collInvalidArgument, "collCommWindowDeregister: win is NULL");
+  if (win->comm != comm)
+    return failWith(comm, collInvalidArgument,
+                    "collCommWindowDeregister: the window was registered with another "
+                    "communicator");
+  if (group.depth > 0)
+    return failWith(comm, collInvalidUsage,
+                    "collCommWindowDeregister inside collGroupStart/collGroupEnd");
+  if (llvm::Error err = comm->impl->deregisterWindow(win->id))
+    return failWith(comm, std::move(err));
+  delete win;
+  return collSuccess;
+}

@@ -274,6 +274,7 @@ llvm::Error runLocally(Communicator::Impl &c, const Op &op, uint64_t bytes) {
 }
 
 constexpr const char *SharedAreaAdaptation = "run in the shared area: buffers copied in and out";
+constexpr const char *WindowAdaptation = "buffers in registered windows: not copied";
 
 /// Where a plan reads its input and writes its output on this rank.
 struct PlanBuffers {
@@ -288,9 +289,10 @@ struct PlanBuffers {
 /// device (copies then enqueued around the kernel, in order on its stream).
 /// `uses`: which of its buffers this rank's tbs touch.
 ///
-/// `shared`: the plan has direct steps (Direct.cpp), so both buffers are in
-/// this rank's shared area whatever the caller passed: sendbuff copied in
-/// before, recvbuff copied out after.
+/// `shared`: the plan has direct steps (Direct.cpp), so its buffers must be
+/// where the peers reach them: the caller's, when they lie in windows of
+/// the communicator; else this rank's shared area, sendbuff copied in
+/// before and recvbuff copied out after. Temporaries are in the area.
 llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                          const interp::Plan &plan, std::array<bool, 3> uses,
                                          DeviceExecutor *device, PreparedCollective &out,
@@ -327,6 +329,11 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   const bool inPlace = inMeaningful && outMeaningful
                            ? (b.userInPlace ? plan.inplace : !plan.outofplace)
                            : plan.inplace;
+  // Direct steps on buffers the peers cannot reach: through the area.
+  const bool windowed = shared && (inMeaningful || outMeaningful) &&
+                        (!inMeaningful || c.windowSlotOf(userIn, inElems * es)) &&
+                        (!outMeaningful || c.windowSlotOf(userOut, outElems * es));
+  const bool copies = shared && !windowed;
   auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<std::byte *> {
     if (shared)
       return c.directRegion(which, bytes);
@@ -344,9 +351,9 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   if (inPlace) {
     const bool bigIsInput = info.inputPerRank && !info.outputPerRank;
     std::byte *big = nullptr;
-    if (b.userInPlace && !shared) {
+    if (b.userInPlace && !copies) {
       big = bigIsInput ? const_cast<std::byte *>(userIn) : userOut;
-    } else if (outMeaningful && !bigIsInput && !shared) {
+    } else if (outMeaningful && !bigIsInput && !copies) {
       big = userOut;
       if (inMeaningful) {
         copyBefore(big + off.inputInOutput * es, userIn, inElems * es);
@@ -364,15 +371,17 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
         out.postSrc = big + off.outputInInput * es;
         out.postBytes = outElems * es;
       }
-      b.adaptation = shared ? SharedAreaAdaptation : "in-place algorithm run in a temporary buffer";
+      b.adaptation = copies ? SharedAreaAdaptation : "in-place algorithm run in a temporary buffer";
     }
     b.in = big + off.inputInOutput * es;
     b.out = big + off.outputInInput * es;
+    if (windowed)
+      b.adaptation = b.adaptation.empty() ? WindowAdaptation : b.adaptation + "; " + WindowAdaptation;
     return b;
   }
-  if (inMeaningful && !b.userInPlace && !shared) {
+  if (inMeaningful && !b.userInPlace && !copies) {
     b.in = const_cast<std::byte *>(userIn);
-  } else if (inMeaningful || uses[0] || shared) {
+  } else if (inMeaningful || uses[0] || copies) {
     auto t = temporary(0, inElems * es);
     if (!t)
       return t.takeError();
@@ -384,9 +393,9 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   } else {
     b.in = reinterpret_cast<std::byte *>(unusedBuffer);
   }
-  if (outMeaningful && !shared) {
+  if (outMeaningful && !copies) {
     b.out = userOut;
-  } else if (uses[1] || shared) {
+  } else if (uses[1] || copies) {
     auto t = temporary(1, outElems * es);
     if (!t)
       return t.takeError();
@@ -399,8 +408,10 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   } else {
     b.out = reinterpret_cast<std::byte *>(unusedBuffer);
   }
-  if (shared)
+  if (copies)
     b.adaptation = SharedAreaAdaptation;
+  else if (windowed)
+    b.adaptation = b.adaptation.empty() ? WindowAdaptation : b.adaptation + "; " + WindowAdaptation;
   return b;
 }
 
@@ -551,12 +562,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     if (!region)
       return region.takeError();
     scratch = *region;
-    std::byte *area = c.directArea->own(c.rank);
-    auto *offsets = reinterpret_cast<std::atomic<uint64_t> *>(area);
-    offsets[0].store(static_cast<uint64_t>(buffers->in - area), std::memory_order_relaxed);
-    offsets[1].store(static_cast<uint64_t>(buffers->out - area), std::memory_order_relaxed);
-    offsets[2].store(static_cast<uint64_t>(static_cast<std::byte *>(scratch) - area),
-                     std::memory_order_relaxed);
+    c.publishDirectBuffers({buffers->in, buffers->out, scratch});
     out.direct = direct;
   }
   if (llvm::Error err =

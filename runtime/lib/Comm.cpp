@@ -72,6 +72,12 @@ llvm::Error Communicator::waitDevice() {
 }
 void Communicator::bindDevice(int device) { impl->gpu = device; }
 
+llvm::Expected<int> Communicator::registerWindow(void *buff, size_t bytes) {
+  return impl->registerWindow(buff, bytes);
+}
+
+llvm::Error Communicator::deregisterWindow(int id) { return impl->deregisterWindow(id); }
+
 const char *Communicator::lastError() {
   std::lock_guard<std::mutex> lock(impl->errorMutex);
   return impl->lastError.c_str();

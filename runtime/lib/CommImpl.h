@@ -90,8 +90,9 @@ struct TempBuffer {
 /// Where the ranks of one host run direct steps (docs/RUNTIME.md, "Direct
 /// steps"): each rank's area is a memfd mapped by every rank of the host,
 /// made at the first program with direct steps (collectively). Its layout:
-///   [0, HeaderBytes)      the bound call's offsets of input, output and
-///                         scratch in this area (three atomic words)
+///   [0, HeaderBytes)      where the bound call's input, output and scratch
+///                         are: three offsets, then the three slots they
+///                         are in (0 this area, k window k), atomic words
 ///   [HeaderBytes, +CounterBytes)  signal counters: each program takes a
 ///                         slice for all its signal pairs, and a pair's
 ///                         counter is the one in its waiting rank's area
@@ -114,6 +115,18 @@ struct DirectArea {
     return HeaderBytes + CounterBytes + static_cast<uint64_t>(region) * RegionBytes;
   }
   ~DirectArea();
+};
+
+/// A window registered with a communicator (collCommWindowRegister): the
+/// buffer here and where every rank's is mapped; its destructor unmaps the
+/// peers' and gives the memory back to collMemFree.
+struct RegisteredWindow {
+  std::byte *base = nullptr;
+  uint64_t bytes = 0;
+  const void *memory = nullptr;                      ///< the collMemAlloc block it lies in
+  std::vector<std::byte *> at;                       ///< per rank: its buffer, mapped here
+  std::vector<std::pair<void *, size_t>> mappings; ///< the peers' mappings, to unmap
+  ~RegisteredWindow();
 };
 
 /// The timeline of one trace file. Every communicator of this process that
@@ -232,6 +245,11 @@ public:
   /// This rank's shared area and its peers', once a program with direct
   /// steps ran (null before).
   std::unique_ptr<DirectArea> directArea;
+  /// Windows by slot (slot k is windows[k - 1]; null once deregistered),
+  /// and per slot the ranks' bases that direct steps address (slot 0: the
+  /// areas): DirectTable::slots.
+  std::vector<std::unique_ptr<RegisteredWindow>> windows;
+  std::vector<std::vector<std::byte *>> slotBases = std::vector<std::vector<std::byte *>>(1);
   std::map<const Compiled *, RunnerEntry> runners;
   /// Per plan, this rank's executor on its GPU (device buffers) or on the
   /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
@@ -351,6 +369,13 @@ public:
   directTableFor(const interp::Plan &plan);
   /// Region `region` of this rank's area, at least `bytes` of it allocated.
   llvm::Expected<std::byte *> directRegion(int region, uint64_t bytes);
+  /// The slot of the window of this rank holding [p, p + bytes) (0: none).
+  uint64_t windowSlotOf(const void *p, uint64_t bytes) const;
+  /// Publishes where the bound call's input, output and scratch are, in
+  /// this rank's area (each in the area, or in a window).
+  void publishDirectBuffers(const std::array<const void *, 3> &buffers);
+  llvm::Expected<int> registerWindow(void *buff, size_t bytes);
+  llvm::Error deregisterWindow(int id);
   llvm::Expected<DeviceExecutor *> deviceFor(const std::shared_ptr<const Compiled> &compiled,
                                            int device);
   /// Polls every device runner (`wait`: until its work has ended); the

@@ -26,6 +26,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -136,6 +138,7 @@ Communicator::Impl::directTableFor(const interp::Plan &plan) {
       return err;
     const size_t here = static_cast<size_t>(
         std::count_if(area->mapped.begin(), area->mapped.end(), [](std::byte *p) { return p; }));
+    slotBases[0] = area->mapped;
     directArea = std::move(area);
     COLL_LOG(Info, Init, rank,
              llvm::formatv("{0}: this rank's shared area is mapped by the {1} ranks of its host; "
@@ -168,9 +171,9 @@ Communicator::Impl::directTableFor(const interp::Plan &plan) {
                          (first + p) * sizeof(uint64_t);
     table->sent.push_back(reinterpret_cast<std::atomic<uint64_t> *>(counter));
   }
-  table->areas = area.mapped;
+  table->slots = &slotBases;
   for (std::byte *base : area.mapped)
-    table->offsets.push_back(reinterpret_cast<const std::atomic<uint64_t> *>(base));
+    table->published.push_back(reinterpret_cast<const std::atomic<uint64_t> *>(base));
   return table;
 }
 
@@ -190,6 +193,271 @@ llvm::Expected<std::byte *> Communicator::Impl::directRegion(int region, uint64_
     area.allocated[region] = grown;
   }
   return area.own(rank) + offset;
+}
+
+//===----------------------------------------------------------------------===//
+// Windows: collMemAlloc's memory, registered with a communicator
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A block of collMemAlloc: a memfd of this process, mapped whole.
+struct WindowMemory {
+  size_t bytes = 0;
+  int fd = -1;
+  uint64_t inode = 0, device = 0;
+  int registered = 0; ///< windows over it, on any communicator
+};
+
+std::mutex memoryMutex;
+std::map<const std::byte *, WindowMemory> memoryBlocks; ///< by start; memoryMutex
+
+/// The block holding [p, p + bytes), under memoryMutex.
+std::map<const std::byte *, WindowMemory>::iterator blockOf(const void *p, size_t bytes) {
+  auto *b = static_cast<const std::byte *>(p);
+  auto it = memoryBlocks.upper_bound(b);
+  if (it == memoryBlocks.begin())
+    return memoryBlocks.end();
+  --it;
+  if (b + bytes > it->first + it->second.bytes)
+    return memoryBlocks.end();
+  return it;
+}
+
+size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+/// Agrees on `local` (Impl::agree): a rank that failed returns its own
+/// error, of its own kind (a wrong argument stays one); the others learn
+/// that it failed.
+llvm::Error agreeOnMine(Communicator::Impl &c, llvm::Error local, const std::string &what) {
+  std::string text;
+  const collResult_t kind = local ? takeResult(std::move(local), text) : collSuccess;
+  llvm::Error agreed =
+      c.agree(kind == collSuccess ? llvm::Error::success() : collError(kind, text), what);
+  if (agreed && kind != collSuccess) {
+    llvm::consumeError(std::move(agreed));
+    return collError(kind, what + ": " + text);
+  }
+  return agreed;
+}
+
+/// What a rank tells the others about its window.
+struct WindowExport {
+  int32_t pid = 0;
+  int32_t fd = -1;
+  uint64_t inode = 0, device = 0;
+  uint64_t offset = 0; ///< of the buffer in the memfd
+  uint64_t bytes = 0;
+};
+
+} // namespace
+
+llvm::Expected<void *> allocateWindowMemory(size_t bytes) {
+  if (bytes == 0)
+    return collError(collInvalidArgument, "collMemAlloc: size is 0");
+  const size_t page = pageBytes();
+  if (bytes > (size_t(1) << 46))
+    return collError(collInvalidArgument,
+                     llvm::formatv("collMemAlloc: {0} bytes is more than this host has", bytes));
+  const size_t rounded = (bytes + page - 1) / page * page;
+  WindowMemory m;
+  m.bytes = rounded;
+  m.fd = memfd_create("coll-window-memory", MFD_CLOEXEC);
+  if (m.fd < 0)
+    return systemError("collMemAlloc: memfd_create", errno);
+  struct stat st;
+  // Allocated now, so that memory that runs out is this error rather than
+  // a fault when a peer touches it.
+  if (ftruncate(m.fd, static_cast<off_t>(rounded)) != 0 ||
+      fallocate(m.fd, 0, 0, static_cast<off_t>(rounded)) != 0 || fstat(m.fd, &st) != 0) {
+    const int e = errno;
+    ::close(m.fd);
+    return systemError(llvm::formatv("collMemAlloc: {0} bytes of shared memory", rounded), e);
+  }
+  m.inode = st.st_ino;
+  m.device = st.st_dev;
+  void *p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::close(m.fd);
+    return systemError("collMemAlloc: mapping it", e);
+  }
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  memoryBlocks.emplace(static_cast<const std::byte *>(p), m);
+  return p;
+}
+
+llvm::Error freeWindowMemory(void *ptr) {
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  auto it = memoryBlocks.find(static_cast<const std::byte *>(ptr));
+  if (it == memoryBlocks.end())
+    return collError(collInvalidArgument,
+                     llvm::formatv("collMemFree: {0} is not a block of collMemAlloc", ptr));
+  if (it->second.registered)
+    return collError(collInvalidUsage,
+                     llvm::formatv("collMemFree: {0} is still registered ({1} window(s)); "
+                                   "collCommWindowDeregister them first",
+                                   ptr, it->second.registered));
+  munmap(ptr, it->second.bytes);
+  ::close(it->second.fd);
+  memoryBlocks.erase(it);
+  return llvm::Error::success();
+}
+
+RegisteredWindow::~RegisteredWindow() {
+  for (auto [p, n] : mappings)
+    munmap(p, n);
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  auto it = memoryBlocks.find(static_cast<const std::byte *>(memory));
+  if (it != memoryBlocks.end() && it->second.registered > 0)
+    --it->second.registered;
+}
+
+uint64_t Communicator::Impl::windowSlotOf(const void *p, uint64_t bytes) const {
+  auto *b = static_cast<const std::byte *>(p);
+  for (size_t k = 0; k < windows.size(); ++k)
+    if (const RegisteredWindow *w = windows[k].get())
+      if (b >= w->base && b + bytes <= w->base + w->bytes)
+        return k + 1;
+  return 0;
+}
+
+void Communicator::Impl::publishDirectBuffers(const std::array<const void *, 3> &buffers) {
+  std::byte *area = directArea->own(rank);
+  auto *words = reinterpret_cast<std::atomic<uint64_t> *>(area);
+  for (int k = 0; k < 3; ++k) {
+    auto *p = static_cast<const std::byte *>(buffers[k]);
+    uint64_t slot = 0, offset = 0;
+    if (p >= area && p < area + DirectArea::Bytes) {
+      offset = static_cast<uint64_t>(p - area);
+    } else if ((slot = windowSlotOf(p, 0)) != 0) {
+      offset = static_cast<uint64_t>(p - windows[slot - 1]->base);
+    } // else a buffer the plan does not use: nobody reads it
+    words[k].store(offset, std::memory_order_relaxed);
+    words[3 + k].store(slot, std::memory_order_relaxed);
+  }
+}
+
+llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes) {
+  const std::string what = "collCommWindowRegister";
+  std::vector<WindowExport> all(static_cast<size_t>(nranks));
+  const void *block = nullptr;
+  llvm::Error local = llvm::Error::success();
+  if (!buff || bytes == 0) {
+    local = collError(collInvalidArgument, "buff is NULL or size is 0");
+  } else {
+    std::lock_guard<std::mutex> lock(memoryMutex);
+    auto it = blockOf(buff, bytes);
+    if (it == memoryBlocks.end()) {
+      local = collError(collInvalidArgument,
+                        llvm::formatv("[{0}, +{1}) is not within one block of collMemAlloc, "
+                                      "whose memory is the only kind the other processes can map",
+                                      buff, bytes));
+    } else {
+      block = it->first;
+      all[rank] = {static_cast<int32_t>(getpid()), it->second.fd, it->second.inode,
+                   it->second.device,
+                   static_cast<uint64_t>(static_cast<std::byte *>(buff) - it->first), bytes};
+    }
+  }
+  if (!local)
+    for (const auto &w : windows)
+      if (w && static_cast<std::byte *>(buff) < w->base + w->bytes &&
+          w->base < static_cast<std::byte *>(buff) + bytes) {
+        local = collError(collInvalidUsage,
+                          llvm::formatv("[{0}, +{1}) overlaps a window already registered with "
+                                        "this communicator",
+                                        buff, bytes));
+        break;
+      }
+  if (!local && inCall.load() > 0)
+    local = collError(collInvalidUsage, "a call is running on this communicator");
+  if (llvm::Error err = agreeOnMine(*this, std::move(local), what))
+    return err;
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(WindowExport)))
+    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
+                                                    what, llvm::toString(std::move(err))));
+  // The same on every rank: no agreement needed.
+  for (int r = 0; r < nranks; ++r)
+    if (all[r].bytes != all[0].bytes)
+      return collError(collInvalidArgument,
+                       llvm::formatv("{0}: rank {1} registers {2} bytes and rank 0 {3}: a window "
+                                     "has the same size on every rank",
+                                     what, r, all[r].bytes, all[0].bytes));
+  auto window = std::make_unique<RegisteredWindow>();
+  window->base = static_cast<std::byte *>(buff);
+  window->bytes = bytes;
+  window->at.assign(static_cast<size_t>(nranks), nullptr);
+  llvm::Error mapped = llvm::Error::success();
+  const size_t page = pageBytes();
+  for (int r = 0; r < nranks && !mapped; ++r) {
+    if (r == rank) {
+      window->at[r] = window->base;
+      continue;
+    }
+    if (hostOf[r] != hostOf[rank])
+      continue;
+    const WindowExport &e = all[r];
+    const std::string path = "/proc/" + std::to_string(e.pid) + "/fd/" + std::to_string(e.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+      mapped = systemError(llvm::formatv("opening rank {0}'s window ({1})", r, path), errno);
+      break;
+    }
+    if (fstat(fd, &st) != 0 || st.st_ino != e.inode || st.st_dev != e.device) {
+      ::close(fd);
+      mapped = collError(collSystemError,
+                         llvm::formatv("rank {0}'s window: {1} is not the file it exported", r,
+                                       path));
+      break;
+    }
+    const uint64_t start = e.offset / page * page;
+    const size_t length = static_cast<size_t>(e.offset + e.bytes - start);
+    void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(start));
+    const int errnum = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) {
+      mapped = systemError(llvm::formatv("mapping rank {0}'s window", r), errnum);
+      break;
+    }
+    window->mappings.emplace_back(p, length);
+    window->at[r] = static_cast<std::byte *>(p) + (e.offset - start);
+  }
+  if (!mapped) {
+    // Counted before it can be destroyed (which uncounts it).
+    std::lock_guard<std::mutex> lock(memoryMutex);
+    window->memory = block;
+    memoryBlocks[static_cast<const std::byte *>(block)].registered++;
+  }
+  if (llvm::Error err = agree(std::move(mapped), llvm::formatv("{0}: mapping the peers' windows",
+                                                               what)
+                                                     .str()))
+    return err;
+  slotBases.push_back(window->at);
+  windows.push_back(std::move(window));
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("window {0}: {1} bytes at {2}, mapped by the ranks of this host; calls "
+                         "whose buffers lie in windows run programs with direct steps on them, "
+                         "without copies",
+                         windows.size(), bytes, buff));
+  return static_cast<int>(windows.size());
+}
+
+llvm::Error Communicator::Impl::deregisterWindow(int id) {
+  llvm::Error local = llvm::Error::success();
+  if (id < 1 || static_cast<size_t>(id) > windows.size() || !windows[id - 1])
+    local = collError(collInvalidArgument,
+                      llvm::formatv("window {0} is not registered with this communicator", id));
+  else if (inCall.load() > 0)
+    local = collError(collInvalidUsage, "a call is running on this communicator");
+  if (llvm::Error err = agreeOnMine(*this, std::move(local), "collCommWindowDeregister"))
+    return err;
+  windows[id - 1].reset();
+  std::fill(slotBases[id].begin(), slotBases[id].end(), nullptr);
+  COLL_LOG(Info, Init, rank, llvm::formatv("window {0} deregistered", id));
+  return llvm::Error::success();
 }
 
 } // namespace coll::rt

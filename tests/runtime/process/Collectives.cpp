@@ -315,3 +315,96 @@ void traceScenario() {
 }
 
 } // namespace rankcheck
+
+namespace rankcheck {
+
+namespace {
+
+/// `r` must be `want`, with a message holding `words`.
+void expectRefused(collResult_t r, collResult_t want, collComm_t on, const char *words,
+                   const char *what) {
+  const std::string message = collGetLastError(on);
+  if (r != want || message.find(words) == std::string::npos)
+    failNow(std::string(what) + ": expected " + collGetErrorString(want) + " naming '" + words +
+            "', got " + collGetErrorString(r) + ": " + message);
+  ++checks;
+}
+
+} // namespace
+
+// Windows (docs/RUNTIME.md, "Windows"): buffers of collMemAlloc registered
+// with the communicator, on which programs with direct steps run without
+// copies; and what is refused.
+void windowsScenario(bool small) {
+  const size_t count = small ? 1000 : 200000;
+  const size_t bytes = count * sizeof(float) * static_cast<size_t>(nranks);
+  collWindow_t w = nullptr;
+  std::vector<float> plain(count);
+  expectRefused(collCommWindowRegister(comm, plain.data(), count * sizeof(float), &w,
+                                       COLL_WIN_DEFAULT),
+                collInvalidArgument, comm, "not within one block of collMemAlloc",
+                "registering memory of malloc");
+  expectRefused(collMemFree(plain.data()), collInvalidArgument, nullptr,
+                "is not a block of collMemAlloc", "collMemFree of memory of malloc");
+  void *send = nullptr, *recv = nullptr;
+  check(collMemAlloc(&send, bytes), "collMemAlloc");
+  check(collMemAlloc(&recv, bytes), "collMemAlloc");
+  collWindow_t sendWin = nullptr, recvWin = nullptr, again = nullptr;
+  check(collCommWindowRegister(comm, send, bytes, &sendWin, COLL_WIN_COLL_SYMMETRIC),
+        "registering sendbuff");
+  check(collCommWindowRegister(comm, recv, bytes, &recvWin, COLL_WIN_DEFAULT),
+        "registering recvbuff");
+  expectRefused(collCommWindowRegister(comm, static_cast<char *>(recv) + 64, 64, &again, 0),
+                collInvalidUsage, comm, "overlaps a window already registered",
+                "registering a window twice");
+  expectRefused(collMemFree(recv), collInvalidUsage, nullptr, "still registered",
+                "collMemFree of a registered window");
+
+  auto *s = static_cast<float *>(send);
+  auto *r = static_cast<float *>(recv);
+  auto expectEqual = [&](float got, float want, const char *what, size_t i) {
+    if (got != want)
+      failNow(std::string(what) + ": element " + std::to_string(i) + " is " +
+              std::to_string(got) + ", expected " + std::to_string(want));
+  };
+  const float total = static_cast<float>(nranks * (nranks + 1) / 2);
+  for (size_t n : {size_t(1), size_t(7), count}) {
+    for (size_t i = 0; i < n; ++i)
+      s[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1));
+    check(collAllReduce(send, recv, n, collFloat32, collSum, comm, nullptr),
+          "allreduce in windows");
+    for (size_t i = 0; i < n; ++i)
+      expectEqual(r[i], total * static_cast<float>(i % 13 + 1), "allreduce in windows", i);
+    check(collAllReduce(recv, recv, n, collFloat32, collSum, comm, nullptr),
+          "in-place allreduce in a window");
+    for (size_t i = 0; i < n; ++i)
+      expectEqual(r[i], static_cast<float>(nranks) * total * static_cast<float>(i % 13 + 1),
+                  "in-place allreduce in a window", i);
+    check(collAllGather(send, recv, n, collFloat32, comm, nullptr), "allgather in windows");
+    for (int p = 0; p < nranks; ++p)
+      for (size_t i = 0; i < n; ++i)
+        expectEqual(r[p * n + i], static_cast<float>((p + 1) * static_cast<int>(i % 13 + 1)),
+                    "allgather in windows", p * n + i);
+    // Half in a window, half not: through the shared area.
+    check(collAllReduce(send, plain.data(), n, collFloat32, collSum, comm, nullptr),
+          "allreduce into memory of malloc");
+    for (size_t i = 0; i < n; ++i)
+      expectEqual(plain[i], total * static_cast<float>(i % 13 + 1),
+                  "allreduce into memory of malloc", i);
+    checks += 4;
+  }
+  check(collCommWindowDeregister(comm, sendWin), "deregistering sendbuff");
+  check(collCommWindowDeregister(comm, recvWin), "deregistering recvbuff");
+  check(collMemFree(send), "collMemFree");
+  check(collMemFree(recv), "collMemFree");
+
+  // Every rank must register the same size.
+  void *odd = nullptr;
+  check(collMemAlloc(&odd, 8192), "collMemAlloc");
+  expectRefused(collCommWindowRegister(comm, odd, rank == 0 ? 8192 : 4096, &w, 0),
+                collInvalidArgument, comm, "the same size on every rank",
+                "windows of different sizes");
+  check(collMemFree(odd), "collMemFree");
+}
+
+} // namespace rankcheck

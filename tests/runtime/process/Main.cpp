@@ -123,6 +123,9 @@ const Scenario scenarios[] = {
    .run = [](bool) { splitScenario(); }},
   {.name = "trace", .summary = "an allreduce and an allgather for COLL_TRACE",
    .run = [](bool) { traceScenario(); }},
+  {.name = "windows",
+   .summary = "collMemAlloc buffers registered as windows: allreduce and allgather on them, misuse",
+   .run = [](bool small) { windowsScenario(small); }},
   // PointToPoint.cpp
   {.name = "p2p", .summary = "a ring exchange, sends to itself, messages to one peer in order",
    .run = [](bool small) { p2p(small); }},

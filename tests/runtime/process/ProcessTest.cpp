@@ -332,6 +332,32 @@ TEST_P(DirectPrograms, ServeTheirCollectives) {
     EXPECT_NE(all.find("-> " + name), std::string::npos) << name << " served no call\n" << all;
 }
 
+// Windows (docs/RUNTIME.md, "Windows"): calls on collMemAlloc buffers
+// registered with the communicator run the direct programs on them without
+// copies; a call with one buffer outside goes through the shared area; and
+// misuse is refused on every rank (the scenario checks the errors).
+TEST(Runtime, DirectProgramsRunOnRegisteredWindows) {
+  if (!COLL_TEST_HAVE_LANG)
+    GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF)";
+  JobOptions o;
+  o.env["COLL_TEST_SMALL"] = "1";
+  o.env["COLL_ALGO_FILES"] = COLL_SOURCE_DIR "/algorithms/allreduce_twoshot_direct.coll:" COLL_SOURCE_DIR
+                             "/algorithms/allgather_direct.coll";
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "INIT,COLL";
+  auto results = runJob("windows", 3, o);
+  expectAllOk(results);
+  const std::string all = describe(results);
+  EXPECT_NE(all.find("allreduce of 4000 B (1000 x fp32 sum) out of place -> "
+                     "allreduce_twoshot_direct"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("buffers in registered windows: not copied"), std::string::npos) << all;
+  EXPECT_NE(all.find("run in the shared area: buffers copied in and out"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("window 2 deregistered"), std::string::npos) << all;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Runtime, DirectPrograms,
     ::testing::Combine(::testing::Values(2, 3, 4),

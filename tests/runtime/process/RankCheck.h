@@ -57,6 +57,7 @@ const char *collName(Coll c);
 void collectives(bool small);
 void splitScenario();
 void traceScenario();
+void windowsScenario(bool small);
 
 // PointToPoint.cpp
 void p2p(bool small);

@@ -164,6 +164,13 @@ public:
   /// C API turns the reason into an error, the drop-ins into a fallback.
   std::optional<std::string> deviceRefusal(const Op &op) const;
 
+  /// Collective (collCommWindowRegister): [buff, buff + bytes), memory of
+  /// allocateWindowMemory, becomes a window every rank of the host maps;
+  /// its number on this communicator.
+  llvm::Expected<int> registerWindow(void *buff, size_t bytes);
+  /// Collective: window `id` is unmapped everywhere.
+  llvm::Error deregisterWindow(int id);
+
   /// The message of the last error on this communicator.
   const char *lastError();
   void setLastError(const std::string &message);
@@ -174,6 +181,12 @@ private:
   explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
+
+/// collMemAlloc and collMemFree: host memory that windows can hold (a memfd
+/// of this process, which the peers map); freeing fails while it is
+/// registered with a communicator.
+llvm::Expected<void *> allocateWindowMemory(size_t bytes);
+llvm::Error freeWindowMemory(void *ptr);
 
 /// The communicator behind a collComm_t (null for NULL), and a collComm_t
 /// that owns `c` (Api.cpp), for the drop-in libraries, which use both.

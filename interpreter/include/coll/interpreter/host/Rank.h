@@ -95,18 +95,21 @@ private:
 ///    addresses, the table owns the counters, and `base` is shared by all
 ///    ranks, advanced when the call has ended on every rank;
 ///  - a rank per process (the runtime, docs/RUNTIME.md "Direct steps"): the
-///    buffers lie in the ranks' shared areas, each rank publishing its
-///    call's offsets in its area (`offsets`, read through `areas`), and each
-///    counter lives in the waiting rank's area; every process keeps its own
-///    `base`, which the same calls advance alike.
+///    buffers lie in the ranks' shared areas or registered windows, each
+///    rank publishing where its call's buffers are at the start of its area
+///    (`published`: three offsets, then the three slots they are in, a
+///    slot being the area, 0, or a window; `slots` maps them here), and
+///    each counter lives in the waiting rank's area; every process keeps its
+///    own `base`, which the same calls advance alike.
 struct DirectTable {
   std::vector<std::array<void *, 3>> buffers;   ///< per rank: input, output, scratch
   std::vector<std::atomic<uint64_t> *> sent;    ///< per signal pair: its counter
   std::vector<uint64_t> base;                   ///< per signal pair
-  /// Shared areas: per rank, its area mapped here and the three offsets it
-  /// published for the bound call (empty: `buffers` holds the addresses).
-  std::vector<std::byte *> areas;
-  std::vector<const std::atomic<uint64_t> *> offsets;
+  /// Per slot, per rank: where that rank's area (slot 0) or window is
+  /// mapped here (null: `buffers` holds the addresses).
+  const std::vector<std::vector<std::byte *>> *slots = nullptr;
+  /// Per rank: the six words it published for the bound call.
+  std::vector<const std::atomic<uint64_t> *> published;
 
   /// Counters of its own (`own`): every rank in this process.
   explicit DirectTable(const Plan &plan)
@@ -116,15 +119,17 @@ struct DirectTable {
       sent.push_back(&own[p]);
   }
   /// Counters and buffers elsewhere: the caller fills `sent` (one per signal
-  /// pair), `areas` and `offsets`.
+  /// pair), `slots` and `published`.
   DirectTable(const Plan &plan, std::nullptr_t) : base(plan.signals.size(), 0) {}
 
   /// Where buffer `buffer` (0 input, 1 output, 2 scratch) of `rank` is.
   void *address(int32_t rank, uint8_t buffer) const {
-    if (areas.empty())
+    if (!slots)
       return buffers[static_cast<size_t>(rank)][buffer];
-    return areas[static_cast<size_t>(rank)] +
-           offsets[static_cast<size_t>(rank)][buffer].load(std::memory_order_relaxed);
+    const std::atomic<uint64_t> *words = published[static_cast<size_t>(rank)];
+    const uint64_t slot = words[3 + buffer].load(std::memory_order_relaxed);
+    return (*slots)[slot][static_cast<size_t>(rank)] +
+           words[buffer].load(std::memory_order_relaxed);
   }
   /// After a call of `iterations` iterations ended (everywhere `base` is shared).
   void advance(const Plan &plan, uint64_t iterations) {
