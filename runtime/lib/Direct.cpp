@@ -77,35 +77,41 @@ llvm::Error makeArea(DirectArea &area, AreaExport &mine) {
   return llvm::Error::success();
 }
 
-/// Maps `peer`'s area (this process's own, or another's through /proc).
-llvm::Expected<std::byte *> mapArea(const AreaExport &peer, int peerRank, int ownFd) {
-  int fd = ownFd;
-  bool opened = false;
-  if (peer.pid != getpid() || peer.fd != ownFd) {
-    const std::string path = "/proc/" + std::to_string(peer.pid) + "/fd/" + std::to_string(peer.fd);
-    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-      return systemError(llvm::formatv("opening rank {0}'s area ({1}; ptrace rules may forbid "
-                                       "it)",
-                                       peerRank, path),
-                         errno);
-    opened = true;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_ino != peer.inode || st.st_dev != peer.device) {
-      ::close(fd);
-      return collError(collSystemError,
-                       llvm::formatv("rank {0}'s area: {1} is not the file it exported", peerRank,
-                                     path));
-    }
+/// Maps [offset, offset + bytes) of the memfd `fd` of process `pid`
+/// (checked by inode and device), read and write; `what` names it in errors.
+/// The mapping starts at the page holding `offset`: its start and length
+/// are for munmap, `at` is `offset`'s address.
+struct PeerMapping {
+  void *start = nullptr;
+  size_t length = 0;
+  std::byte *at = nullptr;
+};
+llvm::Expected<PeerMapping> mapPeerFile(int32_t pid, int32_t fd, uint64_t inode, uint64_t device,
+                                        uint64_t offset, uint64_t bytes, int flags,
+                                        const std::string &what) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int mine = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (mine < 0)
+    return systemError(llvm::formatv("opening {0} ({1}; ptrace rules may forbid it)", what, path),
+                       errno);
+  struct stat st;
+  if (fstat(mine, &st) != 0 || st.st_ino != inode || st.st_dev != device) {
+    ::close(mine);
+    return collError(collSystemError,
+                     llvm::formatv("{0}: {1} is not the file it exported", what, path));
   }
-  void *p = mmap(nullptr, DirectArea::Bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                 fd, 0);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  PeerMapping m;
+  m.length = static_cast<size_t>(offset + bytes - start);
+  m.start = mmap(nullptr, m.length, PROT_READ | PROT_WRITE, MAP_SHARED | flags, mine,
+                 static_cast<off_t>(start));
   const int e = errno;
-  if (opened)
-    ::close(fd);
-  if (p == MAP_FAILED)
-    return systemError(llvm::formatv("mapping rank {0}'s area", peerRank), e);
-  return static_cast<std::byte *>(p);
+  ::close(mine);
+  if (m.start == MAP_FAILED)
+    return systemError("mapping " + what, e);
+  m.at = static_cast<std::byte *>(m.start) + (offset - start);
+  return m;
 }
 
 } // namespace
@@ -128,9 +134,11 @@ Communicator::Impl::directTableFor(const interp::Plan &plan) {
     for (int r = 0; r < nranks && !mapped; ++r) {
       if (hostOf[r] != hostOf[rank])
         continue;
-      auto m = mapArea(all[r], r, area->fd);
+      const AreaExport &e = all[r];
+      auto m = mapPeerFile(e.pid, e.fd, e.inode, e.device, 0, DirectArea::Bytes, MAP_NORESERVE,
+                           llvm::formatv("rank {0}'s area", r));
       if (m)
-        area->mapped[r] = *m;
+        area->mapped[r] = m->at;
       else
         mapped = m.takeError();
     }
@@ -389,7 +397,6 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
   window->bytes = bytes;
   window->at.assign(static_cast<size_t>(nranks), nullptr);
   llvm::Error mapped = llvm::Error::success();
-  const size_t page = pageBytes();
   for (int r = 0; r < nranks && !mapped; ++r) {
     if (r == rank) {
       window->at[r] = window->base;
@@ -398,32 +405,14 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     if (hostOf[r] != hostOf[rank])
       continue;
     const WindowExport &e = all[r];
-    const std::string path = "/proc/" + std::to_string(e.pid) + "/fd/" + std::to_string(e.fd);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0) {
-      mapped = systemError(llvm::formatv("opening rank {0}'s window ({1})", r, path), errno);
+    auto m = mapPeerFile(e.pid, e.fd, e.inode, e.device, e.offset, e.bytes, 0,
+                         llvm::formatv("rank {0}'s window", r));
+    if (!m) {
+      mapped = m.takeError();
       break;
     }
-    if (fstat(fd, &st) != 0 || st.st_ino != e.inode || st.st_dev != e.device) {
-      ::close(fd);
-      mapped = collError(collSystemError,
-                         llvm::formatv("rank {0}'s window: {1} is not the file it exported", r,
-                                       path));
-      break;
-    }
-    const uint64_t start = e.offset / page * page;
-    const size_t length = static_cast<size_t>(e.offset + e.bytes - start);
-    void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   static_cast<off_t>(start));
-    const int errnum = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) {
-      mapped = systemError(llvm::formatv("mapping rank {0}'s window", r), errnum);
-      break;
-    }
-    window->mappings.emplace_back(p, length);
-    window->at[r] = static_cast<std::byte *>(p) + (e.offset - start);
+    window->mappings.emplace_back(m->start, m->length);
+    window->at[r] = m->at;
   }
   if (!mapped) {
     // Counted before it can be destroyed (which uncounts it).
