@@ -178,6 +178,9 @@ Communicator::Impl::directTableFor(const interp::Plan &plan) {
     std::byte *counter = area.own(plan.signals[p].receiver) + DirectArea::HeaderBytes +
                          (first + p) * sizeof(uint64_t);
     table->sent.push_back(reinterpret_cast<std::atomic<uint64_t> *>(counter));
+    // The waiter sleeps on its process's doorbell.
+    const int waiter = transport->localIndexOf(plan.signals[p].receiver);
+    table->wake.push_back(&transport->doorbell(transport->localRanks()[waiter].proc));
   }
   table->slots = &slotBases;
   for (std::byte *base : area.mapped)

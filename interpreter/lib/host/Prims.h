@@ -175,8 +175,9 @@ public:
   }
 
   void signal(const PlanStep &step) {
-    ex.direct->sent[peerOf(step).signal]->fetch_add(1, std::memory_order_release);
-    owe(ex.bell);
+    const int32_t pair = peerOf(step).signal;
+    ex.direct->sent[pair]->fetch_add(1, std::memory_order_release);
+    owe(ex.direct->wake.empty() ? ex.bell : *ex.direct->wake[pair]);
   }
 
   bool waitSignal(const PlanStep &step, uint64_t iteration) {

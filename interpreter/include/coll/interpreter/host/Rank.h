@@ -105,6 +105,10 @@ struct DirectTable {
   std::vector<std::array<void *, 3>> buffers;   ///< per rank: input, output, scratch
   std::vector<std::atomic<uint64_t> *> sent;    ///< per signal pair: its counter
   std::vector<uint64_t> base;                   ///< per signal pair
+  /// Per signal pair: the doorbell of the waiting rank's process, rung
+  /// after a signal (empty: the signalling rank's own, which every rank of
+  /// the process shares).
+  std::vector<Doorbell *> wake;
   /// Per slot, per rank: where that rank's area (slot 0) or window is
   /// mapped here (null: `buffers` holds the addresses).
   const std::vector<std::vector<std::byte *>> *slots = nullptr;
