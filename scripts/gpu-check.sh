@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with a GPU from the folder that
 # scripts/gpu-stage.sh filled (it copies this script there):
-#   gpu-stage/gpu-check.sh [--quick] [--budget SECONDS] [--steps REGEX]
+#   gpu-stage/gpu-check.sh [--quick] [--budget SECONDS] [--steps REGEX] [--skip REGEX]
 # Runs, each step timed out on its own and logged with its exit status (its
 # output goes to the report as it comes, so a run cut short keeps it):
 #   1. nvidia-smi (what the device is);
@@ -24,22 +24,28 @@
 # --budget: no step starts after that many seconds, and none runs past them
 # (steps left out are listed and count as failures), so that the report
 # comes back from a machine lent for a limited time. --steps: only the steps
-# whose names match the extended regular expression (e.g. 'cuda-tests|runtime').
+# whose names match the extended regular expression (e.g. 'cuda-tests|runtime');
+# --skip: not the steps whose names match it.
 # Writes one report, gpu-check-report.txt, under $OUT when set, else here.
 # Exit status: 0 when every step passed, 1 otherwise (a GPU test skipped for
 # lack of a device counts as a failure here: this script is for a GPU).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quick=0 budget=0 only=
+quick=0 budget=0 only= skip=
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) quick=1; shift ;;
   --budget) [ $# -ge 2 ] || { echo "gpu-check: --budget needs seconds" >&2; exit 2; }; budget=$2; shift 2 ;;
   --steps) [ $# -ge 2 ] || { echo "gpu-check: --steps needs a regex" >&2; exit 2; }; only=$2; shift 2 ;;
+  --skip) [ $# -ge 2 ] || { echo "gpu-check: --skip needs a regex" >&2; exit 2; }; skip=$2; shift 2 ;;
   *) echo "gpu-check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 begin=$(date +%s)
+# gpu-stage.sh packs bin/ and lib/ when they would not fit the device tool.
+if [ ! -x "$here/bin/CudaTests" ] && [ -f "$here/bin-lib.tar.xz" ]; then
+  tar -C "$here" -xJf "$here/bin-lib.tar.xz" || { echo "gpu-check: cannot unpack $here/bin-lib.tar.xz" >&2; exit 2; }
+fi
 [ -x "$here/bin/CudaTests" ] || { echo "gpu-check: run it from a folder staged by scripts/gpu-stage.sh ($here/bin/CudaTests missing)" >&2; exit 2; }
 report=${OUT:-$here}/gpu-check-report.txt
 mkdir -p "$(dirname "$report")"
@@ -53,6 +59,9 @@ step() { # name timeout command...
   local name=$1 limit=$2 rc start left
   shift 2
   if [ -n "$only" ] && ! [[ $name =~ $only ]]; then
+    return 0
+  fi
+  if [ -n "$skip" ] && [[ $name =~ $skip ]]; then
     return 0
   fi
   log ""
@@ -195,6 +204,15 @@ done
 step bench-direct-twoshot-8ranks-8K 600 "$bench" "$alg/twoshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
 step bench-direct-oneshot-8ranks-8K 600 "$bench" "$alg/oneshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
 step bench-direct-twoshot-8ranks-1M-16M 600 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1M,4M,16M --iters 50 --warmup 10
+step bench-ring-8ranks-1M-16M 600 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1M,4M,16M --iters 50 --warmup 10
+# The direct steps under compute-sanitizer: peers' loads and stores, and
+# the signals between ranks' blocks.
+if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null); then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitizer-$tool-twoshot-direct" 600 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+      "$here/bin/collrun" "$alg/twoshot_direct_8ranks.xml" --backend cuda --size 4K,64K --iters 2
+  done
+fi
 if [ "$quick" = 0 ]; then
   step bench-direct-twoshot-1G 1800 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1G --mode inplace --iters 10 --warmup 2
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
