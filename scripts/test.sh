@@ -54,7 +54,10 @@ for seed in 1 2 3; do
 done
 
 echo "== [2/3] ASan+UBSan build: host tests"
+# -O1, as AddressSanitizer's documentation advises: it compiles in half the
+# time of -O2 (the sanitizer builds are most of this script's time).
 configure "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -DNDEBUG' -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O1 -DNDEBUG' \
   -DCOLL_SANITIZE='address;undefined' -DCOLL_BUILD_BENCHMARKS=OFF -DCOLL_ENABLE_CUDA_EMU=OFF
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -36,6 +36,10 @@
 
 namespace coll::rt {
 
+namespace {
+size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+} // namespace
+
 DirectArea::~DirectArea() {
   for (std::byte *p : mapped)
     if (p)
@@ -100,7 +104,7 @@ llvm::Expected<PeerMapping> mapPeerFile(int32_t pid, int32_t fd, uint64_t inode,
     return collError(collSystemError,
                      llvm::formatv("{0}: {1} is not the file it exported", what, path));
   }
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t page = pageBytes();
   const uint64_t start = offset / page * page;
   PeerMapping m;
   m.length = static_cast<size_t>(offset + bytes - start);
@@ -235,23 +239,6 @@ std::map<const std::byte *, WindowMemory>::iterator blockOf(const void *p, size_
   return it;
 }
 
-size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
-
-/// Agrees on `local` (Impl::agree): a rank that failed returns its own
-/// error, of its own kind (a wrong argument stays one); the others learn
-/// that it failed.
-llvm::Error agreeOnMine(Communicator::Impl &c, llvm::Error local, const std::string &what) {
-  std::string text;
-  const collResult_t kind = local ? takeResult(std::move(local), text) : collSuccess;
-  llvm::Error agreed =
-      c.agree(kind == collSuccess ? llvm::Error::success() : collError(kind, text), what);
-  if (agreed && kind != collSuccess) {
-    llvm::consumeError(std::move(agreed));
-    return collError(kind, what + ": " + text);
-  }
-  return agreed;
-}
-
 /// What a rank tells the others about its window.
 struct WindowExport {
   int32_t pid = 0;
@@ -383,7 +370,7 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
       }
   if (!local && inCall.load() > 0)
     local = collError(collInvalidUsage, "a call is running on this communicator");
-  if (llvm::Error err = agreeOnMine(*this, std::move(local), what))
+  if (llvm::Error err = agree(std::move(local), what))
     return err;
   if (llvm::Error err = boot->allgather(all.data(), sizeof(WindowExport)))
     return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
@@ -444,7 +431,7 @@ llvm::Error Communicator::Impl::deregisterWindow(int id) {
                       llvm::formatv("window {0} is not registered with this communicator", id));
   else if (inCall.load() > 0)
     local = collError(collInvalidUsage, "a call is running on this communicator");
-  if (llvm::Error err = agreeOnMine(*this, std::move(local), "collCommWindowDeregister"))
+  if (llvm::Error err = agree(std::move(local), "collCommWindowDeregister"))
     return err;
   windows[id - 1].reset();
   std::fill(slotBases[id].begin(), slotBases[id].end(), nullptr);

@@ -28,22 +28,30 @@ llvm::Error Communicator::Impl::agree(llvm::Error local, llvm::StringRef what, b
   };
   std::vector<Status> all(static_cast<size_t>(nranks));
   std::string mine;
-  if (local) {
+  // A rank that failed returns its own error of its own kind (a wrong
+  // argument stays one; a cause without a kind is a system error); the
+  // others learn which rank failed first and why.
+  collResult_t kind = collSuccess;
+  const bool failedHere = static_cast<bool>(local);
+  if (failedHere) {
     all[rank].failed = 1;
-    mine = llvm::toString(std::move(local));
+    kind = takeResult(std::move(local), mine);
     std::snprintf(all[rank].message, sizeof all[rank].message, "%s", mine.c_str());
   }
   if (llvm::Error err = boot->allgather(all.data(), sizeof(Status)))
     return collError(collRemoteError,
                      llvm::formatv("{0}: lost contact with the other ranks: {1}", what,
                                    llvm::toString(std::move(err))));
+  if (failedHere) {
+    if (together)
+      *together = true;
+    return collError(kind, what + ": " + mine);
+  }
   for (int r = 0; r < nranks; ++r)
     if (all[r].failed) {
       if (together)
         *together = true;
       all[r].message[sizeof all[r].message - 1] = 0;
-      if (r == rank)
-        return collError(collSystemError, what + ": " + mine);
       return collError(collRemoteError,
                        llvm::formatv("{0}: rank {1} failed: {2}", what, r, all[r].message));
     }

@@ -6,6 +6,7 @@
  *
  *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
  *                                      [--isolated N] [--skew-us T] [--plot FILE.svg]
+ *                                      [--windows]
  *
  * Sizes are nccl-tests' (the larger buffer: allgather and alltoall count
  * every rank's block). Each point runs a few warm-up calls, then as many
@@ -17,7 +18,10 @@
  * calls, default 101, and about 0.2 s; --isolated 0 leaves this out).
  * --skew-us T makes the last rank compute for T us after each barrier before
  * its isolated call, as a rank that arrives late does (the times include T).
- * The results are
+ * --windows puts the buffers in memory from collMemAlloc, registered with
+ * the communicator (collCommWindowRegister), so that Coll's direct
+ * programs read and write them in place (docs/RUNTIME.md, "Windows"); Open
+ * MPI runs on the same buffers. The results are
  * checked once per point, so that a fast wrong answer cannot win. On a
  * terminal, rank 0 shows the point running and the time left (Progress.h).
  *
@@ -229,12 +233,20 @@ int main(int argc, char **argv) {
   size_t npoints = 0;
   collProgress *progress = NULL;
   int isolatedMost = 101;
+  int windows = 0;
   int a, c;
 
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  for (a = 1; a + 1 < argc; a += 2) {
+  for (a = 1; a < argc; a += 2) {
+    if (!strcmp(argv[a], "--windows")) {
+      windows = 1;
+      --a;
+      continue;
+    }
+    if (a + 1 >= argc)
+      break;
     if (!strcmp(argv[a], "--min"))
       minBytes = parseSize(argv[a + 1]);
     else if (!strcmp(argv[a], "--max"))
@@ -269,6 +281,9 @@ int main(int argc, char **argv) {
       printf("# alone: each call after a barrier, the median of the slowest rank's time "
              "(at most %d calls)%s\n",
              isolatedMost | 1, skewSeconds > 0 ? "; the last rank computes first" : "");
+    if (windows)
+      printf("# buffers: collMemAlloc, registered with collCommWindowRegister (both libraries "
+             "use them)\n");
     if (isolatedMost > 0 && skewSeconds > 0)
       printf("# skew: after each barrier the last rank computes for %.0f us before its call; "
              "the time includes it\n",
@@ -299,6 +314,7 @@ int main(int argc, char **argv) {
       size_t count = perBlock / sizeof(float);
       size_t n = (size_t)nranks;
       float *send, *recv;
+      collWindow_t sendWin = NULL, recvWin = NULL;
       double tc, tm, ic = 0, im = 0;
       int ok, allOk;
       if (count == 0)
@@ -309,8 +325,19 @@ int main(int argc, char **argv) {
         fflush(stdout);
         collProgressStep(progress, what, 1);
       }
-      send = malloc(count * n * sizeof(float));
-      recv = malloc(count * n * sizeof(float));
+      if (windows) {
+        if (collMemAlloc((void **)&send, count * n * sizeof(float)) != collSuccess ||
+            collMemAlloc((void **)&recv, count * n * sizeof(float)) != collSuccess)
+          die("collMemAlloc");
+        if (collCommWindowRegister(comm, send, count * n * sizeof(float), &sendWin,
+                                   COLL_WIN_COLL_SYMMETRIC) != collSuccess ||
+            collCommWindowRegister(comm, recv, count * n * sizeof(float), &recvWin,
+                                   COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+          die("collCommWindowRegister");
+      } else {
+        send = malloc(count * n * sizeof(float));
+        recv = malloc(count * n * sizeof(float));
+      }
       if (!send || !recv)
         die("out of memory");
       fill((enum Coll)c, send, recv, count);
@@ -350,8 +377,15 @@ int main(int argc, char **argv) {
         points[npoints++] = mpi;
       }
       fflush(stdout);
-      free(send);
-      free(recv);
+      if (windows) {
+        if (collCommWindowDeregister(comm, sendWin) != collSuccess ||
+            collCommWindowDeregister(comm, recvWin) != collSuccess ||
+            collMemFree(send) != collSuccess || collMemFree(recv) != collSuccess)
+          die("collCommWindowDeregister or collMemFree");
+      } else {
+        free(send);
+        free(recv);
+      }
     }
   }
   collProgressEnd(progress);
