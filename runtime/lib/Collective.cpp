@@ -449,8 +449,15 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const ir::Collective coll = collectiveOf(op.kind);
   const uint64_t bytes = op.selectionBytes(c.nranks);
   const bool onDevice = op.device >= 0 || c.config.emulatedDevice;
-  auto chosen =
-      c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0, onDevice);
+  // Buffers in registered windows of one host's ranks: the built-in rules
+  // for windows come first (Selection.h). Every rank must pass buffers in
+  // windows, or none (as NCCL's symmetric windows): each decides alone.
+  // The window must hold the call's larger side (selectionBytes).
+  const bool windowed = !onDevice && c.shape.nodes == 1 && !c.windows.empty() &&
+                        (!op.readsSend(c.rank) || c.windowSlotOf(op.send, bytes)) &&
+                        (!op.writesRecv(c.rank) || c.windowSlotOf(op.recv, bytes));
+  auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0, onDevice,
+                         windowed);
   if (!chosen) {
     // The same answer on every rank (the same algorithms, rules and
     // refusals): the call may go to a library underneath (CollError::agreed).

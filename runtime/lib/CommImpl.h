@@ -268,7 +268,7 @@ public:
   /// Choices made so far, never erased (select hands out pointers into it);
   /// the mutex: bindings ask (collCommQueryChoice) on one thread while
   /// another runs calls.
-  std::map<std::tuple<int, uint64_t, int, uint64_t, bool>, Choice> choices;
+  std::map<std::tuple<int, uint64_t, int, uint64_t, bool, bool>, Choice> choices;
   /// Set on every rank at once by the device call that finds FIFOs of an
   /// LL128 program in host memory (GPUs without P2P, other hosts;
   /// deviceFor): from then on no LL128 program is chosen, as NCCL uses
@@ -359,9 +359,11 @@ public:
                std::string &reason) const;
   /// The choice for a call, from the cache (valid until the next select).
   /// `device`: for a call on device buffers, which also passes over what
-  /// the devices refused (avoidLL128, refusedOnDevice).
+  /// the devices refused (avoidLL128, refusedOnDevice). `windowed`: the
+  /// call's buffers lie in registered windows (host calls on one host),
+  /// where the built-in rules for windows come first (windowTuningRules).
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
-                                        bool device = false);
+                                        bool device = false, bool windowed = false);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
   /// Collective, for a plan with direct steps: the shared areas (made and
   /// mapped at the first), and the plan's table over them (Direct.cpp).

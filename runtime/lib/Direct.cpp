@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommImpl.h"
+#include "Selection.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -416,6 +417,27 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     return err;
   slotBases.push_back(window->at);
   windows.push_back(std::move(window));
+  // The programs the rules for windows choose make their runners here, every
+  // rank together (their areas and tables are collective): a call on
+  // windows then sets up nothing collective, so that ranks that pass
+  // windows where others do not (and so run another program) are stopped
+  // by their watchdogs rather than waiting in each other's setup.
+  if (shape.nodes == 1)
+    for (const TuningRule &r : windowTuningRules()) {
+      if (!r.collective)
+        continue;
+      auto chosen = select(*r.collective, std::max<uint64_t>(r.minBytes, 1), 0, false, true);
+      if (!chosen) {
+        llvm::consumeError(chosen.takeError());
+        continue;
+      }
+      const Choice &choice = **chosen;
+      if (!choice.algo || !choice.program || choice.program->plan.signals.empty())
+        continue;
+      auto runner = runnerFor(choice.program);
+      if (!runner)
+        return runner.takeError();
+    }
   COLL_LOG(Info, Init, rank,
            llvm::formatv("window {0}: {1} bytes at {2}, mapped by the ranks of this host; calls "
                          "whose buffers lie in windows run programs with direct steps on them, "

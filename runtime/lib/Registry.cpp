@@ -4,6 +4,7 @@
 
 #include "EmbeddedAlgorithms.h"
 #include "ProgramCache.h"
+#include "Selection.h"
 
 #include "coll/ir/Check.h"
 #include "coll/ir/Verifier.h"
@@ -441,6 +442,23 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
   if (options.builtin)
     for (size_t i = 0; i < numEmbeddedPrograms; ++i) {
       const EmbeddedProgram &p = embeddedPrograms[i];
+      // The direct built-ins serve buffers in windows of one host's ranks
+      // (Selection.h): not compiled where they cannot run, nor for more
+      // ranks than a host holds in practice (a step per pair of ranks).
+      if (isWindowOnlyBuiltin(p.name) && (shape.nodes > 1 || shape.nranks > MaxWindowBuiltinRanks)) {
+        reg.rejected.push_back(
+            {p.name, std::string("built-in ") + p.file + ".coll",
+             shape.nodes > 1
+                 ? llvm::formatv("it has direct steps, which need every rank on one host; the "
+                                 "communicator spans {0} hosts",
+                                 shape.nodes)
+                       .str()
+                 : llvm::formatv("built in for at most {0} ranks on one host; the communicator "
+                                 "has {1}",
+                                 MaxWindowBuiltinRanks, shape.nranks)
+                       .str()});
+        continue;
+      }
       ProgramVariant variant;
       std::string origin = std::string("built-in ") + p.file + ".coll";
       if (p.protocol) {

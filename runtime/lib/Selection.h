@@ -23,6 +23,18 @@ using synth::TuningRule;
 const std::vector<TuningRule> &builtinTuningRules(bool crowded = false);
 /// Whether `rule` is one of the rules for crowded hosts.
 bool isCrowdedRule(const TuningRule &rule);
+/// The built-in rules for calls whose buffers lie in registered windows
+/// (docs/RUNTIME.md, "Windows"): they come before the others, and choose
+/// the direct programs, which read and write such buffers in place.
+const std::vector<TuningRule> &windowTuningRules();
+/// Built-in programs with direct steps: loaded only where every rank is on
+/// one host, and chosen only through windowTuningRules().
+bool isWindowOnlyBuiltin(llvm::StringRef name);
+/// Whether `rule` is one of windowTuningRules().
+bool isWindowRule(const TuningRule &rule);
+/// The most ranks for which the registry compiles them (a direct two-shot
+/// has a step per pair of ranks).
+constexpr int MaxWindowBuiltinRanks = 64;
 
 } // namespace coll::rt
 

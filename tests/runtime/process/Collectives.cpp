@@ -314,6 +314,31 @@ void traceScenario() {
   checks += 2;
 }
 
+// The built-in selection runs the direct two-shot for buffers in windows
+// and a FIFO program for others (docs/RUNTIME.md, "Selection"); ranks that
+// disagree run different programs. Every rank must end the call with an
+// error from the watchdog (COLL_WATCHDOG_MS), none may wait forever.
+void windowsMismatchScenario() {
+  const size_t count = 262144;
+  const size_t bytes = count * sizeof(float);
+  void *mem = nullptr;
+  collWindow_t win = nullptr;
+  check(collMemAlloc(&mem, bytes), "collMemAlloc");
+  check(collCommWindowRegister(comm, mem, bytes, &win, COLL_WIN_COLL_SYMMETRIC),
+        "registering the window");
+  std::vector<float> plain(count, 1.0f);
+  auto *buf = rank == 0 ? static_cast<float *>(mem) : plain.data();
+  std::fill(buf, buf + count, 1.0f);
+  collResult_t r = collAllReduce(buf, buf, count, collFloat32, collSum, comm, nullptr);
+  if (r == collSuccess)
+    failNow("an allreduce whose buffers are in a window on rank 0 only succeeded");
+  std::string why = collGetLastError(comm);
+  if (why.find("watchdog") == std::string::npos)
+    failNow("the mismatched allreduce failed without the watchdog: " + why);
+  ++checks;
+  std::printf("rank %d: the mismatched allreduce failed: %s\n", rank, why.c_str());
+}
+
 } // namespace rankcheck
 
 namespace rankcheck {

@@ -126,6 +126,9 @@ const Scenario scenarios[] = {
   {.name = "windows",
    .summary = "collMemAlloc buffers registered as windows: allreduce and allgather on them, misuse",
    .run = [](bool small) { windowsScenario(small); }},
+  {.name = "windows-mismatch",
+   .summary = "a 1 MiB allreduce with buffers in windows on rank 0 only: every rank fails",
+   .run = [](bool) { windowsMismatchScenario(); }},
   // PointToPoint.cpp
   {.name = "p2p", .summary = "a ring exchange, sends to itself, messages to one peer in order",
    .run = [](bool small) { p2p(small); }},

@@ -358,6 +358,29 @@ TEST(Runtime, DirectProgramsRunOnRegisteredWindows) {
   EXPECT_NE(all.find("window 2 deregistered"), std::string::npos) << all;
 }
 
+// Ranks that pass buffers in windows where others do not run different
+// programs (the built-in rule for windows chooses the direct two-shot):
+// every rank ends the call with the watchdog's error, none waits forever
+// (the rule's program was set up, collectively, when the window was
+// registered).
+TEST(Runtime, RanksThatDisagreeOnWindowsStopByTheWatchdog) {
+  if (!COLL_TEST_HAVE_LANG)
+    GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF)";
+  JobOptions o;
+  o.env["COLL_WATCHDOG_MS"] = "2000";
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "COLL";
+  auto results = runJob("windows-mismatch", 3, o);
+  expectAllOk(results);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_NE(results[0].output.find("in place -> allreduce_twoshot_direct"), std::string::npos)
+      << results[0].output;
+  EXPECT_EQ(results[1].output.find("-> allreduce_twoshot_direct"), std::string::npos)
+      << results[1].output;
+  const std::string all = describe(results);
+  EXPECT_NE(all.find("watchdog: no progress for 2000 ms"), std::string::npos) << all;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Runtime, DirectPrograms,
     ::testing::Combine(::testing::Values(2, 3, 4),

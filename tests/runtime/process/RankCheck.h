@@ -58,6 +58,7 @@ void collectives(bool small);
 void splitScenario();
 void traceScenario();
 void windowsScenario(bool small);
+void windowsMismatchScenario();
 
 // PointToPoint.cpp
 void p2p(bool small);
