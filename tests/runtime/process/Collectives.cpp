@@ -337,6 +337,9 @@ void windowsMismatchScenario() {
     failNow("the mismatched allreduce failed without the watchdog: " + why);
   ++checks;
   std::printf("rank %d: the mismatched allreduce failed: %s\n", rank, why.c_str());
+  // The communicator still deregisters and frees (collective).
+  check(collCommWindowDeregister(comm, win), "deregistering after the failed call");
+  check(collMemFree(mem), "collMemFree after the failed call");
 }
 
 } // namespace rankcheck
