@@ -203,7 +203,7 @@ done
 # collbench times beside it.
 step bench-direct-twoshot-8ranks-8K 600 "$bench" "$alg/twoshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
 step bench-direct-oneshot-8ranks-8K 600 "$bench" "$alg/oneshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
-step bench-direct-twoshot-8ranks-1M-16M 600 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1M,4M,16M --iters 50 --warmup 10
+step bench-direct-twoshot-8ranks-1M-16M 600 "$bench" "$alg/twoshot_direct_8ranks_4lanes.xml" --size 1M,4M,16M --iters 50 --warmup 10
 step bench-ring-8ranks-1M-16M 600 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1M,4M,16M --iters 50 --warmup 10
 # The direct steps under compute-sanitizer: peers' loads and stores, and
 # the signals between ranks' blocks.
@@ -214,7 +214,7 @@ if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sa
   done
 fi
 if [ "$quick" = 0 ]; then
-  step bench-direct-twoshot-1G 1800 "$bench" "$alg/twoshot_direct_8ranks_8lanes.xml" --size 1G --mode inplace --iters 10 --warmup 2
+  step bench-direct-twoshot-1G 1800 "$bench" "$alg/twoshot_direct_8ranks_4lanes.xml" --size 1G --mode inplace --iters 10 --warmup 2
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
 fi
 

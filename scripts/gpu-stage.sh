@@ -93,9 +93,10 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 --protocol LL128 -o "$out/algorithms/oneshot_allreduce_2ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 --protocol LL -o "$out/algorithms/ring_allreduce_2ranks_ll.xml"
 # Direct access (issue 28): the two-shot and one-shot with every rank in
-# one launch, and the two-shot on 8 lanes for large messages.
+# one launch, and the two-shot on 4 lanes for large messages (15 tbs a lane
+# at 8 ranks: 480 blocks, which fit 132 SMs at 4 blocks of 128 threads).
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 -o "$out/algorithms/twoshot_direct_8ranks.xml"
-"$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 --instances 8 -o "$out/algorithms/twoshot_direct_8ranks_8lanes.xml"
+"$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 --instances 4 -o "$out/algorithms/twoshot_direct_8ranks_4lanes.xml"
 "$collc" "$root/algorithms/allreduce_oneshot_direct.coll" -D N=8 -o "$out/algorithms/oneshot_direct_8ranks.xml"
 # The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
 python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null
