@@ -364,6 +364,11 @@ public:
   /// where the built-in rules for windows come first (windowTuningRules).
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
                                         bool device = false, bool windowed = false);
+  /// Calls `f` with each built-in rule for buffers in windows and what it
+  /// chooses (an algorithm) for a call at its smallest size; stops at the
+  /// first error `f` returns.
+  llvm::Error forWindowChoices(
+      llvm::function_ref<llvm::Error(const TuningRule &, const Choice &)> f);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
   /// Collective, for a plan with direct steps: the shared areas (made and
   /// mapped at the first), and the plan's table over them (Direct.cpp).

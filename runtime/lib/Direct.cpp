@@ -422,22 +422,15 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
   // windows then sets up nothing collective, so that ranks that pass
   // windows where others do not (and so run another program) are stopped
   // by their watchdogs rather than waiting in each other's setup.
+  auto setUp = [&](const TuningRule &, const Choice &choice) -> llvm::Error {
+    if (!choice.program || choice.program->plan.signals.empty())
+      return llvm::Error::success();
+    auto runner = runnerFor(choice.program);
+    return runner ? llvm::Error::success() : runner.takeError();
+  };
   if (shape.nodes == 1)
-    for (const TuningRule &r : windowTuningRules()) {
-      if (!r.collective)
-        continue;
-      auto chosen = select(*r.collective, std::max<uint64_t>(r.minBytes, 1), 0, false, true);
-      if (!chosen) {
-        llvm::consumeError(chosen.takeError());
-        continue;
-      }
-      const Choice &choice = **chosen;
-      if (!choice.algo || !choice.program || choice.program->plan.signals.empty())
-        continue;
-      auto runner = runnerFor(choice.program);
-      if (!runner)
-        return runner.takeError();
-    }
+    if (llvm::Error err = forWindowChoices(setUp))
+      return err;
   COLL_LOG(Info, Init, rank,
            llvm::formatv("window {0}: {1} bytes at {2}, mapped by the ranks of this host; calls "
                          "whose buffers lie in windows run programs with direct steps on them, "

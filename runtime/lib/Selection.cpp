@@ -165,7 +165,7 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   auto key = std::make_tuple(static_cast<int>(coll), bytes, root, epoch, device, windowed);
   std::lock_guard<std::mutex> lock(choicesMutex);
   if (auto found = choices.find(key); found != choices.end()) {
-    last = Last{serial, bytes,  static_cast<int>(coll), root, epoch,
+    last = Last{serial, bytes, static_cast<int>(coll), root, epoch,
                 device, windowed, &found->second};
     return &found->second;
   }
@@ -290,6 +290,24 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   return collError(collInvalidUsage, message);
 }
 
+llvm::Error Communicator::Impl::forWindowChoices(
+    llvm::function_ref<llvm::Error(const TuningRule &, const Choice &)> f) {
+  for (const TuningRule &r : windowTuningRules()) {
+    if (!r.collective)
+      continue;
+    auto chosen = select(*r.collective, std::max<uint64_t>(r.minBytes, 1), 0, false, true);
+    if (!chosen) {
+      llvm::consumeError(chosen.takeError());
+      continue;
+    }
+    if (!(*chosen)->algo)
+      continue;
+    if (llvm::Error err = f(r, **chosen))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
 void Communicator::Impl::logSelection() {
   if (!logEnabled(Level::Info, Tuning))
     return;
@@ -361,26 +379,16 @@ void Communicator::Impl::logSelection() {
       flush(UINT64_MAX);
   }
   // Calls on buffers in windows (one host): their own rules first.
-  for (const TuningRule &r : windowTuningRules()) {
-    if (!r.collective)
-      continue;
-    auto chosen = select(*r.collective, std::max<uint64_t>(r.minBytes, 1), 0, false, true);
-    if (!chosen) {
-      llvm::consumeError(chosen.takeError());
-      continue;
-    }
-    const Choice *choice = *chosen;
-    if (!choice->algo)
-      continue;
-    used.insert(choice->algo);
+  llvm::cantFail(forWindowChoices([&](const TuningRule &r, const Choice &choice) -> llvm::Error {
+    used.insert(choice.algo);
     out += llvm::formatv("\n  {0,-13} [{1}, {2})  buffers in registered windows: {3} ({4}, {5}): "
                          "{6}",
                          ir::collectiveName(*r.collective), formatBytes(r.minBytes),
-                         formatBytes(r.maxBytes),
-                         choice->algo->name, ir::protocolName(choice->algo->protocol),
-                         choice->algo->origin, choice->why)
+                         formatBytes(r.maxBytes), choice.algo->name,
+                         ir::protocolName(choice.algo->protocol), choice.algo->origin, choice.why)
                .str();
-  }
+    return llvm::Error::success();
+  }));
   for (const LoadedAlgorithm &a : registry->algorithms())
     if (!used.count(&a))
       out += llvm::formatv("\n  not chosen for any size: {0} ({1}, {2}): another algorithm comes "
