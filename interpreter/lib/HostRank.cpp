@@ -2,9 +2,7 @@
 
 #include "coll/interpreter/host/Rank.h"
 
-#include "host/PrimsLL.h"
-#include "host/PrimsLL128.h"
-#include "host/PrimsSimple.h"
+#include "host/Runners.h"
 #include "host/State.h"
 
 #include "coll/interpreter/Protocol.h"
@@ -108,39 +106,15 @@ std::string describeTbPosition(const Plan &plan, int32_t globalTb, uint64_t iter
 
 namespace {
 
-template <class T, class Op, Protocol Proto> bool runTb(TbState &s) {
-  RankRunner::Impl &ex = *s.owner;
-  const PlanTb &ptb = ex.plan.tbs[s.globalTb];
-  RankBuffers<T> buffers{static_cast<T *>(ex.input), static_cast<T *>(ex.output),
-                         ex.scratchGiven ? static_cast<T *>(ex.scratchGiven)
-                                         : ex.scratch.as<T>()};
-  Prims<T, Op, Proto> prims(s);
-  return runThreadBlock<T>(prims, ex.plan.steps.data() + ptb.stepBegin, ptb.nSteps,
-                           ex.layout->slices.data(), 0, buffers, ex.iterations,
-                           ex.sliceElems);
-}
-
-template <class T, class Op> RankRunner::Impl::Runner pickRunner(Protocol proto) {
+/// The tb task of the call's type, operator and the plan's protocol
+/// (host/Runners.h: each protocol's are compiled in their own file).
+RankRunner::Impl::Runner runnerOf(DataType type, ReduceOp op, Protocol proto) {
   switch (proto) {
-  case Protocol::Simple: return &runTb<T, Op, Protocol::Simple>;
-  case Protocol::LL: return &runTb<T, Op, Protocol::LL>;
-  case Protocol::LL128: return &runTb<T, Op, Protocol::LL128>;
+  case Protocol::Simple: return pickRunner<Protocol::Simple>(type, op);
+  case Protocol::LL: return pickRunner<Protocol::LL>(type, op);
+  case Protocol::LL128: return pickRunner<Protocol::LL128>(type, op);
   }
   return nullptr;
-}
-
-RankRunner::Impl::Runner pickRunner(DataType type, ReduceOp op, Protocol proto) {
-  return visitDataType(type, [&](auto tag) -> RankRunner::Impl::Runner {
-    using T = typename decltype(tag)::type;
-    switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg: return pickRunner<T, OpSum<T>>(proto);
-    case ReduceOp::Prod: return pickRunner<T, OpProd<T>>(proto);
-    case ReduceOp::Min: return pickRunner<T, OpMin<T>>(proto);
-    case ReduceOp::Max: return pickRunner<T, OpMax<T>>(proto);
-    }
-    return nullptr;
-  });
 }
 
 void runTask(void *arg) {
@@ -224,7 +198,7 @@ llvm::Error RankRunner::bind(const CallLayout &layout, DataType type, ReduceOp o
   i.op = op;
   i.input = input;
   i.output = output;
-  i.runner = pickRunner(type, op, i.plan.protocol);
+  i.runner = runnerOf(type, op, i.plan.protocol);
   i.sliceElems = i.options.slotBytes / es;
   i.iterations = iterationCount(layout, i.sliceElems);
   for (auto &tb : i.tbs) {
