@@ -62,13 +62,21 @@ broadcast      *   64K-32M broadcast_binomial
 )";
 
 // Calls whose buffers lie in registered windows on one host: the direct
-// two-shot reads the peers' buffers and writes their results in place,
-// with no FIFO and no copy; from 256 KiB it beats the FIFO programs (2
-// processes: 0.40-0.57 x Open MPI from 256 KiB, against 0.59-0.85 for the
-// FIFO ring, docs/PERFORMANCE.md). Below, a direct call's two
-// synchronizations with each peer cost more than a FIFO's one.
+// programs read and write the peers' buffers in place, with no FIFO and no
+// copy. Measured with 2 processes on the 2-core build machine against the
+// FIFO built-ins on the same windows (docs/PERFORMANCE.md): the two-shot
+// allreduce wins from 256 KiB (0.40-0.57 x Open MPI against 0.59-0.85);
+// the all-pairs get allgather from 1 MiB (0.6-0.8 of the FIFO time); the
+// all-pairs put alltoall from 4 KiB (0.4-0.85); the broadcast in which
+// every rank reads the root's buffer from 4 KiB to 1 MiB (0.4-0.75), and
+// from 4 MiB the chain's pipeline is as fast or faster. Below those sizes
+// a direct call's two synchronizations with each peer (the peer has
+// started; the peer is done with my buffer) cost more than a FIFO's one.
 constexpr const char *WindowTable = R"(# Coll's built-in rules for buffers in windows (docs/RUNTIME.md)
 allreduce      *   256K-*  allreduce_twoshot_direct
+allgather      *   1M-*    allgather_direct
+alltoall       *   4K-*    alltoall_direct
+broadcast      *   4K-1M   broadcast_direct
 )";
 
 std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {
@@ -98,7 +106,10 @@ const std::vector<TuningRule> &windowTuningRules() {
   return rules;
 }
 
-bool isWindowOnlyBuiltin(llvm::StringRef name) { return name == "allreduce_twoshot_direct"; }
+bool isWindowOnlyBuiltin(llvm::StringRef name) {
+  return name == "allreduce_twoshot_direct" || name == "allgather_direct" ||
+         name == "alltoall_direct" || name == "broadcast_direct";
+}
 
 bool isWindowRule(const TuningRule &rule) {
   return llvm::StringRef(rule.origin).startswith("<built-in rules for buffers in windows>");

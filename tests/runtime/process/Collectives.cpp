@@ -360,6 +360,77 @@ void expectRefused(collResult_t r, collResult_t want, collComm_t on, const char 
 
 } // namespace
 
+// The built-in rules for buffers in windows (docs/RUNTIME.md, "Selection"):
+// each collective they name, at a size within its rule, on collMemAlloc
+// buffers registered with the communicator; every result checked.
+void windowsBuiltinScenario() {
+  const size_t gatherCount = 100000;          // allgather: 1.2 MB in all at 3 ranks
+  const size_t reduceCount = 65536;           // allreduce: 256 KiB
+  const size_t alltoallCount = 1000;          // alltoall: 4000 B per peer
+  const size_t bcastCount = 10000;            // broadcast: 40000 B
+  const size_t bytes = gatherCount * sizeof(float) * static_cast<size_t>(nranks);
+  void *send = nullptr, *recv = nullptr;
+  collWindow_t sendWin = nullptr, recvWin = nullptr;
+  check(collMemAlloc(&send, bytes), "collMemAlloc");
+  check(collMemAlloc(&recv, bytes), "collMemAlloc");
+  check(collCommWindowRegister(comm, send, bytes, &sendWin, COLL_WIN_COLL_SYMMETRIC),
+        "registering sendbuff");
+  check(collCommWindowRegister(comm, recv, bytes, &recvWin, COLL_WIN_COLL_SYMMETRIC),
+        "registering recvbuff");
+  auto *s = static_cast<float *>(send);
+  auto *r = static_cast<float *>(recv);
+  auto expectAt = [&](float got, float want, const char *what, size_t i) {
+    if (got != want)
+      failNow(std::string(what) + " in windows: element " + std::to_string(i) + " is " +
+              std::to_string(got) + ", expected " + std::to_string(want));
+  };
+  auto value = [](int rankOf, size_t i) {
+    return static_cast<float>((rankOf + 1) * static_cast<int>(i % 29 + 1));
+  };
+
+  for (size_t i = 0; i < reduceCount; ++i)
+    s[i] = value(rank, i);
+  check(collAllReduce(send, recv, reduceCount, collFloat32, collSum, comm, nullptr),
+        "allreduce in windows");
+  const float total = static_cast<float>(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < reduceCount; ++i)
+    expectAt(r[i], total * static_cast<float>(i % 29 + 1), "allreduce", i);
+
+  for (size_t i = 0; i < gatherCount; ++i)
+    s[i] = value(rank, i);
+  check(collAllGather(send, recv, gatherCount, collFloat32, comm, nullptr),
+        "allgather in windows");
+  for (int p = 0; p < nranks; ++p)
+    for (size_t i = 0; i < gatherCount; ++i)
+      expectAt(r[p * gatherCount + i], value(p, i), "allgather", p * gatherCount + i);
+
+  // Block p of sendbuff goes to rank p; block p of recvbuff comes from it.
+  for (int p = 0; p < nranks; ++p)
+    for (size_t i = 0; i < alltoallCount; ++i)
+      s[p * alltoallCount + i] = static_cast<float>(rank * 1000 + p) + static_cast<float>(i % 7);
+  check(collAlltoAll(send, recv, alltoallCount, collFloat32, comm, nullptr),
+        "alltoall in windows");
+  for (int p = 0; p < nranks; ++p)
+    for (size_t i = 0; i < alltoallCount; ++i)
+      expectAt(r[p * alltoallCount + i],
+               static_cast<float>(p * 1000 + rank) + static_cast<float>(i % 7), "alltoall",
+               p * alltoallCount + i);
+
+  const int root = nranks - 1;
+  for (size_t i = 0; i < bcastCount; ++i)
+    s[i] = rank == root ? value(root, i) : -1.0f;
+  check(collBroadcast(send, recv, bcastCount, collFloat32, root, comm, nullptr),
+        "broadcast in windows");
+  for (size_t i = 0; i < bcastCount; ++i)
+    expectAt(r[i], value(root, i), "broadcast", i);
+  checks += 4;
+
+  check(collCommWindowDeregister(comm, sendWin), "deregistering sendbuff");
+  check(collCommWindowDeregister(comm, recvWin), "deregistering recvbuff");
+  check(collMemFree(send), "collMemFree");
+  check(collMemFree(recv), "collMemFree");
+}
+
 // Windows (docs/RUNTIME.md, "Windows"): buffers of collMemAlloc registered
 // with the communicator, on which programs with direct steps run without
 // copies; and what is refused.

@@ -358,6 +358,27 @@ TEST(Runtime, DirectProgramsRunOnRegisteredWindows) {
   EXPECT_NE(all.find("window 2 deregistered"), std::string::npos) << all;
 }
 
+// The built-in rules for buffers in windows (docs/RUNTIME.md, "Selection"):
+// with no program of the user's, each collective they name runs its direct
+// program on windows, by the rule, and computes the right result.
+TEST(Runtime, BuiltInRulesRunTheDirectProgramsOnWindows) {
+  if (!COLL_TEST_HAVE_LANG)
+    GTEST_SKIP() << "this build compiles no .coll programs (COLL_ENABLE_LANG=OFF)";
+  JobOptions o;
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "COLL";
+  auto results = runJob("windows-builtin", 3, o);
+  expectAllOk(results);
+  const std::string all = describe(results);
+  for (const char *name :
+       {"allreduce_twoshot_direct", "allgather_direct", "alltoall_direct", "broadcast_direct"})
+    EXPECT_NE(all.find(std::string("-> ") + name), std::string::npos)
+        << name << " served no call\n"
+        << all;
+  EXPECT_NE(all.find("built-in rule for buffers in windows \"alltoall"), std::string::npos)
+      << all;
+}
+
 // Ranks that pass buffers in windows where others do not run different
 // programs (the built-in rule for windows chooses the direct two-shot):
 // every rank ends the call with the watchdog's error, none waits forever

@@ -59,6 +59,7 @@ void splitScenario();
 void traceScenario();
 void windowsScenario(bool small);
 void windowsMismatchScenario();
+void windowsBuiltinScenario();
 
 // PointToPoint.cpp
 void p2p(bool small);
