@@ -205,6 +205,9 @@ step bench-direct-twoshot-8ranks-8K 600 "$bench" "$alg/twoshot_direct_8ranks.xml
 step bench-direct-oneshot-8ranks-8K 600 "$bench" "$alg/oneshot_direct_8ranks.xml" --size 8K --iters 200 --warmup 50
 step bench-direct-twoshot-8ranks-1M-16M 600 "$bench" "$alg/twoshot_direct_8ranks_4lanes.xml" --size 1M,4M,16M --iters 50 --warmup 10
 step bench-ring-8ranks-1M-16M 600 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1M,4M,16M --iters 50 --warmup 10
+for c in allgather_direct allgather_ring alltoall_direct alltoall_allpairs; do
+  step "bench-$c-8ranks-64K-16M" 600 "$bench" "$alg/${c}_8ranks.xml" --size 64K,1M,16M --iters 50 --warmup 10
+done
 # The direct steps under compute-sanitizer: peers' loads and stores, and
 # the signals between ranks' blocks.
 if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null); then

@@ -98,6 +98,12 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 -o "$out/algorithms/twoshot_direct_8ranks.xml"
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 --instances 4 -o "$out/algorithms/twoshot_direct_8ranks_4lanes.xml"
 "$collc" "$root/algorithms/allreduce_oneshot_direct.coll" -D N=8 -o "$out/algorithms/oneshot_direct_8ranks.xml"
+# The direct allgather and alltoall (a transfer per peer on its own tb)
+# beside the FIFO programs the built-in rules choose without windows.
+"$collc" "$root/algorithms/allgather_direct.coll" -D N=8 -o "$out/algorithms/allgather_direct_8ranks.xml"
+"$collc" "$root/algorithms/alltoall_direct.coll" -D N=8 -o "$out/algorithms/alltoall_direct_8ranks.xml"
+"$collc" "$root/algorithms/allgather_ring.coll" -D N=8 -o "$out/algorithms/allgather_ring_8ranks.xml"
+"$collc" "$root/algorithms/alltoall_allpairs.coll" -D N=8 -o "$out/algorithms/alltoall_allpairs_8ranks.xml"
 # The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
 python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null
 cp "$root/tests/benchmarks/step-cost.py" "$out/tests/"
