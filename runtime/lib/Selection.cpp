@@ -67,7 +67,8 @@ broadcast      *   64K-32M broadcast_binomial
 // FIFO built-ins on the same windows (docs/PERFORMANCE.md): the two-shot
 // allreduce wins from 256 KiB (0.40-0.57 x Open MPI against 0.59-0.85);
 // the all-pairs get allgather from 1 MiB (0.6-0.8 of the FIFO time); the
-// all-pairs put alltoall from 4 KiB (0.4-0.85); the broadcast in which
+// reduce-scatter that reduces every peer's block into its own from 1 MiB
+// (0.5-0.8); the all-pairs put alltoall from 4 KiB (0.4-0.85); the broadcast in which
 // every rank reads the root's buffer from 4 KiB to 1 MiB (0.4-0.75), and
 // from 4 MiB the chain's pipeline is as fast or faster. Below those sizes
 // a direct call's two synchronizations with each peer (the peer has
@@ -75,6 +76,7 @@ broadcast      *   64K-32M broadcast_binomial
 constexpr const char *WindowTable = R"(# Coll's built-in rules for buffers in windows (docs/RUNTIME.md)
 allreduce      *   256K-*  allreduce_twoshot_direct
 allgather      *   1M-*    allgather_direct
+reducescatter  *   1M-*    reducescatter_direct
 alltoall       *   4K-*    alltoall_direct
 broadcast      *   4K-1M   broadcast_direct
 )";
@@ -108,7 +110,8 @@ const std::vector<TuningRule> &windowTuningRules() {
 
 bool isWindowOnlyBuiltin(llvm::StringRef name) {
   return name == "allreduce_twoshot_direct" || name == "allgather_direct" ||
-         name == "alltoall_direct" || name == "broadcast_direct";
+         name == "reducescatter_direct" || name == "alltoall_direct" ||
+         name == "broadcast_direct";
 }
 
 bool isWindowRule(const TuningRule &rule) {

@@ -8,7 +8,8 @@
  *                                      [--isolated N] [--skew-us T] [--plot FILE.svg]
  *                                      [--windows]
  *
- * Sizes are nccl-tests' (the larger buffer: allgather and alltoall count
+ * Sizes are nccl-tests' (the larger buffer: allgather, alltoall and
+ * reduce-scatter count
  * every rank's block). Each point runs a few warm-up calls, then as many
  * calls as fit in about 0.2 s (at least 5, at most 2000), separated by
  * nothing; the time per call is the slowest rank's average. Then it times
@@ -40,8 +41,9 @@
 static int rank, nranks;
 static collComm_t comm;
 
-enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, NCOLL };
-static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "bcast"};
+enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, REDUCESCATTER, NCOLL };
+static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "bcast",
+                                   "reducescatter"};
 
 static void die(const char *what) {
   fprintf(stderr, "rank %d: %s: %s\n", rank, what, collGetLastError(comm));
@@ -77,11 +79,23 @@ static void call(int lib, enum Coll c, float *send, float *recv, size_t count) {
     else
       MPI_Bcast(recv, ic, MPI_FLOAT, 0, MPI_COMM_WORLD);
     break;
+  case REDUCESCATTER:
+    if (lib == 0)
+      r = collReduceScatter(send, recv, count, collFloat32, collSum, comm, NULL);
+    else
+      MPI_Reduce_scatter_block(send, recv, ic, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    break;
   default:
     break;
   }
   if (r != collSuccess)
     die(names[c]);
+}
+
+/* Whether a call's larger buffer holds a block per rank (count is a
+ * block's), as nccl-tests sizes allgather, alltoall and reduce-scatter. */
+static int perRankBlocks(enum Coll c) {
+  return c == ALLGATHER || c == ALLTOALL || c == REDUCESCATTER;
 }
 
 /* Checks the result of one call against its definition. */
@@ -109,6 +123,13 @@ static int check(enum Coll c, const float *recv, size_t count) {
       break;
     case BCAST:
       if (recv[i] != (float)(i % 7))
+        return 0;
+      break;
+    case REDUCESCATTER:
+      /* Block `rank` of every rank's sendbuff, summed. */
+      for (r = 0; r < nranks; ++r)
+        want += (float)((r + (size_t)rank * count + i) % 7);
+      if (recv[i] != want)
         return 0;
       break;
     default:
@@ -219,14 +240,15 @@ static double busFactor(enum Coll c, int n) {
   switch (c) {
   case ALLREDUCE: return 2.0 * (n - 1) / n;
   case ALLGATHER:
-  case ALLTOALL: return (double)(n - 1) / n;
+  case ALLTOALL:
+  case REDUCESCATTER: return (double)(n - 1) / n;
   default: return 1.0;
   }
 }
 
 int main(int argc, char **argv) {
   size_t minBytes = 4, maxBytes = 64u << 20, bytes;
-  const char *ops = "allreduce,allgather,alltoall,bcast";
+  const char *ops = "allreduce,allgather,alltoall,bcast,reducescatter";
   const char *plot = NULL;
   collPlotPoint points[512];
   char seriesNames[NCOLL][2][48];
@@ -294,7 +316,7 @@ int main(int argc, char **argv) {
     size_t steps = 0;
     for (c = 0; c < NCOLL; ++c)
       for (bytes = minBytes; strstr(ops, names[c]) && bytes <= maxBytes; bytes *= 4)
-        steps += ((c == ALLGATHER || c == ALLTOALL) ? bytes / (size_t)nranks : bytes) >=
+        steps += (perRankBlocks((enum Coll)c) ? bytes / (size_t)nranks : bytes) >=
                  sizeof(float);
     progress = collProgressStart("coll-vs-mpi", steps, (double)steps);
   }
@@ -310,7 +332,7 @@ int main(int argc, char **argv) {
     }
     for (bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
       /* bytes is the larger buffer; count is per rank block. */
-      size_t perBlock = (c == ALLGATHER || c == ALLTOALL) ? bytes / (size_t)nranks : bytes;
+      size_t perBlock = perRankBlocks((enum Coll)c) ? bytes / (size_t)nranks : bytes;
       size_t count = perBlock / sizeof(float);
       size_t n = (size_t)nranks;
       float *send, *recv;
@@ -363,13 +385,13 @@ int main(int argc, char **argv) {
       collProgressClear(progress);
       if (rank == 0) {
         printf("  %-10s %12zu %12zu %12.2f %12.2f %8.2f", names[c], count * sizeof(float) *
-               ((c == ALLGATHER || c == ALLTOALL) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
+               (perRankBlocks((enum Coll)c) ? n : 1), count, tc * 1e6, tm * 1e6, tc / tm);
         if (isolatedMost > 0)
           printf(" %14.2f %13.2f %10.2f", ic * 1e6, im * 1e6, ic / im);
         printf("\n");
       }
       if (rank == 0 && plot && npoints + 2 <= sizeof points / sizeof points[0]) {
-        uint64_t size = count * sizeof(float) * ((c == ALLGATHER || c == ALLTOALL) ? n : 1);
+        uint64_t size = count * sizeof(float) * (perRankBlocks((enum Coll)c) ? n : 1);
         double factor = busFactor((enum Coll)c, nranks);
         collPlotPoint coll = {seriesNames[c][0], 0, size, tc, tc > 0 ? size / tc / 1e9 * factor : 0};
         collPlotPoint mpi = {seriesNames[c][1], 1, size, tm, tm > 0 ? size / tm / 1e9 * factor : 0};

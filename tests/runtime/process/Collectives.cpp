@@ -364,7 +364,7 @@ void expectRefused(collResult_t r, collResult_t want, collComm_t on, const char 
 // each collective they name, at a size within its rule, on collMemAlloc
 // buffers registered with the communicator; every result checked.
 void windowsBuiltinScenario() {
-  const size_t gatherCount = 100000;          // allgather: 1.2 MB in all at 3 ranks
+  const size_t gatherCount = 100000;          // allgather, reduce-scatter: 1.2 MB at 3 ranks
   const size_t reduceCount = 65536;           // allreduce: 256 KiB
   const size_t alltoallCount = 1000;          // alltoall: 4000 B per peer
   const size_t bcastCount = 10000;            // broadcast: 40000 B
@@ -404,6 +404,15 @@ void windowsBuiltinScenario() {
     for (size_t i = 0; i < gatherCount; ++i)
       expectAt(r[p * gatherCount + i], value(p, i), "allgather", p * gatherCount + i);
 
+  // Block `rank` of every rank's sendbuff, summed (1.2 MB of sendbuff).
+  for (size_t i = 0; i < gatherCount * static_cast<size_t>(nranks); ++i)
+    s[i] = value(rank, i);
+  check(collReduceScatter(send, recv, gatherCount, collFloat32, collSum, comm, nullptr),
+        "reduce-scatter in windows");
+  for (size_t i = 0; i < gatherCount; ++i)
+    expectAt(r[i], total * static_cast<float>((rank * gatherCount + i) % 29 + 1),
+             "reduce-scatter", i);
+
   // Block p of sendbuff goes to rank p; block p of recvbuff comes from it.
   for (int p = 0; p < nranks; ++p)
     for (size_t i = 0; i < alltoallCount; ++i)
@@ -423,7 +432,7 @@ void windowsBuiltinScenario() {
         "broadcast in windows");
   for (size_t i = 0; i < bcastCount; ++i)
     expectAt(r[i], value(root, i), "broadcast", i);
-  checks += 4;
+  checks += 5;
 
   check(collCommWindowDeregister(comm, sendWin), "deregistering sendbuff");
   check(collCommWindowDeregister(comm, recvWin), "deregistering recvbuff");

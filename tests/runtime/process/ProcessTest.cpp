@@ -371,7 +371,8 @@ TEST(Runtime, BuiltInRulesRunTheDirectProgramsOnWindows) {
   expectAllOk(results);
   const std::string all = describe(results);
   for (const char *name :
-       {"allreduce_twoshot_direct", "allgather_direct", "alltoall_direct", "broadcast_direct"})
+       {"allreduce_twoshot_direct", "allgather_direct", "reducescatter_direct", "alltoall_direct",
+        "broadcast_direct"})
     EXPECT_NE(all.find(std::string("-> ") + name), std::string::npos)
         << name << " served no call\n"
         << all;
