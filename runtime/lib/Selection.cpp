@@ -109,9 +109,12 @@ const std::vector<TuningRule> &windowTuningRules() {
 }
 
 bool isWindowOnlyBuiltin(llvm::StringRef name) {
-  return name == "allreduce_twoshot_direct" || name == "allgather_direct" ||
-         name == "reducescatter_direct" || name == "alltoall_direct" ||
-         name == "broadcast_direct";
+  // Every program the window table names is one of them: the table is the
+  // one list, so that a program added there is never chosen off windows.
+  for (const TuningRule &rule : windowTuningRules())
+    if (rule.kind == TuningRule::Target::Algorithm && rule.target == name)
+      return true;
+  return false;
 }
 
 bool isWindowRule(const TuningRule &rule) {
