@@ -51,11 +51,13 @@ macro(coll_detect_cuda)
         endforeach()
       endif()
       find_package(CUDAToolkit REQUIRED)
-      # Compress the SASS in the fatbins too (nvcc compresses only PTX by
-      # default): the kernels' ~12 MB of sm_90 code shrinks about six-fold
-      # in libcoll_cuda.so and CudaTests, for a few ms of decompression at
-      # module load. CUDA 13 needs driver r580 either way.
-      add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=size>)
+      # The fatbins' compression: nvcc's default ("balance"). "size" made
+      # each kernel object about half as large (KernelsLL.cu's 28 MB of
+      # sm_90 code with line info: 1.9 MB against 3.6) but cost 78 s of
+      # fatbinary per protocol, a tenth of the build's CPU time
+      # (docs/PERFORMANCE.md, "Build and test times"). CUDA 13 needs driver
+      # r580 either way.
+      add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=balance>)
       set(COLL_HAVE_CUDA ON)
       message(STATUS "Coll: CUDA backend enabled (sm_${CMAKE_CUDA_ARCHITECTURES})")
     elseif(COLL_ENABLE_CUDA STREQUAL "ON")

@@ -1249,12 +1249,12 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   if (sliceOffset + uint64_t(maxSlices) * sizeof(CallSlice) > MaxSharedSliceBytes)
     maxSlices = 0;
   const uint8_t type = static_cast<uint8_t>(args.type);
-  // With a timeline, run() and enqueue() use the kernels that record one.
-  const bool trace = timeline != nullptr || traceEnqueues;
+  // A launch records a timeline when run() or enqueue() armed one (the
+  // device state holds its buffers), in the same kernels.
   auto build = [&](KernelBuild b) {
-    return proto == Proto::Simple ? kernelSimple(type, trace, b)
-           : proto == Proto::LL   ? kernelLL(type, trace, b)
-                                  : kernelLL128(type, trace, b);
+    return proto == Proto::Simple ? kernelSimple(type, b)
+           : proto == Proto::LL   ? kernelLL(type, b)
+                                  : kernelLL128(type, b);
   };
   params = KernelParams{};
   params.tbs = tbs.as<PlanTb>();
@@ -1495,8 +1495,8 @@ llvm::Error CudaExecutor::Impl::armTimeline() {
 
 llvm::Error CudaExecutor::Impl::setTraceBuffers(DeviceTraceEvent *events, uint32_t *counts,
                                                 uint32_t capacity) {
-  // The kernels that record a timeline find it in the device state's
-  // control block; pageable source, so the copy is done when it returns.
+  // The kernels record a timeline while the device state's control block
+  // holds its buffers (null: none); pageable source, so the copy is done when it returns.
   struct {
     DeviceTraceEvent *events;
     uint32_t *counts;

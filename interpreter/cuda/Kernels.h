@@ -22,12 +22,12 @@ namespace coll::interp::cuda {
 /// connections each take their own scope.
 enum class KernelBuild : uint8_t { Narrow, Wide, CrossGpu };
 
-/// collectiveKernel<T, protocol, trace, blocks per SM, cross-GPU>(KernelParams):
-/// `trace` picks the kernels that record a timeline
-/// (KernelParams::traceEvents).
-const void *kernelSimple(uint8_t type, bool trace, KernelBuild build);
-const void *kernelLL(uint8_t type, bool trace, KernelBuild build);
-const void *kernelLL128(uint8_t type, bool trace, KernelBuild build);
+/// collectiveKernel<T, protocol, blocks per SM, cross-GPU>(KernelParams);
+/// each records a timeline when the device state holds its buffers
+/// (DeviceControl::traceEvents).
+const void *kernelSimple(uint8_t type, KernelBuild build);
+const void *kernelLL(uint8_t type, KernelBuild build);
+const void *kernelLL128(uint8_t type, KernelBuild build);
 
 /// averageKernel<T>(const RankPointers *, int32_t firstRank, int32_t nranks,
 /// uint64_t elems).

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL(uint8_t type, bool trace, KernelBuild build) {
-  return collectiveKernelFor<Proto::LL>(type, trace, build);
+const void *kernelLL(uint8_t type, KernelBuild build) {
+  return collectiveKernelFor<Proto::LL>(type, build);
 }
 
 } // namespace coll::interp::cuda

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelLL128(uint8_t type, bool trace, KernelBuild build) {
-  return collectiveKernelFor<Proto::LL128>(type, trace, build);
+const void *kernelLL128(uint8_t type, KernelBuild build) {
+  return collectiveKernelFor<Proto::LL128>(type, build);
 }
 
 } // namespace coll::interp::cuda

@@ -10,8 +10,8 @@
 
 namespace coll::interp::cuda {
 
-const void *kernelSimple(uint8_t type, bool trace, KernelBuild build) {
-  return collectiveKernelFor<Proto::Simple>(type, trace, build);
+const void *kernelSimple(uint8_t type, KernelBuild build) {
+  return collectiveKernelFor<Proto::Simple>(type, build);
 }
 
 } // namespace coll::interp::cuda

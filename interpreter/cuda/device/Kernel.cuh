@@ -95,7 +95,7 @@ inline constexpr int KernelDataTypes = 0
 /// == number of tbs launched,
 /// dynamic shared memory == p.maxSteps * sizeof(PlanStep), or with
 /// p.maxSlices, sharedSliceOffset(p.maxSteps) + p.maxSlices * sizeof(CallSlice).
-template <class T, Proto P, bool Trace, int MinBlocksPerSm, bool CrossGpu>
+template <class T, Proto P, int MinBlocksPerSm, bool CrossGpu>
 __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     collectiveKernel(const KernelParams p) {
   PlanStep *const sharedSteps = dynamicShared<PlanStep>();
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
 
   {
-    Prims<T, P, Trace, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
+    Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
@@ -160,57 +160,41 @@ __global__ void averageKernel(const RankPointers *ranks, int32_t firstRank, int3
     out[i] = Arith<T>::divide(out[i], nranks);
 }
 
-/// The kernels of protocol P, indexed by DataType's value; `trace`: the
-/// ones that record a timeline (separate kernels, so that the others keep
-/// their registers); `build`: KernelBuild (Kernels.h). On the emulation each
-/// is described with the registers ptxas gives its build, for the occupancy
-/// query.
-template <Proto P> const void *collectiveKernelFor(uint8_t type, bool trace, KernelBuild build) {
-  // [build][trace][type]
-  static const void *const kernels[3][2][KernelDataTypes] = {
+/// The kernels of protocol P, indexed by DataType's value; `build`:
+/// KernelBuild (Kernels.h). A launch records a timeline when the device
+/// state holds its buffers (Prims::tracing): one kernel per build and type
+/// serves both, which halves the kernels the build compiles (the check is a
+/// register and a branch per step; docs/CUDA.md, "Timelines"). On the
+/// emulation each is described with the registers ptxas gives its build, for
+/// the occupancy query.
+template <Proto P> const void *collectiveKernelFor(uint8_t type, KernelBuild build) {
+  // [build][type]
+  static const void *const kernels[3][KernelDataTypes] = {
       {
-       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm, false>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, NarrowBlocksPerSm, false>),
 #include "coll/interpreter/DataTypes.def"
-       },
-       {
-#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm, false>),
-#include "coll/interpreter/DataTypes.def"
-       }},
+      },
       {
-       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, WideBlocksPerSm, false>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, WideBlocksPerSm, false>),
 #include "coll/interpreter/DataTypes.def"
-       },
-       {
-#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, WideBlocksPerSm, false>),
-#include "coll/interpreter/DataTypes.def"
-       }},
+      },
       {
-       {
 #define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, false, NarrowBlocksPerSm, true>),
+  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, NarrowBlocksPerSm, true>),
 #include "coll/interpreter/DataTypes.def"
-       },
-       {
-#define COLL_DATA_TYPE(Enum, Name, CType, Kind)                                                    \
-  COLL_KERNEL_HANDLE(collectiveKernel<CType, P, true, NarrowBlocksPerSm, true>),
-#include "coll/interpreter/DataTypes.def"
-       }}};
+      }};
   static const bool described = [] {
     const int narrow = RegistersPerSm / int(MaxThreadsPerBlock * NarrowBlocksPerSm);
     const int wide = RegistersPerSm / int(MaxThreadsPerBlock * WideBlocksPerSm);
-    ptx::describeKernels(&kernels[int(KernelBuild::Narrow)][0][0], 2 * KernelDataTypes, narrow);
-    ptx::describeKernels(&kernels[int(KernelBuild::Wide)][0][0], 2 * KernelDataTypes, wide);
-    ptx::describeKernels(&kernels[int(KernelBuild::CrossGpu)][0][0], 2 * KernelDataTypes, narrow);
+    ptx::describeKernels(&kernels[int(KernelBuild::Narrow)][0], KernelDataTypes, narrow);
+    ptx::describeKernels(&kernels[int(KernelBuild::Wide)][0], KernelDataTypes, wide);
+    ptx::describeKernels(&kernels[int(KernelBuild::CrossGpu)][0], KernelDataTypes, narrow);
     return true;
   }();
   (void)described;
-  return kernels[int(build)][trace][type];
+  return kernels[int(build)][type];
 }
 
 } // namespace coll::interp::cuda

@@ -1,6 +1,6 @@
 //===- Prims.h - The data movement of one block ------------------*- CUDA -*-===//
 //
-// Prims<T, P, Trace>: what a block of the kernel does for the interpreter
+// Prims<T, P, CrossGpu>: what a block of the kernel does for the interpreter
 // loop (StepSemantics.h) under protocol P. This file holds what every
 // protocol shares: the block's connections and dependency flags, local
 // copies and reductions, the wait loop with its watchdog, and the skeleton
@@ -38,13 +38,14 @@ inline constexpr uint32_t SpinsPerCheck = 64;
 /// memory), whose accesses to each connection take its scope
 /// (KernelParams::connectionScopes); the others' are .gpu, constants, so that the
 /// scope costs a launch within one GPU nothing (docs/CUDA.md, "Scopes").
-template <class T, Proto P, bool Trace, bool CrossGpu> class Prims {
+template <class T, Proto P, bool CrossGpu> class Prims {
 public:
   __device__ Prims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
                          uint32_t generation, const PlanStep *steps, uint32_t tid,
                          uint32_t nthreads)
       : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
-        nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)) {
+        nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)),
+        tracing(tid == 0 && control->traceEvents != nullptr) {
     if (tb.sendConn >= 0) {
       unsigned char *c = p.connections[tb.sendConn];
       if constexpr (CrossGpu)
@@ -71,16 +72,14 @@ public:
     iteration = it;
     stepIndex = static_cast<int32_t>(&step - steps);
     ptx::noteStep(static_cast<uint32_t>(P), static_cast<uint32_t>(step.type));
-    if constexpr (Trace)
-      if (control->traceEvents && tid == 0)
-        timeline::step(*control, block(), it, stepIndex);
+    if (tracing)
+      timeline::step(*control, block(), it, stepIndex);
   }
 
   /// At the end of the launch: closes the timeline's open step.
   __device__ void traceFinish() {
-    if constexpr (Trace)
-      if (control->traceEvents && tid == 0)
-        timeline::finish(*control, block());
+    if (tracing)
+      timeline::finish(*control, block());
   }
 
   __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t irStep) {
@@ -230,10 +229,9 @@ private:
     for (uint32_t spins = 1;; ++spins) {
       ptx::spinPause();
       if (ready()) {
-        if constexpr (Trace)
-          if (control->traceEvents && tid == 0)
-            timeline::add(*control, block(), start, ptx::globalTimer(), iteration, stepIndex,
-                          traceKind, false);
+        if (tracing)
+          timeline::add(*control, block(), start, ptx::globalTimer(), iteration, stepIndex,
+                        traceKind, false);
         return true;
       }
       if (spins % SpinsPerCheck != 0)
@@ -384,6 +382,9 @@ private:
   const PlanStep *const steps;
   const uint32_t tid, nthreads;
   DeviceControl *const control;
+  /// Thread 0 of a launch that records a timeline (KernelParams' state has
+  /// its buffers): a register, so that a launch without one pays a branch.
+  const bool tracing;
 
   uint64_t *sendHead = nullptr, *sendTail = nullptr, *recvHead = nullptr, *recvTail = nullptr;
   unsigned char *sendFifo = nullptr, *recvFifo = nullptr;
@@ -412,9 +413,8 @@ private:
   int32_t stepIndex = 0;
 
   __device__ void traceElems(uint64_t n) {
-    if constexpr (Trace)
-      if (control->traceEvents && tid == 0)
-        timeline::elems(*control, block(), n);
+    if (tracing)
+      timeline::elems(*control, block(), n);
   }
 };
 

@@ -15,8 +15,8 @@
 namespace coll::interp::cuda {
 
 /// Any thread, LL: until both halves of `line` carry `flag`.
-template <class T, Proto P, bool Trace, bool CrossGpu>
-__device__ bool Prims<T, P, Trace, CrossGpu>::waitLLLine(const uint64_t *line, uint32_t flag, uint64_t index,
+template <class T, Proto P, bool CrossGpu>
+__device__ bool Prims<T, P, CrossGpu>::waitLLLine(const uint64_t *line, uint32_t flag, uint64_t index,
                                               uint64_t &w0, uint64_t &w1) {
   return spin(
       [&] {
@@ -37,9 +37,9 @@ __device__ bool Prims<T, P, Trace, CrossGpu>::waitLLLine(const uint64_t *line, u
 }
 
 /// LL: thread t moves lines t, t + nthreads, ... (8 data bytes each).
-template <class T, Proto P, bool Trace, bool CrossGpu>
+template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, Trace, CrossGpu>::moveLL(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveLL(const T *src, T *dst, uint64_t n, Op op) {
   constexpr int E = LLDataBytesPerLine / sizeof(T);
   const uint64_t lines = llLines(n * sizeof(T));
   const uint64_t *in = Recv ? slot<const uint64_t>(recvFifo, recvSeq) : nullptr;

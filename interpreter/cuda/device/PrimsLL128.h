@@ -14,8 +14,8 @@
 namespace coll::interp::cuda {
 
 /// Lane 7 of a group, LL128: until the line's flag word is `flag`.
-template <class T, Proto P, bool Trace, bool CrossGpu>
-__device__ bool Prims<T, P, Trace, CrossGpu>::waitLL128Line(const uint64_t *line, uint64_t flag,
+template <class T, Proto P, bool CrossGpu>
+__device__ bool Prims<T, P, CrossGpu>::waitLL128Line(const uint64_t *line, uint64_t flag,
                                                  uint64_t index) {
   uint64_t seen = 0;
   bool ok = spin([&] { return (seen = ptx::ldAcquire(line + LL128FlagWord, recvScope())) == flag; },
@@ -34,9 +34,9 @@ __device__ bool Prims<T, P, Trace, CrossGpu>::waitLL128Line(const uint64_t *line
 }
 
 /// LL128: each warp moves four lines at a time, eight lanes per line.
-template <class T, Proto P, bool Trace, bool CrossGpu>
+template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, Trace, CrossGpu>::moveLL128(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint64_t n, Op op) {
   constexpr int E = 16 / sizeof(T);
   constexpr uint64_t LineElems = LL128DataBytesPerLine / sizeof(T);
   constexpr uint32_t FlagLane = LL128LanesPerLine - 1;

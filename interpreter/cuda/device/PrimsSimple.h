@@ -15,7 +15,7 @@
 namespace coll::interp::cuda {
 
 /// Thread 0, Simple: until the sender has filled slot recvSeq.
-template <class T, Proto P, bool Trace, bool CrossGpu> __device__ bool Prims<T, P, Trace, CrossGpu>::waitSimpleData() {
+template <class T, Proto P, bool CrossGpu> __device__ bool Prims<T, P, CrossGpu>::waitSimpleData() {
   if (recvTailSeen > recvSeq)
     return true; // acquired by an earlier wait
   bool ok = spin([&] { return (recvTailSeen = ptx::ldAcquire(recvTail, recvScope())) > recvSeq; },
@@ -30,9 +30,9 @@ template <class T, Proto P, bool Trace, bool CrossGpu> __device__ bool Prims<T, 
   return ok;
 }
 
-template <class T, Proto P, bool Trace, bool CrossGpu>
+template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, Trace, CrossGpu>::moveSimple(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveSimple(const T *src, T *dst, uint64_t n, Op op) {
   constexpr int NIn = int(Recv) + int(Src), NOut = int(Dst) + int(Send);
   const T *in[NIn];
   T *out[NOut];

@@ -17,8 +17,8 @@
 
 namespace coll::interp::cuda {
 
-// Only in the kernels instantiated with Trace (collectiveKernelFor), which
-// find the buffers in the device state (DeviceControl) and keep their own
+// Thread 0 of each block records, in launches whose device state
+// (DeviceControl) holds the buffers (Prims::tracing); it keeps its own
 // state there too (traceCounts: per block the events so far and 1 + the
 // open step's, 0 for none). `block` is the block's index in its launch.
 
