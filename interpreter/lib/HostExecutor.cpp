@@ -120,6 +120,7 @@ public:
 
   Plan plan;
   HostOptions options;
+  uint64_t slotBytes = 0; ///< the FIFOs' slot (budgetedSlotBytes)
   Doorbell bell;
   LocalStop stop;
   std::unique_ptr<Engine> engine;
@@ -135,8 +136,24 @@ public:
   std::unique_ptr<DirectTable> direct;
 };
 
+uint64_t budgetedSlotBytes(const HostOptions &options, ir::Protocol protocol,
+                           uint64_t connections) {
+  uint64_t slot = options.slotBytes(protocol);
+  if (options.slotBytesGiven || !options.fifoBudgetBytes || !connections)
+    return slot;
+  auto bytes = [&](uint64_t s) -> uint64_t {
+    auto shape = FifoShape::of(protocol, s);
+    return shape ? shape->totalBytes() : 0;
+  };
+  while (slot / 2 >= MinBudgetSlotBytes && (slot / 2) % 8 == 0 &&
+         bytes(slot) > options.fifoBudgetBytes / connections)
+    slot /= 2;
+  return slot;
+}
+
 llvm::Error HostExecutor::Impl::start() {
-  auto shape = FifoShape::of(plan.protocol, options.slotBytes(plan.protocol));
+  slotBytes = budgetedSlotBytes(options, plan.protocol, plan.connections.size());
+  auto shape = FifoShape::of(plan.protocol, slotBytes);
   if (!shape)
     return shape.takeError();
   const size_t stride = shape->totalBytes();
@@ -257,7 +274,7 @@ llvm::Expected<CallResult> HostExecutor::run(const CallArgs &args) { return impl
 const Plan &HostExecutor::plan() const { return impl->plan; }
 
 uint64_t HostExecutor::sliceElems(DataType type) const {
-  return impl->options.slotBytes(impl->plan.protocol) / dataTypeSize(type);
+  return impl->slotBytes / dataTypeSize(type);
 }
 
 unsigned HostExecutor::threads() const { return impl->engine->threads(); }

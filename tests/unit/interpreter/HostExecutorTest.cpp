@@ -5,6 +5,7 @@
 
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"
+#include "coll/interpreter/host/Connection.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/ir/Verifier.h"
 
@@ -90,6 +91,45 @@ TEST(HostExecutor, ManyRanks) {
                  ReduceOp::Max, 999, false, options, "allpairs n=8");
 }
 
+// HostOptions::fifoBudgetBytes: the default slots halve until the plan's
+// FIFOs fit; given slots and a budget of 0 are kept.
+TEST(HostExecutor, ManyConnectionsShrinkTheDefaultSlotsToTheBudget) {
+  HostOptions options;
+  const uint64_t simple = options.simpleSlotBytes;
+  EXPECT_EQ(budgetedSlotBytes(options, ir::Protocol::Simple, 16), simple);
+  EXPECT_EQ(budgetedSlotBytes(options, ir::Protocol::Simple, 0), simple);
+  // The 1024-rank double binary tree's 5114 connections: 128 MiB / 5114 is
+  // about 25.6 KiB per connection, which 8 slots of 2 KiB and the control
+  // block fit and 8 of 4 KiB do not.
+  EXPECT_EQ(budgetedSlotBytes(options, ir::Protocol::Simple, 5114), 2048u);
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    for (uint64_t conns : {1ull, 100ull, 1000ull, 5114ull, 100000ull, 10000000ull}) {
+      const uint64_t slot = budgetedSlotBytes(options, proto, conns);
+      SCOPED_TRACE(protoName(proto) + " connections=" + std::to_string(conns));
+      EXPECT_EQ(slot % 8, 0u);
+      EXPECT_LE(slot, options.slotBytes(proto));
+      auto shape = host::FifoShape::of(proto, slot);
+      ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
+      // Within the budget, or at the smallest slot the budget allows.
+      if (slot >= 2 * MinBudgetSlotBytes)
+        EXPECT_LE(shape->totalBytes() * conns, options.fifoBudgetBytes);
+      // The largest that fits: twice the slot would not (or is the default).
+      if (slot < options.slotBytes(proto)) {
+        auto twice = host::FifoShape::of(proto, 2 * slot);
+        ASSERT_TRUE(static_cast<bool>(twice));
+        EXPECT_GT(twice->totalBytes() * conns, options.fifoBudgetBytes);
+      }
+    }
+  }
+  EXPECT_GE(budgetedSlotBytes(options, ir::Protocol::LL, 10000000), MinBudgetSlotBytes);
+  HostOptions given = options;
+  given.setSlotBytes(64 << 10);
+  EXPECT_EQ(budgetedSlotBytes(given, ir::Protocol::Simple, 5114), 64u << 10);
+  HostOptions unlimited = options;
+  unlimited.fifoBudgetBytes = 0;
+  EXPECT_EQ(budgetedSlotBytes(unlimited, ir::Protocol::Simple, 5114), simple);
+}
+
 /// An executor for `alg`; a broken test fixture stops the test binary.
 std::unique_ptr<HostExecutor> makeExecutor(const ir::Algorithm &alg, const HostOptions &options) {
   ir::DiagnosticList diags("<test>");
@@ -106,6 +146,28 @@ std::unique_ptr<HostExecutor> makeExecutor(const ir::Algorithm &alg, const HostO
     llvm::report_fatal_error(llvm::Twine("cannot create executor: ") +
                              llvm::toString(executor.takeError()));
   return std::move(*executor);
+}
+
+// A plan whose FIFOs do not fit the budget at the default slot runs with
+// the smaller slot, in more pipeline iterations, and computes the same.
+TEST(HostExecutor, ABudgetedPlanRunsWithItsSmallerSlots) {
+  for (ir::Protocol proto : {ir::Protocol::Simple, ir::Protocol::LL, ir::Protocol::LL128}) {
+    SCOPED_TRACE(protoName(proto));
+    ir::Algorithm pairs = coll::testing::allPairsAllReduce(6, proto);
+    HostOptions options;
+    options.fifoBudgetBytes = 30 * 16384; // 30 connections: about 2 KiB slots
+    auto executor = makeExecutor(pairs, options);
+    const uint64_t conns = executor->plan().connections.size();
+    const uint64_t slot = budgetedSlotBytes(options, proto, conns);
+    EXPECT_LT(slot, options.slotBytes(proto));
+    EXPECT_EQ(executor->sliceElems(DataType::Float32), slot / 4);
+    // Several iterations of the smaller slot.
+    const uint64_t count = 6 * (3 * slot / 4 + 5);
+    expectVerified(pairs, DataType::Float32, ReduceOp::Sum, count, false, options,
+                   "budgeted out-of-place");
+    expectVerified(pairs, DataType::Float32, ReduceOp::Sum, count, true, options,
+                   "budgeted in-place");
+  }
 }
 
 // Calls of several shapes on one executor, with slots so small that the

@@ -77,9 +77,14 @@ struct ExecutorOptions {
   }
   /// Every protocol's slot: `bytes` (0 leaves the defaults).
   void setSlotBytes(uint32_t bytes) {
-    if (bytes)
+    if (bytes) {
       simpleSlotBytes = llSlotBytes = ll128SlotBytes = bytes;
+      slotBytesGiven = true;
+    }
   }
+  /// The slots were given (setSlotBytes), not the defaults: a backend keeps
+  /// them as they are.
+  bool slotBytesGiven = false;
 };
 
 /// Runs calls of one plan.

@@ -32,7 +32,22 @@ struct HostOptions : ExecutorOptions {
   /// Threads that run the tbs, the calling thread included; 0: one per CPU
   /// this process may use (or COLL_HOST_THREADS).
   unsigned threads = 0;
+  /// The most memory the FIFOs of all the plan's connections may take
+  /// (FifoDepth slots each): where the protocol's default slot would need
+  /// more, the slots are halved until they fit, down to MinBudgetSlotBytes.
+  /// Slots given with setSlotBytes are kept. 0: no limit. A plan of many
+  /// ranks in one process (collrun's 1024-rank trees) so keeps its FIFOs
+  /// bounded; a chunk larger than a slot takes more pipeline iterations.
+  uint64_t fifoBudgetBytes = 128ull << 20;
 };
+
+/// The smallest slot HostOptions::fifoBudgetBytes shrinks a default to.
+inline constexpr uint64_t MinBudgetSlotBytes = 1024;
+
+/// The slot a plan of `connections` connections gets under `options`
+/// (HostOptions::fifoBudgetBytes).
+uint64_t budgetedSlotBytes(const HostOptions &options, ir::Protocol protocol,
+                           uint64_t connections);
 
 class HostExecutor final : public Executor {
 public:
