@@ -141,9 +141,14 @@ uint64_t budgetedSlotBytes(const HostOptions &options, ir::Protocol protocol,
   uint64_t slot = options.slotBytes(protocol);
   if (options.slotBytesGiven || !options.fifoBudgetBytes || !connections)
     return slot;
+  // 0 for a slot FifoShape refuses: the loop stops, and start() reports it.
   auto bytes = [&](uint64_t s) -> uint64_t {
     auto shape = FifoShape::of(protocol, s);
-    return shape ? shape->totalBytes() : 0;
+    if (!shape) {
+      llvm::consumeError(shape.takeError());
+      return 0;
+    }
+    return shape->totalBytes();
   };
   while (slot / 2 >= MinBudgetSlotBytes && (slot / 2) % 8 == 0 &&
          bytes(slot) > options.fifoBudgetBytes / connections)

@@ -128,6 +128,10 @@ TEST(HostExecutor, ManyConnectionsShrinkTheDefaultSlotsToTheBudget) {
   HostOptions unlimited = options;
   unlimited.fifoBudgetBytes = 0;
   EXPECT_EQ(budgetedSlotBytes(unlimited, ir::Protocol::Simple, 5114), simple);
+  // A slot FifoShape refuses is left for the executor to report.
+  HostOptions bad = options;
+  bad.simpleSlotBytes = 100;
+  EXPECT_EQ(budgetedSlotBytes(bad, ir::Protocol::Simple, 5114), 100u);
 }
 
 /// An executor for `alg`; a broken test fixture stops the test binary.
