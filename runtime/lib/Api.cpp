@@ -12,6 +12,8 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -51,6 +53,30 @@ collResult_t failWith(collComm_t comm, collResult_t result, const std::string &m
   COLL_LOG(Warn, Coll, comm && comm->impl ? comm->impl->rank() : -1,
            llvm::formatv("{0}: {1}", collGetErrorString(result), message));
   return result;
+}
+
+/// The loopback port of an Open MPI job whose ranks all run on this host,
+/// derived from the job id so that every rank computes the same one without
+/// talking. It is taken below the kernel's ephemeral range
+/// (/proc/sys/net/ipv4/ip_local_port_range, 32768 by default): a port in that
+/// range may be any connection's local end at the moment rank 0 binds, so a
+/// busy host would refuse it by chance. Every rank reads the same file.
+unsigned derivedLoopbackPort(const std::string &job) {
+  unsigned lo = 32768, hi = 60999;
+  if (FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    unsigned l = 0, h = 0;
+    if (std::fscanf(f, "%u %u", &l, &h) == 2 && l > 0 && l <= h && h < 65536)
+      lo = l, hi = h;
+    std::fclose(f);
+  }
+  unsigned first = 10000, end = lo; // below the ephemeral range
+  if (end < first + 4096) {         // too little room there: above it
+    first = std::max(hi + 1, 10000u);
+    end = 65536;
+  }
+  if (end < first + 4096) // the whole space is ephemeral
+    first = 10000, end = 65536;
+  return first + static_cast<unsigned>(llvm::hash_value(job) % (end - first));
 }
 
 collResult_t failWith(collComm_t comm, llvm::Error err) {
@@ -390,7 +416,7 @@ collResult_t collCommInitFromEnv(collComm_t *comm) {
     root = llvm::formatv("{0}:{1}", addr, *get("MASTER_PORT") + 1).str();
   } else if (auto local = get("OMPI_COMM_WORLD_LOCAL_SIZE"); local && *local == *size && !job.empty()) {
     // Every rank on this host: loopback, a port derived from the job id.
-    root = llvm::formatv("127.0.0.1:{0}", 20000 + llvm::hash_value(job) % 20000).str();
+    root = llvm::formatv("127.0.0.1:{0}", derivedLoopbackPort(job)).str();
   } else {
     return failWith(nullptr, collInvalidUsage,
                     llvm::formatv("collCommInitFromEnv: rank {0} of {1} from {2}, but no root "
@@ -413,7 +439,8 @@ collResult_t collCommInitFromEnv(collComm_t *comm) {
     if (!started)
       return failWith(nullptr, collSystemError,
                       "collCommInitFromEnv: rank 0 cannot listen on " + root + ": " +
-                          llvm::toString(started.takeError()));
+                          llvm::toString(started.takeError()) +
+                          " (set COLL_COMM_ID=host:port to a free port on rank 0's host)");
   }
   collUniqueId raw;
   encodeUniqueId(id, raw.internal);
