@@ -32,7 +32,8 @@ mkdir -p "$work"
 run_ranks() { # name nranks port-salt
   local name=$1 n=$2 salt=$3
   local dir="$work/$name"
-  local port=$((20000 + ($$ * salt + n) % 30000))
+  # Below the ephemeral range (32768): no passing connection holds it.
+  local port=$((10000 + ($$ * salt + n) % 22000))
   local pids=()
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n COLL_COMM_ID=127.0.0.1:$port COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,TUNING \
