@@ -106,13 +106,13 @@ std::string describeTbPosition(const Plan &plan, int32_t globalTb, uint64_t iter
 
 namespace {
 
-/// The tb task of the call's type, operator and the plan's protocol
+/// The tb task of the call's type and the plan's protocol
 /// (host/Runners.h: each protocol's are compiled in their own file).
-RankRunner::Impl::Runner runnerOf(DataType type, ReduceOp op, Protocol proto) {
+RankRunner::Impl::Runner runnerOf(DataType type, Protocol proto) {
   switch (proto) {
-  case Protocol::Simple: return pickRunner<Protocol::Simple>(type, op);
-  case Protocol::LL: return pickRunner<Protocol::LL>(type, op);
-  case Protocol::LL128: return pickRunner<Protocol::LL128>(type, op);
+  case Protocol::Simple: return pickRunner<Protocol::Simple>(type);
+  case Protocol::LL: return pickRunner<Protocol::LL>(type);
+  case Protocol::LL128: return pickRunner<Protocol::LL128>(type);
   }
   return nullptr;
 }
@@ -198,7 +198,7 @@ llvm::Error RankRunner::bind(const CallLayout &layout, DataType type, ReduceOp o
   i.op = op;
   i.input = input;
   i.output = output;
-  i.runner = runnerOf(type, op, i.plan.protocol);
+  i.runner = runnerOf(type, i.plan.protocol);
   i.sliceElems = i.options.slotBytes / es;
   i.iterations = iterationCount(layout, i.sliceElems);
   for (auto &tb : i.tbs) {

@@ -10,8 +10,8 @@
 namespace coll::interp::host {
 
 template <>
-RankRunner::Impl::Runner pickRunner<ir::Protocol::LL>(DataType type, ReduceOp op) {
-  return detail::runnerFor<ir::Protocol::LL>(type, op);
+RankRunner::Impl::Runner pickRunner<ir::Protocol::LL>(DataType type) {
+  return detail::runnerFor<ir::Protocol::LL>(type);
 }
 
 } // namespace coll::interp::host

@@ -10,8 +10,8 @@
 namespace coll::interp::host {
 
 template <>
-RankRunner::Impl::Runner pickRunner<ir::Protocol::LL128>(DataType type, ReduceOp op) {
-  return detail::runnerFor<ir::Protocol::LL128>(type, op);
+RankRunner::Impl::Runner pickRunner<ir::Protocol::LL128>(DataType type) {
+  return detail::runnerFor<ir::Protocol::LL128>(type);
 }
 
 } // namespace coll::interp::host

@@ -10,8 +10,8 @@
 namespace coll::interp::host {
 
 template <>
-RankRunner::Impl::Runner pickRunner<ir::Protocol::Simple>(DataType type, ReduceOp op) {
-  return detail::runnerFor<ir::Protocol::Simple>(type, op);
+RankRunner::Impl::Runner pickRunner<ir::Protocol::Simple>(DataType type) {
+  return detail::runnerFor<ir::Protocol::Simple>(type);
 }
 
 } // namespace coll::interp::host

@@ -1,6 +1,6 @@
 //===- Prims.h - The data movement of one tb on the host ------------*- C++ -*-===//
 //
-// Prims<T, Op, Proto>: what a tb of the host backend does for the
+// Prims<T, Proto>: what a tb of the host backend does for the
 // interpreter loop (StepSemantics.h), the host side of the kernel's
 // primitives (interpreter/cuda/device/Prims.h): dependency flags, local
 // copies and reductions, waiting with the watchdog, and the FIFO steps
@@ -43,13 +43,29 @@ inline int64_t traceNow() {
       .count();
 }
 
-/// The data movement of one tb, per element type, operator and protocol;
-/// each protocol's own part is in its file (PrimsSimple.h, PrimsLL.h,
+/// Calls `f` with the operator object of `op` for elements of type T. The
+/// operator is a value of the call, switched on once per primitive (a slot
+/// or a chunk), not a template parameter of Prims: only the element loops
+/// are compiled once per operator, not the interpreter loop and the
+/// protocols around them (a quarter of the instantiations; the host runners
+/// were the longest compiles of every build).
+template <class T, class F> inline void withOp(ReduceOp op, F &&f) {
+  switch (op) {
+  case ReduceOp::Sum:
+  case ReduceOp::Avg: f(OpSum<T>{}); return; // Avg: the sum, scaled at the end
+  case ReduceOp::Prod: f(OpProd<T>{}); return;
+  case ReduceOp::Min: f(OpMin<T>{}); return;
+  case ReduceOp::Max: f(OpMax<T>{}); return;
+  }
+}
+
+/// The data movement of one tb, per element type and protocol; each
+/// protocol's own part is in its file (PrimsSimple.h, PrimsLL.h,
 /// PrimsLL128.h).
-template <class T, class Op, Protocol Proto> class Prims {
+template <class T, Protocol Proto> class Prims {
 public:
   explicit Prims(TbState &s)
-      : s(s), ex(*s.owner), send_(s.send.valid() ? &s.send : nullptr),
+      : s(s), ex(*s.owner), op(ex.op), send_(s.send.valid() ? &s.send : nullptr),
         recv_(s.recv.valid() ? &s.recv : nullptr), stageIn(s.stageIn.as<T>()),
         stageOut(s.stageOut.as<T>()) {}
 
@@ -131,7 +147,7 @@ public:
     T *out;
     if (!recvBegin(in, n) || !sendBegin(out))
       return false;
-    data::combine(out, in, src, n, op);
+    withOp<T>(op, [&](auto o) { data::combine(out, in, src, n, o); });
     sendEnd(n);
     recvEnd(n);
     return true;
@@ -141,7 +157,7 @@ public:
     const T *in;
     if (!recvBegin(in, n))
       return false;
-    data::combine(dst, in, src, n, op);
+    withOp<T>(op, [&](auto o) { data::combine(dst, in, src, n, o); });
     recvEnd(n);
     return true;
   }
@@ -151,7 +167,7 @@ public:
     T *out;
     if (!recvBegin(in, n) || !sendBegin(out))
       return false;
-    data::combine2(dst, out, in, src, n, op);
+    withOp<T>(op, [&](auto o) { data::combine2(dst, out, in, src, n, o); });
     sendEnd(n);
     recvEnd(n);
     return true;
@@ -164,7 +180,7 @@ public:
 
   void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
     traceElems(n);
-    data::reduceInto(dst, srcs, nsrc, n, op);
+    withOp<T>(op, [&](auto o) { data::reduceInto(dst, srcs, nsrc, n, o); });
   }
 
   // Direct steps (StepSemantics.h): the peers' buffers and the signal
@@ -335,11 +351,11 @@ private:
 
   TbState &s;
   RankRunner::Impl &ex;
+  const ReduceOp op;
   ConnectionEnd *send_ = nullptr;
   ConnectionEnd *recv_ = nullptr;
   T *stageIn = nullptr;
   T *stageOut = nullptr;
-  Op op;
   bool open = false;
   size_t openIndex = 0;
   Doorbell *owed[4];

@@ -13,14 +13,14 @@
 namespace coll::interp::host {
 namespace {
 
-template <class T, class Op, Protocol Proto>
-inline void Prims<T, Op, Proto>::storeLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
+template <class T, Protocol Proto>
+inline void Prims<T, Proto>::storeLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
   data::llStore(words(c, seq), stageOut, bytes, llFlag(seq));
 }
 
-template <class T, class Op, Protocol Proto>
+template <class T, Protocol Proto>
 template <class NoData>
-inline bool Prims<T, Op, Proto>::recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData,
+inline bool Prims<T, Proto>::recvLL(ConnectionEnd &c, uint64_t seq, uint64_t bytes, NoData &&noData,
                                  const T *&in) {
     std::atomic<uint64_t> *line = words(c, seq);
     auto *to = reinterpret_cast<unsigned char *>(stageIn);

@@ -26,14 +26,14 @@ inline uint64_t hostLl128Flag(uint64_t seq, uint64_t tag) {
   return ((seq + 1) & LL128SeqHalf) | (tag << 32);
 }
 
-template <class T, class Op, Protocol Proto>
-inline void Prims<T, Op, Proto>::storeLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
+template <class T, Protocol Proto>
+inline void Prims<T, Proto>::storeLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes) {
   data::ll128Store(words(c, seq), stageOut, bytes, hostLl128Flag(seq, s.sendTag));
 }
 
-template <class T, class Op, Protocol Proto>
+template <class T, Protocol Proto>
 template <class NoData>
-inline bool Prims<T, Op, Proto>::recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes,
+inline bool Prims<T, Proto>::recvLL128(ConnectionEnd &c, uint64_t seq, uint64_t bytes,
                                     NoData &&noData, const T *&in) {
     std::atomic<uint64_t> *line = words(c, seq);
     auto *to = reinterpret_cast<unsigned char *>(stageIn);

@@ -13,8 +13,8 @@
 namespace coll::interp::host {
 namespace {
 
-template <class T, class Op, Protocol Proto>
-inline bool Prims<T, Op, Proto>::recvSimple(ConnectionEnd &c, uint64_t seq, const T *&in) {
+template <class T, Protocol Proto>
+inline bool Prims<T, Proto>::recvSimple(ConnectionEnd &c, uint64_t seq, const T *&in) {
   auto noData = [&](const std::string &what) {
     return "waiting for data to receive (" + what + "); " + connectionCounters(c);
   };

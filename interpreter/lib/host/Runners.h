@@ -1,11 +1,12 @@
-//===- host/Runners.h - A tb's task for each type, operator and protocol --===//
+//===- host/Runners.h - A tb's task for each type and protocol ------------===//
 //
-// RankRunner picks the function that runs one tb from the call's data type,
-// reduction operator and the plan's protocol: runThreadBlock over the
-// protocol's Prims. The instantiations of each protocol (every data type
-// times every operator) compile in their own file, HostRunners<Proto>.cpp,
-// so that a build spreads them over its cores instead of one file taking
-// minutes (it was the longest compile of the sanitizer builds).
+// RankRunner picks the function that runs one tb from the call's data type
+// and the plan's protocol: runThreadBlock over the protocol's Prims (the
+// reduction operator is the call's, switched on per primitive: withOp,
+// Prims.h). The instantiations of each protocol (every data type) compile
+// in their own file, HostRunners<Proto>.cpp, so that a build spreads them
+// over its cores instead of one file taking minutes (they were the longest
+// compiles of the sanitizer builds).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,38 +22,30 @@
 
 namespace coll::interp::host {
 
-/// The task of a tb of protocol `Proto` for data of `type` reduced by `op`;
-/// defined (explicitly specialized) in HostRunners<Proto>.cpp.
-template <ir::Protocol Proto> RankRunner::Impl::Runner pickRunner(DataType type, ReduceOp op);
+/// The task of a tb of protocol `Proto` for data of `type`; defined
+/// (explicitly specialized) in HostRunners<Proto>.cpp.
+template <ir::Protocol Proto> RankRunner::Impl::Runner pickRunner(DataType type);
 
 /// What each HostRunners<Proto>.cpp instantiates, with its protocol's
 /// Prims included before it.
 namespace detail {
 
-template <class T, class Op, ir::Protocol Proto> bool runTb(TbState &s) {
+template <class T, ir::Protocol Proto> bool runTb(TbState &s) {
   RankRunner::Impl &ex = *s.owner;
   const PlanTb &ptb = ex.plan.tbs[s.globalTb];
   RankBuffers<T> buffers{static_cast<T *>(ex.input), static_cast<T *>(ex.output),
                          ex.scratchGiven ? static_cast<T *>(ex.scratchGiven)
                                          : ex.scratch.as<T>()};
-  Prims<T, Op, Proto> prims(s);
+  Prims<T, Proto> prims(s);
   return runThreadBlock<T>(prims, ex.plan.steps.data() + ptb.stepBegin, ptb.nSteps,
                            ex.layout->slices.data(), 0, buffers, ex.iterations,
                            ex.sliceElems);
 }
 
 template <ir::Protocol Proto>
-RankRunner::Impl::Runner runnerFor(DataType type, ReduceOp op) {
+RankRunner::Impl::Runner runnerFor(DataType type) {
   return visitDataType(type, [&](auto tag) -> RankRunner::Impl::Runner {
-    using T = typename decltype(tag)::type;
-    switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg: return &runTb<T, OpSum<T>, Proto>;
-    case ReduceOp::Prod: return &runTb<T, OpProd<T>, Proto>;
-    case ReduceOp::Min: return &runTb<T, OpMin<T>, Proto>;
-    case ReduceOp::Max: return &runTb<T, OpMax<T>, Proto>;
-    }
-    return nullptr;
+    return &runTb<typename decltype(tag)::type, Proto>;
   });
 }
 
