@@ -97,7 +97,7 @@ SimGraph buildGraph(const Program &prog, bool gateChains,
 bool order(Program &prog) {
   std::vector<InstrId> instrOf;
   std::vector<uint32_t> nodeOf;
-  auto setOrders = [&](const std::vector<std::vector<uint32_t>> &orders) {
+  auto setOrders = [&](const ir::TbOrders &orders) {
     size_t g = 0;
     for (auto &rankTbs : prog.tbs)
       for (Threadblock &tb : rankTbs) {
@@ -116,16 +116,16 @@ bool order(Program &prog) {
   }
 
   SimGraph graph = buildGraph(prog, /*gateChains=*/false, instrOf, nodeOf);
-  std::vector<std::vector<uint32_t>> orders;
+  ir::TbOrders orders;
   for (auto &rankTbs : prog.tbs)
     for (Threadblock &tb : rankTbs) {
       llvm::sort(tb.instrs, [&](InstrId a, InstrId b) {
         return std::pair(prog.instrs[a].key, a) <
                std::pair(prog.instrs[b].key, b);
       });
-      orders.emplace_back();
       for (InstrId x : tb.instrs)
-        orders.back().push_back(nodeOf[x]);
+        orders.push(nodeOf[x]);
+      orders.closeTb();
     }
   prog.ordering = Ordering::ProgramOrder;
   return ir::runOrders(graph, orders, FifoSlots).empty();

@@ -129,22 +129,23 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
   SimGraph graph;
   std::vector<StepRef> refs;
   std::vector<std::vector<uint32_t>> firstNode(alg.gpus.size());
-  std::vector<std::vector<uint32_t>> orders;
+  TbOrders orders;
   std::vector<StepRef> tbOf; // global tb -> (gpu, tb)
   for (int32_t g = 0; g < alg.ngpus(); ++g)
     for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
       firstNode[g].push_back(static_cast<uint32_t>(refs.size()));
-      orders.emplace_back();
+      const int32_t globalTb = static_cast<int32_t>(tbOf.size());
       tbOf.push_back({g, t, -1});
       const ThreadBlock &tb = alg.gpus[g].tbs[t];
       for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size()); ++s) {
-        orders.back().push_back(static_cast<uint32_t>(refs.size()));
+        orders.push(static_cast<uint32_t>(refs.size()));
         refs.push_back({g, t, s});
         SimGraph::Node node;
-        node.tb = static_cast<int32_t>(orders.size()) - 1;
+        node.tb = globalTb;
         node.count = tb.steps[s].count;
         graph.nodes.push_back(node);
       }
+      orders.closeTb();
     }
   graph.numTbs = static_cast<int32_t>(orders.size());
   // A wait waits for its signal as for a dependency: signals never block,
@@ -170,22 +171,33 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
     graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));
   }
   // Connections: the k-th send of the (first) tb driving a direction meets
-  // the k-th receive of the tb driving it on the other side.
-  std::map<std::tuple<int32_t, int32_t, int32_t>, std::pair<int32_t, int32_t>>
-      connections; // (sender, receiver, channel) -> (send tb, recv tb)
+  // the k-th receive of the tb driving it on the other side. One sorted
+  // array of (sender, receiver, channel, which end, tb), not a map node
+  // per connection: where several tbs claim one end, the last one counts.
+  struct End {
+    int32_t sender, receiver, channel, receiving, tb;
+  };
+  std::vector<End> endsList;
   for (int32_t g = 0; g < alg.ngpus(); ++g)
     for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
       const ThreadBlock &tb = alg.gpus[g].tbs[t];
       if (tb.sendPeer >= 0 && tb.sendPeer < alg.ngpus())
-        connections.try_emplace({g, tb.sendPeer, tb.channel}, -1, -1)
-            .first->second.first = t;
+        endsList.push_back({g, tb.sendPeer, tb.channel, 0, t});
       if (tb.recvPeer >= 0 && tb.recvPeer < alg.ngpus())
-        connections.try_emplace({tb.recvPeer, g, tb.channel}, -1, -1)
-            .first->second.second = t;
+        endsList.push_back({tb.recvPeer, g, tb.channel, 1, t});
     }
+  auto connectionOf = [](const End &e) { return std::tie(e.sender, e.receiver, e.channel); };
+  std::stable_sort(endsList.begin(), endsList.end(), [&](const End &a, const End &b) {
+    return connectionOf(a) < connectionOf(b);
+  });
   std::vector<uint32_t> sends, recvs; // of one connection
-  for (const auto &[key, ends] : connections) {
-    auto [sender, receiver, channel] = key;
+  for (size_t i = 0; i < endsList.size();) {
+    const int32_t sender = endsList[i].sender, receiver = endsList[i].receiver;
+    std::pair<int32_t, int32_t> ends{-1, -1}; // (send tb, recv tb)
+    size_t j = i;
+    for (; j < endsList.size() && connectionOf(endsList[j]) == connectionOf(endsList[i]); ++j)
+      (endsList[j].receiving ? ends.second : ends.first) = endsList[j].tb;
+    i = j;
     if (ends.first < 0 || ends.second < 0)
       continue;
     sends.clear();

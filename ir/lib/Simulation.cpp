@@ -10,17 +10,18 @@
 
 #include "coll/ir/Simulation.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <algorithm>
 #include <cassert>
-#include <queue>
+#include <functional>
 
 namespace coll::ir {
 namespace {
 
 class Simulator {
 public:
-  Simulator(const SimGraph &graph, int32_t fifoSlots,
-            const std::vector<std::vector<uint32_t>> *fixed)
+  Simulator(const SimGraph &graph, int32_t fifoSlots, const TbOrders *fixed)
       : g(graph), cap(fifoSlots), fixed(fixed), tbs(graph.numTbs),
         pending(graph.nodes.size()), bigWaiter(graph.nodes.size(), NoNode),
         feeder(graph.numTbs, -1), dependentBegin(graph.nodes.size() + 1, 0) {
@@ -38,8 +39,17 @@ public:
     for (uint32_t x = 0; x < n; ++x)
       for (uint32_t e = g.depBegin[x]; e < g.depBegin[x + 1]; ++e)
         dependents[fill[g.deps[e]]++] = x;
-    if (!fixed)
-      orders.resize(g.numTbs);
+    if (!fixed) {
+      // Each tb's part of the orders is sized up front and filled as the
+      // tb starts its steps.
+      orders.begin.assign(g.numTbs + 1, 0);
+      for (const SimGraph::Node &node : g.nodes)
+        ++orders.begin[node.tb + 1];
+      for (int32_t tb = 0; tb < g.numTbs; ++tb)
+        orders.begin[tb + 1] += orders.begin[tb];
+      orders.nodes.assign(n, NoNode);
+      orderFill.assign(orders.begin.begin(), orders.begin.end() - 1);
+    }
     for (const SimGraph::Node &node : g.nodes)
       if (node.fedBy != NoNode)
         feeder[node.tb] = g.nodes[node.fedBy].tb;
@@ -68,7 +78,7 @@ public:
     return true;
   }
 
-  std::vector<std::vector<uint32_t>> orders;
+  TbOrders orders;
 
   /// After a stuck run: where each unfinished tb waits.
   std::vector<uint32_t> blocked() const {
@@ -86,12 +96,27 @@ public:
 private:
   /// (priority, node): the order ready candidates compete in.
   using Entry = std::pair<uint64_t, uint32_t>;
-  using Heap =
-      std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
+  /// A min-heap of entries with room for one inline: most tbs of a large
+  /// program hold one or two steps, and a heap allocation per tb was a
+  /// tenth of the instructions of a 128-rank all-pairs alltoall's
+  /// compilation (32,512 tbs of one step each).
+  struct Heap {
+    llvm::SmallVector<Entry, 1> items;
+    bool empty() const { return items.empty(); }
+    const Entry &top() const { return items.front(); }
+    void push(const Entry &e) {
+      items.push_back(e);
+      std::push_heap(items.begin(), items.end(), std::greater<Entry>());
+    }
+    void pop() {
+      std::pop_heap(items.begin(), items.end(), std::greater<Entry>());
+      items.pop_back();
+    }
+  };
   /// A FIFO of node ids: a vector and the index of its front (a
   /// std::deque allocates a block even while empty, and there is one per tb).
   struct Fifo {
-    std::vector<uint32_t> items;
+    llvm::SmallVector<uint32_t, 1> items;
     size_t head = 0;
     bool empty() const { return head == items.size(); }
     uint32_t front() const { return items[head]; }
@@ -146,7 +171,7 @@ private:
       return;
     uint32_t chosen = NoNode;
     if (fixed) {
-      const std::vector<uint32_t> &order = (*fixed)[index];
+      llvm::ArrayRef<uint32_t> order = (*fixed)[index];
       if (tb.cursor == order.size())
         return;
       uint32_t x = order[tb.cursor];
@@ -183,7 +208,7 @@ private:
         tb.local.pop();
       else if (from == Send)
         tb.sends.pop();
-      orders[index].push_back(chosen);
+      orders.nodes[orderFill[index]++] = chosen;
     }
     if (receives(chosen)) {
       assert(tb.arrivals.front() == chosen);
@@ -237,7 +262,8 @@ private:
 
   const SimGraph &g;
   int32_t cap;
-  const std::vector<std::vector<uint32_t>> *fixed;
+  const TbOrders *fixed;
+  std::vector<uint32_t> orderFill; ///< list mode: where each tb's next step goes
   std::vector<Tb> tbs;
   std::vector<uint32_t> pending;
   std::vector<uint32_t> bigWaiter;
@@ -250,17 +276,15 @@ private:
 
 } // namespace
 
-std::optional<std::vector<std::vector<uint32_t>>>
-listSchedule(const SimGraph &graph, int32_t fifoSlots) {
+std::optional<TbOrders> listSchedule(const SimGraph &graph, int32_t fifoSlots) {
   Simulator sim(graph, fifoSlots, nullptr);
   if (!sim.run())
     return std::nullopt;
   return std::move(sim.orders);
 }
 
-std::vector<uint32_t>
-runOrders(const SimGraph &graph,
-          const std::vector<std::vector<uint32_t>> &orders, int32_t fifoSlots) {
+std::vector<uint32_t> runOrders(const SimGraph &graph, const TbOrders &orders,
+                                int32_t fifoSlots) {
   Simulator sim(graph, fifoSlots, &orders);
   if (sim.run())
     return {};

@@ -16,6 +16,8 @@
 #ifndef COLL_IR_SIMULATION_H
 #define COLL_IR_SIMULATION_H
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -40,17 +42,30 @@ struct SimGraph {
   int32_t numTbs = 0;
 };
 
+/// Every tb's steps in order, compressed: tb t runs nodes[begin[t]..[t+1]).
+/// One array for all tbs, not a vector per tb: a large program has tens of
+/// thousands of tbs of one or two steps.
+struct TbOrders {
+  std::vector<uint32_t> begin{0};
+  std::vector<uint32_t> nodes;
+  size_t size() const { return begin.size() - 1; }
+  llvm::ArrayRef<uint32_t> operator[](size_t tb) const {
+    return llvm::ArrayRef<uint32_t>(nodes).slice(begin[tb], begin[tb + 1] - begin[tb]);
+  }
+  /// Appends a tb's steps: add its nodes, then close it.
+  void push(uint32_t node) { nodes.push_back(node); }
+  void closeTb() { begin.push_back(static_cast<uint32_t>(nodes.size())); }
+};
+
 /// List scheduling: at every time unit each free tb starts the ready step
 /// of smallest priority. Returns each tb's steps in the order it ran them,
 /// or nothing when the simulation got stuck.
-std::optional<std::vector<std::vector<uint32_t>>>
-listSchedule(const SimGraph &graph, int32_t fifoSlots);
+std::optional<TbOrders> listSchedule(const SimGraph &graph, int32_t fifoSlots);
 
 /// Runs fixed per-tb orders. Returns, for a run that gets stuck, the step
 /// each unfinished tb waits at (empty when the run completes).
-std::vector<uint32_t>
-runOrders(const SimGraph &graph,
-          const std::vector<std::vector<uint32_t>> &orders, int32_t fifoSlots);
+std::vector<uint32_t> runOrders(const SimGraph &graph, const TbOrders &orders,
+                                int32_t fifoSlots);
 
 } // namespace coll::ir
 
