@@ -49,8 +49,9 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
   constexpr uint32_t NoFlow = ~uint32_t(0);
   std::vector<uint32_t> flowOf(dag.ops.size(), NoFlow);
   // Per flow: its operations' connections, and its channel once coloured
-  // (-1: automatic, not yet coloured).
-  std::vector<std::vector<uint64_t>> connections;
+  // (-1: automatic, not yet coloured). One connection inline: most flows of
+  // a large program have one.
+  std::vector<llvm::SmallVector<uint64_t, 1>> connections;
   std::vector<int32_t> channel;
   std::vector<std::pair<uint32_t, uint32_t>> span; // depths, first to last
   std::vector<uint32_t> depth(dag.ops.size(), 0);
@@ -102,7 +103,7 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
   }
 
   // Per connection, the flows coloured so far that use it.
-  llvm::DenseMap<uint64_t, std::vector<uint32_t>, PackedKeyInfo> users;
+  llvm::DenseMap<uint64_t, llvm::SmallVector<uint32_t, 1>, PackedKeyInfo> users;
   for (uint32_t f = 0; f < channel.size(); ++f) {
     std::sort(connections[f].begin(), connections[f].end());
     connections[f].erase(
@@ -118,7 +119,7 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
       continue;
     clash.assign(limit, 0);
     for (uint64_t c : connections[f]) {
-      std::vector<uint32_t> &list = users[c];
+      llvm::SmallVector<uint32_t, 1> &list = users[c];
       for (uint32_t g : list)
         if (size_t(channel[g]) < clash.size() &&
             span[g].first <= span[f].second && span[f].first <= span[g].second)

@@ -240,7 +240,7 @@ Spread spreadWaits(const Program &prog, const WaitLists &waits,
     };
     llvm::SmallVector<Wait, 4> helpers, direct;
     for (Wait w : waits[x]) {
-      const std::vector<InstrId> &order = tbs[w.first].instrs;
+      llvm::ArrayRef<InstrId> order = tbs[w.first].instrs;
       size_t next = static_cast<size_t>(w.second) + 1;
       bool free = next == order.size() ||
                   llvm::is_contained(instrs[order[next]].deps, x);

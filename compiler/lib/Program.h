@@ -181,8 +181,9 @@ static_assert(sizeof(Instr) <= 120, "an instruction stays small");
 
 struct Threadblock {
   int32_t sendPeer = -1, recvPeer = -1, channel = 0;
-  /// Its instructions, in execution order once ordered.
-  std::vector<InstrId> instrs;
+  /// Its instructions, in execution order once ordered; one inline (a
+  /// 128-rank all-pairs alltoall has 32,512 tbs of one instruction).
+  llvm::SmallVector<InstrId, 1> instrs;
 };
 
 struct Program {

@@ -196,9 +196,10 @@ std::optional<WrongResult> executeSymbolically(const Algorithm &alg, const Analy
     uint64_t sender;
   };
   // Each connection's messages in flight: a vector and the index of the
-  // oldest (a deque per connection would allocate a block for each).
+  // oldest (a deque per connection would allocate a block for each), with
+  // room for one inline: most connections of a large program carry one.
   struct Queue {
-    std::vector<Message> messages;
+    llvm::SmallVector<Message, 1> messages;
     size_t head = 0;
   };
   std::vector<Queue> queues(analysis.connections.size());

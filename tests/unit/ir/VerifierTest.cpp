@@ -66,8 +66,8 @@ TEST_F(VerifierTest, ValidAlgorithm) {
   EXPECT_EQ(c01.channel, 0);
   EXPECT_EQ(c01.sendTb, 0);
   EXPECT_EQ(c01.recvTb, 0);
-  EXPECT_EQ(c01.sendSteps, (std::vector<int32_t>{0, 2}));
-  EXPECT_EQ(c01.recvSteps, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(std::vector<int32_t>(c01.sendSteps.begin(), c01.sendSteps.end()), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(std::vector<int32_t>(c01.recvSteps.begin(), c01.recvSteps.end()), (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(analysis->connections[1].sender, 1);
   EXPECT_EQ(analysis->sendConnection,
             (std::vector<std::vector<int32_t>>{{0, -1}, {1}}));

@@ -14,6 +14,7 @@
 #include "coll/ir/Algorithm.h"
 #include "coll/ir/Diagnostics.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -30,7 +31,8 @@ struct Connection {
   /// Indices, in sendTb's step list, of the steps that send (s, rcs, rrs,
   /// rrcs), in order; recvSteps likewise for the receiving steps in recvTb.
   /// After verification the two have equal length and equal `cnt` pairwise.
-  std::vector<int32_t> sendSteps, recvSteps;
+  /// One inline each: most connections of a large program carry one step.
+  llvm::SmallVector<int32_t, 1> sendSteps, recvSteps;
 };
 
 /// Signals from one rank to another on one channel (docs/IR.md, "Direct
