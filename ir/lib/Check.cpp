@@ -170,7 +170,7 @@ std::optional<Deadlock> findDeadlock(const Algorithm &alg, int32_t fifoSlots) {
       graph.deps.push_back(signalOf[n]);
     graph.depBegin.push_back(static_cast<uint32_t>(graph.deps.size()));
   }
-  // Connections: the k-th send of the (first) tb driving a direction meets
+  // Connections: the k-th send of the tb driving a direction meets
   // the k-th receive of the tb driving it on the other side. One sorted
   // array of (sender, receiver, channel, which end, tb), not a map node
   // per connection: where several tbs claim one end, the last one counts.
