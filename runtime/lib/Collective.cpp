@@ -4,7 +4,6 @@
 
 #include "coll/ir/Geometry.h"
 
-#include "llvm/ADT/Hashing.h"
 
 #include <cstring>
 
@@ -38,11 +37,16 @@ std::array<bool, 3> buffersUsed(const interp::Plan &plan, int rank) {
 /// same, as the senders store it in their connections.
 uint64_t callTag(uint64_t seq, const Op &op) {
   const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
-  const size_t hash = llvm::hash_combine(static_cast<int>(op.kind), op.count,
-                                         static_cast<int>(op.type),
-                                         info.reduces ? static_cast<int>(op.op) : -1,
-                                         info.hasRoot ? op.root : -1);
-  return (seq << 32) | (static_cast<uint64_t>(hash) & 0xffffffffu);
+  // A multiply-xorshift mix of the fields (every call pays for it; equal
+  // calls must agree across processes, so nothing seeded per process).
+  uint64_t h = op.count * 0x9e3779b97f4a7c15ull;
+  for (uint64_t field : {uint64_t(op.kind), uint64_t(op.type),
+                         uint64_t(info.reduces ? static_cast<int>(op.op) + 1 : 0),
+                         uint64_t(info.hasRoot ? op.root + 1 : 0)}) {
+    h = (h ^ field) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  return (seq << 32) | (h & 0xffffffffu);
 }
 
 llvm::Expected<Communicator::Impl::RunnerEntry *>
@@ -280,7 +284,10 @@ constexpr const char *WindowAdaptation = "buffers in registered windows: not cop
 struct PlanBuffers {
   std::byte *in = nullptr, *out = nullptr;
   bool userInPlace = false; ///< the caller's buffers alias as NCCL's in place
-  std::string adaptation;   ///< what was done to fit the plan's mode, if anything
+  /// What was done to fit the plan's mode, if anything (a literal: set on
+  /// every call, so it allocates nothing).
+  const char *adaptation = nullptr;
+  bool windowed = false; ///< and WindowAdaptation, after it
 };
 
 /// The plan wants its input and output aliased as its mode says; the caller
@@ -375,8 +382,7 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
     }
     b.in = big + off.inputInOutput * es;
     b.out = big + off.outputInInput * es;
-    if (windowed)
-      b.adaptation = b.adaptation.empty() ? WindowAdaptation : b.adaptation + "; " + WindowAdaptation;
+    b.windowed = windowed;
     return b;
   }
   if (inMeaningful && !b.userInPlace && !copies) {
@@ -410,8 +416,8 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
   }
   if (copies)
     b.adaptation = SharedAreaAdaptation;
-  else if (windowed)
-    b.adaptation = b.adaptation.empty() ? WindowAdaptation : b.adaptation + "; " + WindowAdaptation;
+  else
+    b.windowed = windowed;
   return b;
 }
 
@@ -429,7 +435,8 @@ void logCall(const Communicator::Impl &c, const Op &op, const Choice &choice,
                     info.hasRoot ? " root " + std::to_string(op.root) : std::string(),
                     b.userInPlace ? "in place" : "out of place", choice.algo->name,
                     ir::protocolName(plan.protocol), choice.why,
-                    b.adaptation.empty() ? std::string() : "; " + b.adaptation,
+                    std::string(b.adaptation ? "; " : "") + (b.adaptation ? b.adaptation : "") +
+                        (b.windowed ? "; " : "") + (b.windowed ? WindowAdaptation : ""),
                     !onDevice               ? ""
                     : c.backend->emulated() ? "; on the emulated device"
                                             : "; on GPU " + std::to_string(op.device)));

@@ -162,8 +162,11 @@ class Round {
 public:
   /// `impls[u]`: the Impl of `units[u].comm`.
   Round(llvm::ArrayRef<Communicator::Unit> units, llvm::ArrayRef<Communicator::Impl *> impls)
-      : units(units), impls(impls), prepared(units.size()), runs(units.size(), false),
-        deviceErrors(units.size()) {}
+      : units(units), impls(impls), runs(units.size(), false) {
+    // Made in place: SmallVector's (size) constructor copies a default one.
+    prepared.resize(units.size());
+    deviceErrors.resize(units.size());
+  }
 
   llvm::Error run() {
     begin();
@@ -235,7 +238,8 @@ private:
   void prepare() {
     llvm::SmallVector<llvm::Error, 1> errors;
     llvm::SmallVector<llvm::SmallVector<Task, 4>, 1> unitTasks(units.size());
-    std::vector<std::vector<std::unique_ptr<P2PTask>>> unitP2P(units.size());
+    llvm::SmallVector<std::vector<std::unique_ptr<P2PTask>>, 1> unitP2P;
+    unitP2P.resize(units.size());
     for (size_t u = 0; u < units.size(); ++u)
       errors.push_back(llvm::Error::success());
     auto prepareOne = [&](size_t u) {
