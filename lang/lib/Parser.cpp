@@ -544,10 +544,30 @@ std::unique_ptr<ast::Program> parseSyntax(llvm::StringRef buffer,
   tokens.fill();
   if (!checkNesting(tokens.getTokens(), src, diags))
     return nullptr;
+  // Two stages, as ANTLR advises: SLL prediction, which ignores the
+  // caller's context and so is cheap and cached, returns the tree LL would
+  // or stops at the first error; only then does full LL prediction parse
+  // again, and report. Every runtime rank parses the built-in programs at
+  // communicator creation, where LL's full-context predictions cost most of
+  // the time.
+  CollParser fast(&tokens);
+  fast.removeErrorListeners();
+  fast.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(
+      antlr4::atn::PredictionMode::SLL);
+  fast.setErrorHandler(std::make_shared<antlr4::BailErrorStrategy>());
+  CollParser::ProgramContext *tree = nullptr;
+  try {
+    tree = fast.program();
+  } catch (const antlr4::ParseCancellationException &) {
+    tree = nullptr;
+  }
+  if (tree)
+    return AstBuilder(src, diags).build(tree);
+  tokens.seek(0);
   CollParser parser(&tokens);
   parser.removeErrorListeners();
   parser.addErrorListener(&listener);
-  CollParser::ProgramContext *tree = parser.program();
+  tree = parser.program();
   if (listener.failed())
     return nullptr;
   return AstBuilder(src, diags).build(tree);
