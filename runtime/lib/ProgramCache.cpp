@@ -3,6 +3,7 @@
 #include "ProgramCache.h"
 
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
@@ -399,49 +400,110 @@ std::string ProgramCache::key(llvm::StringRef source, llvm::StringRef parameters
   return llvm::toHex(sha.final(), /*LowerCase=*/true);
 }
 
+namespace {
+
+/// An entry's file, open for reading, and the fields of its first line:
+/// "coll-program-cache N ok COMMON_BYTES CHECKSUM", or "... error DIGEST"
+/// or "... note DIGEST" and then the text.
+struct OpenEntry {
+  Fd file;
+  uint64_t size = 0, bodyAt = 0;
+  llvm::SmallVector<std::string, 5> fields;
+
+  bool open(llvm::StringRef dir, llvm::StringRef key) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, key);
+    file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file.fd < 0)
+      return false;
+    // Entries are trusted as this build's own compilations: only files this
+    // user wrote (ProgramCache.h).
+    struct stat st;
+    if (::fstat(file.fd, &st) || st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+      return false;
+    size = uint64_t(st.st_size);
+    char first[256];
+    const size_t head = size_t(std::min<uint64_t>(size, sizeof first));
+    if (!readAt(file.fd, first, head, 0))
+      return false;
+    llvm::StringRef line(first, head);
+    const size_t eol = line.find('\n');
+    if (eol == llvm::StringRef::npos)
+      return false;
+    llvm::SmallVector<llvm::StringRef, 5> parts;
+    line.take_front(eol).split(parts, ' ');
+    if (parts.size() < 4 || (parts[0] + " " + parts[1]).str() != Magic)
+      return false;
+    for (llvm::StringRef part : parts)
+      fields.push_back(part.str());
+    bodyAt = eol + 1;
+    return true;
+  }
+
+  /// The text after the first line, when the entry is of `kind` ("error",
+  /// "note") and its digest matches.
+  std::optional<std::string> text(llvm::StringRef kind) const {
+    if (fields[2] != kind || fields.size() != 4)
+      return std::nullopt;
+    std::string body(size_t(size - bodyAt), '\0');
+    if (!readAt(file.fd, body.data(), body.size(), bodyAt) || fields[3] != hexDigest(body))
+      return std::nullopt;
+    return body;
+  }
+};
+
+/// Writes `contents` to `key` in `dir` under a temporary name, then renames
+/// it, so that a reader never sees part of it.
+bool writeEntry(llvm::StringRef dir, llvm::StringRef key,
+                llvm::function_ref<void(llvm::raw_ostream &)> contents) {
+  if (llvm::sys::fs::create_directories(dir))
+    return false;
+  llvm::SmallString<256> temp, path(dir);
+  llvm::sys::path::append(path, key);
+  int fd = -1;
+  if (llvm::sys::fs::createUniqueFile(path + "-%%%%%%.tmp", fd, temp))
+    return false;
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    contents(os);
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      llvm::sys::fs::remove(temp);
+      return false;
+    }
+  }
+  if (llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 std::optional<ProgramCache::Entry> ProgramCache::load(llvm::StringRef key,
                                                      int32_t rank) const {
   if (!enabled())
     return std::nullopt;
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, key);
-  Fd file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file.fd < 0)
+  OpenEntry open;
+  if (!open.open(dir, key))
     return std::nullopt;
-  // Entries are trusted as this build's own compilations: only files this
-  // user wrote (ProgramCache.h).
-  struct stat st;
-  if (::fstat(file.fd, &st) || st.st_uid != geteuid() || !S_ISREG(st.st_mode))
-    return std::nullopt;
-  const uint64_t size = uint64_t(st.st_size);
-  // "coll-program-cache 5 ok COMMON_BYTES CHECKSUM\n", or "... error
-  // DIGEST\n" and the error's text.
-  char first[256];
-  const size_t head = size_t(std::min<uint64_t>(size, sizeof first));
-  if (!readAt(file.fd, first, head, 0))
-    return std::nullopt;
-  llvm::StringRef line(first, head);
-  const size_t eol = line.find('\n');
-  if (eol == llvm::StringRef::npos)
-    return std::nullopt;
-  line = line.take_front(eol);
-  llvm::SmallVector<llvm::StringRef, 5> fields;
-  line.split(fields, ' ');
-  if (fields.size() < 4 || (fields[0] + " " + fields[1]).str() != Magic)
-    return std::nullopt;
-  const uint64_t bodyAt = eol + 1;
-  Entry entry;
-  if (fields[2] == "error" && fields.size() == 4) {
-    std::string body(size_t(size - bodyAt), '\0');
-    if (!readAt(file.fd, body.data(), body.size(), bodyAt) || fields[3] != hexDigest(body))
+  const auto &fields = open.fields;
+  const Fd &file = open.file;
+  const uint64_t size = open.size, bodyAt = open.bodyAt;
+  if (fields[2] == "error") {
+    std::optional<std::string> text = open.text("error");
+    if (!text)
       return std::nullopt;
-    entry.error = std::move(body);
+    Entry entry;
+    entry.error = std::move(*text);
     return entry;
   }
   uint64_t commonBytes = 0, checksum = 0;
-  if (fields[2] != "ok" || fields.size() != 5 || fields[3].getAsInteger(10, commonBytes) ||
-      fields[4].getAsInteger(16, checksum) || commonBytes > size - bodyAt)
+  if (fields[2] != "ok" || fields.size() != 5 ||
+      llvm::StringRef(fields[3]).getAsInteger(10, commonBytes) ||
+      llvm::StringRef(fields[4]).getAsInteger(16, checksum) || commonBytes > size - bodyAt)
     return std::nullopt;
   std::string common(size_t(commonBytes), '\0');
   if (!readAt(file.fd, common.data(), common.size(), bodyAt) ||
@@ -452,16 +514,9 @@ std::optional<ProgramCache::Entry> ProgramCache::load(llvm::StringRef key,
 
 bool ProgramCache::store(llvm::StringRef key, const Entry &entry) const {
   // Only a whole plan makes an entry every rank can read.
-  if (!enabled() || (entry.plan && entry.plan->planRank >= 0) ||
-      llvm::sys::fs::create_directories(dir))
+  if (!enabled() || (entry.plan && entry.plan->planRank >= 0))
     return false;
-  llvm::SmallString<256> temp, path(dir);
-  llvm::sys::path::append(path, key);
-  int fd = -1;
-  if (llvm::sys::fs::createUniqueFile(path + "-%%%%%%.tmp", fd, temp))
-    return false;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  return writeEntry(dir, key, [&](llvm::raw_ostream &os) {
     if (entry.plan) {
       // Every rank's part as slicePlan makes it, one after another.
       const interp::Plan &whole = *entry.plan;
@@ -483,18 +538,20 @@ bool ProgramCache::store(llvm::StringRef key, const Entry &entry) const {
     } else {
       os << Magic << " error " << hexDigest(entry.error) << '\n' << entry.error;
     }
-    os.close();
-    if (os.has_error()) {
-      os.clear_error();
-      llvm::sys::fs::remove(temp);
-      return false;
-    }
-  }
-  if (llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return false;
-  }
-  return true;
+  });
+}
+
+std::optional<std::string> ProgramCache::loadNote(llvm::StringRef key) const {
+  OpenEntry open;
+  if (!enabled() || !open.open(dir, key))
+    return std::nullopt;
+  return open.text("note");
+}
+
+bool ProgramCache::storeNote(llvm::StringRef key, llvm::StringRef text) const {
+  return enabled() && writeEntry(dir, key, [&](llvm::raw_ostream &os) {
+           os << Magic << " note " << hexDigest(text) << '\n' << text;
+         });
 }
 
 } // namespace coll::rt

@@ -80,6 +80,14 @@ public:
   /// was written.
   bool store(llvm::StringRef key, const Entry &entry) const;
 
+  /// A short text a build derived from a source and keeps beside the plans
+  /// (the parameters a program declares: the runtime needs them before it
+  /// can look a plan up, and they cost a parse). Under its own key (key()
+  /// with a `parameters` text no compilation uses); nothing when there is
+  /// none or it is damaged.
+  std::optional<std::string> loadNote(llvm::StringRef key) const;
+  bool storeNote(llvm::StringRef key, llvm::StringRef text) const;
+
 private:
   std::string dir;
   std::string buildId;

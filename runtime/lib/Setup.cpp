@@ -177,9 +177,9 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
                                registry->programsCompiled())
                      .str()
                : llvm::formatv("{0} programs compiled for this shape, {1} read from the "
-                               "program cache {2}",
+                               "program cache {2}; {3} parsed for their parameters",
                                registry->programsCompiled(), registry->programsFromCache(),
-                               registry->cacheDirectory())
+                               registry->cacheDirectory(), registry->programsInspected())
                      .str());
   if (llvm::Error err = agree(llvm::Error::success(), "loading algorithms"))
     return err;

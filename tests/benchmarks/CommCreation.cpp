@@ -85,11 +85,12 @@ int main(int argc, char **argv) {
     steps += a.compiled->plan.steps.size();
   llvm::outs() << llvm::format("ranks %d nodes %d rank %d: %.3f s, %ld MB peak, %zu algorithms "
                                "(%zu plan steps held), %zu rejected; %d programs compiled, %d "
-                               "from the program cache\n",
+                               "from the program cache, %d parsed for their parameters\n",
                                shape.nranks, shape.nodes, rank, seconds, ru.ru_maxrss / 1024,
                                registry->algorithms().size(), steps,
                                registry->rejections().size(),
-                               registry->programsCompiled(), registry->programsFromCache());
+                               registry->programsCompiled(), registry->programsFromCache(),
+                               registry->programsInspected());
   for (const coll::rt::Rejection &r : registry->rejections())
     llvm::outs() << "  rejected " << r.name << ": " << r.reason.substr(0, 120) << "\n";
   return 0;

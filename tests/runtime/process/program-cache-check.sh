@@ -23,6 +23,7 @@ job() {
   out=$(COLL_DEBUG=INFO COLL_CACHE_PATH="$dir/cache" timeout "$(scaled 300)" \
     "$prog" collectives --fork 2 2>&1) || { echo "$out" >&2; fail "the job failed"; }
   [ "$(grep -c "^rank [0-9]*: ok " <<<"$out")" -eq 2 ] || { echo "$out" >&2; fail "not every rank is ok"; }
+  printf '%s\n' "$out" >"$dir/last-job"
   grep -o "[0-9]* programs compiled for this shape[^/]*" <<<"$out" |
     sed -E 's/([0-9]+) programs compiled for this shape(, ([0-9]+) read from the program cache)?.*/\1 \3/'
 }
@@ -43,6 +44,9 @@ entries=$(find "$dir/cache" -type f | wc -l)
 second=$(job)
 echo "second job: ${second//$'\n'/; }"
 awk -v t="$total" '$1 != 0 || $2 != t {exit 1}' <<<"$second" || fail "the second job compiled again"
+# Nor did it parse a program for its parameters: the cache keeps them.
+[ "$(grep -c "; 0 parsed for their parameters" "$dir/last-job")" -eq 2 ] ||
+  { cat "$dir/last-job" >&2; fail "the second job parsed programs for their parameters"; }
 
 # Damage every entry's body (the last byte): each is a miss, compiled again
 # and rewritten.

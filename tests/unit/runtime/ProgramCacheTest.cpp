@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <tuple>
 #include <unistd.h>
 
@@ -279,6 +281,33 @@ TEST(ProgramCache, AnErrorIsKeptAsAnError) {
     EXPECT_EQ(hit->error, entry.error);
   }
   EXPECT_FALSE(cache.load("missing", 0));
+}
+
+TEST(ProgramCache, ANoteIsReadBackOnlyAsANoteAndOnlyWhole) {
+  TempDir dir;
+  ProgramCache cache(dir.path);
+  ASSERT_TRUE(cache.storeNote("n", "N\nroot"));
+  EXPECT_EQ(cache.loadNote("n"), std::optional<std::string>("N\nroot"));
+  ASSERT_TRUE(cache.storeNote("empty", ""));
+  EXPECT_EQ(cache.loadNote("empty"), std::optional<std::string>(""));
+  // Neither kind reads as the other.
+  EXPECT_FALSE(cache.load("n", 0)) << "a note is not a plan nor an error";
+  ProgramCache::Entry error;
+  error.error = "does not compile";
+  ASSERT_TRUE(cache.store("e", error));
+  EXPECT_FALSE(cache.loadNote("e"));
+  EXPECT_FALSE(cache.loadNote("missing"));
+  // A note cut short no longer matches its digest.
+  llvm::SmallString<128> path(dir.path);
+  llvm::sys::path::append(path, "n");
+  std::ifstream in(path.c_str());
+  std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(::truncate(path.c_str(), off_t(whole.size() - 2)), 0);
+  EXPECT_FALSE(cache.loadNote("n"));
+  // A disabled cache keeps nothing.
+  ProgramCache off("");
+  EXPECT_FALSE(off.storeNote("n", "N"));
+  EXPECT_FALSE(off.loadNote("n"));
 }
 
 TEST(ProgramCache, ARanksPlanIsNeverStoredNorRunAsTheJobs) {

@@ -121,6 +121,9 @@ public:
   /// Programs read from the program cache, and compiled here, by load().
   int programsFromCache() const { return fromCache; }
   int programsCompiled() const { return compiledHere; }
+  /// Programs parsed for the parameters they declare, by load(): those the
+  /// program cache did not know yet (it keeps them beside the plans).
+  int programsInspected() const { return inspectedHere; }
   /// The program cache's directory; empty when there is none.
   std::string cacheDirectory() const;
 
@@ -130,7 +133,7 @@ private:
   Shape shape;
   int rank = -1; ///< RegistryOptions::rank
   std::shared_ptr<const ProgramCache> disk;
-  int fromCache = 0, compiledHere = 0;
+  int fromCache = 0, compiledHere = 0, inspectedHere = 0;
 };
 
 /// The program cache's directory as the environment sets it
