@@ -561,8 +561,8 @@ std::unique_ptr<ast::Program> parseSyntax(llvm::StringRef buffer,
   } catch (const antlr4::ParseCancellationException &) {
     tree = nullptr;
   }
-  if (tree)
-    return AstBuilder(src, diags).build(tree);
+  if (tree) // the lexer reports to the listener: a bad token may parse
+    return listener.failed() ? nullptr : AstBuilder(src, diags).build(tree);
   tokens.seek(0);
   CollParser parser(&tokens);
   parser.removeErrorListeners();
