@@ -228,22 +228,12 @@ Tracer::Slot *Tracer::find(int32_t rank, BufferId buffer, int32_t index) {
   return static_cast<size_t>(index) < buf.size() ? &buf[index] : nullptr;
 }
 
-Tracer::Slot &Tracer::slotForWrite(int32_t rank, BufferId buffer,
-                                   int32_t index) {
-  std::vector<Slot> &buf = materialize(rank, buffer);
-  if (static_cast<size_t>(index) >= buf.size()) {
-    assert(buffer.kind == ir::BufferKind::Scratch &&
-           "input/output slots exist");
-    buf.resize(index + 1);
-  }
-  return buf[index];
-}
-
 bool Tracer::checkDefined(const SlotRange &ref, llvm::SMLoc loc) {
   SlotRange c = canonical(ref);
+  const std::vector<Slot> &buf = materialize(c.rank, c.buffer);
   for (int32_t i = 0; i < ref.size; ++i) {
-    Slot *slot = find(c.rank, c.buffer, c.index + i);
-    if (slot && !slot->contents.empty())
+    const auto at = static_cast<size_t>(c.index + i);
+    if (at < buf.size() && !buf[at].contents.empty())
       continue;
     SlotRange one{ref.rank, ref.buffer, ref.index + i, 1};
     const CollectiveSpec &s = dag.collective;
@@ -303,16 +293,21 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
     return false;
   }
 
+  // Each side's slots, looked up once (both may be one buffer: the ranges
+  // do not overlap). checkDefined made every source slot.
+  std::vector<Slot> &srcBuf = materialize(src.rank, src.buffer);
+  std::vector<Slot> &dstBuf = materialize(dst.rank, dst.buffer);
   llvm::SmallVector<Contents, 4> result(op.src.size);
   llvm::SmallVector<uint32_t, 16> deps;
   for (int32_t i = 0; i < op.src.size; ++i) {
-    const Slot &from = *find(src.rank, src.buffer, src.index + i);
+    const Slot &from = srcBuf[static_cast<size_t>(src.index + i)];
     if (from.lastWriter >= 0)
       deps.push_back(from.lastWriter);
     result[i] = from.contents;
-    Slot *to = find(dst.rank, dst.buffer, dst.index + i);
-    if (!to)
+    const auto at = static_cast<size_t>(dst.index + i);
+    if (at >= dstBuf.size())
       continue;
+    Slot *to = &dstBuf[at];
     if (to->lastWriter >= 0)
       deps.push_back(to->lastWriter);
     readerPool.forEach(to->readers, [&](uint32_t r) { deps.push_back(r); });
@@ -337,9 +332,13 @@ bool Tracer::record(ChunkOp op, const Sites &sites) {
 
   auto id = static_cast<uint32_t>(dag.ops.size());
   for (int32_t i = 0; i < op.src.size; ++i)
-    readerPool.push(find(src.rank, src.buffer, src.index + i)->readers, id);
+    readerPool.push(srcBuf[static_cast<size_t>(src.index + i)].readers, id);
+  if (static_cast<size_t>(dst.index + dst.size) > dstBuf.size()) {
+    assert(dst.buffer.kind == ir::BufferKind::Scratch && "input/output slots exist");
+    dstBuf.resize(static_cast<size_t>(dst.index + dst.size));
+  }
   for (int32_t i = 0; i < op.dst.size; ++i) {
-    Slot &to = slotForWrite(dst.rank, dst.buffer, dst.index + i);
+    Slot &to = dstBuf[static_cast<size_t>(dst.index + i)];
     to.contents = std::move(result[i]);
     to.lastWriter = static_cast<int32_t>(id);
     readerPool.clear(to.readers);

@@ -113,7 +113,6 @@ private:
   std::vector<Slot> &materialize(int32_t rank, BufferId buffer);
   /// What a canonical slot holds before any operation wrote it.
   ContribSet initialContents(int32_t rank, BufferId buffer, int32_t index) const;
-  Slot &slotForWrite(int32_t rank, BufferId buffer, int32_t index);
   /// Reports the first slot of `ref` (as named) that holds nothing.
   bool checkDefined(const SlotRange &ref, llvm::SMLoc loc);
   std::string describe(const SlotRange &range) const {
