@@ -3,9 +3,12 @@
 #include "coll/ir/Contributions.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
+#include <new>
 
 namespace coll::ir {
 
@@ -21,13 +24,26 @@ ContribSet ContribSet::range(uint32_t lo, uint32_t hi) {
   return set;
 }
 
-ContribSet ContribSet::ofRuns(std::vector<Run> runs) {
+ContribSet::Heap *ContribSet::Heap::make(llvm::ArrayRef<Run> runs) {
+  void *memory = ::operator new(sizeof(Heap) + runs.size() * sizeof(Run));
+  auto *heap = new (memory) Heap;
+  heap->count = static_cast<uint32_t>(runs.size());
+  std::uninitialized_copy(runs.begin(), runs.end(), reinterpret_cast<Run *>(heap + 1));
+  return heap;
+}
+
+void ContribSet::Heap::destroy(Heap *heap) {
+  heap->~Heap();
+  ::operator delete(heap);
+}
+
+ContribSet ContribSet::ofRuns(llvm::ArrayRef<Run> runs) {
   if (runs.empty())
     return {};
   if (runs.size() == 1 && runs[0].hi < SharedTag)
     return range(runs[0].lo, runs[0].hi);
-  auto *heap = new Heap;
-  heap->runs = std::move(runs);
+  assert(runs.size() <= UINT32_MAX && "runs of 32-bit keys");
+  Heap *heap = Heap::make(runs);
   auto address = reinterpret_cast<uint64_t>(heap);
   assert((address >> 63) == 0 && "addresses fit in 63 bits");
   ContribSet set;
@@ -46,12 +62,12 @@ ContribSet ContribSet::ofKeys(std::vector<uint32_t> keys) {
     else
       runs.push_back({key, key + 1});
   }
-  return ofRuns(std::move(runs));
+  return ofRuns(runs);
 }
 
 llvm::ArrayRef<ContribSet::Run> ContribSet::runs() const {
   if (shared())
-    return heap()->runs;
+    return heap()->runs();
   if (one.lo == one.hi)
     return {};
   return llvm::ArrayRef<Run>(one);
@@ -87,7 +103,7 @@ std::optional<ContribSet> ContribSet::unite(const ContribSet &a,
     if (y[0].hi == x[0].lo)
       return range(y[0].lo, x[0].hi);
   }
-  std::vector<Run> out;
+  llvm::SmallVector<Run, 8> out;
   out.reserve(x.size() + y.size());
   size_t i = 0, j = 0;
   while (i < x.size() || j < y.size()) {
@@ -102,7 +118,7 @@ std::optional<ContribSet> ContribSet::unite(const ContribSet &a,
     else
       out.push_back(next);
   }
-  return ofRuns(std::move(out));
+  return ofRuns(out);
 }
 
 std::vector<uint32_t> ContribSet::keys() const {

@@ -84,7 +84,7 @@ public:
   llvm::ArrayRef<Run> runs() const;
   bool contains(uint32_t key) const;
   /// The only key of a set of one.
-  uint32_t only() const { return shared() ? heap()->runs[0].lo : one.lo; }
+  uint32_t only() const { return shared() ? heap()->runs()[0].lo : one.lo; }
 
   /// `a` united with `b` when they share nothing; otherwise nothing, and
   /// `common` is the smallest key in both.
@@ -99,13 +99,20 @@ public:
   friend bool operator==(const ContribSet &a, const ContribSet &b);
 
 private:
-  static ContribSet ofRuns(std::vector<Run> runs);
+  static ContribSet ofRuns(llvm::ArrayRef<Run> runs);
 
-  /// Runs held apart: two or more, or one that ends at 2^31 or later.
+  /// Runs held apart: two or more, or one that ends at 2^31 or later. One
+  /// allocation: the count, then the runs.
   struct Heap {
     std::atomic<uint32_t> refs{1};
-    std::vector<Run> runs;
+    uint32_t count = 0;
+    llvm::ArrayRef<Run> runs() const {
+      return {reinterpret_cast<const Run *>(this + 1), count};
+    }
+    static Heap *make(llvm::ArrayRef<Run> runs);
+    static void destroy(Heap *heap);
   };
+  static_assert(sizeof(Heap) % alignof(Run) == 0, "the runs follow the header");
   static constexpr uint32_t SharedTag = 0x80000000u;
   bool shared() const { return (one.hi & SharedTag) != 0; }
   Heap *heap() const {
@@ -118,7 +125,7 @@ private:
   }
   void release() {
     if (shared() && heap()->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      delete heap();
+      Heap::destroy(heap());
   }
 
   /// The set when it is one run below 2^31; otherwise the address of its
