@@ -4,7 +4,6 @@
 
 #include "coll/ir/Geometry.h"
 
-
 #include <cstring>
 
 namespace coll::rt {
