@@ -13,7 +13,8 @@
 // hand-off. An oversubscribed machine is therefore not burnt by spinning.
 //
 // Shares are contiguous in task order (rank-major), so the neighbours of a
-// ring mostly share a thread and its cache.
+// ring mostly share a thread and its cache. A share of one task runs on the
+// thread's own stack, without a fiber, and its waits idle in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <sched.h>
@@ -106,10 +108,23 @@ public:
   void noteProgress() { progressed = true; }
   /// A new pass begins.
   void newPass() { passTimed = false; }
+  /// Whether the launch's only task runs on the thread's own stack (no
+  /// fiber): its waits then idle in place (idleInPlace) instead of
+  /// yielding to other tasks, as there are none.
+  bool inPlace() const { return engine != nullptr; }
+  /// One idle turn of an in-place task's wait, as a thread whose tasks all
+  /// wait takes between passes: spin, then yield the CPU, then sleep on the
+  /// doorbell (checking `ready` after entering it, so a ring is not lost),
+  /// polling the launch's IdlePoll meanwhile. `idleStart` is the wait's
+  /// first idle moment (set on the first turn).
+  void idleInPlace(bool (*ready)(void *), void *arg, Clock::time_point &idleStart,
+                   bool &idle);
 
   Clock::time_point passStart{};
   bool passTimed = false;
   bool progressed = false;
+  /// The engine of an in-place launch; null when tasks run as fibers.
+  void *engine = nullptr;
 };
 
 enum class WaitResult { Ready, Stopped, TimedOut };
@@ -122,9 +137,21 @@ WaitResult waitUntil(Ready &&ready, Stop &&stop, std::chrono::nanoseconds watchd
   if (ready())
     return WaitResult::Ready;
   Scheduler *s = Scheduler::current();
+  const bool inPlace = s->inPlace();
+  if (inPlace)
+    s->newPass(); // the clock of this wait, not of the launch's start
   const Clock::time_point start = s->now();
+  Clock::time_point idleStart{};
+  bool idle = false;
+  auto readyThunk = [](void *arg) {
+    return static_cast<bool>((*static_cast<std::remove_reference_t<Ready> *>(arg))());
+  };
   for (;;) {
-    Fiber::yield();
+    if (inPlace)
+      s->idleInPlace(readyThunk, const_cast<void *>(static_cast<const void *>(&ready)), idleStart,
+                     idle);
+    else
+      Fiber::yield();
     if (ready()) {
       s->noteProgress();
       return WaitResult::Ready;
