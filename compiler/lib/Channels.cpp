@@ -102,8 +102,15 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
     writer[key(op.dst)] = o;
   }
 
-  // Per connection, the flows coloured so far that use it.
-  llvm::DenseMap<uint64_t, llvm::SmallVector<uint32_t, 1>, PackedKeyInfo> users;
+  // Per connection, the flows coloured so far that use it: each one's
+  // channel and time, copied in, so that the scan below (every flow of a
+  // connection against those before it: a ring's N flows each cross all N
+  // connections) reads one array instead of three by flow id.
+  struct User {
+    int32_t channel;
+    uint32_t first, last; // span
+  };
+  llvm::DenseMap<uint64_t, llvm::SmallVector<User, 1>, PackedKeyInfo> users;
   for (uint32_t f = 0; f < channel.size(); ++f) {
     std::sort(connections[f].begin(), connections[f].end());
     connections[f].erase(
@@ -111,23 +118,28 @@ void assignChannels(const lang::ChunkDag &dag, Program &prog) {
         connections[f].end());
     if (channel[f] >= 0)
       for (uint64_t c : connections[f])
-        users[c].push_back(f);
+        users[c].push_back({channel[f], span[f].first, span[f].second});
   }
   std::vector<uint32_t> clash;
   for (uint32_t f = 0; f < channel.size(); ++f) {
     if (channel[f] >= 0)
       continue;
     clash.assign(limit, 0);
+    const uint32_t first = span[f].first, last = span[f].second;
     for (uint64_t c : connections[f]) {
-      llvm::SmallVector<uint32_t, 1> &list = users[c];
-      for (uint32_t g : list)
-        if (size_t(channel[g]) < clash.size() &&
-            span[g].first <= span[f].second && span[f].first <= span[g].second)
-          ++clash[channel[g]];
-      list.push_back(f);
+      auto it = users.find(c);
+      if (it == users.end())
+        continue;
+      for (const User &g : it->second)
+        if (size_t(g.channel) < clash.size() && g.first <= last && first <= g.last)
+          ++clash[g.channel];
     }
     channel[f] = static_cast<int32_t>(
         std::min_element(clash.begin(), clash.end()) - clash.begin());
+    // Recorded once coloured (a flow's connections are distinct, so it
+    // does not meet itself above).
+    for (uint64_t c : connections[f])
+      users[c].push_back({channel[f], first, last});
   }
   for (uint32_t o = 0; o < dag.ops.size(); ++o) {
     const lang::ChunkOp &op = dag.ops[o];
