@@ -213,7 +213,15 @@ private:
       Communicator::Impl &c = impl(u);
       c.inCall.fetch_add(1, std::memory_order_acq_rel);
       comms.push_back(&c);
-      deviceLocks.emplace_back(c.deviceMutex); // checkAsyncError() keeps off them
+      // Device runners are held for the call (checkAsyncError() keeps off
+      // them): those the communicator has, or makes for this unit. A call
+      // on host buffers of a communicator without any touches none, and
+      // skips the lock.
+      const bool deviceUnit =
+          c.config.emulatedDevice ||
+          llvm::any_of(units[u].ops, [](const Op &op) { return op.device >= 0; });
+      if (deviceUnit || !c.devices.empty())
+        deviceLocks.emplace_back(c.deviceMutex);
       // Kernels of earlier calls on a GPU end after their call returned:
       // one stopped by its watchdog breaks the communicator now.
       if (!c.devices.empty() && c.backend && !c.backend->emulated())
