@@ -107,6 +107,15 @@ struct Key {
 };
 
 struct Instr {
+  Instr() = default;
+  Instr(const Instr &) = default;
+  Instr &operator=(const Instr &) = default;
+  /// Declared noexcept (SmallVector's are not, though they do not throw),
+  /// so that a growing std::vector moves instructions instead of copying
+  /// them.
+  Instr(Instr &&) noexcept = default;
+  Instr &operator=(Instr &&) noexcept = default;
+
   ir::StepType type = ir::StepType::Nop;
   /// Dead-store analysis: distinct instructions that read what this one
   /// wrote (0, 1 or 2 = more), and whether a cell it wrote is still its at
@@ -180,6 +189,12 @@ struct Instr {
 static_assert(sizeof(Instr) <= 120, "an instruction stays small");
 
 struct Threadblock {
+  Threadblock() = default;
+  Threadblock(const Threadblock &) = default;
+  Threadblock &operator=(const Threadblock &) = default;
+  Threadblock(Threadblock &&) noexcept = default; // moved, not copied, as vectors grow
+  Threadblock &operator=(Threadblock &&) noexcept = default;
+
   int32_t sendPeer = -1, recvPeer = -1, channel = 0;
   /// Its instructions, in execution order once ordered; one inline (a
   /// 128-rank all-pairs alltoall has 32,512 tbs of one instruction).

@@ -77,6 +77,15 @@ enum class Direct : uint8_t {
 /// One traced chunk operation. src and dst have the same size; they may be
 /// on different ranks (then the data crosses a connection).
 struct ChunkOp {
+  ChunkOp() = default;
+  ChunkOp(const ChunkOp &) = default;
+  ChunkOp &operator=(const ChunkOp &) = default;
+  /// Declared noexcept (SmallVector's are not, though they do not throw),
+  /// so that a growing std::vector moves operations instead of copying
+  /// them.
+  ChunkOp(ChunkOp &&) noexcept = default;
+  ChunkOp &operator=(ChunkOp &&) noexcept = default;
+
   OpKind kind = OpKind::Copy;
   Direct direct = Direct::None;
   SlotRange src, dst;
