@@ -180,6 +180,10 @@ void Scheduler::idleInPlace(bool (*ready)(void *), void *arg, Clock::time_point 
   static_cast<Engine::Impl *>(engine)->idleTurn(*this, ready, arg, idleStart, idle);
 }
 
+/// One idle turn of a thread whose tasks all wait (runShare, between
+/// passes) or of a task that waits in place: spin while the idle period is
+/// short, then yield the CPU, then sleep on the doorbell unless `ready`,
+/// checked after entering it, holds.
 void Engine::Impl::idleTurn(Scheduler &sched, bool (*ready)(void *), void *arg,
                             Clock::time_point &idleStart, bool &idle) {
   sched.newPass();
@@ -208,8 +212,8 @@ void Engine::Impl::runShare(Slot &slot) {
   const size_t n = slot.share.size();
   // A share of one task (a small call of one rank, most often) runs on
   // this thread's own stack: with no other task to switch to, a fiber
-  // would cost two switches per wait and its set-up, a sixth of such a
-  // call's instructions. Its waits idle in place as the loop below would.
+  // would cost two switches per wait and its set-up, an eighth of such
+  // a call's instructions. Its waits idle in place as the loop below would.
   if (n == 1 && stackRoomForTask()) {
     sched.engine = this;
     slot.share[0].run(slot.share[0].arg);
@@ -230,6 +234,9 @@ void Engine::Impl::runShare(Slot &slot) {
     sched.progressed = false;
     return progressed;
   };
+  // What a thread whose tasks all wait checks before it sleeps: another
+  // pass, which may find one ready.
+  auto wakes = [&] { return pass() || slot.live.empty(); };
   bool idle = false;
   Clock::time_point idleStart;
   bool first = true;
@@ -240,23 +247,9 @@ void Engine::Impl::runShare(Slot &slot) {
       idle = false;
       continue;
     }
-    const Clock::time_point now = sched.now();
-    if (!idle) {
-      idle = true;
-      idleStart = now;
-    }
-    maybePoll(now);
-    auto idleFor = now - idleStart;
-    if (idleFor < options.spin) {
-      cpuRelax();
-    } else if (idleFor < options.spin + options.yield) {
-      sched_yield();
-    } else {
-      uint32_t seen = bell.enter();
-      if (!pass() && !slot.live.empty())
-        bell.sleep(seen, options.sleepSlice);
-      bell.leave();
-    }
+    idleTurn(
+        sched, [](void *arg) { return (*static_cast<decltype(wakes) *>(arg))(); }, &wakes,
+        idleStart, idle);
   }
   currentScheduler = nullptr;
 }
