@@ -134,13 +134,14 @@ TEST(Engine, OneTaskRunsInPlaceAndItsWaitIdlesThere) {
   poll.interval = std::chrono::milliseconds(1);
   PlaceNotes notes;
   notes.flag = &flag;
+  // Before the partner exists, so that its 60 ms all fall after it.
+  const auto start = Clock::now();
   std::thread partner([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
     flag.store(true, std::memory_order_release);
     bell.ring();
   });
   char here;
-  const auto start = Clock::now();
   ASSERT_FALSE(llvm::errorToBool((*engine)->run({Task{&PlaceNotes::run, &notes}}, poll)));
   const auto took = Clock::now() - start;
   partner.join();
