@@ -114,7 +114,8 @@ public:
   }
 
   llvm::Error run(llvm::ArrayRef<Task> tasks, const IdlePoll &idlePoll, uint64_t work);
-  /// One idle turn of a task that runs in place (Scheduler::idleInPlace).
+  /// One idle turn: of a thread whose tasks all wait (runShare), or of a
+  /// task that waits in place (Scheduler::idleInPlace).
   void idleTurn(Scheduler &sched, bool (*ready)(void *), void *arg, Clock::time_point &idleStart,
                 bool &idle);
 
