@@ -65,18 +65,21 @@ broadcast      *   64K-32M broadcast_binomial
 // programs read and write the peers' buffers in place, with no FIFO and no
 // copy. Measured with 2 processes on the 2-core build machine against the
 // FIFO built-ins on the same windows (docs/PERFORMANCE.md): the two-shot
-// allreduce wins from 256 KiB (0.40-0.57 x Open MPI against 0.59-0.85);
-// the all-pairs get allgather from 1 MiB (0.6-0.8 of the FIFO time); the
-// reduce-scatter that reduces every peer's block into its own from 1 MiB
-// (0.5-0.8); the all-pairs put alltoall from 4 KiB (0.4-0.85); the broadcast in which
-// every rank reads the root's buffer from 4 KiB to 1 MiB (0.4-0.75), and
-// from 4 MiB the chain's pipeline is as fast or faster. Below those sizes
-// a direct call's two synchronizations with each peer (the peer has
-// started; the peer is done with my buffer) cost more than a FIFO's one.
+// allreduce wins from 16 KiB (of the FIFO ring's time: 0.8 at 16 KiB and
+// 0.9-1.0 at 64 KiB with 2 processes, 0.4-0.7 at both with 3 and 4; from
+// 1 MiB 0.45-0.5 x Open MPI, 0.2 at 64 MiB); the all-pairs get allgather
+// from 1 MiB (0.6-0.8 of the FIFO time); the reduce-scatter that reduces
+// every peer's block into its own from 64 KiB (0.5-0.8 of the FIFO time at
+// 64 and 256 KiB with 2-4 processes, the same at 16 KiB); the all-pairs put alltoall from 4 KiB (0.4-0.85); the
+// broadcast in which every rank reads the root's buffer from 4 KiB to
+// 1 MiB (0.4-0.75), and from 4 MiB the chain's pipeline is as fast or
+// faster. Below those sizes a direct call's two synchronizations with each
+// peer (the peer has started; the peer is done with my buffer) cost more
+// than a FIFO's one.
 constexpr const char *WindowTable = R"(# Coll's built-in rules for buffers in windows (docs/RUNTIME.md)
-allreduce      *   256K-*  allreduce_twoshot_direct
+allreduce      *   16K-*   allreduce_twoshot_direct
 allgather      *   1M-*    allgather_direct
-reducescatter  *   1M-*    reducescatter_direct
+reducescatter  *   64K-*   reducescatter_direct
 alltoall       *   4K-*    alltoall_direct
 broadcast      *   4K-1M   broadcast_direct
 )";

@@ -5,7 +5,7 @@
 # "buffers in registered windows: not copied" for its calls, and never that
 # they ran in the shared area), checks every result, deregisters and frees
 # them, and leaves nothing in /dev/shm. Then the built-in set alone: its
-# rule for buffers in windows chooses allreduce_twoshot_direct from 256 KiB
+# rule for buffers in windows chooses allreduce_twoshot_direct from 16 KiB
 # and not below, and never for buffers that are not in windows.
 set -u
 mpirun=$1 prog=$2 algorithm=$3
@@ -32,7 +32,7 @@ if grep -q 'run in the shared area: buffers copied in and out' <<<"$log"; then
   exit 1
 fi
 
-# The built-in set: windows from 256 KiB only.
+# The built-in set: windows from 16 KiB only.
 run() { # log-prefix coll-vs-mpi arguments...
   local prefix=$1
   shift
@@ -44,22 +44,22 @@ run() { # log-prefix coll-vs-mpi arguments...
 chosen() { # log size: the programs calls of that size ran, one per line
   grep -o "allreduce of $2 B ([^)]*) [a-z -]* -> [a-z_0-9]*" <<<"$1" | sed 's/.*-> //' | sort -u
 }
-builtin=$(run builtin --min 64K --max 1M --windows)
-for size in 262144 1048576; do
+builtin=$(run builtin --min 4K --max 1M --windows)
+for size in 16384 65536 262144 1048576; do
   got=$(chosen "$builtin" $size)
   [ "$got" = allreduce_twoshot_direct ] ||
     { echo "windows-check: $size B in windows ran '$got', not the built-in direct two-shot" >&2; exit 1; }
 done
-got=$(chosen "$builtin" 65536)
+got=$(chosen "$builtin" 4096)
 [ -n "$got" ] && ! grep -q twoshot_direct <<<"$got" ||
-  { echo "windows-check: 64 KiB in windows ran '$got': the direct two-shot serves 256 KiB up" >&2; exit 1; }
+  { echo "windows-check: 4 KiB in windows ran '$got': the direct two-shot serves 16 KiB up" >&2; exit 1; }
 grep -q 'buffers in registered windows: allreduce_twoshot_direct' <<<"$builtin" ||
   { echo "windows-check: the selection (INFO) does not list the rule for buffers in windows" >&2; exit 1; }
 plain=$(run plain --min 1M --max 1M)
 got=$(chosen "$plain" 1048576)
 [ -n "$got" ] && ! grep -q twoshot_direct <<<"$got" ||
   { echo "windows-check: 1 MiB of malloc ran '$got': the direct built-in is for windows only" >&2; exit 1; }
-echo "windows-check: the built-in rule for windows chooses the direct two-shot from 256 KiB"
+echo "windows-check: the built-in rule for windows chooses the direct two-shot from 16 KiB"
 
 left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
 [ -z "$left" ] || { echo "windows-check: left in /dev/shm: $left" >&2; exit 1; }

@@ -131,9 +131,12 @@ public:
     return move<true, true, true, true>(src, dst, n);
   }
 
+  /// A copy onto itself (a program valid in both modes whose first copy is
+  /// from input to output, run in place) moves nothing, as on the host.
   __device__ void copy(const T *src, T *dst, uint64_t n) {
     traceElems(n);
-    transform<T, 1, 1>(&src, 1, &dst, n, tid, nthreads, OpSum<T>{});
+    if (src != dst)
+      transform<T, 1, 1>(&src, 1, &dst, n, tid, nthreads, OpSum<T>{});
     __syncthreads();
   }
 
