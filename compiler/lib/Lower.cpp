@@ -351,13 +351,14 @@ void lower(Program &prog) {
         recv.src = writeDst;
         if (reduce) {
           recv.type = ir::StepType::RecvReduceCopy;
-          // The local operand is the destination's current data. Both
-          // operands of a receiving step share one offset (srcoff names the
-          // local operand, docs/ARCHITECTURE.md §3): where the input and output names
-          // differ in offset, use the memory's own name for both.
+          // The local operand is the destination's current data, under the
+          // name it is read by (srcoff names the local operand,
+          // docs/ARCHITECTURE.md §3); the result goes under the name it is
+          // written by. Where these are input and output at different
+          // offsets (a reduce-scatter's block r of the input, block 0 of the
+          // output), the step reads the input and writes the output out of
+          // place, and in place they are the same memory.
           recv.src = namer.read(recv.rank, dst, width);
-          if (recv.src.buf != recv.dst.buf && recv.src.off != recv.dst.off)
-            recv.src = recv.dst = dst;
         } else {
           recv.type = ir::StepType::Recv;
         }

@@ -306,8 +306,12 @@ void Verifier::checkStep(int32_t g, int32_t t, int32_t s) {
     checkOperand(ref, step, "dst", step.dstBuf, step.dstOff, dstOwner);
   checkDependency(ref, step);
   // The reference compiler sometimes writes the sender's index into a
-  // receiving step's srcoff (docs/ARCHITECTURE.md §3).
-  if (info.receives && step.srcOff != step.dstOff)
+  // receiving step's srcoff (docs/ARCHITECTURE.md §3). A reducing receive
+  // whose local operand is in another buffer than its destination (an
+  // out-of-place reduce-scatter's last hop: input block r into output block
+  // 0) names two places, and its offsets differ by right.
+  if (info.receives && step.srcOff != step.dstOff &&
+      !(info.readsSrc && step.srcBuf != step.dstBuf))
     diags.warning(step.line, ref,
                   "'" + type + "' has srcoff " + llvm::Twine(step.srcOff) +
                       " but dstoff " + llvm::Twine(step.dstOff) +

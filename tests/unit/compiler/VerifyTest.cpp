@@ -59,13 +59,48 @@ for s in 0..3 { for d in 0..3 { chunk(s, input, d).copy(d, output, s%0) } }
   EXPECT_TRUE(d.alg().outofplace);
 }
 
-TEST(Modes, InPlaceReduceScatterWritesItsInput) {
+// The in-place ring reduce-scatter's last hop receives into block c of the
+// owner's input, which in place is its output: the receive reduces with the
+// input under its read name and stores under its write name (output block
+// 0), so out of place it reads the input and writes the output, and the
+// program is right in both modes.
+TEST(Modes, InPlaceRingReduceScatterIsRightOutOfPlaceToo) {
   Compilation c(R"(
 param N = 3
 collective reducescatter(ranks = N, chunks = 1, inplace = true)
 for c in 0..N {
     let acc = chunk((c + 1) % N, input, c)
     for k in 2..N+1 { acc = chunk((c + k) % N, input, c).reduce(acc) }
+}
+)");
+  ASSERT_TRUE(c.ok()) << c.text();
+  EXPECT_TRUE(c.alg().inplace);
+  EXPECT_TRUE(c.alg().outofplace);
+  int lastHops = 0;
+  for (int g = 0; g < 3; ++g)
+    for (const ir::ThreadBlock &tb : c.alg().gpus[g].tbs)
+      for (const ir::Step &st : tb.steps)
+        if (st.type == ir::StepType::RecvReduceCopy) {
+          ++lastHops;
+          EXPECT_EQ(st.srcBuf, ir::BufferKind::Input);
+          EXPECT_EQ(st.srcOff, g);
+          EXPECT_EQ(st.dstBuf, ir::BufferKind::Output);
+          EXPECT_EQ(st.dstOff, 0);
+        }
+  EXPECT_EQ(lastHops, 3);
+}
+
+// Where the last hop is a local reduction into the owner's input block
+// (received into scratch first), in place it adds into the output, out of
+// place into an output nothing wrote: right in place only.
+TEST(Modes, InPlaceReduceScatterAddingIntoItsInputIsInPlaceOnly) {
+  Compilation c(R"(
+param N = 3
+collective reducescatter(ranks = N, chunks = 1, inplace = true)
+for c in 0..N {
+    let acc = chunk((c + 1) % N, input, c)
+    for k in 2..N { acc = chunk((c + k) % N, input, c).reduce(acc) }
+    chunk(c, input, c).reduce(acc.copy(c, scratch, 0))
 }
 )");
   ASSERT_TRUE(c.ok()) << c.text();

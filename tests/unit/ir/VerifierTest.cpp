@@ -494,6 +494,22 @@ TEST_F(VerifierTest, ReceiveOffsetsDifferIsAWarning) {
                     "their local operand there"});
 }
 
+// A reducing receive whose local operand and destination are in different
+// buffers names two places (an out-of-place reduce-scatter's last hop reads
+// input block r and writes output block 0): its offsets differ by right. In
+// one buffer, differing offsets are still worth a warning.
+TEST_F(VerifierTest, ReducingReceiveAcrossBuffersMayDifferInOffset) {
+  step(0, 0, 1).srcOff = 1;
+  step(0, 0, 1).dstBuf = BufferKind::Scratch;
+  step(0, 0, 1).dstOff = 0;
+  EXPECT_EQ(errors(), Strings{});
+  EXPECT_EQ(verifyDiagnostics(alg, Severity::Warning), Strings{});
+  step(0, 0, 1).dstBuf = BufferKind::Input;
+  EXPECT_EQ(verifyDiagnostics(alg, Severity::Warning),
+            Strings{"t.xml:5: warning: gpu 0 tb 0 step 1: 'rrc' has srcoff 1 "
+                    "but dstoff 0: srcoff is the local operand it reduces with"});
+}
+
 TEST_F(VerifierTest, NoGpus) {
   alg.gpus.clear();
   EXPECT_EQ(errors(), Strings{"t.xml:1: error: the algorithm has no gpus"});
