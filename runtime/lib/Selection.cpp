@@ -70,10 +70,10 @@ broadcast      *   64K-32M broadcast_binomial
 // 1 MiB 0.45-0.5 x Open MPI, 0.2 at 64 MiB); the all-pairs get allgather
 // from 1 MiB (0.6-0.8 of the FIFO time); the reduce-scatter that reduces
 // every peer's block into its own from 64 KiB (0.5-0.8 of the FIFO time at
-// 64 and 256 KiB with 2-4 processes, the same at 16 KiB); the all-pairs put alltoall from 4 KiB (0.4-0.85); the
-// broadcast in which every rank reads the root's buffer from 4 KiB to
-// 1 MiB (0.4-0.75), and from 4 MiB the chain's pipeline is as fast or
-// faster. Below those sizes a direct call's two synchronizations with each
+// 64 and 256 KiB with 2-4 processes, the same at 16 KiB); the all-pairs put
+// alltoall from 4 KiB (0.4-0.85); the broadcast in which every rank reads
+// the root's buffer from 4 KiB to 1 MiB (0.4-0.75), and from 4 MiB the
+// chain's pipeline is as fast or faster. Below those sizes a direct call's two synchronizations with each
 // peer (the peer has started; the peer is done with my buffer) cost more
 // than a FIFO's one.
 constexpr const char *WindowTable = R"(# Coll's built-in rules for buffers in windows (docs/RUNTIME.md)
