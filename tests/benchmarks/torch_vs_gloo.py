@@ -6,7 +6,12 @@ makes coll's calls on the group's backend object itself
 Python layer and the dispatcher: the difference to "coll" is what torch
 adds to every call, whichever backend serves it; "coll-py" is coll.torch's
 Python backend (coll.torch.CollProcessGroup) on the same job, for what a
-call through Python and ctypes costs.
+call through Python and ctypes costs. "torch-floor" is torch's own no-op
+C++ backend ("fake", which returns at once and moves nothing) called as
+"coll" is: what torch.distributed itself costs per call, whichever backend
+serves it (torch attaches no flight recorder hook to it, so the floor leaves
+out the hook's cost that "coll" and other out-of-tree backends pay); its
+results are not checked and it has no bandwidth.
 
     PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
         tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M] [--plot FILE.svg]
@@ -23,6 +28,7 @@ ones for the other backends.
 """
 
 import argparse
+import importlib
 import os
 import shutil
 import subprocess
@@ -123,6 +129,13 @@ def main():
                                       devices=["cpu"])
         groups["coll-py"] = dist.new_group(backend="coll_python")
     groups["gloo"] = dist.new_group(backend="gloo")
+    try:
+        # Importing it registers torch's no-op backend "fake".
+        importlib.import_module("torch.testing._internal.distributed.fake_pg")
+        groups["torch-floor"] = dist.new_group(backend="fake")
+    except Exception as e:  # a torch without it: no column
+        if dist.get_rank() == 0:
+            print(f"# no torch-floor column: {e}")
     if dist.is_mpi_available():
         try:
             groups["mpi"] = dist.new_group(backend="mpi")
@@ -190,7 +203,7 @@ def main():
                 call, result = run(coll_name, groups[b], size)
                 call()
                 want = 1.0 if coll_name == "all_gather_into_tensor" else float(n)
-                if not torch.all(result() == want):
+                if b != "torch-floor" and not torch.all(result() == want):
                     raise SystemExit(f"{b} {coll_name} of {size} B: wrong result")
                 # all_reduce keeps accumulating in place while timed; the
                 # values grow, which does not change the work done.
@@ -201,7 +214,9 @@ def main():
                       " ".join(f"{times[b] * 1e6:>10.1f}" for b in names) +
                       f" {times['coll'] / times['gloo']:>10.2f}", flush=True)
                 for b in names:
-                    busbw = size / times[b] / 1e9 * BUS_FACTOR[coll_name](n)
+                    # The floor moves nothing: no bandwidth (0 leaves it out).
+                    busbw = (0.0 if b == "torch-floor" else
+                             size / times[b] / 1e9 * BUS_FACTOR[coll_name](n))
                     points.append((f"{coll_name}, {b}", b != "coll", size, times[b], busbw))
     if rank == 0 and args.plot:
         write_plot(args.plot, f"torch.distributed: coll against {', '.join(names[1:])}, "
