@@ -35,7 +35,6 @@ namespace {
 // The built-in order of the embedded algorithms on the host backend. The
 // thresholds come from the runtime benchmark (docs/PERFORMANCE.md).
 constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
-allreduce      2   0-4K    allreduce_oneshot_ll128
 allreduce      *   0-8K    allreduce_oneshot
 allreduce      *   0-16K   allreduce_allpairs
 allreduce      *   *       allreduce_ring
