@@ -35,6 +35,7 @@ namespace {
 // The built-in order of the embedded algorithms on the host backend. The
 // thresholds come from the runtime benchmark (docs/PERFORMANCE.md).
 constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
+allreduce      2   4K-*    allreduce_ring
 allreduce      *   0-8K    allreduce_oneshot
 allreduce      *   0-16K   allreduce_allpairs
 allreduce      *   *       allreduce_ring
