@@ -92,6 +92,19 @@ inline void combine2(T *dst, T *__restrict out, const T *__restrict in, const T 
 /// written, block by block, as on the GPU.
 template <class T, class Op>
 inline void reduceInto(T *dst, const T *const *srcs, int nsrc, uint64_t n, Op op) {
+  // One source apart from the destination (a small call's usual `re`): in
+  // place, without the block copies below.
+  const auto apart = [n](const T *a, const T *b) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x + n * sizeof(T) <= y || y + n * sizeof(T) <= x;
+  };
+  if (nsrc == 1 && apart(srcs[0], dst)) {
+    T *__restrict d = dst;
+    const T *__restrict s = srcs[0];
+    for (uint64_t i = 0; i < n; ++i)
+      d[i] = op(s[i], d[i]);
+    return;
+  }
   constexpr uint64_t Block = 512;
   alignas(64) T acc[Block];
   for (uint64_t base = 0; base < n; base += Block) {
