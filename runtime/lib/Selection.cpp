@@ -32,8 +32,9 @@ Choice makeChoice(const LoadedAlgorithm *algo, std::string library, std::string 
 
 namespace {
 
-// The built-in order of the embedded algorithms on the host backend. The
-// thresholds come from the runtime benchmark (docs/PERFORMANCE.md).
+// The built-in order of the embedded algorithms. The thresholds come from
+// the host backend's runtime benchmark (docs/PERFORMANCE.md); device calls
+// follow the same rules, never measured on a GPU.
 constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
 allreduce      2   4K-*    allreduce_ring
 allreduce      *   0-8K    allreduce_oneshot
