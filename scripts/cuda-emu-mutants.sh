@@ -12,7 +12,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${COLL_MUTANT_DIR:-/tmp/coll-mutants}
-filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*:emu:GpuExecutor.DirectSteps*'}
+filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*:emu:GpuExecutor.DirectSteps*:emu:EmuMultiDevice.DirectSteps*'}
 limit=${COLL_MUTANT_TIMEOUT:-180}
 device=interpreter/cuda/device
 
@@ -27,7 +27,9 @@ mutants=(
   'relaxed-dependency-poll|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu)|      const uint32_t goal = flagProgress(it, p.span, irStep);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldRelaxed(flag, Scope::Gpu)'
   'dependency-wrong-iteration|Prims.h|      const uint32_t goal = flagProgress(it, p.span, irStep);|      const uint32_t goal = flagProgress(it ? it - 1 : 0, p.span, irStep);'
   'relaxed-signal|Prims.h|      ptx::stRelease(signalFlag(d.signal),|      ptx::stRelaxed(signalFlag(d.signal),'
-  'relaxed-signal-poll|Prims.h|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu)|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return flagReached(seen = ptx::ldRelaxed(flag, Scope::Gpu)'
+  'relaxed-signal-poll|Prims.h|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return signalReached(seen = ptx::ldAcquire(flag, signalScope())|      const uint32_t goal = signalProgress(d, it);\n      uint64_t seen = 0;\n      fail = !spin([\&] { return signalReached(seen = ptx::ldRelaxed(flag, signalScope())'
+  'signal-generation-equal|Prims.h|return signalReached(seen = |return flagReached(seen = '
+  'signal-gpu-scope|Prims.h|    if constexpr (CrossGpu)\n      return Scope::Sys;\n    else\n      return Scope::Gpu;\n  }\n  /// What the flag holds|    return Scope::Gpu;\n  }\n  /// What the flag holds'
   'wait-previous-signal|Prims.h|      const uint32_t goal = signalProgress(d, it);|      const uint32_t goal = signalProgress(d, it) - 1;'
 )
 

@@ -436,6 +436,7 @@ public:
   ConnectionExport exportConnections() const override;
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) override;
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override;
+  llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) override;
   std::vector<ProxiedConnection> proxiedConnections() const override;
   LaunchShape launchShape() const override;
 
@@ -473,6 +474,7 @@ public:
   llvm::Expected<std::vector<double>> timeLaunches(unsigned warmup, unsigned iters, bool graph);
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
+  llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks);
   std::vector<ProxiedConnection> proxiedConnections() const;
 
   Plan plan;
@@ -515,6 +517,23 @@ private:
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
   DeviceMemory stepPeers, signals; ///< direct steps (Plan::stepPeers, Plan::signals)
+  /// Direct steps: where each signal pair's flag lies (KernelParams::signalFlags).
+  DeviceMemory signalTable;
+  std::vector<uint64_t *> signalPointers; ///< as uploaded; null: not reached (one rank)
+  /// One rank with direct steps: per signal pair, its place among the
+  /// flags of its receiver (ConnectionExport::signals).
+  std::vector<uint64_t> signalAtReceiver;
+  /// One rank: whether its steps are direct ones, the peers they reach (the
+  /// ranks of their operands and signals), the peers' buffers they load or
+  /// store (rank, buffer: 0 input, 1 output, 2 scratch) and the caller's
+  /// setPeerBuffers.
+  bool direct = false;
+  std::vector<int32_t> directPeers;
+  std::vector<std::pair<int32_t, uint8_t>> peerBuffersUsed;
+  std::vector<PeerBuffers> peerBuffers;
+  llvm::Error uploadSignals() {
+    return upload(signalTable, signalPointers.data(), signalPointers.size(), stream);
+  }
   DeviceMemory traceEvents, traceCounts; ///< run() with a timeline
   uint32_t traceCapacity = 0;            ///< events per block
   /// Stores the timeline's buffers in the device state (null: none).
@@ -594,7 +613,7 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable})
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -665,21 +684,39 @@ llvm::Error CudaExecutor::Impl::start() {
     return fail(llvm::formatv("{0}: the plan holds rank {1}'s steps only", plan.fileName,
                               plan.planRank));
   // Direct steps reach the peers' buffers: an executor of every rank has
-  // them all (one GPU, one process); one of a single rank would need its
-  // peers' buffers mapped (windows, docs/RUNTIME.md), which it has not.
-  if (oneRank() && plan.hasDirectSteps(options.rank))
-    return fail(llvm::formatv("{0}: rank {1} has direct steps (put, get, getre, signal, "
-                              "wait), which an executor of one rank does not run yet: its "
-                              "peers' buffers are not mapped (an executor of every rank runs "
-                              "them, as does the host backend)",
-                              plan.fileName, options.rank));
+  // them all (one GPU, one process); one of a single rank is given them
+  // (setPeerBuffers), and shares the flags of the signals it waits on as
+  // it shares its FIFOs.
+  direct = oneRank() ? plan.hasDirectSteps(options.rank) : !plan.stepPeers.empty();
+  if (oneRank() && direct) {
+    for (int32_t t = plan.rankTbBegin[options.rank]; t < plan.rankTbBegin[options.rank + 1]; ++t)
+      for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i) {
+        const PlanStep &step = plan.steps[size_t(plan.tbs[t].stepBegin + i)];
+        const int32_t peer = plan.stepPeer(size_t(plan.tbs[t].stepBegin + i)).peer;
+        if (peer < 0)
+          continue;
+        directPeers.push_back(peer);
+        const bool loads = step.type == StepKind::Get || step.type == StepKind::GetReduce;
+        if (!loads && step.type != StepKind::Put)
+          continue;
+        peerBuffersUsed.emplace_back(peer, loads ? step.srcBuf : step.dstBuf);
+      }
+    for (const PlanSignal &pair : plan.signals)
+      if (pair.sender == options.rank || pair.receiver == options.rank)
+        directPeers.push_back(pair.sender == options.rank ? pair.receiver : pair.sender);
+    llvm::sort(directPeers);
+    directPeers.erase(std::unique(directPeers.begin(), directPeers.end()), directPeers.end());
+    llvm::sort(peerBuffersUsed);
+    peerBuffersUsed.erase(std::unique(peerBuffersUsed.begin(), peerBuffersUsed.end()),
+                          peerBuffersUsed.end());
+  }
   firstTb = oneRank() ? plan.rankTbBegin[options.rank] : 0;
   launchTbs = oneRank() ? plan.rankTbBegin[options.rank + 1] - firstTb
                         : static_cast<int32_t>(plan.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
@@ -689,7 +726,7 @@ llvm::Error CudaExecutor::Impl::start() {
     return err;
   if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size(), stream))
     return err;
-  if (!oneRank() && !plan.stepPeers.empty()) {
+  if (direct) {
     if (llvm::Error err = upload(stepPeers, plan.stepPeers.data(), plan.stepPeers.size(), stream))
       return err;
     if (llvm::Error err = upload(signals, plan.signals.data(), plan.signals.size(), stream))
@@ -708,17 +745,34 @@ llvm::Error CudaExecutor::Impl::start() {
   indexAtReceiver.assign(plan.connections.size(), 0);
   viaHost.assign(plan.connections.size(), 0);
   hostPointers.assign(plan.connections.size(), nullptr);
+  signalPointers.assign(direct ? plan.signals.size() : 0, nullptr);
   if (!oneRank()) {
     for (size_t c = 0; c < plan.connections.size(); ++c)
       connPointers[c] = state.as<unsigned char>() + stateLayout.connectionsOffset +
                         c * connection.stride;
+    for (size_t g = 0; g < signalPointers.size(); ++g)
+      signalPointers[g] = reinterpret_cast<uint64_t *>(state.as<unsigned char>() +
+                                                       stateLayout.signalsOffset + g * PollStride);
   } else {
     // Each FIFO's place among its receiver's, from the whole plan (a
     // rank's plan holds only its own connections).
     for (size_t c = 0; c < plan.connections.size(); ++c)
       indexAtReceiver[c] = static_cast<uint64_t>(plan.connections[c].atReceiver);
-    const uint64_t bytes =
+    const uint64_t fifoBytes =
         static_cast<uint64_t>(plan.connectionsInto[options.rank]) * connection.stride;
+    // The flags of the signals it waits on, after them: every rank numbers
+    // each receiver's signals alike, from the whole plan's list.
+    uint32_t signalsInto = 0;
+    if (direct) {
+      std::vector<uint64_t> into(plan.nranks, 0);
+      signalAtReceiver.resize(plan.signals.size());
+      for (size_t g = 0; g < plan.signals.size(); ++g)
+        signalAtReceiver[g] = into[plan.signals[g].receiver]++;
+      signalsInto = static_cast<uint32_t>(into[options.rank]);
+    }
+    const uint64_t bytes = fifoBytes + uint64_t(signalsInto) * PollStride;
+    exported.signalsOffset = fifoBytes;
+    exported.signals = signalsInto;
     exported.pid = static_cast<int32_t>(getpid());
     exported.rank = options.rank;
     exported.device = device.device;
@@ -739,9 +793,16 @@ llvm::Error CudaExecutor::Impl::start() {
     for (size_t c = 0; c < plan.connections.size(); ++c)
       if (plan.connections[c].receiver == options.rank)
         connPointers[c] = received.as<unsigned char>() + indexAtReceiver[c] * connection.stride;
+    for (size_t g = 0; g < signalPointers.size(); ++g)
+      if (plan.signals[g].receiver == options.rank)
+        signalPointers[g] = reinterpret_cast<uint64_t *>(received.as<unsigned char>() + fifoBytes +
+                                                         signalAtReceiver[g] * PollStride);
   }
   if (llvm::Error err = uploadConnections())
     return err;
+  if (direct)
+    if (llvm::Error err = uploadSignals())
+      return err;
   COLL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&report), sizeof(WatchdogReport),
                               cudaHostAllocMapped));
   std::memset(report, 0, sizeof(WatchdogReport));
@@ -855,6 +916,29 @@ llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExp
   remotePeer.assign(plan.nranks, 0);
   for (int32_t r = 0; r < plan.nranks; ++r)
     remotePeer[r] = all[r].remote != 0;
+  // Direct steps load and store the peers' memory and signal into it: the
+  // peers must be on this GPU or on one with peer access to it.
+  for (int32_t peer : directPeers) {
+    if (peer == options.rank)
+      continue;
+    const char *why = nullptr;
+    if (all[peer].remote) {
+      why = "it runs on another host";
+    } else if (*disabled) {
+      why = "COLL_P2P_DISABLE=1";
+    } else {
+      auto reached = reaches(all[peer]);
+      if (!reached)
+        return reached.takeError();
+      if (!*reached)
+        why = "their GPUs have no peer access";
+    }
+    if (why)
+      return fail(llvm::formatv("{0}: rank {1}'s direct steps reach rank {2}, whose memory it "
+                                "cannot load and store: {3} (direct steps need the peers on one "
+                                "GPU or on GPUs with P2P)",
+                                plan.fileName, options.rank, peer, why));
+  }
   // To another host: a staging FIFO of this rank's, which its network
   // proxy forwards, after the FIFOs it receives on.
   uint32_t staged = 0;
@@ -926,6 +1010,17 @@ llvm::Error CudaExecutor::Impl::placeConnections(const std::vector<ConnectionExp
   return llvm::Error::success();
 }
 
+llvm::Error CudaExecutor::Impl::setPeerBuffers(llvm::ArrayRef<PeerBuffers> all) {
+  if (!oneRank())
+    return fail("CudaExecutor::setPeerBuffers: the executor runs every rank itself, with the "
+                "buffers of its calls");
+  if (all.size() != static_cast<size_t>(plan.nranks))
+    return fail(llvm::formatv("CudaExecutor::setPeerBuffers: {0} entries for {1} ranks",
+                              all.size(), plan.nranks));
+  peerBuffers.assign(all.begin(), all.end());
+  return llvm::Error::success();
+}
+
 std::vector<ProxiedConnection> CudaExecutor::Impl::proxiedConnections() const {
   std::vector<ProxiedConnection> out;
   for (size_t c = 0; c < plan.connections.size(); ++c) {
@@ -968,6 +1063,47 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
   std::vector<uint64_t> receivedBy(plan.connectionsInto.begin(), plan.connectionsInto.end());
   std::vector<unsigned char *> base(plan.nranks, nullptr), hostBase(plan.nranks, nullptr),
       hostOnDevice(plan.nranks, nullptr);
+  // Peer access to the GPU of rank r, an executor of this process on
+  // another device, for reaching its `what`.
+  auto enablePeer = [&](int32_t r, const char *what) -> llvm::Error {
+    const ConnectionExport &peer = all[r];
+    if (peer.device == device.device)
+      return llvm::Error::success();
+    cudaError_t err = cudaDeviceEnablePeerAccess(peer.device, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled)
+      (void)cudaGetLastError();
+    else if (err != cudaSuccess)
+      return fail(llvm::formatv("{0}: rank {1} on device {2} cannot reach rank {3}'s {4} on "
+                                "device {5}: {6} ({7})",
+                                plan.fileName, options.rank, device.device, r, what, peer.device,
+                                cudaGetErrorName(err), cudaGetErrorString(err)));
+    return llvm::Error::success();
+  };
+  // The receiver's memory of FIFOs and signal flags, mapped once.
+  auto mapReceiver = [&](int32_t r) -> llvm::Error {
+    if (base[r])
+      return llvm::Error::success();
+    const ConnectionExport &peer = all[r];
+    if (peer.pid == static_cast<int32_t>(getpid())) {
+      // Another executor of this process: its pointer is valid here, on
+      // another GPU once peer access is on.
+      if (llvm::Error err = enablePeer(r, "FIFOs"))
+        return err;
+      base[r] = reinterpret_cast<unsigned char *>(peer.address);
+    } else {
+      cudaIpcMemHandle_t handle;
+      std::memcpy(&handle, peer.ipcHandle, sizeof handle);
+      void *mapped = nullptr;
+      cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+      if (err != cudaSuccess)
+        return fail(llvm::formatv("{0}: cannot map rank {1}'s FIFOs (process {2}): {3} ({4})",
+                                  plan.fileName, r, peer.pid,
+                                  cudaGetErrorName(err), cudaGetErrorString(err)));
+      opened.push_back(mapped);
+      base[r] = static_cast<unsigned char *>(mapped);
+    }
+    return llvm::Error::success();
+  };
   for (size_t c = 0; c < plan.connections.size(); ++c) {
     const PlanConnection &info = plan.connections[c];
     if (info.sender != options.rank || info.receiver == options.rank)
@@ -1059,36 +1195,37 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
           "needs {6} ({7} per connection): the ranks disagree on the plan or the slot size",
           plan.fileName, info.receiver, peer.bytes, peer.stride, peer.rank, options.rank, need,
           connection.stride));
-    if (!base[info.receiver]) {
-      if (peer.pid == static_cast<int32_t>(getpid())) {
-        // Another executor of this process: its pointer is valid here, on
-        // another GPU once peer access is on.
-        if (peer.device != device.device) {
-          cudaError_t err = cudaDeviceEnablePeerAccess(peer.device, 0);
-          if (err == cudaErrorPeerAccessAlreadyEnabled)
-            (void)cudaGetLastError();
-          else if (err != cudaSuccess)
-            return fail(llvm::formatv("{0}: rank {1} on device {2} cannot reach rank {3}'s FIFOs "
-                                      "on device {4}: {5} ({6})",
-                                      plan.fileName, options.rank, device.device, info.receiver,
-                                      peer.device, cudaGetErrorName(err), cudaGetErrorString(err)));
-        }
-        base[info.receiver] = reinterpret_cast<unsigned char *>(peer.address);
-      } else {
-        cudaIpcMemHandle_t handle;
-        std::memcpy(&handle, peer.ipcHandle, sizeof handle);
-        void *mapped = nullptr;
-        cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
-        if (err != cudaSuccess)
-          return fail(llvm::formatv("{0}: cannot map rank {1}'s FIFOs (process {2}): {3} ({4})",
-                                    plan.fileName, info.receiver, peer.pid,
-                                    cudaGetErrorName(err), cudaGetErrorString(err)));
-        opened.push_back(mapped);
-        base[info.receiver] = static_cast<unsigned char *>(mapped);
-      }
-    }
+    if (llvm::Error err = mapReceiver(info.receiver))
+      return err;
     connPointers[c] = base[info.receiver] + indexAtReceiver[c] * connection.stride;
   }
+  // Direct steps: the flags of the signals this rank sends, in their
+  // receivers' memory; and peer access to the GPUs of peers in this process
+  // whose buffers the steps load or store.
+  for (size_t g = 0; g < signalPointers.size(); ++g) {
+    const PlanSignal &pair = plan.signals[g];
+    if (pair.sender != options.rank || pair.receiver == options.rank)
+      continue;
+    const ConnectionExport &peer = all[pair.receiver];
+    if (peer.rank != pair.receiver || signalAtReceiver[g] >= peer.signals ||
+        peer.signalsOffset + peer.signals * PollStride > peer.bytes)
+      return fail(llvm::formatv(
+          "{0}: rank {1} exported {2} signal flags at {3} of {4} bytes as rank {5}; rank {6} "
+          "signals its flag {7}: the ranks disagree on the plan",
+          plan.fileName, pair.receiver, peer.signals, peer.signalsOffset, peer.bytes, peer.rank,
+          options.rank, signalAtReceiver[g]));
+    if (llvm::Error err = mapReceiver(pair.receiver))
+      return err;
+    signalPointers[g] = reinterpret_cast<uint64_t *>(base[pair.receiver] + peer.signalsOffset +
+                                                     signalAtReceiver[g] * PollStride);
+  }
+  for (int32_t peer : directPeers)
+    if (peer != options.rank && all[peer].pid == static_cast<int32_t>(getpid()))
+      if (llvm::Error err = enablePeer(peer, "buffers"))
+        return err;
+  if (direct)
+    if (llvm::Error err = uploadSignals())
+      return err;
   // Blocks that wait for each other must all be resident (chooseResidency
   // picks their size per call); more than the GPU can ever hold, whatever
   // their size, is refused here, where every rank learns of it at once.
@@ -1132,6 +1269,9 @@ llvm::Error CudaExecutor::Impl::importConnections(const std::vector<ConnectionEx
       crossGpu = crossGpu || connScopes[c] == Scope::Sys;
     }
   }
+  // Direct steps with a peer on another GPU: their signals at .sys.
+  for (int32_t peer : directPeers)
+    crossGpu = crossGpu || !sameGpu(peer);
   return uploadConnections();
 }
 
@@ -1204,6 +1344,29 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
         return fail(llvm::formatv("{0}: rank {1} sends to rank {2}, whose FIFOs are not mapped "
                                   "(importConnections)",
                                   plan.fileName, options.rank, plan.connections[c].receiver));
+  if (oneRank() && direct) {
+    for (size_t g = 0; g < signalPointers.size(); ++g) {
+      const PlanSignal &pair = plan.signals[g];
+      if (!signalPointers[g] && pair.sender == options.rank)
+        return fail(llvm::formatv("{0}: rank {1} signals rank {2}, whose flags are not mapped "
+                                  "(importConnections)",
+                                  plan.fileName, options.rank, pair.receiver));
+    }
+    for (const auto &[peer, buffer] : peerBuffersUsed) {
+      if (peer == options.rank)
+        continue;
+      const PeerBuffers *given =
+          static_cast<size_t>(peer) < peerBuffers.size() ? &peerBuffers[peer] : nullptr;
+      const bool known = given && (buffer == 0   ? given->input
+                                   : buffer == 1 ? given->output
+                                                 : given->scratch);
+      if (!known)
+        return fail(llvm::formatv("{0}: rank {1}'s direct steps reach rank {2}'s {3} buffer, "
+                                  "which it was not given (setPeerBuffers)",
+                                  plan.fileName, options.rank, peer,
+                                  buffer == 0 ? "input" : buffer == 1 ? "output" : "scratch"));
+    }
+  }
 
   const uint64_t es = dataTypeSize(args.type);
   const uint64_t sliceElems = slotBytes(options, proto) / es;
@@ -1231,6 +1394,12 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   for (int32_t r = 0; r < plan.nranks; ++r)
     if (!oneRank() || r == options.rank)
       table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
+    else if (direct && static_cast<size_t>(r) < peerBuffers.size())
+      table[r] = {peerBuffers[r].input, peerBuffers[r].output, peerBuffers[r].scratch};
+  // A scratch shared with the peers (setPeerBuffers), in place of its own.
+  if (oneRank() && direct && static_cast<size_t>(options.rank) < peerBuffers.size() &&
+      peerBuffers[options.rank].scratch)
+    table[options.rank].scratch = peerBuffers[options.rank].scratch;
   if (table.size() != rankTable.size() ||
       std::memcmp(table.data(), rankTable.data(), table.size() * sizeof(RankPointers)) != 0) {
     if (llvm::Error err = upload(ranks, table.data(), table.size(), stream))
@@ -1269,7 +1438,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.flagsOffset = stateLayout.flagsOffset;
   params.stepPeers = stepPeers.as<PlanStepPeer>();
   params.signals = signals.as<PlanSignal>();
-  params.signalsOffset = stateLayout.signalsOffset;
+  params.signalFlags = signalTable.as<uint64_t *const>();
   params.connection = connection;
   params.iterations = result.iterations;
   params.sliceElems = sliceElems;
@@ -1707,6 +1876,9 @@ const CudaDeviceInfo &CudaExecutor::device() const { return impl->deviceInfo(); 
 ConnectionExport CudaExecutor::exportConnections() const { return impl->exported; }
 std::vector<ProxiedConnection> CudaExecutor::proxiedConnections() const {
   return impl->proxiedConnections();
+}
+llvm::Error CudaExecutor::setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) {
+  return impl->setPeerBuffers(ranks);
 }
 llvm::Error CudaExecutor::placeConnections(const std::vector<ConnectionExport> &ranks) {
   DeviceScope onDevice = scope();

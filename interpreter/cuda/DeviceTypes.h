@@ -18,7 +18,9 @@
 //
 // An executor of one rank (CudaOptions::rank) keeps the connections it
 // receives on in an allocation of their own, in Plan::connections order,
-// which the senders map (KernelParams::connections).
+// then the flags of the signals it receives (waits on), in Plan::signals
+// order, 128 bytes apart; the senders map it (KernelParams::connections,
+// KernelParams::signalFlags).
 //
 // Counters and flags sit on their own 128-byte lines so that a waiter's
 // polling does not contend with unrelated stores.
@@ -173,6 +175,21 @@ COLL_HOST_DEVICE COLL_INLINE bool flagReached(uint64_t flag, uint32_t generation
                                               uint32_t progress) {
   return static_cast<uint32_t>(flag >> 32) == generation && static_cast<uint32_t>(flag) >= progress;
 }
+/// Signal flags (direct steps) hold the same encoding, written by the
+/// signalling tb, but compare in order: a flag at a later generation has
+/// reached every goal of an earlier one. An executor of one rank counts its
+/// own launches, and a peer's executor may finish a call and signal in the
+/// next before this one's wait of the call before has seen the flag; the
+/// peer only signals there after this rank's signals of the same call, so
+/// what it overwrites has been sent. The difference of generations is read
+/// as a signed 32-bit number, so that this holds across the wrap; a flag
+/// never written (0) reads as behind every generation below 2^31, and every
+/// launch after the first writes every flag it waits on.
+COLL_HOST_DEVICE COLL_INLINE bool signalReached(uint64_t flag, uint32_t generation,
+                                                uint32_t progress) {
+  const int32_t ahead = static_cast<int32_t>(static_cast<uint32_t>(flag >> 32) - generation);
+  return ahead > 0 || (ahead == 0 && static_cast<uint32_t>(flag) >= progress);
+}
 /// The most pipeline iterations a call may have so that progress fits.
 COLL_HOST_DEVICE COLL_INLINE uint64_t maxFlagIterations(uint32_t span) { return UINT32_MAX / span; }
 
@@ -265,12 +282,15 @@ struct KernelParams {
   int32_t firstTb; ///< block b runs tb firstTb + b
   WatchdogReport *report;
   uint64_t flagsOffset; ///< StateLayout
-  /// Direct steps (executors of every rank only): per plan step its peer,
-  /// signal pair and ordinal (Plan::stepPeers), the pairs (Plan::signals)
-  /// and where their flags lie in the state; null when the plan has none.
+  /// Direct steps: per plan step its peer, signal pair and ordinal
+  /// (Plan::stepPeers), the pairs (Plan::signals) and per pair where its
+  /// flag lies: in the state for an executor of every rank; for an
+  /// executor of one rank, in the receiving rank's memory (mapped as its
+  /// FIFOs are), for the pairs this rank signals or waits on. Null when the
+  /// plan has none.
   const PlanStepPeer *stepPeers;
   const PlanSignal *signals;
-  uint64_t signalsOffset;
+  uint64_t *const *signalFlags;
   ConnectionLayout connection;
   uint64_t iterations;
   uint64_t sliceElems;

@@ -170,6 +170,10 @@ public:
     char *error = nullptr;
     return check(api->importConnections(handle, ranks.data(), ranks.size(), &error), error);
   }
+  llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) override {
+    char *error = nullptr;
+    return check(api->setPeerBuffers(handle, ranks.data(), ranks.size(), &error), error);
+  }
   std::vector<ProxiedConnection> proxiedConnections() const override {
     std::vector<ProxiedConnection> out(api->proxiedConnections(handle, nullptr, 0));
     out.resize(api->proxiedConnections(handle, out.data(), out.size()));

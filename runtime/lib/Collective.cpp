@@ -112,6 +112,14 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   const std::string where = backend ? backend->describe(device) : std::string("GPU");
   const std::string what = where + ", " + compiled->plan.fileName;
   std::unique_ptr<DeviceExecutor> created;
+  // Direct steps on device buffers need the peers' buffers mapped: windows
+  // of device memory, which the runtime does not register yet (the
+  // executor runs them when given the peers' buffers: setPeerBuffers). The
+  // selection passes over such a program for device calls.
+  if (!chosen && compiled->plan.hasDirectSteps(rank))
+    chosen = collError(collInvalidUsage,
+                       "it has direct steps, and the runtime does not map its peers' device "
+                       "buffers yet (windows of device memory)");
   if (!chosen) {
     interp::CudaOptions options;
     options.rank = rank;

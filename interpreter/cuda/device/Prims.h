@@ -151,16 +151,18 @@ public:
     __syncthreads();
   }
 
-  // Direct steps (StepSemantics.h; docs/CUDA.md, "Direct steps"), for
-  // executors of every rank: the peers' buffers are p.ranks', and each
-  // signal pair has a flag in the device state. One tb per rank signals a
-  // peer on a channel (the IR's rule), so each flag has one writer, which
+  // Direct steps (StepSemantics.h; docs/CUDA.md, "Direct steps"): the
+  // peers' buffers are p.ranks' (for an executor of one rank, mapped by its
+  // caller: setPeerBuffers), and each signal pair has a flag
+  // (p.signalFlags: in the device state for an executor of every rank, in
+  // the waiting rank's memory for one of one rank). One tb per rank signals
+  // a peer on a channel (the IR's rule), so each flag has one writer, which
   // stores (generation << 32) | (iteration * perIteration + ordinal + 1) in
-  // order: the dependency flags' encoding, monotone within a launch and
-  // stale after it. A signal releases at .gpu (every rank of such a launch
-  // is on this GPU): every prim and every wait ends with a block barrier,
-  // so whatever the tb did and learned before it precedes the store. The
-  // wait acquires, then releases its block with a barrier. Inlined: out of
+  // order, compared in order (signalReached). A signal releases at .gpu,
+  // or at .sys in the CrossGpu build (a launch with a peer on another GPU):
+  // every prim and every wait ends with a block barrier, so whatever the tb
+  // did and learned before it precedes the store. The wait acquires at the
+  // same scope, then releases its block with a barrier. Inlined: out of
   // line (__noinline__) they cost every kernel a call frame, twice the
   // stack and eight times the local stores of the wide builds
   // (scripts/cuda-resources.sh), far more than the few spill stores that
@@ -173,7 +175,7 @@ public:
     if (tid == 0) {
       const PlanStepPeer d = stepPeer(step);
       ptx::stRelease(signalFlag(d.signal),
-                     makeFlag(generation, signalProgress(d, iteration)), Scope::Gpu);
+                     makeFlag(generation, signalProgress(d, iteration)), signalScope());
     }
   }
   __device__ bool waitSignal(const PlanStep &step, uint64_t it) {
@@ -183,7 +185,7 @@ public:
       const uint64_t *flag = signalFlag(d.signal);
       const uint32_t goal = signalProgress(d, it);
       uint64_t seen = 0;
-      fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu), generation, goal); },
+      fail = !spin([&] { return signalReached(seen = ptx::ldAcquire(flag, signalScope()), generation, goal); },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::Signal;
                      r.depTb = d.signal;
@@ -202,8 +204,12 @@ private:
   __device__ PlanStepPeer stepPeer(const PlanStep &step) const {
     return p.stepPeers[tb.stepBegin + static_cast<int32_t>(&step - steps)];
   }
-  __device__ uint64_t *signalFlag(int32_t signal) const {
-    return reinterpret_cast<uint64_t *>(p.state + p.signalsOffset) + signal * FlagStrideWords;
+  __device__ uint64_t *signalFlag(int32_t signal) const { return p.signalFlags[signal]; }
+  __device__ Scope signalScope() const {
+    if constexpr (CrossGpu)
+      return Scope::Sys;
+    else
+      return Scope::Gpu;
   }
   /// What the flag holds once signal `d.ordinal` of iteration `it` is sent.
   __device__ uint32_t signalProgress(const PlanStepPeer &d, uint64_t it) const {

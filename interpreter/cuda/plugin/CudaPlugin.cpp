@@ -216,6 +216,9 @@ const CollDevicePlugin table = {
       std::copy_n(all.begin(), std::min(capacity, all.size()), out);
       return all.size();
     },
+    [](void *p, const PeerBuffers *ranks, size_t n, char **error) {
+      return status(of(p).setPeerBuffers(llvm::ArrayRef<PeerBuffers>(ranks, n)), error);
+    },
 };
 
 } // namespace

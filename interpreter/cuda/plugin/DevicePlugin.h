@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 7u // 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
+#define COLL_DEVICE_PLUGIN_ABI 8u // 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
 
 extern "C" {
 
@@ -97,6 +97,9 @@ struct CollDevicePlugin {
   /// of them into `out`.
   size_t (*proxiedConnections)(void *executor, coll::interp::ProxiedConnection *out,
                                size_t capacity);
+  /// DeviceExecutor::setPeerBuffers: `n` entries, one per rank.
+  int (*setPeerBuffers)(void *executor, const coll::interp::PeerBuffers *ranks, size_t n,
+                        char **error);
 };
 
 typedef const CollDevicePlugin *(*CollDevicePluginEntry)();

@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include <functional>
 #include <thread>
 
@@ -84,8 +86,32 @@ std::string runPlaced(const Plan &plan, const std::vector<int> &deviceOf, DataTy
   if (auto done = (*host)->run(reference.args()); !done)
     return "host: " + llvm::toString(done.takeError());
   CheckedCall call(desc, type, op, count, inplace, 11);
-  llvm::Error err = coll::testing::runOnDevice(
-      call, type, [&](const CallArgs &a) { return coll::testing::runRanks(ranks, a); });
+  // Direct steps: every rank's scratch on its GPU, and the peers' buffers.
+  std::vector<void *> scratch;
+  auto freeScratch = llvm::make_scope_exit([&] {
+    for (void *p : scratch)
+      rt::cudaFree(p);
+  });
+  if (!plan.stepPeers.empty()) {
+    auto layout = resolveCall(plan, count);
+    if (!layout)
+      return llvm::toString(layout.takeError());
+    for (int32_t r = 0; r < plan.nranks; ++r) {
+      void *p = nullptr;
+      rt::cudaSetDevice(deviceOf[r]);
+      if (rt::cudaMalloc(&p, std::max<uint64_t>(layout->scratchElems[r], 1) *
+                                 dataTypeSize(type)) != rt::cudaSuccess)
+        return "cudaMalloc of rank " + std::to_string(r) + "'s scratch failed";
+      scratch.push_back(p);
+    }
+    rt::cudaSetDevice(0);
+  }
+  llvm::Error err = coll::testing::runOnDevice(call, type, [&](const CallArgs &a) -> llvm::Error {
+    if (!scratch.empty())
+      if (llvm::Error e = coll::testing::givePeerBuffers(ranks, a, scratch))
+        return e;
+    return coll::testing::runRanks(ranks, a);
+  });
   if (err)
     return llvm::toString(std::move(err));
   const uint64_t es = dataTypeSize(type);
@@ -142,6 +168,47 @@ TEST(EmuMultiDevice, EveryCollectiveAndProtocolOnTwoToFourGpus) {
           << describe(plan, deviceOf);
     }
   }
+}
+
+// Direct steps between GPUs: each rank loads and stores its peers' buffers
+// on other GPUs with peer access and signals them at .sys, on 2 to 4 GPUs,
+// the scope checker watching; ranks that share a GPU signal at .gpu. Without
+// peer access, every rank refuses at placement, naming the peer and why.
+TEST(EmuMultiDevice, DirectStepsBetweenGpus) {
+  Gpus gpus(4);
+  const std::vector<std::vector<int>> placements = {{0, 1}, {0, 1, 2}, {0, 0, 1, 1}, {0, 1, 2, 3}};
+  for (const std::vector<int> &deviceOf : placements) {
+    const int n = static_cast<int>(deviceOf.size());
+    for (const ir::Algorithm &alg :
+         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+      const Plan plan = planOf(alg);
+      const uint64_t before = cuda::simt::sysScopedAccesses.load();
+      EXPECT_EQ(runPlaced(plan, deviceOf, DataType::Float32, ReduceOp::Sum, 2001,
+                          !plan.outofplace),
+                "")
+          << describe(plan, deviceOf);
+      EXPECT_GT(cuda::simt::sysScopedAccesses.load(), before) << describe(plan, deviceOf);
+    }
+  }
+  const Plan plan = planOf(coll::testing::peerTwoShotAllReduce(3));
+  const uint64_t before = cuda::simt::sysScopedAccesses.load();
+  EXPECT_EQ(runPlaced(plan, {2, 2, 2}, DataType::Int32, ReduceOp::Max, 999, false), "");
+  EXPECT_EQ(cuda::simt::sysScopedAccesses.load(), before) << "ranks of one GPU ran .sys accesses";
+}
+
+TEST(EmuNoP2P, DirectStepsNeedPeerAccess) {
+  Gpus gpus(2, "off");
+  const Plan plan = planOf(coll::testing::peerTwoShotAllReduce(2));
+  const std::string refused =
+      runPlaced(plan, {0, 1}, DataType::Float32, ReduceOp::Sum, 100, false);
+  EXPECT_NE(refused.find("direct steps reach rank 1"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("their GPUs have no peer access"), std::string::npos) << refused;
+  ::setenv("COLL_P2P_DISABLE", "1", 1);
+  const std::string disabled =
+      runPlaced(plan, {0, 0}, DataType::Float32, ReduceOp::Sum, 100, false);
+  ::unsetenv("COLL_P2P_DISABLE");
+  EXPECT_NE(disabled.find("COLL_P2P_DISABLE=1"), std::string::npos) << disabled;
+  EXPECT_EQ(runPlaced(plan, {1, 1}, DataType::Float32, ReduceOp::Sum, 100, false), "");
 }
 
 // The scope follows from the placement: ranks that share a GPU connect at

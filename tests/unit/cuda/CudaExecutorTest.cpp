@@ -147,16 +147,172 @@ TEST_F(GpuExecutor, DirectStepsMatchTheHost) {
                        plan.name + " int32 max");
     }
   }
-  // An executor of one rank has no mapping of its peers' buffers: it says
-  // so when it is made.
-  CudaOptions one = gpuOptions;
-  one.rank = 1;
-  auto gpu = coll::testing::deviceBackend().create(
-      planOf(coll::testing::peerTwoShotAllReduce(3)), one);
-  ASSERT_FALSE(static_cast<bool>(gpu));
-  std::string message = llvm::toString(gpu.takeError());
-  EXPECT_NE(message.find("rank 1 has direct steps"), std::string::npos) << message;
-  EXPECT_NE(message.find("its peers' buffers are not mapped"), std::string::npos) << message;
+}
+
+/// Every rank's scratch for a float call of `count` elements on `plan`, in
+/// device memory of this process (which the other ranks' executors reach).
+struct SharedScratch {
+  std::vector<void *> ranks;
+  SharedScratch(const Plan &plan, uint64_t count) : ranks(plan.nranks, nullptr) {
+    auto layout = resolveCall(plan, count);
+    if (!layout) {
+      ADD_FAILURE() << llvm::toString(layout.takeError());
+      return;
+    }
+    for (int32_t r = 0; r < plan.nranks; ++r)
+      EXPECT_EQ(cudaMalloc(&ranks[r], std::max<uint64_t>(layout->scratchElems[r], 1) * sizeof(float)),
+                cudaSuccess);
+  }
+  ~SharedScratch() {
+    for (void *p : ranks)
+      if (p)
+        cudaFree(p);
+  }
+};
+
+/// One executor of one rank per rank of `plan` on the current device,
+/// connected as a job's ranks are.
+static coll::testing::RankExecutors oneRankEach(const Plan &plan, CudaOptions options) {
+  coll::testing::RankExecutors ranks;
+  for (int32_t r = 0; r < plan.nranks; ++r) {
+    options.rank = r;
+    auto gpu = coll::testing::deviceBackend().create(plan, options);
+    if (!gpu) {
+      ADD_FAILURE() << "rank " << r << ": " << llvm::toString(gpu.takeError());
+      return {};
+    }
+    ranks.push_back(std::move(*gpu));
+  }
+  if (llvm::Error err = coll::testing::connectRanks(ranks)) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return {};
+  }
+  return ranks;
+}
+
+// Direct steps on executors of one rank each, as a job's processes run
+// them: each is given its peers' buffers (setPeerBuffers) and signals into
+// flags in the waiting rank's memory, which it maps as it maps FIFOs. The
+// executors count their own launches, so many calls in a row, from one
+// element to many pipeline iterations, check that a signal of the next
+// call never hides one of the call before; every rank matches the host
+// backend bit for bit.
+TEST_F(GpuExecutor, DirectStepsOnExecutorsOfOneRank) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+#if COLL_TEST_SANITIZER
+  const std::vector<int> rankCounts = {2, 3};
+  const std::vector<uint64_t> counts = {1, 1001};
+  const int backToBack = 10;
+#else
+  const std::vector<int> rankCounts = {2, 3, 4};
+  const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
+  const int backToBack = 25;
+#endif
+  for (int n : rankCounts) {
+    for (const ir::Algorithm &alg :
+         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+      Plan plan = planOf(alg);
+      auto host = HostExecutor::create(plan, hostOptions);
+      ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+      coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
+      ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
+      for (uint64_t count : counts)
+        for (bool inplace : {false, true}) {
+          if (inplace ? !plan.inplace : !plan.outofplace)
+            continue;
+          const std::string what = plan.name + " n=" + std::to_string(n) + " count=" +
+                                   std::to_string(count) + (inplace ? " in-place" : " out-of-place");
+          CollectiveDesc desc = CollectiveDesc::of(plan);
+          CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, count, inplace, 5);
+          auto done = (*host)->run(reference.args());
+          ASSERT_TRUE(static_cast<bool>(done)) << what << ": " << llvm::toString(done.takeError());
+          CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, inplace, 5);
+          // Every rank's scratch where the peers reach it (the two-shot
+          // puts into the peers' scratch).
+          SharedScratch scratch(plan, count);
+          llvm::Error err = coll::testing::runOnDevice(
+              call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+                if (llvm::Error e = coll::testing::givePeerBuffers(ranks, a, scratch.ranks))
+                  return e;
+                return coll::testing::runRanks(ranks, a);
+              });
+          ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+          for (int32_t r = 0; r < n; ++r)
+            EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r],
+                                  call.outputElems() * sizeof(float)),
+                      0)
+                << what << ": rank " << r << "'s output differs from the host backend's";
+        }
+      // Calls back to back, each rank at its own pace: a rank may signal
+      // in its next call while a peer still waits in the call before. Max
+      // is idempotent, so repeating an in-place call keeps the result.
+      const bool inplace = !plan.outofplace;
+      const std::string what = plan.name + " n=" + std::to_string(n) + " back to back";
+      CollectiveDesc desc = CollectiveDesc::of(plan);
+      CheckedCall reference(desc, DataType::Float32, ReduceOp::Max, 1001, inplace, 9);
+      auto done = (*host)->run(reference.args());
+      ASSERT_TRUE(static_cast<bool>(done)) << what << ": " << llvm::toString(done.takeError());
+      CheckedCall call(desc, DataType::Float32, ReduceOp::Max, 1001, inplace, 9);
+      SharedScratch scratch(plan, 1001);
+      llvm::Error err = coll::testing::runOnDevice(
+          call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+            if (llvm::Error e = coll::testing::givePeerBuffers(ranks, a, scratch.ranks))
+              return e;
+            std::vector<std::string> failures(n);
+            std::vector<std::thread> threads;
+            for (int32_t r = 0; r < n; ++r)
+              threads.emplace_back([&, r] {
+                for (int k = 0; k < backToBack && failures[r].empty(); ++k)
+                  if (auto result = ranks[r]->run(a); !result)
+                    failures[r] = "call " + std::to_string(k) + ": " +
+                                  llvm::toString(result.takeError());
+              });
+            for (std::thread &t : threads)
+              t.join();
+            for (int32_t r = 0; r < n; ++r)
+              if (!failures[r].empty())
+                return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                               "rank " + std::to_string(r) + ": " + failures[r]);
+            return llvm::Error::success();
+          });
+      ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+      for (int32_t r = 0; r < n; ++r)
+        EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r],
+                              call.outputElems() * sizeof(float)),
+                  0)
+            << what << ": rank " << r << "'s output differs from the host backend's";
+    }
+  }
+}
+
+// An executor of one rank that was not given the peers' buffers says so at
+// the call, naming the buffer; one of every rank takes none.
+TEST_F(GpuExecutor, DirectStepsNeedThePeersBuffers) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+  Plan plan = planOf(coll::testing::peerTwoShotAllReduce(3));
+  coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
+  ASSERT_EQ(ranks.size(), 3u);
+  CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, 100, false, 1);
+  llvm::Error err = coll::testing::runOnDevice(
+      call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        auto prepared = ranks[1]->prepare(a);
+        if (prepared)
+          return llvm::createStringError(llvm::inconvertibleErrorCode(), "prepared");
+        return prepared.takeError();
+      });
+  ASSERT_TRUE(static_cast<bool>(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("rank 1's direct steps reach rank 0's output buffer"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(setPeerBuffers)"), std::string::npos) << message;
+  // The wrong number of entries, and an executor of every rank.
+  std::vector<PeerBuffers> two(2);
+  message = llvm::toString(ranks[0]->setPeerBuffers(two));
+  EXPECT_NE(message.find("2 entries for 3 ranks"), std::string::npos) << message;
+  auto every = coll::testing::deviceBackend().create(plan, gpuOptions);
+  ASSERT_TRUE(static_cast<bool>(every)) << llvm::toString(every.takeError());
+  message = llvm::toString((*every)->setPeerBuffers(std::vector<PeerBuffers>(3)));
+  EXPECT_NE(message.find("runs every rank itself"), std::string::npos) << message;
 }
 
 TEST_F(GpuExecutor, ManyRanksOnOneGpu) {

@@ -103,6 +103,20 @@ inline llvm::Error runRanks(
   return llvm::Error::success();
 }
 
+/// For executors of one rank with direct steps: gives each the other
+/// ranks' buffers of `args` and every rank's `scratch` (one process: the
+/// pointers are valid in all).
+inline llvm::Error givePeerBuffers(RankExecutors &ranks, const interp::CallArgs &args,
+                                   const std::vector<void *> &scratch = {}) {
+  std::vector<interp::PeerBuffers> peers(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    peers[r] = {args.input[r], args.output[r], r < scratch.size() ? scratch[r] : nullptr};
+  for (auto &executor : ranks)
+    if (llvm::Error err = executor->setPeerBuffers(peers))
+      return err;
+  return llvm::Error::success();
+}
+
 class CudaTest : public ::testing::Test {
 protected:
   void SetUp() override {

@@ -52,7 +52,8 @@ struct CudaOptions : ExecutorOptions {
   /// it runs that one rank's tbs, as one process of a job does: the FIFOs of
   /// the connections it receives on are its own (exportConnections()), and
   /// the others' are mapped with CUDA IPC (importConnections()) before the
-  /// first call. Calls pass buffers for this rank only.
+  /// first call. Calls pass buffers for this rank only; with direct steps,
+  /// the peers' come from setPeerBuffers().
   int32_t rank = -1;
 };
 
@@ -64,8 +65,12 @@ struct ConnectionExport {
   int32_t pid = 0;         ///< the exporting process
   int32_t rank = -1;
   uint64_t address = 0; ///< the allocation in the exporting process
-  uint64_t bytes = 0;   ///< 0: this rank receives on no connection
+  uint64_t bytes = 0;   ///< 0: this rank receives on no connection and waits on no signal
   uint64_t stride = 0;  ///< bytes per connection (the FIFO slot size agrees)
+  /// Direct steps: after the FIFOs, at this offset, the flags of the signal
+  /// pairs this rank waits on (in Plan::signals order, 128 bytes apart).
+  uint64_t signalsOffset = 0;
+  uint32_t signals = 0;
   char deviceUuid[16] = {}; ///< the exporter's GPU, whatever its ordinal there
   int32_t device = -1;      ///< its ordinal in the exporting process
   uint32_t tbs = 0;         ///< blocks its launches run
@@ -96,6 +101,19 @@ struct ProxiedConnection {
   int32_t connection = -1, sender = -1, receiver = -1, channel = -1;
   uint32_t outbound = 0; ///< 1: this rank sends on it (a staging FIFO); 0: receives
   uint32_t protocol = 0; ///< ir::Protocol
+};
+
+/// Where a peer's buffers of the next calls are, for an executor of one
+/// rank with direct steps (DeviceExecutor::setPeerBuffers): addresses in
+/// this process, on the peer's GPU (mapped with CUDA IPC, or the peer's own
+/// pointers where it runs in this process). Null: not reachable.
+struct PeerBuffers {
+  void *input = nullptr;
+  void *output = nullptr;
+  /// The peer's scratch, of at least resolveCall(plan, count).scratchElems
+  /// elements. In the executor's own entry: the scratch it runs on, shared
+  /// with the peers, instead of its own allocation (null: its own).
+  void *scratch = nullptr;
 };
 
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
@@ -207,6 +225,15 @@ public:
   /// rank's second export (after placeConnections; indexed by rank; in this
   /// process too). Until it has, prepare() fails.
   virtual llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) = 0;
+  /// For an executor of one rank whose plan has direct steps (docs/CUDA.md,
+  /// "Direct steps"): every rank's buffers for the following calls (indexed
+  /// by rank; of this rank's own entry only the scratch counts: its call
+  /// passes the others), as the peers pass them to their own calls of the
+  /// same collective and count. Kept until the next setPeerBuffers. prepare() fails while a
+  /// buffer that this rank's direct steps load or store is null. The peers
+  /// must be on this GPU or on one with peer access to it, on this host
+  /// (placeConnections refuses others).
+  virtual llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) = 0;
   /// After placeConnections: this rank's ends of its connections with ranks
   /// on other hosts (ConnectionExport::remote).
   virtual std::vector<ProxiedConnection> proxiedConnections() const = 0;
