@@ -667,13 +667,16 @@ TEST(Runtime, OneThreadDrivesEveryRankOnTheEmulatedDevice) {
 // A program with direct steps on device buffers: the runtime does not map
 // the peers' device buffers yet (windows of device memory), so every rank
 // refuses it at its first device call, together, and the call runs on the
-// next program the selection finds; here a tuning table names the direct
-// two-shot for every allreduce.
+// next program the selection finds; here a tuning table names a direct
+// two-shot (as XML, so that builds without the .coll compiler run it too)
+// for every allreduce, and the ring of the same folder serves the calls.
 TEST(Runtime, DirectProgramsArePassedOverOnTheEmulatedDevice) {
   if (!COLL_TEST_HAVE_EMU)
     GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
   const int n = 3;
   const size_t count = 3000;
+  AlgoDir dir(n);
+  dir.write("peer_twoshot_allreduce", coll::testing::peerTwoShotAllReduce(n));
   llvm::SmallString<128> table;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("coll-tuning", "txt", table));
   auto removeTable = llvm::make_scope_exit([&] { llvm::sys::fs::remove(table); });
@@ -681,12 +684,14 @@ TEST(Runtime, DirectProgramsArePassedOverOnTheEmulatedDevice) {
     std::error_code ec;
     llvm::raw_fd_ostream out(table, ec);
     ASSERT_FALSE(ec) << ec.message();
-    out << "allreduce * * allreduce_twoshot_direct\n";
+    out << "allreduce * * peer_twoshot_allreduce\n";
   }
+  setenv("COLL_ALGO_DIR", dir.path.c_str(), 1);
   setenv("COLL_TUNING_FILE", table.c_str(), 1);
   setenv("COLL_EMULATED_DEVICE", "1", 1);
   std::vector<collComm_t> comms(n, nullptr);
   collResult_t init = collCommInitAll(comms.data(), n, nullptr);
+  unsetenv("COLL_ALGO_DIR");
   unsetenv("COLL_TUNING_FILE");
   unsetenv("COLL_EMULATED_DEVICE");
   ASSERT_EQ(init, collSuccess) << collGetLastError(nullptr);
