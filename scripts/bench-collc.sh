@@ -58,6 +58,9 @@ for nodes in 64 128; do
   run 5 allreduce_hierarchical -D NODES=$nodes -D GPUS=8
 done
 run 3 allreduce_hierarchical -D NODES=256 -D GPUS=8
+for nodes in 64 128 256 512; do
+  run 5 allreduce_hierarchical_tree -D NODES=$nodes -D GPUS=8
+done
 for n in 1024 4096; do
   run 5 allreduce_double_binary_tree -D N=$n
 done

@@ -14,7 +14,8 @@
 #
 # Extra environment for the ranks: COLL_NETNS_ENV ("A=1 B=2"). The test
 # checks COLL_DEBUG=INFO's report that UCX carries the cross-host
-# connections and shared memory the local ones. It removes its namespaces
+# connections and shared memory the local ones, and, where COLL_NETNS_EXPECT
+# is set, that some rank's output holds that text. It removes its namespaces
 # and processes, and checks nothing is left in /dev/shm. Exits 77 (skip)
 # where namespaces cannot be made.
 set -u
@@ -88,6 +89,8 @@ case "$fault" in
         fail "no connection reported over shared memory"
       grep -q "node shape $hosts x $per" <<<"$all" || fail "node shape $hosts x $per not reported"
     fi
+    [ -z "${COLL_NETNS_EXPECT:-}" ] || grep -qF -- "$COLL_NETNS_EXPECT" <<<"$all" ||
+      fail "no rank reported: $COLL_NETNS_EXPECT"
     ;;
   kill)
     errs=$(grep -c "^rank [0-9]*: error " <<<"$all")
