@@ -16,6 +16,7 @@
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 #include "coll/lang/Frontend.h"
+#include "coll/support/Heap.h"
 #include "coll/support/PhaseTimer.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -264,6 +265,7 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
 } // namespace
 
 int main(int argc, char **argv) {
+  coll::tuneHeapForOneShotTool();
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,

@@ -16,6 +16,7 @@
 #include "coll/ir/Verifier.h"
 #include "coll/ir/Svg.h"
 #include "coll/ir/XML.h"
+#include "coll/support/Heap.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -78,6 +79,7 @@ RuntimeLimits limitsFor(Target target) {
 } // namespace
 
 int main(int argc, char **argv) {
+  coll::tuneHeapForOneShotTool();
   llvm::InitLLVM initLLVM(argc, argv);
   llvm::cl::HideUnrelatedOptions(category);
   if (!llvm::cl::ParseCommandLineOptions(
