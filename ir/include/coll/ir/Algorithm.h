@@ -80,16 +80,15 @@ struct StepTypeInfo {
   /// Whether the step names a peer of its own (the `peer` attribute).
   bool hasPeer() const { return direct != DirectRole::None; }
 };
-/// Inline: every pass asks for every step.
-inline StepTypeInfo stepTypeInfo(StepType type) {
-  switch (type) {
-#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)      \
-  case StepType::Enum:                                                         \
-    return StepTypeInfo{Recv != 0,      Send != 0,      ReadsSrc != 0,         \
-                        Red != 0,       WritesDst != 0, DirectRole::Direct};
+/// A table lookup, inline: every pass asks for every step.
+inline constexpr StepTypeInfo StepTypeInfos[] = {
+#define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct)              \
+  StepTypeInfo{Recv != 0,      Send != 0,      ReadsSrc != 0,                                  \
+               Red != 0,       WritesDst != 0, DirectRole::Direct},
 #include "coll/ir/StepTypes.def"
-  }
-  return StepTypeInfo{false, false, false, false, false, DirectRole::None};
+};
+inline StepTypeInfo stepTypeInfo(StepType type) {
+  return StepTypeInfos[static_cast<size_t>(type)];
 }
 
 /// Properties of a collective, from Collectives.def.
