@@ -337,7 +337,7 @@ public:
   /// ranks, since it changes which algorithm the built-in rules pick.
   llvm::Error agreeOnCrowding();
   /// COLL_TUNING_FILE, then COLL_TOPO_FILE's synthesis.
-  llvm::Error loadRules();
+  llvm::Error readTuningRules();
   /// Connections: every (protocol, channel, sender) into every local rank.
   llvm::Error createTransport(const LocalRanks &here);
   /// The stop word and the engine that runs this rank's tbs.

@@ -484,6 +484,15 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
                        .str()});
         continue;
       }
+      if (isTuningOnlyBuiltin(p.name) &&
+          std::find(options.namedByRules.begin(), options.namedByRules.end(), p.name) ==
+              options.namedByRules.end()) {
+        reg.rejected.push_back(
+            {p.name, std::string("built-in ") + p.file + ".coll",
+             "no built-in rule picks it, and no tuning rule names it (COLL_TUNING_FILE): "
+             "not compiled"});
+        continue;
+      }
       ProgramVariant variant;
       std::string origin = std::string("built-in ") + p.file + ".coll";
       if (p.protocol) {

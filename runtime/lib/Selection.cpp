@@ -121,6 +121,11 @@ bool isWindowOnlyBuiltin(llvm::StringRef name) {
   return false;
 }
 
+bool isTuningOnlyBuiltin(llvm::StringRef name) {
+  return name == "allreduce_hierarchical" || name == "allreduce_hierarchical_tree" ||
+         name == "alltoall_hierarchical";
+}
+
 bool isWindowRule(const TuningRule &rule) {
   return llvm::StringRef(rule.origin).startswith("<built-in rules for buffers in windows>");
 }

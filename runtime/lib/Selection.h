@@ -32,6 +32,12 @@ const std::vector<TuningRule> &windowTuningRules();
 bool isWindowOnlyBuiltin(llvm::StringRef name);
 /// Whether `rule` is one of windowTuningRules().
 bool isWindowRule(const TuningRule &rule);
+/// Built-in programs that no built-in rule picks: the hierarchical ones,
+/// which fit a job's node shape and serve it where a tuning table names
+/// them. The registry compiles them only then: at 512 x 8 ranks the ring
+/// hierarchy alone is 4.26 million steps (docs/RUNTIME.md, "The program
+/// cache").
+bool isTuningOnlyBuiltin(llvm::StringRef name);
 /// The most ranks for which the registry compiles them (a direct two-shot
 /// has a step per pair of ranks).
 constexpr int MaxWindowBuiltinRanks = 64;

@@ -77,12 +77,17 @@ llvm::Error Communicator::Impl::setup() {
                                      rank, p.rank));
   findShape();
   const LocalRanks here = findLocalRanks();
+  // The tuning file first: the built-ins only a tuning table picks are
+  // compiled when it names them (Selection.h).
+  if (llvm::Error err = readTuningRules())
+    return err;
   if (llvm::Error err = loadAlgorithms())
     return err;
   if (llvm::Error err = agreeOnCrowding())
     return err;
-  if (llvm::Error err = loadRules())
-    return err;
+  if (!config.topoFile.empty())
+    if (llvm::Error err = synthesizeForJob())
+      return err;
   if (llvm::Error err = createTransport(here))
     return err;
   if (llvm::Error err = createEngine())
@@ -148,6 +153,9 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
   ro.builtin = config.builtin;
   ro.cacheDir = config.cacheDir;
   ro.rank = rank; // a plan read from the program cache: this rank's only
+  for (const TuningRule &r : userRules)
+    if (r.kind == TuningRule::Target::Algorithm)
+      ro.namedByRules.push_back(r.target);
   // With a program cache, the first rank of each host loads first: it
   // compiles what the cache lacks and stores it, while the host's other
   // ranks wait, then read their own plans. A job of a new shape compiles
@@ -209,7 +217,7 @@ llvm::Error Communicator::Impl::agreeOnCrowding() {
   return llvm::Error::success();
 }
 
-llvm::Error Communicator::Impl::loadRules() {
+llvm::Error Communicator::Impl::readTuningRules() {
   if (!config.tuningFile.empty()) {
     auto rules = synth::readTuningFile(config.tuningFile);
     if (!rules)
@@ -217,11 +225,7 @@ llvm::Error Communicator::Impl::loadRules() {
                    "reading the tuning file");
     userRules = std::move(*rules);
   }
-  if (llvm::Error err = agree(llvm::Error::success(), "reading the tuning file"))
-    return err;
-  if (!config.topoFile.empty())
-    return synthesizeForJob();
-  return llvm::Error::success();
+  return agree(llvm::Error::success(), "reading the tuning file");
 }
 
 llvm::Error Communicator::Impl::createTransport(const LocalRanks &here) {

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -83,9 +84,16 @@ struct TempDir {
   ~TempDir() { llvm::sys::fs::remove_directories(path); }
 };
 
-/// Every built-in program compiled for `shape`, every rank's plan.
+/// The built-ins only a tuning table picks (Selection.h).
+const std::vector<std::string> TuningOnly = {"allreduce_hierarchical",
+                                             "allreduce_hierarchical_tree",
+                                             "alltoall_hierarchical"};
+
+/// Every built-in program compiled for `shape`, every rank's plan (those
+/// only a tuning table picks too).
 std::vector<rt::LoadedAlgorithm> builtins(const rt::Shape &shape) {
   rt::RegistryOptions options; // no program cache: compiled here
+  options.namedByRules = TuningOnly;
   auto registry = rt::Registry::load(options, shape);
   if (!registry) {
     ADD_FAILURE() << llvm::toString(registry.takeError());
@@ -323,3 +331,37 @@ TEST(ProgramCache, ARanksPlanIsNeverStoredNorRunAsTheJobs) {
 }
 
 } // namespace
+
+// The hierarchical built-ins, which no built-in rule picks, are compiled
+// only where a tuning rule names them; otherwise they are rejections that
+// say so.
+TEST(Registry, TuningOnlyBuiltinsAreCompiledWhereATuningRuleNamesThem) {
+  auto namesOf = [](const rt::Registry &reg) {
+    std::vector<std::string> names;
+    for (const rt::LoadedAlgorithm &a : reg.algorithms())
+      names.push_back(a.name);
+    return names;
+  };
+  auto has = [](const std::vector<std::string> &names, const std::string &name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  rt::RegistryOptions options;
+  auto plain = rt::Registry::load(options, shapeOf(2, 4));
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  std::vector<std::string> names = namesOf(*plain);
+  EXPECT_TRUE(has(names, "allreduce_ring"));
+  for (const std::string &t : TuningOnly) {
+    EXPECT_FALSE(has(names, t)) << t;
+    bool said = false;
+    for (const rt::Rejection &r : plain->rejections())
+      said |= r.name == t && llvm::StringRef(r.reason).contains("no tuning rule names it");
+    EXPECT_TRUE(said) << t;
+  }
+  options.namedByRules = {"allreduce_hierarchical_tree"};
+  auto named = rt::Registry::load(options, shapeOf(2, 4));
+  ASSERT_TRUE(static_cast<bool>(named)) << llvm::toString(named.takeError());
+  names = namesOf(*named);
+  EXPECT_TRUE(has(names, "allreduce_hierarchical_tree"));
+  EXPECT_FALSE(has(names, "allreduce_hierarchical"));
+  EXPECT_FALSE(has(names, "alltoall_hierarchical"));
+}

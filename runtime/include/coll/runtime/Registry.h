@@ -91,6 +91,9 @@ struct RegistryOptions {
   /// rather than read (programs compiled here keep every rank's either
   /// way).
   int rank = -1;
+  /// The algorithms the user's tuning rules name: the built-ins that only
+  /// a tuning table picks (isTuningOnlyBuiltin) are compiled only then.
+  std::vector<std::string> namedByRules;
 };
 
 class ProgramCache;
