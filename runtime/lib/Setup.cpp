@@ -199,8 +199,8 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
     if (prints[r] != prints[rank])
       return collError(collInvalidUsage,
                        llvm::formatv("rank {0} loaded different algorithms than rank {1} "
-                                     "(COLL_ALGO_DIR, COLL_ALGO_FILES and the files must be the "
-                                     "same on every rank)",
+                                     "(COLL_ALGO_DIR, COLL_ALGO_FILES, COLL_TUNING_FILE and the "
+                                     "files must be the same on every rank)",
                                      r, rank));
   return llvm::Error::success();
 }
