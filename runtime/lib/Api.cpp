@@ -245,6 +245,7 @@ collResult_t collCommQueryChoice(collComm_t comm, const char *collective, size_t
     return failWith(comm, chosen.takeError());
   const Choice *choice = *chosen;
   std::string text = choice->local ? std::string("local")
+                     : choice->p2p  ? std::string("p2p")
                      : choice->algo ? choice->algo->name
                                     : "library:" + choice->library;
   text += " -- " + choice->why;

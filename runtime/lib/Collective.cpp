@@ -451,8 +451,39 @@ void logCall(const Communicator::Impl &c, const Op &op, const Choice &choice,
 
 } // namespace
 
+namespace {
+
+/// An alltoall as grouped sends and receives (Choice::p2p), as NCCL runs
+/// it: block q of the input to rank q, block q of the output from it, over
+/// the point-to-point connections (PointToPoint.cpp).
+llvm::Error prepareAllToAllP2P(Communicator::Impl &c, const Op &op, PreparedCollective &out,
+                               llvm::SmallVectorImpl<Task> &tasks,
+                               std::vector<std::unique_ptr<P2PTask>> &p2p) {
+  const size_t block = op.count * interp::dataTypeSize(op.type);
+  const auto *src = static_cast<const std::byte *>(op.send);
+  if (op.send == op.recv) {
+    // In place: the blocks that arrive overwrite what is still to be sent.
+    out.staged.assign(src, src + block * static_cast<size_t>(c.nranks));
+    src = out.staged.data();
+  }
+  out.p2pOps.clear();
+  out.p2pOps.reserve(2 * static_cast<size_t>(c.nranks));
+  for (int q = 0; q < c.nranks; ++q) {
+    Op send = makeOp(OpKind::Send, src + block * q, nullptr, op.count, q);
+    Op recv = makeOp(OpKind::Recv, nullptr, static_cast<std::byte *>(op.recv) + block * q,
+                     op.count, q);
+    send.type = recv.type = op.type;
+    out.p2pOps.push_back(send);
+    out.p2pOps.push_back(recv);
+  }
+  return prepareP2P(c, out.p2pOps, p2p, tasks);
+}
+
+} // namespace
+
 llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
-                              llvm::SmallVectorImpl<Task> &tasks) {
+                              llvm::SmallVectorImpl<Task> &tasks,
+                              std::vector<std::unique_ptr<P2PTask>> &p2p) {
   out.comm = &c;
   out.op = &op;
   if (op.count == 0) {
@@ -483,6 +514,8 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const Choice &choice = **chosen;
   if (choice.local)
     return runLocally(c, op, bytes);
+  if (choice.p2p)
+    return prepareAllToAllP2P(c, op, out, tasks, p2p);
   if (!choice.algo)
     return collError(collInvalidUsage,
                      llvm::formatv("{0} of {1} B: {2} sends it to the library '{3}', which the "
@@ -502,7 +535,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
       // FIFOs in host memory: the same call again, whose selection now
       // passes over LL128 programs.
       llvm::consumeError(d.takeError());
-      return prepareCollective(c, op, out, tasks);
+      return prepareCollective(c, op, out, tasks, p2p);
     }
     if (!d && c.deviceRefusal) {
       // Every rank failed to make this program's executor (or to connect
@@ -521,7 +554,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
         c.refusedOnDevice[choice.algo] = why;
       }
       c.selectionEpoch.fetch_add(1, std::memory_order_acq_rel);
-      return prepareCollective(c, op, out, tasks);
+      return prepareCollective(c, op, out, tasks, p2p);
     }
     if (!d)
       return d.takeError();

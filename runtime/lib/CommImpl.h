@@ -411,6 +411,10 @@ struct PreparedCollective {
   const void *postSrc = nullptr;
   size_t postBytes = 0;
   uint64_t tag = 0; ///< host: callTag() of the call, stored in the FIFOs it sends on
+  /// An alltoall run as grouped sends and receives (Choice::p2p): the
+  /// sends and receives, and, in place, a copy of the input they send from.
+  std::vector<Op> p2pOps;
+  std::vector<std::byte> staged;
 };
 
 
@@ -433,7 +437,8 @@ uint64_t callTag(uint64_t seq, const Op &op);
 /// Makes `op` (a collective) ready to run on this rank: its host tasks
 /// join `tasks`, or `out.device` is the executor it is enqueued on.
 llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedCollective &out,
-                              llvm::SmallVectorImpl<Task> &tasks);
+                              llvm::SmallVectorImpl<Task> &tasks,
+                              std::vector<std::unique_ptr<P2PTask>> &p2p);
 /// Makes this rank's sends and receives of one group ready to run: one task
 /// per peer and direction.
 llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,

@@ -254,7 +254,8 @@ private:
       Communicator::Impl &c = impl(u);
       errors[u] = units[u].ops.front().pointToPoint()
                       ? prepareP2P(c, units[u].ops, unitP2P[u], unitTasks[u])
-                      : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u]);
+                      : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u],
+                                          unitP2P[u]);
     };
     if (anyOnDevice && units.size() > 1) {
       std::vector<std::thread> threads;

@@ -45,6 +45,7 @@ allgather      *   *       allgather_ring
 reducescatter  *   0-16K   reducescatter_allpairs
 reducescatter  *   *       reducescatter_ring
 alltoall       *   *       alltoall_allpairs
+alltoall       *   *       p2p
 broadcast      *   0-64K   broadcast_binomial
 broadcast      *   *       broadcast_chain
 reduce         *   *       reduce_binomial
@@ -255,6 +256,16 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
         rejections.push_back(llvm::formatv("{0}: no library '{1}' underneath Coll here", why,
                                            rule.target));
         break;
+      case TuningRule::Target::PointToPoint:
+        if (coll == ir::Collective::AllToAll && !device) {
+          Choice c = makeChoice(nullptr, "", why);
+          c.p2p = true;
+          return c;
+        }
+        rejections.push_back(why + (coll != ir::Collective::AllToAll
+                                        ? ": p2p serves alltoall only"
+                                        : ": p2p runs host buffers only"));
+        break;
       case TuningRule::Target::Protocol:
         if (const LoadedAlgorithm *a =
                 candidates([&](const LoadedAlgorithm &x) { return x.protocol == rule.protocol; }))
@@ -386,6 +397,8 @@ void Communicator::Impl::logSelection() {
         text = "(nothing applies)";
       } else if (choice->local) {
         text = "local copy: " + choice->why;
+      } else if (choice->p2p) {
+        text = "p2p (grouped sends and receives): " + choice->why;
       } else if (choice->algo) {
         used.insert(choice->algo);
         text = llvm::formatv("{0} ({1}, {2}): {3}", choice->algo->name,

@@ -93,6 +93,11 @@ llvm::Expected<std::vector<TuningRule>> parseTuningTable(llvm::StringRef text,
       rule.kind = TuningRule::Target::Protocol;
       rule.protocol = *proto;
       rule.target = ir::protocolName(*proto).str();
+    } else if (target == "p2p") {
+      if (rule.collective != ir::Collective::AllToAll)
+        return error("the target p2p (grouped sends and receives) serves alltoall only");
+      rule.kind = TuningRule::Target::PointToPoint;
+      rule.target = target.str();
     } else if (target == "mpi" || target == "nccl" || target == "gloo" || target == "torch") {
       rule.kind = TuningRule::Target::Library;
       rule.target = target.str();

@@ -66,6 +66,12 @@ bool collRuns(const char *collective, Communicator &c, Op &op, const char *libra
                  llvm::formatv("{0}: Coll runs it as a copy ({1})", collective, choice->why));
     return true;
   }
+  if (choice->p2p) {
+    if (logEnabled(Level::Info, Coll))
+      onceAtInfo(logRank, llvm::formatv("{0}: Coll runs it as grouped sends and receives by {1}",
+                                        collective, choice->why));
+    return true;
+  }
   if (!choice->algo) {
     // A tuning rule chose the library underneath for this size: a choice.
     if (logEnabled(Level::Info, Coll))

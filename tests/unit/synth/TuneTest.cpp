@@ -140,3 +140,22 @@ TEST(Colltune, BadTopologyFails) {
 }
 
 } // namespace
+
+// `p2p`: an alltoall as grouped sends and receives; on any other line
+// (even `*`, which would cover the other collectives) it is refused.
+TEST(TuningTable, PointToPointServesAlltoallOnly) {
+  auto rules = coll::synth::parseTuningTable("alltoall * 64K-* p2p\n", "t.txt");
+  ASSERT_TRUE(static_cast<bool>(rules)) << llvm::toString(rules.takeError());
+  ASSERT_EQ(rules->size(), 1u);
+  EXPECT_EQ((*rules)[0].kind, coll::synth::TuningRule::Target::PointToPoint);
+  EXPECT_EQ((*rules)[0].target, "p2p");
+  for (const char *line : {"allreduce * * p2p\n", "* * * p2p\n"}) {
+    auto bad = coll::synth::parseTuningTable(line, "t.txt");
+    ASSERT_FALSE(static_cast<bool>(bad)) << line;
+    std::string message = llvm::toString(bad.takeError());
+    EXPECT_NE(message.find("t.txt:1:"), std::string::npos) << message;
+    EXPECT_NE(message.find("p2p (grouped sends and receives) serves alltoall only"),
+              std::string::npos)
+        << message;
+  }
+}

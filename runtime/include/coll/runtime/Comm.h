@@ -103,6 +103,9 @@ struct Choice {
   std::string why;
   /// A communicator of one rank: recvbuff gets sendbuff (as NCCL does).
   bool local = false;
+  /// An alltoall run as grouped sends and receives, with no program (the
+  /// tuning target `p2p`).
+  bool p2p = false;
   /// The algorithm's program for the call's root (Registry::forRoot).
   std::shared_ptr<const Compiled> program;
 };

@@ -12,8 +12,9 @@
 // Ranks are inclusive ranges (`*`, `N`, `A-B`, `A-`), bytes half-open
 // [LO, HI) with K/M/G suffixes (powers of 1024) and `*` for no limit, sized
 // as nccl-tests does (the larger, all-ranks side). A target is an algorithm
-// name, a protocol (Simple, LL, LL128) or a library underneath Coll (mpi,
-// nccl, gloo, torch). Rules are tried in order; the first that matches and
+// name, a protocol (Simple, LL, LL128), a library underneath Coll (mpi,
+// nccl, gloo, torch) or, for alltoall only, `p2p` (grouped sends and
+// receives, no program). Rules are tried in order; the first that matches and
 // whose target applies wins.
 //
 // This library owns the format: the runtime reads tables with it, colltune
@@ -39,7 +40,8 @@
 namespace coll::synth {
 
 struct TuningRule {
-  enum class Target { Algorithm, Protocol, Library };
+  /// PointToPoint: `p2p`, an alltoall run as grouped sends and receives.
+  enum class Target { Algorithm, Protocol, Library, PointToPoint };
 
   std::optional<ir::Collective> collective; ///< nullopt: any
   int minRanks = 1, maxRanks = 1 << 30;     ///< inclusive
