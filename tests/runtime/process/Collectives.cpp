@@ -516,3 +516,49 @@ void windowsScenario(bool small) {
 }
 
 } // namespace rankcheck
+
+namespace rankcheck {
+
+// A communicator without the built-in set (a split with embeddedAlgorithms
+// 0) has no alltoall program: the built-in rules end with `p2p`, so an
+// alltoall runs as grouped sends and receives (issue 29: at thousands of
+// ranks no alltoall program compiles), in place and out of place, and
+// collCommQueryChoice says so. An allreduce has nothing to run it.
+void alltoallWithoutProgramsScenario() {
+  collConfig_t config = COLL_CONFIG_INITIALIZER;
+  config.embeddedAlgorithms = 0;
+  collComm_t bare = nullptr;
+  check(collCommSplit(comm, 0, rank, &bare, &config), "split without the built-in set");
+  char text[1024] = "";
+  check(collCommQueryChoice(bare, "alltoall", 4096, 0, text, sizeof text), "query alltoall");
+  if (std::strncmp(text, "p2p -- built-in rule \"alltoall", 30) != 0)
+    failNow(std::string("alltoall without programs: chosen '") + text + "'");
+  if (collCommQueryChoice(bare, "allreduce", 4096, 0, text, sizeof text) == collSuccess)
+    failNow(std::string("allreduce without programs: chosen '") + text + "'");
+  checks += 2;
+  for (size_t count : {size_t(1), size_t(1000), size_t(65536 + 3)})
+    for (bool inplace : {false, true}) {
+      const size_t n = count * static_cast<size_t>(nranks);
+      std::vector<float> send(n), recv(n, -1.0f);
+      for (int p = 0; p < nranks; ++p)
+        for (size_t i = 0; i < count; ++i)
+          send[p * count + i] = static_cast<float>(rank * 1000 + p) + static_cast<float>(i % 7);
+      float *out = inplace ? send.data() : recv.data();
+      check(collAlltoAll(send.data(), out, count, collFloat32, bare, nullptr),
+            "alltoall without programs");
+      for (int p = 0; p < nranks; ++p)
+        for (size_t i = 0; i < count; ++i) {
+          const float want = static_cast<float>(p * 1000 + rank) + static_cast<float>(i % 7);
+          if (out[p * count + i] != want)
+            failNow("alltoall without programs (" + std::string(inplace ? "in" : "out of") +
+                    " place, count " + std::to_string(count) + "): element " +
+                    std::to_string(p * count + i) + " is " + std::to_string(out[p * count + i]) +
+                    ", expected " + std::to_string(want));
+        }
+      ++checks;
+    }
+  check(collCommFinalize(bare), "finalize");
+  check(collCommDestroy(bare), "destroy");
+}
+
+} // namespace rankcheck

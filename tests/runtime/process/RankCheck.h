@@ -60,6 +60,7 @@ void traceScenario();
 void windowsScenario(bool small);
 void windowsMismatchScenario();
 void windowsBuiltinScenario();
+void alltoallWithoutProgramsScenario();
 
 // PointToPoint.cpp
 void p2p(bool small);
