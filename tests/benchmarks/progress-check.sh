@@ -9,9 +9,8 @@ mpirun=$1 prog=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../support/time-scale.sh
 . "$here/../support/time-scale.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+# shellcheck source=../support/mpirun-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../support/mpirun-env.sh"
 out=$(timeout "$(scaled 300)" python3 "$here/../support/pty-run.py" "$mpirun" --oversubscribe \
   -np 2 "$prog" --min 4 --max 16 --op allreduce) ||
   { echo "$out"; echo "progress-check: the run failed" >&2; exit 1; }

@@ -11,9 +11,8 @@ set -u
 mpirun=$1 prog=$2 algorithm=$3
 # shellcheck source=../support/time-scale.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../support/time-scale.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+# shellcheck source=../support/mpirun-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../support/mpirun-env.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 out=$(timeout "$(scaled 300)" "$mpirun" --oversubscribe -np 2 -x COLL_ALGO_FILES="$algorithm" \

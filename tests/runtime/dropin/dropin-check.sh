@@ -14,9 +14,8 @@ mpirun=$1 n=$2 lib=$3 prog=$4 mode=$5
 . "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+# shellcheck source=../../support/mpirun-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/mpirun-env.sh"
 export COLL_DEBUG=INFO
 expect=(
   "MPI_Allreduce: Coll runs it with"

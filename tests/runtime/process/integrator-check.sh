@@ -36,9 +36,8 @@ PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" mpicc -O2 "$src/examples/integrator/
   $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs coll) \
   -o "$tmp/pkgconfig-collectives" || fail "mpicc with pkg-config coll failed"
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+# shellcheck source=../../support/mpirun-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/mpirun-env.sh"
 status=0
 for run in "2 $tmp/cmake-build/coll-mpi-collectives" "4 $tmp/pkgconfig-collectives"; do
   set -- $run

@@ -8,10 +8,8 @@ set -u
 mpirun=$1 n=$2 prog=$3 scenario=$4 mode=$5
 # shellcheck source=../../support/time-scale.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../support/time-scale.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Shared memory and loopback only; no interface probing in containers.
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
+# shellcheck source=../../support/mpirun-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/mpirun-env.sh"
 # --env: the ranks derive rank 0's loopback port from the job id; it must lie
 # below the ephemeral range, where no connection of a busy host can hold it.
 [ "$mode" = --env ] && export COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=ENV
