@@ -437,6 +437,7 @@ public:
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks) override;
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks) override;
   llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) override;
+  llvm::Error setPeerWindows(llvm::ArrayRef<PeerWindows> ranks) override;
   std::vector<ProxiedConnection> proxiedConnections() const override;
   LaunchShape launchShape() const override;
 
@@ -475,6 +476,7 @@ public:
   llvm::Error placeConnections(const std::vector<ConnectionExport> &ranks);
   llvm::Error importConnections(const std::vector<ConnectionExport> &ranks);
   llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks);
+  llvm::Error setPeerWindows(llvm::ArrayRef<PeerWindows> ranks);
   std::vector<ProxiedConnection> proxiedConnections() const;
 
   Plan plan;
@@ -531,6 +533,13 @@ private:
   std::vector<int32_t> directPeers;
   std::vector<std::pair<int32_t, uint8_t>> peerBuffersUsed;
   std::vector<PeerBuffers> peerBuffers;
+  /// setPeerWindows: every rank's windows (empty: setPeerBuffers' way),
+  /// and the tables the kernel reads (KernelParams::windowDescriptors,
+  /// windowBases), uploaded when they change.
+  std::vector<PeerWindows> peerWindows;
+  bool windowsInHost = false; ///< a PeerWindows::hostMemory: the CrossGpu build
+  DeviceMemory windowDescriptorTable, windowBaseTable;
+  bool windowTablesUploaded = false;
   llvm::Error uploadSignals() {
     return upload(signalTable, signalPointers.data(), signalPointers.size(), stream);
   }
@@ -613,7 +622,8 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable,
+                          &windowDescriptorTable, &windowBaseTable})
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -716,7 +726,8 @@ llvm::Error CudaExecutor::Impl::start() {
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable})
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable,
+                          &windowDescriptorTable, &windowBaseTable})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
@@ -1018,6 +1029,47 @@ llvm::Error CudaExecutor::Impl::setPeerBuffers(llvm::ArrayRef<PeerBuffers> all) 
     return fail(llvm::formatv("CudaExecutor::setPeerBuffers: {0} entries for {1} ranks",
                               all.size(), plan.nranks));
   peerBuffers.assign(all.begin(), all.end());
+  peerWindows.clear();
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::Impl::setPeerWindows(llvm::ArrayRef<PeerWindows> all) {
+  if (!oneRank())
+    return fail("CudaExecutor::setPeerWindows: the executor runs every rank itself, with the "
+                "buffers of its calls");
+  if (all.size() != static_cast<size_t>(plan.nranks))
+    return fail(llvm::formatv("CudaExecutor::setPeerWindows: {0} entries for {1} ranks",
+                              all.size(), plan.nranks));
+  const size_t slots = all[options.rank].windows.size();
+  if (slots == 0)
+    return fail("CudaExecutor::setPeerWindows: no windows");
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].descriptor && all[r].windows.empty())
+      continue; // a rank this one never reaches (another host's)
+    if (all[r].windows.size() != slots)
+      return fail(llvm::formatv("CudaExecutor::setPeerWindows: rank {0} has {1} windows and "
+                                "rank {2} {3}; every rank registers the same windows",
+                                r, all[r].windows.size(), options.rank, slots));
+    if (!all[r].descriptor || reinterpret_cast<uintptr_t>(all[r].descriptor) % 8 != 0)
+      return fail(llvm::formatv("CudaExecutor::setPeerWindows: rank {0}'s descriptor is {1}",
+                                r, all[r].descriptor ? "not 8-byte aligned" : "null"));
+    for (size_t w = 0; w < slots; ++w)
+      if (all[r].windows[w].bytes >= (uint64_t(1) << WindowOffsetBits))
+        return fail(llvm::formatv("CudaExecutor::setPeerWindows: rank {0}'s window {1} of {2} "
+                                  "bytes is larger than descriptors address (2^{3})",
+                                  r, w, all[r].windows[w].bytes, WindowOffsetBits));
+  }
+  // Allocated here (stream-ordered, as every table), not at the call.
+  COLL_CUDA_TRY(cudaSetDevice(device.device));
+  if (llvm::Error err = windowDescriptorTable.reserve(all.size() * sizeof(WindowDescriptor *)))
+    return err;
+  if (llvm::Error err = windowBaseTable.reserve(all.size() * slots * sizeof(unsigned char *)))
+    return err;
+  peerWindows.assign(all.begin(), all.end());
+  windowsInHost = std::any_of(all.begin(), all.end(),
+                              [](const PeerWindows &w) { return w.hostMemory; });
+  peerBuffers.clear();
+  windowTablesUploaded = false;
   return llvm::Error::success();
 }
 
@@ -1353,8 +1405,8 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
                                   plan.fileName, options.rank, pair.receiver));
     }
     for (const auto &[peer, buffer] : peerBuffersUsed) {
-      if (peer == options.rank)
-        continue;
+      if (peer == options.rank || !peerWindows.empty())
+        continue; // on windows: the peer's descriptor says where (setPeerWindows)
       const PeerBuffers *given =
           static_cast<size_t>(peer) < peerBuffers.size() ? &peerBuffers[peer] : nullptr;
       const bool known = given && (buffer == 0   ? given->input
@@ -1396,10 +1448,51 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
       table[r] = {args.input[r], args.output[r], scratch.as<unsigned char>() + scratchAt[r]};
     else if (direct && static_cast<size_t>(r) < peerBuffers.size())
       table[r] = {peerBuffers[r].input, peerBuffers[r].output, peerBuffers[r].scratch};
-  // A scratch shared with the peers (setPeerBuffers), in place of its own.
+  // A scratch shared with the peers (setPeerBuffers, setPeerWindows), in
+  // place of its own.
   if (oneRank() && direct && static_cast<size_t>(options.rank) < peerBuffers.size() &&
       peerBuffers[options.rank].scratch)
     table[options.rank].scratch = peerBuffers[options.rank].scratch;
+  const bool onWindows = oneRank() && direct && !peerWindows.empty();
+  WindowDescriptor own{};
+  if (onWindows) {
+    const PeerWindows &mine = peerWindows[options.rank];
+    if (mine.scratch)
+      table[options.rank].scratch = mine.scratch;
+    // Where this rank's buffers lie in its windows; a buffer in none is
+    // published as 0, and a peer that reaches it stops there, naming it.
+    const uint64_t bytes[3] = {layout->inputElems * es, layout->outputElems * es,
+                               layout->scratchElems[options.rank] * es};
+    const RankPointers &at = table[options.rank];
+    const void *buffers[3] = {at.input, at.output, at.scratch};
+    for (int b = 0; b < 3; ++b) {
+      const auto *p = static_cast<const unsigned char *>(buffers[b]);
+      for (size_t w = 0; p && w < mine.windows.size(); ++w) {
+        const auto *base = static_cast<const unsigned char *>(mine.windows[w].base);
+        if (p >= base && p + bytes[b] <= base + mine.windows[w].bytes) {
+          own.at[b] = windowPlace(static_cast<uint32_t>(w), static_cast<uint64_t>(p - base));
+          break;
+        }
+      }
+    }
+    if (!windowTablesUploaded) {
+      std::vector<WindowDescriptor *> descriptors(plan.nranks);
+      std::vector<unsigned char *> bases;
+      for (int32_t r = 0; r < plan.nranks; ++r) {
+        descriptors[r] = static_cast<WindowDescriptor *>(peerWindows[r].descriptor);
+        for (size_t w = 0; w < peerWindows[options.rank].windows.size(); ++w)
+          bases.push_back(w < peerWindows[r].windows.size()
+                              ? static_cast<unsigned char *>(peerWindows[r].windows[w].base)
+                              : nullptr);
+      }
+      if (llvm::Error err =
+              upload(windowDescriptorTable, descriptors.data(), descriptors.size(), stream))
+        return err;
+      if (llvm::Error err = upload(windowBaseTable, bases.data(), bases.size(), stream))
+        return err;
+      windowTablesUploaded = true;
+    }
+  }
   if (table.size() != rankTable.size() ||
       std::memcmp(table.data(), rankTable.data(), table.size() * sizeof(RankPointers)) != 0) {
     if (llvm::Error err = upload(ranks, table.data(), table.size(), stream))
@@ -1439,6 +1532,13 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.stepPeers = stepPeers.as<PlanStepPeer>();
   params.signals = signals.as<PlanSignal>();
   params.signalFlags = signalTable.as<uint64_t *const>();
+  if (onWindows) {
+    params.windowDescriptors = windowDescriptorTable.as<WindowDescriptor *const>();
+    params.windowBases = windowBaseTable.as<unsigned char *const>();
+    params.windowOwn = own;
+    params.windowSlots = static_cast<uint32_t>(peerWindows[options.rank].windows.size());
+    params.windowRank = options.rank;
+  }
   params.connection = connection;
   params.iterations = result.iterations;
   params.sliceElems = sliceElems;
@@ -1470,7 +1570,8 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   // the narrow build's would; else the narrow one (device/Kernel.cuh). With
   // a connection to another GPU, the CrossGpu build.
   Residency chosen{};
-  if (crossGpu) {
+  // Windows in host memory: their descriptors are stored and read at .sys.
+  if (crossGpu || (onWindows && windowsInHost)) {
     auto cross = residencyOf(build(KernelBuild::CrossGpu));
     if (!cross)
       return cross.takeError();
@@ -1879,6 +1980,10 @@ std::vector<ProxiedConnection> CudaExecutor::proxiedConnections() const {
 }
 llvm::Error CudaExecutor::setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) {
   return impl->setPeerBuffers(ranks);
+}
+
+llvm::Error CudaExecutor::setPeerWindows(llvm::ArrayRef<PeerWindows> ranks) {
+  return impl->setPeerWindows(ranks);
 }
 llvm::Error CudaExecutor::placeConnections(const std::vector<ConnectionExport> &ranks) {
   DeviceScope onDevice = scope();

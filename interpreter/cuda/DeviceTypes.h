@@ -223,8 +223,22 @@ struct RankPointers {
   void *scratch;
 };
 
-/// What a wait was waiting for.
-enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency, Signal };
+/// Direct steps on windows (KernelParams::windowDescriptors; docs/CUDA.md,
+/// "Windows"): where a rank's buffers of the current call lie, per buffer
+/// (input, output, scratch) the window's slot + 1 above WindowOffsetBits
+/// and the byte offset in it below; 0: not in a window (no peer reaches it).
+struct WindowDescriptor {
+  uint64_t at[3];
+};
+inline constexpr uint32_t WindowOffsetBits = 48;
+COLL_HOST_DEVICE COLL_INLINE uint64_t windowPlace(uint32_t slot, uint64_t offset) {
+  return (static_cast<uint64_t>(slot + 1) << WindowOffsetBits) | offset;
+}
+
+/// What a wait was waiting for. Window: not a wait: a direct step found its
+/// peer's descriptor naming no window of the peer (WatchdogReport::depTb the
+/// peer, depStep the buffer, observed what the descriptor held).
+enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency, Signal, Window };
 
 /// Written once, by the first block whose wait times out, into host-mapped
 /// memory; the host turns it into the same text as the host backend's.
@@ -291,6 +305,18 @@ struct KernelParams {
   const PlanStepPeer *stepPeers;
   const PlanSignal *signals;
   uint64_t *const *signalFlags;
+  /// Direct steps on windows (an executor of one rank given
+  /// setPeerWindows; else null): per rank where its WindowDescriptor lies,
+  /// mapped here; per rank and slot (rank * windowSlots + slot) where its
+  /// windows are mapped here; this rank's descriptor of the call, which each
+  /// signal stores (relaxed) into windowDescriptors[windowRank] before its
+  /// release, and a direct step reads its peer's (relaxed) after the waits
+  /// that ordered it after a signal of the peer's call.
+  WindowDescriptor *const *windowDescriptors;
+  unsigned char *const *windowBases;
+  WindowDescriptor windowOwn;
+  uint32_t windowSlots;
+  int32_t windowRank;
   ConnectionLayout connection;
   uint64_t iterations;
   uint64_t sliceElems;

@@ -43,6 +43,17 @@ llvm::Error checkOptions(const CudaOptions &options, Proto proto) {
 std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, uint32_t watchdogMs) {
   const PlanTb &tb = plan.tbs[r.tb];
   const PlanStep &step = plan.steps[tb.stepBegin + r.step];
+  if (r.kind == WaitKind::Window) {
+    const char *buffer = r.depStep == 0 ? "input" : r.depStep == 1 ? "output" : "scratch";
+    return llvm::formatv("rank {0} tb {1} (channel {2}) step {3} ({4}) iteration {5}: rank {6} "
+                         "published no window holding its {7} buffer of this call (descriptor "
+                         "{8:x}): every rank's buffers that peers reach must lie in windows it "
+                         "registered (setPeerWindows)",
+                         tb.rank, tb.tb, tb.channel, step.irStep,
+                         ir::stepTypeName(static_cast<ir::StepType>(step.type)), r.iteration,
+                         r.depTb, buffer, r.observed)
+        .str();
+  }
   std::string text = llvm::formatv(
       "watchdog: no progress for {0} ms at rank {1} tb {2} (channel {3}) step {4} ({5}) "
       "iteration {6}: ",
@@ -91,7 +102,8 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, ui
                           r.line, r.slot, r.observed, r.expected);
     break;
   case WaitKind::Dependency:
-  case WaitKind::Signal: break;
+  case WaitKind::Signal:
+  case WaitKind::Window: break;
   }
   const PlanConnection &c = plan.connections[r.connection];
   return text + llvm::formatv("; connection {0}->{1} channel {2}: sender filled {3} slots, "

@@ -174,6 +174,10 @@ public:
     char *error = nullptr;
     return check(api->setPeerBuffers(handle, ranks.data(), ranks.size(), &error), error);
   }
+  llvm::Error setPeerWindows(llvm::ArrayRef<PeerWindows> ranks) override {
+    char *error = nullptr;
+    return check(api->setPeerWindows(handle, ranks.data(), ranks.size(), &error), error);
+  }
   std::vector<ProxiedConnection> proxiedConnections() const override {
     std::vector<ProxiedConnection> out(api->proxiedConnections(handle, nullptr, 0));
     out.resize(api->proxiedConnections(handle, out.data(), out.size()));

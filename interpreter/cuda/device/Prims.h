@@ -167,13 +167,38 @@ public:
   // stack and eight times the local stores of the wide builds
   // (scripts/cuda-resources.sh), far more than the few spill stores that
   // inlining them costs the narrow builds.
-  __device__ T *peerBase(const PlanStep &step, uint8_t buffer) const {
-    const RankPointers &peer = p.ranks[stepPeer(step).peer];
+  //
+  // On windows (p.windowDescriptors: an executor of one rank given
+  // setPeerWindows), a peer's buffers of the call are wherever it placed
+  // them in its windows: each signal first stores this rank's descriptor
+  // (relaxed; several tbs store the same words), which the release then
+  // carries; a direct step reads its peer's after the waits that ordered it
+  // after a signal of the peer's call (the compiler's start signal at
+  // least), and the peer rewrites it only in a later call, after this
+  // rank's end signal of this one.
+  __device__ T *peerBase(const PlanStep &step, uint8_t buffer) {
+    const int32_t rank = stepPeer(step).peer;
+    if (p.windowDescriptors) {
+      const uint64_t at = ptx::ldRelaxed(&p.windowDescriptors[rank]->at[buffer], signalScope());
+      const uint64_t slot = at >> WindowOffsetBits;
+      if (slot == 0 || slot > p.windowSlots) {
+        windowFault(rank, buffer, at);
+        return nullptr;
+      }
+      return reinterpret_cast<T *>(p.windowBases[uint64_t(rank) * p.windowSlots + slot - 1] +
+                                   (at & ((uint64_t(1) << WindowOffsetBits) - 1)));
+    }
+    const RankPointers &peer = p.ranks[rank];
     return static_cast<T *>(buffer == 0 ? peer.input : buffer == 1 ? peer.output : peer.scratch);
   }
   __device__ void signal(const PlanStep &step) {
     if (tid == 0) {
       const PlanStepPeer d = stepPeer(step);
+      if (p.windowDescriptors) {
+        uint64_t *own = p.windowDescriptors[p.windowRank]->at;
+        for (int b = 0; b < 3; ++b)
+          ptx::stRelaxed(own + b, p.windowOwn.at[b], signalScope());
+      }
       ptx::stRelease(signalFlag(d.signal),
                      makeFlag(generation, signalProgress(d, iteration)), signalScope());
     }
@@ -252,6 +277,28 @@ private:
         return false;
       }
     }
+  }
+
+  /// A peer's descriptor names no window (peerBase): the first block to
+  /// find one writes the report, as report() does but without its system
+  /// fence, which would put a .sys instruction into every kernel: the host
+  /// reads this report only after the launch has ended.
+  __device__ void windowFault(int32_t rank, uint8_t buffer, uint64_t at) {
+    if (tid != 0)
+      return;
+    if (atomicCAS(&control->claimed, 0u, 1u) == 0u) {
+      WatchdogReport *r = p.report;
+      r->kind = WaitKind::Window;
+      r->tb = tbIndex;
+      r->step = stepIndex;
+      r->iteration = iteration;
+      r->connection = -1;
+      r->depTb = rank;
+      r->depStep = buffer;
+      r->observed = at;
+      r->valid = 1u; // plain: a volatile store is a .sys one in SASS
+    }
+    atomicExch(&control->abort, 1u);
   }
 
   /// The first block to time out writes the report; every one raises abort.

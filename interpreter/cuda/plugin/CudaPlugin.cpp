@@ -219,6 +219,9 @@ const CollDevicePlugin table = {
     [](void *p, const PeerBuffers *ranks, size_t n, char **error) {
       return status(of(p).setPeerBuffers(llvm::ArrayRef<PeerBuffers>(ranks, n)), error);
     },
+    [](void *p, const PeerWindows *ranks, size_t n, char **error) {
+      return status(of(p).setPeerWindows(llvm::ArrayRef<PeerWindows>(ranks, n)), error);
+    },
 };
 
 } // namespace

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 8u // 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
+#define COLL_DEVICE_PLUGIN_ABI 9u // 9: setPeerWindows; 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
 
 extern "C" {
 
@@ -99,6 +99,9 @@ struct CollDevicePlugin {
                                size_t capacity);
   /// DeviceExecutor::setPeerBuffers: `n` entries, one per rank.
   int (*setPeerBuffers)(void *executor, const coll::interp::PeerBuffers *ranks, size_t n,
+                        char **error);
+  /// DeviceExecutor::setPeerWindows: `n` entries, one per rank.
+  int (*setPeerWindows)(void *executor, const coll::interp::PeerWindows *ranks, size_t n,
                         char **error);
 };
 

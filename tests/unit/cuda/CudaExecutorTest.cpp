@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
+#include "DeviceTypes.h"
 #include "TestAlgorithms.h"
 #include "TimeScale.h"
 
@@ -283,6 +284,231 @@ TEST_F(GpuExecutor, DirectStepsOnExecutorsOfOneRank) {
             << what << ": rank " << r << "'s output differs from the host backend's";
     }
   }
+}
+
+/// Windows for direct steps on executors of one rank (setPeerWindows): per
+/// rank two windows and a descriptor, device memory of this one process
+/// (valid in every executor). Each rank places its buffers of call k in its
+/// windows at places of its own, which differ between ranks and calls:
+/// input (or the in-place span) in one window, output and scratch in the
+/// other, at offsets that are multiples of 4 bytes but not of 16.
+struct RankWindows {
+  std::vector<PeerWindows> ranks;
+  std::vector<void *> allocations;
+  uint64_t bytes;
+  RankWindows(int n, uint64_t bytes) : ranks(n), bytes(bytes) {
+    for (int r = 0; r < n; ++r) {
+      for (int w = 0; w < 2; ++w) {
+        void *p = nullptr;
+        EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+        allocations.push_back(p);
+        ranks[r].windows.push_back({p, bytes});
+      }
+      void *d = nullptr;
+      EXPECT_EQ(cudaMalloc(&d, sizeof(cuda::WindowDescriptor)), cudaSuccess);
+      EXPECT_EQ(cudaMemset(d, 0, sizeof(cuda::WindowDescriptor)), cudaSuccess);
+      allocations.push_back(d);
+      ranks[r].descriptor = d;
+    }
+  }
+  ~RankWindows() {
+    for (void *p : allocations)
+      cudaFree(p);
+  }
+  struct Place {
+    unsigned char *span, *output, *scratch; ///< span: the input, or the in-place span
+  };
+  Place place(int r, int k) const {
+    const int w = (r + k) % 2;
+    auto *first = static_cast<unsigned char *>(ranks[r].windows[w].base);
+    auto *second = static_cast<unsigned char *>(ranks[r].windows[1 - w].base);
+    const uint64_t a = 4 * uint64_t((r * 7 + k * 3) % 61 + 1);
+    const uint64_t b = 4 * uint64_t((r * 5 + k * 11) % 53 + 1);
+    return {first + a, second + b, second + bytes / 2 + a};
+  }
+};
+
+/// Moves rank r's staged buffers of `a` (device memory, as runOnDevice
+/// stages them) to or from `to`; returns the rank's arguments there. On a
+/// stream of its own that does not wait for the legacy stream (nor makes
+/// it wait), since the peers' kernels may be running and waiting for this
+/// rank.
+static std::pair<void *, void *> moveRank(const CallArgs &a, int32_t r, bool inplace,
+                                          uint64_t inBytes, uint64_t outBytes,
+                                          const RankWindows::Place &to, bool back) {
+  auto *in = static_cast<unsigned char *>(a.input[r]);
+  auto *out = static_cast<unsigned char *>(a.output[r]);
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto destroy = llvm::make_scope_exit([&] { cudaStreamDestroy(stream); });
+  auto copy = [&](void *dst, const void *src, uint64_t n) {
+    EXPECT_EQ(cudaMemcpyAsync(back ? const_cast<void *>(src) : dst, back ? dst : src, n,
+                              cudaMemcpyDeviceToDevice, stream),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  };
+  if (inplace) {
+    unsigned char *lo = std::min(in, out);
+    unsigned char *hi = std::max(in + inBytes, out + outBytes);
+    copy(to.span, lo, uint64_t(hi - lo));
+    return {to.span + (in - lo), to.span + (out - lo)};
+  }
+  copy(to.span, in, inBytes);
+  copy(to.output, out, outBytes);
+  return {to.span, to.output};
+}
+
+// Direct steps on windows (setPeerWindows), as a job's processes run them
+// on registered memory: each rank's buffers of a call lie where it put
+// them in its windows, at a place of its own that changes with every call;
+// the kernel publishes it in the rank's descriptor and reads its peers'.
+// Calls in lockstep and 25 back to back at each rank's own pace, every rank
+// matching the host backend bit for bit.
+TEST_F(GpuExecutor, DirectStepsOnPeerWindows) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+#if COLL_TEST_SANITIZER
+  const std::vector<int> rankCounts = {2, 3};
+  const std::vector<uint64_t> counts = {1, 1001};
+  const int backToBack = 10;
+#else
+  const std::vector<int> rankCounts = {2, 3, 4};
+  const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
+  const int backToBack = 25;
+#endif
+  for (int n : rankCounts) {
+    for (const ir::Algorithm &alg :
+         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+      Plan plan = planOf(alg);
+      auto host = HostExecutor::create(plan, hostOptions);
+      ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+      coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
+      ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
+      RankWindows windows(n, 2 * (20000 * 4 * 2 + 4096));
+      CollectiveDesc desc = CollectiveDesc::of(plan);
+      auto runCall = [&](uint64_t count, bool inplace, ReduceOp op, int calls,
+                         const std::string &what) {
+        CheckedCall reference(desc, DataType::Float32, op, count, inplace, 5);
+        auto done = (*host)->run(reference.args());
+        ASSERT_TRUE(static_cast<bool>(done)) << what << ": " << llvm::toString(done.takeError());
+        CheckedCall call(desc, DataType::Float32, op, count, inplace, 5);
+        const uint64_t inBytes = call.inputElems() * 4, outBytes = call.outputElems() * 4;
+        llvm::Error err = coll::testing::runOnDevice(
+            call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+              for (int32_t r = 0; r < n; ++r) {
+                std::vector<PeerWindows> all = windows.ranks;
+                all[r].scratch = windows.place(r, 0).scratch;
+                if (llvm::Error e = ranks[r]->setPeerWindows(all))
+                  return e;
+              }
+              std::vector<std::string> failures(n);
+              std::vector<std::thread> threads;
+              for (int32_t r = 0; r < n; ++r)
+                threads.emplace_back([&, r] {
+                  RankWindows::Place at = windows.place(r, 0);
+                  CallArgs mine = a;
+                  std::tie(mine.input[r], mine.output[r]) =
+                      moveRank(a, r, inplace, inBytes, outBytes, at, false);
+                  for (int k = 0; k < calls && failures[r].empty(); ++k) {
+                    if (k > 0) { // the result so far moves to the call's place
+                      RankWindows::Place next = windows.place(r, k);
+                      CallArgs moved = mine;
+                      std::tie(moved.input[r], moved.output[r]) =
+                          moveRank(mine, r, inplace, inBytes, outBytes, next, false);
+                      mine = moved;
+                      at = next;
+                      std::vector<PeerWindows> all = windows.ranks;
+                      all[r].scratch = at.scratch;
+                      if (llvm::Error e = ranks[r]->setPeerWindows(all)) {
+                        failures[r] = llvm::toString(std::move(e));
+                        break;
+                      }
+                    }
+                    if (auto result = ranks[r]->run(mine); !result)
+                      failures[r] = "call " + std::to_string(k) + ": " +
+                                    llvm::toString(result.takeError());
+                  }
+                  RankWindows::Place last{static_cast<unsigned char *>(mine.input[r]),
+                                          static_cast<unsigned char *>(mine.output[r]), nullptr};
+                  if (inplace)
+                    last.span = std::min(last.span, last.output);
+                  moveRank(a, r, inplace, inBytes, outBytes, last, true);
+                });
+              for (std::thread &t : threads)
+                t.join();
+              std::string failed;
+              for (int32_t r = 0; r < n; ++r)
+                if (!failures[r].empty())
+                  failed += "rank " + std::to_string(r) + ": " + failures[r] + "\n";
+              if (!failed.empty())
+                return llvm::createStringError(llvm::inconvertibleErrorCode(), failed);
+              return llvm::Error::success();
+            });
+        ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+        for (int32_t r = 0; r < n; ++r)
+          EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r],
+                                call.outputElems() * sizeof(float)),
+                    0)
+              << what << ": rank " << r << "'s output differs from the host backend's";
+      };
+      for (uint64_t count : counts)
+        for (bool inplace : {false, true}) {
+          if (inplace ? !plan.inplace : !plan.outofplace)
+            continue;
+          runCall(count, inplace, ReduceOp::Sum, 1,
+                  plan.name + " n=" + std::to_string(n) + " count=" + std::to_string(count) +
+                      (inplace ? " in-place" : " out-of-place"));
+        }
+      // Max is idempotent: repeating an in-place call keeps the result.
+      if (plan.inplace)
+        runCall(1001, true, ReduceOp::Max, backToBack,
+                plan.name + " n=" + std::to_string(n) + " back to back");
+    }
+  }
+}
+
+// On windows, a peer that published no window holding a buffer the
+// kernel reaches stops the call with a report naming the rank and the
+// buffer, not a fault; the wrong number of entries is refused at once.
+TEST_F(GpuExecutor, DirectStepsOnPeerWindowsNeedEveryBufferInAWindow) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+  gpuOptions.watchdogMs = static_cast<uint32_t>(coll::testing::scaledMs(2000));
+  Plan plan = planOf(coll::testing::peerTwoShotAllReduce(2));
+  coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
+  ASSERT_EQ(ranks.size(), 2u);
+  RankWindows windows(2, 1 << 16);
+  CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, 100, false, 1);
+  std::vector<std::string> failures(2);
+  llvm::Error err = coll::testing::runOnDevice(
+      call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+        // Rank 1's buffers stay where runOnDevice put them: in no window.
+        for (int32_t r = 0; r < 2; ++r)
+          if (llvm::Error e = ranks[r]->setPeerWindows(windows.ranks))
+            return e;
+        std::vector<std::thread> threads;
+        for (int32_t r = 0; r < 2; ++r)
+          threads.emplace_back([&, r] {
+            CallArgs mine = a;
+            if (r == 0)
+              std::tie(mine.input[0], mine.output[0]) =
+                  moveRank(a, 0, false, 400, 400, windows.place(0, 0), false);
+            if (auto result = ranks[r]->run(mine); !result)
+              failures[r] = llvm::toString(result.takeError());
+          });
+        for (std::thread &t : threads)
+          t.join();
+        return llvm::Error::success();
+      });
+  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+  EXPECT_NE(failures[0].find("rank 1 published no window holding its"), std::string::npos)
+      << failures[0];
+  EXPECT_NE(failures[0].find("(setPeerWindows)"), std::string::npos) << failures[0];
+  std::vector<PeerWindows> one(1);
+  std::string message = llvm::toString(ranks[0]->setPeerWindows(one));
+  EXPECT_NE(message.find("1 entries for 2 ranks"), std::string::npos) << message;
+  std::vector<PeerWindows> uneven = windows.ranks;
+  uneven[1].windows.pop_back();
+  message = llvm::toString(ranks[0]->setPeerWindows(uneven));
+  EXPECT_NE(message.find("rank 1 has 1 windows and rank 0 2"), std::string::npos) << message;
 }
 
 // An executor of one rank that was not given the peers' buffers says so at

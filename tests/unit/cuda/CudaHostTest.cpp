@@ -161,6 +161,23 @@ TEST(WatchdogReport, IsWordedAsTheHostBackendsReport) {
                  "receiver freed 5");
 }
 
+// A direct step on windows whose peer published no window for the buffer
+// (docs/CUDA.md, "Windows"): not a watchdog stop, and worded so.
+TEST(WatchdogReport, DescribesAPeerBufferInNoWindow) {
+  Plan plan = deadlockPlan(ir::Protocol::Simple);
+  WatchdogReport r = reportAt(0, 1, WaitKind::Window);
+  r.iteration = 2;
+  r.depTb = 1;
+  r.depStep = 1;
+  r.observed = 0;
+  const std::string text = describeWatchdogReport(plan, r, 200);
+  EXPECT_EQ(text.find("watchdog"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0 tb 0 (channel 0) step 1 (r) iteration 2: rank 1 published no "
+                      "window holding its output buffer of this call (descriptor 0x0)"),
+            std::string::npos)
+      << text;
+}
+
 TEST(WatchdogReport, DescribesDependencies) {
   Plan plan = [] {
     ir::Algorithm alg = coll::testing::allPairsAllReduce(3, ir::Protocol::LL);

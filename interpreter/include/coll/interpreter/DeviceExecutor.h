@@ -116,6 +116,35 @@ struct PeerBuffers {
   void *scratch = nullptr;
 };
 
+/// A window of a rank as mapped in this process (DeviceExecutor::setPeerWindows).
+struct WindowRange {
+  void *base = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// Direct steps on windows (DeviceExecutor::setPeerWindows): where a rank's
+/// windows and its call descriptor are, as mapped in this process. Every
+/// rank has the same number of windows (they are registered collectively);
+/// a rank's buffers of a call may lie in any of its windows, at any offset,
+/// independently of its peers'.
+struct PeerWindows {
+  /// The rank's descriptor (interp::cuda::WindowDescriptor, 24 bytes,
+  /// 8-byte aligned), in memory its GPU and this one reach: before each of
+  /// its signals the rank stores there where its buffers of the call lie,
+  /// and a peer reads it after taking a signal of the call from it.
+  void *descriptor = nullptr;
+  /// By slot, in registration order. A rank this one never reaches (of
+  /// another host) has neither descriptor nor windows.
+  std::vector<WindowRange> windows;
+  /// In the executor's own entry: the scratch it runs on (in one of its
+  /// windows where peers reach it); null: its own allocation.
+  void *scratch = nullptr;
+  /// The descriptor and windows are host memory (mapped for the GPU, or the
+  /// emulated device's shared areas): the launches take the CrossGpu build,
+  /// whose signals and descriptors are stored and read at .sys.
+  bool hostMemory = false;
+};
+
 /// The current CUDA device; fails with "no CUDA device: ..." when there is
 /// none (or no driver).
 struct CudaDeviceInfo {
@@ -234,6 +263,15 @@ public:
   /// must be on this GPU or on one with peer access to it, on this host
   /// (placeConnections refuses others).
   virtual llvm::Error setPeerBuffers(llvm::ArrayRef<PeerBuffers> ranks) = 0;
+  /// For an executor of one rank whose plan has direct steps, instead of
+  /// setPeerBuffers (docs/CUDA.md, "Windows"): every rank's windows and
+  /// descriptor (indexed by rank), kept until the next setPeerWindows or
+  /// setPeerBuffers. Each call's buffers that peers reach must then lie in
+  /// one of this rank's windows (prepare() fails otherwise, naming the
+  /// buffer); the kernel publishes where in its descriptor, and finds each
+  /// peer's buffers from the peer's. Every rank of the job must run its
+  /// direct calls this way.
+  virtual llvm::Error setPeerWindows(llvm::ArrayRef<PeerWindows> ranks) = 0;
   /// After placeConnections: this rank's ends of its connections with ranks
   /// on other hosts (ConnectionExport::remote).
   virtual std::vector<ProxiedConnection> proxiedConnections() const = 0;

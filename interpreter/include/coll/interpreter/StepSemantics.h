@@ -32,7 +32,8 @@
 // supplies these; the loop runs direct steps only where they exist (the
 // host backend's Prims), and plans reach other backends without them:
 //
-//   T *peerBase(const PlanStep &step, uint8_t buffer); // the step's peer's buffer
+//   T *peerBase(const PlanStep &step, uint8_t buffer); // the step's peer's buffer;
+//                                                        // null: stop (reported)
 //   void signal(const PlanStep &step);
 //   bool waitSignal(const PlanStep &step, uint64_t iteration);
 //
@@ -97,10 +98,13 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       // same slice offsets; the data moves as a copy or reduction does, so
       // that they add no code of their own to the chunk loop.
       if constexpr (HasDirectSteps<Prims>::value) {
-        if (step.type == StepKind::Get || step.type == StepKind::GetReduce)
-          src = prims.peerBase(step, step.srcBuf);
-        else if (step.type == StepKind::Put)
-          dst = prims.peerBase(step, step.dstBuf);
+        const bool put = step.type == StepKind::Put;
+        if (put || step.type == StepKind::Get || step.type == StepKind::GetReduce) {
+          T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf);
+          if (!peer)
+            return false; // the backend reported why (a peer's window not found)
+          (put ? dst : src) = peer;
+        }
       }
       for (int32_t c = 0; c < step.count; ++c) {
         const CallSlice *slice = slices + (step.sliceBegin - sliceBase) + c * step.nsrc;
