@@ -112,13 +112,15 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   const std::string where = backend ? backend->describe(device) : std::string("GPU");
   const std::string what = where + ", " + compiled->plan.fileName;
   std::unique_ptr<DeviceExecutor> created;
-  // Direct steps on device buffers need the peers' buffers mapped: windows
-  // of device memory, which the runtime does not register yet (the
-  // executor runs them when given the peers' buffers: setPeerBuffers). The
-  // selection passes over such a program for device calls.
-  if (!chosen && compiled->plan.hasDirectSteps(rank))
+  // Direct steps need the peers' buffers mapped. On the emulated device,
+  // whose kernels run on host memory, they are the host's shared areas and
+  // windows, as for host calls (giveDeviceWindows, below); on a GPU they
+  // would be windows of device memory, which the runtime does not register
+  // yet. The selection then passes over such a program for GPU calls.
+  const bool direct = !compiled->plan.signals.empty(); // the same on every rank
+  if (!chosen && direct && backend && !backend->emulated())
     chosen = collError(collInvalidUsage,
-                       "it has direct steps, and the runtime does not map its peers' device "
+                       "it has direct steps, and the runtime does not map its peers' GPU "
                        "buffers yet (windows of device memory)");
   if (!chosen) {
     interp::CudaOptions options;
@@ -212,6 +214,15 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     return err;
   if (shape.nodes > 1)
     ++deviceProgramsAcrossHosts;
+  // Direct steps on the emulated device: the shared areas (collective, at
+  // the first such program) and every rank's windows, where each call's
+  // buffers lie wherever this rank put them (its kernel publishes where).
+  if (direct) {
+    if (llvm::Error err = makeDirectAreas(what + ": direct steps"))
+      return err;
+    if (llvm::Error err = agree(giveDeviceWindows(*created), what + ": windows"))
+      return err;
+  }
   COLL_LOG(Info, Init, rank,
            llvm::formatv("{0}: this rank's {1} tbs on {2}; {3}{4}", what,
                          compiled->plan.tbCount(rank),
@@ -571,7 +582,10 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   if (!layout)
     return layout.takeError();
   interp::host::DirectTable *direct = entry ? entry->direct.get() : nullptr;
-  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct != nullptr);
+  // Direct steps on the emulated device: the peers read this rank's buffers
+  // in its area or its windows, as on the host.
+  const bool deviceDirect = device && !plan.signals.empty();
+  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct || deviceDirect);
   if (!buffers)
     return buffers.takeError();
   logCall(c, op, choice, plan, *buffers, device != nullptr);
@@ -586,6 +600,16 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     args.output.assign(static_cast<size_t>(c.nranks), nullptr);
     args.input[c.rank] = buffers->in;
     args.output[c.rank] = buffers->out;
+    if (deviceDirect) {
+      // Windows registered since: the executor takes them again. Its
+      // scratch is this rank's area's, allocated as far as the call needs.
+      if (c.deviceWindowsEpoch[device] != c.windowsEpoch)
+        if (llvm::Error err = c.giveDeviceWindows(*device))
+          return collError(collInternalError, llvm::toString(std::move(err)));
+      auto region = c.directRegion(2, (*layout)->scratchElems[c.rank] * interp::dataTypeSize(op.type));
+      if (!region)
+        return region.takeError();
+    }
     if (auto prepared = device->prepare(args); !prepared)
       return collError(collInvalidUsage, llvm::toString(prepared.takeError()));
     if (out.postBytes) {

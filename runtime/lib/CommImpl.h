@@ -101,6 +101,10 @@ struct TempBuffer {
 /// Only what calls use is allocated (fallocate, grown as calls need).
 struct DirectArea {
   static constexpr uint64_t HeaderBytes = 4096;
+  /// In the header, where an emulated device's kernel publishes the call's
+  /// buffers (interp::cuda::WindowDescriptor, docs/CUDA.md "Windows"); the
+  /// host runners' words are at its start.
+  static constexpr uint64_t DescriptorOffset = 512;
   static constexpr uint64_t CounterBytes = 1u << 20;
   static constexpr uint64_t RegionBytes = 16ull << 30;
   static constexpr uint64_t Bytes = HeaderBytes + CounterBytes + 3 * RegionBytes;
@@ -250,6 +254,11 @@ public:
   /// areas): DirectTable::slots.
   std::vector<std::unique_ptr<RegisteredWindow>> windows;
   std::vector<std::vector<std::byte *>> slotBases = std::vector<std::vector<std::byte *>>(1);
+  /// Bumped by every window registered or deregistered: a device executor
+  /// with direct steps takes the windows again at its next call.
+  uint64_t windowsEpoch = 0;
+  /// Per device executor with direct steps, the windowsEpoch it was given.
+  std::map<const DeviceExecutor *, uint64_t> deviceWindowsEpoch;
   std::map<const Compiled *, RunnerEntry> runners;
   /// Per plan, this rank's executor on its GPU (device buffers) or on the
   /// CPU emulation of one (Config::emulatedDevice), its FIFOs shared with
@@ -374,6 +383,14 @@ public:
   /// mapped at the first), and the plan's table over them (Direct.cpp).
   llvm::Expected<std::unique_ptr<interp::host::DirectTable>>
   directTableFor(const interp::Plan &plan);
+  /// Collective: the shared areas, made and mapped at the first call
+  /// (`what` names the program in errors).
+  llvm::Error makeDirectAreas(const std::string &what);
+  /// For a device executor with direct steps (the emulated device): every
+  /// rank's descriptor and windows as mapped here (slot 0 its area, slot k
+  /// windows[k - 1]) and this rank's scratch region (docs/RUNTIME.md,
+  /// "Direct steps"); records the epoch.
+  llvm::Error giveDeviceWindows(DeviceExecutor &executor);
   /// Region `region` of this rank's area, at least `bytes` of it allocated.
   llvm::Expected<std::byte *> directRegion(int region, uint64_t bytes);
   /// The slot of the window of this rank holding [p, p + bytes) (0: none).

@@ -121,9 +121,7 @@ llvm::Expected<PeerMapping> mapPeerFile(int32_t pid, int32_t fd, uint64_t inode,
 
 } // namespace
 
-llvm::Expected<std::unique_ptr<interp::host::DirectTable>>
-Communicator::Impl::directTableFor(const interp::Plan &plan) {
-  const std::string what = plan.fileName + ": direct steps";
+llvm::Error Communicator::Impl::makeDirectAreas(const std::string &what) {
   if (!directArea) {
     auto area = std::make_unique<DirectArea>();
     std::vector<AreaExport> all(static_cast<size_t>(nranks));
@@ -158,6 +156,36 @@ Communicator::Impl::directTableFor(const interp::Plan &plan) {
                            "calls run in it, copying their buffers in and out",
                            what, here));
   }
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::giveDeviceWindows(DeviceExecutor &executor) {
+  DirectArea &area = *directArea;
+  std::vector<interp::PeerWindows> all(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    // A rank of another host: never reached (placeConnections refuses
+    // direct steps to it).
+    if (!area.mapped[r])
+      continue;
+    all[r].descriptor = area.mapped[r] + DirectArea::DescriptorOffset;
+    all[r].hostMemory = true; // memfds of the host's processes
+    all[r].windows.push_back({area.mapped[r], DirectArea::Bytes});
+    for (const auto &w : windows)
+      all[r].windows.push_back(w ? interp::WindowRange{w->at[r], w->bytes}
+                                 : interp::WindowRange{});
+  }
+  all[rank].scratch = area.own(rank) + DirectArea::regionOffset(2);
+  if (llvm::Error err = executor.setPeerWindows(all))
+    return err;
+  deviceWindowsEpoch[&executor] = windowsEpoch;
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<interp::host::DirectTable>>
+Communicator::Impl::directTableFor(const interp::Plan &plan) {
+  const std::string what = plan.fileName + ": direct steps";
+  if (llvm::Error err = makeDirectAreas(what))
+    return err;
   DirectArea &area = *directArea;
   llvm::Error spanning = llvm::Error::success();
   for (const interp::PlanSignal &pair : plan.signals)
@@ -417,6 +445,7 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     return err;
   slotBases.push_back(window->at);
   windows.push_back(std::move(window));
+  ++windowsEpoch;
   // The programs the rules for windows choose make their runners here, every
   // rank together (their areas and tables are collective): a call on
   // windows then sets up nothing collective, so that ranks that pass
@@ -450,6 +479,7 @@ llvm::Error Communicator::Impl::deregisterWindow(int id) {
     return err;
   windows[id - 1].reset();
   std::fill(slotBases[id].begin(), slotBases[id].end(), nullptr);
+  ++windowsEpoch;
   COLL_LOG(Info, Init, rank, llvm::formatv("window {0} deregistered", id));
   return llvm::Error::success();
 }

@@ -35,6 +35,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <functional>
 #include <map>
 #include <poll.h>
 #include <regex>
@@ -664,13 +665,61 @@ TEST(Runtime, OneThreadDrivesEveryRankOnTheEmulatedDevice) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
-// A program with direct steps on device buffers: the runtime does not map
-// the peers' device buffers yet (windows of device memory), so every rank
-// refuses it at its first device call, together, and the call runs on the
-// next program the selection finds; here a tuning table names a direct
-// two-shot (as XML, so that builds without the .coll compiler run it too)
-// for every allreduce, and the ring of the same folder serves the calls.
-TEST(Runtime, DirectProgramsArePassedOverOnTheEmulatedDevice) {
+/// Sum allreduces of `count` floats over `comms` (the ranks of one
+/// process, driven through groups by this thread) on buffers that each rank
+/// places itself: rank r's sendbuff at `send[r]`, its recvbuff at
+/// `recv[r]` (equal: in place); "" or what went wrong.
+std::string placedAllReduces(const std::vector<collComm_t> &comms, size_t count,
+                             const std::vector<float *> &send, const std::vector<float *> &recv) {
+  const int n = static_cast<int>(comms.size());
+  for (int call = 0; call < 2; ++call) {
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        send[r][i] = float(r + int(i % 7) + call);
+    if (collGroupStart() != collSuccess)
+      return "collGroupStart failed";
+    for (int r = 0; r < n; ++r)
+      if (collAllReduce(send[r], recv[r], count, collFloat32, collSum, comms[r], nullptr) !=
+          collSuccess)
+        return "rank " + std::to_string(r) + ": " + collGetLastError(comms[r]);
+    if (collGroupEnd() != collSuccess)
+      return std::string("collGroupEnd: ") + collGetLastError(comms[0]);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; i += 31) {
+        const float want = float(n * int(i % 7) + n * (n - 1) / 2 + n * call);
+        if (recv[r][i] != want)
+          return "call " + std::to_string(call) + " rank " + std::to_string(r) + " element " +
+                 std::to_string(i) + ": " + std::to_string(recv[r][i]) + ", not " +
+                 std::to_string(want);
+      }
+  }
+  return "";
+}
+
+/// Runs f(r) for every rank at once, a thread each (collective calls of the
+/// ranks of one process); "" or the first failure.
+std::string everyRank(int n, const std::function<std::string(int)> &f) {
+  std::vector<std::string> failures(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { failures[r] = f(r); });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < n; ++r)
+    if (!failures[r].empty())
+      return "rank " + std::to_string(r) + ": " + failures[r];
+  return "";
+}
+
+// A program with direct steps on the emulated device, whose kernels run on
+// host memory: the peers reach a rank's buffers in its shared area (copied
+// in and out, as on the host) or, where they lie in windows registered
+// with the communicator, where they are; each rank decides alone, and its
+// kernel publishes where (docs/CUDA.md, "Windows"). A tuning table names a
+// direct two-shot (as XML, so that builds without the .coll compiler run
+// it too) for every allreduce; the selection keeps it (on a GPU it would
+// pass over it: the runtime does not register device windows yet).
+TEST(Runtime, DirectProgramsRunOnTheEmulatedDevice) {
   if (!COLL_TEST_HAVE_EMU)
     GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";
   const int n = 3;
@@ -695,9 +744,56 @@ TEST(Runtime, DirectProgramsArePassedOverOnTheEmulatedDevice) {
   unsetenv("COLL_TUNING_FILE");
   unsetenv("COLL_EMULATED_DEVICE");
   ASSERT_EQ(init, collSuccess) << collGetLastError(nullptr);
+  // Through the shared areas, out of place and in place.
+  EXPECT_EQ(groupAllReduces(comms, count, false), "");
+  EXPECT_EQ(groupAllReduces(comms, count, true), "");
+  char chosen[256] = {0};
+  ASSERT_EQ(collCommQueryChoice(comms[0], "allreduce", count * sizeof(float), 0, chosen,
+                                sizeof chosen),
+            collSuccess);
+  EXPECT_EQ(std::string(chosen).rfind("peer_twoshot_allreduce", 0), 0u) << chosen;
+
+  // Windows of collMemAlloc memory (registered by every rank together),
+  // each rank's buffers at offsets of its own; rank 0's recvbuff outside
+  // them in one round, so that it copies out while the others do not.
+  const size_t bytes = 3 * count * sizeof(float) + 4096;
+  std::vector<void *> memory(n, nullptr);
+  std::vector<collWindow_t> wins(n, nullptr);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(collMemAlloc(&memory[r], bytes), collSuccess);
+  EXPECT_EQ(everyRank(n,
+                      [&](int r) -> std::string {
+                        return collCommWindowRegister(comms[r], memory[r], bytes, &wins[r],
+                                                      COLL_WIN_DEFAULT) == collSuccess
+                                   ? ""
+                                   : collGetLastError(comms[r]);
+                      }),
+            "");
+  std::vector<float> outside(count);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float *> send(n), recv(n);
+    for (int r = 0; r < n; ++r) {
+      float *base = static_cast<float *>(memory[r]) + 5 * r + round + 1;
+      send[r] = base;
+      recv[r] = round == 1 ? base : base + count + 3 * r; // round 1: in place
+    }
+    if (round == 2)
+      recv[0] = outside.data();
+    EXPECT_EQ(placedAllReduces(comms, count, send, recv), "") << "round " << round;
+  }
+  EXPECT_EQ(everyRank(n,
+                      [&](int r) -> std::string {
+                        return collCommWindowDeregister(comms[r], wins[r]) == collSuccess
+                                   ? ""
+                                   : collGetLastError(comms[r]);
+                      }),
+            "");
+  // And through the areas again, once the windows are gone.
   EXPECT_EQ(groupAllReduces(comms, count, false), "");
   for (collComm_t c : comms)
     EXPECT_EQ(collCommDestroy(c), collSuccess);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(collMemFree(memory[r]), collSuccess);
   EXPECT_EQ(shmLeftovers(), "");
 }
 
