@@ -118,6 +118,13 @@ step runtime-gpu-one-process-4 600 "$rankcheck" gpu-all --all 4
 step runtime-gpu-kill-2 300 "$rankcheck" gpu-kill --fork 2
 step runtime-gpu-abort-2 300 "$rankcheck" gpu-abort --fork 2
 step runtime-gpu-trace-2 300 "$rankcheck" gpu-trace --fork 2
+# Direct programs on device buffers (issue 28; docs/RUNTIME.md "Direct
+# steps"): every collective with the built-in direct programs, each rank's
+# area on the GPU shared with CUDA IPC; windows of collMemAllocDevice memory.
+step runtime-gpu-direct-3 600 env COLL_TUNING_FILE="$here/direct.tuning" "$rankcheck" gpu --fork 3
+step runtime-gpu-direct-one-process-4 600 env COLL_TUNING_FILE="$here/direct.tuning" \
+  "$rankcheck" gpu-all --all 4
+step runtime-gpu-windows-3 300 env COLL_TUNING_FILE="$here/direct.tuning" "$rankcheck" gpu-windows --fork 3
 # FIFOs in pinned host memory, the path of GPUs without P2P (docs/RUNTIME.md,
 # "Where a connection's ranks run"), on the one GPU lent: COLL_P2P_DISABLE=1
 # puts every FIFO between two ranks there (memfds mapped across processes

@@ -74,6 +74,7 @@ cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch
 mkdir -p "$out/src" "$out/include"
 cp "$root/runtime/python/backend/ProcessGroupColl.cpp" "$out/src/"
 cp "$root/runtime/include/coll.h" "$out/include/"
+cp "$root/tests/runtime/process/direct.tuning" "$out/"
 cp "$root/tests/support/time-scale.sh" "$out/tests/support/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }

@@ -2105,6 +2105,53 @@ public:
 #endif
     return llvm::Error::success();
   }
+  llvm::Expected<void *> allocateShared(uint64_t bytes, int device) override {
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    void *p = nullptr;
+    COLL_CUDA_TRY(cudaMalloc(&p, std::max<uint64_t>(bytes, 1)));
+    if (cudaError_t e = cudaMemset(p, 0, bytes); e != cudaSuccess) {
+      cudaFree(p);
+      COLL_CUDA_TRY(e);
+    }
+    return p;
+  }
+  llvm::Error freeShared(void *base, int device) override {
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    COLL_CUDA_TRY(cudaFree(base));
+    return llvm::Error::success();
+  }
+  llvm::Expected<SharedHandle> exportShared(void *base, int device) override {
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    cudaIpcMemHandle_t handle;
+    COLL_CUDA_TRY(cudaIpcGetMemHandle(&handle, base));
+    SharedHandle out;
+    static_assert(sizeof handle == sizeof out.bytes, "CUDA's handle is 64 bytes");
+    std::memcpy(out.bytes, &handle, sizeof out.bytes);
+    return out;
+  }
+  llvm::Expected<void *> openShared(const SharedHandle &handle, int device) override {
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof h);
+    void *p = nullptr;
+    COLL_CUDA_TRY(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    return p;
+  }
+  llvm::Error closeShared(void *mapped, int device) override {
+    DeviceScope onDevice(device);
+    if (llvm::Error err = onDevice.check(device))
+      return err;
+    COLL_CUDA_TRY(cudaIpcCloseMemHandle(mapped));
+    return llvm::Error::success();
+  }
   llvm::Expected<std::vector<double>> timeDeviceCopy(uint64_t bytes, unsigned warmup,
                                                      unsigned iters) override {
     void *src = nullptr, *dst = nullptr;

@@ -257,6 +257,35 @@ public:
       return pluginError(error);
     return llvm::Error::success();
   }
+  llvm::Expected<void *> allocateShared(uint64_t bytes, int device) override {
+    char *error = nullptr;
+    void *p = api->allocateShared(bytes, device, &error);
+    if (!p)
+      return pluginError(error);
+    return p;
+  }
+  llvm::Error freeShared(void *base, int device) override {
+    char *error = nullptr;
+    return check(api->freeShared(base, device, &error), error);
+  }
+  llvm::Expected<SharedHandle> exportShared(void *base, int device) override {
+    char *error = nullptr;
+    SharedHandle h;
+    if (api->exportShared(base, device, &h, &error))
+      return pluginError(error);
+    return h;
+  }
+  llvm::Expected<void *> openShared(const SharedHandle &handle, int device) override {
+    char *error = nullptr;
+    void *p = api->openShared(&handle, device, &error);
+    if (!p)
+      return pluginError(error);
+    return p;
+  }
+  llvm::Error closeShared(void *mapped, int device) override {
+    char *error = nullptr;
+    return check(api->closeShared(mapped, device, &error), error);
+  }
 
 private:
   const CollDevicePlugin *api;

@@ -226,7 +226,8 @@ collResult_t collGroupEnd(void);
  * ranks of the host map, so that programs with direct steps read and write
  * a call's buffers there instead of copying them into the communicator's
  * shared area. collMemAlloc returns host memory that can be registered
- * (shared memory of this process); collCommWindowRegister is collective:
+ * (shared memory of this process), collMemAllocDevice GPU memory (calls on
+ * device buffers); collCommWindowRegister is collective:
  * every rank registers a buffer of the same size, in the same order, and
  * collCommWindowDeregister likewise, once no call uses it. A call whose
  * buffers lie in windows of its communicator runs on them. collMemFree
@@ -235,6 +236,11 @@ typedef struct collWindow *collWindow_t;
 #define COLL_WIN_DEFAULT 0x00
 #define COLL_WIN_COLL_SYMMETRIC 0x01
 collResult_t collMemAlloc(void **ptr, size_t size);
+/* GPU memory that windows can hold, as ncclMemAlloc's: `size` bytes of CUDA
+ * device `device` (-1: the calling thread's current device), zeroed, an
+ * allocation of its own that the other processes of the host map with CUDA
+ * IPC once it is registered. collMemFree frees it. */
+collResult_t collMemAllocDevice(void **ptr, size_t size, int device);
 collResult_t collMemFree(void *ptr);
 collResult_t collCommWindowRegister(collComm_t comm, void *buff, size_t size, collWindow_t *win,
                                     int winFlags);

@@ -667,6 +667,17 @@ collResult_t collMemAlloc(void **ptr, size_t size) {
   return collSuccess;
 }
 
+collResult_t collMemAllocDevice(void **ptr, size_t size, int device) {
+  if (!ptr)
+    return failWith(nullptr, collInvalidArgument, "collMemAllocDevice: ptr is NULL");
+  *ptr = nullptr;
+  auto p = coll::rt::allocateDeviceWindowMemory(size, device);
+  if (!p)
+    return failWith(nullptr, p.takeError());
+  *ptr = *p;
+  return collSuccess;
+}
+
 collResult_t collMemFree(void *ptr) {
   if (!ptr)
     return collSuccess; // as free(NULL)

@@ -112,16 +112,12 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   const std::string where = backend ? backend->describe(device) : std::string("GPU");
   const std::string what = where + ", " + compiled->plan.fileName;
   std::unique_ptr<DeviceExecutor> created;
-  // Direct steps need the peers' buffers mapped. On the emulated device,
-  // whose kernels run on host memory, they are the host's shared areas and
-  // windows, as for host calls (giveDeviceWindows, below); on a GPU they
-  // would be windows of device memory, which the runtime does not register
-  // yet. The selection then passes over such a program for GPU calls.
+  // Direct steps need the peers' buffers mapped: for calls on GPU buffers,
+  // the ranks' areas and windows of GPU memory (at the call:
+  // ensureDeviceArea); on the emulated device with host buffers, whose
+  // kernels run on host memory, the host's shared areas and windows, as for
+  // host calls (below).
   const bool direct = !compiled->plan.signals.empty(); // the same on every rank
-  if (!chosen && direct && backend && !backend->emulated())
-    chosen = collError(collInvalidUsage,
-                       "it has direct steps, and the runtime does not map its peers' GPU "
-                       "buffers yet (windows of device memory)");
   if (!chosen) {
     interp::CudaOptions options;
     options.rank = rank;
@@ -217,10 +213,10 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
   // Direct steps on the emulated device: the shared areas (collective, at
   // the first such program) and every rank's windows, where each call's
   // buffers lie wherever this rank put them (its kernel publishes where).
-  if (direct) {
+  if (direct && device < 0) {
     if (llvm::Error err = makeDirectAreas(what + ": direct steps"))
       return err;
-    if (llvm::Error err = agree(giveDeviceWindows(*created), what + ": windows"))
+    if (llvm::Error err = agree(giveDeviceWindows(*created, false), what + ": windows"))
       return err;
   }
   COLL_LOG(Info, Init, rank,
@@ -321,7 +317,7 @@ struct PlanBuffers {
 llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                          const interp::Plan &plan, std::array<bool, 3> uses,
                                          DeviceExecutor *device, PreparedCollective &out,
-                                         bool shared) {
+                                         bool shared, bool gpuArea = false) {
   const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
   const size_t es = interp::dataTypeSize(op.type);
   const uint64_t n = static_cast<uint64_t>(c.nranks);
@@ -360,6 +356,8 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                         (!outMeaningful || c.windowSlotOf(userOut, outElems * es));
   const bool copies = shared && !windowed;
   auto temporary = [&](int which, uint64_t bytes) -> llvm::Expected<std::byte *> {
+    if (shared && gpuArea) // sized for the call (ensureDeviceArea)
+      return c.deviceArea->own + c.deviceArea->regionOffset(which);
     if (shared)
       return c.directRegion(which, bytes);
     auto t = device ? device->temporary(which, bytes) : c.temp[which].get(bytes);
@@ -582,10 +580,23 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   if (!layout)
     return layout.takeError();
   interp::host::DirectTable *direct = entry ? entry->direct.get() : nullptr;
-  // Direct steps on the emulated device: the peers read this rank's buffers
-  // in its area or its windows, as on the host.
+  // Direct steps on a device: the peers read this rank's buffers in its
+  // area or its windows (on the GPU's memory for GPU buffers; the host's
+  // for the emulated device's host buffers), as on the host.
   const bool deviceDirect = device && !plan.signals.empty();
-  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct || deviceDirect);
+  const bool gpuArea = deviceDirect && op.device >= 0;
+  if (gpuArea) {
+    // Regions for the call's input, output and every rank's scratch: the
+    // same on every rank, so that all grow the areas at the same call.
+    const uint64_t es = interp::dataTypeSize(op.type);
+    uint64_t need = std::max((*layout)->inputElems, (*layout)->outputElems) * es;
+    for (uint64_t e : (*layout)->scratchElems)
+      need = std::max(need, e * es);
+    if (llvm::Error err = c.ensureDeviceArea((need + 255) / 256 * 256, op.device,
+                                             plan.fileName + ": direct steps on GPU buffers"))
+      return err;
+  }
+  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct || deviceDirect, gpuArea);
   if (!buffers)
     return buffers.takeError();
   logCall(c, op, choice, plan, *buffers, device != nullptr);
@@ -601,14 +612,19 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
     args.input[c.rank] = buffers->in;
     args.output[c.rank] = buffers->out;
     if (deviceDirect) {
-      // Windows registered since: the executor takes them again. Its
-      // scratch is this rank's area's, allocated as far as the call needs.
-      if (c.deviceWindowsEpoch[device] != c.windowsEpoch)
-        if (llvm::Error err = c.giveDeviceWindows(*device))
+      // Windows registered since, or areas made again: the executor takes
+      // them again. Its scratch is this rank's area's, allocated (on the
+      // host) as far as the call needs.
+      auto given = c.deviceWindowsEpoch.find(device);
+      if (given == c.deviceWindowsEpoch.end() || given->second != c.windowsEpoch)
+        if (llvm::Error err = c.giveDeviceWindows(*device, gpuArea))
           return collError(collInternalError, llvm::toString(std::move(err)));
-      auto region = c.directRegion(2, (*layout)->scratchElems[c.rank] * interp::dataTypeSize(op.type));
-      if (!region)
-        return region.takeError();
+      if (!gpuArea) {
+        auto region =
+            c.directRegion(2, (*layout)->scratchElems[c.rank] * interp::dataTypeSize(op.type));
+        if (!region)
+          return region.takeError();
+      }
     }
     if (auto prepared = device->prepare(args); !prepared)
       return collError(collInvalidUsage, llvm::toString(prepared.takeError()));

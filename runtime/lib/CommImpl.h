@@ -121,16 +121,44 @@ struct DirectArea {
   ~DirectArea();
 };
 
+/// Another process's GPU allocation as this process maps it, by the owner's
+/// pid and its address there (openPeerShared in Direct.cpp).
+using SharedKey = std::pair<int32_t, uint64_t>;
+
 /// A window registered with a communicator (collCommWindowRegister): the
 /// buffer here and where every rank's is mapped; its destructor unmaps the
 /// peers' and gives the memory back to collMemFree.
 struct RegisteredWindow {
   std::byte *base = nullptr;
   uint64_t bytes = 0;
-  const void *memory = nullptr;                      ///< the collMemAlloc block it lies in
-  std::vector<std::byte *> at;                       ///< per rank: its buffer, mapped here
+  const void *memory = nullptr; ///< the collMemAlloc or collMemAllocDevice block it lies in
+  bool onGpu = false;           ///< device memory (collMemAllocDevice)
+  std::vector<std::byte *> at;  ///< per rank: its buffer, mapped here
   std::vector<std::pair<void *, size_t>> mappings; ///< the peers' mappings, to unmap
+  std::vector<SharedKey> opened;                   ///< on a GPU: the peers' allocations opened
   ~RegisteredWindow();
+};
+
+/// For direct steps on GPU buffers: this rank's area in its GPU's memory,
+/// shared with the processes of its host (CUDA IPC), and its peers', mapped
+/// here: the descriptor its kernel publishes (docs/CUDA.md, "Windows"), then
+/// three regions (input, output, scratch) of `regionBytes` each, which a
+/// call copies its buffers into where they are in no window. Made at the
+/// first such call and made again, larger, at a call that needs more (the
+/// same call on every rank: the need follows from the call).
+struct DeviceArea {
+  static constexpr uint64_t HeaderBytes = 256;
+  interp::DeviceBackend *backend = nullptr;
+  int gpu = -1;
+  std::byte *own = nullptr;
+  uint64_t regionBytes = 0;
+  std::vector<std::byte *> mapped; ///< per rank; null: another host's
+  std::vector<SharedKey> opened;
+  uint64_t bytes() const { return HeaderBytes + 3 * regionBytes; }
+  uint64_t regionOffset(int region) const {
+    return HeaderBytes + static_cast<uint64_t>(region) * regionBytes;
+  }
+  ~DeviceArea();
 };
 
 /// The timeline of one trace file. Every communicator of this process that
@@ -254,6 +282,29 @@ public:
   /// areas): DirectTable::slots.
   std::vector<std::unique_ptr<RegisteredWindow>> windows;
   std::vector<std::vector<std::byte *>> slotBases = std::vector<std::vector<std::byte *>>(1);
+  /// Whether a loaded program with direct steps may serve calls off
+  /// windows (the built-ins for windows serve calls on windows only unless
+  /// a user's rule names them, and registering a window makes the areas):
+  /// computed once.
+  bool hasDirectPrograms() {
+    if (directPrograms < 0) {
+      directPrograms = 0;
+      if (registry)
+        for (const LoadedAlgorithm &a : registry->algorithms())
+          if (a.compiled && !a.compiled->plan.signals.empty()) {
+            bool offWindows = !(a.builtin && isWindowOnlyBuiltin(a.name));
+            for (const TuningRule &r : userRules) // a user's rule may name one
+              offWindows = offWindows ||
+                           (r.kind == TuningRule::Target::Algorithm && r.target == a.name);
+            if (offWindows)
+              directPrograms = 1;
+          }
+    }
+    return directPrograms == 1;
+  }
+  int directPrograms = -1;
+  /// Direct steps on GPU buffers (null before the first).
+  std::unique_ptr<DeviceArea> deviceArea;
   /// Bumped by every window registered or deregistered: a device executor
   /// with direct steps takes the windows again at its next call.
   uint64_t windowsEpoch = 0;
@@ -390,7 +441,11 @@ public:
   /// rank's descriptor and windows as mapped here (slot 0 its area, slot k
   /// windows[k - 1]) and this rank's scratch region (docs/RUNTIME.md,
   /// "Direct steps"); records the epoch.
-  llvm::Error giveDeviceWindows(DeviceExecutor &executor);
+  llvm::Error giveDeviceWindows(DeviceExecutor &executor, bool onGpu);
+  /// Collective, for a call of a program with direct steps on GPU buffers
+  /// of CUDA device `gpu`: the device areas, with regions of at least
+  /// `regionBytes` (made, or made again larger, when they have less).
+  llvm::Error ensureDeviceArea(uint64_t regionBytes, int gpu, const std::string &what);
   /// Region `region` of this rank's area, at least `bytes` of it allocated.
   llvm::Expected<std::byte *> directRegion(int region, uint64_t bytes);
   /// The slot of the window of this rank holding [p, p + bytes) (0: none).

@@ -39,6 +39,10 @@ namespace coll::rt {
 
 namespace {
 size_t pageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+/// Where process `pid`'s GPU allocation at `address` is mapped here (below).
+llvm::Expected<std::byte *> openPeerShared(interp::DeviceBackend &backend, int32_t pid,
+                                           uint64_t address, const interp::SharedHandle &handle,
+                                           int gpu);
 } // namespace
 
 DirectArea::~DirectArea() {
@@ -159,9 +163,109 @@ llvm::Error Communicator::Impl::makeDirectAreas(const std::string &what) {
   return llvm::Error::success();
 }
 
-llvm::Error Communicator::Impl::giveDeviceWindows(DeviceExecutor &executor) {
-  DirectArea &area = *directArea;
+llvm::Error Communicator::Impl::ensureDeviceArea(uint64_t need, int gpu,
+                                                 const std::string &what) {
+  if (deviceArea && deviceArea->regionBytes >= need)
+    return llvm::Error::success();
+  uint64_t region = uint64_t(1) << 20;
+  while (region < need)
+    region *= 2;
+  // The same on every rank (the need follows from the call). Every rank's
+  // kernels on the areas they replace end before any is freed.
+  if (deviceArea) {
+    if (llvm::Error err = checkDevices(true))
+      return err;
+    int32_t done = 1;
+    std::vector<int32_t> all(static_cast<size_t>(nranks), 0);
+    all[rank] = done;
+    if (llvm::Error err = boot->allgather(all.data(), sizeof(int32_t)))
+      return collError(collRemoteError,
+                       llvm::formatv("{0}: lost contact with the other ranks: {1}", what,
+                                     llvm::toString(std::move(err))));
+    deviceArea.reset();
+  }
+  struct AreaExport {
+    int32_t pid = 0;
+    int32_t gpu = -1;
+    uint64_t address = 0;
+    interp::SharedHandle handle{};
+  };
+  auto area = std::make_unique<DeviceArea>();
+  area->backend = backend;
+  area->gpu = gpu;
+  area->regionBytes = region;
+  std::vector<AreaExport> all(static_cast<size_t>(nranks));
+  llvm::Error made = llvm::Error::success();
+  if (auto p = backend->allocateShared(area->bytes(), gpu)) {
+    area->own = static_cast<std::byte *>(*p);
+    all[rank] = {static_cast<int32_t>(getpid()), gpu, reinterpret_cast<uint64_t>(area->own), {}};
+    if (auto h = backend->exportShared(area->own, gpu))
+      all[rank].handle = *h;
+    else
+      made = h.takeError();
+  } else {
+    made = collError(collUnhandledCudaError,
+                     llvm::formatv("{0} bytes of GPU memory: {1}", area->bytes(),
+                                   llvm::toString(p.takeError())));
+  }
+  if (llvm::Error err = agree(std::move(made), what + ": this rank's area on its GPU"))
+    return err;
+  if (llvm::Error err = boot->allgather(all.data(), sizeof(AreaExport)))
+    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
+                                                    what, llvm::toString(std::move(err))));
+  area->mapped.assign(static_cast<size_t>(nranks), nullptr);
+  llvm::Error mapped = llvm::Error::success();
+  for (int r = 0; r < nranks && !mapped; ++r) {
+    if (hostOf[r] != hostOf[rank])
+      continue;
+    if (all[r].pid == all[rank].pid) {
+      area->mapped[r] = reinterpret_cast<std::byte *>(all[r].address);
+      continue;
+    }
+    auto m = openPeerShared(*backend, all[r].pid, all[r].address, all[r].handle, gpu);
+    if (!m) {
+      mapped = collError(collUnhandledCudaError,
+                         llvm::formatv("mapping rank {0}'s area (CUDA IPC): {1}", r,
+                                       llvm::toString(m.takeError())));
+      break;
+    }
+    area->opened.push_back({all[r].pid, all[r].address});
+    area->mapped[r] = *m;
+  }
+  if (llvm::Error err = agree(std::move(mapped), what + ": mapping the peers' areas"))
+    return err;
+  deviceArea = std::move(area);
+  ++windowsEpoch; // the executors take the new areas at their next call
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("{0}: this rank's area on CUDA device {1} ({2} bytes: 3 regions of {3}) "
+                         "is mapped by the ranks of its host (CUDA IPC); calls on buffers in no "
+                         "window copy them in and out",
+                         what, gpu, deviceArea->bytes(), region));
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::giveDeviceWindows(DeviceExecutor &executor, bool onGpu) {
   std::vector<interp::PeerWindows> all(static_cast<size_t>(nranks));
+  if (onGpu) {
+    // Slot 0: the ranks' areas on their GPUs; then the windows of GPU
+    // memory (host windows cannot hold a GPU call's buffers).
+    DeviceArea &area = *deviceArea;
+    for (int r = 0; r < nranks; ++r) {
+      if (!area.mapped[r])
+        continue;
+      all[r].descriptor = area.mapped[r];
+      all[r].windows.push_back({area.mapped[r], area.bytes()});
+      for (const auto &w : windows)
+        all[r].windows.push_back(w && w->onGpu ? interp::WindowRange{w->at[r], w->bytes}
+                                               : interp::WindowRange{});
+    }
+    all[rank].scratch = area.own + area.regionOffset(2);
+    if (llvm::Error err = executor.setPeerWindows(all))
+      return err;
+    deviceWindowsEpoch[&executor] = windowsEpoch;
+    return llvm::Error::success();
+  }
+  DirectArea &area = *directArea;
   for (int r = 0; r < nranks; ++r) {
     // A rank of another host: never reached (placeConnections refuses
     // direct steps to it).
@@ -171,8 +275,8 @@ llvm::Error Communicator::Impl::giveDeviceWindows(DeviceExecutor &executor) {
     all[r].hostMemory = true; // memfds of the host's processes
     all[r].windows.push_back({area.mapped[r], DirectArea::Bytes});
     for (const auto &w : windows)
-      all[r].windows.push_back(w ? interp::WindowRange{w->at[r], w->bytes}
-                                 : interp::WindowRange{});
+      all[r].windows.push_back(w && !w->onGpu ? interp::WindowRange{w->at[r], w->bytes}
+                                              : interp::WindowRange{});
   }
   all[rank].scratch = area.own(rank) + DirectArea::regionOffset(2);
   if (llvm::Error err = executor.setPeerWindows(all))
@@ -256,6 +360,68 @@ struct WindowMemory {
 std::mutex memoryMutex;
 std::map<const std::byte *, WindowMemory> memoryBlocks; ///< by start; memoryMutex
 
+/// A block of collMemAllocDevice: an allocation of its own on a GPU.
+struct DeviceWindowMemory {
+  size_t bytes = 0;
+  int gpu = -1;
+  interp::DeviceBackend *backend = nullptr;
+  int registered = 0; ///< windows over it, on any communicator
+};
+std::map<const std::byte *, DeviceWindowMemory> deviceBlocks; ///< by start; memoryMutex
+
+/// Other processes' GPU allocations mapped here (CUDA IPC maps each once
+/// per process), counted by the windows and areas that use them.
+struct OpenedShared {
+  std::byte *mapped = nullptr;
+  int gpu = -1;
+  interp::DeviceBackend *backend = nullptr;
+  int refs = 0;
+};
+std::map<SharedKey, OpenedShared> openedShared; ///< memoryMutex
+
+/// Where process `pid`'s allocation at `address` (its handle `handle`) is
+/// mapped here for `gpu`, opened at its first use.
+llvm::Expected<std::byte *> openPeerShared(interp::DeviceBackend &backend, int32_t pid,
+                                           uint64_t address, const interp::SharedHandle &handle,
+                                           int gpu) {
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  OpenedShared &o = openedShared[{pid, address}];
+  if (!o.mapped) {
+    auto p = backend.openShared(handle, gpu);
+    if (!p) {
+      openedShared.erase({pid, address});
+      return p.takeError();
+    }
+    o.mapped = static_cast<std::byte *>(*p);
+    o.gpu = gpu;
+    o.backend = &backend;
+  }
+  ++o.refs;
+  return o.mapped;
+}
+
+void closePeerShared(const SharedKey &key) {
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  auto it = openedShared.find(key);
+  if (it == openedShared.end() || --it->second.refs > 0)
+    return;
+  llvm::consumeError(it->second.backend->closeShared(it->second.mapped, it->second.gpu));
+  openedShared.erase(it);
+}
+
+template <class Block>
+typename std::map<const std::byte *, Block>::iterator
+blockIn(std::map<const std::byte *, Block> &blocks, const void *p, size_t bytes) {
+  auto *b = static_cast<const std::byte *>(p);
+  auto it = blocks.upper_bound(b);
+  if (it == blocks.begin())
+    return blocks.end();
+  --it;
+  if (b + bytes > it->first + it->second.bytes)
+    return blocks.end();
+  return it;
+}
+
 /// The block holding [p, p + bytes), under memoryMutex.
 std::map<const std::byte *, WindowMemory>::iterator blockOf(const void *p, size_t bytes) {
   auto *b = static_cast<const std::byte *>(p);
@@ -273,8 +439,12 @@ struct WindowExport {
   int32_t pid = 0;
   int32_t fd = -1;
   uint64_t inode = 0, device = 0;
-  uint64_t offset = 0; ///< of the buffer in the memfd
+  uint64_t offset = 0; ///< of the buffer in the memfd, or in the GPU allocation
   uint64_t bytes = 0;
+  int32_t onGpu = 0;   ///< collMemAllocDevice memory
+  int32_t gpu = -1;
+  uint64_t address = 0; ///< on a GPU: the allocation's start in its process
+  interp::SharedHandle handle{};
 };
 
 } // namespace
@@ -314,12 +484,51 @@ llvm::Expected<void *> allocateWindowMemory(size_t bytes) {
   return p;
 }
 
+llvm::Expected<void *> allocateDeviceWindowMemory(size_t bytes, int device) {
+  if (bytes == 0)
+    return collError(collInvalidArgument, "collMemAllocDevice: size is 0");
+  auto backend = gpuBackend();
+  if (!backend)
+    return collError(collInvalidUsage,
+                     "collMemAllocDevice: no GPU backend: " + llvm::toString(backend.takeError()));
+  if (device < 0) {
+    auto current = (*backend)->currentDevice();
+    if (!current)
+      return collError(collInvalidUsage,
+                       "collMemAllocDevice: " + llvm::toString(current.takeError()));
+    device = current->device;
+  }
+  auto p = (*backend)->allocateShared(bytes, device);
+  if (!p)
+    return collError(collUnhandledCudaError,
+                     llvm::formatv("collMemAllocDevice: {0} bytes on CUDA device {1}: {2}", bytes,
+                                   device, llvm::toString(p.takeError())));
+  std::lock_guard<std::mutex> lock(memoryMutex);
+  deviceBlocks[static_cast<const std::byte *>(*p)] = {bytes, device, *backend, 0};
+  return *p;
+}
+
 llvm::Error freeWindowMemory(void *ptr) {
   std::lock_guard<std::mutex> lock(memoryMutex);
   auto it = memoryBlocks.find(static_cast<const std::byte *>(ptr));
-  if (it == memoryBlocks.end())
-    return collError(collInvalidArgument,
-                     llvm::formatv("collMemFree: {0} is not a block of collMemAlloc", ptr));
+  if (it == memoryBlocks.end()) {
+    auto d = deviceBlocks.find(static_cast<const std::byte *>(ptr));
+    if (d == deviceBlocks.end())
+      return collError(collInvalidArgument,
+                       llvm::formatv("collMemFree: {0} is not a block of collMemAlloc or "
+                                     "collMemAllocDevice",
+                                     ptr));
+    if (d->second.registered)
+      return collError(collInvalidUsage,
+                       llvm::formatv("collMemFree: {0} is still registered ({1} window(s)); "
+                                     "collCommWindowDeregister them first",
+                                     ptr, d->second.registered));
+    if (llvm::Error err = d->second.backend->freeShared(ptr, d->second.gpu))
+      return collError(collUnhandledCudaError,
+                       llvm::formatv("collMemFree: {0}: {1}", ptr, llvm::toString(std::move(err))));
+    deviceBlocks.erase(d);
+    return llvm::Error::success();
+  }
   if (it->second.registered)
     return collError(collInvalidUsage,
                      llvm::formatv("collMemFree: {0} is still registered ({1} window(s)); "
@@ -334,10 +543,22 @@ llvm::Error freeWindowMemory(void *ptr) {
 RegisteredWindow::~RegisteredWindow() {
   for (auto [p, n] : mappings)
     munmap(p, n);
+  for (const SharedKey &k : opened)
+    closePeerShared(k);
   std::lock_guard<std::mutex> lock(memoryMutex);
   auto it = memoryBlocks.find(static_cast<const std::byte *>(memory));
   if (it != memoryBlocks.end() && it->second.registered > 0)
     --it->second.registered;
+  auto d = deviceBlocks.find(static_cast<const std::byte *>(memory));
+  if (d != deviceBlocks.end() && d->second.registered > 0)
+    --d->second.registered;
+}
+
+DeviceArea::~DeviceArea() {
+  for (const SharedKey &k : opened)
+    closePeerShared(k);
+  if (own)
+    llvm::consumeError(backend->freeShared(own, gpu));
 }
 
 uint64_t Communicator::Impl::windowSlotOf(const void *p, uint64_t bytes) const {
@@ -369,22 +590,47 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
   const std::string what = "collCommWindowRegister";
   std::vector<WindowExport> all(static_cast<size_t>(nranks));
   const void *block = nullptr;
+  int gpuOfWindows = -1;
+  interp::DeviceBackend *windowBackend = nullptr;
   llvm::Error local = llvm::Error::success();
   if (!buff || bytes == 0) {
     local = collError(collInvalidArgument, "buff is NULL or size is 0");
   } else {
-    std::lock_guard<std::mutex> lock(memoryMutex);
+    std::unique_lock<std::mutex> lock(memoryMutex);
     auto it = blockOf(buff, bytes);
-    if (it == memoryBlocks.end()) {
-      local = collError(collInvalidArgument,
-                        llvm::formatv("[{0}, +{1}) is not within one block of collMemAlloc, "
-                                      "whose memory is the only kind the other processes can map",
-                                      buff, bytes));
-    } else {
+    auto d = blockIn(deviceBlocks, buff, bytes);
+    if (it != memoryBlocks.end()) {
       block = it->first;
-      all[rank] = {static_cast<int32_t>(getpid()), it->second.fd, it->second.inode,
-                   it->second.device,
-                   static_cast<uint64_t>(static_cast<std::byte *>(buff) - it->first), bytes};
+      all[rank].pid = static_cast<int32_t>(getpid());
+      all[rank].fd = it->second.fd;
+      all[rank].inode = it->second.inode;
+      all[rank].device = it->second.device;
+      all[rank].offset = static_cast<uint64_t>(static_cast<std::byte *>(buff) - it->first);
+      all[rank].bytes = bytes;
+    } else if (d != deviceBlocks.end()) {
+      block = d->first;
+      const DeviceWindowMemory m = d->second;
+      lock.unlock();
+      all[rank].pid = static_cast<int32_t>(getpid());
+      all[rank].offset = static_cast<uint64_t>(static_cast<std::byte *>(buff) - d->first);
+      all[rank].bytes = bytes;
+      all[rank].onGpu = 1;
+      all[rank].gpu = m.gpu;
+      all[rank].address = reinterpret_cast<uint64_t>(block);
+      auto h = m.backend->exportShared(const_cast<void *>(block), m.gpu);
+      if (h)
+        all[rank].handle = *h;
+      else
+        local = collError(collUnhandledCudaError, "sharing it (CUDA IPC): " +
+                                                      llvm::toString(h.takeError()));
+      gpuOfWindows = m.gpu;
+      windowBackend = m.backend;
+    } else {
+      local = collError(collInvalidArgument,
+                        llvm::formatv("[{0}, +{1}) is not within one block of collMemAlloc or "
+                                      "collMemAllocDevice, whose memory is the only kind the other "
+                                      "processes can map",
+                                      buff, bytes));
     }
   }
   if (!local)
@@ -405,15 +651,24 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
                                                     what, llvm::toString(std::move(err))));
   // The same on every rank: no agreement needed.
-  for (int r = 0; r < nranks; ++r)
+  for (int r = 0; r < nranks; ++r) {
     if (all[r].bytes != all[0].bytes)
       return collError(collInvalidArgument,
                        llvm::formatv("{0}: rank {1} registers {2} bytes and rank 0 {3}: a window "
                                      "has the same size on every rank",
                                      what, r, all[r].bytes, all[0].bytes));
+    if (all[r].onGpu != all[0].onGpu)
+      return collError(collInvalidArgument,
+                       llvm::formatv("{0}: rank {1} registers {2} memory and rank 0 {3}: a window "
+                                     "is GPU memory on every rank (collMemAllocDevice) or host "
+                                     "memory on every rank (collMemAlloc)",
+                                     what, r, all[r].onGpu ? "GPU" : "host",
+                                     all[0].onGpu ? "GPU" : "host"));
+  }
   auto window = std::make_unique<RegisteredWindow>();
   window->base = static_cast<std::byte *>(buff);
   window->bytes = bytes;
+  window->onGpu = all[rank].onGpu != 0;
   window->at.assign(static_cast<size_t>(nranks), nullptr);
   llvm::Error mapped = llvm::Error::success();
   for (int r = 0; r < nranks && !mapped; ++r) {
@@ -424,6 +679,24 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     if (hostOf[r] != hostOf[rank])
       continue;
     const WindowExport &e = all[r];
+    if (window->onGpu) {
+      // Ranks of this process: their pointer; of others: CUDA IPC, for
+      // this rank's GPU.
+      if (e.pid == all[rank].pid) {
+        window->at[r] = reinterpret_cast<std::byte *>(e.address) + e.offset;
+        continue;
+      }
+      auto m = openPeerShared(*windowBackend, e.pid, e.address, e.handle, gpuOfWindows);
+      if (!m) {
+        mapped = collError(collUnhandledCudaError,
+                           llvm::formatv("mapping rank {0}'s window (CUDA IPC): {1}", r,
+                                         llvm::toString(m.takeError())));
+        break;
+      }
+      window->opened.push_back({e.pid, e.address});
+      window->at[r] = *m + e.offset;
+      continue;
+    }
     auto m = mapPeerFile(e.pid, e.fd, e.inode, e.device, e.offset, e.bytes, 0,
                          llvm::formatv("rank {0}'s window", r));
     if (!m) {
@@ -437,7 +710,10 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     // Counted before it can be destroyed (which uncounts it).
     std::lock_guard<std::mutex> lock(memoryMutex);
     window->memory = block;
-    memoryBlocks[static_cast<const std::byte *>(block)].registered++;
+    if (window->onGpu)
+      deviceBlocks[static_cast<const std::byte *>(block)].registered++;
+    else
+      memoryBlocks[static_cast<const std::byte *>(block)].registered++;
   }
   if (llvm::Error err = agree(std::move(mapped), llvm::formatv("{0}: mapping the peers' windows",
                                                                what)
@@ -461,10 +737,13 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     if (llvm::Error err = forWindowChoices(setUp))
       return err;
   COLL_LOG(Info, Init, rank,
-           llvm::formatv("window {0}: {1} bytes at {2}, mapped by the ranks of this host; calls "
-                         "whose buffers lie in windows run programs with direct steps on them, "
-                         "without copies",
-                         windows.size(), bytes, buff));
+           llvm::formatv("window {0}: {1} bytes at {2}{3}, mapped by the ranks of this host; "
+                         "calls whose buffers lie in windows run programs with direct steps on "
+                         "them, without copies",
+                         windows.size(), bytes, buff,
+                         gpuOfWindows >= 0
+                             ? llvm::formatv(" on CUDA device {0} (CUDA IPC)", gpuOfWindows).str()
+                             : std::string()));
   return static_cast<int>(windows.size());
 }
 

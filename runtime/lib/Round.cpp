@@ -236,6 +236,10 @@ private:
       }
       runs[u] = true;
       anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
+      // The first program with direct steps makes the host's shared areas,
+      // collectively: until then, ranks driven by one thread prepare side
+      // by side too.
+      anyCollectiveSetup = anyCollectiveSetup || (!c.directArea && c.hasDirectPrograms());
     }
   }
 
@@ -257,7 +261,7 @@ private:
                       : prepareCollective(c, units[u].ops.front(), prepared[u], unitTasks[u],
                                           unitP2P[u]);
     };
-    if (anyOnDevice && units.size() > 1) {
+    if ((anyOnDevice || anyCollectiveSetup) && units.size() > 1) {
       std::vector<std::thread> threads;
       for (size_t u = 0; u < units.size(); ++u)
         if (runs[u])
@@ -451,6 +455,7 @@ private:
   llvm::SmallVector<Communicator::Impl *, 1> comms;
   llvm::SmallVector<std::unique_lock<std::mutex>, 1> deviceLocks;
   bool anyOnDevice = false;
+  bool anyCollectiveSetup = false;
   llvm::Error first = llvm::Error::success();
 };
 

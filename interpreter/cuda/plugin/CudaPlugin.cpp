@@ -219,6 +219,35 @@ const CollDevicePlugin table = {
     [](void *p, const PeerBuffers *ranks, size_t n, char **error) {
       return status(of(p).setPeerBuffers(llvm::ArrayRef<PeerBuffers>(ranks, n)), error);
     },
+    [](uint64_t bytes, int device, char **error) -> void * {
+      auto p = cudaBackend().allocateShared(bytes, device);
+      if (!p) {
+        failWith(p.takeError(), error);
+        return nullptr;
+      }
+      return *p;
+    },
+    [](void *base, int device, char **error) {
+      return status(cudaBackend().freeShared(base, device), error);
+    },
+    [](void *base, int device, SharedHandle *out, char **error) {
+      auto h = cudaBackend().exportShared(base, device);
+      if (!h)
+        return failWith(h.takeError(), error);
+      *out = *h;
+      return 0;
+    },
+    [](const SharedHandle *handle, int device, char **error) -> void * {
+      auto p = cudaBackend().openShared(*handle, device);
+      if (!p) {
+        failWith(p.takeError(), error);
+        return nullptr;
+      }
+      return *p;
+    },
+    [](void *mapped, int device, char **error) {
+      return status(cudaBackend().closeShared(mapped, device), error);
+    },
     [](void *p, const PeerWindows *ranks, size_t n, char **error) {
       return status(of(p).setPeerWindows(llvm::ArrayRef<PeerWindows>(ranks, n)), error);
     },

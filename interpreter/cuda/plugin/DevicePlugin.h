@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 9u // 9: setPeerWindows; 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
+#define COLL_DEVICE_PLUGIN_ABI 10u // 10: the shared-memory functions; 9: setPeerWindows; 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
 
 extern "C" {
 
@@ -100,6 +100,13 @@ struct CollDevicePlugin {
   /// DeviceExecutor::setPeerBuffers: `n` entries, one per rank.
   int (*setPeerBuffers)(void *executor, const coll::interp::PeerBuffers *ranks, size_t n,
                         char **error);
+  /// DeviceBackend's shared memory: allocateShared (null with `*error`),
+  /// freeShared, exportShared, openShared (null with `*error`), closeShared.
+  void *(*allocateShared)(uint64_t bytes, int device, char **error);
+  int (*freeShared)(void *base, int device, char **error);
+  int (*exportShared)(void *base, int device, coll::interp::SharedHandle *out, char **error);
+  void *(*openShared)(const coll::interp::SharedHandle *handle, int device, char **error);
+  int (*closeShared)(void *mapped, int device, char **error);
   /// DeviceExecutor::setPeerWindows: `n` entries, one per rank.
   int (*setPeerWindows)(void *executor, const coll::interp::PeerWindows *ranks, size_t n,
                         char **error);

@@ -29,6 +29,7 @@ static struct {
   char *base;
   size_t size;
   int device;
+  int adopted; /* collStandinAdoptDeviceMemory's: not ours to free */
 } allocs[MAX_ALLOCS];
 static __thread int current = -1; /* -1: COLL_EMULATED_GPU, else 0 */
 
@@ -134,10 +135,44 @@ cudaError_t cudaMalloc(void **ptr, size_t size) {
   return cudaErrorMemoryAllocation;
 }
 
+/* Test-only: memory that libcoll's emulated GPU backend allocated
+ * (collMemAllocDevice under COLL_CUDA_PLUGIN=emulated) becomes device
+ * memory of the calling thread's device here, as a real driver sees what
+ * libcoll_cuda.so allocates; the stand-in never frees it (collMemFree
+ * does, after collStandinForgetDeviceMemory). */
+int collStandinAdoptDeviceMemory(void *ptr, size_t size) {
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCS; ++i)
+    if (!allocs[i].base) {
+      allocs[i].base = ptr;
+      allocs[i].size = size;
+      allocs[i].device = currentDevice();
+      allocs[i].adopted = 1;
+      pthread_mutex_unlock(&mutex);
+      return 0;
+    }
+  pthread_mutex_unlock(&mutex);
+  return 1;
+}
+
+void collStandinForgetDeviceMemory(void *ptr) {
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCS; ++i)
+    if (allocs[i].base == ptr && allocs[i].adopted) {
+      allocs[i].base = NULL;
+      allocs[i].adopted = 0;
+    }
+  pthread_mutex_unlock(&mutex);
+}
+
 cudaError_t cudaFree(void *ptr) {
   pthread_mutex_lock(&mutex);
   for (int i = 0; i < MAX_ALLOCS; ++i)
     if (allocs[i].base == ptr) {
+      if (allocs[i].adopted) {
+        pthread_mutex_unlock(&mutex);
+        return cudaErrorInvalidValue;
+      }
       free(ptr);
       allocs[i].base = NULL;
       pthread_mutex_unlock(&mutex);

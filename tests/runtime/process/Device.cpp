@@ -225,6 +225,82 @@ void gpuUnmappable() {
   checks += 3;
 }
 
+#if COLL_TEST_STANDIN
+// The stand-in CUDA runtime's test hook: memory of libcoll's emulated GPU
+// backend is device memory here too (tests/runtime/dropin/cudart_standin.c).
+extern "C" int collStandinAdoptDeviceMemory(void *ptr, size_t size);
+extern "C" void collStandinForgetDeviceMemory(void *ptr);
+#endif
+
+/// gpu-windows (with a tuning file naming direct programs: direct.tuning):
+/// a window of GPU memory (collMemAllocDevice) registered by every rank,
+/// and allreduces and allgathers of a direct program on buffers at each
+/// rank's own offsets in it, out of place, in place, and with rank 0's
+/// recvbuff outside its window (copied through its area) while the others'
+/// are in theirs; collMemFree refuses the memory while it is registered.
+void gpuWindows() {
+  const size_t count = 3001;
+  const size_t bytes = (2 + static_cast<size_t>(nranks)) * count * sizeof(float) + 4096;
+  void *mem = nullptr;
+  check(collMemAllocDevice(&mem, bytes, -1), "collMemAllocDevice");
+#if COLL_TEST_STANDIN
+  if (collStandinAdoptDeviceMemory(mem, bytes) != 0)
+    failNow("the stand-in could not adopt collMemAllocDevice's memory");
+#endif
+  collWindow_t win = nullptr;
+  check(collCommWindowRegister(comm, mem, bytes, &win, COLL_WIN_DEFAULT), "collCommWindowRegister");
+  if (collMemFree(mem) != collInvalidUsage)
+    failNow("collMemFree of registered memory did not fail with collInvalidUsage");
+  std::vector<unsigned char> zeros(static_cast<size_t>(nranks) * count * sizeof(float), 0);
+  DeviceBuffer outside(zeros);
+  float *base = static_cast<float *>(mem) + 3 * rank + 1;
+  auto value = [](int r, size_t i, int round) { return float(r + int(i % 5) + round); };
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> in(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = value(rank, i, round);
+    float *send = base + round;
+    float *recv = round == 1 ? send : send + count + 7;
+    if (round == 2 && rank == 0)
+      recv = static_cast<float *>(outside.ptr);
+    cudaCheck(cudaMemcpy(send, in.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+              "cudaMemcpy to device");
+    check(collAllReduce(send, recv, count, collFloat32, collSum, comm, nullptr), "collAllReduce");
+    cudaCheck(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+    std::vector<float> out(count);
+    cudaCheck(cudaMemcpy(out.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy to host");
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < nranks; ++r)
+        want += value(r, i, round);
+      if (out[i] != want)
+        failNow("round " + std::to_string(round) + ": allreduce element " + std::to_string(i) +
+                " is " + std::to_string(out[i]) + ", not " + std::to_string(want));
+    }
+    // An allgather out of place (its recvbuff holds every rank's block).
+    if (round != 1) {
+      check(collAllGather(send, recv, count, collFloat32, comm, nullptr), "collAllGather");
+      cudaCheck(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+      std::vector<float> all(static_cast<size_t>(nranks) * count);
+      cudaCheck(cudaMemcpy(all.data(), recv, all.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                "cudaMemcpy to host");
+      for (int r = 0; r < nranks; ++r)
+        for (size_t i = 0; i < count; i += 13)
+          if (all[r * count + i] != value(r, i, round))
+            failNow("round " + std::to_string(round) + ": allgather block " + std::to_string(r) +
+                    " element " + std::to_string(i) + " is " + std::to_string(all[r * count + i]));
+    }
+    checks += 2;
+  }
+  check(collCommWindowDeregister(comm, win), "collCommWindowDeregister");
+#if COLL_TEST_STANDIN
+  collStandinForgetDeviceMemory(mem);
+#endif
+  check(collMemFree(mem), "collMemFree");
+  checks += 1;
+}
+
 /// gpu-trace (COLL_TRACE, set by main before init): an allreduce and an
 /// allgather on device buffers, checked; after destroy, checkGpuTraceFile
 /// finds both calls and the kernel's step slices in this rank's file.

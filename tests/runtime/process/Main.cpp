@@ -177,6 +177,9 @@ const Scenario scenarios[] = {
   {.name = "gpu-trace", .summary = "COLL_TRACE of device calls, the kernel's steps included",
    .run = GPU_ONLY([](bool) { gpuTrace(); }), .gpu = true,
    .beforeInit = GPU_ONLY(setGpuTracePath), .afterDestroy = GPU_ONLY(checkGpuTraceFile)},
+  {.name = "gpu-windows",
+   .summary = "direct programs on windows of GPU memory (collMemAllocDevice), each rank's own offsets",
+   .run = GPU_ONLY([](bool) { gpuWindows(); }), .gpu = true},
   {.name = "gpu-all", .summary = "N ranks of this process on GPU 0 (COLL_TEST_GPUS: on several) against N host ranks",
    .launch = Launch::AllInProcess, .runAll = GPU_ONLY(allInOneProcess), .gpu = true},
 };

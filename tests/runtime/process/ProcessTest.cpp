@@ -717,8 +717,8 @@ std::string everyRank(int n, const std::function<std::string(int)> &f) {
 // with the communicator, where they are; each rank decides alone, and its
 // kernel publishes where (docs/CUDA.md, "Windows"). A tuning table names a
 // direct two-shot (as XML, so that builds without the .coll compiler run
-// it too) for every allreduce; the selection keeps it (on a GPU it would
-// pass over it: the runtime does not register device windows yet).
+// it too) for every allreduce; the selection keeps it. (GPU buffers take
+// each rank's area on its GPU instead: runtime-standin-gpu-direct-*.)
 TEST(Runtime, DirectProgramsRunOnTheEmulatedDevice) {
   if (!COLL_TEST_HAVE_EMU)
     GTEST_SKIP() << "this build has no emulated device (COLL_ENABLE_CUDA_EMU=OFF)";

@@ -91,6 +91,7 @@ void gpuAbort();
 void gpuUnserved();
 void gpuUnmappable();
 void gpuTrace();
+void gpuWindows();
 /// gpu-trace's COLL_TRACE, set before init, and the check of the file it
 /// wrote, after destroy.
 void setGpuTracePath();

@@ -321,6 +321,12 @@ struct ReferenceRequest {
 /// "exchange", "reduce", "block", "fifo".
 const char *referenceName(ReferenceKind kind);
 
+/// A handle to device memory for another process of the host
+/// (cudaIpcMemHandle_t's bytes).
+struct SharedHandle {
+  char bytes[64];
+};
+
 /// A GPU, or the CPU emulation of one.
 class DeviceBackend {
 public:
@@ -358,6 +364,22 @@ public:
   /// (CUDA events around each): seconds per launch. An error says what
   /// was wrong with the request, or the result, or that a wait did not end.
   virtual llvm::Expected<std::vector<double>> timeReference(const ReferenceRequest &q) = 0;
+
+  // Memory the processes of a host share (windows, the direct steps'
+  // areas: docs/RUNTIME.md). Each function makes `device` current for its
+  // work (-1: the calling thread's current device) and gives the caller's
+  // back.
+  /// `bytes` of device memory, zeroed: an allocation of its own
+  /// (cudaMalloc), so that its handle covers it alone.
+  virtual llvm::Expected<void *> allocateShared(uint64_t bytes, int device) = 0;
+  virtual llvm::Error freeShared(void *base, int device) = 0;
+  /// The handle of allocation `base` of allocateShared (cudaIpcGetMemHandle).
+  virtual llvm::Expected<SharedHandle> exportShared(void *base, int device) = 0;
+  /// Maps another process's allocation for `device` (cudaIpcOpenMemHandle,
+  /// with peer access where the GPUs differ); closeShared unmaps it. A
+  /// process maps each allocation once.
+  virtual llvm::Expected<void *> openShared(const SharedHandle &handle, int device) = 0;
+  virtual llvm::Error closeShared(void *mapped, int device) = 0;
 };
 
 /// The backend this program links: CollCuda's GPU, or CollCudaEmu's CPU

@@ -189,6 +189,10 @@ private:
 /// of this process, which the peers map); freeing fails while it is
 /// registered with a communicator.
 llvm::Expected<void *> allocateWindowMemory(size_t bytes);
+/// collMemAllocDevice: memory of CUDA device `device` (-1: the calling
+/// thread's current one) that windows can hold (an allocation of its own,
+/// which the peers' processes map with CUDA IPC).
+llvm::Expected<void *> allocateDeviceWindowMemory(size_t bytes, int device);
 llvm::Error freeWindowMemory(void *ptr);
 
 /// The communicator behind a collComm_t (null for NULL), and a collComm_t
