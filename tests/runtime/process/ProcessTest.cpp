@@ -611,12 +611,14 @@ TEST(Runtime, EveryCollectiveOnTheEmulatedDeviceMatchesTheHost) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
-/// Two sum allreduces of `count` floats over `comms`, the ranks of one
-/// process, each call one group driven by this thread, in place or out of
-/// place; "" or what went wrong.
-std::string groupAllReduces(const std::vector<collComm_t> &comms, size_t count, bool inplace) {
+/// Sum allreduces of `count` floats over `comms` (the ranks of one
+/// process, driven through groups by this thread) on buffers that each rank
+/// places itself: rank r's sendbuff at `send[r]`, its recvbuff at
+/// `recv[r]` (equal: in place); "" or what went wrong.
+std::string placedAllReduces(const std::vector<collComm_t> &comms, size_t count,
+                             const std::vector<float *> &send, const std::vector<float *> &recv,
+                             size_t stride = 31) {
   const int n = static_cast<int>(comms.size());
-  std::vector<std::vector<float>> send(n, std::vector<float>(count)), recv = send;
   for (int call = 0; call < 2; ++call) {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i)
@@ -624,21 +626,35 @@ std::string groupAllReduces(const std::vector<collComm_t> &comms, size_t count, 
     if (collGroupStart() != collSuccess)
       return "collGroupStart failed";
     for (int r = 0; r < n; ++r)
-      if (collAllReduce(send[r].data(), inplace ? send[r].data() : recv[r].data(), count,
-                        collFloat32, collSum, comms[r], nullptr) != collSuccess)
+      if (collAllReduce(send[r], recv[r], count, collFloat32, collSum, comms[r], nullptr) !=
+          collSuccess)
         return "rank " + std::to_string(r) + ": " + collGetLastError(comms[r]);
     if (collGroupEnd() != collSuccess)
       return std::string("collGroupEnd: ") + collGetLastError(comms[0]);
     for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < count; i += 97) {
-        const float got = inplace ? send[r][i] : recv[r][i];
+      for (size_t i = 0; i < count; i += stride) {
         const float want = float(n * int(i % 7) + n * (n - 1) / 2 + n * call);
-        if (got != want)
+        if (recv[r][i] != want)
           return "call " + std::to_string(call) + " rank " + std::to_string(r) + " element " +
-                 std::to_string(i) + ": " + std::to_string(got) + ", not " + std::to_string(want);
+                 std::to_string(i) + ": " + std::to_string(recv[r][i]) + ", not " +
+                 std::to_string(want);
       }
   }
   return "";
+}
+
+/// Two sum allreduces of `count` floats over `comms`, the ranks of one
+/// process, each call one group driven by this thread, in place or out of
+/// place; "" or what went wrong.
+std::string groupAllReduces(const std::vector<collComm_t> &comms, size_t count, bool inplace) {
+  const size_t n = comms.size();
+  std::vector<std::vector<float>> send(n, std::vector<float>(count)), recv = send;
+  std::vector<float *> sends(n), recvs(n);
+  for (size_t r = 0; r < n; ++r) {
+    sends[r] = send[r].data();
+    recvs[r] = inplace ? send[r].data() : recv[r].data();
+  }
+  return placedAllReduces(comms, count, sends, recvs, 97);
 }
 
 // collCommInitAll: one process holds every rank, and one thread drives them
@@ -665,36 +681,6 @@ TEST(Runtime, OneThreadDrivesEveryRankOnTheEmulatedDevice) {
   EXPECT_EQ(shmLeftovers(), "");
 }
 
-/// Sum allreduces of `count` floats over `comms` (the ranks of one
-/// process, driven through groups by this thread) on buffers that each rank
-/// places itself: rank r's sendbuff at `send[r]`, its recvbuff at
-/// `recv[r]` (equal: in place); "" or what went wrong.
-std::string placedAllReduces(const std::vector<collComm_t> &comms, size_t count,
-                             const std::vector<float *> &send, const std::vector<float *> &recv) {
-  const int n = static_cast<int>(comms.size());
-  for (int call = 0; call < 2; ++call) {
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < count; ++i)
-        send[r][i] = float(r + int(i % 7) + call);
-    if (collGroupStart() != collSuccess)
-      return "collGroupStart failed";
-    for (int r = 0; r < n; ++r)
-      if (collAllReduce(send[r], recv[r], count, collFloat32, collSum, comms[r], nullptr) !=
-          collSuccess)
-        return "rank " + std::to_string(r) + ": " + collGetLastError(comms[r]);
-    if (collGroupEnd() != collSuccess)
-      return std::string("collGroupEnd: ") + collGetLastError(comms[0]);
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < count; i += 31) {
-        const float want = float(n * int(i % 7) + n * (n - 1) / 2 + n * call);
-        if (recv[r][i] != want)
-          return "call " + std::to_string(call) + " rank " + std::to_string(r) + " element " +
-                 std::to_string(i) + ": " + std::to_string(recv[r][i]) + ", not " +
-                 std::to_string(want);
-      }
-  }
-  return "";
-}
 
 /// Runs f(r) for every rank at once, a thread each (collective calls of the
 /// ranks of one process); "" or the first failure.

@@ -191,6 +191,21 @@ static coll::testing::RankExecutors oneRankEach(const Plan &plan, CudaOptions op
   return ranks;
 }
 
+/// The ranks, counts and calls back to back of the tests of direct steps
+/// on executors of one rank (fewer under the sanitizers).
+struct DirectSweep {
+  std::vector<int> rankCounts;
+  std::vector<uint64_t> counts;
+  int backToBack;
+};
+static DirectSweep directSweep() {
+#if COLL_TEST_SANITIZER
+  return {{2, 3}, {1, 1001}, 10};
+#else
+  return {{2, 3, 4}, {1, 7, 1001, 20000}, 25};
+#endif
+}
+
 // Direct steps on executors of one rank each, as a job's processes run
 // them: each is given its peers' buffers (setPeerBuffers) and signals into
 // flags in the waiting rank's memory, which it maps as it maps FIFOs. The
@@ -200,16 +215,9 @@ static coll::testing::RankExecutors oneRankEach(const Plan &plan, CudaOptions op
 // backend bit for bit.
 TEST_F(GpuExecutor, DirectStepsOnExecutorsOfOneRank) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(64);
-#if COLL_TEST_SANITIZER
-  const std::vector<int> rankCounts = {2, 3};
-  const std::vector<uint64_t> counts = {1, 1001};
-  const int backToBack = 10;
-#else
-  const std::vector<int> rankCounts = {2, 3, 4};
-  const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
-  const int backToBack = 25;
-#endif
-  for (int n : rankCounts) {
+  const DirectSweep sweep = directSweep();
+  const int backToBack = sweep.backToBack;
+  for (int n : sweep.rankCounts) {
     for (const ir::Algorithm &alg :
          {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
       Plan plan = planOf(alg);
@@ -217,7 +225,7 @@ TEST_F(GpuExecutor, DirectStepsOnExecutorsOfOneRank) {
       ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
       coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
       ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
-      for (uint64_t count : counts)
+      for (uint64_t count : sweep.counts)
         for (bool inplace : {false, true}) {
           if (inplace ? !plan.inplace : !plan.outofplace)
             continue;
@@ -366,16 +374,9 @@ static std::pair<void *, void *> moveRank(const CallArgs &a, int32_t r, bool inp
 // matching the host backend bit for bit.
 TEST_F(GpuExecutor, DirectStepsOnPeerWindows) {
   auto [hostOptions, gpuOptions] = optionsWithSlots(64);
-#if COLL_TEST_SANITIZER
-  const std::vector<int> rankCounts = {2, 3};
-  const std::vector<uint64_t> counts = {1, 1001};
-  const int backToBack = 10;
-#else
-  const std::vector<int> rankCounts = {2, 3, 4};
-  const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
-  const int backToBack = 25;
-#endif
-  for (int n : rankCounts) {
+  const DirectSweep sweep = directSweep();
+  const int backToBack = sweep.backToBack;
+  for (int n : sweep.rankCounts) {
     for (const ir::Algorithm &alg :
          {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
       Plan plan = planOf(alg);
@@ -450,7 +451,7 @@ TEST_F(GpuExecutor, DirectStepsOnPeerWindows) {
                     0)
               << what << ": rank " << r << "'s output differs from the host backend's";
       };
-      for (uint64_t count : counts)
+      for (uint64_t count : sweep.counts)
         for (bool inplace : {false, true}) {
           if (inplace ? !plan.inplace : !plan.outofplace)
             continue;
