@@ -145,6 +145,10 @@ step collrun-cuda-trace 120 bash -c "'$here/bin/collrun' '$alg/ring_allreduce_8r
 step runtime-gpu-topo-nvml 300 bash -c "COLL_TOPO_FILE=nvml COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TUNING \
   '$rankcheck' gpu --fork 2 2>&1 | tee /dev/stderr | grep -q 'COLL_TOPO_FILE=nvml: no synthesis: ranks share GPU 0 of nvml'"
 step nccl-gpu-coll-2 600 env COLL_DEBUG=INFO "$here/bin/nccl-gpu-check" coll 2
+# ncclMemAlloc and ncclCommWindowRegister on Coll (issue 28): CUDA IPC
+# windows of Coll's GPU memory, the direct two-shot from 4 MiB by the
+# built-in rule for device calls with windows.
+step nccl-gpu-windows-3 300 "$here/bin/nccl-gpu-check" windows 3
 realnccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
 [ -f "$realnccl" ] || realnccl=libnccl.so.2
 step nccl-gpu-real-1 600 env COLL_FORCE_FALLBACK=all COLL_NCCL_LIB="$realnccl" COLL_DEBUG=INFO \

@@ -503,13 +503,19 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
   const ir::Collective coll = collectiveOf(op.kind);
   const uint64_t bytes = op.selectionBytes(c.nranks);
   const bool onDevice = op.device >= 0 || c.config.emulatedDevice;
-  // Buffers in registered windows of one host's ranks: the built-in rules
-  // for windows come first (Selection.h). Every rank must pass buffers in
-  // windows, or none (as NCCL's symmetric windows): each decides alone.
-  // The window must hold the call's larger side (selectionBytes).
-  const bool windowed = !onDevice && c.shape.nodes == 1 && !c.windows.empty() &&
-                        (!op.readsSend(c.rank) || c.windowSlotOf(op.send, bytes)) &&
-                        (!op.writesRecv(c.rank) || c.windowSlotOf(op.recv, bytes));
+  // Host buffers in registered windows of one host's ranks: the built-in
+  // rules for windows come first (Selection.h). Every rank must pass
+  // buffers in windows, or none (as NCCL's symmetric windows): each decides
+  // alone. The window must hold the call's larger side (selectionBytes).
+  // Device calls on a communicator of one host that holds windows of their
+  // buffers' kind (GPU memory; host memory on the emulated device): the
+  // rules for device calls with windows, which every rank agrees on
+  // (buffers outside the windows go through the rank's area).
+  const bool windowed =
+      c.shape.nodes == 1 && !c.windows.empty() &&
+      (onDevice ? c.windowsRegistered(op.device >= 0)
+                : (!op.readsSend(c.rank) || c.windowSlotOf(op.send, bytes)) &&
+                      (!op.writesRecv(c.rank) || c.windowSlotOf(op.recv, bytes)));
   auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0, onDevice,
                          windowed);
   if (!chosen) {

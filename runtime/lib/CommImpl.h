@@ -38,6 +38,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -305,6 +306,13 @@ public:
   int directPrograms = -1;
   /// Direct steps on GPU buffers (null before the first).
   std::unique_ptr<DeviceArea> deviceArea;
+  /// Whether a window of GPU memory (`onGpu`, collMemAllocDevice) or of
+  /// host memory (collMemAlloc) is registered: the same answer on every
+  /// rank, since registering and deregistering are collective.
+  bool windowsRegistered(bool onGpu) const {
+    return std::any_of(windows.begin(), windows.end(),
+                       [&](const auto &w) { return w && w->onGpu == onGpu; });
+  }
   /// Bumped by every window registered or deregistered: a device executor
   /// with direct steps takes the windows again at its next call.
   uint64_t windowsEpoch = 0;
@@ -419,16 +427,20 @@ public:
                std::string &reason) const;
   /// The choice for a call, from the cache (valid until the next select).
   /// `device`: for a call on device buffers, which also passes over what
-  /// the devices refused (avoidLL128, refusedOnDevice). `windowed`: the
-  /// call's buffers lie in registered windows (host calls on one host),
-  /// where the built-in rules for windows come first (windowTuningRules).
+  /// the devices refused (avoidLL128, refusedOnDevice). `windowed`: for a
+  /// host call, its buffers lie in registered windows (on one host), where
+  /// the built-in rules for windows come first (windowTuningRules); for a
+  /// device call, the communicator (of one host) holds windows of its
+  /// buffers' kind (deviceWindowsRegistered), where deviceWindowTuningRules
+  /// come first.
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
                                         bool device = false, bool windowed = false);
-  /// Calls `f` with each built-in rule for buffers in windows and what it
-  /// chooses (an algorithm) for a call at its smallest size; stops at the
-  /// first error `f` returns.
+  /// Calls `f` with each built-in rule for buffers in windows (`device`:
+  /// for device calls with windows) and what it chooses (an algorithm) for
+  /// a call at its smallest size; stops at the first error `f` returns.
   llvm::Error forWindowChoices(
-      llvm::function_ref<llvm::Error(const TuningRule &, const Choice &)> f);
+      llvm::function_ref<llvm::Error(const TuningRule &, const Choice &)> f,
+      bool device = false);
   llvm::Expected<RunnerEntry *> runnerFor(const std::shared_ptr<const Compiled> &compiled);
   /// Collective, for a plan with direct steps: the shared areas (made and
   /// mapped at the first), and the plan's table over them (Direct.cpp).

@@ -27,6 +27,12 @@ bool isCrowdedRule(const TuningRule &rule);
 /// (docs/RUNTIME.md, "Windows"): they come before the others, and choose
 /// the direct programs, which read and write such buffers in place.
 const std::vector<TuningRule> &windowTuningRules();
+/// The built-in rules for device calls on a communicator of one host that
+/// holds windows (docs/RUNTIME.md, "Windows"): they come first for such
+/// calls, whichever memory the call's buffers are in.
+const std::vector<TuningRule> &deviceWindowTuningRules();
+/// Whether `rule` is one of deviceWindowTuningRules().
+bool isDeviceWindowRule(const TuningRule &rule);
 /// Built-in programs with direct steps: loaded only where every rank is on
 /// one host, and chosen only through windowTuningRules().
 bool isWindowOnlyBuiltin(llvm::StringRef name);

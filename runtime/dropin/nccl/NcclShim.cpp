@@ -5,8 +5,8 @@
 // on Coll when
 //   - COLL_FORCE_FALLBACK does not name it,
 //   - the datatype and op are ones Coll has (no fp8, no ncclRedOpCreate*),
-//   - the buffers are host memory (the runtime has no CUDA path yet),
-//   - and the communicator's selection gives it an algorithm;
+//   - and the communicator's selection gives it an algorithm (on host
+//     buffers, or on device buffers enqueued on the call's stream);
 // everything else goes to the real NCCL, loaded with dlopen(RTLD_DEEPBIND)
 // from COLL_NCCL_LIB (default libnccl.so.2), and COLL_DEBUG=INFO says so
 // once per (collective, reason). A tuning rule whose target is `nccl` sends a
@@ -20,6 +20,11 @@
 // Coll-only and says why, and a call that would need the real NCCL fails
 // with that reason. With COLL_FORCE_FALLBACK set the real NCCL is needed,
 // so init fails instead (docs/DROPIN.md).
+//
+// Windows. ncclMemAlloc gives Coll's GPU memory (collMemAllocDevice) and
+// ncclCommWindowRegister registers windows with Coll, so that the calls
+// Coll runs on them read and write the peers' buffers in place; what Coll
+// cannot allocate or register goes to the real NCCL, and INFO says why.
 //
 // Groups keep NCCL's semantics: calls between ncclGroupStart and the
 // outermost ncclGroupEnd are checked at once (an invalid one returns its
@@ -716,6 +721,19 @@ struct Registration {
   size_t size;
 };
 
+/// An ncclWindow_t of this library: Coll's window, or the real NCCL's where
+/// Coll refused the buffer.
+struct ShimWindow {
+  ncclComm_t comm;
+  collWindow_t coll;
+  ncclWindow_t real;
+};
+
+/// The blocks ncclMemAlloc took from Coll (collMemAllocDevice), which
+/// ncclMemFree gives back to it; any other pointer is the real NCCL's.
+std::mutex collMemoryMutex;
+std::set<void *> collMemory;
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1110,39 +1128,120 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
     return real().ncclCommWindowRegister(comm, buff, size, win, winFlags);
   if (!comm || !win)
     return failWith(comm, ncclInvalidArgument, "ncclCommWindowRegister: NULL argument");
+  *win = nullptr;
+  // Coll's window first (collective, as NCCL's: every rank registers, and
+  // every rank learns when one could not); where Coll refuses it (memory
+  // Coll did not allocate, say), on every rank, the real NCCL's.
+  std::string collWhy;
+  if (comm->coll) {
+    collWindow_t w = nullptr;
+    const collResult_t r =
+        collCommWindowRegister(comm->coll, buff, size, &w, winFlags & NCCL_WIN_COLL_SYMMETRIC);
+    if (r == collSuccess) {
+      *win = reinterpret_cast<ncclWindow_t>(new ShimWindow{comm, w, nullptr});
+      return ncclSuccess;
+    }
+    collWhy = collGetLastError(comm->coll);
+    const char *noReal = !comm->real                         ? "has no communicator here"
+                         : !real().ncclCommWindowRegister ? "lacks ncclCommWindowRegister"
+                                                            : nullptr;
+    if (noReal)
+      return failWith(comm, toNccl(r),
+                      "ncclCommWindowRegister: Coll refused the window (" + collWhy +
+                          ") and the real NCCL " + noReal);
+  }
   if (!comm->real)
     return failWith(comm, ncclInvalidUsage,
-                    "ncclCommWindowRegister: symmetric windows are the real NCCL's, which has no "
-                    "communicator here: " +
+                    "ncclCommWindowRegister: the communicator has neither a Coll side nor the "
+                    "real NCCL's: " +
                         (comm->noReal.empty() ? real().why : comm->noReal));
   COLL_NEED_REAL(comm, ncclCommWindowRegister);
-  return fromReal(comm, "ncclCommWindowRegister",
-                  real().ncclCommWindowRegister(comm->real, buff, size, win, winFlags));
+  ncclWindow_t realWin = nullptr;
+  if (ncclResult_t r = fromReal(comm, "ncclCommWindowRegister",
+                                real().ncclCommWindowRegister(comm->real, buff, size, &realWin,
+                                                              winFlags));
+      r != ncclSuccess)
+    return r;
+  if (!collWhy.empty())
+    COLL_LOG(Info, Init, comm->rank,
+             "ncclCommWindowRegister: a window of the real NCCL's only (calls on it that Coll "
+             "runs copy their buffers): Coll's refused it: " +
+                 collWhy);
+  *win = reinterpret_cast<ncclWindow_t>(new ShimWindow{comm, nullptr, realWin});
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   if (realDepth > 0 && real().ncclCommWindowDeregister)
     return real().ncclCommWindowDeregister(comm, win);
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, "ncclCommWindowDeregister: comm is NULL");
-  if (!comm->real)
-    return failWith(comm, ncclInvalidUsage,
-                    "ncclCommWindowDeregister: no window can exist without the real NCCL");
-  COLL_NEED_REAL(comm, ncclCommWindowDeregister);
-  return fromReal(comm, "ncclCommWindowDeregister",
-                  real().ncclCommWindowDeregister(comm->real, win));
+  if (!comm || !win)
+    return failWith(comm, ncclInvalidArgument, "ncclCommWindowDeregister: NULL argument");
+  auto *w = reinterpret_cast<ShimWindow *>(win);
+  if (w->comm != comm)
+    return failWith(comm, ncclInvalidArgument,
+                    "ncclCommWindowDeregister: the window was registered on another communicator");
+  if (w->coll) {
+    if (collResult_t r = collCommWindowDeregister(comm->coll, w->coll); r != collSuccess)
+      return failWith(comm, toNccl(r),
+                      std::string("ncclCommWindowDeregister on Coll failed: ") +
+                          collGetLastError(comm->coll));
+  } else {
+    COLL_NEED_REAL(comm, ncclCommWindowDeregister);
+    if (ncclResult_t r = fromReal(comm, "ncclCommWindowDeregister",
+                                  real().ncclCommWindowDeregister(comm->real, w->real));
+        r != ncclSuccess)
+      return r;
+  }
+  delete w;
+  return ncclSuccess;
 }
 
 ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (realDepth > 0 && real().ncclMemAlloc)
     return real().ncclMemAlloc(ptr, size);
-  COLL_NEED_REAL(nullptr, ncclMemAlloc);
+  if (!ptr)
+    return failWith(nullptr, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  *ptr = nullptr;
+  // Coll's GPU memory on the current device, which Coll's windows hold;
+  // the real NCCL's where Coll has none to give (no CUDA device or no GPU
+  // backend in this process).
+  std::string why;
+  if (currentDevice(why) >= 0) {
+    void *p = nullptr;
+    if (collMemAllocDevice(&p, size, -1) == collSuccess) {
+      std::lock_guard<std::mutex> lock(collMemoryMutex);
+      collMemory.insert(p);
+      *ptr = p;
+      return ncclSuccess;
+    }
+    why = collGetLastError(nullptr);
+  }
+  if (!real().handle || !real().ncclMemAlloc)
+    return failWith(nullptr, ncclInvalidUsage,
+                    "ncclMemAlloc: Coll cannot allocate GPU memory here (" + why +
+                        ") and the real NCCL " +
+                        (real().handle ? "at " + real().path + " lacks ncclMemAlloc"
+                                       : "is missing: " + real().why));
+  COLL_LOG(Info, Init, -1,
+           "ncclMemAlloc: the real NCCL's memory (Coll's windows cannot hold it): " + why);
   return fromReal(nullptr, "ncclMemAlloc", real().ncclMemAlloc(ptr, size));
 }
 
 ncclResult_t ncclMemFree(void *ptr) {
   if (realDepth > 0 && real().ncclMemFree)
     return real().ncclMemFree(ptr);
+  if (!ptr)
+    return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(collMemoryMutex);
+    if (collMemory.count(ptr)) {
+      if (collResult_t r = collMemFree(ptr); r != collSuccess)
+        return failWith(nullptr, toNccl(r),
+                        std::string("ncclMemFree: ") + collGetLastError(nullptr));
+      collMemory.erase(ptr);
+      return ncclSuccess;
+    }
+  }
   COLL_NEED_REAL(nullptr, ncclMemFree);
   return fromReal(nullptr, "ncclMemFree", real().ncclMemFree(ptr));
 }

@@ -15,6 +15,9 @@
  *          (fp8) fails saying why; the async error stays ncclSuccess. With
  *          one rank Coll copies on the stream, and fp8 goes to the real
  *          NCCL (made beside Coll's communicator) and succeeds
+ *   windows  ncclMemAlloc memory registered with ncclCommWindowRegister:
+ *          allreduces on it, served by the direct two-shot from 4 MiB (the
+ *          rank's COLL_DEBUG_FILE says so), and the misuse refused
  *   real   one rank with COLL_FORCE_FALLBACK=all (set by the caller) and
  *          COLL_NCCL_LIB naming the real libnccl.so.2: the same calls on the
  *          real NCCL, whose version ncclGetVersion reports
@@ -211,6 +214,100 @@ static void scenarioColl(int rank, int n, int idFd[2]) {
   CUDA(cudaStreamDestroy(stream));
 }
 
+#if !COLL_TEST_NO_WINDOWS /* (linked to the stand-in NCCL, which has no windows) */
+#if COLL_TEST_STANDIN
+/* The stand-in CUDA runtime knows the memory it allocated itself; Coll's
+ * (collMemAllocDevice, under the emulated device) it is told of. */
+int collStandinAdoptDeviceMemory(void *ptr, size_t size);
+void collStandinForgetDeviceMemory(void *ptr);
+#endif
+
+/* Whether the file at `path` holds `words`. */
+static int fileHolds(const char *path, const char *words) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, words) != NULL;
+  fclose(f);
+  return found;
+}
+
+/* windows: memory of ncclMemAlloc (Coll's, on the GPU) registered on every
+ * rank with ncclCommWindowRegister; allreduces of 4 MiB in it (in place and
+ * out of place: the built-in rule for device calls with windows runs the
+ * direct two-shot, which this rank's log file at COLL_DEBUG=TRACE shows)
+ * and of 4 KiB, checked. ncclMemFree refuses the memory while it is
+ * registered; memory of cudaMalloc is not Coll's to register. */
+static void scenarioWindows(int rank, int n, int idFd[2]) {
+  char log[256];
+  snprintf(log, sizeof log, "/tmp/coll-nccl-windows.%d.log", (int)getpid());
+  setenv("COLL_DEBUG", "TRACE", 1);
+  setenv("COLL_DEBUG_SUBSYS", "COLL", 1);
+  setenv("COLL_DEBUG_FILE", log, 1);
+  ncclComm_t comm = initOk(rank, n, idFd);
+  cudaStream_t stream;
+  CUDA(cudaStreamCreate(&stream));
+  const size_t count = (size_t)1 << 20;
+  const size_t bytes = 2 * count * sizeof(int32_t);
+  void *mem = NULL;
+  OK(ncclMemAlloc(&mem, bytes));
+  if (!mem)
+    exit(1);
+#if COLL_TEST_STANDIN
+  CHECK(collStandinAdoptDeviceMemory(mem, bytes) == 0, "the stand-in cannot adopt the memory");
+#endif
+  ncclWindow_t win = NULL;
+  OK(ncclCommWindowRegister(comm, mem, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+  ncclResult_t r = ncclMemFree(mem);
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "registered"),
+        "ncclMemFree of a registered window -> %d: %s", (int)r, ncclGetLastError(NULL));
+  int32_t *in = mem, *out = (int32_t *)mem + count;
+  int32_t *host = malloc(count * sizeof(int32_t));
+  const int sum = 1000 * n * (n - 1) / 2;
+  const size_t sizes[] = {count, 1024};
+  for (int s = 0; s < 2; ++s)
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      const size_t c = sizes[s];
+      for (size_t i = 0; i < c; ++i)
+        host[i] = value(rank, i);
+      int32_t *dst = inPlace ? in : out;
+      CUDA(cudaMemcpy(in, host, c * sizeof(int32_t), cudaMemcpyHostToDevice));
+      OK(ncclAllReduce(in, dst, c, ncclInt32, ncclSum, comm, stream));
+      CUDA(cudaStreamSynchronize(stream));
+      EXPECT(dst, c, inPlace ? "allreduce in place in a window" : "allreduce in a window",
+             sum + n * (int)(i % 977));
+    }
+  free(host);
+  if (n > 1) { /* (one rank copies: nothing to choose) */
+    CHECK(fileHolds(log, "-> allreduce_twoshot_direct"),
+          "no call ran the direct two-shot (COLL_DEBUG_FILE %s)", log);
+    CHECK(fileHolds(log, "built-in rule for device calls on a communicator with windows"),
+          "no call was served by the rule for device calls with windows (%s)", log);
+  }
+  OK(ncclCommWindowDeregister(comm, win));
+#if COLL_TEST_STANDIN
+  collStandinForgetDeviceMemory(mem);
+#endif
+  OK(ncclMemFree(mem));
+  /* Memory Coll did not allocate: refused by Coll on every rank, and there
+   * is no real NCCL with windows to take it (none is made for ranks that
+   * share a GPU; the stand-in of the tests has no windows). */
+  void *d = NULL;
+  CUDA(cudaMalloc(&d, 4096));
+  r = ncclCommWindowRegister(comm, d, 4096, &win, NCCL_WIN_DEFAULT);
+  CHECK(r != ncclSuccess && strstr(ncclGetLastError(comm), "collMemAlloc"),
+        "registering memory of cudaMalloc -> %d: %s", (int)r, ncclGetLastError(comm));
+  CUDA(cudaFree(d));
+  OK(ncclCommFinalize(comm));
+  OK(ncclCommDestroy(comm));
+  CUDA(cudaStreamDestroy(stream));
+  unlink(log);
+}
+#endif
+
 static void scenarioReal(int rank, int n, int idFd[2]) {
   int version = 0;
   OK(ncclGetVersion(&version));
@@ -225,7 +322,7 @@ static void scenarioReal(int rank, int n, int idFd[2]) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s coll|real NRANKS|--env\n", argv[0]);
+    fprintf(stderr, "usage: %s coll|real|windows NRANKS|--env\n", argv[0]);
     return 2;
   }
   const char *scenario = argv[1];
@@ -234,6 +331,10 @@ int main(int argc, char **argv) {
     run = scenarioColl;
   else if (!strcmp(scenario, "real"))
     run = scenarioReal;
+#if !COLL_TEST_NO_WINDOWS
+  else if (!strcmp(scenario, "windows"))
+    run = scenarioWindows;
+#endif
   if (run && !strcmp(argv[2], "--env")) {
     /* One rank of a launched job. */
     const char *r = getenv("RANK"), *size = getenv("WORLD_SIZE");

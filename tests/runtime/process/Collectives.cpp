@@ -342,6 +342,54 @@ void windowsMismatchScenario() {
   check(collMemFree(mem), "collMemFree after the failed call");
 }
 
+// Device calls (on the emulated device: COLL_EMULATED_DEVICE=1, set by the
+// driver) on a communicator that holds a window: allreduces from 4 MiB run
+// the built-in rule for device calls with windows (the direct two-shot),
+// with buffers in the window and outside it (copied through the rank's
+// area), in place and out of place; smaller ones, and every one once the
+// window is gone, run the other built-in rules. The driver reads which from
+// COLL_DEBUG=TRACE.
+void windowsDeviceRulesScenario() {
+  const size_t count = size_t(1) << 20; // 4 MiB of fp32
+  const size_t bytes = 2 * count * sizeof(float);
+  void *mem = nullptr;
+  collWindow_t win = nullptr;
+  check(collMemAlloc(&mem, bytes), "collMemAlloc");
+  check(collCommWindowRegister(comm, mem, bytes, &win, COLL_WIN_DEFAULT), "registering");
+  std::vector<float> plainIn(count), plainOut(count);
+  auto *inWindow = static_cast<float *>(mem);
+  struct Call {
+    float *send, *recv;
+    size_t count;
+  };
+  const Call calls[] = {{inWindow, inWindow + count, count},   // in the window
+                        {plainIn.data(), plainOut.data(), count}, // outside it
+                        {inWindow, inWindow, count},           // in place
+                        {inWindow, inWindow + count, count / 4}}; // 1 MiB
+  auto value = [](int r, size_t i) { return static_cast<float>(r + 1 + static_cast<int>(i % 7)); };
+  auto run = [&](const Call &c, const char *what) {
+    for (size_t i = 0; i < c.count; ++i)
+      c.send[i] = value(rank, i);
+    check(collAllReduce(c.send, c.recv, c.count, collFloat32, collSum, comm, nullptr), what);
+    for (size_t i = 0; i < c.count; ++i) {
+      float want = 0;
+      for (int r = 0; r < nranks; ++r)
+        want += value(r, i);
+      if (c.recv[i] != want)
+        failNow(std::string(what) + ": element " + std::to_string(i) + " is " +
+                std::to_string(c.recv[i]) + ", expected " + std::to_string(want));
+    }
+    ++checks;
+  };
+  run(calls[0], "4 MiB allreduce in the window");
+  run(calls[1], "4 MiB allreduce outside the window");
+  run(calls[2], "4 MiB allreduce in place in the window");
+  run(calls[3], "1 MiB allreduce in the window");
+  check(collCommWindowDeregister(comm, win), "deregistering");
+  run(calls[1], "4 MiB allreduce once the window is gone");
+  check(collMemFree(mem), "collMemFree");
+}
+
 } // namespace rankcheck
 
 namespace rankcheck {

@@ -395,6 +395,45 @@ TEST(Runtime, BuiltInRulesRunTheDirectProgramsOnWindows) {
       << all;
 }
 
+// Device calls on a communicator that holds a window (docs/RUNTIME.md,
+// "Selection"): on the emulated device, the built-in rule for device calls
+// with windows runs the direct two-shot for allreduces from 4 MiB, on
+// every rank whichever memory its buffers are in, and the other rules below
+// 4 MiB and once the window is gone.
+TEST(Runtime, DeviceCallsWithWindowsRunTheDirectTwoShot) {
+  if (!COLL_TEST_HAVE_LANG || !COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build compiles no .coll programs or has no emulated device";
+  JobOptions o;
+  o.env["COLL_EMULATED_DEVICE"] = "1";
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "COLL";
+  const int n = 2;
+  auto results = runJob("windows-device-rules", n, o);
+  expectAllOk(results);
+  ASSERT_EQ(results.size(), size_t(n));
+  for (const RankResult &r : results) {
+    // Five calls: three of 4 MiB with the window, then 1 MiB, then 4 MiB
+    // without it, in that order.
+    std::vector<std::string> served;
+    for (size_t at = r.output.find("allreduce of "); at != std::string::npos;
+         at = r.output.find("allreduce of ", at + 1)) {
+      const size_t arrow = r.output.find("-> ", at), end = r.output.find(' ', arrow + 3);
+      if (arrow == std::string::npos || end == std::string::npos)
+        break;
+      served.push_back(r.output.substr(arrow + 3, end - arrow - 3));
+    }
+    ASSERT_EQ(served.size(), 5u) << r.output;
+    for (int i : {0, 1, 2})
+      EXPECT_EQ(served[i], "allreduce_twoshot_direct") << "call " << i << "\n" << r.output;
+    for (int i : {3, 4})
+      EXPECT_NE(served[i], "allreduce_twoshot_direct") << "call " << i << "\n" << r.output;
+    EXPECT_NE(r.output.find("built-in rule for device calls on a communicator with windows"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("on the emulated device"), std::string::npos) << r.output;
+  }
+}
+
 // Ranks that pass buffers in windows where others do not run different
 // programs (the built-in rule for windows chooses the direct two-shot):
 // every rank ends the call with the watchdog's error, none waits forever

@@ -60,6 +60,7 @@ void traceScenario();
 void windowsScenario(bool small);
 void windowsMismatchScenario();
 void windowsBuiltinScenario();
+void windowsDeviceRulesScenario();
 void alltoallWithoutProgramsScenario();
 
 // PointToPoint.cpp
