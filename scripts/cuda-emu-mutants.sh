@@ -31,6 +31,7 @@ mutants=(
   'signal-generation-equal|Prims.h|return signalReached(seen = |return flagReached(seen = '
   'signal-gpu-scope|Prims.h|    if constexpr (CrossGpu)\n      return Scope::Sys;\n    else\n      return Scope::Gpu;\n  }\n  /// What the flag holds|    return Scope::Gpu;\n  }\n  /// What the flag holds'
   'wait-previous-signal|Prims.h|      const uint32_t goal = signalProgress(d, it);|      const uint32_t goal = signalProgress(d, it) - 1;'
+  'fused-getre-first-peer|Prims.h|    const int32_t rank = member == 0 ? d.peer : p.memberPeers[d.members + member];|    const int32_t rank = d.peer;'
 )
 
 selected=("$@")

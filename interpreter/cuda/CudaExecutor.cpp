@@ -518,7 +518,8 @@ private:
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
-  DeviceMemory stepPeers, signals; ///< direct steps (Plan::stepPeers, Plan::signals)
+  /// Direct steps (Plan::stepPeers, Plan::memberPeers, Plan::signals).
+  DeviceMemory stepPeers, memberPeers, signals;
   /// Direct steps: where each signal pair's flag lies (KernelParams::signalFlags).
   DeviceMemory signalTable;
   std::vector<uint64_t *> signalPointers; ///< as uploaded; null: not reached (one rank)
@@ -622,7 +623,7 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable,
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable,
                           &windowDescriptorTable, &windowBaseTable})
     m->release();
   if (stream)
@@ -702,14 +703,17 @@ llvm::Error CudaExecutor::Impl::start() {
     for (int32_t t = plan.rankTbBegin[options.rank]; t < plan.rankTbBegin[options.rank + 1]; ++t)
       for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i) {
         const PlanStep &step = plan.steps[size_t(plan.tbs[t].stepBegin + i)];
-        const int32_t peer = plan.stepPeer(size_t(plan.tbs[t].stepBegin + i)).peer;
-        if (peer < 0)
+        const PlanStepPeer d = plan.stepPeer(size_t(plan.tbs[t].stepBegin + i));
+        if (d.peer < 0)
           continue;
-        directPeers.push_back(peer);
         const bool loads = step.type == StepKind::Get || step.type == StepKind::GetReduce;
-        if (!loads && step.type != StepKind::Put)
-          continue;
-        peerBuffersUsed.emplace_back(peer, loads ? step.srcBuf : step.dstBuf);
+        // Every source's peer of a fused getre.
+        for (int r = 0; r < (d.members < 0 ? 1 : step.nsrc); ++r) {
+          const int32_t peer = d.members < 0 ? d.peer : plan.memberPeers[size_t(d.members + r)];
+          directPeers.push_back(peer);
+          if (loads || step.type == StepKind::Put)
+            peerBuffersUsed.emplace_back(peer, loads ? step.srcBuf : step.dstBuf);
+        }
       }
     for (const PlanSignal &pair : plan.signals)
       if (pair.sender == options.rank || pair.receiver == options.rank)
@@ -726,7 +730,7 @@ llvm::Error CudaExecutor::Impl::start() {
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &signals, &signalTable,
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable,
                           &windowDescriptorTable, &windowBaseTable})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
@@ -739,6 +743,9 @@ llvm::Error CudaExecutor::Impl::start() {
     return err;
   if (direct) {
     if (llvm::Error err = upload(stepPeers, plan.stepPeers.data(), plan.stepPeers.size(), stream))
+      return err;
+    if (llvm::Error err =
+            upload(memberPeers, plan.memberPeers.data(), plan.memberPeers.size(), stream))
       return err;
     if (llvm::Error err = upload(signals, plan.signals.data(), plan.signals.size(), stream))
       return err;
@@ -1530,6 +1537,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.report = deviceReport;
   params.flagsOffset = stateLayout.flagsOffset;
   params.stepPeers = stepPeers.as<PlanStepPeer>();
+  params.memberPeers = memberPeers.as<int32_t>();
   params.signals = signals.as<PlanSignal>();
   params.signalFlags = signalTable.as<uint64_t *const>();
   if (onWindows) {

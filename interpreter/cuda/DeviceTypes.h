@@ -303,6 +303,7 @@ struct KernelParams {
   /// FIFOs are), for the pairs this rank signals or waits on. Null when the
   /// plan has none.
   const PlanStepPeer *stepPeers;
+  const int32_t *memberPeers; ///< Plan::memberPeers (fused getre steps' peers)
   const PlanSignal *signals;
   uint64_t *const *signalFlags;
   /// Direct steps on windows (an executor of one rank given

@@ -30,13 +30,31 @@ llvm::Error planError(llvm::StringRef file, uint32_t line, const llvm::Twine &ms
                                  text + ": error: " + msg.str());
 }
 
-/// Whether step `next` joins the fused `re` group whose last member is
-/// `prev` (see the file comment of Plan.h for the rule).
+/// Whether step `next` joins the fused `re` or `getre` group whose last
+/// member is `prev` (see the file comment of Plan.h for the rule).
 bool fusesWith(const ir::Step &prev, const ir::Step &next, int groupSize) {
-  return prev.type == StepType::Reduce && next.type == StepType::Reduce &&
-         !prev.hasDep && !next.hasDependency() && next.dstBuf == prev.dstBuf &&
-         next.dstOff == prev.dstOff && next.srcBuf == prev.srcBuf &&
-         next.count == prev.count && groupSize < MaxReduceSources;
+  const bool same = next.type == prev.type && !prev.hasDep && next.dstBuf == prev.dstBuf &&
+                    next.dstOff == prev.dstOff && next.srcBuf == prev.srcBuf &&
+                    next.count == prev.count && groupSize < MaxReduceSources;
+  if (!same)
+    return false;
+  if (prev.type == StepType::Reduce)
+    return !next.hasDependency();
+  return prev.type == StepType::GetReduce;
+}
+
+/// Whether member `r` of the group [s, end)'s dependency is met whenever a
+/// later member's is (one on the same tb at that step or later).
+bool impliedLater(const ir::ThreadBlock &tb, int32_t r, int32_t end) {
+  const ir::Step &m = tb.steps[r];
+  if (!m.hasDependency())
+    return true;
+  for (int32_t j = r + 1; j < end; ++j) {
+    const ir::Step &later = tb.steps[j];
+    if (later.hasDependency() && later.depTb == m.depTb && later.depStep >= m.depStep)
+      return true;
+  }
+  return false;
 }
 
 /// Where the plan keeps an IR step: its plan step and its position in a
@@ -216,6 +234,25 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
         ir::StepTypeInfo firstInfo = ir::stepTypeInfo(first.type);
         bool moves = firstInfo.readsSrc || firstInfo.writesDst || firstInfo.sends ||
                      firstInfo.receives;
+        // A fused getre waits for its members' dependencies before it: the
+        // last member's itself, each earlier one's that no later one's
+        // implies in a nop of its own (Plan.h).
+        const ir::Step &waits = first.type == StepType::GetReduce ? last : first;
+        if (first.type == StepType::GetReduce)
+          for (int32_t r = s; r < end - 1; ++r) {
+            if (impliedLater(tb, r, end))
+              continue;
+            const ir::Step &m = tb.steps[r];
+            PlanStep nop{};
+            nop.type = StepKind::Nop;
+            nop.nsrc = 1;
+            nop.sliceBegin = static_cast<int32_t>(plan.slices.size());
+            nop.depTb = plan.rankTbBegin[g] + m.depTb;
+            nop.depStep = m.depStep;
+            nop.irStep = r;
+            plan.steps.push_back(nop);
+            ++ptb.nSteps;
+          }
         PlanStep ps{};
         ps.type = static_cast<StepKind>(first.type);
         ps.srcBuf = static_cast<uint8_t>(first.srcBuf);
@@ -223,14 +260,20 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
         ps.nsrc = static_cast<uint8_t>(nsrc);
         ps.count = moves ? first.count : 0;
         ps.sliceBegin = static_cast<int32_t>(plan.slices.size());
-        ps.depTb = first.hasDependency() ? plan.rankTbBegin[g] + first.depTb : -1;
-        ps.depStep = first.hasDependency() ? first.depStep : -1;
+        ps.depTb = waits.hasDependency() ? plan.rankTbBegin[g] + waits.depTb : -1;
+        ps.depStep = waits.hasDependency() ? waits.depStep : -1;
         ps.irStep = end - 1;
         ps.hasDep = last.hasDep ? 1 : 0;
         int32_t index = static_cast<int32_t>(plan.steps.size());
         if (firstInfo.hasPeer()) {
-          plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0});
-          plan.stepPeers.push_back(PlanStepPeer{first.peer, -1, 0});
+          plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0, -1});
+          int32_t members = -1;
+          if (nsrc > 1) {
+            members = static_cast<int32_t>(plan.memberPeers.size());
+            for (int32_t r = s; r < end; ++r)
+              plan.memberPeers.push_back(tb.steps[r].peer);
+          }
+          plan.stepPeers.push_back(PlanStepPeer{first.peer, -1, 0, members});
         }
         for (int32_t c = 0; c < ps.count; ++c)
           for (int32_t r = 0; r < nsrc; ++r)
@@ -250,7 +293,7 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   // pairs: each signal and wait step learns its pair and its place among
   // the pair's signals or waits (the k-th wait takes the k-th signal).
   if (!plan.stepPeers.empty())
-    plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0});
+    plan.stepPeers.resize(plan.steps.size(), PlanStepPeer{-1, -1, 0, -1});
   for (const ir::SignalPair &pair : analysis.signals) {
     int32_t index = static_cast<int32_t>(plan.signals.size());
     plan.signals.push_back(PlanSignal{pair.sender, pair.receiver, pair.channel,
@@ -362,6 +405,7 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
       plan.stepPeers.assign(whole.stepPeers.begin() + stepBase,
                             whole.stepPeers.begin() + end.stepBegin + end.nSteps);
   }
+  plan.memberPeers = whole.memberPeers;
   for (PlanStep &step : plan.steps) {
     step.sliceBegin -= sliceBase;
     if (step.depTb >= 0)
@@ -388,9 +432,23 @@ bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t
       sync != (d.signal >= 0) || d.ordinal < 0)
     return false;
   if (d.peer < 0)
-    return d.peer == -1 && d.ordinal == 0;
+    return d.peer == -1 && d.ordinal == 0 && d.members == -1;
   if (d.peer >= p.nranks || d.peer == rank)
     return false;
+  // Several sources: a fused getre, each source a peer of its own.
+  if ((s.nsrc > 1) != (d.members >= 0) || d.members < -1)
+    return false;
+  if (d.members >= 0) {
+    if (s.type != StepKind::GetReduce ||
+        int64_t(d.members) + s.nsrc > static_cast<int64_t>(p.memberPeers.size()) ||
+        p.memberPeers[d.members] != d.peer)
+      return false;
+    for (int r = 0; r < s.nsrc; ++r) {
+      const int32_t m = p.memberPeers[d.members + r];
+      if (m < 0 || m >= p.nranks || m == rank)
+        return false;
+    }
+  }
   if (!sync)
     return true;
   if (d.signal >= static_cast<int64_t>(p.signals.size()))
@@ -516,16 +574,21 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
       const PlanStep &ps = plan.steps[tb.stepBegin + i];
       ir::StepTypeInfo info = ir::stepTypeInfo(static_cast<StepType>(ps.type));
       auto src = static_cast<BufferKind>(ps.srcBuf), dst = static_cast<BufferKind>(ps.dstBuf);
-      // A direct step's remote operand is bounded by its peer's scratch.
-      auto limitOf = [&](BufferKind buffer, bool remote) {
-        int32_t owner = remote ? plan.stepPeer(size_t(tb.stepBegin + i)).peer : tb.rank;
+      // A direct step's remote operand is bounded by its peer's scratch (a
+      // fused getre's source r by its own peer's).
+      const PlanStepPeer d = plan.stepPeer(size_t(tb.stepBegin + i));
+      auto limitOf = [&](BufferKind buffer, bool remote, int32_t member) {
+        int32_t owner = !remote         ? tb.rank
+                        : d.members < 0 ? d.peer
+                                        : plan.memberPeers[d.members + member];
         return buffer == BufferKind::Input    ? call.inputElems
                : buffer == BufferKind::Output ? call.outputElems
                                               : call.scratchElems[owner];
       };
-      uint64_t srcLimit = limitOf(src, info.direct == ir::DirectRole::RemoteSrc);
-      uint64_t dstLimit = limitOf(dst, info.direct == ir::DirectRole::RemoteDst);
+      const uint64_t dstLimit = limitOf(dst, info.direct == ir::DirectRole::RemoteDst, 0);
       for (int32_t k = 0; k < ps.count * ps.nsrc; ++k) {
+        const uint64_t srcLimit =
+            limitOf(src, info.direct == ir::DirectRole::RemoteSrc, k % ps.nsrc);
         const PlanSlice &slice = plan.slices[ps.sliceBegin + k];
         CallSlice &out = call.slices[ps.sliceBegin + k];
         out.nelem = layout.classSize(slice.cls);

@@ -67,11 +67,12 @@ public:
   void hasDep(int rank, int tb, int step) { alg.gpus[rank].tbs[tb].steps[step].hasDep = true; }
 
   /// Appends a direct step on `peer` (signals and waits move no chunks).
-  void peerStep(int rank, int tb, StepType type, int peer, BufferKind sb = I, int so = 0,
-                BufferKind db = I, int dof = 0) {
+  int peerStep(int rank, int tb, StepType type, int peer, BufferKind sb = I, int so = 0,
+               BufferKind db = I, int dof = 0, int depTb = -1, int depStep = -1) {
     bool sync = type == StepType::Signal || type == StepType::Wait;
-    int s = step(rank, tb, type, sb, so, db, dof, sync ? 0 : 1);
+    int s = step(rank, tb, type, sb, so, db, dof, sync ? 0 : 1, depTb, depStep);
     alg.gpus[rank].tbs[tb].steps[s].peer = peer;
+    return s;
   }
 
   ir::Algorithm alg;
@@ -335,6 +336,40 @@ ir::Algorithm peerTwoShotAllReduce(int n) {
     handshake(b, r, t, n);
   }
   return b.alg;
+}
+
+ir::Algorithm peerGetTwoShotAllReduce(int n) {
+  Builder b("peer_get_twoshot_allreduce", ir::Collective::AllReduce, n, n, ir::Protocol::Simple,
+            true, false);
+  b.chunks(n, n, 0);
+  for (int r = 0; r < n; ++r) {
+    const int data = b.tb(r, -1, -1);
+    std::vector<int> sync(n, -1);
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        sync[p] = b.tb(r, -1, -1);
+        b.peerStep(r, sync[p], StepType::Signal, p); // this rank has started
+        b.hasDep(r, sync[p], b.peerStep(r, sync[p], StepType::Wait, p)); // so has p
+      }
+    int last = -1;
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        last = b.peerStep(r, data, StepType::GetReduce, p, I, r, I, r, sync[p], 1);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        last = b.peerStep(r, data, StepType::Put, p, I, r, I, r);
+    b.hasDep(r, data, last);
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        b.peerStep(r, sync[p], StepType::Signal, p, I, 0, I, 0, data, last); // done with p
+        b.peerStep(r, sync[p], StepType::Wait, p);                           // p done with me
+      }
+  }
+  return b.alg;
+}
+
+std::vector<ir::Algorithm> peerAllReduces(int n) {
+  return {peerOneShotAllReduce(n), peerTwoShotAllReduce(n), peerGetTwoShotAllReduce(n)};
 }
 
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto) {

@@ -67,6 +67,14 @@ ir::Algorithm peerOneShotAllReduce(int n);
 /// once they have signalled, and `put`s the result into every peer's
 /// output, signalling again.
 ir::Algorithm peerTwoShotAllReduce(int n);
+/// Direct steps, in place: rank r adds every peer's block r into its own
+/// with getre steps on one tb, each after the wait for that peer's start
+/// signal, which lies on a tb of its own per peer (so the plan fuses them
+/// behind a nop per wait but the last, interp/Plan.h), then puts block r
+/// into every peer and signals each when done.
+ir::Algorithm peerGetTwoShotAllReduce(int n);
+/// The direct allreduces above, for the backend tests to sweep.
+std::vector<ir::Algorithm> peerAllReduces(int n);
 
 /// Every builder above at `n` ranks with `proto`, named (FIFO programs
 /// only: every backend runs them).

@@ -176,8 +176,9 @@ public:
   // after a signal of the peer's call (the compiler's start signal at
   // least), and the peer rewrites it only in a later call, after this
   // rank's end signal of this one.
-  __device__ T *peerBase(const PlanStep &step, uint8_t buffer) {
-    const int32_t rank = stepPeer(step).peer;
+  __device__ T *peerBase(const PlanStep &step, uint8_t buffer, int member) {
+    const PlanStepPeer d = stepPeer(step);
+    const int32_t rank = member == 0 ? d.peer : p.memberPeers[d.members + member];
     if (p.windowDescriptors) {
       const uint64_t at = ptx::ldRelaxed(&p.windowDescriptors[rank]->at[buffer], signalScope());
       const uint64_t slot = at >> WindowOffsetBits;

@@ -186,8 +186,10 @@ public:
   // Direct steps (StepSemantics.h): the peers' buffers and the signal
   // counters are the executor's (DirectTable). A signal releases what this
   // tb did and learned before it; the wait that takes it acquires.
-  T *peerBase(const PlanStep &step, uint8_t buffer) const {
-    return static_cast<T *>(ex.direct->address(peerOf(step).peer, buffer));
+  T *peerBase(const PlanStep &step, uint8_t buffer, int member) const {
+    const PlanStepPeer d = peerOf(step);
+    const int32_t peer = member == 0 ? d.peer : ex.plan.memberPeers[d.members + member];
+    return static_cast<T *>(ex.direct->address(peer, buffer));
   }
 
   void signal(const PlanStep &step) {

@@ -18,6 +18,10 @@
 #include "coll/ir/Geometry.h"
 #include "coll/ir/Verifier.h"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <set>
+
 using namespace coll;
 using namespace coll::compiler;
 using namespace coll::compiler::test;
@@ -235,6 +239,27 @@ for r in 0..N {
      {2, 3, 5}},
 };
 
+/// The direct two-shot as algorithms/allreduce_twoshot_direct.coll places
+/// it (in place): every get_reduce into chunk r on tb 0, each peer's
+/// signals on a channel of its own, so that its waits are on a tb of its own.
+const char *const PerPeerTwoShot = R"(
+param N = 4
+collective allreduce(ranks = N, chunks = N, inplace = true)
+for r in 0..N {
+    for p in 0..N {
+        if p != r { chunk(r, input, r).get_reduce(chunk(p, input, r), ch = (p - r + N) % N, tb = 0) }
+    }
+}
+for r in 0..N {
+    for p in 0..N {
+        if p != r {
+            let d = (p - r + N) % N
+            chunk(r, input, r).put(p, input, r, ch = d, tb = d)
+        }
+    }
+}
+)";
+
 /// A custom collective: rank r's output block a is rank a's input.
 const char *const CustomAllGather = R"(
 param N = 2
@@ -335,6 +360,83 @@ TEST(RunLitInputs, VerifyInEveryDeclaredMode) {
             << where << ": " << llvm::toString(result.takeError());
         EXPECT_EQ(result->wrong, 0u) << where << ": " << result->firstWrong;
       }
+    }
+  }
+}
+
+// Consecutive get_reduce steps into one chunk fuse into one step of the
+// plan, each source its own peer's (interp/Plan.h): their dependencies are
+// waits on n-1 different tbs, so the fused step waits for the last one's
+// behind a nop for each other, and the tb keeps no more steps than the IR
+// has. The fused plan computes the allreduce, and damaged peer lists are
+// refused.
+TEST(RunPlan, GetReduceStepsFuseAcrossPeers) {
+  for (int n : {3, 5}) {
+    Config setup;
+    setup.overrides.params["N"] = int64_t(n);
+    Compilation c(PerPeerTwoShot, setup);
+    ASSERT_TRUE(c.ok()) << c.text();
+    const ir::Algorithm &alg = c.alg();
+    ir::DiagnosticList diags("<test>");
+    auto analysis = ir::verify(alg, diags);
+    ASSERT_TRUE(static_cast<bool>(analysis)) << llvm::toString(analysis.takeError());
+    auto built = interp::buildPlan(alg, *analysis, "<test>");
+    ASSERT_TRUE(static_cast<bool>(built)) << llvm::toString(built.takeError());
+    const interp::Plan &plan = *built;
+    ASSERT_EQ(plan.stepPeers.size(), plan.steps.size());
+    for (int r = 0; r < n; ++r) {
+      int fused = 0;
+      for (int32_t t = plan.rankTbBegin[r]; t < plan.rankTbBegin[r + 1]; ++t) {
+        const interp::PlanTb &tb = plan.tbs[t];
+        EXPECT_LE(tb.nSteps, int32_t(alg.gpus[r].tbs[tb.tb].steps.size()));
+        for (int32_t i = 0; i < tb.nSteps; ++i) {
+          const interp::PlanStep &step = plan.steps[tb.stepBegin + i];
+          if (step.type != interp::StepKind::GetReduce)
+            continue;
+          ++fused;
+          ASSERT_EQ(step.nsrc, n - 1) << "rank " << r;
+          const interp::PlanStepPeer d = plan.stepPeers[tb.stepBegin + i];
+          ASSERT_GE(d.members, 0);
+          std::vector<int32_t> peers(plan.memberPeers.begin() + d.members,
+                                     plan.memberPeers.begin() + d.members + step.nsrc);
+          EXPECT_EQ(peers.front(), d.peer);
+          llvm::sort(peers);
+          std::vector<int32_t> others;
+          for (int p = 0; p < n; ++p)
+            if (p != r)
+              others.push_back(p);
+          EXPECT_EQ(peers, others) << "rank " << r;
+          // Before it: a nop for each member's wait but the last's, on
+          // tbs of their own.
+          std::set<int32_t> waited = {step.depTb};
+          for (int32_t k = 0; k < i; ++k) {
+            const interp::PlanStep &before = plan.steps[tb.stepBegin + k];
+            if (before.type == interp::StepKind::Nop && before.depTb >= 0)
+              waited.insert(before.depTb);
+          }
+          EXPECT_EQ(waited.size(), size_t(n - 1)) << "rank " << r;
+        }
+      }
+      EXPECT_EQ(fused, 1) << "rank " << r;
+    }
+    EXPECT_FALSE(static_cast<bool>(interp::checkPlanIndices(plan)));
+    interp::Plan one = interp::slicePlan(plan, 1);
+    EXPECT_EQ(one.memberPeers, plan.memberPeers);
+    EXPECT_FALSE(static_cast<bool>(interp::checkPlanIndices(one)));
+    for (size_t k = 0; k < plan.memberPeers.size(); ++k) {
+      interp::Plan damaged = plan;
+      damaged.memberPeers[k] = n; // out of range
+      llvm::Error err = interp::checkPlanIndices(damaged);
+      EXPECT_TRUE(static_cast<bool>(err)) << "member " << k;
+      llvm::consumeError(std::move(err));
+    }
+    for (uint64_t count : counts()) {
+      auto result = coll::testing::runChecked(alg, interp::DataType::Float32,
+                                              interp::ReduceOp::Sum, count, true,
+                                              tinySlots(alg.protocol));
+      ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+      EXPECT_EQ(result->wrong, 0u) << "n=" << n << " count=" << count << ": "
+                                   << result->firstWrong;
     }
   }
 }

@@ -179,8 +179,7 @@ TEST(EmuMultiDevice, DirectStepsBetweenGpus) {
   const std::vector<std::vector<int>> placements = {{0, 1}, {0, 1, 2}, {0, 0, 1, 1}, {0, 1, 2, 3}};
   for (const std::vector<int> &deviceOf : placements) {
     const int n = static_cast<int>(deviceOf.size());
-    for (const ir::Algorithm &alg :
-         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+    for (const ir::Algorithm &alg : coll::testing::peerAllReduces(n)) {
       const Plan plan = planOf(alg);
       const uint64_t before = cuda::simt::sysScopedAccesses.load();
       EXPECT_EQ(runPlaced(plan, deviceOf, DataType::Float32, ReduceOp::Sum, 2001,

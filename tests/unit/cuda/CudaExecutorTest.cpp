@@ -131,8 +131,7 @@ TEST_F(GpuExecutor, DirectStepsMatchTheHost) {
   const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
 #endif
   for (int n : rankCounts) {
-    for (const ir::Algorithm &alg :
-         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+    for (const ir::Algorithm &alg : coll::testing::peerAllReduces(n)) {
       Plan plan = planOf(alg);
       auto ex = makeExecutors(plan, hostOptions, gpuOptions);
       for (uint64_t count : counts)
@@ -218,8 +217,7 @@ TEST_F(GpuExecutor, DirectStepsOnExecutorsOfOneRank) {
   const DirectSweep sweep = directSweep();
   const int backToBack = sweep.backToBack;
   for (int n : sweep.rankCounts) {
-    for (const ir::Algorithm &alg :
-         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+    for (const ir::Algorithm &alg : coll::testing::peerAllReduces(n)) {
       Plan plan = planOf(alg);
       auto host = HostExecutor::create(plan, hostOptions);
       ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
@@ -377,8 +375,7 @@ TEST_F(GpuExecutor, DirectStepsOnPeerWindows) {
   const DirectSweep sweep = directSweep();
   const int backToBack = sweep.backToBack;
   for (int n : sweep.rankCounts) {
-    for (const ir::Algorithm &alg :
-         {coll::testing::peerOneShotAllReduce(n), coll::testing::peerTwoShotAllReduce(n)}) {
+    for (const ir::Algorithm &alg : coll::testing::peerAllReduces(n)) {
       Plan plan = planOf(alg);
       auto host = HostExecutor::create(plan, hostOptions);
       ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 using namespace coll;
 using namespace coll::interp;
 
@@ -28,7 +30,8 @@ namespace {
 
 std::vector<std::pair<std::string, ir::Algorithm>> peerAlgorithms(int n) {
   return {{"oneshot", coll::testing::peerOneShotAllReduce(n)},
-          {"twoshot", coll::testing::peerTwoShotAllReduce(n)}};
+          {"twoshot", coll::testing::peerTwoShotAllReduce(n)},
+          {"get-twoshot", coll::testing::peerGetTwoShotAllReduce(n)}};
 }
 
 Plan planOf(const ir::Algorithm &alg) {
@@ -130,6 +133,44 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   EXPECT_TRUE(refused(shorter));
 }
 
+// A run of getre steps into one chunk is one fused step of the plan, each
+// source its own peer's (interp/Plan.h). Its members wait for different
+// peers' start signals, on a tb per peer: the fused step waits for the
+// last member's and a nop before it for each other's, so that no peer is
+// read before it has started. (The ordering the verifier proved for the
+// IR holds for the plan only so; this pins it.)
+TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
+  for (int n : {2, 3, 5}) {
+    Plan plan = planOf(coll::testing::peerGetTwoShotAllReduce(n));
+    EXPECT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
+    for (int r = 0; r < n; ++r) {
+      const PlanTb &data = plan.tbs[plan.rankTbBegin[r]]; // tb 0
+      std::set<int32_t> waited;
+      int fused = 0;
+      for (int32_t i = 0; i < data.nSteps; ++i) {
+        const PlanStep &step = plan.steps[data.stepBegin + i];
+        if (step.type == StepKind::Nop) {
+          EXPECT_EQ(fused, 0) << "a nop after the fused step";
+          waited.insert(step.depTb);
+        }
+        if (step.type != StepKind::GetReduce)
+          continue;
+        ++fused;
+        waited.insert(step.depTb);
+        EXPECT_EQ(step.nsrc, n - 1);
+        const PlanStepPeer d = plan.stepPeers[data.stepBegin + i];
+        EXPECT_EQ(d.members >= 0, n > 2);
+      }
+      EXPECT_EQ(fused, 1) << "rank " << r;
+      // Every peer's sync tb (tbs 1 .. n-1 of the rank), and only those.
+      std::set<int32_t> syncTbs;
+      for (int32_t t = plan.rankTbBegin[r] + 1; t < plan.rankTbBegin[r + 1]; ++t)
+        syncTbs.insert(t);
+      EXPECT_EQ(waited, syncTbs) << "rank " << r;
+    }
+  }
+}
+
 // Many calls on one executor, sizes from one element to several pipeline
 // iterations of tiny slots, every type and operator: the counters' bases
 // must carry over from call to call, whatever each call's iterations.
@@ -142,6 +183,7 @@ TEST(DirectSteps, HostExecutorRunsThemCallAfterCall) {
         options.setSlotBytes(slot);
         Plan plan = planOf(alg);
         CollectiveDesc desc = CollectiveDesc::of(plan);
+        const bool inplace = !plan.outofplace;
         auto executor = HostExecutor::create(std::move(plan), options);
         ASSERT_TRUE(static_cast<bool>(executor)) << llvm::toString(executor.takeError());
         uint64_t seed = 1;
@@ -153,7 +195,7 @@ TEST(DirectSteps, HostExecutorRunsThemCallAfterCall) {
           for (uint64_t count : {1ull, 7ull, 100ull, 1001ull, 5000ull}) {
             std::string what = name + " n=" + std::to_string(n) + " slot=" + std::to_string(slot) +
                                " " + dataTypeName(type).str() + " count=" + std::to_string(count);
-            CheckedCall call(desc, type, op, count, false, seed++);
+            CheckedCall call(desc, type, op, count, inplace, seed++);
             auto result = (*executor)->run(call.args());
             ASSERT_TRUE(static_cast<bool>(result)) << what << ": " << llvm::toString(result.takeError());
             CheckResult checked = call.check();

@@ -22,7 +22,16 @@
 // flag like any step, but move nothing. Consecutive `re` steps into the same
 // destination fuse into one multi-source reduction, as MSCCL runtimes do
 // (same dst buffer and offset, same src buffer and cnt, no dependency of
-// their own, no `hasdep` before the last, at most 16 sources).
+// their own, no `hasdep` before the last, at most 16 sources). Consecutive
+// `getre` steps fuse the same way, each source its own peer's
+// (PlanStepPeer::members), except that members may have dependencies: the
+// fused step waits for the last member's, and a nop before it for each
+// earlier member's that no later member's dependency implies (one on the
+// same tb at that step or later). The group then reads every peer after
+// all of their dependencies are met, not each after its own. That orders
+// nothing new: no member but the last has `hasdep`, so no step of any rank
+// waits for an earlier member's completion except through the last; every
+// ordering the verifier proved still holds (docs/IR.md, "Direct steps").
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +94,9 @@ struct Plan {
   /// Per step, its peer, signal pair and ordinal (PlanStepPeer): as long as
   /// `steps` when the plan has direct steps, else empty.
   std::vector<PlanStepPeer> stepPeers;
+  /// The peers of fused `getre` steps' sources (PlanStepPeer::members):
+  /// the whole job's, in a rank's plan too.
+  std::vector<int32_t> memberPeers;
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
   /// Signal pairs of direct steps (docs/IR.md, "Direct steps"), in the
@@ -118,7 +130,7 @@ struct Plan {
   bool hasDirectSteps(int32_t rank) const;
   /// The direct-step record of steps[index] (peer -1 when none).
   PlanStepPeer stepPeer(size_t index) const {
-    return index < stepPeers.size() ? stepPeers[index] : PlanStepPeer{-1, -1, 0};
+    return index < stepPeers.size() ? stepPeers[index] : PlanStepPeer{-1, -1, 0, -1};
   }
 };
 

@@ -56,6 +56,9 @@ struct PlanStepPeer {
   int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
   int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
   int32_t ordinal; ///< signal, wait: which of its pair's signals or waits in one iteration, from 0
+  /// A fused `getre` (nsrc > 1): source r is the peer Plan::memberPeers[members
+  /// + r] (the first is `peer`); else -1.
+  int32_t members;
 };
 
 /// Signals from one rank to another on one channel (ir::SignalPair): the

@@ -32,8 +32,9 @@
 // supplies these; the loop runs direct steps only where they exist (the
 // host backend's Prims), and plans reach other backends without them:
 //
-//   T *peerBase(const PlanStep &step, uint8_t buffer); // the step's peer's buffer;
-//                                                        // null: stop (reported)
+//   T *peerBase(const PlanStep &step, uint8_t buffer, int member);
+//       // the buffer of the step's peer (of source `member`'s peer in a fused
+//       // getre: PlanStepPeer::members); null: stop (reported)
 //   void signal(const PlanStep &step);
 //   bool waitSignal(const PlanStep &step, uint64_t iteration);
 //
@@ -100,7 +101,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       if constexpr (HasDirectSteps<Prims>::value) {
         const bool put = step.type == StepKind::Put;
         if (put || step.type == StepKind::Get || step.type == StepKind::GetReduce) {
-          T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf);
+          T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf, 0);
           if (!peer)
             return false; // the backend reported why (a peer's window not found)
           (put ? dst : src) = peer;
@@ -127,8 +128,15 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         case StepKind::GetReduce:
         case StepKind::Reduce: {
           const T *srcs[MaxReduceSources];
-          for (int r = 0; r < step.nsrc; ++r)
-            srcs[r] = src + slice[r].src + lo;
+          for (int r = 0; r < step.nsrc; ++r) {
+            const T *base = src;
+            // A fused getre: source r lies in its own peer's buffer.
+            if constexpr (HasDirectSteps<Prims>::value)
+              if (r > 0 && step.type == StepKind::GetReduce &&
+                  !(base = prims.peerBase(step, step.srcBuf, r)))
+                return false;
+            srcs[r] = base + slice[r].src + lo;
+          }
           prims.reduce(d, srcs, step.nsrc, n);
           break;
         }
