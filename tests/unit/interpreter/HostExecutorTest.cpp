@@ -6,7 +6,9 @@
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/host/Connection.h"
+#include "coll/interpreter/host/Data.h"
 #include "coll/interpreter/Plan.h"
+#include "coll/interpreter/ReduceOps.h"
 #include "coll/ir/Verifier.h"
 
 #include "llvm/Support/Error.h"
@@ -63,6 +65,37 @@ INSTANTIATE_TEST_SUITE_P(
     Protocols, AlgorithmMatrix,
     ::testing::ValuesIn(coll::testing::protocolMatrix()),
     [](const auto &info) { return coll::testing::matrixCaseName(info.param); });
+
+// host::data::reduceInto folds its sources into dst in order, bit for bit
+// as the definition reads (the GPU's transform folds alike), with 1 to 9
+// sources apart from dst (the passes of up to four) and with one source
+// that is dst itself (the blocks); fp32 values whose sums round
+// differently in another order.
+TEST(HostData, ReduceIntoFoldsInOrder) {
+  const uint64_t n = 1037;
+  for (int nsrc = 1; nsrc <= 9; ++nsrc)
+    for (int selfAt = -1; selfAt < nsrc; ++selfAt) {
+      std::vector<std::vector<float>> src(static_cast<size_t>(nsrc), std::vector<float>(n));
+      std::vector<float> dst(n), want(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        dst[i] = 1.0f + float(i % 13) * 1e-7f;
+        for (int r = 0; r < nsrc; ++r)
+          src[r][i] = (r % 2 ? 3e7f : 1.0f) * float(1 + (i + r) % 7) + 0.25f * float(r);
+      }
+      std::vector<const float *> srcs;
+      for (int r = 0; r < nsrc; ++r)
+        srcs.push_back(r == selfAt ? dst.data() : src[r].data());
+      for (uint64_t i = 0; i < n; ++i) {
+        float acc = dst[i];
+        for (int r = 0; r < nsrc; ++r)
+          acc = OpSum<float>{}(srcs[r][i], acc);
+        want[i] = acc;
+      }
+      host::data::reduceInto(dst.data(), srcs.data(), nsrc, n, OpSum<float>{});
+      for (uint64_t i = 0; i < n; ++i)
+        ASSERT_EQ(dst[i], want[i]) << nsrc << " sources, dst at " << selfAt << ", element " << i;
+    }
+}
 
 TEST(HostExecutor, EveryTypeAndOperator) {
   HostOptions options;

@@ -87,22 +87,51 @@ inline void combine2(T *dst, T *__restrict out, const T *__restrict in, const T 
   }
 }
 
+/// dst[i] = op(srcs[K-1][i], ... op(srcs[0][i], dst[i])) for K of 1 to 4
+/// sources, none of which overlaps dst: one pass, which the compiler
+/// vectorizes.
+template <int K, class T, class Op>
+inline void reduceApart(T *__restrict d, const T *__restrict a, const T *__restrict b,
+                        const T *__restrict c, const T *__restrict e, uint64_t n, Op op) {
+  for (uint64_t i = 0; i < n; ++i) {
+    T acc = op(a[i], d[i]);
+    if constexpr (K > 1)
+      acc = op(b[i], acc);
+    if constexpr (K > 2)
+      acc = op(c[i], acc);
+    if constexpr (K > 3)
+      acc = op(e[i], acc);
+    d[i] = acc;
+  }
+}
+
 /// dst[i] = op(srcs[nsrc-1][i], ... op(srcs[0][i], dst[i])). A source may be
 /// the destination itself: every source is read before the destination is
 /// written, block by block, as on the GPU.
 template <class T, class Op>
 inline void reduceInto(T *dst, const T *const *srcs, int nsrc, uint64_t n, Op op) {
-  // One source apart from the destination (a small call's usual `re`): in
-  // place, without the block copies below.
+  // Sources apart from the destination (a small call's usual `re`, a fused
+  // `re` or `getre`): in place, four sources a pass, without the block
+  // copies below (the same operand order: each pass folds its sources into
+  // what the passes before left in dst). Twice as fast as the blocks for
+  // three sources of 64 KiB.
   const auto apart = [n](const T *a, const T *b) {
     const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
     return x + n * sizeof(T) <= y || y + n * sizeof(T) <= x;
   };
-  if (nsrc == 1 && apart(srcs[0], dst)) {
-    T *__restrict d = dst;
-    const T *__restrict s = srcs[0];
-    for (uint64_t i = 0; i < n; ++i)
-      d[i] = op(s[i], d[i]);
+  bool allApart = true;
+  for (int r = 0; r < nsrc && allApart; ++r)
+    allApart = apart(srcs[r], dst);
+  if (allApart) {
+    for (int r = 0; r < nsrc; r += 4) {
+      const T *const *s = srcs + r;
+      switch (nsrc - r) {
+      case 1: reduceApart<1>(dst, s[0], s[0], s[0], s[0], n, op); break;
+      case 2: reduceApart<2>(dst, s[0], s[1], s[1], s[1], n, op); break;
+      case 3: reduceApart<3>(dst, s[0], s[1], s[2], s[2], n, op); break;
+      default: reduceApart<4>(dst, s[0], s[1], s[2], s[3], n, op); break;
+      }
+    }
     return;
   }
   constexpr uint64_t Block = 512;
