@@ -493,6 +493,18 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
              "not compiled"});
         continue;
       }
+      if (isDeviceOnlyBuiltin(p.name) && !deviceRulesCover(p.name, shape.nranks) &&
+          std::find(options.namedByRules.begin(), options.namedByRules.end(), p.name) ==
+              options.namedByRules.end()) {
+        reg.rejected.push_back(
+            {p.name, std::string("built-in ") + p.file + ".coll",
+             llvm::formatv("the built-in rules for device calls name it for other rank counts "
+                           "than {0}, and no tuning rule names it (COLL_TUNING_FILE): not "
+                           "compiled",
+                           shape.nranks)
+                 .str()});
+        continue;
+      }
       ProgramVariant variant;
       std::string origin = std::string("built-in ") + p.file + ".coll";
       if (p.protocol) {

@@ -403,11 +403,20 @@ private:
         const bool emulated = c.backend && c.backend->emulated();
         const std::string kernel = (emulated ? "emulated device: " : "GPU: ") + deviceErrors[u];
         const bool watchdog = deviceErrors[u].find("watchdog:") != std::string::npos;
-        llvm::Error err = collError(watchdog   ? collTimeout
-                                    : emulated ? collSystemError
-                                               : collUnhandledCudaError,
-                                    kernel);
-        if (c.stop->stopping()) {
+        // What the CUDA runtime reported (the emulation's too: it plays
+        // CUDA's part) is NCCL's ncclUnhandledCudaError.
+        const bool cuda = deviceErrors[u].find("CUDA error cuda") != std::string::npos;
+        const collResult_t kind = watchdog              ? collTimeout
+                                  : cuda || !emulated ? collUnhandledCudaError
+                                                      : collSystemError;
+        // A device that failed (lost, reset, a fault of the kernel) ends
+        // the call of every rank of this host now, with this report, where
+        // they would otherwise wait for it until their watchdogs.
+        const bool first = !watchdog && !c.stop->stopping();
+        if (first)
+          c.stop->fail(kind, llvm::formatv("rank {0}'s device failed: {1}", c.rank, kernel));
+        llvm::Error err = collError(kind, kernel);
+        if (!first && c.stop->stopping()) {
           llvm::consumeError(std::move(err));
           std::string cause;
           collResult_t result = takeResult(c.stop->error(), cause);

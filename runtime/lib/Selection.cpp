@@ -34,7 +34,7 @@ namespace {
 
 // The built-in order of the embedded algorithms. The thresholds come from
 // the host backend's runtime benchmark (docs/PERFORMANCE.md); device calls
-// follow the same rules, never measured on a GPU.
+// follow them too, after their own (DeviceTable).
 constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
 allreduce      2   4K-*    allreduce_ring
 allreduce      *   0-8K    allreduce_oneshot
@@ -102,6 +102,23 @@ constexpr const char *DeviceWindowTable =
 allreduce      *   4M-*    allreduce_twoshot_direct
 )";
 
+// Device calls: where the GPU's measurements differ from the host's, these
+// come before the built-in rules. LL, where each 8-byte line carries its own
+// flag, takes a small message in one hand-off without the FIFO's separate
+// tail; NCCL chooses it for small messages too. Measured on lent H100 and
+// H200 GPUs with the ranks on one GPU, medians of 200 launches
+// (docs/PERFORMANCE.md, 2026-11-27 and 2026-11-28), in four runs each:
+// between 2 ranks at 1 KiB the LL ring took 7.9-8.4 us where the one-shot
+// took 9.5-10.5 in LL128 (the Simple one-shot was not timed; Simple's hop
+// cost 1.05-1.13 us of step time against LL's 0.66-0.70); among 8 ranks at
+// 8 KiB the LL all-pairs took 16.7-17.8 us where Simple took 17.6-19.1.
+// The ranks bound the programs these rules add to what a communicator
+// compiles (isDeviceOnlyBuiltin).
+constexpr const char *DeviceTable = R"(# Coll's built-in rules for device calls (docs/RUNTIME.md)
+allreduce      2      0-4K    allreduce_ring_ll
+allreduce      3-64   8K-16K  allreduce_allpairs_ll
+)";
+
 std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {
   auto parsed = parseTuningTable(text, name);
   if (!parsed) {
@@ -129,6 +146,12 @@ const std::vector<TuningRule> &windowTuningRules() {
   return rules;
 }
 
+const std::vector<TuningRule> &deviceTuningRules() {
+  static const std::vector<TuningRule> rules =
+      parseBuiltin(DeviceTable, "<built-in rules for device calls>");
+  return rules;
+}
+
 const std::vector<TuningRule> &deviceWindowTuningRules() {
   static const std::vector<TuningRule> rules =
       parseBuiltin(DeviceWindowTable, "<built-in rules for device calls with windows>");
@@ -142,6 +165,26 @@ bool isWindowOnlyBuiltin(llvm::StringRef name) {
     if (rule.kind == TuningRule::Target::Algorithm && rule.target == name)
       return true;
   return false;
+}
+
+bool isDeviceOnlyBuiltin(llvm::StringRef name) {
+  // As for the windows: the table is the one list.
+  for (const TuningRule &rule : deviceTuningRules())
+    if (rule.kind == TuningRule::Target::Algorithm && rule.target == name)
+      return true;
+  return false;
+}
+
+bool deviceRulesCover(llvm::StringRef name, int nranks) {
+  for (const TuningRule &rule : deviceTuningRules())
+    if (rule.kind == TuningRule::Target::Algorithm && rule.target == name &&
+        nranks >= rule.minRanks && nranks <= rule.maxRanks)
+      return true;
+  return false;
+}
+
+bool isDeviceRule(const TuningRule &rule) {
+  return llvm::StringRef(rule.origin).startswith("<built-in rules for device calls>");
 }
 
 bool isTuningOnlyBuiltin(llvm::StringRef name) {
@@ -257,6 +300,9 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
       // their own rules only.
       if (a.builtin && !windowed && isWindowOnlyBuiltin(a.name))
         continue;
+      // The built-in protocol variants for device calls, through theirs.
+      if (a.builtin && !device && isDeviceOnlyBuiltin(a.name))
+        continue;
       std::string reason;
       if (applies(a, bytes, root, device, reason))
         return &a;
@@ -276,6 +322,8 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
                         : isDeviceWindowRule(rule)
                             ? "built-in rule for device calls on a communicator with windows \"" +
                                   rule.text + "\""
+                        : isDeviceRule(rule)
+                            ? "built-in rule for device calls \"" + rule.text + "\""
                             : "built-in rule \"" + rule.text + "\"";
       switch (rule.kind) {
       case TuningRule::Target::Library:
@@ -330,6 +378,9 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
     return remember(makeChoice(a, "", "the first user algorithm that applies (" + a->origin + ")"));
   if (windowed)
     if (auto c = tryRules(device ? deviceWindowTuningRules() : windowTuningRules(), false))
+      return remember(*c);
+  if (device)
+    if (auto c = tryRules(deviceTuningRules(), false))
       return remember(*c);
   if (auto c = tryRules(builtinTuningRules(crowded), false))
     return remember(*c);
@@ -445,6 +496,26 @@ void Communicator::Impl::logSelection() {
     }
     if (last != "(nothing applies)")
       flush(UINT64_MAX);
+  }
+  // Device calls: their own rules come before the built-in ones.
+  for (const TuningRule &r : deviceTuningRules()) {
+    if (!r.collective || nranks < r.minRanks || nranks > r.maxRanks)
+      continue;
+    auto chosen = select(*r.collective, r.minBytes, 0, true);
+    if (!chosen) {
+      llvm::consumeError(chosen.takeError());
+      continue;
+    }
+    const Choice *choice = *chosen;
+    if (!choice->algo)
+      continue;
+    used.insert(choice->algo);
+    out += llvm::formatv("\n  {0,-13} [{1}, {2})  device buffers: {3} ({4}, {5}): {6}",
+                         ir::collectiveName(*r.collective), formatBytes(r.minBytes),
+                         formatBytes(r.maxBytes), choice->algo->name,
+                         ir::protocolName(choice->algo->protocol), choice->algo->origin,
+                         choice->why)
+               .str();
   }
   // Calls on buffers in windows (one host): their own rules first.
   for (bool device : {false, true})

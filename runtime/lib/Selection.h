@@ -38,6 +38,18 @@ bool isDeviceWindowRule(const TuningRule &rule);
 bool isWindowOnlyBuiltin(llvm::StringRef name);
 /// Whether `rule` is one of windowTuningRules().
 bool isWindowRule(const TuningRule &rule);
+/// The built-in rules for device calls (docs/RUNTIME.md, "Built-in rules"):
+/// after the user's and the window rules, before builtinTuningRules().
+const std::vector<TuningRule> &deviceTuningRules();
+/// Whether `rule` is one of deviceTuningRules().
+bool isDeviceRule(const TuningRule &rule);
+/// Built-in protocol variants that deviceTuningRules() names: chosen for
+/// device calls only, through those rules or a user's.
+bool isDeviceOnlyBuiltin(llvm::StringRef name);
+/// Whether a rule of deviceTuningRules() names `name` for `nranks` ranks:
+/// where none does, the registry does not compile it (unless a tuning rule
+/// names it).
+bool deviceRulesCover(llvm::StringRef name, int nranks);
 /// Built-in programs that no built-in rule picks: the hierarchical ones,
 /// which fit a job's node shape and serve it where a tuning table names
 /// them. The registry compiles them only then: at 512 x 8 ranks the ring

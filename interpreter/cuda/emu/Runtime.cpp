@@ -5,6 +5,7 @@
 #include "Simt.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -225,6 +226,22 @@ const bool scopeRuleInstalled = [] {
 
 thread_local std::string launchFailure;
 
+/// A planted fault: COLL_EMULATED_GPU_LOST=1, read at every kernel launch
+/// (a test sets it mid-run), loses this process's emulated GPU from that
+/// launch on, as a GPU that falls off the bus or is reset under a running
+/// job. That launch and every later use of a device (stream work,
+/// synchronization, allocation) fail with cudaErrorLaunchFailure, sticky as
+/// CUDA's errors after a device fault are. Frees still return the memory,
+/// so that a test leaks nothing of the machine's.
+std::atomic<bool> gpuLost{false};
+
+bool lostNow() {
+  if (!gpuLost.load(std::memory_order_acquire))
+    return false;
+  launchFailure = "the emulated GPU was lost (COLL_EMULATED_GPU_LOST=1): every use of it fails";
+  return true;
+}
+
 size_t pageBytes() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -334,6 +351,8 @@ cudaError_t enqueue(cudaStream_t stream, Operation op) {
     stream->capture->nodes.push_back(std::move(op));
     return cudaSuccess;
   }
+  if (lostNow())
+    return cudaErrorLaunchFailure;
   State &s = state();
   int State::*mine = !stream               ? &State::runningLegacy
                      : stream->nonBlocking ? &State::runningNonBlocking
@@ -493,7 +512,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 
 cudaError_t cudaDeviceSynchronize() {
   waitForDeviceIdle();
-  return cudaSuccess;
+  return lostNow() ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int *canAccess, int device, int peer) {
@@ -569,6 +588,8 @@ void configureEmulatedDevices(const EmulatedDevices &d) {
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   waitForDeviceIdle();
+  if (lostNow())
+    return cudaErrorLaunchFailure;
   return allocate(ptr, bytes, deviceKey(current()));
 }
 cudaError_t cudaFree(void *ptr) {
@@ -577,6 +598,8 @@ cudaError_t cudaFree(void *ptr) {
 }
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned) {
   waitForDeviceIdle();
+  if (lostNow())
+    return cudaErrorLaunchFailure;
   return allocate(ptr, bytes, HostOwner);
 }
 cudaError_t cudaFreeHost(void *ptr) {
@@ -674,7 +697,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   State &s = state();
   std::unique_lock<std::mutex> lock(s.mutex);
   s.idle.wait(lock, [&] { return stream ? stream->running == 0 : s.runningLegacy == 0; });
-  return cudaSuccess;
+  return lostNow() ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -796,6 +819,8 @@ cudaError_t launchOn(const void *func, dim3 grid, dim3 block, void **args, size_
   // Parameters are copied when the launch is enqueued, as CUDA does.
   auto kernel = static_cast<const simt::KernelHandle *>(func)->bind(args);
   simt::Dim3 g{grid.x, grid.y, grid.z}, b{block.x, block.y, block.z};
+  if (const char *v = std::getenv("COLL_EMULATED_GPU_LOST"); v && std::strcmp(v, "1") == 0)
+    gpuLost.store(true, std::memory_order_release);
   // On the current device, as CUDA launches (a captured launch too).
   const uint64_t device = deviceKey(current());
   return enqueue(stream, [kernel = std::move(kernel), g, b, sharedBytes, cooperative, device] {

@@ -390,6 +390,30 @@ void windowsDeviceRulesScenario() {
   check(collMemFree(mem), "collMemFree");
 }
 
+// Small allreduces of 1, 8 and 64 KiB of fp32 (each checked), for the
+// driver to read from COLL_DEBUG=TRACE which program served each: on the
+// emulated device (COLL_EMULATED_DEVICE=1) the built-in rules for device
+// calls come first, on host buffers they do not.
+void smallRulesScenario() {
+  for (size_t bytes : {size_t(1) << 10, size_t(8) << 10, size_t(64) << 10}) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 5));
+    check(collAllReduce(in.data(), out.data(), count, collFloat32, collSum, comm, nullptr),
+          "small allreduce");
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < nranks; ++r)
+        want += static_cast<float>(r + 1 + static_cast<int>(i % 5));
+      if (out[i] != want)
+        failNow("allreduce of " + std::to_string(bytes) + " B: element " + std::to_string(i) +
+                " is " + std::to_string(out[i]) + ", expected " + std::to_string(want));
+    }
+    ++checks;
+  }
+}
+
 } // namespace rankcheck
 
 namespace rankcheck {

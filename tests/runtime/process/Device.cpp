@@ -399,6 +399,79 @@ void gpuKill() {
   std::_Exit(0);
 }
 
+/// gpu-lost: the last rank's GPU is lost after a first device allreduce
+/// (the emulation's planted fault COLL_EMULATED_GPU_LOST=1: from the next
+/// launch on, every use of the device fails with cudaErrorLaunchFailure, as
+/// after a GPU falls off the bus or is reset). Its next device allreduce
+/// must fail at once, naming the CUDA error; the others' must end within the
+/// watchdog period (COLL_WATCHDOG_MS=3000 here, scaled), naming that rank.
+/// Every rank then destroys its communicator; the driver checks that
+/// nothing is left in /dev/shm. Prints "rank R: error CODE after MS ms: ...".
+/// Only the stand-in build can plant the fault: elsewhere it skips (77).
+void gpuLost() {
+#if COLL_TEST_STANDIN
+  const size_t count = 1 << 16;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
+  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
+  check(collGroupStart(), "group start"); // a barrier through the host backend
+  std::vector<float> token(1, 1.0f);
+  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr), "token");
+  check(collGroupEnd(), "group end");
+  const bool lost = rank == nranks - 1;
+  if (lost) {
+    // After the others have left the barrier: its failure stops their
+    // calls, and must stop the allreduce, not the barrier.
+    std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
+    setenv("COLL_EMULATED_GPU_LOST", "1", 1);
+  }
+  const auto start = Clock::now();
+  collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
+  collResult_t async = collSuccess;
+  while (r == collSuccess && async == collSuccess &&
+         Clock::now() - start < std::chrono::seconds(coll::testing::scaledSeconds(30))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
+  }
+  const collResult_t got = r != collSuccess ? r : async;
+  const long ms =
+      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  const std::string message = collGetLastError(comm);
+  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, message.c_str());
+  if (lost) {
+    if (got != collUnhandledCudaError)
+      failNow("the rank whose GPU was lost did not get collUnhandledCudaError");
+    if (message.find("cudaErrorLaunchFailure") == std::string::npos)
+      failNow("the lost GPU's error does not name cudaErrorLaunchFailure");
+    if (ms > coll::testing::scaledMs(2000))
+      failNow("the lost GPU's call took " + std::to_string(ms) + " ms to fail");
+    // The communicator is broken: the next call says so at once.
+    if (collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr) == collSuccess)
+      failNow("a call after the GPU was lost succeeded");
+    checks += 3;
+  } else {
+    if (got != collRemoteError && got != collTimeout)
+      failNow("the survivor's call did not end with collRemoteError or collTimeout");
+    if (ms > coll::testing::scaledMs(3000 + 2000))
+      failNow("the survivor's call ended " + std::to_string(ms) + " ms after it was issued");
+    checks += 2;
+  }
+  // Destroy may report the broken state; it must return, and free what it holds.
+  const collResult_t destroyed = collCommDestroy(comm);
+  std::printf("rank %d: destroy returned %d\n", rank, int(destroyed));
+  comm = nullptr;
+  std::printf("rank %d: ok %ld checks\n", rank, checks + 1);
+  std::fflush(stdout);
+  std::_Exit(0);
+#else
+  std::printf("rank %d: skip: gpu-lost plants its fault in the emulation (the stand-in build)\n",
+              rank);
+  std::fflush(stdout);
+  std::_Exit(77);
+#endif
+}
+
 /// gpu-abort: rank 0's device allreduce waits for ranks that never join it
 /// (COLL_WATCHDOG_MS=20000 here, scaled); collCommAbort must stop its kernel
 /// and return within 2 s (scaled), and so must the others'.

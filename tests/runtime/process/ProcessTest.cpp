@@ -434,6 +434,71 @@ TEST(Runtime, DeviceCallsWithWindowsRunTheDirectTwoShot) {
   }
 }
 
+// The built-in rules for device calls (docs/RUNTIME.md, "Built-in rules"):
+// on the emulated device, 2 ranks run 1 KiB on the LL ring and 3 ranks
+// 8 KiB on the LL all-pairs; the sizes no device rule names, and every
+// size on host buffers, follow the built-in rules. Where no device rule
+// names a variant for the communicator's ranks, it is not compiled.
+TEST(Runtime, DeviceCallsChooseLLForSmallAllreduces) {
+  if (!COLL_TEST_HAVE_LANG || !COLL_TEST_HAVE_EMU)
+    GTEST_SKIP() << "this build compiles no .coll programs or has no emulated device";
+  // What served each of the scenario's three calls (1, 8, 64 KiB), per rank.
+  auto served = [](const RankResult &r) {
+    std::vector<std::string> names;
+    for (size_t at = r.output.find("allreduce of "); at != std::string::npos;
+         at = r.output.find("allreduce of ", at + 1)) {
+      const size_t arrow = r.output.find("-> ", at), end = r.output.find(' ', arrow + 3);
+      if (arrow == std::string::npos || end == std::string::npos)
+        break;
+      names.push_back(r.output.substr(arrow + 3, end - arrow - 3));
+    }
+    return names;
+  };
+  struct Case {
+    int n;
+    bool device;
+    std::vector<std::string> want;
+    const char *notLoaded;
+  };
+  const Case cases[] = {
+      {2, true, {"allreduce_ring_ll", "allreduce_ring", "allreduce_ring"}, "allreduce_allpairs_ll"},
+      {3, true, {"allreduce_oneshot", "allreduce_allpairs_ll", "allreduce_ring"}, "allreduce_ring_ll"},
+      {2, false, {"allreduce_oneshot", "allreduce_ring", "allreduce_ring"}, nullptr},
+      {3, false, {"allreduce_oneshot", "allreduce_allpairs", "allreduce_ring"}, nullptr}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.n) + (c.device ? " ranks, device" : " ranks, host"));
+    JobOptions o;
+    if (c.device)
+      o.env["COLL_EMULATED_DEVICE"] = "1";
+    o.env["COLL_DEBUG"] = "TRACE";
+    o.env["COLL_DEBUG_SUBSYS"] = "COLL,TUNING";
+    auto results = runJob("small-rules", c.n, o);
+    expectAllOk(results);
+    ASSERT_EQ(results.size(), size_t(c.n));
+    for (const RankResult &r : results) {
+      EXPECT_EQ(served(r), c.want) << r.output;
+      // A call's TRACE line: "-> NAME (PROTOCOL; WHY)".
+      if (c.device)
+        EXPECT_NE(r.output.find("(LL; built-in rule for device calls \"allreduce"),
+                  std::string::npos)
+            << r.output;
+      else
+        EXPECT_EQ(r.output.find("; built-in rule for device calls"), std::string::npos)
+            << r.output;
+      // Rank 0 lists the selection (INFO); a variant no device rule names
+      // for this rank count is not compiled.
+      if (c.notLoaded && &r == &results[0])
+        EXPECT_NE(r.output.find(std::string("not loaded: ") + c.notLoaded + " (built-in"),
+                  std::string::npos)
+            << r.output;
+      if (c.device && &r == &results[0])
+        EXPECT_NE(r.output.find(std::string("device buffers: ") + c.want[c.n == 2 ? 0 : 1]),
+                  std::string::npos)
+            << r.output;
+    }
+  }
+}
+
 // Ranks that pass buffers in windows where others do not run different
 // programs (the built-in rule for windows chooses the direct two-shot):
 // every rank ends the call with the watchdog's error, none waits forever

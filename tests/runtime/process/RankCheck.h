@@ -61,6 +61,7 @@ void windowsScenario(bool small);
 void windowsMismatchScenario();
 void windowsBuiltinScenario();
 void windowsDeviceRulesScenario();
+void smallRulesScenario();
 void alltoallWithoutProgramsScenario();
 
 // PointToPoint.cpp
@@ -88,6 +89,7 @@ int deviceRefused(int n);
 /// printing "rank ?: skip: ...") where there is no CUDA device.
 bool selectGpu();
 void gpuKill();
+void gpuLost();
 void gpuAbort();
 void gpuUnserved();
 void gpuUnmappable();
