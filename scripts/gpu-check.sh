@@ -191,6 +191,12 @@ step bench-allpairs-8ranks-8K 600 "$bench" "$alg/allpairs_allreduce_8ranks.xml" 
 step bench-oneshot-8ranks-1K 600 "$bench" "$alg/oneshot_allreduce_8ranks.xml" --size 1K --iters 200 --warmup 50
 step bench-oneshot-2ranks-1K-ll128 600 "$bench" "$alg/oneshot_allreduce_2ranks_ll128.xml" --size 1K --iters 200 --warmup 50
 step bench-ring-2ranks-1K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --size 1K --iters 200 --warmup 50
+# The built-in rules for device calls (docs/RUNTIME.md): the 2-rank Simple
+# one-shot the LL ring replaced, never timed on a GPU, and the LL programs
+# that might serve 8 ranks below 8 KiB.
+step bench-oneshot-2ranks-1K 600 "$bench" "$alg/oneshot_allreduce_2ranks.xml" --size 1K --iters 200 --warmup 50
+step bench-oneshot-8ranks-1K-4K-ll 600 "$bench" "$alg/oneshot_allreduce_8ranks_ll.xml" --size 1K,4K --iters 200 --warmup 50
+step bench-ll-allpairs-8ranks-1K-4K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 1K,4K --iters 200 --warmup 50
 # The step-cost benchmark: per protocol, the slope of a call's time over K
 # steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
 step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \

@@ -87,12 +87,17 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=4 --protocol LL128 -o "$out/algorithms/ring_allreduce_4ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -o "$out/algorithms/ring_allreduce_8ranks.xml"
 # docs/PERFORMANCE.md's small-message figures (issue targets): the built-in
-# choices at 8 ranks (8 KiB: all-pairs, below: one-shot) and at 2 ranks
-# (below 4 KiB: one-shot LL128), and the 2-rank LL ring.
+# choices for device calls at 8 ranks (8 KiB: the LL all-pairs, above;
+# below: the Simple one-shot) and at 2 ranks (below 4 KiB: the LL ring),
+# and what they were chosen over or may yet give way to: the Simple
+# all-pairs, the one-shot in LL128 and Simple at 2 ranks, the one-shot and
+# the all-pairs in LL at 8 ranks and 1 KiB.
 "$collc" "$root/algorithms/allreduce_allpairs.coll" -D N=8 -o "$out/algorithms/allpairs_allreduce_8ranks.xml"
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=8 -o "$out/algorithms/oneshot_allreduce_8ranks.xml"
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 --protocol LL128 -o "$out/algorithms/oneshot_allreduce_2ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 --protocol LL -o "$out/algorithms/ring_allreduce_2ranks_ll.xml"
+"$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 -o "$out/algorithms/oneshot_allreduce_2ranks.xml"
+"$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=8 --protocol LL -o "$out/algorithms/oneshot_allreduce_8ranks_ll.xml"
 # Direct access (issue 28): the two-shot and one-shot with every rank in
 # one launch, and the two-shot on 4 lanes for large messages (15 tbs a lane
 # at 8 ranks: 480 blocks, which fit 132 SMs at 4 blocks of 128 threads).
