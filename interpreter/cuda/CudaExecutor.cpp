@@ -212,10 +212,15 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
       return err;
     ranks.in[r] = static_cast<const float *>(in);
     ranks.out[r] = static_cast<float *>(out);
-    // Small integers: every fp32 sum of them is exact, in any order.
+    // Copies: bytes of a hash of the offset, so that no shift of the
+    // message reproduces it (a pattern of period 256 hid one).
+    // Reductions: small integers, whose every fp32 sum is exact in any order.
     inputs[r].resize(q.bytes);
-    for (uint64_t i = 0; i < q.bytes; ++i)
-      inputs[r][i] = static_cast<unsigned char>(i * 7 + 3 + r);
+    for (uint64_t i = 0; i < q.bytes; ++i) {
+      uint64_t x = i + uint64_t(r) * 0x9e3779b97f4a7c15ull;
+      x = (x ^ (x >> 33)) * 0xff51afd7ed558ccdull;
+      inputs[r][i] = static_cast<unsigned char>(x ^ (x >> 33));
+    }
     if (reduces)
       for (uint64_t i = 0; i < n; ++i) {
         const float v = float((r + 1) * (i % 13 + 1));

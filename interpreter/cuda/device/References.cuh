@@ -11,7 +11,8 @@
 //    block per rank: each rank writes its data, 4 bytes with a 4-byte flag
 //    per 8-byte word, into a slot of every peer, then polls its own slots
 //    and adds up what arrives (the floor of an exchange through flags).
-//  * referenceBlockCopy: one block copying the message.
+//  * referenceBlockCopy: one block copying the message, with more loads in
+//    flight per thread than the kernel's own loop.
 //  * referenceFifo: one connection of the Simple protocol, as the kernel
 //    runs it: a sender block and a receiver block, FifoDepth slots, the
 //    sender releasing `tail` after each slot and the receiver `head`, each
@@ -93,10 +94,42 @@ __global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, ui
   }
 }
 
-/// One block copies `bytes` from src to dst (Reduce.h's pack loop).
+/// One block copies `bytes` from src to dst, each thread keeping
+/// BlockCopyUnroll 16-byte loads in flight before it stores them: twice
+/// what the kernel's pack loop (Reduce.h's transform, 4 for a copy) keeps,
+/// so that the reference is what one block can move, not what Coll's loop
+/// moves. Pointers of different alignment within 16 bytes copy bytewise.
+inline constexpr int BlockCopyUnroll = 8;
 __global__ void referenceBlockCopy(const unsigned char *src, unsigned char *dst, uint64_t bytes) {
-  transform<unsigned char, 1, 1>(&src, 1, &dst, bytes, threadIdx.x, blockDim.x,
-                                 OpSum<unsigned char>{});
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(src) % 16;
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == mis;
+  const uint64_t head = aligned ? minU64(bytes, (16 - mis) % 16) : bytes;
+  for (uint64_t i = tid; i < head; i += nthreads)
+    dst[i] = src[i];
+  if (!aligned)
+    return;
+  using P = Pack<unsigned char>;
+  const P *from = reinterpret_cast<const P *>(src + head);
+  P *to = reinterpret_cast<P *>(dst + head);
+  const uint64_t packs = (bytes - head) / sizeof(P);
+  for (uint64_t first = tid; first < packs; first += uint64_t(nthreads) * BlockCopyUnroll) {
+    P v[BlockCopyUnroll];
+#pragma unroll
+    for (int u = 0; u < BlockCopyUnroll; ++u) {
+      const uint64_t idx = first + uint64_t(u) * nthreads;
+      if (idx < packs)
+        v[u] = from[idx];
+    }
+#pragma unroll
+    for (int u = 0; u < BlockCopyUnroll; ++u) {
+      const uint64_t idx = first + uint64_t(u) * nthreads;
+      if (idx < packs)
+        to[idx] = v[u];
+    }
+  }
+  for (uint64_t i = head + packs * sizeof(P) + tid; i < bytes; i += nthreads)
+    dst[i] = src[i];
 }
 
 /// Block 0 sends, block 1 receives.
