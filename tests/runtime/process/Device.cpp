@@ -360,22 +360,26 @@ void checkGpuTraceFile() {
 /// next one (enqueued, so the call itself succeeds) ends at the kernel's
 /// watchdog (COLL_WATCHDOG_MS=3000 here, scaled), and collCommGetAsyncError
 /// says so, naming the dead process. Prints "rank R: error CODE after MS ms: ...".
-void gpuKill() {
-  const size_t count = 1 << 20;
-  std::vector<unsigned char> host(count * 4, 0);
-  DeviceBuffer d(host);
+/// A first device allreduce on `d`, waited for, then a barrier through the
+/// host backend, so that every rank has finished it.
+void firstAllreduceThenBarrier(const DeviceBuffer &d, size_t count) {
   check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
   cudaCheck(cudaDeviceSynchronize(), "first allreduce");
-  check(collGroupStart(), "group start"); // a barrier through the host backend
+  check(collGroupStart(), "group start");
   std::vector<float> token(1, 1.0f);
   check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr), "token");
   check(collGroupEnd(), "group end");
-  if (rank == nranks - 1) {
-    std::printf("rank %d: dying now\n", rank);
-    std::fflush(stdout);
-    raise(SIGKILL);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
+}
+
+/// How a device allreduce that cannot complete ended: its own result, or
+/// (enqueued, so the call itself may succeed) collCommGetAsyncError's,
+/// polled for up to 30 s (scaled). Prints "rank R: error CODE after MS ms: ...".
+struct Ended {
+  collResult_t result;
+  long ms;
+  std::string message;
+};
+Ended allreduceUntilError(const DeviceBuffer &d, size_t count) {
   const auto start = Clock::now();
   collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
   collResult_t async = collSuccess;
@@ -384,10 +388,26 @@ void gpuKill() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
   }
-  const collResult_t got = r != collSuccess ? r : async;
-  const long ms =
-      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
-  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, collGetLastError(comm));
+  Ended e{r != collSuccess ? r : async,
+          long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()),
+          collGetLastError(comm)};
+  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(e.result), e.ms,
+              e.message.c_str());
+  return e;
+}
+
+void gpuKill() {
+  const size_t count = 1 << 20;
+  std::vector<unsigned char> host(count * 4, 0);
+  DeviceBuffer d(host);
+  firstAllreduceThenBarrier(d, count);
+  if (rank == nranks - 1) {
+    std::printf("rank %d: dying now\n", rank);
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
+  const auto [got, ms, message] = allreduceUntilError(d, count);
   if (got != collRemoteError && got != collTimeout)
     failNow("the survivor's call did not end with collRemoteError or collTimeout");
   if (ms > coll::testing::scaledMs(3000 + 2000))
@@ -413,12 +433,7 @@ void gpuLost() {
   const size_t count = 1 << 16;
   std::vector<unsigned char> host(count * 4, 0);
   DeviceBuffer d(host);
-  check(collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr), "first allreduce");
-  cudaCheck(cudaDeviceSynchronize(), "first allreduce");
-  check(collGroupStart(), "group start"); // a barrier through the host backend
-  std::vector<float> token(1, 1.0f);
-  check(collAllReduce(token.data(), token.data(), 1, collFloat32, collSum, comm, nullptr), "token");
-  check(collGroupEnd(), "group end");
+  firstAllreduceThenBarrier(d, count);
   const bool lost = rank == nranks - 1;
   if (lost) {
     // After the others have left the barrier: its failure stops their
@@ -426,19 +441,7 @@ void gpuLost() {
     std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(200)));
     setenv("COLL_EMULATED_GPU_LOST", "1", 1);
   }
-  const auto start = Clock::now();
-  collResult_t r = collAllReduce(d.ptr, d.ptr, count, collFloat32, collSum, comm, nullptr);
-  collResult_t async = collSuccess;
-  while (r == collSuccess && async == collSuccess &&
-         Clock::now() - start < std::chrono::seconds(coll::testing::scaledSeconds(30))) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    check(collCommGetAsyncError(comm, &async), "collCommGetAsyncError");
-  }
-  const collResult_t got = r != collSuccess ? r : async;
-  const long ms =
-      long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
-  const std::string message = collGetLastError(comm);
-  std::printf("rank %d: error %d after %ld ms: %s\n", rank, int(got), ms, message.c_str());
+  const auto [got, ms, message] = allreduceUntilError(d, count);
   if (lost) {
     if (got != collUnhandledCudaError)
       failNow("the rank whose GPU was lost did not get collUnhandledCudaError");

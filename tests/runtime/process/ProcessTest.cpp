@@ -395,6 +395,20 @@ TEST(Runtime, BuiltInRulesRunTheDirectProgramsOnWindows) {
       << all;
 }
 
+// The programs that served a rank's allreduces, in order, from its
+// COLL_DEBUG=TRACE lines ("allreduce of ... -> NAME (...").
+std::vector<std::string> servedAllreduces(const RankResult &r) {
+  std::vector<std::string> names;
+  for (size_t at = r.output.find("allreduce of "); at != std::string::npos;
+       at = r.output.find("allreduce of ", at + 1)) {
+    const size_t arrow = r.output.find("-> ", at), end = r.output.find(' ', arrow + 3);
+    if (arrow == std::string::npos || end == std::string::npos)
+      break;
+    names.push_back(r.output.substr(arrow + 3, end - arrow - 3));
+  }
+  return names;
+}
+
 // Device calls on a communicator that holds a window (docs/RUNTIME.md,
 // "Selection"): on the emulated device, the built-in rule for device calls
 // with windows runs the direct two-shot for allreduces from 4 MiB, on
@@ -414,14 +428,7 @@ TEST(Runtime, DeviceCallsWithWindowsRunTheDirectTwoShot) {
   for (const RankResult &r : results) {
     // Five calls: three of 4 MiB with the window, then 1 MiB, then 4 MiB
     // without it, in that order.
-    std::vector<std::string> served;
-    for (size_t at = r.output.find("allreduce of "); at != std::string::npos;
-         at = r.output.find("allreduce of ", at + 1)) {
-      const size_t arrow = r.output.find("-> ", at), end = r.output.find(' ', arrow + 3);
-      if (arrow == std::string::npos || end == std::string::npos)
-        break;
-      served.push_back(r.output.substr(arrow + 3, end - arrow - 3));
-    }
+    const std::vector<std::string> served = servedAllreduces(r);
     ASSERT_EQ(served.size(), 5u) << r.output;
     for (int i : {0, 1, 2})
       EXPECT_EQ(served[i], "allreduce_twoshot_direct") << "call " << i << "\n" << r.output;
@@ -442,18 +449,6 @@ TEST(Runtime, DeviceCallsWithWindowsRunTheDirectTwoShot) {
 TEST(Runtime, DeviceCallsChooseLLForSmallAllreduces) {
   if (!COLL_TEST_HAVE_LANG || !COLL_TEST_HAVE_EMU)
     GTEST_SKIP() << "this build compiles no .coll programs or has no emulated device";
-  // What served each of the scenario's three calls (1, 8, 64 KiB), per rank.
-  auto served = [](const RankResult &r) {
-    std::vector<std::string> names;
-    for (size_t at = r.output.find("allreduce of "); at != std::string::npos;
-         at = r.output.find("allreduce of ", at + 1)) {
-      const size_t arrow = r.output.find("-> ", at), end = r.output.find(' ', arrow + 3);
-      if (arrow == std::string::npos || end == std::string::npos)
-        break;
-      names.push_back(r.output.substr(arrow + 3, end - arrow - 3));
-    }
-    return names;
-  };
   struct Case {
     int n;
     bool device;
@@ -476,25 +471,31 @@ TEST(Runtime, DeviceCallsChooseLLForSmallAllreduces) {
     expectAllOk(results);
     ASSERT_EQ(results.size(), size_t(c.n));
     for (const RankResult &r : results) {
-      EXPECT_EQ(served(r), c.want) << r.output;
+      // What served each of the scenario's three calls (1, 8, 64 KiB).
+      EXPECT_EQ(servedAllreduces(r), c.want) << r.output;
       // A call's TRACE line: "-> NAME (PROTOCOL; WHY)".
-      if (c.device)
+      if (c.device) {
         EXPECT_NE(r.output.find("(LL; built-in rule for device calls \"allreduce"),
                   std::string::npos)
             << r.output;
-      else
+      } else {
         EXPECT_EQ(r.output.find("; built-in rule for device calls"), std::string::npos)
             << r.output;
+      }
       // Rank 0 lists the selection (INFO); a variant no device rule names
       // for this rank count is not compiled.
-      if (c.notLoaded && &r == &results[0])
+      if (&r != &results[0])
+        continue;
+      if (c.notLoaded) {
         EXPECT_NE(r.output.find(std::string("not loaded: ") + c.notLoaded + " (built-in"),
                   std::string::npos)
             << r.output;
-      if (c.device && &r == &results[0])
+      }
+      if (c.device) {
         EXPECT_NE(r.output.find(std::string("device buffers: ") + c.want[c.n == 2 ? 0 : 1]),
                   std::string::npos)
             << r.output;
+      }
     }
   }
 }
