@@ -197,6 +197,10 @@ step bench-ring-2ranks-1K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --
 step bench-oneshot-2ranks-1K 600 "$bench" "$alg/oneshot_allreduce_2ranks.xml" --size 1K --iters 200 --warmup 50
 step bench-oneshot-8ranks-1K-4K-ll 600 "$bench" "$alg/oneshot_allreduce_8ranks_ll.xml" --size 1K,4K --iters 200 --warmup 50
 step bench-ll-allpairs-8ranks-1K-4K 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 1K,4K --iters 200 --warmup 50
+# Where the 2-rank LL ring might serve further (NCCL keeps LL to larger
+# sizes): against the Simple ring the built-in rules choose from 4 KiB.
+step bench-ring-2ranks-4K-64K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --size 4K,16K,64K --iters 200 --warmup 50
+step bench-ring-2ranks-4K-64K 600 "$bench" "$alg/ring_allreduce_2ranks.xml" --size 4K,16K,64K --iters 200 --warmup 50
 # The step-cost benchmark: per protocol, the slope of a call's time over K
 # steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
 step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \

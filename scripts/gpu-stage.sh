@@ -97,6 +97,7 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 --protocol LL128 -o "$out/algorithms/oneshot_allreduce_2ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 --protocol LL -o "$out/algorithms/ring_allreduce_2ranks_ll.xml"
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=2 -o "$out/algorithms/oneshot_allreduce_2ranks.xml"
+"$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 -o "$out/algorithms/ring_allreduce_2ranks.xml"
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=8 --protocol LL -o "$out/algorithms/oneshot_allreduce_8ranks_ll.xml"
 # Direct access (issue 28): the two-shot and one-shot with every rank in
 # one launch, and the two-shot on 4 lanes for large messages (15 tbs a lane
