@@ -12,7 +12,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${COLL_MUTANT_DIR:-/tmp/coll-mutants}
-filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*:emu:GpuExecutor.DirectSteps*:emu:EmuMultiDevice.DirectSteps*'}
+filter=${COLL_MUTANT_FILTER:-'emu:EmuFragile.*:emu:GpuExecutor.ManyRanks*:emu:GpuExecutor.Reused*:emu:GpuExecutor.GraphReplays*:emu:GpuExecutor.DirectSteps*:emu:EmuMultiDevice.DirectSteps*:emu:GpuExecutor.RaisedHostStop*'}
 limit=${COLL_MUTANT_TIMEOUT:-180}
 device=interpreter/cuda/device
 
@@ -32,6 +32,7 @@ mutants=(
   'signal-gpu-scope|Prims.h|    if constexpr (CrossGpu)\n      return Scope::Sys;\n    else\n      return Scope::Gpu;\n  }\n  /// What the flag holds|    return Scope::Gpu;\n  }\n  /// What the flag holds'
   'wait-previous-signal|Prims.h|      const uint32_t goal = signalProgress(d, it);|      const uint32_t goal = signalProgress(d, it) - 1;'
   'fused-getre-first-peer|Prims.h|    const int32_t rank = member == 0 ? d.peer : p.memberPeers[d.members + member];|    const int32_t rank = d.peer;'
+  'host-stop-ignored|Prims.h|      if (p.hostStop \&\& ptx::ldVolatile(p.hostStop)) {|      if (false \&\& p.hostStop \&\& ptx::ldVolatile(p.hostStop)) {'
 )
 
 selected=("$@")

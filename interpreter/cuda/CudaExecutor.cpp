@@ -33,6 +33,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include <fcntl.h>
@@ -599,6 +601,8 @@ private:
   int32_t firstTb = 0, launchTbs = 0;        ///< the tbs a launch runs
   WatchdogReport *report = nullptr; ///< host-mapped
   WatchdogReport *deviceReport = nullptr;
+  /// CudaOptions::hostStop as the device reaches it (mapHostStop), or null.
+  const uint32_t *deviceHostStop = nullptr;
   /// The executor's own stream (non-blocking: it never waits for the
   /// legacy default stream): uploads, run(), timeLaunches(), enqueue().
   cudaStream_t stream = nullptr;
@@ -622,6 +626,60 @@ private:
   int32_t averageFirstRank = 0, averageRanks = 0;
   uint64_t averageElems = 0;
 };
+
+namespace {
+/// The pages of host stop words (CudaOptions::hostStop) this process has
+/// registered with CUDA, and how many executors use each: one page may
+/// hold the stop word of several communicators' executors, and CUDA
+/// refuses a range registered twice.
+struct HostStopPages {
+  std::mutex mutex;
+  std::map<uintptr_t, uint32_t> users;
+};
+HostStopPages &hostStopPages() {
+  static HostStopPages *pages = new HostStopPages(); // used until exit
+  return *pages;
+}
+uintptr_t pageOf(const void *p) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+}
+/// The device's address of `word`, its page registered; null where CUDA
+/// will not map it (the executor then runs without it).
+const uint32_t *mapHostStop(const void *word) {
+  HostStopPages &pages = hostStopPages();
+  std::lock_guard<std::mutex> lock(pages.mutex);
+  const uintptr_t page = pageOf(word);
+  uint32_t &users = pages.users[page];
+  if (users == 0 &&
+      cudaHostRegister(reinterpret_cast<void *>(page), static_cast<size_t>(sysconf(_SC_PAGESIZE)),
+                       cudaHostRegisterPortable | cudaHostRegisterMapped) != cudaSuccess) {
+    cudaGetLastError(); // not sticky: clear it
+    pages.users.erase(page);
+    return nullptr;
+  }
+  void *device = nullptr;
+  if (cudaHostGetDevicePointer(&device, const_cast<void *>(word), 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (users == 0) {
+      cudaHostUnregister(reinterpret_cast<void *>(page));
+      pages.users.erase(page);
+    }
+    return nullptr;
+  }
+  ++users;
+  return static_cast<const uint32_t *>(device);
+}
+void unmapHostStop(const void *word) {
+  HostStopPages &pages = hostStopPages();
+  std::lock_guard<std::mutex> lock(pages.mutex);
+  auto it = pages.users.find(pageOf(word));
+  if (it == pages.users.end() || --it->second > 0)
+    return;
+  cudaHostUnregister(reinterpret_cast<void *>(it->first));
+  pages.users.erase(it);
+}
+} // namespace
 
 CudaExecutor::Impl::~Impl() {
   if (stream)
@@ -652,6 +710,8 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamDestroy(stream);
   if (report)
     cudaFreeHost(report);
+  if (deviceHostStop)
+    unmapHostStop(options.hostStop);
 }
 
 /// COLL_CUDA_SCOPE (docs/CUDA.md, "Scopes"): "sys" runs every connection at
@@ -830,6 +890,8 @@ llvm::Error CudaExecutor::Impl::start() {
                               cudaHostAllocMapped));
   std::memset(report, 0, sizeof(WatchdogReport));
   COLL_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void **>(&deviceReport), report, 0));
+  if (options.hostStop)
+    deviceHostStop = mapHostStop(options.hostStop);
   COLL_CUDA_TRY(cudaEventCreate(&startEvent));
   COLL_CUDA_TRY(cudaEventCreate(&stopEvent));
   COLL_CUDA_TRY(cudaEventCreateWithFlags(&callerReady, cudaEventDisableTiming));
@@ -1556,6 +1618,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params.iterations = result.iterations;
   params.sliceElems = sliceElems;
   params.watchdogNs = uint64_t(watchdogMs) * 1000000;
+  params.hostStop = deviceHostStop;
   params.span = span;
   params.maxSteps = static_cast<uint32_t>(maxSteps);
   params.maxSlices = static_cast<uint32_t>(maxSlices);

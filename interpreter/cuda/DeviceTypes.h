@@ -238,7 +238,17 @@ COLL_HOST_DEVICE COLL_INLINE uint64_t windowPlace(uint32_t slot, uint64_t offset
 /// What a wait was waiting for. Window: not a wait: a direct step found its
 /// peer's descriptor naming no window of the peer (WatchdogReport::depTb the
 /// peer, depStep the buffer, observed what the descriptor held).
-enum class WaitKind : uint32_t { FreeSlot, SimpleData, LLLine, LL128Line, Dependency, Signal, Window };
+/// Stopped: the wait saw KernelParams::hostStop raised (no watchdog).
+enum class WaitKind : uint32_t {
+  FreeSlot,
+  SimpleData,
+  LLLine,
+  LL128Line,
+  Dependency,
+  Signal,
+  Window,
+  Stopped
+};
 
 /// Written once, by the first block whose wait times out, into host-mapped
 /// memory; the host turns it into the same text as the host backend's.
@@ -322,6 +332,11 @@ struct KernelParams {
   uint64_t iterations;
   uint64_t sliceElems;
   uint64_t watchdogNs;
+  /// The stop word of the ranks of this host (CudaOptions::hostStop), mapped
+  /// here; null: none. Every wait reads it where it reads `abort`, and ends
+  /// the launch once it is raised: another rank of the host failed, aborted
+  /// or found a peer dead, and this launch cannot complete.
+  const uint32_t *hostStop;
   uint32_t span;     ///< Plan::maxIrSteps, at least 1
   uint32_t maxSteps; ///< steps of the longest tb: the shared-memory copy
   /// Slices of the tb with the most: copied to shared memory after the

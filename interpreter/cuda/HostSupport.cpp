@@ -54,6 +54,13 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, ui
                          r.depTb, buffer, r.observed)
         .str();
   }
+  if (r.kind == WaitKind::Stopped)
+    return llvm::formatv("stopped at rank {0} tb {1} (channel {2}) step {3} ({4}) iteration {5}: "
+                         "the stop word of this host's ranks was raised (another rank failed, "
+                         "aborted or found a peer gone)",
+                         tb.rank, tb.tb, tb.channel, step.irStep,
+                         ir::stepTypeName(static_cast<ir::StepType>(step.type)), r.iteration)
+        .str();
   std::string text = llvm::formatv(
       "watchdog: no progress for {0} ms at rank {1} tb {2} (channel {3}) step {4} ({5}) "
       "iteration {6}: ",
@@ -103,7 +110,8 @@ std::string describeWatchdogReport(const Plan &plan, const WatchdogReport &r, ui
     break;
   case WaitKind::Dependency:
   case WaitKind::Signal:
-  case WaitKind::Window: break;
+  case WaitKind::Window:
+  case WaitKind::Stopped: break; // returned above
   }
   const PlanConnection &c = plan.connections[r.connection];
   return text + llvm::formatv("; connection {0}->{1} channel {2}: sender filled {3} slots, "

@@ -122,6 +122,9 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     interp::CudaOptions options;
     options.rank = rank;
     options.watchdogMs = config.watchdogMs;
+    // The host's stop word: a failure on another rank of this host ends
+    // this rank's kernels too, not only its host tasks.
+    options.hostStop = stop->stopWord();
     options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
     options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
     options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);

@@ -49,7 +49,8 @@
 // C++ for the CPU SIMT launcher otherwise), so this very source also runs on
 // the CPU (docs/CUDA.md).
 //
-// Waiting is bounded: every spin polls the launch's abort flag and, after
+// Waiting is bounded: every spin polls the launch's abort flag (and the
+// host's stop word, where the launch has one: KernelParams::hostStop) and, after
 // the watchdog period (read from %globaltimer), claims the report, writes it
 // into host-mapped memory, raises the abort flag and returns false; the
 // interpreter loop then stops and the block exits.

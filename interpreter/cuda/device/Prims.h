@@ -273,6 +273,10 @@ private:
         continue;
       if (ptx::ldVolatile(&control->abort))
         return false;
+      if (p.hostStop && ptx::ldVolatile(p.hostStop)) {
+        stopped();
+        return false;
+      }
       if (ptx::globalTimer() - start >= p.watchdogNs) {
         report(fill);
         return false;
@@ -297,6 +301,25 @@ private:
       r->depTb = rank;
       r->depStep = buffer;
       r->observed = at;
+      r->valid = 1u; // plain: a volatile store is a .sys one in SASS
+    }
+    atomicExch(&control->abort, 1u);
+  }
+
+  /// The host's stop word is raised (KernelParams::hostStop): the first
+  /// block to see it writes where it stood, as windowFault() does (the host
+  /// reads it after the launch has ended, so with no system fence); every
+  /// one raises abort.
+  __device__ void stopped() {
+    if (atomicCAS(&control->claimed, 0u, 1u) == 0u) {
+      WatchdogReport *r = p.report;
+      r->kind = WaitKind::Stopped;
+      r->tb = tbIndex;
+      r->step = stepIndex;
+      r->iteration = iteration;
+      r->connection = -1;
+      r->depTb = -1;
+      r->depStep = -1;
       r->valid = 1u; // plain: a volatile store is a .sys one in SASS
     }
     atomicExch(&control->abort, 1u);

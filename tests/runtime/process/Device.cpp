@@ -423,8 +423,10 @@ void gpuKill() {
 /// (the emulation's planted fault COLL_EMULATED_GPU_LOST=1: from the next
 /// launch on, every use of the device fails with cudaErrorLaunchFailure, as
 /// after a GPU falls off the bus or is reset). Its next device allreduce
-/// must fail at once, naming the CUDA error; the others' must end within the
-/// watchdog period (COLL_WATCHDOG_MS=3000 here, scaled), naming that rank.
+/// must fail at once, naming the CUDA error. It raises the host's stop word,
+/// which the others' kernels poll (CudaOptions::hostStop): their calls must
+/// end within 3 s, far inside the watchdog period (COLL_WATCHDOG_MS=20000
+/// here, scaled), naming that rank's failure.
 /// Every rank then destroys its communicator; the driver checks that
 /// nothing is left in /dev/shm. Prints "rank R: error CODE after MS ms: ...".
 /// Only the stand-in build can plant the fault: elsewhere it skips (77).
@@ -454,11 +456,15 @@ void gpuLost() {
       failNow("a call after the GPU was lost succeeded");
     checks += 3;
   } else {
-    if (got != collRemoteError && got != collTimeout)
-      failNow("the survivor's call did not end with collRemoteError or collTimeout");
-    if (ms > coll::testing::scaledMs(3000 + 2000))
+    if (got != collRemoteError)
+      failNow("the survivor's call did not end with collRemoteError");
+    if (message.find("rank " + std::to_string(nranks - 1) + "'s device failed") ==
+            std::string::npos ||
+        message.find("stopped at rank " + std::to_string(rank)) == std::string::npos)
+      failNow("the survivor's error names neither the failed device nor where its kernel stopped");
+    if (ms > coll::testing::scaledMs(3000))
       failNow("the survivor's call ended " + std::to_string(ms) + " ms after it was issued");
-    checks += 2;
+    checks += 3;
   }
   // Destroy may report the broken state; it must return, and free what it holds.
   const collResult_t destroyed = collCommDestroy(comm);

@@ -174,7 +174,7 @@ const Scenario scenarios[] = {
    .run = GPU_ONLY([](bool) { gpuKill(); }), .gpu = true, .watchdogMs = 3000,
    .lastRankDies = true},
   {.name = "gpu-lost", .summary = "the last rank's GPU is lost mid-job (the emulation's planted fault)",
-   .run = GPU_ONLY([](bool) { gpuLost(); }), .gpu = true, .watchdogMs = 3000},
+   .run = GPU_ONLY([](bool) { gpuLost(); }), .gpu = true, .watchdogMs = 20000},
   {.name = "gpu-abort", .summary = "collCommAbort stops a kernel in flight within 2 s",
    .run = GPU_ONLY([](bool) { gpuAbort(); }), .gpu = true, .watchdogMs = 20000},
   {.name = "gpu-unserved", .summary = "no GPU backend: device calls fail, host calls go on",

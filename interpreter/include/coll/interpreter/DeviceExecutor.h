@@ -55,6 +55,13 @@ struct CudaOptions : ExecutorOptions {
   /// first call. Calls pass buffers for this rank only; with direct steps,
   /// the peers' come from setPeerBuffers().
   int32_t rank = -1;
+  /// A 32-bit word in host memory, shared by the processes of the job's
+  /// ranks on this host (the runtime's stop word), or null. Nonzero ends
+  /// every wait of the executor's launches (the call fails with a report of
+  /// where it stood) instead of their waiting for the watchdog. The executor
+  /// maps its page for the GPU (cudaHostRegister, counted per process);
+  /// where that fails it runs without it.
+  const void *hostStop = nullptr;
 };
 
 /// What an executor of one rank tells the executors of the other ranks so

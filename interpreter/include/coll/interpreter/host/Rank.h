@@ -56,6 +56,8 @@ class StopControl {
 public:
   virtual ~StopControl() = default;
   bool stopping() const { return word->load(std::memory_order_relaxed) != 0; }
+  /// The word itself (a device kernel may poll it: CudaOptions::hostStop).
+  const std::atomic<uint32_t> *stopWord() const { return word; }
   /// Records `report` if it is the first, sets the word and wakes every
   /// waiter (the implementation knows which doorbells).
   virtual void stall(std::string report) = 0;
