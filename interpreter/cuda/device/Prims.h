@@ -284,46 +284,35 @@ private:
     }
   }
 
-  /// A peer's descriptor names no window (peerBase): the first block to
-  /// find one writes the report, as report() does but without its system
-  /// fence, which would put a .sys instruction into every kernel: the host
-  /// reads this report only after the launch has ended.
-  __device__ void windowFault(int32_t rank, uint8_t buffer, uint64_t at) {
-    if (tid != 0)
-      return;
+  /// A fault the host reads only after the launch has ended: the first
+  /// block to meet one writes the report, as report() does but without its
+  /// system fence, which would put a .sys instruction into every kernel;
+  /// every block that meets one raises abort.
+  __device__ void fault(WaitKind kind, int32_t depTb, int32_t depStep, uint64_t observed) {
     if (atomicCAS(&control->claimed, 0u, 1u) == 0u) {
       WatchdogReport *r = p.report;
-      r->kind = WaitKind::Window;
+      r->kind = kind;
       r->tb = tbIndex;
       r->step = stepIndex;
       r->iteration = iteration;
       r->connection = -1;
-      r->depTb = rank;
-      r->depStep = buffer;
-      r->observed = at;
+      r->depTb = depTb;
+      r->depStep = depStep;
+      r->observed = observed;
       r->valid = 1u; // plain: a volatile store is a .sys one in SASS
     }
     atomicExch(&control->abort, 1u);
   }
 
-  /// The host's stop word is raised (KernelParams::hostStop): the first
-  /// block to see it writes where it stood, as windowFault() does (the host
-  /// reads it after the launch has ended, so with no system fence); every
-  /// one raises abort.
-  __device__ void stopped() {
-    if (atomicCAS(&control->claimed, 0u, 1u) == 0u) {
-      WatchdogReport *r = p.report;
-      r->kind = WaitKind::Stopped;
-      r->tb = tbIndex;
-      r->step = stepIndex;
-      r->iteration = iteration;
-      r->connection = -1;
-      r->depTb = -1;
-      r->depStep = -1;
-      r->valid = 1u; // plain: a volatile store is a .sys one in SASS
-    }
-    atomicExch(&control->abort, 1u);
+  /// A peer's descriptor names no window (peerBase).
+  __device__ void windowFault(int32_t rank, uint8_t buffer, uint64_t at) {
+    if (tid == 0)
+      fault(WaitKind::Window, rank, buffer, at);
   }
+
+  /// The host's stop word is raised (KernelParams::hostStop): where this
+  /// block stood.
+  __device__ void stopped() { fault(WaitKind::Stopped, -1, -1, 0); }
 
   /// The first block to time out writes the report; every one raises abort.
   template <class Fill> __device__ void report(Fill &fill) {

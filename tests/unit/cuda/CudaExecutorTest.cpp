@@ -697,9 +697,6 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
   }
 }
 
-// abort() stops a launch that waits for a rank that never comes, long
-// before its watchdog; once every rank's executor has aborted they are
-// usable again: the next call of both ranks matches the host backend.
 /// Every executor of `ranks` runs `a` on a thread of its own; the first
 /// failure, if any.
 llvm::Error runEveryRank(coll::testing::RankExecutors &ranks, const CallArgs &a) {
@@ -719,130 +716,120 @@ llvm::Error runEveryRank(coll::testing::RankExecutors &ranks, const CallArgs &a)
   return llvm::Error::success();
 }
 
-TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
-  auto [hostOptions, gpuOptions] = optionsWithSlots(512);
-  gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(60000));
-  const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
+/// A launch that waits for a rank that never comes, and what ends it: a
+/// 2-rank Simple ring, an executor of one rank each (given `hostStop`),
+/// connected, with a watchdog of a minute. waitThen() runs rank 0 alone
+/// (it waits for rank 1) and calls `interrupt` 300 ms (scaled) later;
+/// bothMatchTheHost() then checks that once both have aborted, a call of
+/// both ranks equals the host backend's.
+struct WaitingRank {
+  const void *hostStop = nullptr;
+  Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
   coll::testing::RankExecutors ranks;
-  for (int32_t r = 0; r < 2; ++r) {
-    CudaOptions options = gpuOptions;
-    options.rank = r;
-    auto gpu = coll::testing::deviceBackend().create(plan, options);
-    ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-    ranks.push_back(std::move(*gpu));
+
+  llvm::Error connect() {
+    CudaOptions gpuOptions = optionsWithSlots(512).second;
+    gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(60000));
+    for (int32_t r = 0; r < 2; ++r) {
+      CudaOptions options = gpuOptions;
+      options.rank = r;
+      options.hostStop = hostStop;
+      auto gpu = coll::testing::deviceBackend().create(plan, options);
+      if (!gpu)
+        return gpu.takeError();
+      ranks.push_back(std::move(*gpu));
+    }
+    return coll::testing::connectRanks(ranks);
   }
-  ASSERT_FALSE(static_cast<bool>(coll::testing::connectRanks(ranks)));
-  CollectiveDesc desc = CollectiveDesc::of(plan);
-  CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 3);
-  llvm::Error err =
-      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-        // Rank 0 alone: its launch waits for rank 1 until abort().
-        const auto start = std::chrono::steady_clock::now();
-        std::string failure;
-        std::thread waiting([&] {
-          auto result = ranks[0]->run(a);
-          if (!result)
-            failure = llvm::toString(result.takeError());
+
+  /// How long rank 0's call took, and its error ("" if none).
+  std::pair<long long, std::string> waitThen(const std::function<llvm::Error()> &interrupt) {
+    CheckedCall call(CollectiveDesc::of(plan), DataType::Float32, ReduceOp::Sum, 100000, false, 3);
+    long long ms = 0;
+    std::string failure;
+    llvm::Error err =
+        coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+          const auto start = std::chrono::steady_clock::now();
+          std::thread waiting([&] {
+            auto result = ranks[0]->run(a);
+            if (!result)
+              failure = llvm::toString(result.takeError());
+          });
+          std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(300)));
+          llvm::Error interrupted = interrupt();
+          waiting.join();
+          ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+          return interrupted;
         });
-        std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(300)));
-        llvm::Error aborted = ranks[0]->abort();
-        waiting.join();
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
-        EXPECT_LT(ms, coll::testing::scaledMs(10000)) << "the launch ran on after abort()";
-        EXPECT_EQ(failure, "") << "an aborted launch ends without a watchdog report";
-        return aborted;
-      });
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    return {ms, failure};
+  }
+
+  /// Rank 0 wrote into rank 1's FIFOs before it stopped: once every rank
+  /// has aborted, they start afresh together.
+  void bothMatchTheHost(const char *after) {
+    for (auto &rank : ranks) {
+      llvm::Error err = rank->abort();
+      ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    }
+    const CollectiveDesc desc = CollectiveDesc::of(plan);
+    auto host = HostExecutor::create(plan, optionsWithSlots(512).first);
+    ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+    CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
+    ASSERT_TRUE(static_cast<bool>((*host)->run(reference.args())));
+    CheckedCall again(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
+    llvm::Error err = coll::testing::runOnDevice(
+        again, DataType::Float32, [&](const CallArgs &a) { return runEveryRank(ranks, a); });
+    ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(std::memcmp(reference.args().output[r], again.args().output[r],
+                            again.outputElems() * 4),
+                0)
+          << "rank " << r << " after " << after;
+  }
+};
+
+// abort() stops a launch that waits for a rank that never comes, long
+// before its watchdog; once every rank's executor has aborted they are
+// usable again: the next call of both ranks matches the host backend.
+TEST_F(GpuExecutor, AbortStopsAWaitingLaunch) {
+  WaitingRank pair;
+  llvm::Error err = pair.connect();
   ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  // Rank 0 wrote into rank 1's FIFOs before it stopped: once every rank has
-  // aborted (rank 1 has nothing in flight), they start afresh together.
-  err = ranks[1]->abort();
-  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  // Both ranks now: a correct call.
-  auto host = HostExecutor::create(plan, hostOptions);
-  ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
-  CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
-  ASSERT_TRUE(static_cast<bool>((*host)->run(reference.args())));
-  CheckedCall again(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
-  err = coll::testing::runOnDevice(again, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    return runEveryRank(ranks, a);
-  });
-  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(
-        std::memcmp(reference.args().output[r], again.args().output[r], again.outputElems() * 4), 0)
-        << "rank " << r << " after abort()";
+  auto [ms, failure] = pair.waitThen([&] { return pair.ranks[0]->abort(); });
+  EXPECT_LT(ms, coll::testing::scaledMs(10000)) << "the launch ran on after abort()";
+  EXPECT_EQ(failure, "") << "an aborted launch ends without a watchdog report";
+  pair.bothMatchTheHost("abort()");
 }
 
 // CudaOptions::hostStop: rank 0's launch waits for rank 1, which never
 // runs; raising the word (as another process of the host would raise the
 // runtime's stop word) ends it long before its watchdog, with a report of
-// where it stood. An executor that was given none waits on.
+// where it stood. Lowered again, the executors run correct calls.
 TEST_F(GpuExecutor, RaisedHostStopEndsAWaitingLaunch) {
-  auto [hostOptions, gpuOptions] = optionsWithSlots(512);
-  gpuOptions.watchdogMs = uint32_t(coll::testing::scaledMs(60000));
-  const Plan plan = planOf(coll::testing::ringAllReduce(2, ir::Protocol::Simple));
   // A page of its own, shared as the runtime's control segment is.
   void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(page, MAP_FAILED);
   auto unmap = llvm::make_scope_exit([&] { munmap(page, 4096); });
   auto *word = new (static_cast<char *>(page) + 64) std::atomic<uint32_t>(0);
-  coll::testing::RankExecutors ranks;
-  for (int32_t r = 0; r < 2; ++r) {
-    CudaOptions options = gpuOptions;
-    options.rank = r;
-    options.hostStop = word;
-    auto gpu = coll::testing::deviceBackend().create(plan, options);
-    ASSERT_TRUE(static_cast<bool>(gpu)) << llvm::toString(gpu.takeError());
-    ranks.push_back(std::move(*gpu));
-  }
-  ASSERT_FALSE(static_cast<bool>(coll::testing::connectRanks(ranks)));
-  CollectiveDesc desc = CollectiveDesc::of(plan);
-  CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 3);
-  llvm::Error err =
-      coll::testing::runOnDevice(call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-        const auto start = std::chrono::steady_clock::now();
-        std::string failure;
-        std::thread waiting([&] {
-          auto result = ranks[0]->run(a);
-          if (!result)
-            failure = llvm::toString(result.takeError());
-        });
-        std::this_thread::sleep_for(std::chrono::milliseconds(coll::testing::scaledMs(300)));
-        word->store(1, std::memory_order_seq_cst);
-        waiting.join();
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
-        EXPECT_LT(ms, coll::testing::scaledMs(10000)) << "the launch waited on after the stop";
-        EXPECT_NE(failure.find("stopped at rank 0 tb "), std::string::npos) << failure;
-        EXPECT_NE(failure.find("the stop word of this host's ranks was raised"), std::string::npos)
-            << failure;
-        return llvm::Error::success();
-      });
-  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  // Rank 0 wrote into rank 1's FIFOs before it stopped: both start afresh,
-  // and with the word lowered a call of both ranks is correct again.
-  for (int r = 0; r < 2; ++r) {
-    err = ranks[r]->abort();
+  {
+    WaitingRank pair;
+    pair.hostStop = word;
+    llvm::Error err = pair.connect();
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  }
-  word->store(0, std::memory_order_seq_cst);
-  auto host = HostExecutor::create(plan, hostOptions);
-  ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
-  CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
-  ASSERT_TRUE(static_cast<bool>((*host)->run(reference.args())));
-  CheckedCall again(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
-  err = coll::testing::runOnDevice(again, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
-    return runEveryRank(ranks, a);
-  });
-  ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-  for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(
-        std::memcmp(reference.args().output[r], again.args().output[r], again.outputElems() * 4), 0)
-        << "rank " << r << " after the stop";
-  ranks.clear(); // the executors unregister the page before it is unmapped
+    auto [ms, failure] = pair.waitThen([&] {
+      word->store(1, std::memory_order_seq_cst);
+      return llvm::Error::success();
+    });
+    EXPECT_LT(ms, coll::testing::scaledMs(10000)) << "the launch waited on after the stop";
+    EXPECT_NE(failure.find("stopped at rank 0 tb "), std::string::npos) << failure;
+    EXPECT_NE(failure.find("the stop word of this host's ranks was raised"), std::string::npos)
+        << failure;
+    word->store(0, std::memory_order_seq_cst);
+    pair.bothMatchTheHost("the stop");
+  } // the executors unregister the page before it is unmapped
 }
 
 TEST_F(GpuExecutor, TimesLaunchesAndGraphReplays) {
