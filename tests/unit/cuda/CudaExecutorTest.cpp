@@ -697,25 +697,6 @@ TEST_F(GpuExecutor, OneExecutorPerRankMatchesTheHost) {
   }
 }
 
-/// Every executor of `ranks` runs `a` on a thread of its own; the first
-/// failure, if any.
-llvm::Error runEveryRank(coll::testing::RankExecutors &ranks, const CallArgs &a) {
-  std::vector<std::string> failures(ranks.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < ranks.size(); ++r)
-    threads.emplace_back([&, r] {
-      auto result = ranks[r]->run(a);
-      if (!result)
-        failures[r] = llvm::toString(result.takeError());
-    });
-  for (std::thread &t : threads)
-    t.join();
-  for (const std::string &f : failures)
-    if (!f.empty())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(), f);
-  return llvm::Error::success();
-}
-
 /// A launch that waits for a rank that never comes, and what ends it: a
 /// 2-rank Simple ring, an executor of one rank each (given `hostStop`),
 /// connected, with a watchdog of a minute. waitThen() runs rank 0 alone
@@ -781,7 +762,7 @@ struct WaitingRank {
     ASSERT_TRUE(static_cast<bool>((*host)->run(reference.args())));
     CheckedCall again(desc, DataType::Float32, ReduceOp::Sum, 100000, false, 4);
     llvm::Error err = coll::testing::runOnDevice(
-        again, DataType::Float32, [&](const CallArgs &a) { return runEveryRank(ranks, a); });
+        again, DataType::Float32, [&](const CallArgs &a) { return coll::testing::runRanks(ranks, a); });
     ASSERT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     for (int r = 0; r < 2; ++r)
       EXPECT_EQ(std::memcmp(reference.args().output[r], again.args().output[r],
