@@ -50,7 +50,13 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
     const std::string kernel =
         (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
     first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
-    if (stop->stopping()) {
+    // As at the end of a call (Round::finish): a device that failed ends
+    // the kernels of the host's other ranks through the stop word.
+    const bool mine = !watchdog && !stop->stopping();
+    if (mine)
+      stop->fail(collUnhandledCudaError,
+                 llvm::formatv("rank {0}'s device failed: {1}", rank, kernel));
+    if (!mine && stop->stopping()) {
       llvm::consumeError(std::move(first));
       std::string cause;
       collResult_t result = takeResult(stop->error(), cause);
