@@ -472,6 +472,11 @@ public:
   /// Polls every device runner (`wait`: until its work has ended); the
   /// first watchdog stop breaks the communicator and is returned.
   llvm::Error checkDevices(bool wait);
+  /// The error of a kernel that failed (`kernel`: its report, prefixed with
+  /// where it ran; `watchdog`: it timed out): the first failure on the host
+  /// raises the stop word with it; one that followed another rank's stop
+  /// carries that cause, then the kernel's report.
+  llvm::Error kernelFailure(collResult_t kind, const std::string &kernel, bool watchdog);
   llvm::Expected<const interp::CallLayout *> layoutFor(const Compiled &compiled, uint64_t count);
   void publishCall(const Op &op);
   /// Stops the call when a peer process died (`processes`) or a peer made a

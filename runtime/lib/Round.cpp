@@ -49,19 +49,7 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
     const bool watchdog = text.find("watchdog:") != std::string::npos;
     const std::string kernel =
         (backend && backend->emulated() ? "emulated device: " : "GPU: ") + text;
-    first = collError(watchdog ? collTimeout : collUnhandledCudaError, kernel);
-    // As at the end of a call (Round::finish): a device that failed ends
-    // the kernels of the host's other ranks through the stop word.
-    const bool mine = !watchdog && !stop->stopping();
-    if (mine)
-      stop->fail(collUnhandledCudaError,
-                 llvm::formatv("rank {0}'s device failed: {1}", rank, kernel));
-    if (!mine && stop->stopping()) {
-      llvm::consumeError(std::move(first));
-      std::string cause;
-      collResult_t result = takeResult(stop->error(), cause);
-      first = collError(result, cause + "; the kernel's report: " + kernel);
-    }
+    first = kernelFailure(watchdog ? collTimeout : collUnhandledCudaError, kernel, watchdog);
     std::string message;
     collResult_t result = takeResult(std::move(first), message);
     breakWith(result);
@@ -72,6 +60,21 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
     first = collError(result, message);
   }
   return first;
+}
+
+llvm::Error Communicator::Impl::kernelFailure(collResult_t kind, const std::string &kernel,
+                                              bool watchdog) {
+  // A device that failed (lost, reset, a fault of the kernel) ends the
+  // kernels of the host's other ranks through the stop word, where they
+  // would otherwise wait for it until their watchdogs.
+  const bool first = !watchdog && !stop->stopping();
+  if (first)
+    stop->fail(kind, llvm::formatv("rank {0}'s device failed: {1}", rank, kernel));
+  if (first || !stop->stopping())
+    return collError(kind, kernel);
+  std::string cause;
+  collResult_t result = takeResult(stop->error(), cause);
+  return collError(result, cause + "; the kernel's report: " + kernel);
 }
 
 void Communicator::Impl::publishCall(const Op &op) {
@@ -415,20 +418,7 @@ private:
         const collResult_t kind = watchdog              ? collTimeout
                                   : cuda || !emulated ? collUnhandledCudaError
                                                       : collSystemError;
-        // A device that failed (lost, reset, a fault of the kernel) ends
-        // the call of every rank of this host now, with this report, where
-        // they would otherwise wait for it until their watchdogs.
-        const bool first = !watchdog && !c.stop->stopping();
-        if (first)
-          c.stop->fail(kind, llvm::formatv("rank {0}'s device failed: {1}", c.rank, kernel));
-        llvm::Error err = collError(kind, kernel);
-        if (!first && c.stop->stopping()) {
-          llvm::consumeError(std::move(err));
-          std::string cause;
-          collResult_t result = takeResult(c.stop->error(), cause);
-          err = collError(result, cause + "; the kernel's report: " + kernel);
-        }
-        c.breakWith(record(c, std::move(err)));
+        c.breakWith(record(c, c.kernelFailure(kind, kernel, watchdog)));
         continue;
       }
       if (c.stop->stopping()) {
