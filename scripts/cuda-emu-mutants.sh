@@ -33,6 +33,9 @@ mutants=(
   'wait-previous-signal|Prims.h|      const uint32_t goal = signalProgress(d, it);|      const uint32_t goal = signalProgress(d, it) - 1;'
   'fused-getre-first-peer|Prims.h|    const int32_t rank = member == 0 ? d.peer : p.memberPeers[d.members + member];|    const int32_t rank = d.peer;'
   'host-stop-ignored|Prims.h|      if (p.hostStop \&\& ptx::ldVolatile(p.hostStop)) {|      if (false \&\& p.hostStop \&\& ptx::ldVolatile(p.hostStop)) {'
+  'fifo-free-off-by-one|Prims.h|sendSeq - seen->sendHead >= FifoDepth;|sendSeq - seen->sendHead > FifoDepth;'
+  'fifo-filled-off-by-one|Prims.h|        needed = seen->recvTail <= recvSeq;|        needed = seen->recvTail < recvSeq;'
+  'fifo-seen-before-barrier|Prims.h|        if (__syncthreads_or(fail))\n          return false;\n        // Every thread has read `seen` for this step; the barrier that ends\n        // the step publishes the new values to the next.\n        if (tid == 0)\n          *seen = FifoSeen{sendHeadSeen, recvTailSeen};|        if (tid == 0)\n          *seen = FifoSeen{sendHeadSeen, recvTailSeen};\n        if (__syncthreads_or(fail))\n          return false;'
 )
 
 selected=("$@")

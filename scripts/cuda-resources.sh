@@ -111,11 +111,11 @@ lineof() {
   [ -n "$n" ] || { echo "cuda-resources: '$1' not found in device/Reduce.h: update the markers in $0" >&2; exit 2; }
   echo "$n"
 }
-loop_first=$(lineof 'for (uint64_t first = tid; first < packs; first += uint64_t(nthreads) * Unroll)')
-loop_last=$(($(lineof 'for (uint64_t i = head + packs * E + tid; i < n; i += nthreads)') - 1))
-line_ld=$(lineof 'acc[u] = reinterpret_cast<const P *>(in[0] + head)[idx];')
-line_ld_red=$(lineof 'P v = reinterpret_cast<const P *>(in[k] + head)[idx];')
-line_st=$(lineof 'reinterpret_cast<P *>(out[j] + head)[idx] = acc[u];')
+loop_first=$(lineof 'for (uint32_t first = tid; first < packs; first += nthreads * Unroll)')
+loop_last=$(($(lineof 'for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)') - 1))
+line_ld=$(lineof 'acc[u] = inPacks(0)[idx];')
+line_ld_red=$(lineof 'P v = inPacks(k)[idx];')
+line_st=$(lineof 'outPacks(j)[idx] = acc[u];')
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

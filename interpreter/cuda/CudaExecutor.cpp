@@ -184,8 +184,9 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
   if (q.kind == ReferenceKind::Exchange && q.bytes > MaxExchangeReferenceBytes)
     return bad(llvm::formatv("{0} bytes per rank is above its {1}", q.bytes,
                              MaxExchangeReferenceBytes));
-  if (q.kind == ReferenceKind::Fifo && q.slotBytes == 0)
-    return bad("no slot size");
+  if (q.kind == ReferenceKind::Fifo && (q.slotBytes == 0 || q.slotBytes > (64u << 20)))
+    return bad(llvm::formatv("a slot of {0} bytes (1 to 64 MiB, as the executor's FIFOs)",
+                             q.slotBytes));
   const int32_t nbuf = reduces ? q.nranks : 1;
   const uint64_t n = q.bytes / sizeof(float);
   std::vector<void *> allocations;

@@ -102,12 +102,14 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   PlanStep *const sharedSteps = dynamicShared<PlanStep>();
   __shared__ PlanTb tb;
   __shared__ uint32_t generation;
+  __shared__ FifoSeen seen;
   const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
   const int32_t tbIndex = p.firstTb + static_cast<int32_t>(blockIdx.x);
   auto *control = reinterpret_cast<DeviceControl *>(p.state);
 
   if (tid == 0) {
     tb = p.tbs[tbIndex];
+    seen = FifoSeen{0, 0};
     // The last block of the previous launch advanced it before that launch
     // ended; no block of this launch advances it before all have read it.
     generation = ptx::ldVolatile(&control->generation);
@@ -129,7 +131,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
 
   {
-    Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, tid, nthreads);
+    Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, &seen, tid, nthreads);
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};

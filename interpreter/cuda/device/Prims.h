@@ -32,6 +32,15 @@ namespace coll::interp::cuda {
 /// Polls between two looks at the abort flag and the clock.
 inline constexpr uint32_t SpinsPerCheck = 64;
 
+/// What thread 0 of a block has acquired of its connections' counters, as
+/// of the block's last barrier. In shared memory, so that every thread of
+/// the block knows whether a FIFO step needs thread 0 to wait, and a barrier
+/// after it, before the step's data (Prims::move).
+struct FifoSeen {
+  uint64_t sendHead; ///< the receiver's head, last acquired (0: none yet)
+  uint64_t recvTail; ///< Simple: the sender's tail, last acquired (0: none yet)
+};
+
 /// The data movement of one block for the interpreter loop. Every method is
 /// called by all threads of the block with the same arguments. CrossGpu:
 /// the build for launches with connections to other GPUs (or through host
@@ -40,11 +49,12 @@ inline constexpr uint32_t SpinsPerCheck = 64;
 /// scope costs a launch within one GPU nothing (docs/CUDA.md, "Scopes").
 template <class T, Proto P, bool CrossGpu> class Prims {
 public:
+  /// `seen`: the block's shared FifoSeen, zero as the block starts.
   __device__ Prims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
-                         uint32_t generation, const PlanStep *steps, uint32_t tid,
-                         uint32_t nthreads)
-      : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), tid(tid),
-        nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)),
+                         uint32_t generation, const PlanStep *steps, FifoSeen *seen,
+                         uint32_t tid, uint32_t nthreads)
+      : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), seen(seen),
+        tid(tid), nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)),
         tracing(tid == 0 && control->traceEvents != nullptr) {
     if (tb.sendConn >= 0) {
       unsigned char *c = p.connections[tb.sendConn];
@@ -68,9 +78,9 @@ public:
     }
   }
 
-  __device__ void at(uint64_t it, const PlanStep &step) {
+  __device__ void at(uint64_t it, int32_t index, const PlanStep &step) {
     iteration = it;
-    stepIndex = static_cast<int32_t>(&step - steps);
+    stepIndex = index;
     ptx::noteStep(static_cast<uint32_t>(P), static_cast<uint32_t>(step.type));
     if (tracing)
       timeline::step(*control, block(), it, stepIndex);
@@ -136,7 +146,7 @@ public:
   __device__ void copy(const T *src, T *dst, uint64_t n) {
     traceElems(n);
     if (src != dst)
-      transform<T, 1, 1>(&src, 1, &dst, n, tid, nthreads, OpSum<T>{});
+      transform<T, 1, 1>(&src, 1, &dst, sliceCount(n), tid, nthreads, OpSum<T>{});
     __syncthreads();
   }
 
@@ -147,7 +157,8 @@ public:
     in[0] = dst;
     for (int r = 0; r < nsrc; ++r)
       in[r + 1] = srcs[r];
-    withOp<T>(p.op, [&](auto op) { transform<T, 0, 1>(in, nsrc + 1, &dst, n, tid, nthreads, op); });
+    withOp<T>(p.op,
+              [&](auto op) { transform<T, 0, 1>(in, nsrc + 1, &dst, sliceCount(n), tid, nthreads, op); });
     __syncthreads();
   }
 
@@ -367,31 +378,50 @@ private:
     // slot's data (LL and LL128 data carry flags), and a free send slot. In
     // the host backend's order — the received data first (for LL and LL128
     // its first line), then the free slot — so that a stall is reported as
-    // the host reports it.
+    // the host reports it. Then a barrier orders its acquires before the
+    // block's accesses to the slots. Both only where an acquire is needed:
+    // where what thread 0 acquired in an earlier step (`seen`, as of the
+    // block's last barrier) already covers the slots, that acquire happened
+    // before that barrier, which orders it before every thread's accesses
+    // here, and the step goes straight to its data (docs/CUDA.md, "Protocols
+    // and why their ordering is right").
     if constexpr (Send || (Recv && P == Proto::Simple)) {
-      bool fail = false;
-      if (tid == 0) {
-        if constexpr (Recv && P == Proto::Simple) {
-          fail = !waitSimpleData();
-        } else if constexpr (Recv && P == Proto::LL) {
-          uint64_t w0, w1;
-          if (llLines(n * sizeof(T)) > 0)
-            fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0, w0, w1);
-        } else if constexpr (Recv && P == Proto::LL128) {
-          if (ll128Lines(n * sizeof(T)) > 0)
-            fail = !waitLL128Line(slot<const uint64_t>(recvFifo, recvSeq), ll128Flag(recvSeq), 0);
+      // The same shared values for every thread: all take the same branch.
+      bool needed = false;
+      if constexpr (Recv && P == Proto::Simple)
+        needed = seen->recvTail <= recvSeq;
+      if constexpr (Send)
+        needed = needed || sendSeq - seen->sendHead >= FifoDepth;
+      if (needed) {
+        bool fail = false;
+        if (tid == 0) {
+          if constexpr (Recv && P == Proto::Simple) {
+            fail = !waitSimpleData();
+          } else if constexpr (Recv && P == Proto::LL) {
+            uint64_t w0, w1;
+            if (llLines(n * sizeof(T)) > 0)
+              fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0, w0, w1);
+          } else if constexpr (Recv && P == Proto::LL128) {
+            if (ll128Lines(n * sizeof(T)) > 0)
+              fail = !waitLL128Line(slot<const uint64_t>(recvFifo, recvSeq), ll128Flag(recvSeq), 0);
+          }
+          if constexpr (Send)
+            fail = fail || !waitFreeSlot();
         }
-        if constexpr (Send)
-          fail = fail || !waitFreeSlot();
+        if (__syncthreads_or(fail))
+          return false;
+        // Every thread has read `seen` for this step; the barrier that ends
+        // the step publishes the new values to the next.
+        if (tid == 0)
+          *seen = FifoSeen{sendHeadSeen, recvTailSeen};
       }
-      if (__syncthreads_or(fail))
-        return false;
     }
     bool ok = true;
+    const uint32_t count = sliceCount(n);
     if constexpr (Recv && Src)
-      withOp<T>(p.op, [&](auto op) { ok = moveData<Recv, Src, Dst, Send>(src, dst, n, op); });
+      withOp<T>(p.op, [&](auto op) { ok = moveData<Recv, Src, Dst, Send>(src, dst, count, op); });
     else
-      ok = moveData<Recv, Src, Dst, Send>(src, dst, n, OpSum<T>{});
+      ok = moveData<Recv, Src, Dst, Send>(src, dst, count, OpSum<T>{});
     // Everyone is done with both slots before thread 0 hands them over.
     if (__syncthreads_or(!ok))
       return false;
@@ -421,7 +451,7 @@ private:
   }
 
   template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-  __device__ bool moveData(const T *src, T *dst, uint64_t n, Op op) {
+  __device__ bool moveData(const T *src, T *dst, uint32_t n, Op op) {
     if constexpr (P == Proto::Simple) {
       return moveSimple<Recv, Src, Dst, Send>(src, dst, n, op);
     } else if constexpr (P == Proto::LL) {
@@ -434,21 +464,22 @@ private:
   /// Simple: the block's pack loop over the slots and the local buffers
   /// (PrimsSimple.h).
   template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-  __device__ bool moveSimple(const T *src, T *dst, uint64_t n, Op op);
+  __device__ bool moveSimple(const T *src, T *dst, uint32_t n, Op op);
 
   /// LL: thread t moves lines t, t + nthreads, ... (8 data bytes each) (PrimsLL.h).
   template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-  __device__ bool moveLL(const T *src, T *dst, uint64_t n, Op op);
+  __device__ bool moveLL(const T *src, T *dst, uint32_t n, Op op);
 
   /// LL128: each warp moves four lines at a time, eight lanes per line (PrimsLL128.h).
   template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-  __device__ bool moveLL128(const T *src, T *dst, uint64_t n, Op op);
+  __device__ bool moveLL128(const T *src, T *dst, uint32_t n, Op op);
 
   const KernelParams &p;
   const PlanTb &tb;
   const int32_t tbIndex;
   const uint32_t generation;
   const PlanStep *const steps;
+  FifoSeen *const seen;
   const uint32_t tid, nthreads;
   DeviceControl *const control;
   /// Thread 0 of a launch that records a timeline (KernelParams' state has
@@ -475,10 +506,16 @@ private:
       return Scope::Gpu;
   }
   uint64_t sendSeq = 0, recvSeq = 0; ///< slots this tb has sent / received, ever
-  uint64_t sendHeadSeen = 0;         ///< thread 0: the receiver's head, last acquired
-  uint64_t recvTailSeen = 0;         ///< thread 0, Simple: the sender's tail, last acquired
+  /// Thread 0: the receiver's head and (Simple) the sender's tail, last
+  /// acquired; `seen` has them as of the block's last barrier. 0 is a bound
+  /// that holds without an acquire: the first FifoDepth slots a connection
+  /// ever carries are free, and a launch sees what earlier launches wrote.
+  uint64_t sendHeadSeen = 0;
+  uint64_t recvTailSeen = 0;
 
   uint64_t iteration = 0; ///< where the block is, for the watchdog's report
+  /// The step the block is at (the loop's index: a pointer difference
+  /// would divide by sizeof(PlanStep) at every step).
   int32_t stepIndex = 0;
 
   __device__ void traceElems(uint64_t n) {

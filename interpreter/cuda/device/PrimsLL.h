@@ -39,14 +39,14 @@ __device__ bool Prims<T, P, CrossGpu>::waitLLLine(const uint64_t *line, uint32_t
 /// LL: thread t moves lines t, t + nthreads, ... (8 data bytes each).
 template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, CrossGpu>::moveLL(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveLL(const T *src, T *dst, uint32_t n, Op op) {
   constexpr int E = LLDataBytesPerLine / sizeof(T);
-  const uint64_t lines = llLines(n * sizeof(T));
+  const uint32_t lines = static_cast<uint32_t>(llLines(uint64_t(n) * sizeof(T)));
   const uint64_t *in = Recv ? slot<const uint64_t>(recvFifo, recvSeq) : nullptr;
   uint64_t *out = Send ? slot<uint64_t>(sendFifo, sendSeq) : nullptr;
   const uint32_t inFlag = llFlag(recvSeq), outFlag = llFlag(sendSeq);
-  for (uint64_t l = tid; l < lines; l += nthreads) {
-    const uint64_t first = l * E, cnt = minU64(E, n - first);
+  for (uint32_t l = tid; l < lines; l += nthreads) {
+    const uint32_t first = l * E, cnt = minU32(E, n - first);
     T v[E];
     if constexpr (Recv) {
       uint64_t w0, w1;

@@ -36,25 +36,24 @@ __device__ bool Prims<T, P, CrossGpu>::waitLL128Line(const uint64_t *line, uint6
 /// LL128: each warp moves four lines at a time, eight lanes per line.
 template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint32_t n, Op op) {
   constexpr int E = 16 / sizeof(T);
-  constexpr uint64_t LineElems = LL128DataBytesPerLine / sizeof(T);
+  constexpr uint32_t LineElems = LL128DataBytesPerLine / sizeof(T);
   constexpr uint32_t FlagLane = LL128LanesPerLine - 1;
   const uint32_t lane = tid % 32, warp = tid / 32, nwarps = nthreads / 32;
   const uint32_t j = lane % LL128LanesPerLine;
   const LaneSegment seg = ll128Segment(j);
-  const uint64_t lines = ll128Lines(n * sizeof(T));
+  const uint32_t lines = static_cast<uint32_t>(ll128Lines(uint64_t(n) * sizeof(T)));
   const uint64_t *in = Recv ? slot<const uint64_t>(recvFifo, recvSeq) : nullptr;
   uint64_t *out = Send ? slot<uint64_t>(sendFifo, sendSeq) : nullptr;
   const uint64_t inFlag = ll128Flag(recvSeq), outFlag = ll128Flag(sendSeq);
   // The loop bound is the same for all lanes of a warp, so every lane
   // reaches every __syncwarp.
-  for (uint64_t base = uint64_t(warp) * LL128LinesPerWarp; base < lines;
-       base += uint64_t(nwarps) * LL128LinesPerWarp) {
-    const uint64_t l = base + lane / LL128LanesPerLine;
+  for (uint32_t base = warp * LL128LinesPerWarp; base < lines; base += nwarps * LL128LinesPerWarp) {
+    const uint32_t l = base + lane / LL128LanesPerLine;
     const bool active = l < lines;
-    const uint64_t first = l * LineElems + seg.begin / sizeof(T);
-    const uint64_t cnt = active && first < n ? minU64(seg.bytes / sizeof(T), n - first) : 0;
+    const uint32_t first = l * LineElems + seg.begin / uint32_t(sizeof(T));
+    const uint32_t cnt = active && first < n ? minU32(seg.bytes / uint32_t(sizeof(T)), n - first) : 0;
     uint64_t w[2] = {0, 0};
     if constexpr (Recv) {
       const uint64_t *line = in + l * LL128LineWords;

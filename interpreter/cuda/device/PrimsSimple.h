@@ -32,7 +32,7 @@ template <class T, Proto P, bool CrossGpu> __device__ bool Prims<T, P, CrossGpu>
 
 template <class T, Proto P, bool CrossGpu>
 template <bool Recv, bool Src, bool Dst, bool Send, class Op>
-__device__ bool Prims<T, P, CrossGpu>::moveSimple(const T *src, T *dst, uint64_t n, Op op) {
+__device__ bool Prims<T, P, CrossGpu>::moveSimple(const T *src, T *dst, uint32_t n, Op op) {
   constexpr int NIn = int(Recv) + int(Src), NOut = int(Dst) + int(Send);
   const T *in[NIn];
   T *out[NOut];

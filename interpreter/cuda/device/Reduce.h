@@ -23,6 +23,12 @@
 namespace coll::interp::cuda {
 
 __device__ __forceinline__ uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ uint32_t minU32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/// The elements of a step's slice as the element loops count them: a slice
+/// is at most one FIFO slot (HostSupport.cpp refuses slots over 64 MiB), so
+/// it fits 32 bits, and the loops' indices are 32-bit (transform).
+__device__ __forceinline__ uint32_t sliceCount(uint64_t n) { return static_cast<uint32_t>(n); }
 
 /// Calls fn(op functor) for the run-time operator, once, so that the element
 /// loops inside fn are specialised and the switch stays outside them. avg
@@ -48,48 +54,58 @@ template <class T> struct alignas(16) Pack { T e[16 / sizeof(T)]; };
 /// partially). When every pointer has the same offset within 16 bytes, a
 /// short scalar head aligns them and the body moves 16-byte packs, several
 /// in flight per thread.
+///
+/// n is at most one FIFO slot's elements (a step's slice: at most 64 MiB,
+/// HostSupport.cpp's bound on slot sizes), so indices are 32-bit: on the GPU
+/// a 64-bit index costs two instructions per add and compare and four per
+/// address where a 32-bit one costs one (issue 27: a step's path is
+/// latency-bound, one warp per scheduler).
 template <class T, int NIn, int NOut, class Op>
-__device__ void transform(const T *const *in, int nin, T *const *out, uint64_t n, uint32_t tid,
+__device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n, uint32_t tid,
                           uint32_t nthreads, Op op) {
   if constexpr (NIn > 0)
     nin = NIn;
-  auto scalar = [&](uint64_t i) {
+  auto scalar = [&](uint32_t i) {
     T acc = in[0][i];
     for (int k = 1; k < nin; ++k)
       acc = op(in[k][i], acc);
     for (int j = 0; j < NOut; ++j)
       out[j][i] = acc;
   };
-  const uintptr_t mis = reinterpret_cast<uintptr_t>(out[0]) % 16;
+  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(out[0]) % 16);
   bool aligned = true;
   for (int k = 0; k < nin; ++k)
     aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
   for (int j = 1; j < NOut; ++j)
     aligned &= reinterpret_cast<uintptr_t>(out[j]) % 16 == mis;
-  const uint64_t head = aligned ? minU64(n, (16 - mis) % 16 / sizeof(T)) : n;
-  for (uint64_t i = tid; i < head; i += nthreads)
+  const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
+  const uint32_t head = aligned ? (n < toAlign ? n : toAlign) : n;
+  for (uint32_t i = tid; i < head; i += nthreads)
     scalar(i);
   if (!aligned)
     return;
 
   constexpr int E = 16 / sizeof(T);
   constexpr int Unroll = NIn == 1 ? 4 : sizeof(T) >= 4 ? 2 : 1;
-  const uint64_t packs = (n - head) / E;
+  const uint32_t packs = (n - head) / E;
   using P = Pack<T>;
-  for (uint64_t first = tid; first < packs; first += uint64_t(nthreads) * Unroll) {
+  // The packs of each operand, from its first aligned element.
+  auto inPacks = [&](int k) { return reinterpret_cast<const P *>(in[k] + head); };
+  auto outPacks = [&](int j) { return reinterpret_cast<P *>(out[j] + head); };
+  for (uint32_t first = tid; first < packs; first += nthreads * Unroll) {
     P acc[Unroll];
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
-      uint64_t idx = first + uint64_t(u) * nthreads;
+      const uint32_t idx = first + u * nthreads;
       if (idx < packs)
-        acc[u] = reinterpret_cast<const P *>(in[0] + head)[idx];
+        acc[u] = inPacks(0)[idx];
     }
     for (int k = 1; k < nin; ++k) {
 #pragma unroll
       for (int u = 0; u < Unroll; ++u) {
-        uint64_t idx = first + uint64_t(u) * nthreads;
+        const uint32_t idx = first + u * nthreads;
         if (idx < packs) {
-          P v = reinterpret_cast<const P *>(in[k] + head)[idx];
+          P v = inPacks(k)[idx];
 #pragma unroll
           for (int e = 0; e < E; ++e)
             acc[u].e[e] = op(v.e[e], acc[u].e[e]);
@@ -98,13 +114,13 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint64_t n
     }
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
-      uint64_t idx = first + uint64_t(u) * nthreads;
+      const uint32_t idx = first + u * nthreads;
       if (idx < packs)
         for (int j = 0; j < NOut; ++j)
-          reinterpret_cast<P *>(out[j] + head)[idx] = acc[u];
+          outPacks(j)[idx] = acc[u];
     }
   }
-  for (uint64_t i = head + packs * E + tid; i < n; i += nthreads)
+  for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)
     scalar(i);
 }
 
@@ -113,12 +129,12 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint64_t n
 /// src[first + k]. Past `cnt`, received padding is forwarded as is and local
 /// padding is zero.
 template <class T, int E, bool Recv, bool Src, class Op>
-__device__ __forceinline__ void combine(T (&v)[E], const T *src, uint64_t first, uint64_t cnt,
+__device__ __forceinline__ void combine(T (&v)[E], const T *src, uint32_t first, uint32_t cnt,
                                         Op op) {
   if constexpr (Src) {
 #pragma unroll
     for (int k = 0; k < E; ++k) {
-      if (uint64_t(k) < cnt) {
+      if (uint32_t(k) < cnt) {
         T s = src[first + k];
         v[k] = Recv ? op(v[k], s) : s;
       } else if (!Recv) {
@@ -129,10 +145,10 @@ __device__ __forceinline__ void combine(T (&v)[E], const T *src, uint64_t first,
 }
 
 template <class T, int E>
-__device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E], uint64_t cnt) {
+__device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E], uint32_t cnt) {
 #pragma unroll
   for (int k = 0; k < E; ++k)
-    if (uint64_t(k) < cnt)
+    if (uint32_t(k) < cnt)
       dst[k] = v[k];
 }
 

@@ -167,7 +167,8 @@ __global__ void referenceFifo(const ReferenceFifo f) {
     unsigned char *slot = f.slots + (seq % FifoDepth) * f.slotBytes;
     const unsigned char *from = sender ? f.src + off : slot;
     unsigned char *to = sender ? slot : f.dst + off;
-    transform<unsigned char, 1, 1>(&from, 1, &to, len, tid, nthreads, OpSum<unsigned char>{});
+    transform<unsigned char, 1, 1>(&from, 1, &to, sliceCount(len), tid, nthreads,
+                                   OpSum<unsigned char>{});
     __syncthreads();
     if (tid == 0)
       ptx::stRelease(sender ? f.tail : f.head, seq + 1, Scope::Gpu);

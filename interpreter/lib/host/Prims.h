@@ -75,7 +75,7 @@ public:
       s.trace->events[openIndex].end = traceNow();
   }
 
-  void at(uint64_t iteration, const PlanStep &step) {
+  void at(uint64_t iteration, int32_t, const PlanStep &step) {
     s.iteration.store(iteration, std::memory_order_relaxed);
     s.step.store(&step, std::memory_order_relaxed);
     if (s.trace) {

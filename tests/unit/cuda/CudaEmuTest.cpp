@@ -365,7 +365,12 @@ TEST(EmuReferences, RequestsOutsideTheirShapeAreRefused) {
   q.kind = ReferenceKind::Fifo;
   q.bytes = 64;
   q.slotBytes = 0;
-  EXPECT_NE(refused(q).find("the fifo reference: no slot size"), std::string::npos)
+  EXPECT_NE(refused(q).find("the fifo reference: a slot of 0 bytes (1 to 64 MiB"),
+            std::string::npos)
+      << refused(q);
+  // Its copy loop counts a slot's bytes in 32 bits, as the kernels count a step's.
+  q.slotBytes = (64u << 20) + 8;
+  EXPECT_NE(refused(q).find("a slot of 67108872 bytes (1 to 64 MiB"), std::string::npos)
       << refused(q);
 }
 

@@ -15,7 +15,8 @@
 //
 //   bool waitDependency(int32_t tb, uint64_t iteration, int32_t irStep);
 //   void publish(uint64_t iteration, int32_t irStep);
-//   void at(uint64_t iteration, const PlanStep &step);    // watchdog context
+//   void at(uint64_t iteration, int32_t index, const PlanStep &step);
+//       // watchdog context; index: the step's in the tb (steps[index])
 //   bool send(const T *src, uint64_t n);
 //   bool recv(T *dst, uint64_t n);
 //   bool recvCopySend(T *dst, uint64_t n);
@@ -84,7 +85,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
     const uint64_t lo = it * sliceElems;
     for (int32_t i = 0; i < nSteps; ++i) {
       const PlanStep &step = steps[i];
-      prims.at(it, step);
+      prims.at(it, i, step);
       if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
         return false;
       if constexpr (HasDirectSteps<Prims>::value) {
