@@ -21,6 +21,9 @@
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
 #      protocol, small sizes.
+# With a comparison plugin staged (gpu-stage.sh --compare-plugin), step 4
+# also times the step costs and three small calls with it, beside this
+# build's in the same run (the steps ending in -compare).
 # --budget: no step starts after that many seconds, and none runs past them
 # (steps left out are listed and count as failures), so that the report
 # comes back from a machine lent for a limited time. --steps: only the steps
@@ -84,7 +87,7 @@ step() { # name timeout command...
   return 0
 }
 log "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
-[ -f "$here/STAGED" ] && sed -n 1,4p "$here/STAGED" >>"$report"
+[ -f "$here/STAGED" ] && sed -n '1,4p; /^compare plugin:/p' "$here/STAGED" >>"$report"
 if command -v nvidia-smi >/dev/null; then
   step nvidia-smi 60 nvidia-smi
 else
@@ -205,6 +208,22 @@ step bench-ring-2ranks-4K-64K 600 "$bench" "$alg/ring_allreduce_2ranks.xml" --si
 # steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
 step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
   --dir "$alg/step-cost" --iters 200 --warmup 20
+# A staged comparison plugin (gpu-stage.sh --compare-plugin): the same
+# step costs and small calls with the kernels of another build, in this
+# run, right after this build's.
+if [ -f "$here/compare/libcoll_cuda.so" ]; then
+  log "compare plugin: $(cat "$here/compare/LABEL" 2>/dev/null)"
+  cmp=(env COLL_CUDA_PLUGIN="$here/compare/libcoll_cuda.so")
+  step bench-step-cost-compare 600 "${cmp[@]}" python3 "$here/tests/step-cost.py" run --tool "$bench" \
+    --dir "$alg/step-cost" --iters 200 --warmup 20
+  step bench-step-cost-again 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
+    --dir "$alg/step-cost" --iters 200 --warmup 20
+  for f in allpairs_allreduce_8ranks_ll:8K oneshot_allreduce_8ranks:1K ring_allreduce_2ranks_ll:1K; do
+    step "bench-small-${f%%:*}-${f##*:}" 600 "$bench" "$alg/${f%%:*}.xml" --size "${f##*:}" --iters 200 --warmup 50
+    step "bench-small-${f%%:*}-${f##*:}-compare" 600 "${cmp[@]}" "$bench" "$alg/${f%%:*}.xml" \
+      --size "${f##*:}" --iters 200 --warmup 50
+  done
+fi
 # The same with every connection at .sys: what ordering between GPUs costs.
 step bench-step-cost-sys-scope 600 env COLL_CUDA_SCOPE=sys python3 "$here/tests/step-cost.py" run \
   --tool "$bench" --dir "$alg/step-cost" --iters 200 --warmup 20

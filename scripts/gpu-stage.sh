@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stages what a GPU check needs into one folder (default gpu-stage/, ignored
 # by git) that the device tool can carry (at most 64 MiB):
-#   scripts/gpu-stage.sh [--build DIR] [--out DIR]
+#   scripts/gpu-stage.sh [--build DIR] [--out DIR] [--compare-plugin FILE LABEL]
 #   bin/   CudaTests (the ctest label `cuda`), collrun, collbench,
 #          coll-rank-check-gpu (the runtime's device path), nccl-gpu-check
 #          (libcoll_nccl.so on device buffers) and collsynth (topology
@@ -16,18 +16,30 @@
 #   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
 #   gpu-check.sh, STAGED (commit, nvcc, sizes)
+#   compare/  with --compare-plugin FILE LABEL: another build's GPU plugin
+#          libcoll_cuda.so, which gpu-check.sh times beside this one in the
+#          same call (its *-compare steps, through COLL_CUDA_PLUGIN): a
+#          change to the kernels measured against what it changed, on one
+#          machine and in one run. LABEL (e.g. the commit it was built at)
+#          goes into STAGED and the report.
 # The build (default build/) must have the CUDA backend (nvcc found); the
 # script builds the targets it needs. Fails when the folder exceeds 64 MiB.
 # On the GPU machine: gpu-stage/gpu-check.sh (see docs/CUDA.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$root/build out=$root/gpu-stage
+build=$root/build out=$root/gpu-stage compare= compare_label=
 limit=$((64 * 1024 * 1024))
 while [ $# -gt 0 ]; do
   case $1 in
   --build) [ $# -ge 2 ] || { echo "gpu-stage: --build needs a folder" >&2; exit 2; }; build=$(realpath -m "$2"); shift 2 ;;
   --out) [ $# -ge 2 ] || { echo "gpu-stage: --out needs a folder" >&2; exit 2; }; out=$(realpath -m "$2"); shift 2 ;;
-  -h | --help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --compare-plugin)
+    [ $# -ge 3 ] || { echo "gpu-stage: --compare-plugin needs a file and a label" >&2; exit 2; }
+    compare=$(realpath -m "$2") compare_label=$3
+    [ -f "$compare" ] || { echo "gpu-stage: --compare-plugin: no file $compare" >&2; exit 2; }
+    shift 3
+    ;;
+  -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "gpu-stage: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +72,11 @@ done
 # libcoll.so under its soname, and the plugin it loads from beside itself.
 strip -o "$out/lib/$(readlink "$build/lib/libcoll.so")" "$build/lib/$(readlink "$build/lib/libcoll.so")"
 strip -o "$out/lib/libcoll_cuda.so" "$build/lib/libcoll_cuda.so"
+if [ -n "$compare" ]; then
+  mkdir -p "$out/compare"
+  strip -o "$out/compare/libcoll_cuda.so" "$compare"
+  echo "$compare_label" >"$out/compare/LABEL"
+fi
 strip -o "$out/lib/$(readlink "$build/lib/libcoll_nccl.so")" "$build/lib/$(readlink "$build/lib/libcoll_nccl.so")"
 mkdir -p "$out/python" "$out/tests/runtime/python" "$out/tests/support"
 cp -r "$root/runtime/python/coll" "$out/python/"
@@ -125,16 +142,19 @@ size=$(du -sb "$out" | cut -f1)
   echo "staged: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -srm)"
   echo "nvcc: $nvcc ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   echo "size: $size bytes"
+  [ -z "$compare" ] || echo "compare plugin: $compare_label ($compare)"
   (cd "$out" && du -ab bin lib algorithms | sort -k2)
 } >"$out/STAGED"
 # Over the limit (the kernels' line tables make the plugin and CudaTests
 # large): bin/ and lib/ travel as one xz archive, which gpu-check.sh unpacks
 # where it runs.
 if [ "$size" -gt "$limit" ]; then
-  tar -C "$out" -cf - bin lib | xz -T2 -6 >"$out/bin-lib.tar.xz"
-  rm -rf "$out/bin" "$out/lib"
+  packed="bin lib"
+  [ -z "$compare" ] || packed="$packed compare"
+  tar -C "$out" -cf - $packed | xz -T2 -6 >"$out/bin-lib.tar.xz"
+  rm -rf "$out/bin" "$out/lib" "$out/compare"
   size=$(du -sb "$out" | cut -f1)
-  echo "packed: bin/ and lib/ in bin-lib.tar.xz; size now $size bytes" >>"$out/STAGED"
+  echo "packed: $packed in bin-lib.tar.xz; size now $size bytes" >>"$out/STAGED"
 fi
 if [ "$size" -gt "$limit" ]; then
   du -sh "$out"/* >&2
