@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
   __syncthreads();
 
   {
-    Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, sharedSteps, &seen, tid, nthreads);
+    Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, &seen, tid, nthreads);
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};

@@ -51,9 +51,9 @@ template <class T, Proto P, bool CrossGpu> class Prims {
 public:
   /// `seen`: the block's shared FifoSeen, zero as the block starts.
   __device__ Prims(const KernelParams &p, const PlanTb &tb, int32_t tbIndex,
-                         uint32_t generation, const PlanStep *steps, FifoSeen *seen,
+                         uint32_t generation, FifoSeen *seen,
                          uint32_t tid, uint32_t nthreads)
-      : p(p), tb(tb), tbIndex(tbIndex), generation(generation), steps(steps), seen(seen),
+      : p(p), tb(tb), tbIndex(tbIndex), generation(generation), seen(seen),
         tid(tid), nthreads(nthreads), control(reinterpret_cast<DeviceControl *>(p.state)),
         tracing(tid == 0 && control->traceEvents != nullptr) {
     if (tb.sendConn >= 0) {
@@ -237,9 +237,11 @@ public:
   }
 
 private:
-  /// The direct-step record of a step of this tb (steps: its shared copy).
-  __device__ PlanStepPeer stepPeer(const PlanStep &step) const {
-    return p.stepPeers[tb.stepBegin + static_cast<int32_t>(&step - steps)];
+  /// The direct-step record of the step the block is at (at() was called
+  /// with it): by the loop's index, since the address of the step's shared
+  /// copy costs every step a special-register read and a division.
+  __device__ PlanStepPeer stepPeer(const PlanStep &) const {
+    return p.stepPeers[tb.stepBegin + stepIndex];
   }
   __device__ uint64_t *signalFlag(int32_t signal) const { return p.signalFlags[signal]; }
   __device__ Scope signalScope() const {
@@ -478,7 +480,6 @@ private:
   const PlanTb &tb;
   const int32_t tbIndex;
   const uint32_t generation;
-  const PlanStep *const steps;
   FifoSeen *const seen;
   const uint32_t tid, nthreads;
   DeviceControl *const control;

@@ -109,7 +109,10 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         }
       }
       for (int32_t c = 0; c < step.count; ++c) {
-        const CallSlice *slice = slices + (step.sliceBegin - sliceBase) + c * step.nsrc;
+        // Non-negative and below the tb's slice count: unsigned 32-bit, so
+        // that the device forms the address in one multiply-add.
+        const CallSlice *slice =
+            slices + static_cast<uint32_t>(step.sliceBegin - sliceBase + c * step.nsrc);
         if (slice->nelem <= lo)
           continue;
         uint64_t n = slice->nelem - lo < sliceElems ? slice->nelem - lo : sliceElems;
