@@ -157,8 +157,9 @@ public:
     in[0] = dst;
     for (int r = 0; r < nsrc; ++r)
       in[r + 1] = srcs[r];
-    withOp<T>(p.op,
-              [&](auto op) { transform<T, 0, 1>(in, nsrc + 1, &dst, sliceCount(n), tid, nthreads, op); });
+    withOp<T>(p.op, [&](auto op) {
+      transform<T, 0, 1>(in, nsrc + 1, &dst, sliceCount(n), tid, nthreads, op);
+    });
     __syncthreads();
   }
 
@@ -402,7 +403,8 @@ private:
           } else if constexpr (Recv && P == Proto::LL) {
             uint64_t w0, w1;
             if (llLines(n * sizeof(T)) > 0)
-              fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0, w0, w1);
+              fail = !waitLLLine(slot<const uint64_t>(recvFifo, recvSeq), llFlag(recvSeq), 0,
+                                 w0, w1);
           } else if constexpr (Recv && P == Proto::LL128) {
             if (ll128Lines(n * sizeof(T)) > 0)
               fail = !waitLL128Line(slot<const uint64_t>(recvFifo, recvSeq), ll128Flag(recvSeq), 0);

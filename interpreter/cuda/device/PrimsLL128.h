@@ -53,7 +53,8 @@ __device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint32_t 
     const uint32_t l = base + lane / LL128LanesPerLine;
     const bool active = l < lines;
     const uint32_t first = l * LineElems + seg.begin / uint32_t(sizeof(T));
-    const uint32_t cnt = active && first < n ? minU32(seg.bytes / uint32_t(sizeof(T)), n - first) : 0;
+    const uint32_t cnt =
+        active && first < n ? minU32(seg.bytes / uint32_t(sizeof(T)), n - first) : 0;
     uint64_t w[2] = {0, 0};
     if constexpr (Recv) {
       const uint64_t *line = in + l * LL128LineWords;
