@@ -205,7 +205,8 @@ step bench-ll-allpairs-8ranks-1K-4K 600 "$bench" "$alg/allpairs_allreduce_8ranks
 step bench-ring-2ranks-4K-64K-ll 600 "$bench" "$alg/ring_allreduce_2ranks_ll.xml" --size 4K,16K,64K --iters 200 --warmup 50
 step bench-ring-2ranks-4K-64K 600 "$bench" "$alg/ring_allreduce_2ranks.xml" --size 4K,16K,64K --iters 200 --warmup 50
 # The step-cost benchmark: per protocol, the slope of a call's time over K
-# steps of 1 KiB, local (no ordering) and hops (a wait on another tb).
+# steps of 1 KiB, local (no ordering) and hops (a wait on another tb), and
+# beside them the floors (collbench's steps and hops references).
 step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
   --dir "$alg/step-cost" --iters 200 --warmup 20
 # A staged comparison plugin (gpu-stage.sh --compare-plugin): the same
@@ -214,8 +215,10 @@ step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" 
 if [ -f "$here/compare/libcoll_cuda.so" ]; then
   log "compare plugin: $(cat "$here/compare/LABEL" 2>/dev/null)"
   cmp=(env COLL_CUDA_PLUGIN="$here/compare/libcoll_cuda.so")
+  # --no-floor: an earlier build's plugin may not know the steps and hops
+  # references; this build's runs time them, before and after.
   step bench-step-cost-compare 600 "${cmp[@]}" python3 "$here/tests/step-cost.py" run --tool "$bench" \
-    --dir "$alg/step-cost" --iters 200 --warmup 20
+    --dir "$alg/step-cost" --iters 200 --warmup 20 --no-floor
   step bench-step-cost-again 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
     --dir "$alg/step-cost" --iters 200 --warmup 20
   for f in allpairs_allreduce_8ranks_ll:8K oneshot_allreduce_8ranks:1K ring_allreduce_2ranks_ll:1K; do

@@ -187,6 +187,22 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
   if (q.kind == ReferenceKind::Fifo && (q.slotBytes == 0 || q.slotBytes > (64u << 20)))
     return bad(llvm::formatv("a slot of {0} bytes (1 to 64 MiB, as the executor's FIFOs)",
                              q.slotBytes));
+  const bool counted = q.kind == ReferenceKind::Steps || q.kind == ReferenceKind::Hops;
+  // Each launch's hops take flags of their own, never 0: all of the run's
+  // must fit 32 bits.
+  const uint64_t launchesInAll = uint64_t(q.warmup) + q.iters + 1;
+  if (counted && (q.steps == 0 || q.steps > MaxReferenceSteps))
+    return bad(llvm::formatv("{0} steps (1 to {1})", q.steps, MaxReferenceSteps));
+  if (q.kind == ReferenceKind::Steps && (q.bytes + q.steps - 1) / q.steps > (64u << 20))
+    return bad(llvm::formatv("steps of {0} bytes (at most 64 MiB, as the kernel's)",
+                             (q.bytes + q.steps - 1) / q.steps));
+  if (q.kind == ReferenceKind::Hops && (q.bytes % 4 != 0 || q.bytes > MaxExchangeReferenceBytes))
+    return bad(llvm::formatv("a message of {0} bytes (a multiple of 4, at most {1}: LL words "
+                             "of 4 data bytes)",
+                             q.bytes, MaxExchangeReferenceBytes));
+  if (q.kind == ReferenceKind::Hops && launchesInAll * q.steps >= 0xffffffffull)
+    return bad(llvm::formatv("{0} launches of {1} hops (their flags must fit 32 bits)",
+                             launchesInAll, q.steps));
   const int32_t nbuf = reduces ? q.nranks : 1;
   const uint64_t n = q.bytes / sizeof(float);
   std::vector<void *> allocations;
@@ -243,6 +259,9 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
     if (llvm::Error err = alloc(2 * PollStride, counters))
       return err;
   }
+  if (q.kind == ReferenceKind::Hops) // two inboxes of bytes / 4 words
+    if (llvm::Error err = alloc(2 * (q.bytes / 4) * sizeof(uint64_t), lines))
+      return err;
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int device = 0, sms = 1;
   COLL_CUDA_TRY(cudaGetDevice(&device));
@@ -254,7 +273,11 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
   case ReferenceKind::Exchange: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Exchange); break;
   case ReferenceKind::BlockCopy: kernel = cuda::referenceKernel(cuda::ReferenceKernel::BlockCopy); break;
   case ReferenceKind::Fifo: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Fifo); break;
+  case ReferenceKind::Steps: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Steps); break;
+  case ReferenceKind::Hops: kernel = cuda::referenceKernel(cuda::ReferenceKernel::Hops); break;
   }
+  if (!kernel) // a kind of a later build's (the request crosses the plugin boundary)
+    return bad(llvm::formatv("reference kind {0} is unknown to this build", int(q.kind)));
   int32_t nranks = nbuf;
   uint32_t flag = 0;
   uint64_t launches = 0, bytes = q.bytes;
@@ -272,12 +295,22 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
   fifo.slotBytes = q.slotBytes;
   fifo.stalled = stalledFlag;
   const uint64_t nslots = q.slotBytes ? (q.bytes + q.slotBytes - 1) / q.slotBytes : 0;
+  cuda::ReferenceSteps stepped{};
+  stepped.src = src;
+  stepped.dst = dst;
+  stepped.bytes = q.bytes;
+  stepped.steps = q.steps;
+  stepped.inbox[0] = lineWords;
+  stepped.inbox[1] = lineWords ? lineWords + q.bytes / 4 : nullptr;
+  stepped.flag = 1;
+  stepped.stalled = stalledFlag;
   auto once = [&]() -> llvm::Error {
     void *reduceArgs[] = {&ranks, &nranks, const_cast<uint64_t *>(&n)};
     void *exchangeArgs[] = {&ranks, &nranks, const_cast<uint64_t *>(&n), &lineWords, &flag,
                             &stalledFlag};
     void *copyArgs[] = {&src, &dst, &bytes};
     void *fifoArgs[] = {&fifo};
+    void *steppedArgs[] = {&stepped};
     dim3 grid(1);
     void **args = copyArgs;
     switch (q.kind) {
@@ -297,9 +330,15 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
       grid = dim3(2);
       args = fifoArgs;
       break;
+    case ReferenceKind::Steps: args = steppedArgs; break;
+    case ReferenceKind::Hops:
+      stepped.flag = static_cast<uint32_t>(1 + launches * q.steps);
+      grid = dim3(2);
+      args = steppedArgs;
+      break;
     }
     ++launches;
-    // The blocks of exchange and fifo wait for each other: cooperative, so
+    // The blocks of exchange, fifo and hops wait for each other: cooperative, so
     // that all are resident at once (or the launch is refused), as for the
     // persistent kernel.
     cudaLaunchAttribute cooperative{};
@@ -309,7 +348,8 @@ llvm::Expected<std::vector<double>> runReference(const ReferenceRequest &q) {
     config.gridDim = grid;
     config.blockDim = dim3(q.threads);
     config.stream = stream;
-    const bool together = q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::Fifo;
+    const bool together = q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::Fifo ||
+                          q.kind == ReferenceKind::Hops;
     config.attrs = together ? &cooperative : nullptr;
     config.numAttrs = together ? 1 : 0;
     COLL_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));

@@ -285,6 +285,18 @@ struct ReferenceFifo {
   uint64_t base; ///< slots moved by earlier launches: where head and tail stand
   uint32_t *stalled;
 };
+/// The step floors (referenceSteps, referenceHops).
+struct ReferenceSteps {
+  const unsigned char *src;
+  unsigned char *dst;
+  uint64_t bytes;  ///< steps: the message, split over the steps; hops: the message bounced
+  uint32_t steps;  ///< steps or hops, at least 1
+  /// hops: each block's inbox, bytes / 4 LL words (4 data bytes, 4 flag
+  /// bytes); hop t carries flag `flag + t`, never 0 (the inboxes start zero)
+  uint64_t *inbox[2];
+  uint32_t flag;
+  uint32_t *stalled;
+};
 
 /// The kernel's only parameter.
 struct KernelParams {

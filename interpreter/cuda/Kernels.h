@@ -34,7 +34,7 @@ const void *kernelLL128(uint8_t type, KernelBuild build);
 const void *averageKernelFor(uint8_t type);
 
 /// The reference kernels of device/References.cuh.
-enum class ReferenceKernel { ReduceOnce, Exchange, BlockCopy, Fifo };
+enum class ReferenceKernel { ReduceOnce, Exchange, BlockCopy, Fifo, Steps, Hops };
 const void *referenceKernel(ReferenceKernel kind);
 
 } // namespace coll::interp::cuda

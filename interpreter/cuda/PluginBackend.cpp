@@ -30,6 +30,8 @@ const char *referenceName(ReferenceKind kind) {
   case ReferenceKind::Exchange: return "exchange";
   case ReferenceKind::BlockCopy: return "block";
   case ReferenceKind::Fifo: return "fifo";
+  case ReferenceKind::Steps: return "steps";
+  case ReferenceKind::Hops: return "hops";
   }
   return "?";
 }

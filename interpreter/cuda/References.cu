@@ -16,6 +16,8 @@ const void *referenceKernel(ReferenceKernel kind) {
   case ReferenceKernel::Exchange: return COLL_KERNEL_HANDLE(referenceExchange);
   case ReferenceKernel::BlockCopy: return COLL_KERNEL_HANDLE(referenceBlockCopy);
   case ReferenceKernel::Fifo: return COLL_KERNEL_HANDLE(referenceFifo);
+  case ReferenceKernel::Steps: return COLL_KERNEL_HANDLE(referenceSteps);
+  case ReferenceKernel::Hops: return COLL_KERNEL_HANDLE(referenceHops);
   }
   return nullptr;
 }

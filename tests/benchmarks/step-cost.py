@@ -12,6 +12,14 @@ costs. Two programs (tests/benchmarks/step-cost/):
 
 Each step moves --step-bytes (default 1K; 4 moves almost nothing).
 
+With collbench (a GPU), each program's floor is timed in the same run: its
+reference of K steps (collbench's `steps` for local: one block copying the
+message in K steps, a block barrier each; `hops` for hop: two blocks
+bouncing it K times as LL words), beside the first protocol's call of the
+same K. Its slope is printed as a row of its own, and each protocol's slope
+over it in a last column (x floor). --no-floor leaves it out (a plugin of an
+earlier build, through COLL_CUDA_PLUGIN, does not know these references).
+
   step-cost.py compile --collc BIN --out DIR [--ks 1,2,...]
       compile every program x protocol x K into DIR (here, where collc is)
   step-cost.py run --tool BIN [--tool-arg ARG]... --dir DIR [--step-bytes B]...
@@ -35,6 +43,8 @@ PROGRAMS = {
     "local": ("local.coll", "outofplace", lambda k, b: k * b),
     "hop": ("hop.coll", "inplace", lambda k, b: b),
 }
+# Each program's floor: collbench's reference of K steps of the same bytes.
+FLOORS = {"local": "steps", "hop": "hops"}
 PROTOCOLS = ["Simple", "LL", "LL128"]
 DEFAULT_KS = [1, 2, 4, 8, 16, 32, 64]
 
@@ -102,19 +112,29 @@ def fit(points):
 
 
 ROW = re.compile(r"^\s+(in-place|out-of-place)\s+(\d+)\s+\S+\s+\S+\s+\S+\s+([0-9.]+)\s")
+# collbench's line for a reference: name, bytes, three dashes, time (us).
+REFERENCE_ROW = re.compile(r"^\s+(\S+)\s+(\d+)\s+-\s+-\s+-\s+([0-9.]+)\s")
 
 
-def time_one(args, path, mode, size):
-    """The median time (us) the tool reports for one call, or an error string."""
+def time_one(args, path, mode, size, floor=None, k=None):
+    """The median time (us) the tool reports for one call, and that of the
+    reference `floor` of K = k if asked for (else None), or an error string."""
     cmd = [args.tool, path, "--size", str(size), "--mode", mode, "--iters", str(args.iters)]
     if args.warmup is not None:
         cmd += ["--warmup", str(args.warmup)]
+    if floor:
+        cmd += ["--references", floor, "--reference-steps", str(k)]
+    elif args.floor:
+        cmd += ["--references", "none"]
     cmd += args.tool_arg
     r = subprocess.run(cmd, capture_output=True, text=True)
-    times = [float(m.group(3)) for m in map(ROW.match, r.stdout.splitlines()) if m]
-    if r.returncode != 0 or len(times) != 1:
-        return None, f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout}{r.stderr}"
-    return times[0], None
+    lines = r.stdout.splitlines()
+    times = [float(m.group(3)) for m in map(ROW.match, lines) if m]
+    refs = [float(m.group(3)) for m in map(REFERENCE_ROW.match, lines)
+            if m and m.group(1) == floor]
+    if r.returncode != 0 or len(times) != 1 or (floor and len(refs) != 1):
+        return None, None, f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+    return times[0], refs[0] if floor else None, None
 
 
 def run_all(args):
@@ -127,29 +147,46 @@ def run_all(args):
         return 2
     failed = 0
     print(f"# step-cost: {args.tool} {' '.join(args.tool_arg)}, median of {args.iters} calls")
+    if args.floor:
+        print("# floor: collbench's reference of K steps of the same bytes, timed beside the "
+              f"{args.protocols[0]} calls (steps for local, hops for hop); x floor: us/step over "
+              "the floor's")
     print("# program  protocol  step-bytes  " + "  ".join(f"K={k:<6}" for k in ks) +
-          "  us/step  intercept    r^2")
-    results = []
+          "  us/step  intercept    r^2" + ("  x floor" if args.floor else ""))
+
+    def row(program, label, step_bytes, points, floor_slope=None):
+        f = fit(points)
+        cells = "  ".join(f"{dict(points).get(k, float('nan')):<8.1f}" for k in ks)
+        tail = f"{f[0]:8.3f}  {f[1]:9.1f}  {f[2]:6.3f}" if f else "       -          -       -"
+        if args.floor and label not in FLOORS.values():
+            tail += f"  {f[0] / floor_slope:7.2f}" if f and floor_slope else "        -"
+        print(f"  {program:<7}  {label:<8}  {step_bytes:>10}  {cells}  {tail}", flush=True)
+        return f
+
+    # (program, step bytes): the floor's slope, once its row is printed.
+    floor_slopes = {}
     for program in args.programs:
         _, mode, call_bytes = PROGRAMS[program]
         for protocol in args.protocols:
             for step_bytes in args.step_bytes:
-                points = []
+                floor = FLOORS[program] if args.floor and protocol == args.protocols[0] else None
+                points, floor_points = [], []
                 for k in ks:
-                    t, err = time_one(args, os.path.join(args.dir, xml_name(program, protocol, k)),
-                                      mode, call_bytes(k, step_bytes))
+                    t, ref, err = time_one(
+                        args, os.path.join(args.dir, xml_name(program, protocol, k)), mode,
+                        call_bytes(k, step_bytes), floor, k)
                     if err:
                         sys.stderr.write(f"step-cost: {err}\n")
                         failed += 1
                         continue
                     points.append((k, t))
-                f = fit(points)
-                cells = "  ".join(f"{dict(points).get(k, float('nan')):<8.1f}" for k in ks)
-                tail = f"{f[0]:8.3f}  {f[1]:9.1f}  {f[2]:6.3f}" if f else "       -          -       -"
-                print(f"  {program:<7}  {protocol:<8}  {step_bytes:>10}  {cells}  {tail}",
-                      flush=True)
-                if f:
-                    results.append((program, protocol, step_bytes, f[0]))
+                    if floor:
+                        floor_points.append((k, ref))
+                if floor:
+                    f = row(program, floor, step_bytes, floor_points)
+                    floor_slopes[(program, step_bytes)] = f[0] if f and f[0] > 0 else None
+                row(program, protocol, step_bytes, points,
+                    floor_slopes.get((program, step_bytes)))
     return 1 if failed else 0
 
 
@@ -173,6 +210,8 @@ def main():
     r.add_argument("--iters", type=int, default=200)
     r.add_argument("--warmup", type=int, default=None,
                    help="untimed calls first (collbench's --warmup)")
+    r.add_argument("--no-floor", dest="floor", action="store_false", default=None,
+                   help="do not time the floors (collbench's steps and hops references)")
     args = parser.parse_args()
     if args.command == "compile":
         return compile_all(args)
@@ -182,6 +221,9 @@ def main():
           [q for q in args.protocols if q not in PROTOCOLS]
     if bad:
         parser.error(f"unknown program or protocol: {', '.join(bad)}")
+    # The floors are collbench's references: timed by default with it.
+    if args.floor is None:
+        args.floor = os.path.basename(args.tool).startswith("collbench")
     return run_all(args)
 
 

@@ -3,7 +3,7 @@
 //   collbench ALGO.xml [--size S[,S...] | --sweep MIN:MAX] [--dtype T] [--op O]
 //                      [--mode inplace|outofplace] [--iters N] [--warmup N]
 //                      [--graph] [--threads N] [--slot-bytes B] [--no-check]
-//                      [--references auto|none|NAME[,NAME...]]
+//                      [--references auto|none|NAME[,NAME...]] [--reference-steps K]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
 // an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
@@ -11,7 +11,8 @@
 // "References": d2d, a device-to-device cudaMemcpyAsync of the same number
 // of bytes, its bandwidth counting bytes read and written; exchange and
 // reduce, one-launch allreduces; block and fifo, one block copying and one
-// FIFO connection) and, per mode, the median time of --iters launches after
+// FIFO connection; steps and hops, the floors of K steps that wait for
+// nothing and of K hops between two blocks) and, per mode, the median time of --iters launches after
 // --warmup ones (CUDA events around each launch, or around each replay of a
 // CUDA graph of the call with --graph), algbw, busbw and per reference the
 // time over the reference's. Each size's result is checked once
@@ -69,7 +70,12 @@ cl::opt<std::string> references(
     "references", cl::init("auto"),
     cl::desc("References timed beside the algorithm: auto (d2d; exchange and reduce for an "
              "allreduce; block and fifo for a 2-rank broadcast), none, or a list of d2d, "
-             "exchange, reduce, block, fifo"),
+             "exchange, reduce, block, fifo, steps, hops"),
+    cl::cat(category));
+cl::opt<unsigned> referenceSteps(
+    "reference-steps", cl::init(0),
+    cl::desc("K of the steps and hops references: steps copy the message in K steps, hops "
+             "bounce it K times (default: the steps of the plan's longest tb)"),
     cl::cat(category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
@@ -100,6 +106,12 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
 /// The references --references names for `plan`, or an error message.
 std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::string &error) {
   const bool allreduce = plan.collective == ir::Collective::AllReduce;
+  if (referenceSteps > MaxReferenceSteps) {
+    error = llvm::formatv("--reference-steps: {0} is above {1}", referenceSteps.getValue(),
+                          MaxReferenceSteps)
+                .str();
+    return std::nullopt;
+  }
   if (references == "none")
     return std::vector<std::string>{};
   if (references == "auto") {
@@ -119,9 +131,9 @@ std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::
   std::vector<std::string> out;
   for (llvm::StringRef name : names) {
     if (name != "d2d" && name != "exchange" && name != "reduce" && name != "block" &&
-        name != "fifo") {
+        name != "fifo" && name != "steps" && name != "hops") {
       error = "--references: unknown reference '" + name.str() +
-              "' (auto, none, or d2d, exchange, reduce, block, fifo)";
+              "' (auto, none, or d2d, exchange, reduce, block, fifo, steps, hops)";
       return std::nullopt;
     }
     if ((name == "exchange" || name == "reduce") &&
@@ -245,16 +257,30 @@ int main(int argc, char **argv) {
                  "once; fp32 sum"},
       {"block", "one block copying the message"},
       {"fifo", "one Simple connection: a sender and a receiver block, 8 slots of the run's "
-               "slot size"}};
+               "slot size"},
+      {"steps", "one block copying the message in K steps, each its share with the kernel's "
+                "pack loop and a block barrier: the floor of K steps that wait for nothing"},
+      {"hops", "two blocks bouncing the message K times as LL words (4 data bytes, 4 flag "
+               "bytes), a block barrier per hop: the floor of K steps that each wait on "
+               "another block"}};
   const unsigned refThreads = threads ? threads.getValue() : MaxReferenceThreads;
+  // K of steps and hops: as told, else the longest tb's steps.
+  uint32_t longestTb = 0;
+  for (const PlanTb &tb : plan->tbs)
+    longestTb = std::max(longestTb, static_cast<uint32_t>(tb.nSteps));
+  const uint32_t stepsK = referenceSteps ? referenceSteps.getValue() : std::max(longestTb, 1u);
   for (const std::string &name : *refs) {
-    out << llvm::formatv("# {0}: {1}\n", name, meaning.at(name));
+    if (name == "steps" || name == "hops")
+      out << llvm::formatv("# {0}: {1}; K = {2}\n", name, meaning.at(name), stepsK);
+    else
+      out << llvm::formatv("# {0}: {1}\n", name, meaning.at(name));
     ReferenceRequest base;
     base.nranks = plan->nranks;
     base.slotBytes = sliceBytes;
     base.threads = refThreads;
     base.warmup = warmup;
     base.iters = run.iters;
+    base.steps = stepsK;
     SweepReference r;
     r.name = name;
     if (name == "d2d")
@@ -268,10 +294,14 @@ int main(int argc, char **argv) {
         q.kind = name == "exchange" ? ReferenceKind::Exchange
                  : name == "reduce" ? ReferenceKind::ReduceOnce
                  : name == "block"  ? ReferenceKind::BlockCopy
+                 : name == "steps"  ? ReferenceKind::Steps
+                 : name == "hops"   ? ReferenceKind::Hops
                                     : ReferenceKind::Fifo;
-        if (q.kind == ReferenceKind::Exchange && bytes > MaxExchangeReferenceBytes)
+        if ((q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::Hops) &&
+            bytes > MaxExchangeReferenceBytes)
           return std::nullopt;
-        if ((q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::ReduceOnce) &&
+        if ((q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::ReduceOnce ||
+             q.kind == ReferenceKind::Hops) &&
             bytes % 4 != 0)
           return std::nullopt;
         return timedAs(backend.timeReference(q), bytes, 1.0);

@@ -9,13 +9,13 @@
 // threadIdx/blockIdx. The element-wise work is Reduce.h's, the timeline
 // Timeline.h's.
 //
-// Memory model (PTX ISA, "Memory Consistency Model"; every rank lives on one
-// GPU, so every synchronising access has .gpu scope):
+// Memory model (PTX ISA, "Memory Consistency Model"; each synchronising
+// access has the scope of what it connects: .gpu within one GPU, a
+// connection's own in the CrossGpu build, docs/CUDA.md "Scopes"):
 //
-//  * Waits poll with strong relaxed loads and, once satisfied, execute
-//    fence.acq_rel.gpu: a relaxed load that observes a release store,
-//    followed by an acquire fence, is the ISA's acquire pattern. Publishing
-//    is st.release.gpu. Only thread 0 of a block waits on counters and
+//  * Waits poll with acquire loads (ld.acquire): the load that observes a
+//    release store is itself the acquire, and no fence follows. Publishing
+//    is st.release. Only thread 0 of a block waits on counters and
 //    dependency flags; bar.sync/bar.red (__syncthreads, __syncthreads_or)
 //    synchronise the block's threads with it, and causality order is
 //    transitive through barriers, so the data stores of every thread of the
@@ -28,6 +28,10 @@
 //  * Simple: the receiver frees a slot by releasing `head` after a barrier,
 //    the sender acquires `head` before overwriting the slot, so the data
 //    accesses of successive uses of a slot never race.
+//  * Any protocol: where what thread 0 acquired in an earlier step (the
+//    block's FifoSeen, written after that step's barrier) already covers a
+//    step's slots, the step neither waits nor adds a barrier: that step's
+//    closing barrier ordered the acquire before every thread's accesses now.
 //  * LL: each 8-byte half of a 16-byte line is {4 data bytes, 4-byte flag}
 //    (Protocol.h's llWord). Lines are stored with st.volatile.v2.u64 and
 //    polled with ld.volatile.v2.u64. The ISA treats a vector access as one
@@ -36,7 +40,7 @@
 //    whose flag matches carries its own data; no fence is needed.
 //  * LL128: lanes 0-6 of an 8-lane group store their 16 data bytes, lane 7
 //    stores data word 14; __syncwarp() then orders all eight lanes' stores
-//    before lane 7's st.release.gpu of the flag word 15 (the CUDA
+//    before lane 7's st.release of the flag word 15 (the CUDA
 //    Programming Guide: "the call to __syncwarp(mask) strongly happens
 //    before any warp thread named in mask is unblocked from the wait"; PTX
 //    bar.warp.sync "guarantees memory ordering among threads participating

@@ -188,8 +188,8 @@ public:
   // after a signal of the peer's call (the compiler's start signal at
   // least), and the peer rewrites it only in a later call, after this
   // rank's end signal of this one.
-  __device__ T *peerBase(const PlanStep &step, uint8_t buffer, int member) {
-    const PlanStepPeer d = stepPeer(step);
+  __device__ T *peerBase(const PlanStep &, uint8_t buffer, int member) {
+    const PlanStepPeer d = stepPeer();
     const int32_t rank = member == 0 ? d.peer : p.memberPeers[d.members + member];
     if (p.windowDescriptors) {
       const uint64_t at = ptx::ldRelaxed(&p.windowDescriptors[rank]->at[buffer], signalScope());
@@ -204,9 +204,9 @@ public:
     const RankPointers &peer = p.ranks[rank];
     return static_cast<T *>(buffer == 0 ? peer.input : buffer == 1 ? peer.output : peer.scratch);
   }
-  __device__ void signal(const PlanStep &step) {
+  __device__ void signal(const PlanStep &) {
     if (tid == 0) {
-      const PlanStepPeer d = stepPeer(step);
+      const PlanStepPeer d = stepPeer();
       if (p.windowDescriptors) {
         uint64_t *own = p.windowDescriptors[p.windowRank]->at;
         for (int b = 0; b < 3; ++b)
@@ -216,10 +216,10 @@ public:
                      makeFlag(generation, signalProgress(d, iteration)), signalScope());
     }
   }
-  __device__ bool waitSignal(const PlanStep &step, uint64_t it) {
+  __device__ bool waitSignal(const PlanStep &, uint64_t it) {
     bool fail = false;
     if (tid == 0) {
-      const PlanStepPeer d = stepPeer(step);
+      const PlanStepPeer d = stepPeer();
       const uint64_t *flag = signalFlag(d.signal);
       const uint32_t goal = signalProgress(d, it);
       uint64_t seen = 0;
@@ -241,7 +241,7 @@ private:
   /// The direct-step record of the step the block is at (at() was called
   /// with it): by the loop's index, since the address of the step's shared
   /// copy costs every step a special-register read and a division.
-  __device__ PlanStepPeer stepPeer(const PlanStep &) const {
+  __device__ PlanStepPeer stepPeer() const {
     return p.stepPeers[tb.stepBegin + stepIndex];
   }
   __device__ uint64_t *signalFlag(int32_t signal) const { return p.signalFlags[signal]; }

@@ -17,6 +17,12 @@
 //    runs it: a sender block and a receiver block, FifoDepth slots, the
 //    sender releasing `tail` after each slot and the receiver `head`, each
 //    acquiring the other's.
+//  * referenceSteps, referenceHops: the floors of a step (issue 27's
+//    step-cost benchmark). One block running K steps that each copy their
+//    share of the message with the kernel's pack loop and end with a block
+//    barrier, and nothing else: what a step that waits for nothing cannot
+//    beat. Two blocks bouncing the message K times as LL words, a block
+//    barrier per hop: what a step that waits on another block cannot beat.
 //
 // Waits are bounded: after ReferenceWaitNs a block raises `*stalled` and
 // returns, so a broken reference is an error, not a hang.
@@ -172,6 +178,76 @@ __global__ void referenceFifo(const ReferenceFifo f) {
     __syncthreads();
     if (tid == 0)
       ptx::stRelease(sender ? f.tail : f.head, seq + 1, Scope::Gpu);
+  }
+}
+
+/// One block runs s.steps steps; step k copies bytes [k * per, (k + 1) *
+/// per) of the message (per: bytes / steps, rounded up; the last share may
+/// be shorter or empty) with the kernel's own pack loop (transform), then
+/// meets the block barrier every step of the interpreter ends with.
+__global__ void referenceSteps(const ReferenceSteps s) {
+  const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
+  const uint64_t per = (s.bytes + s.steps - 1) / s.steps;
+  for (uint32_t k = 0; k < s.steps; ++k) {
+    const uint64_t off = minU64(uint64_t(k) * per, s.bytes);
+    const unsigned char *from = s.src + off;
+    unsigned char *to = s.dst + off;
+    transform<unsigned char, 1, 1>(&from, 1, &to, sliceCount(minU64(per, s.bytes - off)), tid,
+                                   nthreads, OpSum<unsigned char>{});
+    __syncthreads();
+  }
+}
+
+/// Hop t carries the message from block t % 2 to the other block's inbox
+/// as LL words (4 data bytes, then flag s.flag + t), stored and polled with
+/// strong 8-byte accesses, whose single-copy atomicity carries each word's
+/// data with its flag (as in the LL protocol). Block 0 starts from src; the
+/// block that receives the last hop writes dst. Every hop ends with a
+/// block barrier, as a step does. A thread moves the same words at every
+/// hop, so a word's next store into an inbox depends, through the other
+/// block's same thread, on the load of its last one: no slot needs freeing.
+__global__ void referenceHops(const ReferenceSteps s) {
+  const uint32_t b = blockIdx.x, tid = threadIdx.x, nthreads = blockDim.x;
+  const uint64_t n = s.bytes / 4;
+  // Not s.inbox[b]: a parameter indexed at run time is copied to the stack.
+  uint64_t *const mine = b == 0 ? s.inbox[0] : s.inbox[1];
+  uint64_t *const theirs = b == 0 ? s.inbox[1] : s.inbox[0];
+  // The buffers are cudaMalloc's, and the message a whole number of words.
+  const auto *from = reinterpret_cast<const uint32_t *>(s.src);
+  auto *to = reinterpret_cast<uint32_t *>(s.dst);
+  auto word = [](uint32_t flag, uint32_t bits) { return uint64_t(flag) << 32 | bits; };
+  if (b == 0) {
+    for (uint64_t i = tid; i < n; i += nthreads)
+      ptx::stVolatile(theirs + i, word(s.flag, from[i]));
+    __syncthreads();
+  }
+  // Block 0 receives the odd hops, block 1 the even ones.
+  for (uint32_t t = 1 - b; t < s.steps; t += 2) {
+    const uint32_t flag = s.flag + t;
+    uint32_t stop = 0;
+    for (uint64_t i = tid; i < n && !stop; i += nthreads) {
+      uint64_t got = ptx::ldVolatile(mine + i);
+      const uint64_t start = ptx::globalTimer();
+      for (uint32_t spins = 0; static_cast<uint32_t>(got >> 32) != flag; ++spins) {
+        ptx::spinPause();
+        if (spins % 64 == 63 &&
+            (ptx::globalTimer() - start > ReferenceWaitNs || ptx::ldVolatile(s.stalled))) {
+          ptx::stVolatile(s.stalled, 1u);
+          stop = 1;
+          break;
+        }
+        got = ptx::ldVolatile(mine + i);
+      }
+      if (stop)
+        break;
+      const uint32_t bits = static_cast<uint32_t>(got);
+      if (t + 1 < s.steps)
+        ptx::stVolatile(theirs + i, word(flag + 1, bits));
+      else
+        to[i] = bits;
+    }
+    if (__syncthreads_or(stop))
+      return;
   }
 }
 

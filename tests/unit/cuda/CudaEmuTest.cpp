@@ -322,15 +322,22 @@ TEST(EmuFragile, SmallStepsLaunchFewerThreads) {
 // each runs once on known inputs and checks its result before it is timed,
 // so a reference that computed a wrong result, or whose waits never end,
 // fails here. The FIFO's 9 slots wrap its 8, and its counters carry over
+// from launch to launch. The steps' 4099 bytes split into shares of 820
+// and a shorter last one; the hops' 5 end in block 1, their flags carry on
 // from launch to launch.
 TEST(EmuReferences, EveryReferenceChecksItsResultBeforeItIsTimed) {
-  for (ReferenceKind kind : {ReferenceKind::ReduceOnce, ReferenceKind::Exchange,
-                             ReferenceKind::BlockCopy, ReferenceKind::Fifo}) {
+  for (ReferenceKind kind :
+       {ReferenceKind::ReduceOnce, ReferenceKind::Exchange, ReferenceKind::BlockCopy,
+        ReferenceKind::Fifo, ReferenceKind::Steps, ReferenceKind::Hops}) {
     ReferenceRequest q;
     q.kind = kind;
     q.nranks = 8; // more blocks that wait for each other than a plain launch runs at once
-    q.bytes = kind == ReferenceKind::BlockCopy || kind == ReferenceKind::Fifo ? 4099 : 4000;
+    q.bytes = kind == ReferenceKind::BlockCopy || kind == ReferenceKind::Fifo ||
+                      kind == ReferenceKind::Steps
+                  ? 4099
+                  : 4000;
     q.slotBytes = 512;
+    q.steps = 5;
     q.threads = 64;
     q.warmup = 1;
     q.iters = 3;
@@ -371,6 +378,29 @@ TEST(EmuReferences, RequestsOutsideTheirShapeAreRefused) {
   // Its copy loop counts a slot's bytes in 32 bits, as the kernels count a step's.
   q.slotBytes = (64u << 20) + 8;
   EXPECT_NE(refused(q).find("a slot of 67108872 bytes (1 to 64 MiB"), std::string::npos)
+      << refused(q);
+  q.kind = ReferenceKind::Steps;
+  q.steps = 0;
+  EXPECT_NE(refused(q).find("the steps reference: 0 steps (1 to 65536)"), std::string::npos)
+      << refused(q);
+  q.steps = MaxReferenceSteps + 1;
+  EXPECT_NE(refused(q).find("65537 steps (1 to 65536)"), std::string::npos) << refused(q);
+  q.steps = 1;
+  q.bytes = (64u << 20) + 1;
+  EXPECT_NE(refused(q).find("steps of 67108865 bytes (at most 64 MiB"), std::string::npos)
+      << refused(q);
+  q.kind = ReferenceKind::Hops;
+  q.bytes = 6;
+  EXPECT_NE(refused(q).find("the hops reference: a message of 6 bytes (a multiple of 4"),
+            std::string::npos)
+      << refused(q);
+  q.bytes = MaxExchangeReferenceBytes + 4;
+  EXPECT_NE(refused(q).find("a message of 1048580 bytes"), std::string::npos) << refused(q);
+  // Every launch's hops take flags of their own, 32 bits in all.
+  q.bytes = 64;
+  q.steps = MaxReferenceSteps;
+  q.warmup = 100000;
+  EXPECT_NE(refused(q).find("100002 launches of 65536 hops"), std::string::npos)
       << refused(q);
 }
 

@@ -310,6 +310,8 @@ enum class ReferenceKind : uint8_t {
   Exchange,   ///< LL-style all-pairs allreduce, one block per rank (fp32)
   BlockCopy,  ///< one block copying the message
   Fifo,       ///< one Simple connection: a sender and a receiver block, FifoDepth slots
+  Steps,      ///< one block, `steps` steps each copying its share and meeting a barrier
+  Hops,       ///< two blocks bouncing the message `steps` times as LL words, a barrier a hop
 };
 /// The most ranks of ReduceOnce and Exchange.
 inline constexpr int32_t MaxReferenceRanks = 16;
@@ -317,15 +319,23 @@ inline constexpr int32_t MaxReferenceRanks = 16;
 inline constexpr uint64_t MaxExchangeReferenceBytes = uint64_t(1) << 20;
 /// The threads per block of a reference unless told.
 inline constexpr unsigned MaxReferenceThreads = 512;
+/// The most steps of Steps and Hops.
+inline constexpr uint32_t MaxReferenceSteps = 1u << 16;
 struct ReferenceRequest {
   ReferenceKind kind = ReferenceKind::BlockCopy;
   int32_t nranks = 2;     ///< ReduceOnce, Exchange
-  uint64_t bytes = 0;     ///< per rank; a multiple of 4 for the reductions
+  uint64_t bytes = 0;     ///< per rank; a multiple of 4 for the reductions and Hops
   uint64_t slotBytes = 0; ///< Fifo
   unsigned threads = MaxReferenceThreads; ///< per block
   unsigned warmup = 5, iters = 20;
+  /// Steps: the steps the message is split over; Hops: the hops. In what
+  /// was the struct's tail padding, so that its size and the offsets of the
+  /// other fields are those of the plugins built before it (a comparison
+  /// plugin of an earlier build refuses the two kinds it does not know).
+  uint32_t steps = 0;
 };
-/// "exchange", "reduce", "block", "fifo".
+static_assert(sizeof(ReferenceRequest) == 40, "ReferenceRequest crosses the plugin boundary");
+/// "exchange", "reduce", "block", "fifo", "steps", "hops".
 const char *referenceName(ReferenceKind kind);
 
 /// A handle to device memory for another process of the host
