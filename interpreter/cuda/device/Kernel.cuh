@@ -119,9 +119,11 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     generation = ptx::ldVolatile(&control->generation);
   }
   __syncthreads();
-  for (int32_t i = static_cast<int32_t>(tid); i < tb.nSteps; i += static_cast<int32_t>(nthreads))
-    sharedSteps[i] = p.steps[tb.stepBegin + i];
   // The tb's slices too, where the launch made room for them (p.maxSlices).
+  // Then each step's sliceBegin counts from the tb's first slice: its own
+  // copy in shared memory, so that the interpreter loop's slice base is 0
+  // (a constant, where a base kept in a register for the whole launch is
+  // one more thing to spill, and to reload on every step's path).
   const CallSlice *slices = p.slices;
   int32_t sliceBase = 0;
   if (p.maxSlices) {
@@ -132,6 +134,11 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     slices = shared;
     sliceBase = tb.sliceBegin;
   }
+  for (int32_t i = static_cast<int32_t>(tid); i < tb.nSteps; i += static_cast<int32_t>(nthreads)) {
+    PlanStep step = p.steps[tb.stepBegin + i];
+    step.sliceBegin -= sliceBase;
+    sharedSteps[i] = step;
+  }
   __syncthreads();
 
   {
@@ -139,8 +146,11 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     const RankPointers &rank = p.ranks[tb.rank];
     RankBuffers<T> buffers{static_cast<T *>(rank.input), static_cast<T *>(rank.output),
                            static_cast<T *>(rank.scratch)};
-    runThreadBlock<T>(prims, sharedSteps, tb.nSteps, slices, sliceBase, buffers, p.iterations,
-                      p.sliceElems);
+    // The wide build holds each step in registers (StepSemantics.h); the
+    // narrow ones, at 64 registers, would spill it (resources.expected).
+    constexpr bool holdSteps = MinBlocksPerSm == WideBlocksPerSm;
+    runThreadBlock<T, holdSteps>(prims, sharedSteps, tb.nSteps, slices, 0, buffers,
+                                 p.iterations, p.sliceElems);
     prims.traceFinish();
   }
   ptx::noteStep(static_cast<uint32_t>(P), ptx::NoStep); // the emulation's step costs

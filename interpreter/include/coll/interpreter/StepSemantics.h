@@ -76,7 +76,16 @@ template <class T> struct RankBuffers {
 /// step's slices are slices[step.sliceBegin - sliceBase ...]: the whole
 /// call's (sliceBase 0), or a copy of the tb's own (sliceBase: the tb's
 /// first, PlanTb::sliceBegin). Returns false if a wait was aborted.
-template <class T, class Prims>
+///
+/// HoldSteps: each step is read into registers once, all its fields at a
+/// time. Through a reference, every block barrier and every "memory"
+/// clobber of the device's step path makes the compiler read the fields it
+/// still needs again, and a step pays a dependent round trip to shared
+/// memory for each (its dependency, its kind, its buffers, its kind again,
+/// its chunk count, its slice index, its kind again at the dispatch): the
+/// kernel build with registers to spare holds them (Kernel.cuh); the others
+/// would spill them.
+template <class T, bool HoldSteps = false, class Prims>
 COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_t nSteps,
                                      const CallSlice *slices, int32_t sliceBase,
                                      RankBuffers<T> buffers, uint64_t iterations,
@@ -84,7 +93,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
   for (uint64_t it = 0; it < iterations; ++it) {
     const uint64_t lo = it * sliceElems;
     for (int32_t i = 0; i < nSteps; ++i) {
-      const PlanStep &step = steps[i];
+      std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = steps[i];
       prims.at(it, i, step);
       if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
         return false;
