@@ -41,6 +41,20 @@
 
 namespace coll::interp::cuda {
 
+/// A reference's bounded wait, called after each failed poll: every 64th,
+/// whether to give up, because `start` (the wait's first look at the clock)
+/// is ReferenceWaitNs ago or another block gave up; it then raises
+/// `*stalled` for the host and the other blocks.
+__device__ __forceinline__ bool referenceGivesUp(uint32_t spins, uint64_t start,
+                                                 uint32_t *stalled) {
+  if (spins % 64 != 63)
+    return false;
+  if (ptx::globalTimer() - start <= ReferenceWaitNs && !ptx::ldVolatile(stalled))
+    return false;
+  ptx::stVolatile(stalled, 1u);
+  return true;
+}
+
 /// Elements [blockIdx.x * blockDim.x + threadIdx.x, ...) in a grid stride:
 /// out[r][i] = in[0][i] + ... + in[nranks-1][i] for every r.
 __global__ void referenceReduceOnce(const ReferenceRanks ranks, int32_t nranks, uint64_t n) {
@@ -156,9 +170,7 @@ __global__ void referenceFifo(const ReferenceFifo f) {
         if (sender ? seq - c < FifoDepth : c > seq)
           break;
         ptx::spinPause();
-        if (spins % 64 == 63 &&
-            (ptx::globalTimer() - start > ReferenceWaitNs || ptx::ldVolatile(f.stalled))) {
-          ptx::stVolatile(f.stalled, 1u);
+        if (referenceGivesUp(spins, start, f.stalled)) {
           stop = 1;
           break;
         }
@@ -227,19 +239,19 @@ __global__ void referenceHops(const ReferenceSteps s) {
     uint32_t stop = 0;
     for (uint64_t i = tid; i < n && !stop; i += nthreads) {
       uint64_t got = ptx::ldVolatile(mine + i);
-      const uint64_t start = ptx::globalTimer();
-      for (uint32_t spins = 0; static_cast<uint32_t>(got >> 32) != flag; ++spins) {
-        ptx::spinPause();
-        if (spins % 64 == 63 &&
-            (ptx::globalTimer() - start > ReferenceWaitNs || ptx::ldVolatile(s.stalled))) {
-          ptx::stVolatile(s.stalled, 1u);
-          stop = 1;
-          break;
+      if (static_cast<uint32_t>(got >> 32) != flag) { // the clock only for a wait
+        const uint64_t start = ptx::globalTimer();
+        for (uint32_t spins = 0; static_cast<uint32_t>(got >> 32) != flag; ++spins) {
+          ptx::spinPause();
+          if (referenceGivesUp(spins, start, s.stalled)) {
+            stop = 1;
+            break;
+          }
+          got = ptx::ldVolatile(mine + i);
         }
-        got = ptx::ldVolatile(mine + i);
+        if (stop)
+          break;
       }
-      if (stop)
-        break;
       const uint32_t bits = static_cast<uint32_t>(got);
       if (t + 1 < s.steps)
         ptx::stVolatile(theirs + i, word(flag + 1, bits));
