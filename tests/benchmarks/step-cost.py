@@ -154,11 +154,11 @@ def run_all(args):
     print("# program  protocol  step-bytes  " + "  ".join(f"K={k:<6}" for k in ks) +
           "  us/step  intercept    r^2" + ("  x floor" if args.floor else ""))
 
-    def row(program, label, step_bytes, points, floor_slope=None):
+    def row(program, label, step_bytes, points, is_floor=False, floor_slope=None):
         f = fit(points)
         cells = "  ".join(f"{dict(points).get(k, float('nan')):<8.1f}" for k in ks)
         tail = f"{f[0]:8.3f}  {f[1]:9.1f}  {f[2]:6.3f}" if f else "       -          -       -"
-        if args.floor and label not in FLOORS.values():
+        if args.floor and not is_floor:
             tail += f"  {f[0] / floor_slope:7.2f}" if f and floor_slope else "        -"
         print(f"  {program:<7}  {label:<8}  {step_bytes:>10}  {cells}  {tail}", flush=True)
         return f
@@ -183,10 +183,10 @@ def run_all(args):
                     if floor:
                         floor_points.append((k, ref))
                 if floor:
-                    f = row(program, floor, step_bytes, floor_points)
+                    f = row(program, floor, step_bytes, floor_points, is_floor=True)
                     floor_slopes[(program, step_bytes)] = f[0] if f and f[0] > 0 else None
                 row(program, protocol, step_bytes, points,
-                    floor_slopes.get((program, step_bytes)))
+                    floor_slope=floor_slopes.get((program, step_bytes)))
     return 1 if failed else 0
 
 

@@ -12,8 +12,8 @@
 // of bytes, its bandwidth counting bytes read and written; exchange and
 // reduce, one-launch allreduces; block and fifo, one block copying and one
 // FIFO connection; steps and hops, the floors of K steps that wait for
-// nothing and of K hops between two blocks) and, per mode, the median time of --iters launches after
-// --warmup ones (CUDA events around each launch, or around each replay of a
+// nothing and of K hops between two blocks) and, per mode, the median time
+// of --iters launches after --warmup ones (CUDA events around each launch, or around each replay of a
 // CUDA graph of the call with --graph), algbw, busbw and per reference the
 // time over the reference's. Each size's result is checked once
 // (interp::CheckedCall) before it is timed, and each reference's once
@@ -103,6 +103,18 @@ std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
   return run.byteSizes(error);
 }
 
+/// The kernel references, by the names referenceName gives them (d2d, a
+/// copy of the runtime's, is collbench's own).
+constexpr ReferenceKind KernelReferences[] = {ReferenceKind::Exchange, ReferenceKind::ReduceOnce,
+                                              ReferenceKind::BlockCopy, ReferenceKind::Fifo,
+                                              ReferenceKind::Steps, ReferenceKind::Hops};
+std::optional<ReferenceKind> kernelReference(llvm::StringRef name) {
+  for (ReferenceKind kind : KernelReferences)
+    if (name == referenceName(kind))
+      return kind;
+  return std::nullopt;
+}
+
 /// The references --references names for `plan`, or an error message.
 std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::string &error) {
   const bool allreduce = plan.collective == ir::Collective::AllReduce;
@@ -130,10 +142,11 @@ std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::
   llvm::StringRef(references).split(names, ',');
   std::vector<std::string> out;
   for (llvm::StringRef name : names) {
-    if (name != "d2d" && name != "exchange" && name != "reduce" && name != "block" &&
-        name != "fifo" && name != "steps" && name != "hops") {
-      error = "--references: unknown reference '" + name.str() +
-              "' (auto, none, or d2d, exchange, reduce, block, fifo, steps, hops)";
+    if (name != "d2d" && !kernelReference(name)) {
+      error = "--references: unknown reference '" + name.str() + "' (auto, none, or d2d";
+      for (ReferenceKind kind : KernelReferences)
+        error += std::string(", ") + referenceName(kind);
+      error += ")";
       return std::nullopt;
     }
     if ((name == "exchange" || name == "reduce") &&
@@ -291,12 +304,7 @@ int main(int argc, char **argv) {
       r.time = [&, timedAs, base, name](uint64_t bytes) -> Timed {
         ReferenceRequest q = base;
         q.bytes = bytes;
-        q.kind = name == "exchange" ? ReferenceKind::Exchange
-                 : name == "reduce" ? ReferenceKind::ReduceOnce
-                 : name == "block"  ? ReferenceKind::BlockCopy
-                 : name == "steps"  ? ReferenceKind::Steps
-                 : name == "hops"   ? ReferenceKind::Hops
-                                    : ReferenceKind::Fifo;
+        q.kind = *kernelReference(name);
         if ((q.kind == ReferenceKind::Exchange || q.kind == ReferenceKind::Hops) &&
             bytes > MaxExchangeReferenceBytes)
           return std::nullopt;

@@ -92,17 +92,12 @@ __global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, ui
       if (p != r) {
         const uint64_t *at = slot(p, r) + i;
         uint64_t word = ptx::ldVolatile(at);
+        if (static_cast<uint32_t>(word >> 32) != flag && start == 0)
+          start = ptx::globalTimer(); // the thread's first wait starts the clock
         for (uint32_t spins = 0; static_cast<uint32_t>(word >> 32) != flag; ++spins) {
           ptx::spinPause();
-          if (spins % 64 == 63) {
-            const uint64_t now = ptx::globalTimer();
-            if (start == 0)
-              start = now;
-            else if (now - start > ReferenceWaitNs || ptx::ldVolatile(stalled)) {
-              ptx::stVolatile(stalled, 1u);
-              return;
-            }
-          }
+          if (referenceGivesUp(spins, start, stalled))
+            return;
           word = ptx::ldVolatile(at);
         }
         const uint32_t bits = static_cast<uint32_t>(word);
