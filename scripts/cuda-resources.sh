@@ -104,7 +104,8 @@ elif [ ! -x "$nvdisasm" ]; then
 fi
 
 kernel_src=$root/interpreter/cuda/device/Reduce.h
-# The pack loop of transform(): from its `for` to the scalar tail's `for`.
+# The pack loop of transform(): from its `for` to the end of the function
+# (the scalar head and tail come before it).
 lineof() {
   local n
   n=$(grep -nF -- "$1" "$kernel_src" | head -1 | cut -d: -f1)
@@ -112,7 +113,8 @@ lineof() {
   echo "$n"
 }
 loop_first=$(lineof 'for (uint32_t first = tid; first < packs; first += nthreads * Unroll)')
-loop_last=$(($(lineof 'for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)') - 1))
+loop_last=$(awk -v from="$loop_first" 'NR > from && /^}/ { print NR - 1; exit }' "$kernel_src")
+[ -n "$loop_last" ] || { echo "cuda-resources: the end of transform() not found in device/Reduce.h" >&2; exit 2; }
 line_ld=$(lineof 'acc[u] = inPacks(0)[idx];')
 line_ld_red=$(lineof 'P v = inPacks(k)[idx];')
 line_st=$(lineof 'outPacks(j)[idx] = acc[u];')

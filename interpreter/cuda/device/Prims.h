@@ -78,12 +78,22 @@ public:
     }
   }
 
+  /// Where the block is, for the watchdog's report and the timeline: two
+  /// registers. The timeline's record (traceStep) is on the steps' slow
+  /// path (StepSemantics.h: TracesSteps), so that a launch without one
+  /// pays no branch for it.
   __device__ void at(uint64_t it, int32_t index, const PlanStep &step) {
     iteration = it;
     stepIndex = index;
     ptx::noteStep(static_cast<uint32_t>(P), static_cast<uint32_t>(step.type));
-    if (tracing)
-      timeline::step(*control, block(), it, stepIndex);
+  }
+
+  __device__ bool tracingSteps() const { return tracing; }
+  /// Thread 0 of a launch that records: the step at() named starts, and
+  /// the previous one ends; `elems`: what its chunks move (stepElems).
+  __device__ void traceStep(uint64_t elems) {
+    timeline::step(*control, block(), iteration, stepIndex);
+    timeline::elems(*control, block(), elems);
   }
 
   /// At the end of the launch: closes the timeline's open step.
@@ -144,17 +154,17 @@ public:
   /// A copy onto itself (a program valid in both modes whose first copy is
   /// from input to output, run in place) moves nothing, as on the host.
   __device__ void copy(const T *src, T *dst, uint64_t n) {
-    traceElems(n);
-    if (src != dst)
-      transform<T, 1, 1>(&src, 1, &dst, sliceCount(n), tid, nthreads, OpSum<T>{});
+    // A select, not a branch: no elements where the copy is onto itself.
+    transform<T, 1, 1>(&src, 1, &dst, src != dst ? sliceCount(n) : 0u, tid, nthreads,
+                       OpSum<T>{});
     __syncthreads();
   }
 
   /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)), as the host computes it.
   __device__ void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
-    traceElems(n);
     const T *in[MaxReduceSources + 1];
     in[0] = dst;
+#pragma unroll 1 // unrolled, its remainder was computed on every step's path
     for (int r = 0; r < nsrc; ++r)
       in[r + 1] = srcs[r];
     withOp<T>(p.op, [&](auto op) {
@@ -376,7 +386,6 @@ private:
   /// local src (Src), store to the local dst (Dst), send on (Send).
   template <bool Recv, bool Src, bool Dst, bool Send>
   __device__ bool move(const T *src, T *dst, uint64_t n) {
-    traceElems(n);
     // Thread 0 waits for what guards the whole slot: for Simple the receive
     // slot's data (LL and LL128 data carry flags), and a free send slot. In
     // the host backend's order — the received data first (for LL and LL128
@@ -520,11 +529,6 @@ private:
   /// The step the block is at (the loop's index: a pointer difference
   /// would divide by sizeof(PlanStep) at every step).
   int32_t stepIndex = 0;
-
-  __device__ void traceElems(uint64_t n) {
-    if (tracing)
-      timeline::elems(*control, block(), n);
-  }
 };
 
 

@@ -74,20 +74,38 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
   };
   const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(out[0]) % 16);
   bool aligned = true;
-  for (int k = 0; k < nin; ++k)
-    aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
+  if constexpr (NIn > 0) {
+#pragma unroll
+    for (int k = 0; k < NIn; ++k)
+      aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
+  } else {
+    // A reduction's run-time count of sources: rolled, since unrolled its
+    // remainder was computed on every step's path (a copy's too).
+#pragma unroll 1
+    for (int k = 0; k < nin; ++k)
+      aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
+  }
   for (int j = 1; j < NOut; ++j)
     aligned &= reinterpret_cast<uintptr_t>(out[j]) % 16 == mis;
-  const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
-  const uint32_t head = aligned ? (n < toAlign ? n : toAlign) : n;
-  for (uint32_t i = tid; i < head; i += nthreads)
-    scalar(i);
-  if (!aligned)
-    return;
-
   constexpr int E = 16 / sizeof(T);
-  constexpr int Unroll = NIn == 1 ? 4 : sizeof(T) >= 4 ? 2 : 1;
+  const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
+  // Unaligned: all of it scalar, as the head, and no packs.
+  const uint32_t head = aligned ? (n < toAlign ? n : toAlign) : n;
   const uint32_t packs = (n - head) / E;
+  const uint32_t body = head + packs * E;
+  // The scalar head and tail, behind one test: where the operands are
+  // aligned and the elements whole packs (a step's usual slice), the step
+  // pays one branch for both, where each loop's own test cost one
+  // (docs/CUDA.md, "Step paths"). Each thread's elements are its own, so
+  // their order does not matter.
+  if (head != 0 || body != n) {
+    for (uint32_t i = tid; i < head; i += nthreads)
+      scalar(i);
+    for (uint32_t i = body + tid; i < n; i += nthreads)
+      scalar(i);
+  }
+
+  constexpr int Unroll = NIn == 1 ? 4 : sizeof(T) >= 4 ? 2 : 1;
   using P = Pack<T>;
   // The packs of each operand, from its first aligned element.
   auto inPacks = [&](int k) { return reinterpret_cast<const P *>(in[k] + head); };
@@ -120,8 +138,6 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
           outPacks(j)[idx] = acc[u];
     }
   }
-  for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)
-    scalar(i);
 }
 
 /// Combines a line's worth of elements: v holds what was received (if

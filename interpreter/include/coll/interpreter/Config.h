@@ -24,6 +24,15 @@
 #define COLL_DEVICE_CODE 0
 #endif
 
+/// Before a loop that the device compiler should not unroll: one whose
+/// unrolled remainder it computes ahead of every use, on the path of steps
+/// that never run the loop (StepSemantics.h).
+#if defined(__CUDA_ARCH__)
+#define COLL_NO_UNROLL _Pragma("unroll 1")
+#else
+#define COLL_NO_UNROLL
+#endif
+
 /// 1 in code compiled for the CPU emulation of the CUDA backend (the CUDA
 /// runtime calls of emu/Runtime.h, the kernels on the SIMT launcher).
 #ifndef COLL_CUDA_EMULATION

@@ -42,6 +42,13 @@
 // (The peer, signal pair and ordinal are in Plan::stepPeers, which the
 // backend finds from the step.)
 //
+// A backend whose at() does not record its timeline supplies the record
+// apart (TracesSteps: the device's, whose steps then test once for all that
+// a plain step skips):
+//
+//   bool tracingSteps() const;
+//   void traceStep(uint64_t elems);
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_STEPSEMANTICS_H
@@ -59,6 +66,55 @@ namespace coll::interp {
 template <class P, class = void> struct HasDirectSteps : std::false_type {};
 template <class P>
 struct HasDirectSteps<P, std::void_t<decltype(&P::signal)>> : std::true_type {};
+
+/// Whether a backend's Prims record a step in a timeline apart from at():
+/// the device's, whose at() only notes where the block is. They have
+///   bool tracingSteps() const;    // this thread records a timeline
+///   void traceStep(uint64_t elems); // a step starts, of `elems` elements
+/// and the loop calls traceStep on the steps' slow path (runThreadBlock).
+template <class P, class = void> struct TracesSteps : std::false_type {};
+template <class P>
+struct TracesSteps<P, std::void_t<decltype(&P::traceStep)>> : std::true_type {};
+
+// StepTypes.def's order, which the kind tests below count on: the FIFO
+// kinds, then copy and reduce, nop, and the direct kinds last.
+static_assert(static_cast<int>(StepKind::Copy) == 6 && static_cast<int>(StepKind::Reduce) == 7 &&
+                  static_cast<int>(StepKind::Nop) == 8 && static_cast<int>(StepKind::Put) == 9 &&
+                  static_cast<int>(StepKind::Get) == 10 &&
+                  static_cast<int>(StepKind::GetReduce) == 11 &&
+                  static_cast<int>(StepKind::Signal) == 12 &&
+                  static_cast<int>(StepKind::Wait) == 13,
+              "the step kind tests of StepSemantics.h follow StepTypes.def's order");
+
+/// put, get, getre, signal, wait: what a step does before its data that
+/// only direct steps do.
+COLL_HOST_DEVICE COLL_INLINE constexpr bool isDirectKind(StepKind k) {
+  return k >= StepKind::Put;
+}
+/// The kinds whose chunks move within the tb's reach without a FIFO: copy,
+/// reduce, put, get, getre.
+COLL_HOST_DEVICE COLL_INLINE constexpr bool isLocalKind(StepKind k) {
+  return (1u << static_cast<unsigned>(k)) & 0xEC0u;
+}
+/// Of those, the reductions: reduce, getre.
+COLL_HOST_DEVICE COLL_INLINE constexpr bool isReduceKind(StepKind k) {
+  return (1u << static_cast<unsigned>(k)) & 0x880u;
+}
+
+/// The elements a step moves in iteration `lo / sliceElems` (what its
+/// chunks' prims count): a timeline's record of the step.
+COLL_HOST_DEVICE inline uint64_t stepElems(const PlanStep &step, const CallSlice *slices,
+                                           int32_t sliceBase, uint64_t lo,
+                                           uint64_t sliceElems) {
+  uint64_t total = 0;
+  for (int32_t c = 0; c < step.count; ++c) {
+    const uint64_t nelem =
+        slices[static_cast<uint32_t>(step.sliceBegin - sliceBase + c * step.nsrc)].nelem;
+    if (nelem > lo)
+      total += nelem - lo < sliceElems ? nelem - lo : sliceElems;
+  }
+  return total;
+}
 
 /// One rank's buffers for one call, in elements of T. In-place calls pass
 /// aliasing pointers (ir::inPlaceOffsets).
@@ -95,26 +151,38 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
     for (int32_t i = 0; i < nSteps; ++i) {
       std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = steps[i];
       prims.at(it, i, step);
-      if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
-        return false;
-      if constexpr (HasDirectSteps<Prims>::value) {
-        if (step.type == StepKind::Signal)
-          prims.signal(step);
-        else if (step.type == StepKind::Wait && !prims.waitSignal(step, it))
-          return false;
-      }
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
-      // Direct steps: one operand is the peer's buffer of this call, at the
-      // same slice offsets; the data moves as a copy or reduction does, so
-      // that they add no code of their own to the chunk loop.
-      if constexpr (HasDirectSteps<Prims>::value) {
-        const bool put = step.type == StepKind::Put;
-        if (put || step.type == StepKind::Get || step.type == StepKind::GetReduce) {
-          T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf, 0);
-          if (!peer)
-            return false; // the backend reported why (a peer's window not found)
-          (put ? dst : src) = peer;
+      // What only some steps do before their data, behind one test, so
+      // that a step that waits for nothing pays one branch for all of it
+      // (on the device each test costs a step's path ~20 cycles: the
+      // predicate's latency to its branch, docs/CUDA.md "Step paths").
+      bool slow = step.depTb >= 0;
+      if constexpr (HasDirectSteps<Prims>::value)
+        slow |= isDirectKind(step.type);
+      if constexpr (TracesSteps<Prims>::value)
+        slow |= prims.tracingSteps();
+      if (slow) {
+        if constexpr (TracesSteps<Prims>::value)
+          if (prims.tracingSteps())
+            prims.traceStep(stepElems(step, slices, sliceBase, lo, sliceElems));
+        if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
+          return false;
+        if constexpr (HasDirectSteps<Prims>::value) {
+          if (step.type == StepKind::Signal)
+            prims.signal(step);
+          else if (step.type == StepKind::Wait && !prims.waitSignal(step, it))
+            return false;
+          // Direct steps: one operand is the peer's buffer of this call, at
+          // the same slice offsets; the data moves as a copy or reduction
+          // does, so that they add no code of their own to the chunk loop.
+          const bool put = step.type == StepKind::Put;
+          if (put || step.type == StepKind::Get || step.type == StepKind::GetReduce) {
+            T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf, 0);
+            if (!peer)
+              return false; // the backend reported why (a peer's window not found)
+            (put ? dst : src) = peer;
+          }
         }
       }
       for (int32_t c = 0; c < step.count; ++c) {
@@ -128,34 +196,37 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         T *s = src + slice->src + lo;
         T *d = dst + slice->dst + lo;
         bool ok = true;
-        switch (step.type) {
-        case StepKind::Send: ok = prims.send(s, n); break;
-        case StepKind::Recv: ok = prims.recv(d, n); break;
-        case StepKind::RecvCopySend: ok = prims.recvCopySend(d, n); break;
-        case StepKind::RecvReduceSend: ok = prims.recvReduceSend(s, n); break;
-        case StepKind::RecvReduceCopy: ok = prims.recvReduceCopy(s, d, n); break;
-        case StepKind::RecvReduceCopySend: ok = prims.recvReduceCopySend(s, d, n); break;
-        case StepKind::Put:
-        case StepKind::Get:
-        case StepKind::Copy: prims.copy(s, d, n); break;
-        case StepKind::GetReduce:
-        case StepKind::Reduce: {
-          const T *srcs[MaxReduceSources];
-          for (int r = 0; r < step.nsrc; ++r) {
-            const T *base = src;
-            // A fused getre: source r lies in its own peer's buffer.
-            if constexpr (HasDirectSteps<Prims>::value)
-              if (r > 0 && step.type == StepKind::GetReduce &&
-                  !(base = prims.peerBase(step, step.srcBuf, r)))
-                return false;
-            srcs[r] = base + slice[r].src + lo;
+        // The local kinds first, in one test: a copy reaches its data
+        // after two branches, where a switch over every kind took three.
+        if (isLocalKind(step.type)) {
+          if (!isReduceKind(step.type)) {
+            prims.copy(s, d, n);
+          } else {
+            const T *srcs[MaxReduceSources];
+            // Rolled: unrolled, its remainder's arithmetic was hoisted
+            // onto every step's path, copies' too.
+            COLL_NO_UNROLL
+            for (int r = 0; r < step.nsrc; ++r) {
+              const T *base = src;
+              // A fused getre: source r lies in its own peer's buffer.
+              if constexpr (HasDirectSteps<Prims>::value)
+                if (r > 0 && step.type == StepKind::GetReduce &&
+                    !(base = prims.peerBase(step, step.srcBuf, r)))
+                  return false;
+              srcs[r] = base + slice[r].src + lo;
+            }
+            prims.reduce(d, srcs, step.nsrc, n);
           }
-          prims.reduce(d, srcs, step.nsrc, n);
-          break;
-        }
-        case StepKind::Nop: break;
-        case StepKind::Signal: // count 0: no chunks
-        case StepKind::Wait: break;
+        } else {
+          switch (step.type) {
+          case StepKind::Send: ok = prims.send(s, n); break;
+          case StepKind::Recv: ok = prims.recv(d, n); break;
+          case StepKind::RecvCopySend: ok = prims.recvCopySend(d, n); break;
+          case StepKind::RecvReduceSend: ok = prims.recvReduceSend(s, n); break;
+          case StepKind::RecvReduceCopy: ok = prims.recvReduceCopy(s, d, n); break;
+          case StepKind::RecvReduceCopySend: ok = prims.recvReduceCopySend(s, d, n); break;
+          default: break; // nop, signal, wait: count 0, no chunks
+          }
         }
         if (!ok)
           return false;
