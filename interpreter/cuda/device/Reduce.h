@@ -72,36 +72,48 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
     for (int j = 0; j < NOut; ++j)
       out[j][i] = acc;
   };
-  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(out[0]) % 16);
-  bool aligned = true;
-  if constexpr (NIn > 0) {
+  // f(address) for every input: unrolled for a count known at compile
+  // time; rolled for a reduction's run-time count, since unrolled its
+  // remainder was computed on every step's path (a copy's too).
+  auto eachIn = [&](auto &&f) {
+    if constexpr (NIn > 0) {
 #pragma unroll
-    for (int k = 0; k < NIn; ++k)
-      aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
-  } else {
-    // A reduction's run-time count of sources: rolled, since unrolled its
-    // remainder was computed on every step's path (a copy's too).
+      for (int k = 0; k < NIn; ++k)
+        f(reinterpret_cast<uintptr_t>(in[k]));
+    } else {
 #pragma unroll 1
-    for (int k = 0; k < nin; ++k)
-      aligned &= reinterpret_cast<uintptr_t>(in[k]) % 16 == mis;
-  }
-  for (int j = 1; j < NOut; ++j)
-    aligned &= reinterpret_cast<uintptr_t>(out[j]) % 16 == mis;
+      for (int k = 0; k < nin; ++k)
+        f(reinterpret_cast<uintptr_t>(in[k]));
+    }
+  };
   constexpr int E = 16 / sizeof(T);
-  const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
-  // Unaligned: all of it scalar, as the head, and no packs.
-  const uint32_t head = aligned ? (n < toAlign ? n : toAlign) : n;
-  const uint32_t packs = (n - head) / E;
-  const uint32_t body = head + packs * E;
-  // The scalar head and tail, behind one test: where the operands are
-  // aligned and the elements whole packs (a step's usual slice), the step
-  // pays one branch for both, where each loop's own test cost one
-  // (docs/CUDA.md, "Step paths"). Each thread's elements are its own, so
-  // their order does not matter.
-  if (head != 0 || body != n) {
+  // A step's usual slice: every operand 16-byte aligned and the elements
+  // whole packs, so no scalar head or tail. One test says so; only when it
+  // fails are the head and tail worked out and run (docs/CUDA.md, "Step
+  // paths": each test costs a step's path ~20 cycles).
+  uintptr_t any = n % E;
+  eachIn([&](uintptr_t a) { any |= a % 16; });
+#pragma unroll
+  for (int j = 0; j < NOut; ++j)
+    any |= reinterpret_cast<uintptr_t>(out[j]) % 16;
+  uint32_t head = 0, packs = n / E;
+  if (any != 0) {
+    // Aligned when every operand is as far from a 16-byte boundary as the
+    // first output: a scalar head reaches it. Unaligned: all of it scalar,
+    // as the head, and no packs. Each thread's elements are its own, so
+    // the order of head, tail and packs does not matter.
+    const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(out[0]) % 16);
+    bool aligned = true;
+    eachIn([&](uintptr_t a) { aligned &= a % 16 == mis; });
+#pragma unroll
+    for (int j = 1; j < NOut; ++j)
+      aligned &= reinterpret_cast<uintptr_t>(out[j]) % 16 == mis;
+    const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
+    head = aligned ? (n < toAlign ? n : toAlign) : n;
+    packs = (n - head) / E;
     for (uint32_t i = tid; i < head; i += nthreads)
       scalar(i);
-    for (uint32_t i = body + tid; i < n; i += nthreads)
+    for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)
       scalar(i);
   }
 

@@ -157,7 +157,9 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       // that a step that waits for nothing pays one branch for all of it
       // (on the device each test costs a step's path ~20 cycles: the
       // predicate's latency to its branch, docs/CUDA.md "Step paths").
-      bool slow = step.depTb >= 0;
+      // A step with no chunks (nop, signal, wait) is one too, so that the
+      // chunk loop below needs no test before its first chunk.
+      bool slow = (step.depTb >= 0) | (step.count <= 0);
       if constexpr (HasDirectSteps<Prims>::value)
         slow |= isDirectKind(step.type);
       if constexpr (TracesSteps<Prims>::value)
@@ -184,8 +186,14 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
             (put ? dst : src) = peer;
           }
         }
+        if (step.count <= 0) {
+          if (step.hasDep)
+            prims.publish(it, step.irStep);
+          continue;
+        }
       }
-      for (int32_t c = 0; c < step.count; ++c) {
+      int32_t c = 0;
+      do {
         // Non-negative and below the tb's slice count: unsigned 32-bit, so
         // that the device forms the address in one multiply-add.
         const CallSlice *slice =
@@ -230,7 +238,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         }
         if (!ok)
           return false;
-      }
+      } while (++c < step.count);
       if (step.hasDep)
         prims.publish(it, step.irStep);
     }
