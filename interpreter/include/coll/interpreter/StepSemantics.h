@@ -101,6 +101,22 @@ COLL_HOST_DEVICE COLL_INLINE constexpr bool isReduceKind(StepKind k) {
   return (1u << static_cast<unsigned>(k)) & 0x880u;
 }
 
+/// The slice of chunk `c` of a step (its first source's, for a fused
+/// reduction). Non-negative and below the tb's slice count: unsigned
+/// 32-bit, so that the device forms the address in one multiply-add.
+COLL_HOST_DEVICE COLL_INLINE const CallSlice *chunkSlice(const PlanStep &step,
+                                                         const CallSlice *slices,
+                                                         int32_t sliceBase, int32_t c) {
+  return slices + static_cast<uint32_t>(step.sliceBegin - sliceBase + c * step.nsrc);
+}
+
+/// What iteration `lo / sliceElems` moves of a chunk of `nelem` elements,
+/// which has more than `lo`.
+COLL_HOST_DEVICE COLL_INLINE uint64_t chunkShare(uint64_t nelem, uint64_t lo,
+                                                 uint64_t sliceElems) {
+  return nelem - lo < sliceElems ? nelem - lo : sliceElems;
+}
+
 /// The elements a step moves in iteration `lo / sliceElems` (what its
 /// chunks' prims count): a timeline's record of the step.
 COLL_HOST_DEVICE inline uint64_t stepElems(const PlanStep &step, const CallSlice *slices,
@@ -108,10 +124,9 @@ COLL_HOST_DEVICE inline uint64_t stepElems(const PlanStep &step, const CallSlice
                                            uint64_t sliceElems) {
   uint64_t total = 0;
   for (int32_t c = 0; c < step.count; ++c) {
-    const uint64_t nelem =
-        slices[static_cast<uint32_t>(step.sliceBegin - sliceBase + c * step.nsrc)].nelem;
+    const uint64_t nelem = chunkSlice(step, slices, sliceBase, c)->nelem;
     if (nelem > lo)
-      total += nelem - lo < sliceElems ? nelem - lo : sliceElems;
+      total += chunkShare(nelem, lo, sliceElems);
   }
   return total;
 }
@@ -194,13 +209,10 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       }
       int32_t c = 0;
       do {
-        // Non-negative and below the tb's slice count: unsigned 32-bit, so
-        // that the device forms the address in one multiply-add.
-        const CallSlice *slice =
-            slices + static_cast<uint32_t>(step.sliceBegin - sliceBase + c * step.nsrc);
+        const CallSlice *slice = chunkSlice(step, slices, sliceBase, c);
         if (slice->nelem <= lo)
           continue;
-        uint64_t n = slice->nelem - lo < sliceElems ? slice->nelem - lo : sliceElems;
+        uint64_t n = chunkShare(slice->nelem, lo, sliceElems);
         T *s = src + slice->src + lo;
         T *d = dst + slice->dst + lo;
         bool ok = true;
