@@ -207,15 +207,22 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           continue;
         }
       }
+      // After the chunk: whether more follow or the step publishes. Known
+      // now, so that a step of one chunk that publishes nothing ends with
+      // one test.
+      const bool tail = (step.count != 1) | (step.hasDep != 0);
       int32_t c = 0;
-      do {
+      for (;;) {
         const CallSlice *slice = chunkSlice(step, slices, sliceBase, c);
-        if (slice->nelem <= lo)
-          continue;
-        uint64_t n = chunkShare(slice->nelem, lo, sliceElems);
-        T *s = src + slice->src + lo;
-        T *d = dst + slice->dst + lo;
-        bool ok = true;
+        // A chunk shorter than this iteration's start moves nothing. A local
+        // kind then moves 0 elements (a select, and all of the slice's
+        // fields load at once, where a branch on the size came between
+        // them); a FIFO kind skips the chunk, as its peer does.
+        const bool moves = slice->nelem > lo;
+        const uint64_t n = moves ? chunkShare(slice->nelem, lo, sliceElems) : 0;
+        const uint64_t at = moves ? lo : 0;
+        T *s = src + slice->src + at;
+        T *d = dst + slice->dst + at;
         // The local kinds first, in one test: a copy reaches its data
         // after two branches, where a switch over every kind took three.
         if (isLocalKind(step.type)) {
@@ -233,11 +240,12 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
                 if (r > 0 && step.type == StepKind::GetReduce &&
                     !(base = prims.peerBase(step, step.srcBuf, r)))
                   return false;
-              srcs[r] = base + slice[r].src + lo;
+              srcs[r] = base + slice[r].src + at;
             }
             prims.reduce(d, srcs, step.nsrc, n);
           }
-        } else {
+        } else if (moves) {
+          bool ok = true;
           switch (step.type) {
           case StepKind::Send: ok = prims.send(s, n); break;
           case StepKind::Recv: ok = prims.recv(d, n); break;
@@ -247,12 +255,17 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           case StepKind::RecvReduceCopySend: ok = prims.recvReduceCopySend(s, d, n); break;
           default: break; // nop, signal, wait: count 0, no chunks
           }
+          if (!ok)
+            return false;
         }
-        if (!ok)
-          return false;
-      } while (++c < step.count);
-      if (step.hasDep)
-        prims.publish(it, step.irStep);
+        if (!tail)
+          break;
+        if (++c < step.count)
+          continue;
+        if (step.hasDep)
+          prims.publish(it, step.irStep);
+        break;
+      }
     }
   }
   return true;
