@@ -217,7 +217,8 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         // A chunk shorter than this iteration's start moves nothing. A local
         // kind then moves 0 elements (a select, and all of the slice's
         // fields load at once, where a branch on the size came between
-        // them); a FIFO kind skips the chunk, as its peer does.
+        // them); a FIFO kind skips the chunk, as its peer does. Such a
+        // chunk's operands start at the chunk itself (`at` 0), not past it.
         const bool moves = slice->nelem > lo;
         const uint64_t n = moves ? chunkShare(slice->nelem, lo, sliceElems) : 0;
         const uint64_t at = moves ? lo : 0;
