@@ -302,7 +302,7 @@ public:
                      copyBack(t, c);
                    }
                  },
-                 [&] { return fallback_->allreduce(tensors, opts); });
+                 [&](c10d::Backend &fb) { return fb.allreduce(tensors, opts); });
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor> &tensors,
@@ -326,7 +326,7 @@ public:
                      copyBack(t, c);
                    }
                  },
-                 [&] { return fallback_->broadcast(tensors, opts); });
+                 [&](c10d::Backend &fb) { return fb.broadcast(tensors, opts); });
   }
 
   WorkPtr reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override {
@@ -342,7 +342,7 @@ public:
                      copyBack(t, c);
                    }
                  },
-                 [&] { return fallback_->reduce(tensors, opts); });
+                 [&](c10d::Backend &fb) { return fb.reduce(tensors, opts); });
   }
 
   WorkPtr _allgather_base(at::Tensor &output, at::Tensor &input,
@@ -359,7 +359,7 @@ public:
                                       handle(i)));
                    copyBack(output, o);
                  },
-                 [&] { return fallback_->_allgather_base(output, input, opts); });
+                 [&](c10d::Backend &fb) { return fb._allgather_base(output, input, opts); });
   }
 
   WorkPtr allgather(std::vector<std::vector<at::Tensor>> &outputLists,
@@ -395,7 +395,7 @@ public:
                    for (int r = 0; r < getSize(); ++r)
                      outs[r].copy_(flat.narrow(0, r * k, k).view_as(outs[r]));
                  },
-                 [&] { return fallback_->allgather(outputLists, inputs, opts); });
+                 [&](c10d::Backend &fb) { return fb.allgather(outputLists, inputs, opts); });
   }
 
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
@@ -420,7 +420,7 @@ public:
                                           comm_, handle(i)));
                    copyBack(output, o);
                  },
-                 [&] { return fallback_->_reduce_scatter_base(output, input, opts); });
+                 [&](c10d::Backend &fb) { return fb._reduce_scatter_base(output, input, opts); });
   }
 
   WorkPtr reduce_scatter(std::vector<at::Tensor> &outputs,
@@ -456,7 +456,7 @@ public:
                                           comm_, handle(o)));
                    copyBack(out, o);
                  },
-                 [&] { return fallback_->reduce_scatter(outputs, inputLists, opts); });
+                 [&](c10d::Backend &fb) { return fb.reduce_scatter(outputs, inputLists, opts); });
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
@@ -491,9 +491,8 @@ public:
                                      handle(i)));
                    copyBack(output, o);
                  },
-                 [&] {
-                   return fallback_->alltoall_base(output, input, outputSplits, inputSplits,
-                                                   opts);
+                 [&](c10d::Backend &fb) {
+                   return fb.alltoall_base(output, input, outputSplits, inputSplits, opts);
                  });
   }
 
@@ -519,7 +518,7 @@ public:
                    for (size_t r = 0; r < outputs.size(); ++r)
                      outputs[r].copy_(out.narrow(0, r * k, k).view_as(outputs[r]));
                  },
-                 [&] { return fallback_->alltoall(outputs, inputs, opts); });
+                 [&](c10d::Backend &fb) { return fb.alltoall(outputs, inputs, opts); });
   }
 
   WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputLists,
@@ -548,7 +547,7 @@ public:
                        outs[r].copy_(flat.narrow(0, r * k, k).view_as(outs[r]));
                    }
                  },
-                 [&] { return fallback_->gather(outputLists, inputs, opts); });
+                 [&](c10d::Backend &fb) { return fb.gather(outputLists, inputs, opts); });
   }
 
   WorkPtr scatter(std::vector<at::Tensor> &outputs,
@@ -577,7 +576,7 @@ public:
                                     d.dtype, root, comm_, handle(o)));
                    copyBack(out, o);
                  },
-                 [&] { return fallback_->scatter(outputs, inputLists, opts); });
+                 [&](c10d::Backend &fb) { return fb.scatter(outputs, inputLists, opts); });
   }
 
   WorkPtr barrier(const c10d::BarrierOptions &) override {
@@ -604,7 +603,7 @@ public:
                    at::Tensor c = tensors[0].contiguous();
                    call(collSend(c.data_ptr(), c.numel(), d.dtype, dst, comm_, nullptr));
                  },
-                 [&] { return fallback_->send(tensors, dst, tag); });
+                 [&](c10d::Backend &fb) { return fb.send(tensors, dst, tag); });
   }
 
   WorkPtr recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
@@ -615,19 +614,43 @@ public:
                    call(collRecv(c.data_ptr(), c.numel(), d.dtype, src, comm_, nullptr));
                    copyBack(tensors[0], c);
                  },
-                 [&] { return fallback_->recv(tensors, src, tag); });
+                 [&](c10d::Backend &fb) { return fb.recv(tensors, src, tag); });
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override {
     Decision d;
     d.unsupported = "Coll matches by peer";
     return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, d, tensors, tensors,
-                 [] {}, [&] { return fallback_->recvAnysource(tensors, tag); });
+                 [] {}, [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
   }
 
   // -- lifetime ------------------------------------------------------------
 
-  void shutdown() override { destroy(); }
+  /// destroy_process_group: the communicator goes, and so does the backend
+  /// underneath, once its calls are done, so that no thread of it is left at
+  /// work when the interpreter ends (a gloo worker that drops a tensor then
+  /// needs the GIL, and a thread that asks for it while Python finalizes is
+  /// ended in the middle of C++ code: std::terminate). Calls after it fail.
+  void shutdown() override {
+    // Its threads may need the GIL to finish; the caller may hold it.
+    std::optional<pybind11::gil_scoped_release> nogil;
+    if (Py_IsInitialized() && PyGILState_Check())
+      nogil.emplace();
+    {
+      std::lock_guard<std::mutex> lock(fallbackMutex_);
+      shutDown_ = true;
+    }
+    drainFallback();
+    destroy();
+    BackendPtr fallback;
+    {
+      std::lock_guard<std::mutex> lock(fallbackMutex_);
+      fallback = std::move(fallback_);
+    }
+    if (fallback)
+      fallback->shutdown();
+    // Where this was the last reference, its threads are joined here.
+  }
 
   void abort() override {
     std::lock_guard<std::mutex> lock(commMutex_);
@@ -787,6 +810,19 @@ private:
         std::nullopt);
   }
 
+  /// The Work of a call after shutdown(): it fails with that reason.
+  WorkPtr shutDownWork(c10d::OpType type) {
+    {
+      std::lock_guard<std::mutex> lock(fallbackMutex_);
+      if (!shutDown_)
+        return {};
+    }
+    return c10::make_intrusive<CollWork>(
+        getRank(), type, std::vector<at::Tensor>(),
+        backendError("coll: the process group was shut down (destroy_process_group)"),
+        std::nullopt);
+  }
+
   /// Waits for the calls handed to the backend underneath, so that a Coll
   /// call starts after them as the group's calls were issued.
   void drainFallback() {
@@ -811,10 +847,19 @@ private:
                 const Decision &d, std::vector<at::Tensor> outputs,
                 const std::vector<at::Tensor> &tensors, ViaColl &&viaColl,
                 ViaFallback &&viaFallback) {
+    if (auto closed = shutDownWork(type))
+      return closed;
     if (auto broken = brokenWork(type))
       return broken;
     auto handDown = [&] {
-      WorkPtr work = viaFallback();
+      BackendPtr fallback;
+      {
+        std::lock_guard<std::mutex> lock(fallbackMutex_);
+        fallback = fallback_;
+      }
+      if (!fallback)
+        return shutDownWork(type);
+      WorkPtr work = viaFallback(*fallback);
       std::lock_guard<std::mutex> lock(pendingMutex_);
       std::erase_if(pending_, [](const WorkPtr &w) { return w->isCompleted(); });
       pending_.push_back(work);
@@ -916,7 +961,9 @@ private:
 
   collComm_t comm_;
   std::mutex commMutex_;
-  BackendPtr fallback_;
+  std::mutex fallbackMutex_;
+  bool shutDown_ = false;
+  BackendPtr fallback_; ///< null after shutdown()
   std::string fallbackName_;
   bool info_;
   std::mutex saidMutex_;

@@ -174,6 +174,7 @@ class CollProcessGroup(dist.ProcessGroup):
         self._said_lock = threading.Lock()
         self._queue = queue.Queue()
         self._broken = None
+        self._shut_down = False
         self._worker = threading.Thread(target=self._run, name=f"coll-pg-{rank}", daemon=True)
         self._worker.start()
 
@@ -228,6 +229,10 @@ class CollProcessGroup(dist.ProcessGroup):
         cuda = next((t for t in tensors if t.is_cuda), None)
         stream = torch.cuda.current_stream(cuda.device) if cuda is not None else None
         work = _Work(result)
+        if self._shut_down:
+            work._finish(RuntimeError("coll: the process group was shut down "
+                                      "(destroy_process_group)"))
+            return work
         self._queue.put((fn, work, stream))
         return work
 
@@ -619,9 +624,13 @@ class CollProcessGroup(dist.ProcessGroup):
         return joined
 
     def shutdown(self):
+        # The backend underneath goes too, once the worker has run its calls:
+        # no thread of it is then at work when the interpreter ends.
+        self._shut_down = True
         self._queue.put(None)
         self._worker.join()
         self._comm.destroy()
+        self._fallback = None
 
     def abort(self):
         self._comm.abort()

@@ -15,6 +15,8 @@ checked against the closed form; an async call issued on a side stream;
 the ddp training on the GPU. Prints "rank R: ok N checks".
 """
 
+import gc
+import glob
 import os
 import sys
 
@@ -271,7 +273,44 @@ def tuning():
               torch.full((count,), float(n * (n - 1) / 2)))
 
 
+def threads_named(prefixes):
+    """The names of this process's threads that start with one of `prefixes`."""
+    names = []
+    for task in glob.glob("/proc/self/task/*/comm"):
+        try:
+            with open(task) as f:
+                name = f.read().strip()
+        except OSError:  # the thread ended
+            continue
+        if name.startswith(prefixes):
+            names.append(name)
+    return names
+
+
 for mode in modes:
     {"collectives": collectives, "ddp": ddp, "tuning": tuning, "cuda": cuda}[mode]()
+try:
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+except RuntimeError:  # the Python backend is the group itself
+    backend = dist.group.WORLD
 dist.destroy_process_group()
+# A call that reaches coll's backend after destroy_process_group fails, and
+# says why.
+try:
+    backend.allreduce([torch.ones(4)]).wait()
+    print(f"rank {rank}: FAIL a call after destroy_process_group succeeded", flush=True)
+    sys.exit(1)
+except RuntimeError as e:
+    check("a call after destroy_process_group fails",
+          torch.tensor("shut down" in str(e)), torch.tensor(True))
+# destroy_process_group ended the gloo backend underneath coll's, and with
+# torch's own gloo group (this test's `gloo`, which the ddp objects of ddp()
+# refer to in cycles) let go too, no gloo thread is left: none can be at work
+# when the interpreter finalizes (a gloo worker that then drops a tensor asks
+# for the GIL and is ended inside C++ code: std::terminate).
+del backend, gloo
+gc.collect()
+left = threads_named(("gloo", "pt_gloo"))
+check(f"gloo threads after destroy_process_group: {left}", torch.tensor(len(left)),
+      torch.tensor(0))
 print(f"rank {rank}: ok {checks} checks", flush=True)
