@@ -163,8 +163,14 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
                                      uint64_t sliceElems) {
   for (uint64_t it = 0; it < iterations; ++it) {
     const uint64_t lo = it * sliceElems;
-    for (int32_t i = 0; i < nSteps; ++i) {
-      std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = steps[i];
+    // The step through a pointer of its own, one add per step: indexed, the
+    // device's address of steps[i] was the shared window's base times i,
+    // and ptxas made the base again on every step (a special register's
+    // read and two dependent adds before the step's first load, docs/CUDA.md
+    // "Step paths").
+    const PlanStep *next = steps;
+    for (int32_t i = 0; i < nSteps; ++i, ++next) {
+      std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = *next;
       prims.at(it, i, step);
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
