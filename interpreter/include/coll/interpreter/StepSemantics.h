@@ -164,10 +164,10 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
   for (uint64_t it = 0; it < iterations; ++it) {
     const uint64_t lo = it * sliceElems;
     // The step through a pointer of its own, one add per step: indexed, the
-    // device's address of steps[i] was the shared window's base times i,
+    // device's address of steps[i] was the shared window's base plus 28 i,
     // and ptxas made the base again on every step (a special register's
-    // read and two dependent adds before the step's first load, docs/CUDA.md
-    // "Step paths").
+    // read and two dependent instructions before the step's first load,
+    // docs/CUDA.md "Step paths").
     const PlanStep *next = steps;
     for (int32_t i = 0; i < nSteps; ++i, ++next) {
       std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = *next;
