@@ -629,8 +629,8 @@ public:
   /// destroy_process_group: the communicator goes, and so does the backend
   /// underneath, once its calls are done, so that no thread of it is left at
   /// work when the interpreter ends (a gloo worker that drops a tensor then
-  /// needs the GIL, and a thread that asks for it while Python finalizes is
-  /// ended in the middle of C++ code: std::terminate). Calls after it fail.
+  /// may need the GIL, and a thread that asks for it while Python finalizes
+  /// is ended in the middle of C++ code: std::terminate). Calls after it fail.
   void shutdown() override {
     // Its threads may need the GIL to finish; the caller may hold it.
     std::optional<pybind11::gil_scoped_release> nogil;

@@ -306,8 +306,8 @@ except RuntimeError as e:
 # destroy_process_group ended the gloo backend underneath coll's, and with
 # torch's own gloo group (this test's `gloo`, which the ddp objects of ddp()
 # refer to in cycles) let go too, no gloo thread is left: none can be at work
-# when the interpreter finalizes (a gloo worker that then drops a tensor asks
-# for the GIL and is ended inside C++ code: std::terminate).
+# when the interpreter finalizes (a gloo worker that then drops a tensor may
+# ask for the GIL, and Python ends it inside C++ code: std::terminate).
 del backend, gloo
 gc.collect()
 left = threads_named(("gloo", "pt_gloo"))
