@@ -22,9 +22,11 @@
 //    producing block happen before the data loads of every thread of the
 //    consuming block.
 //  * Every prim ends with a block barrier. So a step's loads and stores all
-//    precede thread 0's release of the FIFO counters and of the tb's
-//    dependency flag, and the next step never reads what another thread of
-//    the same block has not finished writing.
+//    precede thread 0's release of the send tail and of the tb's
+//    dependency flag, and the last thread's release of the receive head
+//    (any thread may release after the barrier; two threads release in
+//    parallel), and the next step never reads what another thread of the
+//    same block has not finished writing.
 //  * Simple: the receiver frees a slot by releasing `head` after a barrier,
 //    the sender acquires `head` before overwriting the slot, so the data
 //    accesses of successive uses of a slot never race.

@@ -435,7 +435,7 @@ private:
       withOp<T>(p.op, [&](auto op) { ok = moveData<Recv, Src, Dst, Send>(src, dst, count, op); });
     else
       ok = moveData<Recv, Src, Dst, Send>(src, dst, count, OpSum<T>{});
-    // Everyone is done with both slots before thread 0 hands them over.
+    // Everyone is done with both slots before they are handed over.
     if (__syncthreads_or(!ok))
       return false;
     if (tid == 0) {
@@ -453,9 +453,17 @@ private:
           ptx::stRelaxed(sendTail, sendSeq + 1, sendScope());
         }
       }
-      if constexpr (Recv)
-        ptx::stRelease(recvHead, recvSeq + 1, recvScope());
     }
+    // The block's last thread frees the receive slot, so that its release
+    // (a MEMBAR, which waits for the thread's own stores to land) runs
+    // beside thread 0's tail rather than after it: after a step that moves
+    // less than the block, the last thread stored nothing. The barrier
+    // above orders every thread's reads of the slot before it, as it did
+    // for thread 0 (docs/CUDA.md, "Protocols and why their ordering is
+    // right").
+    if constexpr (Recv)
+      if (tid == nthreads - 1)
+        ptx::stRelease(recvHead, recvSeq + 1, recvScope());
     if constexpr (Send)
       ++sendSeq;
     if constexpr (Recv)
