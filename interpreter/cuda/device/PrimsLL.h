@@ -56,14 +56,16 @@ __device__ bool Prims<T, P, CrossGpu>::moveLL(const T *src, T *dst, uint32_t n, 
       memcpy(v, &data, sizeof data);
     }
     combine<T, E, Recv, Src>(v, src, first, cnt, op);
-    if constexpr (Dst)
-      storeFirst(dst + first, v, cnt);
+    // The line for the next peer first: in a chain of hops, its store is
+    // what the next block waits for; the local one is not.
     if constexpr (Send) {
       uint64_t data;
       memcpy(&data, v, sizeof data);
       ptx::stVolatile2(out + 2 * l, llWord(static_cast<uint32_t>(data), outFlag),
                        llWord(static_cast<uint32_t>(data >> 32), outFlag));
     }
+    if constexpr (Dst)
+      storeFirst(dst + first, v, cnt);
   }
   return true;
 }

@@ -73,8 +73,10 @@ __device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint32_t 
     T v[E];
     memcpy(v, w, sizeof w);
     combine<T, E, Recv, Src>(v, src, first, cnt, op);
-    if constexpr (Dst)
-      storeFirst(dst + first, v, cnt);
+    // The line for the next peer first, and its flag: the flag's release
+    // then waits for none of the local stores (a MEMBAR waits for the
+    // warp's own), and the next block waits for it; the local ones are not
+    // waited for until the step's barrier.
     if constexpr (Send) {
       uint64_t *line = out + l * LL128LineWords;
       memcpy(w, v, sizeof w);
@@ -88,6 +90,8 @@ __device__ bool Prims<T, P, CrossGpu>::moveLL128(const T *src, T *dst, uint32_t 
       if (active && j == FlagLane)
         ptx::stRelease(line + LL128FlagWord, outFlag, sendScope());
     }
+    if constexpr (Dst)
+      storeFirst(dst + first, v, cnt);
   }
   return true;
 }
