@@ -112,7 +112,7 @@ lineof() {
   [ -n "$n" ] || { echo "cuda-resources: '$1' not found in device/Reduce.h: update the markers in $0" >&2; exit 2; }
   echo "$n"
 }
-loop_first=$(lineof 'for (uint32_t first = tid; first < packs; first += nthreads * Unroll)')
+loop_first=$(lineof 'auto pass = [&](uint32_t first) {')
 loop_last=$(awk -v from="$loop_first" 'NR > from && /^}/ { print NR - 1; exit }' "$kernel_src")
 [ -n "$loop_last" ] || { echo "cuda-resources: the end of transform() not found in device/Reduce.h" >&2; exit 2; }
 line_ld=$(lineof 'acc[u] = inPacks(0)[idx];')

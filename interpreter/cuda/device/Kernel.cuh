@@ -136,9 +136,12 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     slices = shared;
     sliceBase = tb.sliceBegin;
   }
+  // Each step's hasDep becomes the bits the interpreter loop tests
+  // (StepSemantics.h: stepFlags), worked out here once for the launch.
   for (int32_t i = static_cast<int32_t>(tid); i < tb.nSteps; i += static_cast<int32_t>(nthreads)) {
     PlanStep step = p.steps[tb.stepBegin + i];
     step.sliceBegin -= sliceBase;
+    step.hasDep = stepFlags(step, HasDirectSteps<Prims<T, P, CrossGpu>>::value, i, tb.nSteps);
     sharedSteps[i] = step;
   }
   __syncthreads();
@@ -151,7 +154,7 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     // The wide build holds each step in registers (StepSemantics.h); the
     // narrow ones, at 64 registers, would spill it (resources.expected).
     constexpr bool holdSteps = MinBlocksPerSm == WideBlocksPerSm;
-    runThreadBlock<T, holdSteps>(prims, sharedSteps, tb.nSteps, slices, 0, buffers,
+    runThreadBlock<T, holdSteps, true>(prims, sharedSteps, tb.nSteps, slices, 0, buffers,
                                  p.iterations, p.sliceElems);
     prims.traceFinish();
   }

@@ -153,10 +153,12 @@ public:
 
   /// A copy onto itself (a program valid in both modes whose first copy is
   /// from input to output, run in place) moves nothing, as on the host.
-  __device__ void copy(const T *src, T *dst, uint64_t n) {
+  /// Untested: the pack loop's first pass runs without its entry test
+  /// (transform), which the interpreter loop asks of the wide build only.
+  template <bool Untested = false> __device__ void copy(const T *src, T *dst, uint64_t n) {
     // A select, not a branch: no elements where the copy is onto itself.
-    transform<T, 1, 1>(&src, 1, &dst, src != dst ? sliceCount(n) : 0u, tid, nthreads,
-                       OpSum<T>{});
+    transform<T, 1, 1, OpSum<T>, Untested>(&src, 1, &dst, src != dst ? sliceCount(n) : 0u, tid,
+                                           nthreads, OpSum<T>{});
     __syncthreads();
   }
 

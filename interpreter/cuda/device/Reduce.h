@@ -60,7 +60,9 @@ template <class T> struct alignas(16) Pack { T e[16 / sizeof(T)]; };
 /// a 64-bit index costs two instructions per add and compare and four per
 /// address where a 32-bit one costs one (issue 27: a step's path is
 /// latency-bound, one warp per scheduler).
-template <class T, int NIn, int NOut, class Op>
+///
+/// Untested: the loop's first pass runs without a test (below).
+template <class T, int NIn, int NOut, class Op, bool Untested = false>
 __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n, uint32_t tid,
                           uint32_t nthreads, Op op) {
   if constexpr (NIn > 0)
@@ -91,11 +93,12 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
   // whole packs, so no scalar head or tail. One test says so; only when it
   // fails are the head and tail worked out and run (docs/CUDA.md, "Step
   // paths": each test costs a step's path ~20 cycles).
-  uintptr_t any = n % E;
-  eachIn([&](uintptr_t a) { any |= a % 16; });
+  // 32-bit: only the low bits count, and a 64-bit test was two.
+  uint32_t any = n % E;
+  eachIn([&](uintptr_t a) { any |= static_cast<uint32_t>(a) % 16; });
 #pragma unroll
   for (int j = 0; j < NOut; ++j)
-    any |= reinterpret_cast<uintptr_t>(out[j]) % 16;
+    any |= static_cast<uint32_t>(reinterpret_cast<uintptr_t>(out[j])) % 16;
   uint32_t head = 0, packs = n / E;
   if (any != 0) {
     // Aligned when every operand is as far from a 16-byte boundary as the
@@ -122,7 +125,8 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
   // The packs of each operand, from its first aligned element.
   auto inPacks = [&](int k) { return reinterpret_cast<const P *>(in[k] + head); };
   auto outPacks = [&](int j) { return reinterpret_cast<P *>(out[j] + head); };
-  for (uint32_t first = tid; first < packs; first += nthreads * Unroll) {
+  // One pass of the loop: Unroll packs per thread, from `first`.
+  auto pass = [&](uint32_t first) {
     P acc[Unroll];
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
@@ -149,6 +153,21 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
         for (int j = 0; j < NOut; ++j)
           outPacks(j)[idx] = acc[u];
     }
+  };
+  if constexpr (Untested) {
+    // The first pass without a test: each access tests its own index,
+    // so a thread with no packs does nothing in it (the test cost a
+    // step's path ~20 cycles, docs/CUDA.md "Step paths"). Only where
+    // asked (the wide kernels' local copies): in every loop it made
+    // the narrow builds spill.
+    uint32_t first = tid;
+    do {
+      pass(first);
+      first += nthreads * Unroll;
+    } while (first < packs);
+  } else {
+    for (uint32_t first = tid; first < packs; first += nthreads * Unroll)
+      pass(first);
   }
 }
 

@@ -46,7 +46,10 @@ struct PlanStep {
   int32_t depTb;      ///< global tb index waited for, or -1
   int32_t depStep;    ///< IR step index of that tb waited for
   int32_t irStep;     ///< IR step index this step publishes as (last of a fused group)
-  int32_t hasDep;     ///< publish completion after this step
+  /// Publish completion after this step. In the kernel's copy of a tb's
+  /// steps in shared memory: the step's stepFlags (StepSemantics.h), whose
+  /// bit 0 is this.
+  int32_t hasDep;
 };
 
 /// What a direct step (docs/IR.md, "Direct steps") needs beyond its

@@ -91,12 +91,12 @@ static_assert(static_cast<int>(StepKind::Copy) == 6 && static_cast<int>(StepKind
 COLL_HOST_DEVICE COLL_INLINE constexpr bool isDirectKind(StepKind k) {
   return k >= StepKind::Put;
 }
-/// The kinds whose chunks move within the tb's reach without a FIFO: copy,
-/// reduce, put, get, getre.
-COLL_HOST_DEVICE COLL_INLINE constexpr bool isLocalKind(StepKind k) {
-  return (1u << static_cast<unsigned>(k)) & 0xEC0u;
+/// The kinds whose chunks move within the tb's reach without a FIFO (copy,
+/// reduce, put, get, getre) that copy: copy, put, get.
+COLL_HOST_DEVICE COLL_INLINE constexpr bool isCopyKind(StepKind k) {
+  return (1u << static_cast<unsigned>(k)) & 0x640u;
 }
-/// Of those, the reductions: reduce, getre.
+/// And those that reduce: reduce, getre.
 COLL_HOST_DEVICE COLL_INLINE constexpr bool isReduceKind(StepKind k) {
   return (1u << static_cast<unsigned>(k)) & 0x880u;
 }
@@ -143,6 +143,37 @@ template <class T> struct RankBuffers {
   }
 };
 
+/// What the interpreter loop tests of a step, one bit each, so that on the
+/// device each test is one instruction from the step's word to its branch
+/// (docs/CUDA.md, "Step paths"). The loop works them out from the step's
+/// fields (stepFlags), or, with FlaggedSteps, finds them in PlanStep::hasDep:
+/// the device's copy of a tb's steps in shared memory holds them there,
+/// worked out once per launch (Kernel.cuh). Publishes is hasDep's own
+/// meaning.
+namespace step_flag {
+/// Publish completion after the step (other tbs wait on it).
+inline constexpr int32_t Publishes = 1;
+/// What only some steps do before their data: the step waits on a tb, is a
+/// direct kind (where the backend runs them), or has no chunks (nop,
+/// signal, wait).
+inline constexpr int32_t Slow = 2;
+/// After its chunk the loop goes straight to the next step: one chunk, no
+/// publish, and not the tb's last step.
+inline constexpr int32_t Straight = 4;
+} // namespace step_flag
+
+/// The step_flag bits of `step`, the `index`th of `nSteps`. directSteps:
+/// the backend runs direct steps (HasDirectSteps).
+COLL_HOST_DEVICE COLL_INLINE int32_t stepFlags(const PlanStep &step, bool directSteps,
+                                               int32_t index, int32_t nSteps) {
+  int32_t f = step.hasDep ? step_flag::Publishes : 0;
+  if (step.depTb >= 0 || step.count <= 0 || (directSteps && isDirectKind(step.type)))
+    f |= step_flag::Slow;
+  if (step.count == 1 && !step.hasDep && index + 1 < nSteps)
+    f |= step_flag::Straight;
+  return f;
+}
+
 /// Runs the steps [steps, steps + nSteps) of one tb for a whole call. A
 /// step's slices are slices[step.sliceBegin - sliceBase ...]: the whole
 /// call's (sliceBase 0), or a copy of the tb's own (sliceBase: the tb's
@@ -156,11 +187,16 @@ template <class T> struct RankBuffers {
 /// its chunk count, its slice index, its kind again at the dispatch): the
 /// kernel build with registers to spare holds them (Kernel.cuh); the others
 /// would spill them.
-template <class T, bool HoldSteps = false, class Prims>
+///
+/// FlaggedSteps: each step's hasDep holds its stepFlags (the device's
+/// shared copy); otherwise the loop works them out.
+template <class T, bool HoldSteps = false, bool FlaggedSteps = false, class Prims>
 COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_t nSteps,
                                      const CallSlice *slices, int32_t sliceBase,
                                      RankBuffers<T> buffers, uint64_t iterations,
                                      uint64_t sliceElems) {
+  if (nSteps <= 0)
+    return true;
   for (uint64_t it = 0; it < iterations; ++it) {
     const uint64_t lo = it * sliceElems;
     // The step through a pointer of its own, one add per step: indexed, the
@@ -169,8 +205,16 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
     // read and two dependent instructions before the step's first load,
     // docs/CUDA.md "Step paths").
     const PlanStep *next = steps;
-    for (int32_t i = 0; i < nSteps; ++i, ++next) {
+    int32_t i = 0;
+    // One step. A step that goes straight on (step_flag::Straight) comes
+    // back here from its chunk: one test, where the end of the chunk loop
+    // and of the step loop were two.
+  step:
+    {
       std::conditional_t<HoldSteps, const PlanStep, const PlanStep &> step = *next;
+      const int32_t flags = FlaggedSteps
+                                ? step.hasDep
+                                : stepFlags(step, HasDirectSteps<Prims>::value, i, nSteps);
       prims.at(it, i, step);
       T *src = buffers[step.srcBuf];
       T *dst = buffers[step.dstBuf];
@@ -180,9 +224,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       // predicate's latency to its branch, docs/CUDA.md "Step paths").
       // A step with no chunks (nop, signal, wait) is one too, so that the
       // chunk loop below needs no test before its first chunk.
-      bool slow = (step.depTb >= 0) | (step.count <= 0);
-      if constexpr (HasDirectSteps<Prims>::value)
-        slow |= isDirectKind(step.type);
+      bool slow = (flags & step_flag::Slow) != 0;
       if constexpr (TracesSteps<Prims>::value)
         slow |= prims.tracingSteps();
       if (slow) {
@@ -208,15 +250,11 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           }
         }
         if (step.count <= 0) {
-          if (step.hasDep)
+          if (flags & step_flag::Publishes)
             prims.publish(it, step.irStep);
-          continue;
+          goto done;
         }
       }
-      // After the chunk: whether more follow or the step publishes. Known
-      // now, so that a step of one chunk that publishes nothing ends with
-      // one test.
-      const bool tail = (step.count != 1) | (step.hasDep != 0);
       int32_t c = 0;
       for (;;) {
         const CallSlice *slice = chunkSlice(step, slices, sliceBase, c);
@@ -230,27 +268,29 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         const uint64_t at = moves ? lo : 0;
         T *s = src + slice->src + at;
         T *d = dst + slice->dst + at;
-        // The local kinds first, in one test: a copy reaches its data
-        // after two branches, where a switch over every kind took three.
-        if (isLocalKind(step.type)) {
-          if (!isReduceKind(step.type)) {
+        // Copies first, in one test (copy, put, get): the local steps that
+        // need no ordering are mostly copies (the step-cost benchmark's
+        // are). Then the local reductions, then the FIFO kinds.
+        if (isCopyKind(step.type)) {
+          if constexpr (HoldSteps)
+            prims.template copy<true>(s, d, n);
+          else
             prims.copy(s, d, n);
-          } else {
-            const T *srcs[MaxReduceSources];
-            // Rolled: unrolled, its remainder's arithmetic was hoisted
-            // onto every step's path, copies' too.
-            COLL_NO_UNROLL
-            for (int r = 0; r < step.nsrc; ++r) {
-              const T *base = src;
-              // A fused getre: source r lies in its own peer's buffer.
-              if constexpr (HasDirectSteps<Prims>::value)
-                if (r > 0 && step.type == StepKind::GetReduce &&
-                    !(base = prims.peerBase(step, step.srcBuf, r)))
-                  return false;
-              srcs[r] = base + slice[r].src + at;
-            }
-            prims.reduce(d, srcs, step.nsrc, n);
+        } else if (isReduceKind(step.type)) {
+          const T *srcs[MaxReduceSources];
+          // Rolled: unrolled, its remainder's arithmetic was hoisted onto
+          // every step's path, copies' too.
+          COLL_NO_UNROLL
+          for (int r = 0; r < step.nsrc; ++r) {
+            const T *base = src;
+            // A fused getre: source r lies in its own peer's buffer.
+            if constexpr (HasDirectSteps<Prims>::value)
+              if (r > 0 && step.type == StepKind::GetReduce &&
+                  !(base = prims.peerBase(step, step.srcBuf, r)))
+                return false;
+            srcs[r] = base + slice[r].src + at;
           }
+          prims.reduce(d, srcs, step.nsrc, n);
         } else if (moves) {
           bool ok = true;
           switch (step.type) {
@@ -265,14 +305,22 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           if (!ok)
             return false;
         }
-        if (!tail)
-          break;
+        if (flags & step_flag::Straight) {
+          ++i;
+          ++next;
+          goto step;
+        }
         if (++c < step.count)
           continue;
-        if (step.hasDep)
+        if (flags & step_flag::Publishes)
           prims.publish(it, step.irStep);
         break;
       }
+    }
+  done:
+    if (++i < nSteps) {
+      ++next;
+      goto step;
     }
   }
   return true;
