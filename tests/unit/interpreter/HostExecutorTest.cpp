@@ -144,8 +144,9 @@ TEST(HostExecutor, ManyConnectionsShrinkTheDefaultSlotsToTheBudget) {
       auto shape = host::FifoShape::of(proto, slot);
       ASSERT_TRUE(static_cast<bool>(shape)) << llvm::toString(shape.takeError());
       // Within the budget, or at the smallest slot the budget allows.
-      if (slot >= 2 * MinBudgetSlotBytes)
+      if (slot >= 2 * MinBudgetSlotBytes) {
         EXPECT_LE(shape->totalBytes() * conns, options.fifoBudgetBytes);
+      }
       // The largest that fits: twice the slot would not (or is the default).
       if (slot < options.slotBytes(proto)) {
         auto twice = host::FifoShape::of(proto, 2 * slot);
