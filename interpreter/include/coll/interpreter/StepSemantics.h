@@ -24,6 +24,8 @@
 //   bool recvReduceCopy(const T *src, T *dst, uint64_t n);
 //   bool recvReduceCopySend(const T *src, T *dst, uint64_t n);
 //   void copy(const T *src, T *dst, uint64_t n);
+//       // with HoldSteps (the device's wide build): copy<true>(src, dst, n),
+//       // its pack loop's first pass untested (device/Reduce.h)
 //   void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n);
 //
 // Waiting operations return false when the call is being aborted (watchdog);
