@@ -8,7 +8,9 @@
 #
 # The programs, fixed and small: the ring allreduce of algorithms/ at 4
 # ranks in each protocol (Simple, LL, LL128: the compiled file with its proto
-# attribute replaced) and the one-shot allreduce at 4 ranks (Simple), each run
+# attribute replaced), the one-shot allreduce at 4 ranks (Simple) and the
+# all-pairs allreduce at 4 ranks (LL, what the built-in rules pick for small
+# calls; its reducing step waits on three receives at once), each run
 # once in place at 1 KiB (`collrun --backend cuda-emu --size 1K --iters 1
 # --mode inplace --step-costs`). Per program, FILE holds collrun's table:
 # per protocol and step kind, the executions and, per execution, the block
@@ -49,6 +51,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$bin/collc" "$root/algorithms/allreduce_ring.coll" -D N=4 -o "$tmp/ring.xml"
 "$bin/collc" "$root/algorithms/allreduce_oneshot.coll" -D N=4 -o "$tmp/oneshot.xml"
+"$bin/collc" "$root/algorithms/allreduce_allpairs.coll" -D N=4 --protocol=LL -o "$tmp/allpairs-LL.xml"
 for p in Simple LL LL128; do
   sed -E "s/proto=\"[A-Za-z0-9]+\"/proto=\"$p\"/" "$tmp/ring.xml" > "$tmp/ring-$p.xml"
 done
@@ -56,7 +59,7 @@ sed -E 's/proto="[A-Za-z0-9]+"/proto="Simple"/' "$tmp/oneshot.xml" > "$tmp/onesh
 
 {
   echo "# scripts/cuda-step-costs.sh: per program, collrun --step-costs at 1K in place"
-  for prog in ring-Simple ring-LL ring-LL128 oneshot-Simple; do
+  for prog in ring-Simple ring-LL ring-LL128 oneshot-Simple allpairs-LL; do
     echo "## $prog (4 ranks)"
     if ! out=$("$bin/collrun" "$tmp/$prog.xml" --backend cuda-emu --size 1K --iters 1 \
       --mode inplace --step-costs 2>&1); then

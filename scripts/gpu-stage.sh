@@ -21,7 +21,9 @@
 #          same call (its *-compare steps, through COLL_CUDA_PLUGIN): a
 #          change to the kernels measured against what it changed, on one
 #          machine and in one run. LABEL (e.g. the commit it was built at)
-#          goes into STAGED and the report.
+#          goes into STAGED and the report. It must have this build's plugin
+#          ABI (COLL_DEVICE_PLUGIN_ABI, 13 since Plan::deps); libcoll.so
+#          refuses another, naming both.
 # The build (default build/) must have the CUDA backend (nvcc found); the
 # script builds the targets it needs. Fails when the folder exceeds 64 MiB.
 # On the GPU machine: gpu-stage/gpu-check.sh (see docs/CUDA.md).

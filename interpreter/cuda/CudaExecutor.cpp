@@ -566,6 +566,7 @@ private:
   StateLayout stateLayout;
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
+  DeviceMemory deps; ///< Plan::deps: steps that wait on several
   /// Direct steps (Plan::stepPeers, Plan::memberPeers, Plan::signals).
   DeviceMemory stepPeers, memberPeers, signals;
   /// Direct steps: where each signal pair's flag lies (KernelParams::signalFlags).
@@ -727,7 +728,7 @@ CudaExecutor::Impl::~Impl() {
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable,
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable, &deps,
                           &windowDescriptorTable, &windowBaseTable})
     m->release();
   if (stream)
@@ -836,7 +837,7 @@ llvm::Error CudaExecutor::Impl::start() {
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable,
+                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable, &deps,
                           &windowDescriptorTable, &windowBaseTable})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
@@ -846,6 +847,8 @@ llvm::Error CudaExecutor::Impl::start() {
   if (llvm::Error err = upload(tbs, plan.tbs.data(), plan.tbs.size(), stream))
     return err;
   if (llvm::Error err = upload(steps, plan.steps.data(), plan.steps.size(), stream))
+    return err;
+  if (llvm::Error err = upload(deps, plan.deps.data(), plan.deps.size(), stream))
     return err;
   if (direct) {
     if (llvm::Error err = upload(stepPeers, plan.stepPeers.data(), plan.stepPeers.size(), stream))
@@ -1636,6 +1639,7 @@ llvm::Expected<CallResult> CudaExecutor::Impl::prepare(const CallArgs &args) {
   params = KernelParams{};
   params.tbs = tbs.as<PlanTb>();
   params.steps = steps.as<PlanStep>();
+  params.deps = deps.as<PlanDep>();
   params.slices = slices.as<CallSlice>();
   params.ranks = ranks.as<RankPointers>();
   params.state = state.as<unsigned char>();

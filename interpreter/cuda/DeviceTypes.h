@@ -302,6 +302,7 @@ struct ReferenceSteps {
 struct KernelParams {
   const PlanTb *tbs;
   const PlanStep *steps;
+  const PlanDep *deps; ///< Plan::deps (steps that wait on several)
   const CallSlice *slices;
   const RankPointers *ranks;
   unsigned char *state; ///< the device state (layout above)

@@ -177,6 +177,223 @@ private:
   std::set<std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>> seenConflicts;
 };
 
+/// Sorts `deps` by tb and keeps each tb's latest step (a tb's flag is
+/// monotone: its later step implies its earlier ones); drops those on tb
+/// `own`, which program order implies (-1: none).
+void normalizeDeps(std::vector<PlanDep> &deps, int32_t own) {
+  std::sort(deps.begin(), deps.end(), [](const PlanDep &a, const PlanDep &b) {
+    return a.tb != b.tb ? a.tb < b.tb : a.step > b.step;
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < deps.size(); ++i)
+    if (deps[i].tb != own && (out == 0 || deps[out - 1].tb != deps[i].tb))
+      deps[out++] = deps[i];
+  deps.resize(out);
+}
+
+/// Waits through nops made direct (Plan.h, "Dependencies"): every step
+/// waits on what the nops it waited on imply, several flags at once; nops
+/// nobody waits on then leave the plan, their dependencies joining the
+/// next step of their tb.
+void waitDirectly(Plan &plan) {
+  const auto nsteps = static_cast<int32_t>(plan.steps.size());
+  std::vector<int32_t> tbOf(static_cast<size_t>(nsteps));
+  for (int32_t t = 0; t < static_cast<int32_t>(plan.tbs.size()); ++t)
+    for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i)
+      tbOf[plan.tbs[t].stepBegin + i] = t;
+  // The plan step as which tb t publishes IR step j (a tb's steps are in
+  // increasing irStep), or -1.
+  auto locate = [&](int32_t t, int32_t j) {
+    const PlanTb &tb = plan.tbs[t];
+    auto b = plan.steps.begin() + tb.stepBegin, e = b + tb.nSteps;
+    auto at = std::lower_bound(b, e, j, [](const PlanStep &s, int32_t v) { return s.irStep < v; });
+    return at != e && at->irStep == j ? static_cast<int32_t>(at - plan.steps.begin()) : -1;
+  };
+  auto depsOf = [&](const PlanStep &s) {
+    std::vector<PlanDep> d;
+    if (s.depTb >= 0)
+      d.push_back(PlanDep{s.depTb, s.depStep});
+    else if (s.depTb < -1)
+      d.assign(plan.deps.begin() + s.depStep, plan.deps.begin() + s.depStep - s.depTb);
+    return d;
+  };
+  // What each step's completion implies, as few (tb, step) pairs as
+  // possible: a step that moves data, itself; a nop, the step before it on
+  // its tb and what its own dependencies imply (flags are monotone and
+  // waiting is transitive). Depth first without recursion: chains of nops
+  // may be as long as the plan.
+  enum : uint8_t { Unseen, Open, Done };
+  std::vector<uint8_t> state(static_cast<size_t>(nsteps), Unseen);
+  std::vector<std::vector<PlanDep>> implied(static_cast<size_t>(nsteps));
+  auto children = [&](int32_t i, std::vector<int32_t> &out) {
+    out.clear();
+    const PlanStep &s = plan.steps[i];
+    if (s.type != StepKind::Nop)
+      return false;
+    if (i > plan.tbs[tbOf[i]].stepBegin)
+      out.push_back(i - 1);
+    for (const PlanDep &d : depsOf(s)) {
+      int32_t at = d.tb >= 0 && d.tb < static_cast<int32_t>(plan.tbs.size()) ? locate(d.tb, d.step) : -1;
+      if (at < 0)
+        return false;
+      out.push_back(at);
+    }
+    return true;
+  };
+  auto self = [&](int32_t i) {
+    return std::vector<PlanDep>{PlanDep{tbOf[i], plan.steps[i].irStep}};
+  };
+  std::vector<int32_t> kids;
+  for (int32_t root = 0; root < nsteps; ++root) {
+    if (state[root] != Unseen)
+      continue;
+    std::vector<std::pair<int32_t, size_t>> stack{{root, 0}};
+    state[root] = Open;
+    while (!stack.empty()) {
+      auto [i, next] = stack.back();
+      bool expands = children(i, kids);
+      if (expands && next < kids.size()) {
+        ++stack.back().second;
+        const int32_t k = kids[next];
+        if (state[k] == Unseen) {
+          state[k] = Open;
+          stack.push_back({k, 0});
+        }
+        continue;
+      }
+      std::vector<PlanDep> all;
+      for (int32_t k : kids) {
+        if (state[k] != Done) { // a cycle, which a verified program has not
+          expands = false;
+          break;
+        }
+        all.insert(all.end(), implied[k].begin(), implied[k].end());
+      }
+      normalizeDeps(all, -1);
+      implied[i] = expands && all.size() <= size_t(MaxStepDependencies) ? std::move(all) : self(i);
+      state[i] = Done;
+      stack.pop_back();
+    }
+  }
+  // Each step waits on what its dependencies imply, where they fit.
+  std::vector<std::vector<PlanDep>> waits(static_cast<size_t>(nsteps));
+  for (int32_t i = 0; i < nsteps; ++i) {
+    std::vector<PlanDep> mine = depsOf(plan.steps[i]), all;
+    for (const PlanDep &d : mine) {
+      int32_t at = d.tb >= 0 && d.tb < static_cast<int32_t>(plan.tbs.size()) ? locate(d.tb, d.step) : -1;
+      if (at < 0) {
+        all = mine;
+        break;
+      }
+      all.insert(all.end(), implied[at].begin(), implied[at].end());
+    }
+    normalizeDeps(all, tbOf[i]);
+    waits[i] = all.size() <= size_t(MaxStepDependencies) ? std::move(all) : std::move(mine);
+  }
+  // Nops some step still waits on stay (those the waits could not pass).
+  std::vector<bool> nopWaited(static_cast<size_t>(nsteps), false);
+  for (const std::vector<PlanDep> &w : waits)
+    for (const PlanDep &d : w)
+      if (int32_t at = locate(d.tb, d.step); at >= 0)
+        nopWaited[at] = true;
+  // The steps that stay, in order: a nop nobody waits on hands its
+  // dependencies to the next step of its tb (at the tb's end, to none:
+  // nothing after it waits).
+  struct Kept {
+    PlanStep step;
+    std::vector<PlanDep> waits;
+    int32_t from; ///< its index in plan.steps; -1: a nop made here
+  };
+  std::vector<Kept> kept;
+  std::vector<int32_t> tbBegin;
+  for (int32_t t = 0; t < static_cast<int32_t>(plan.tbs.size()); ++t) {
+    const PlanTb &tb = plan.tbs[t];
+    tbBegin.push_back(static_cast<int32_t>(kept.size()));
+    std::vector<PlanDep> pending;
+    int32_t pendingStep = -1; // the IR step of the last nop taken into pending
+    auto flush = [&] {
+      PlanStep nop{};
+      nop.type = StepKind::Nop;
+      nop.nsrc = 1;
+      nop.sliceBegin = tb.sliceBegin;
+      nop.irStep = pendingStep;
+      kept.push_back(Kept{nop, std::move(pending), -1});
+      pending.clear();
+    };
+    for (int32_t i = tb.stepBegin; i < tb.stepBegin + tb.nSteps; ++i) {
+      std::vector<PlanDep> merged = pending;
+      merged.insert(merged.end(), waits[i].begin(), waits[i].end());
+      normalizeDeps(merged, t);
+      if (merged.size() > size_t(MaxStepDependencies)) {
+        flush();
+        merged = waits[i];
+      }
+      if (plan.steps[i].type == StepKind::Nop && !nopWaited[i]) {
+        pending = std::move(merged);
+        pendingStep = plan.steps[i].irStep;
+        continue;
+      }
+      kept.push_back(Kept{plan.steps[i], std::move(merged), i});
+      pending.clear();
+    }
+  }
+  tbBegin.push_back(static_cast<int32_t>(kept.size()));
+  // A dependency that another of the step's dependencies waits on itself
+  // is implied by that one (a send after a reduction need not wait for
+  // what the reduction waited for).
+  auto covers = [&](const PlanDep &e, const PlanDep &d) {
+    const int32_t at = locate(e.tb, e.step);
+    if (at < 0)
+      return false;
+    const std::vector<PlanDep> &w = waits[at];
+    auto it = std::lower_bound(w.begin(), w.end(), d.tb,
+                               [](const PlanDep &x, int32_t tb) { return x.tb < tb; });
+    return it != w.end() && it->tb == d.tb && it->step >= d.step;
+  };
+  for (Kept &k : kept) {
+    std::vector<PlanDep> mine;
+    for (const PlanDep &d : k.waits)
+      if (std::none_of(k.waits.begin(), k.waits.end(),
+                       [&](const PlanDep &e) { return e.tb != d.tb && covers(e, d); }))
+        mine.push_back(d);
+    k.waits = std::move(mine);
+  }
+  // A step publishes where another waits on it, and only there.
+  std::vector<bool> waited(static_cast<size_t>(nsteps), false);
+  for (const Kept &k : kept)
+    for (const PlanDep &d : k.waits)
+      if (int32_t at = locate(d.tb, d.step); at >= 0)
+        waited[at] = true;
+  std::vector<PlanStep> steps;
+  std::vector<PlanStepPeer> peers;
+  std::vector<PlanDep> deps;
+  const bool direct = !plan.stepPeers.empty();
+  for (const Kept &k : kept) {
+    PlanStep s = k.step;
+    s.hasDep = k.from >= 0 && waited[k.from] ? 1 : 0;
+    if (k.waits.empty()) {
+      s.depTb = s.depStep = -1;
+    } else if (k.waits.size() == 1) {
+      s.depTb = k.waits[0].tb;
+      s.depStep = k.waits[0].step;
+    } else {
+      s.depTb = -static_cast<int32_t>(k.waits.size());
+      s.depStep = static_cast<int32_t>(deps.size());
+      deps.insert(deps.end(), k.waits.begin(), k.waits.end());
+    }
+    steps.push_back(s);
+    if (direct)
+      peers.push_back(k.from >= 0 ? plan.stepPeers[k.from] : PlanStepPeer{-1, -1, 0, -1});
+  }
+  for (size_t t = 0; t < plan.tbs.size(); ++t) {
+    plan.tbs[t].stepBegin = tbBegin[t];
+    plan.tbs[t].nSteps = tbBegin[t + 1] - tbBegin[t];
+  }
+  plan.steps = std::move(steps);
+  plan.stepPeers = std::move(peers);
+  plan.deps = std::move(deps);
+}
+
 } // namespace
 
 llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
@@ -322,6 +539,7 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   for (size_t c = 0; c < used.size(); ++c)
     if (used[c])
       plan.sliceClasses.push_back(static_cast<int32_t>(c));
+  waitDirectly(plan);
   return plan;
 }
 
@@ -408,8 +626,15 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
   plan.memberPeers = whole.memberPeers;
   for (PlanStep &step : plan.steps) {
     step.sliceBegin -= sliceBase;
-    if (step.depTb >= 0)
+    if (step.depTb >= 0) {
       step.depTb -= first;
+    } else if (step.depTb < -1) {
+      const auto at = static_cast<int32_t>(plan.deps.size());
+      for (int32_t k = 0; k < -step.depTb; ++k)
+        plan.deps.push_back(PlanDep{whole.deps[step.depStep + k].tb - first,
+                                    whole.deps[step.depStep + k].step});
+      step.depStep = at;
+    }
   }
   plan.tbs.assign(whole.tbs.begin() + first, whole.tbs.begin() + last);
   for (PlanTb &tb : plan.tbs) {
@@ -474,6 +699,22 @@ llvm::Error checkPlanIndices(const Plan &p) {
   auto directOk = [&](const PlanStep &s, const PlanStepPeer &d, int32_t rank) {
     return directOkIn(p, s, d, rank);
   };
+  // A step's dependencies: tbs of its own rank, steps of the IR's span.
+  auto depsOk = [&](const PlanStep &s, int32_t rank) {
+    auto one = [&](int32_t tb, int32_t step) {
+      return tb >= p.rankTbBegin[rank] && tb < p.rankTbBegin[rank + 1] && step >= 0 &&
+             step < std::max(p.maxIrSteps, 1);
+    };
+    if (s.depTb >= -1)
+      return s.depTb == -1 || one(s.depTb, s.depStep);
+    if (s.depTb < -MaxStepDependencies || s.depStep < 0 ||
+        int64_t(s.depStep) - s.depTb > static_cast<int64_t>(p.deps.size()))
+      return false;
+    for (int32_t k = 0; k < -s.depTb; ++k)
+      if (!one(p.deps[s.depStep + k].tb, p.deps[s.depStep + k].step))
+        return false;
+    return true;
+  };
   if (p.nranks < 1 || p.planRank < -1 || p.planRank >= p.nranks ||
       p.rankTbBegin.size() != static_cast<size_t>(p.nranks) + 1 ||
       p.scratchChunks.size() != static_cast<size_t>(p.nranks) ||
@@ -522,7 +763,7 @@ llvm::Error checkPlanIndices(const Plan &p) {
         if (static_cast<unsigned>(s.type) >= ir::NumStepTypes || s.srcBuf > 2 || s.dstBuf > 2 ||
             s.nsrc < 1 || s.nsrc > MaxReduceSources || s.count < 0 ||
             s.sliceBegin < tb.sliceBegin || s.sliceBegin + n > int64_t(tb.sliceBegin) + tb.nSlices ||
-            (s.depTb != -1 && (s.depTb < p.rankTbBegin[r] || s.depTb >= p.rankTbBegin[r + 1])) ||
+            !depsOk(s, r) ||
             s.irStep < 0 || s.irStep >= std::max(p.maxIrSteps, 1) ||
             !directOk(s, p.stepPeer(size_t(tb.stepBegin + i)), r))
           return bad(llvm::formatv("gpu {0} tb {1} step {2}", r, tb.tb, i));

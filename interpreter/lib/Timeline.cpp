@@ -23,6 +23,18 @@ std::string chunkName(uint8_t buffer, int32_t chunk) {
   return llvm::formatv("{0}[{1}]", names[buffer < 3 ? buffer : 2], chunk).str();
 }
 
+/// What `step` waits for: "tb 2 step 1", or each of several, with commas.
+std::string waitsFor(const Plan &plan, const PlanStep &step) {
+  const PlanDep one{step.depTb, step.depStep};
+  const PlanDep *deps = step.depTb >= 0 ? &one : plan.deps.data() + step.depStep;
+  std::string out;
+  for (int32_t k = 0; k < (step.depTb >= 0 ? 1 : -step.depTb); ++k)
+    out += llvm::formatv("{0}tb {1} step {2}", k ? ", " : "", plan.tbs[deps[k].tb].tb,
+                         deps[k].step)
+               .str();
+  return out;
+}
+
 } // namespace
 
 void Timeline::setRankLabel(int32_t rank, std::string label) {
@@ -96,10 +108,8 @@ void Timeline::addCall(const Plan &plan, int32_t rank, DataType type,
                         .str();
           args += llvm::formatv(",\"chunks\":{0}", step.count).str();
         }
-        if (step.depTb >= 0)
-          args += llvm::formatv(",\"after\":\"tb {0} step {1}\"", plan.tbs[step.depTb].tb,
-                                step.depStep)
-                      .str();
+        if (step.depTb != -1)
+          args += llvm::formatv(",\"after\":\"{0}\"", waitsFor(plan, step)).str();
         slices.push_back(Slice{e.begin, e.end, rank, track,
                                ir::stepTypeName(st).str(), std::move(args), "step"});
       } else {
@@ -108,10 +118,8 @@ void Timeline::addCall(const Plan &plan, int32_t rank, DataType type,
         case 1: name = llvm::formatv("wait: data from {0}", recvPeer); break;
         case 2: name = llvm::formatv("wait: free slot to {0}", sendPeer); break;
         default:
-          name = step.depTb >= 0 ? llvm::formatv("wait: tb {0} step {1}", plan.tbs[step.depTb].tb,
-                                                 step.depStep)
-                                       .str()
-                                 : std::string("wait: dependency");
+          name = step.depTb != -1 ? "wait: " + waitsFor(plan, step)
+                                  : std::string("wait: dependency");
           break;
         }
         slices.push_back(Slice{e.begin, e.end, rank, track, std::move(name),

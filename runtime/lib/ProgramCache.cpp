@@ -29,7 +29,7 @@ namespace coll::rt {
 namespace {
 
 /// The first line's first two words; the number changes with the format.
-constexpr llvm::StringLiteral Magic = "coll-program-cache 7";
+constexpr llvm::StringLiteral Magic = "coll-program-cache 8";
 
 std::string hexDigest(llvm::StringRef data) {
   llvm::SHA256 sha;
@@ -240,6 +240,7 @@ template <typename IO, typename P> void rankRecords(IO &io, P &plan) {
   io.records(plan.connections);
   io.records(plan.steps);
   io.records(plan.stepPeers);
+  io.records(plan.deps);
   io.records(plan.slices);
 }
 

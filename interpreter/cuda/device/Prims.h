@@ -102,16 +102,27 @@ public:
       timeline::finish(*control, block());
   }
 
-  __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t irStep) {
+  /// The step's dependency (depTb >= 0), or its -depTb dependencies
+  /// (Plan::deps from depStep): thread k polls the k-th, all at once, and
+  /// the barrier after orders each acquire before every thread's step, as
+  /// thread 0's alone did (docs/CUDA.md, "Dependencies").
+  __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t depStep) {
     bool fail = false;
-    if (tid == 0) {
-      const uint64_t *flag = tbFlag(depTb);
+    const int32_t n = depTb >= 0 ? 1 : -depTb;
+    if (tid < n) {
+      int32_t tb = depTb, irStep = depStep;
+      if (depTb < 0) {
+        const PlanDep d = p.deps[depStep + tid];
+        tb = d.tb;
+        irStep = d.step;
+      }
+      const uint64_t *flag = tbFlag(tb);
       const uint32_t goal = flagProgress(it, p.span, irStep);
       uint64_t seen = 0;
       fail = !spin([&] { return flagReached(seen = ptx::ldAcquire(flag, Scope::Gpu), generation, goal); },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::Dependency;
-                     r.depTb = depTb;
+                     r.depTb = tb;
                      r.depStep = irStep;
                      r.expected = goal;
                      r.observed = static_cast<uint32_t>(seen >> 32) == generation

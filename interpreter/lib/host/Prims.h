@@ -88,23 +88,36 @@ public:
     }
   }
 
-  bool waitDependency(int32_t depTb, uint64_t iteration, int32_t irStep) {
-    TbState &other = ex.localTb(depTb);
-    uint64_t target = ex.flagValue(iteration, irStep);
-    return await(
-        [&] { return other.flag.load(std::memory_order_acquire) >= target; },
-        [&] {
-          uint64_t v = other.flag.load(std::memory_order_relaxed);
-          return llvm::formatv(
-                     "waiting for tb {0} step {1} of iteration {2}; that tb has published {3}",
-                     ex.plan.tbs[depTb].tb, irStep, iteration,
-                     v == 0 ? std::string("nothing yet")
-                            : llvm::formatv("step {0} of iteration {1}", (v - 1) % ex.span(),
-                                            (v - 1) / ex.span())
-                                  .str())
-              .str();
-        },
-        3);
+  /// One tb's IR step, or several (depTb -n: Plan::deps from depStep), all
+  /// of them published; the report names the first one that is not.
+  bool waitDependency(int32_t depTb, uint64_t iteration, int32_t depStep) {
+    const PlanDep one{depTb, depStep};
+    const PlanDep *deps = depTb >= 0 ? &one : ex.plan.deps.data() + depStep;
+    const int32_t n = depTb >= 0 ? 1 : -depTb;
+    auto unmet = [&]() -> const PlanDep * {
+      for (int32_t k = 0; k < n; ++k)
+        if (ex.localTb(deps[k].tb).flag.load(std::memory_order_acquire) <
+            ex.flagValue(iteration, deps[k].step))
+          return &deps[k];
+      return nullptr;
+    };
+    return await([&] { return unmet() == nullptr; },
+                 [&] {
+                   const PlanDep *d = unmet();
+                   if (!d) // met since the deadline passed
+                     return std::string("waiting for dependencies that are now published");
+                   uint64_t v = ex.localTb(d->tb).flag.load(std::memory_order_relaxed);
+                   return llvm::formatv(
+                              "waiting for tb {0} step {1} of iteration {2}; that tb has "
+                              "published {3}",
+                              ex.plan.tbs[d->tb].tb, d->step, iteration,
+                              v == 0 ? std::string("nothing yet")
+                                     : llvm::formatv("step {0} of iteration {1}",
+                                                     (v - 1) % ex.span(), (v - 1) / ex.span())
+                                           .str())
+                       .str();
+                 },
+                 3);
   }
 
   void publish(uint64_t iteration, int32_t irStep) {

@@ -406,13 +406,18 @@ TEST(RunPlan, GetReduceStepsFuseAcrossPeers) {
             if (p != r)
               others.push_back(p);
           EXPECT_EQ(peers, others) << "rank " << r;
-          // Before it: a nop for each member's wait but the last's, on
-          // tbs of their own.
-          std::set<int32_t> waited = {step.depTb};
-          for (int32_t k = 0; k < i; ++k) {
-            const interp::PlanStep &before = plan.steps[tb.stepBegin + k];
-            if (before.type == interp::StepKind::Nop && before.depTb >= 0)
-              waited.insert(before.depTb);
+          // It waits for every member's wait, on tbs of their own (the
+          // nops the plan builds for all but the last member's join it:
+          // interp/Plan.h, "Dependencies").
+          std::set<int32_t> waited;
+          for (int32_t k = 0; k <= i; ++k) {
+            const interp::PlanStep &s = plan.steps[tb.stepBegin + k];
+            if (k < i && s.type != interp::StepKind::Nop)
+              continue;
+            if (s.depTb >= 0)
+              waited.insert(s.depTb);
+            for (int32_t j = 0; s.depTb < -1 && j < -s.depTb; ++j)
+              waited.insert(plan.deps[s.depStep + j].tb);
           }
           EXPECT_EQ(waited.size(), size_t(n - 1)) << "rank " << r;
         }

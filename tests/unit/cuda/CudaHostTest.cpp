@@ -185,26 +185,29 @@ TEST(WatchdogReport, DescribesDependencies) {
     auto analysis = ir::verify(alg, diags);
     return std::move(*buildPlan(alg, *analysis, "<test>"));
   }();
-  // The local tb of rank 0 (its last) waits on peer tb 0's receive (step 1).
+  // The local tb of rank 0 (its last) waits on the peer tbs' receives
+  // (step 1), all at once; the thread polling the first reports it.
   const int32_t local = plan.rankTbBegin[1] - 1;
   const PlanTb &tb = plan.tbs[local];
   int32_t waiting = -1;
   for (int32_t i = 0; i < tb.nSteps; ++i)
-    if (plan.steps[tb.stepBegin + i].depTb >= 0 && waiting < 0)
+    if (plan.steps[tb.stepBegin + i].depTb != -1 && waiting < 0)
       waiting = i;
   ASSERT_GE(waiting, 0);
   const PlanStep &step = plan.steps[tb.stepBegin + waiting];
+  ASSERT_EQ(step.depTb, -2);
+  const PlanDep dep = plan.deps[step.depStep];
   const uint32_t span = static_cast<uint32_t>(plan.maxIrSteps);
 
   WatchdogReport r = reportAt(local, waiting, WaitKind::Dependency);
   r.iteration = 2;
-  r.depTb = step.depTb;
-  r.depStep = step.depStep;
-  r.expected = flagProgress(2, span, step.depStep);
+  r.depTb = dep.tb;
+  r.depStep = dep.step;
+  r.expected = flagProgress(2, span, dep.step);
   r.observed = 0;
   std::string text = describeWatchdogReport(plan, r, 1000);
-  EXPECT_NE(text.find("waiting for tb " + std::to_string(plan.tbs[step.depTb].tb) + " step " +
-                      std::to_string(step.depStep) +
+  EXPECT_NE(text.find("waiting for tb " + std::to_string(plan.tbs[dep.tb].tb) + " step " +
+                      std::to_string(dep.step) +
                       " of iteration 2; that tb has published nothing yet"),
             std::string::npos)
       << text;

@@ -137,8 +137,10 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
 // source its own peer's (interp/Plan.h). Its members wait for different
 // peers' start signals, on a tb per peer: the fused step waits for the
 // last member's and a nop before it for each other's, so that no peer is
-// read before it has started. (The ordering the verifier proved for the
-// IR holds for the plan only so; this pins it.)
+// read before it has started; the nops' dependencies then join the fused
+// step's, which waits on them all at once (Plan.h, "Dependencies"). (The
+// ordering the verifier proved for the IR holds for the plan only so;
+// this pins it.)
 TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
   for (int n : {2, 3, 5}) {
     Plan plan = planOf(coll::testing::peerGetTwoShotAllReduce(n));
@@ -149,14 +151,20 @@ TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
       int fused = 0;
       for (int32_t i = 0; i < data.nSteps; ++i) {
         const PlanStep &step = plan.steps[data.stepBegin + i];
+        auto waits = [&] {
+          if (step.depTb >= 0)
+            waited.insert(step.depTb);
+          for (int32_t k = 0; step.depTb < -1 && k < -step.depTb; ++k)
+            waited.insert(plan.deps[step.depStep + k].tb);
+        };
         if (step.type == StepKind::Nop) {
           EXPECT_EQ(fused, 0) << "a nop after the fused step";
-          waited.insert(step.depTb);
+          waits();
         }
         if (step.type != StepKind::GetReduce)
           continue;
         ++fused;
-        waited.insert(step.depTb);
+        waits();
         EXPECT_EQ(step.nsrc, n - 1);
         const PlanStepPeer d = plan.stepPeers[data.stepBegin + i];
         EXPECT_EQ(d.members >= 0, n > 2);

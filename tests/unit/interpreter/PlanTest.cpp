@@ -64,23 +64,172 @@ ir::Algorithm local(std::vector<ir::Step> steps, int chunks = 4, int scratch = 2
   return alg;
 }
 
-TEST(Plan, NopsStayAndReductionsFuse) {
-  // allPairsAllReduce(8): the local tb is cpy, 6 nops, then 7 `re` that fuse.
+/// Step `i` of tb `t` (global index) of `plan`.
+const PlanStep &stepOf(const Plan &plan, int32_t t, int32_t i) {
+  return plan.steps[plan.tbs[t].stepBegin + i];
+}
+
+/// What `s` waits for, as "tb.step" pairs of global tb indices.
+std::vector<std::string> waitsOf(const Plan &plan, const PlanStep &s) {
+  std::vector<std::string> out;
+  auto add = [&](int32_t tb, int32_t step) {
+    out.push_back(std::to_string(tb) + "." + std::to_string(step));
+  };
+  if (s.depTb >= 0)
+    add(s.depTb, s.depStep);
+  for (int32_t k = 0; s.depTb < -1 && k < -s.depTb; ++k)
+    add(plan.deps[s.depStep + k].tb, plan.deps[s.depStep + k].step);
+  return out;
+}
+
+using Waits = std::vector<std::string>;
+
+TEST(Plan, NopsJoinTheNextStepAndReductionsFuse) {
+  // allPairsAllReduce(8): the local tb is cpy, 6 nops, then 7 `re` that
+  // fuse; the nops' dependencies join the fused step's, which waits on the
+  // seven receives at once.
   Plan plan = planOf(coll::testing::allPairsAllReduce(8, ir::Protocol::LL));
   const PlanTb &tb = plan.tbs[plan.rankTbBegin[0] + 7];
-  ASSERT_EQ(tb.nSteps, 8);
+  ASSERT_EQ(tb.nSteps, 2);
   const PlanStep *steps = &plan.steps[tb.stepBegin];
   EXPECT_EQ(steps[0].type, StepKind::Copy);
-  for (int i = 1; i <= 6; ++i) {
-    EXPECT_EQ(steps[i].type, StepKind::Nop);
-    EXPECT_EQ(steps[i].count, 0);
-    EXPECT_GE(steps[i].depTb, 0);
+  EXPECT_EQ(steps[0].depTb, -1);
+  EXPECT_EQ(steps[1].type, StepKind::Reduce);
+  EXPECT_EQ(steps[1].nsrc, 7);
+  EXPECT_EQ(steps[1].irStep, 13); // publishes as the last fused step
+  EXPECT_EQ(steps[1].hasDep, 1);
+  EXPECT_EQ(steps[1].depTb, -7);
+  EXPECT_EQ(waitsOf(plan, steps[1]), (Waits{"0.1", "1.1", "2.1", "3.1", "4.1", "5.1", "6.1"}));
+  // Each receive waited on publishes; the peers' tbs' sends wait on the
+  // reduction alone.
+  for (int32_t t = 0; t < 7; ++t) {
+    EXPECT_EQ(stepOf(plan, t, 1).hasDep, 1);
+    EXPECT_EQ(waitsOf(plan, stepOf(plan, t, 2)), (Waits{"7.13"}));
   }
-  EXPECT_EQ(steps[7].type, StepKind::Reduce);
-  EXPECT_EQ(steps[7].nsrc, 7);
-  EXPECT_EQ(steps[7].irStep, 13); // publishes as the last fused step
-  EXPECT_EQ(steps[7].hasDep, 1);
-  EXPECT_EQ(steps[7].depStep, 1);
+}
+
+/// One rank: tb t's steps are `tbs[t]` (the local algorithm of `local`, with
+/// more tbs).
+ir::Algorithm localTbs(std::vector<std::vector<ir::Step>> tbs, int chunks = 4) {
+  ir::Algorithm alg = local({}, chunks, 40);
+  alg.gpus[0].tbs.resize(tbs.size());
+  for (size_t t = 0; t < tbs.size(); ++t)
+    alg.gpus[0].tbs[t].steps = std::move(tbs[t]);
+  return alg;
+}
+
+ir::Step waiting(ir::Step s, int tb, int step, bool hasDep = false) {
+  s.depTb = tb;
+  s.depStep = step;
+  s.hasDep = hasDep;
+  return s;
+}
+
+ir::Step nop() { return step(StepType::Nop, BufferKind::Input, 0, BufferKind::Input, 0, 0); }
+
+TEST(Plan, WaitsThroughAChainOfNopsBecomeDirect) {
+  // The chain "Spreading waits" makes (docs/COMPILER.md): tb k copies, then
+  // a nop waits for tb k-1's nop (tb 1's, for tb 0's copy); tb 3 waits for
+  // tb 2's nop, so for all three copies, two flag trips later.
+  auto cpy = [](int c) {
+    ir::Step s = step(StepType::Copy, BufferKind::Input, c, BufferKind::Output, c);
+    s.hasDep = true;
+    return s;
+  };
+  ir::Step re = step(StepType::Reduce, BufferKind::Output, 0, BufferKind::Output, 3);
+  Plan plan = planOf(localTbs({{cpy(0)},
+                               {cpy(1), waiting(nop(), 0, 0, true)},
+                               {cpy(2), waiting(nop(), 1, 1, true)},
+                               {waiting(re, 2, 1)}}));
+  // tb 3 waits on the three copies themselves; nobody waits on the nops,
+  // which ended their tbs, so they are gone.
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 3, 0)), (Waits{"0.0", "1.0", "2.0"}));
+  for (int32_t t = 0; t < 3; ++t) {
+    ASSERT_EQ(plan.tbs[t].nSteps, 1) << "tb " << t;
+    EXPECT_EQ(stepOf(plan, t, 0).type, StepKind::Copy);
+    EXPECT_EQ(stepOf(plan, t, 0).hasDep, 1);
+  }
+  EXPECT_EQ(stepOf(plan, 3, 0).hasDep, 0);
+  EXPECT_FALSE(checkPlanIndices(plan));
+
+  // A nop another step waits on, first on its tb: waits are direct through
+  // it, and it stays (it publishes nothing now: the wait on it is direct).
+  plan = planOf(localTbs({{cpy(0)},
+                          {waiting(nop(), 0, 0, true), cpy(1)},
+                          {waiting(re, 1, 0)}}));
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 2, 0)), (Waits{"0.0"}));
+  ASSERT_EQ(plan.tbs[1].nSteps, 1); // the nop joined the copy after it
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 1, 0)), (Waits{"0.0"}));
+  EXPECT_EQ(stepOf(plan, 1, 0).irStep, 1);
+}
+
+TEST(Plan, AWaitThatAnotherImpliesIsDropped) {
+  // tb 2's nop waits for tb 0's copy and joins tb 2's copy, which waits
+  // for tb 1's reduction, which itself waited for tb 0's copy: tb 2's copy
+  // waits for the reduction alone, and tb 0's copy publishes for tb 1.
+  ir::Step cpy = step(StepType::Copy, BufferKind::Input, 0, BufferKind::Output, 0);
+  cpy.hasDep = true;
+  ir::Step re = step(StepType::Reduce, BufferKind::Input, 1, BufferKind::Output, 1);
+  ir::Step cpy2 = step(StepType::Copy, BufferKind::Input, 2, BufferKind::Output, 2);
+  Plan plan = planOf(localTbs({{cpy}, {waiting(re, 0, 0, true)},
+                               {waiting(nop(), 0, 0), waiting(cpy2, 1, 0)}}));
+  ASSERT_EQ(plan.tbs[2].nSteps, 1);
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 2, 0)), (Waits{"1.0"}));
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 1, 0)), (Waits{"0.0"}));
+  EXPECT_EQ(stepOf(plan, 0, 0).hasDep, 1);
+  EXPECT_EQ(stepOf(plan, 1, 0).hasDep, 1);
+}
+
+TEST(Plan, AStepWaitsOnAtMostMaxStepDependencies) {
+  // 40 tbs copy; tb 40 runs a nop for each, then a copy of its own.
+  std::vector<std::vector<ir::Step>> tbs;
+  std::vector<ir::Step> last;
+  for (int t = 0; t < 40; ++t) {
+    ir::Step c = step(StepType::Copy, BufferKind::Input, 0, BufferKind::Scratch, t);
+    c.hasDep = true;
+    tbs.push_back({c});
+    last.push_back(waiting(nop(), t, 0));
+  }
+  last.push_back(step(StepType::Copy, BufferKind::Input, 1, BufferKind::Output, 1));
+  tbs.push_back(last);
+  Plan plan = planOf(localTbs(tbs));
+  // The first 32 nops become one that waits on 32 flags; the copy waits on
+  // the other 8.
+  const int32_t t = 40;
+  ASSERT_EQ(plan.tbs[t].nSteps, 2);
+  EXPECT_EQ(stepOf(plan, t, 0).type, StepKind::Nop);
+  EXPECT_EQ(stepOf(plan, t, 0).depTb, -MaxStepDependencies);
+  EXPECT_EQ(stepOf(plan, t, 0).irStep, 31);
+  EXPECT_EQ(stepOf(plan, t, 1).type, StepKind::Copy);
+  EXPECT_EQ(stepOf(plan, t, 1).depTb, -8);
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, t, 1)).front(), "32.0");
+  EXPECT_FALSE(checkPlanIndices(plan));
+}
+
+TEST(Plan, ARanksSliceKeepsItsDependencies) {
+  Plan whole = planOf(coll::testing::allPairsAllReduce(4, ir::Protocol::Simple));
+  for (int32_t r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    Plan mine = slicePlan(whole, r);
+    ASSERT_FALSE(checkPlanIndices(mine));
+    const int32_t first = mine.rankTbBegin[r]; // 0: a rank's plan numbers its tbs from 0
+    EXPECT_EQ(first, 0);
+    const PlanStep &reduce = stepOf(mine, first + 3, 1);
+    EXPECT_EQ(reduce.type, StepKind::Reduce);
+    EXPECT_EQ(waitsOf(mine, reduce), (Waits{std::to_string(first) + ".1",
+                                            std::to_string(first + 1) + ".1",
+                                            std::to_string(first + 2) + ".1"}));
+  }
+  // A damaged list of dependencies is found.
+  Plan damaged = slicePlan(whole, 1);
+  damaged.deps[1].tb = damaged.rankTbBegin[2]; // past rank 1's tbs
+  EXPECT_TRUE(static_cast<bool>(checkPlanIndices(damaged)));
+  llvm::consumeError(checkPlanIndices(damaged));
+  damaged = slicePlan(whole, 1);
+  damaged.deps.pop_back();
+  llvm::Error err = checkPlanIndices(damaged);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("the plan is damaged"), std::string::npos);
 }
 
 TEST(Plan, FusionRules) {
@@ -104,7 +253,7 @@ TEST(Plan, FusionRules) {
   plan = planOf(local(steps, 24));
   ASSERT_EQ(plan.tbs[0].nSteps, 3);
   EXPECT_EQ(plan.steps[0].nsrc, 2);
-  EXPECT_EQ(plan.steps[0].hasDep, 1);
+  EXPECT_EQ(plan.steps[0].hasDep, 0); // no step waits on it: it publishes nothing
   EXPECT_EQ(plan.steps[0].irStep, 1);
   EXPECT_EQ(plan.steps[1].nsrc, 1);
   EXPECT_EQ(plan.steps[2].nsrc, 2);

@@ -63,6 +63,8 @@ std::string planDifference(const interp::Plan &a, const interp::Plan &b) {
     return "tbs";
   if (!sameRecords(a.steps, b.steps))
     return "steps";
+  if (!sameRecords(a.deps, b.deps))
+    return "dependencies";
   if (!sameRecords(a.slices, b.slices))
     return "slices";
   if (!sameRecords(a.connections, b.connections))
@@ -136,6 +138,10 @@ TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
   TempDir dir;
   ProgramCache cache(dir.path);
   ASSERT_TRUE(cache.enabled()) << "the test binary has no build id";
+  // Plans whose steps wait on several dependencies (Plan::deps), which
+  // each rank's part must carry with its tbs renumbered: the all-pairs and
+  // one-shot allreduces have some.
+  int withDeps = 0;
   for (rt::Shape shape : {shapeOf(2, 4), shapeOf(1, 5)}) {
     std::vector<rt::LoadedAlgorithm> algos = builtins(shape);
     ASSERT_GT(algos.size(), 5u);
@@ -143,6 +149,7 @@ TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
       SCOPED_TRACE(a.origin + " at " + std::to_string(shape.nranks) + " ranks");
       const interp::Plan &whole = a.compiled->plan;
       ASSERT_EQ(whole.planRank, -1);
+      withDeps += !whole.deps.empty();
       const std::string key = cache.key(a.origin, std::to_string(shape.nranks));
       ASSERT_TRUE(cache.store(key, entryOf(*a.compiled)));
 
@@ -209,6 +216,7 @@ TEST(ProgramCache, EveryRankReadsExactlyItsSliceOfEveryBuiltinProgram) {
       }
     }
   }
+  EXPECT_GE(withDeps, 2);
 }
 
 /// The ring allreduce of 8 ranks, stored: its entry's path and whole plan.
@@ -232,10 +240,10 @@ struct Stored {
     std::ifstream f(path, std::ios::binary);
     std::string line;
     std::getline(f, line);
-    // "coll-program-cache 7 ok COMMON_BYTES CHECKSUM"
+    // "coll-program-cache 8 ok COMMON_BYTES CHECKSUM"
     unsigned long common = 0;
     char hex[40];
-    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 7 ok %lu %39s", &common, hex), 2);
+    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 8 ok %lu %39s", &common, hex), 2);
     const long partsAt = static_cast<long>(line.size() + 1 + common);
     uint64_t entry[3] = {};
     f.seekg(partsAt - static_cast<long>((whole.nranks - r) * sizeof entry));

@@ -33,6 +33,23 @@
 // waits for an earlier member's completion except through the last; every
 // ordering the verifier proved still holds (docs/IR.md, "Direct steps").
 //
+// Dependencies. The IR gives a step one dependency; a step that needs
+// several waits for a nop, or for a chain of nops through other tbs
+// (docs/COMPILER.md, "Spreading waits"), and each link of a chain is one
+// more flag trip. buildPlan makes the waits direct: a nop's completion
+// implies that of the step before it on its tb and whatever its own
+// dependencies imply (flags are monotone, waiting is transitive), so a step
+// waits on those steps themselves, up to MaxStepDependencies flags, which
+// the backends poll at once (PlanStep::depTb < -1: Plan::deps). Of a
+// step's dependencies, one that another of them waits on itself is
+// dropped (it is implied). A step publishes where some step waits on it,
+// and only there. A nop nobody waits
+// on then runs no step of its own: its dependencies join those of the next
+// step of its tb, and one at the end of its tb is dropped (what it waited
+// for orders nothing after it in its iteration; iterations move disjoint
+// elements of every chunk, and their FIFO slots, flags and signals count by
+// iteration). So a getre group's member nops join the group's step.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef COLL_INTERPRETER_PLAN_H
@@ -97,6 +114,9 @@ struct Plan {
   /// The peers of fused `getre` steps' sources (PlanStepPeer::members):
   /// the whole job's, in a rank's plan too.
   std::vector<int32_t> memberPeers;
+  /// The dependencies of steps that wait on several (PlanStep::depTb < -1),
+  /// each step's together, in step order.
+  std::vector<PlanDep> deps;
   std::vector<PlanSlice> slices;
   std::vector<PlanConnection> connections;
   /// Signal pairs of direct steps (docs/IR.md, "Direct steps"), in the

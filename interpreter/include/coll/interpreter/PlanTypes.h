@@ -22,6 +22,10 @@ enum class StepKind : uint8_t {
 /// Most sources one fused `re` may have.
 inline constexpr int MaxReduceSources = 16;
 
+/// Most dependencies one step may wait on (PlanStep::depTb): one lane of a
+/// block's first warp polls each.
+inline constexpr int MaxStepDependencies = 32;
+
 /// One tb of one rank.
 struct PlanTb {
   int32_t rank;
@@ -43,13 +47,22 @@ struct PlanStep {
   uint8_t nsrc;       ///< sources of a fused `re` (1..MaxReduceSources); else 1
   int32_t count;      ///< chunks (the IR's cnt); 0 for nops
   int32_t sliceBegin; ///< first of count*nsrc entries in the slice arrays
-  int32_t depTb;      ///< global tb index waited for, or -1
-  int32_t depStep;    ///< IR step index of that tb waited for
+  /// What the step waits for before it runs: -1 nothing; a global tb index
+  /// t >= 0: tb t's IR step depStep; -n for n >= 2 dependencies: the n
+  /// entries of Plan::deps from index depStep (Plan.h, "Dependencies").
+  int32_t depTb;
+  int32_t depStep; ///< IR step index of depTb waited for; with several, their first in Plan::deps
   int32_t irStep;     ///< IR step index this step publishes as (last of a fused group)
   /// Publish completion after this step. In the kernel's copy of a tb's
   /// steps in shared memory: the step's stepFlags (StepSemantics.h), whose
   /// bit 0 is this.
   int32_t hasDep;
+};
+
+/// One of the dependencies of a step that waits on several (Plan::deps).
+struct PlanDep {
+  int32_t tb;   ///< global tb index waited for
+  int32_t step; ///< IR step index of that tb
 };
 
 /// What a direct step (docs/IR.md, "Direct steps") needs beyond its

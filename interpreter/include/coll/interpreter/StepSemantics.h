@@ -13,7 +13,9 @@
 // The backend supplies `Prims`, which owns memory ordering, thread
 // cooperation and waiting:
 //
-//   bool waitDependency(int32_t tb, uint64_t iteration, int32_t irStep);
+//   bool waitDependency(int32_t depTb, uint64_t iteration, int32_t depStep);
+//       // the step's PlanStep::depTb and depStep (not -1): one tb's IR step,
+//       // or several dependencies (Plan::deps), all of them met
 //   void publish(uint64_t iteration, int32_t irStep);
 //   void at(uint64_t iteration, int32_t index, const PlanStep &step);
 //       // watchdog context; index: the step's in the tb (steps[index])
@@ -169,7 +171,7 @@ inline constexpr int32_t Straight = 4;
 COLL_HOST_DEVICE COLL_INLINE int32_t stepFlags(const PlanStep &step, bool directSteps,
                                                int32_t index, int32_t nSteps) {
   int32_t f = step.hasDep ? step_flag::Publishes : 0;
-  if (step.depTb >= 0 || step.count <= 0 || (directSteps && isDirectKind(step.type)))
+  if (step.depTb != -1 || step.count <= 0 || (directSteps && isDirectKind(step.type)))
     f |= step_flag::Slow;
   if (step.count == 1 && !step.hasDep && index + 1 < nSteps)
     f |= step_flag::Straight;
@@ -233,7 +235,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         if constexpr (TracesSteps<Prims>::value)
           if (prims.tracingSteps())
             prims.traceStep(stepElems(step, slices, sliceBase, lo, sliceElems));
-        if (step.depTb >= 0 && !prims.waitDependency(step.depTb, it, step.depStep))
+        if (step.depTb != -1 && !prims.waitDependency(step.depTb, it, step.depStep))
           return false;
         if constexpr (HasDirectSteps<Prims>::value) {
           if (step.type == StepKind::Signal)
