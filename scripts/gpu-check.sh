@@ -23,7 +23,9 @@
 #      protocol, small sizes.
 # With a comparison plugin staged (gpu-stage.sh --compare-plugin), step 4
 # also times the step costs and three small calls with it, beside this
-# build's in the same run (the steps ending in -compare).
+# build's in the same run (the steps ending in -compare); with a comparison
+# build staged (--compare-build), with that build's collbench, libcoll.so
+# and plugin.
 # --budget: no step starts after that many seconds, and none runs past them
 # (steps left out are listed and count as failures), so that the report
 # comes back from a machine lent for a limited time. --steps: only the steps
@@ -87,7 +89,7 @@ step() { # name timeout command...
   return 0
 }
 log "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
-[ -f "$here/STAGED" ] && sed -n '1,4p; /^compare plugin:/p' "$here/STAGED" >>"$report"
+[ -f "$here/STAGED" ] && sed -n '1,4p; /^compare \(plugin\|build\):/p' "$here/STAGED" >>"$report"
 if command -v nvidia-smi >/dev/null; then
   step nvidia-smi 60 nvidia-smi
 else
@@ -212,18 +214,26 @@ step bench-step-cost 600 python3 "$here/tests/step-cost.py" run --tool "$bench" 
 # A staged comparison plugin (gpu-stage.sh --compare-plugin): the same
 # step costs and small calls with the kernels of another build, in this
 # run, right after this build's.
-if [ -f "$here/compare/libcoll_cuda.so" ]; then
-  log "compare plugin: $(cat "$here/compare/LABEL" 2>/dev/null)"
-  cmp=(env COLL_CUDA_PLUGIN="$here/compare/libcoll_cuda.so")
+if [ -f "$here/compare/libcoll_cuda.so" ] || [ -x "$here/compare/bin/collbench" ]; then
+  cbench=$bench
+  if [ -x "$here/compare/bin/collbench" ]; then
+    log "compare build: $(cat "$here/compare/LABEL" 2>/dev/null)"
+    cbench=$here/compare/bin/collbench
+    cmp=(env LD_LIBRARY_PATH="$here/compare/lib:$LD_LIBRARY_PATH"
+      COLL_CUDA_PLUGIN="$here/compare/lib/libcoll_cuda.so")
+  else
+    log "compare plugin: $(cat "$here/compare/LABEL" 2>/dev/null)"
+    cmp=(env COLL_CUDA_PLUGIN="$here/compare/libcoll_cuda.so")
+  fi
   # --no-floor: an earlier build's plugin may not know the steps and hops
   # references; this build's runs time them, before and after.
-  step bench-step-cost-compare 600 "${cmp[@]}" python3 "$here/tests/step-cost.py" run --tool "$bench" \
+  step bench-step-cost-compare 600 "${cmp[@]}" python3 "$here/tests/step-cost.py" run --tool "$cbench" \
     --dir "$alg/step-cost" --iters 200 --warmup 20 --no-floor
   step bench-step-cost-again 600 python3 "$here/tests/step-cost.py" run --tool "$bench" \
     --dir "$alg/step-cost" --iters 200 --warmup 20
   for f in allpairs_allreduce_8ranks_ll:8K oneshot_allreduce_8ranks:1K ring_allreduce_2ranks_ll:1K; do
     step "bench-small-${f%%:*}-${f##*:}" 600 "$bench" "$alg/${f%%:*}.xml" --size "${f##*:}" --iters 200 --warmup 50
-    step "bench-small-${f%%:*}-${f##*:}-compare" 600 "${cmp[@]}" "$bench" "$alg/${f%%:*}.xml" \
+    step "bench-small-${f%%:*}-${f##*:}-compare" 600 "${cmp[@]}" "$cbench" "$alg/${f%%:*}.xml" \
       --size "${f##*:}" --iters 200 --warmup 50
   done
 fi

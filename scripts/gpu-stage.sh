@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stages what a GPU check needs into one folder (default gpu-stage/, ignored
 # by git) that the device tool can carry (at most 64 MiB):
-#   scripts/gpu-stage.sh [--build DIR] [--out DIR] [--compare-plugin FILE LABEL]
+#   scripts/gpu-stage.sh [--build DIR] [--out DIR]
+#                        [--compare-plugin FILE LABEL | --compare-build DIR LABEL]
 #   bin/   CudaTests (the ctest label `cuda`), collrun, collbench,
 #          coll-rank-check-gpu (the runtime's device path), nccl-gpu-check
 #          (libcoll_nccl.so on device buffers) and collsynth (topology
@@ -23,13 +24,16 @@
 #          machine and in one run. LABEL (e.g. the commit it was built at)
 #          goes into STAGED and the report. It must have this build's plugin
 #          ABI (COLL_DEVICE_PLUGIN_ABI, 13 since Plan::deps); libcoll.so
-#          refuses another, naming both.
+#          refuses another, naming both. With --compare-build DIR LABEL
+#          instead: another build's collbench, libcoll.so and plugin
+#          (compare/bin, compare/lib), which the *-compare steps run whole,
+#          so that a build of another plugin ABI compares too.
 # The build (default build/) must have the CUDA backend (nvcc found); the
 # script builds the targets it needs. Fails when the folder exceeds 64 MiB.
 # On the GPU machine: gpu-stage/gpu-check.sh (see docs/CUDA.md).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$root/build out=$root/gpu-stage compare= compare_label=
+build=$root/build out=$root/gpu-stage compare= compare_label= compare_build=
 limit=$((64 * 1024 * 1024))
 while [ $# -gt 0 ]; do
   case $1 in
@@ -41,10 +45,20 @@ while [ $# -gt 0 ]; do
     [ -f "$compare" ] || { echo "gpu-stage: --compare-plugin: no file $compare" >&2; exit 2; }
     shift 3
     ;;
-  -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --compare-build)
+    [ $# -ge 3 ] || { echo "gpu-stage: --compare-build needs a build folder and a label" >&2; exit 2; }
+    compare_build=$(realpath -m "$2") compare_label=$3
+    for f in bin/collbench lib/libcoll.so lib/libcoll_cuda.so; do
+      [ -e "$compare_build/$f" ] || { echo "gpu-stage: --compare-build: no $compare_build/$f (build collbench coll coll_cuda there)" >&2; exit 2; }
+    done
+    shift 3
+    ;;
+  -h | --help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "gpu-stage: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[ -z "$compare" ] || [ -z "$compare_build" ] ||
+  { echo "gpu-stage: --compare-plugin and --compare-build exclude each other" >&2; exit 2; }
 [ -f "$build/CMakeCache.txt" ] ||
   { echo "gpu-stage: $build is not configured: cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release" >&2; exit 2; }
 nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
@@ -77,6 +91,14 @@ strip -o "$out/lib/libcoll_cuda.so" "$build/lib/libcoll_cuda.so"
 if [ -n "$compare" ]; then
   mkdir -p "$out/compare"
   strip -o "$out/compare/libcoll_cuda.so" "$compare"
+  echo "$compare_label" >"$out/compare/LABEL"
+fi
+if [ -n "$compare_build" ]; then
+  mkdir -p "$out/compare/bin" "$out/compare/lib"
+  strip -o "$out/compare/bin/collbench" "$compare_build/bin/collbench"
+  strip -o "$out/compare/lib/$(readlink "$compare_build/lib/libcoll.so")" \
+    "$compare_build/lib/$(readlink "$compare_build/lib/libcoll.so")"
+  strip -o "$out/compare/lib/libcoll_cuda.so" "$compare_build/lib/libcoll_cuda.so"
   echo "$compare_label" >"$out/compare/LABEL"
 fi
 strip -o "$out/lib/$(readlink "$build/lib/libcoll_nccl.so")" "$build/lib/$(readlink "$build/lib/libcoll_nccl.so")"
@@ -145,6 +167,7 @@ size=$(du -sb "$out" | cut -f1)
   echo "nvcc: $nvcc ($("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   echo "size: $size bytes"
   [ -z "$compare" ] || echo "compare plugin: $compare_label ($compare)"
+  [ -z "$compare_build" ] || echo "compare build: $compare_label ($compare_build)"
   (cd "$out" && du -ab bin lib algorithms | sort -k2)
 } >"$out/STAGED"
 # Over the limit (the kernels' line tables make the plugin and CudaTests
@@ -152,7 +175,7 @@ size=$(du -sb "$out" | cut -f1)
 # where it runs.
 if [ "$size" -gt "$limit" ]; then
   packed="bin lib"
-  [ -z "$compare" ] || packed="$packed compare"
+  [ -z "$compare$compare_build" ] || packed="$packed compare"
   tar -C "$out" -cf - $packed | xz -T2 -6 >"$out/bin-lib.tar.xz"
   rm -rf "$out/bin" "$out/lib" "$out/compare"
   size=$(du -sb "$out" | cut -f1)
