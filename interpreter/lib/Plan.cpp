@@ -2,6 +2,7 @@
 
 #include "coll/interpreter/Plan.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -72,9 +73,21 @@ public:
                    const std::vector<std::vector<std::vector<StepSlot>>> &where)
       : alg(alg), analysis(analysis), plan(plan), where(where),
         inFlight(analysis.connections.size()) {
+    // Slots up to the highest any step names: a file may declare far more
+    // scratch than its steps use (s_chunks is only bounded by int32).
+    int64_t touched = 0;
+    for (const ir::Gpu &gpu : alg.gpus)
+      for (const ir::ThreadBlock &tb : gpu.tbs)
+        for (const ir::Step &step : tb.steps) {
+          if (step.srcBuf == BufferKind::Scratch)
+            touched = std::max<int64_t>(touched, int64_t(step.srcOff) + step.count);
+          if (step.dstBuf == BufferKind::Scratch)
+            touched = std::max<int64_t>(touched, int64_t(step.dstOff) + step.count);
+        }
     scratch.resize(alg.gpus.size());
     for (size_t g = 0; g < alg.gpus.size(); ++g)
-      scratch[g].assign(std::max<int32_t>(alg.gpus[g].scratchChunks, 0), -1);
+      scratch[g].assign(static_cast<size_t>(std::clamp<int64_t>(alg.gpus[g].scratchChunks, 0, touched)),
+                        -1);
   }
 
   llvm::Error run() {
@@ -532,13 +545,14 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   ClassPropagation propagation(alg, analysis, plan, where);
   if (llvm::Error err = propagation.run())
     return err;
-  std::vector<bool> used(static_cast<size_t>(std::max(plan.shape.chunksPerBlock, 1)), false);
+  // Sorted and distinct (not a table of every class: a block may declare
+  // up to 2^31 chunks).
   for (const PlanSlice &slice : plan.slices)
-    if (slice.cls >= 0 && static_cast<size_t>(slice.cls) < used.size())
-      used[slice.cls] = true;
-  for (size_t c = 0; c < used.size(); ++c)
-    if (used[c])
-      plan.sliceClasses.push_back(static_cast<int32_t>(c));
+    if (slice.cls >= 0 && slice.cls < std::max(plan.shape.chunksPerBlock, 1))
+      plan.sliceClasses.push_back(slice.cls);
+  llvm::sort(plan.sliceClasses);
+  plan.sliceClasses.erase(std::unique(plan.sliceClasses.begin(), plan.sliceClasses.end()),
+                          plan.sliceClasses.end());
   waitDirectly(plan);
   return plan;
 }

@@ -63,6 +63,7 @@ public:
 
 private:
   void checkHeader();
+  bool checkExtent();
   void checkCondition(const Definition &def);
   void checkGpu(int32_t g);
   void checkTb(int32_t g, int32_t t);
@@ -108,6 +109,8 @@ private:
 llvm::Expected<Analysis> Verifier::run() {
   unsigned errorsBefore = diags.errorCount();
   checkHeader();
+  if (!checkExtent())
+    return diags.takeErrors();
   for (int32_t g = 0; g < ngpus; ++g)
     checkGpu(g);
   buildConnections();
@@ -190,6 +193,27 @@ void Verifier::checkCondition(const Definition &def) {
                 " is larger than nchunksperloop " +
                 llvm::Twine(alg.nchunksPerLoop) +
                 ", the chunks of a custom collective's buffers");
+}
+
+/// The chunks every gpu's buffers declare, summed, within what the checks
+/// that keep a cell per chunk (the race check, the symbolic execution) can
+/// hold: false (reported) when over MaxDeclaredChunks, and nothing more is
+/// checked. Per gpu: the larger of nchunksperloop (which bounds what the
+/// collective defines for the input and output) and i_chunks and o_chunks,
+/// plus s_chunks.
+bool Verifier::checkExtent() {
+  int64_t total = 0;
+  for (const Gpu &gpu : alg.gpus)
+    total += std::max<int64_t>({alg.nchunksPerLoop, gpu.inputChunks, gpu.outputChunks, 0}) +
+             std::max<int32_t>(gpu.scratchChunks, 0);
+  if (total <= MaxDeclaredChunks)
+    return true;
+  error(alg.line, {},
+        "the gpus' buffers declare " + llvm::Twine(total) +
+            " chunks in all (per gpu the larger of nchunksperloop, i_chunks and o_chunks, "
+            "plus s_chunks), over the limit of " +
+            llvm::Twine(MaxDeclaredChunks));
+  return false;
 }
 
 void Verifier::checkGpu(int32_t g) {

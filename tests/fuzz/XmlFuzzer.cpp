@@ -76,6 +76,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     consume(plan.takeError());
     return 0;
   }
+  // A plan built here is whole and in range (its dependencies, after the
+  // waits through nops were made direct, included), and so is every
+  // rank's slice of it.
+  if (llvm::Error err = coll::interp::checkPlanIndices(*plan)) {
+    consume(std::move(err));
+    fail("buildPlan made a plan that checkPlanIndices refuses", written);
+  }
+  for (int32_t r = 0; r < plan->nranks; ++r)
+    if (llvm::Error err = coll::interp::checkPlanIndices(coll::interp::slicePlan(*plan, r))) {
+      consume(std::move(err));
+      fail("a rank's slice of a built plan is refused by checkPlanIndices", written);
+    }
   for (uint64_t count : {0ull, 1ull, 7ull, 1000ull, 123457ull}) {
     llvm::Expected<coll::interp::CallLayout> call = coll::interp::resolveCall(*plan, count);
     if (!call) {

@@ -9,6 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include <sys/resource.h>
+
 using namespace coll;
 using namespace coll::interp;
 using ir::BufferKind;
@@ -263,6 +267,29 @@ TEST(Plan, FusionRules) {
            step(StepType::Reduce, BufferKind::Input, 1, BufferKind::Input, 0)};
   plan = planOf(local(steps, 24));
   EXPECT_EQ(plan.tbs[0].nSteps, 3);
+}
+
+TEST(Plan, ScratchDeclaredButUnusedCostsNothing) {
+  // The plan builder tracks only the scratch slots the steps name (it kept
+  // a table of every declared slot: 8 GiB for 2^31 - 1, which XmlFuzzer
+  // found). The verifier now refuses such a declaration
+  // (ir::MaxDeclaredChunks); the builder does not rely on that.
+  ir::Algorithm alg = local({step(StepType::Copy, BufferKind::Input, 0, BufferKind::Scratch, 3),
+                             step(StepType::Copy, BufferKind::Scratch, 3, BufferKind::Output, 0)},
+                            4, 4);
+  ir::DiagnosticList diags("<test>");
+  auto analysis = ir::verify(alg, diags);
+  ASSERT_TRUE(static_cast<bool>(analysis)) << llvm::toString(analysis.takeError());
+  alg.gpus[0].scratchChunks = std::numeric_limits<int32_t>::max();
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  auto plan = buildPlan(alg, *analysis, "test.xml");
+  getrusage(RUSAGE_SELF, &after);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 * 1024) << "KiB of peak memory more";
+  EXPECT_EQ(plan->scratchChunks[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(plan->sliceClasses, (std::vector<int32_t>{0}));
+  EXPECT_FALSE(checkPlanIndices(*plan));
 }
 
 TEST(Plan, ResolvesUnevenChunks) {

@@ -223,6 +223,26 @@ TEST_F(VerifierTest, BufferLargerThanTheCollective) {
                               "negative"});
 }
 
+// Declarations the checks could not hold a cell per chunk of (an 8 GiB
+// table, or a bad_alloc abort, before): one error, and nothing more is
+// checked.
+TEST_F(VerifierTest, DeclaredChunksInAll) {
+  alg.gpus[1].scratchChunks = 2147483647;
+  EXPECT_EQ(errors(), Strings{"t.xml:1: error: the gpus' buffers declare 2147483652 chunks in "
+                              "all (per gpu the larger of nchunksperloop, i_chunks and "
+                              "o_chunks, plus s_chunks), over the limit of 67108864"});
+  alg.gpus[1].scratchChunks = 0;
+  alg.nchunksPerLoop = 2147483646;
+  EXPECT_EQ(errors().size(), 1u);
+  // At the limit: no error of its own (the chunks of the collective then
+  // disagree with i_chunks, which is another error).
+  alg.nchunksPerLoop = 2;
+  alg.gpus[1].scratchChunks = int32_t(MaxDeclaredChunks) - 2 - 3;
+  EXPECT_EQ(errors(), Strings{});
+  alg.gpus[1].scratchChunks += 1;
+  EXPECT_EQ(errors().size(), 1u);
+}
+
 TEST_F(VerifierTest, Root) {
   alg.collective = Collective::Broadcast;
   alg.root = 2;

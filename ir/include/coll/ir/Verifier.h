@@ -61,6 +61,12 @@ struct Analysis {
   std::vector<StepRef> topologicalOrder;
 };
 
+/// The most chunks a file's buffers may declare in all (per gpu the larger
+/// of nchunksperloop, i_chunks and o_chunks, plus s_chunks; summed over the
+/// gpus): the race check and the symbolic execution keep a cell per chunk.
+/// 2^26: a 4096-rank ring allreduce declares 2^24.
+inline constexpr int64_t MaxDeclaredChunks = int64_t(1) << 26;
+
 /// Limits of a particular runtime. 0 means no limit.
 struct RuntimeLimits {
   int32_t maxStepsPerTb = 0;
