@@ -105,7 +105,7 @@ public:
   /// The step's dependency (depTb >= 0), or its -depTb dependencies
   /// (Plan::deps from depStep): thread k polls the k-th, all at once, and
   /// the barrier after orders each acquire before every thread's step, as
-  /// thread 0's alone did (docs/CUDA.md, "Dependencies").
+  /// thread 0's alone did (docs/CUDA.md, "Several dependencies").
   __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t depStep) {
     bool fail = false;
     const int32_t n = depTb >= 0 ? 1 : -depTb;

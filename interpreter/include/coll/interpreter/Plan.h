@@ -43,12 +43,12 @@
 // the backends poll at once (PlanStep::depTb < -1: Plan::deps). Of a
 // step's dependencies, one that another of them waits on itself is
 // dropped (it is implied). A step publishes where some step waits on it,
-// and only there. A nop nobody waits
-// on then runs no step of its own: its dependencies join those of the next
-// step of its tb, and one at the end of its tb is dropped (what it waited
-// for orders nothing after it in its iteration; iterations move disjoint
-// elements of every chunk, and their FIFO slots, flags and signals count by
-// iteration). So a getre group's member nops join the group's step.
+// and only there. A nop nobody waits on then runs no step of its own: its
+// dependencies join those of the next step of its tb, and one at the end
+// of its tb is dropped (what it waited for orders nothing after it in its
+// iteration; iterations move disjoint elements of every chunk, and their
+// FIFO slots, flags and signals count by iteration). So a getre group's
+// member nops join the group's step.
 //
 //===----------------------------------------------------------------------===//
 
