@@ -223,12 +223,8 @@ void waitDirectly(Plan &plan) {
     return at != e && at->irStep == j ? static_cast<int32_t>(at - plan.steps.begin()) : -1;
   };
   auto depsOf = [&](const PlanStep &s) {
-    std::vector<PlanDep> d;
-    if (s.depTb >= 0)
-      d.push_back(PlanDep{s.depTb, s.depStep});
-    else if (s.depTb < -1)
-      d.assign(plan.deps.begin() + s.depStep, plan.deps.begin() + s.depStep - s.depTb);
-    return d;
+    const StepDependencies d = plan.dependencies(s);
+    return std::vector<PlanDep>(d.begin(), d.end());
   };
   // What each step's completion implies, as few (tb, step) pairs as
   // possible: a step that moves data, itself; a nop, the step before it on
@@ -644,9 +640,8 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
       step.depTb -= first;
     } else if (step.depTb < -1) {
       const auto at = static_cast<int32_t>(plan.deps.size());
-      for (int32_t k = 0; k < -step.depTb; ++k)
-        plan.deps.push_back(PlanDep{whole.deps[step.depStep + k].tb - first,
-                                    whole.deps[step.depStep + k].step});
+      for (const PlanDep &d : whole.dependencies(step))
+        plan.deps.push_back(PlanDep{d.tb - first, d.step});
       step.depStep = at;
     }
   }
@@ -715,19 +710,15 @@ llvm::Error checkPlanIndices(const Plan &p) {
   };
   // A step's dependencies: tbs of its own rank, steps of the IR's span.
   auto depsOk = [&](const PlanStep &s, int32_t rank) {
-    auto one = [&](int32_t tb, int32_t step) {
-      return tb >= p.rankTbBegin[rank] && tb < p.rankTbBegin[rank + 1] && step >= 0 &&
-             step < std::max(p.maxIrSteps, 1);
-    };
-    if (s.depTb >= -1)
-      return s.depTb == -1 || one(s.depTb, s.depStep);
-    if (s.depTb < -MaxStepDependencies || s.depStep < 0 ||
-        int64_t(s.depStep) - s.depTb > static_cast<int64_t>(p.deps.size()))
+    // Several: their list within Plan::deps, before it is read.
+    if (s.depTb < -1 && (s.depTb < -MaxStepDependencies || s.depStep < 0 ||
+                         int64_t(s.depStep) - s.depTb > static_cast<int64_t>(p.deps.size())))
       return false;
-    for (int32_t k = 0; k < -s.depTb; ++k)
-      if (!one(p.deps[s.depStep + k].tb, p.deps[s.depStep + k].step))
-        return false;
-    return true;
+    const StepDependencies deps = p.dependencies(s);
+    return std::all_of(deps.begin(), deps.end(), [&](const PlanDep &d) {
+      return d.tb >= p.rankTbBegin[rank] && d.tb < p.rankTbBegin[rank + 1] && d.step >= 0 &&
+             d.step < std::max(p.maxIrSteps, 1);
+    });
   };
   if (p.nranks < 1 || p.planRank < -1 || p.planRank >= p.nranks ||
       p.rankTbBegin.size() != static_cast<size_t>(p.nranks) + 1 ||

@@ -25,12 +25,10 @@ std::string chunkName(uint8_t buffer, int32_t chunk) {
 
 /// What `step` waits for: "tb 2 step 1", or each of several, with commas.
 std::string waitsFor(const Plan &plan, const PlanStep &step) {
-  const PlanDep one{step.depTb, step.depStep};
-  const PlanDep *deps = step.depTb >= 0 ? &one : plan.deps.data() + step.depStep;
   std::string out;
-  for (int32_t k = 0; k < (step.depTb >= 0 ? 1 : -step.depTb); ++k)
-    out += llvm::formatv("{0}tb {1} step {2}", k ? ", " : "", plan.tbs[deps[k].tb].tb,
-                         deps[k].step)
+  for (const PlanDep &d : plan.dependencies(step))
+    out += llvm::formatv("{0}tb {1} step {2}", out.empty() ? "" : ", ", plan.tbs[d.tb].tb,
+                         d.step)
                .str();
   return out;
 }

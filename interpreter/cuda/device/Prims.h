@@ -108,7 +108,7 @@ public:
   /// thread 0's alone did (docs/CUDA.md, "Several dependencies").
   __device__ bool waitDependency(int32_t depTb, uint64_t it, int32_t depStep) {
     bool fail = false;
-    const int32_t n = depTb >= 0 ? 1 : -depTb;
+    const uint32_t n = depTb >= 0 ? 1u : static_cast<uint32_t>(-depTb);
     if (tid < n) {
       int32_t tb = depTb, irStep = depStep;
       if (depTb < 0) {

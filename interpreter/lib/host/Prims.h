@@ -91,14 +91,12 @@ public:
   /// One tb's IR step, or several (depTb -n: Plan::deps from depStep), all
   /// of them published; the report names the first one that is not.
   bool waitDependency(int32_t depTb, uint64_t iteration, int32_t depStep) {
-    const PlanDep one{depTb, depStep};
-    const PlanDep *deps = depTb >= 0 ? &one : ex.plan.deps.data() + depStep;
-    const int32_t n = depTb >= 0 ? 1 : -depTb;
+    const StepDependencies deps = ex.plan.dependencies(depTb, depStep);
     auto unmet = [&]() -> const PlanDep * {
-      for (int32_t k = 0; k < n; ++k)
-        if (ex.localTb(deps[k].tb).flag.load(std::memory_order_acquire) <
-            ex.flagValue(iteration, deps[k].step))
-          return &deps[k];
+      for (const PlanDep &d : deps)
+        if (ex.localTb(d.tb).flag.load(std::memory_order_acquire) <
+            ex.flagValue(iteration, d.step))
+          return &d;
       return nullptr;
     };
     return await([&] { return unmet() == nullptr; },

@@ -414,10 +414,8 @@ TEST(RunPlan, GetReduceStepsFuseAcrossPeers) {
             const interp::PlanStep &s = plan.steps[tb.stepBegin + k];
             if (k < i && s.type != interp::StepKind::Nop)
               continue;
-            if (s.depTb >= 0)
-              waited.insert(s.depTb);
-            for (int32_t j = 0; s.depTb < -1 && j < -s.depTb; ++j)
-              waited.insert(plan.deps[s.depStep + j].tb);
+            for (const interp::PlanDep &d : plan.dependencies(s))
+              waited.insert(d.tb);
           }
           EXPECT_EQ(waited.size(), size_t(n - 1)) << "rank " << r;
         }

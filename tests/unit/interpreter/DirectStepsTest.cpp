@@ -152,10 +152,8 @@ TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
       for (int32_t i = 0; i < data.nSteps; ++i) {
         const PlanStep &step = plan.steps[data.stepBegin + i];
         auto waits = [&] {
-          if (step.depTb >= 0)
-            waited.insert(step.depTb);
-          for (int32_t k = 0; step.depTb < -1 && k < -step.depTb; ++k)
-            waited.insert(plan.deps[step.depStep + k].tb);
+          for (const PlanDep &d : plan.dependencies(step))
+            waited.insert(d.tb);
         };
         if (step.type == StepKind::Nop) {
           EXPECT_EQ(fused, 0) << "a nop after the fused step";

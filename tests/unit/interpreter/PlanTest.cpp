@@ -76,13 +76,8 @@ const PlanStep &stepOf(const Plan &plan, int32_t t, int32_t i) {
 /// What `s` waits for, as "tb.step" pairs of global tb indices.
 std::vector<std::string> waitsOf(const Plan &plan, const PlanStep &s) {
   std::vector<std::string> out;
-  auto add = [&](int32_t tb, int32_t step) {
-    out.push_back(std::to_string(tb) + "." + std::to_string(step));
-  };
-  if (s.depTb >= 0)
-    add(s.depTb, s.depStep);
-  for (int32_t k = 0; s.depTb < -1 && k < -s.depTb; ++k)
-    add(plan.deps[s.depStep + k].tb, plan.deps[s.depStep + k].step);
+  for (const PlanDep &d : plan.dependencies(s))
+    out.push_back(std::to_string(d.tb) + "." + std::to_string(d.step));
   return out;
 }
 

@@ -69,6 +69,17 @@
 
 namespace coll::interp {
 
+/// The dependencies of one step (PlanStep::depTb, depStep): none, its one,
+/// or its entries of Plan::deps; iterable.
+struct StepDependencies {
+  const PlanDep *list = nullptr; ///< several: in Plan::deps; else null
+  PlanDep one{-1, -1};
+  int32_t n = 0;
+  const PlanDep *begin() const { return list ? list : &one; }
+  const PlanDep *end() const { return begin() + n; }
+  int32_t size() const { return n; }
+};
+
 struct PlanConnection {
   int32_t sender, receiver, channel;
   /// Tb indices in Plan::tbs (global in a whole plan); in a rank's plan,
@@ -151,6 +162,17 @@ struct Plan {
   /// The direct-step record of steps[index] (peer -1 when none).
   PlanStepPeer stepPeer(size_t index) const {
     return index < stepPeers.size() ? stepPeers[index] : PlanStepPeer{-1, -1, 0, -1};
+  }
+  /// What a step with these PlanStep::depTb and depStep waits for.
+  StepDependencies dependencies(int32_t depTb, int32_t depStep) const {
+    if (depTb >= 0)
+      return StepDependencies{nullptr, PlanDep{depTb, depStep}, 1};
+    if (depTb == -1)
+      return StepDependencies{};
+    return StepDependencies{deps.data() + depStep, PlanDep{-1, -1}, -depTb};
+  }
+  StepDependencies dependencies(const PlanStep &step) const {
+    return dependencies(step.depTb, step.depStep);
   }
 };
 
