@@ -268,7 +268,10 @@ int main(int argc, char **argv) {
 #endif
   for (const std::string &note : outcome.notes)
     out << "# " << note << "\n";
-  if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs)
+  // Said only of results that were all compared: a call that failed
+  // compared nothing.
+  if (plan->collective == ir::Collective::AllReduce && !outcome.crossRankDiffs &&
+      outcome.rows > 0 && outcome.verified == outcome.rows)
     out << "# all ranks hold bit-identical results\n";
   out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
   if (!tracePath.empty()) {
