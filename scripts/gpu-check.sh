@@ -20,7 +20,8 @@
 #      the 1 GiB ring allreduce, which checks its result on the host);
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
-#      protocol, small sizes.
+#      protocol, small sizes;
+#   6. issue 27's targets, read back from the report (gpu-targets.py).
 # With a comparison plugin staged (gpu-stage.sh --compare-plugin), step 4
 # also times the step costs and three small calls with it, beside this
 # build's in the same run (the steps ending in -compare); with a comparison
@@ -291,6 +292,13 @@ else
 fi
 
 rm -rf "$torchlib"
+# Issue 27's targets, read back from this report: a row per reading, a
+# verdict per target (gpu-targets.py; it changes no step's status).
+if [ -f "$here/gpu-targets.py" ]; then
+  targets=$(python3 "$here/gpu-targets.py" "$report" 2>&1)
+  log ""
+  log "$targets"
+fi
 log ""
 log "gpu-check: $failed step(s) failed; report: $report"
 [ "$failed" = 0 ]

@@ -16,7 +16,8 @@
 #          builds against that PyTorch
 #   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
-#   gpu-check.sh, STAGED (commit, nvcc, sizes)
+#   gpu-check.sh, gpu-targets.py (issue 27's targets from its report),
+#          STAGED (commit, nvcc, sizes)
 #   compare/  with --compare-plugin FILE LABEL: another build's GPU plugin
 #          libcoll_cuda.so, which gpu-check.sh times beside this one in the
 #          same call (its *-compare steps, through COLL_CUDA_PLUGIN): a
@@ -159,7 +160,7 @@ corpus=$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)
 [ -d "$corpus" ] || { echo "gpu-stage: no MSCCL corpus at '$corpus' (COLL_MSCCL_XML_DIR)" >&2; exit 1; }
 cp -r "$corpus" "$out/algorithms/msccl-xml"
 
-cp "$root/scripts/gpu-check.sh" "$out/"
+cp "$root/scripts/gpu-check.sh" "$root/scripts/gpu-targets.py" "$out/"
 size=$(du -sb "$out" | cut -f1)
 {
   echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD -- . ':!gpu-stage' || echo ' (with uncommitted changes)')"
