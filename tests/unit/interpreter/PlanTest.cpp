@@ -179,6 +179,23 @@ TEST(Plan, AWaitThatAnotherImpliesIsDropped) {
   EXPECT_EQ(stepOf(plan, 1, 0).hasDep, 1);
 }
 
+TEST(Plan, AWaitOnALaterStepOfTheSameTbIsKept) {
+  // As above, but tb 2's nop waits for tb 0's second copy, which tb 1's
+  // reduction (waiting for tb 0's first) does not imply: tb 2's copy waits
+  // on both.
+  ir::Step cpy = step(StepType::Copy, BufferKind::Input, 0, BufferKind::Output, 0);
+  cpy.hasDep = true;
+  ir::Step cpy1 = step(StepType::Copy, BufferKind::Input, 3, BufferKind::Output, 3);
+  cpy1.hasDep = true;
+  ir::Step re = step(StepType::Reduce, BufferKind::Input, 1, BufferKind::Output, 1);
+  ir::Step cpy2 = step(StepType::Copy, BufferKind::Input, 2, BufferKind::Output, 2);
+  Plan plan = planOf(localTbs({{cpy, cpy1}, {waiting(re, 0, 0, true)},
+                               {waiting(nop(), 0, 1), waiting(cpy2, 1, 0)}}));
+  ASSERT_EQ(plan.tbs[2].nSteps, 1);
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 2, 0)), (Waits{"0.1", "1.0"}));
+  EXPECT_EQ(waitsOf(plan, stepOf(plan, 1, 0)), (Waits{"0.0"}));
+}
+
 TEST(Plan, AStepWaitsOnAtMostMaxStepDependencies) {
   // 40 tbs copy; tb 40 runs a nop for each, then a copy of its own.
   std::vector<std::vector<ir::Step>> tbs;
