@@ -67,6 +67,15 @@ nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' "$build"/CMakeFiles/*
   { echo "gpu-stage: $build has no CUDA backend (nvcc not found at configure time)" >&2; exit 2; }
 [ "$out" != "$root" ] && [ "$out" != / ] || { echo "gpu-stage: refusing to use $out" >&2; exit 2; }
 
+# The corpus: COLL_MSCCL_XML_DIR from the environment (as the tests read
+# it), else the build's (CMake's COLL_MSCCL_XML_DIR, ../shared/msccl-xml
+# beside the checkout by default).
+corpus=${COLL_MSCCL_XML_DIR:-$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)}
+[ -d "$corpus" ] || {
+  echo "gpu-stage: no MSCCL corpus at '$corpus': set COLL_MSCCL_XML_DIR to the folder of MSCCL's XML files (the build's own is CMake's COLL_MSCCL_XML_DIR)" >&2
+  exit 2
+}
+
 cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc \
   coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check collsynth
 
@@ -156,8 +165,6 @@ collc=$build/bin/collc
 # The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
 python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null
 cp "$root/tests/benchmarks/step-cost.py" "$out/tests/"
-corpus=$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.txt" | cut -d= -f2-)
-[ -d "$corpus" ] || { echo "gpu-stage: no MSCCL corpus at '$corpus' (COLL_MSCCL_XML_DIR)" >&2; exit 1; }
 cp -r "$corpus" "$out/algorithms/msccl-xml"
 
 cp "$root/scripts/gpu-check.sh" "$root/scripts/gpu-targets.py" "$out/"
