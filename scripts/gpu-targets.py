@@ -68,7 +68,10 @@ def read_sections(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
-            m = BEGIN.match(line)
+            # A step's output is framed by its "== " and "-- " lines (a
+            # step cut short by its timeout ends with its "-- " line too),
+            # so a "== " line inside an open step is that step's output.
+            m = BEGIN.match(line) if current is None else None
             if m:
                 current = Section(m.group(1))
                 if m.group(2).startswith("not run"):
