@@ -29,8 +29,9 @@ could not be."""
 import re
 import sys
 
-# (title, steps whose collbench rows or step-cost rows give a reading,
-#  how a reading is taken, the bound, 'max' or 'min').
+# (title, the collbench steps that give a reading (the first in every
+#  report, the others where a comparison was staged), the call's bytes, the
+#  ratio column read, its upper bound).
 COLLBENCH_TARGETS = [
     ("8-rank 8 KiB allreduce, LL all-pairs (the device rule): t/exchange <= 1.3",
      ["bench-ll-allpairs-8K", "bench-small-allpairs_allreduce_8ranks_ll-8K"],
@@ -189,16 +190,16 @@ def main(argv):
                     add(title, step, place, value, bound, compare)
     for title, program, bound in STEP_COST_TARGETS:
         steps = [(s, False) for s in STEP_COST_STEPS] + [("bench-step-cost-compare", True)]
+        steps = [(s, c) for s, c in steps if s in sections or s == STEP_COST_STEPS[0]]
+        # Each step's status, or its rows (read once for every protocol).
+        read = {s: status_of(sections, s) or step_cost_rows(sections[s]) for s, _ in steps}
         for protocol in PROTOCOLS:
             group = f"{title}, {protocol}"
             for step, compare in steps:
-                if step not in sections and step != STEP_COST_STEPS[0]:
+                if isinstance(read[step], str):
+                    add(title, step, protocol, None, bound, compare, read[step], group)
                     continue
-                why = status_of(sections, step)
-                if why:
-                    add(title, step, protocol, None, bound, compare, why, group)
-                    continue
-                value = step_cost_rows(sections[step]).get((program, protocol))
+                value = read[step].get((program, protocol))
                 if value is None:
                     add(title, step, protocol, None, bound, compare, "no row", group)
                 else:
