@@ -793,7 +793,7 @@ llvm::Error CudaExecutor::Impl::start() {
   if (!info)
     return info.takeError();
   device = *info;
-  watchdogMs = resolveWatchdogMs(options.watchdogMs);
+  watchdogMs = watchdogFromEnv(options.watchdogMs);
 
   if (oneRank() && options.rank >= plan.nranks)
     return fail(llvm::formatv("{0}: rank {1} of a plan of {2} ranks", plan.fileName, options.rank,

@@ -5,21 +5,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace coll::interp::cuda {
-
-uint32_t resolveWatchdogMs(uint32_t optionMs) {
-  if (optionMs)
-    return optionMs;
-  if (const char *env = std::getenv("COLL_WATCHDOG_MS")) {
-    char *end = nullptr;
-    unsigned long v = std::strtoul(env, &end, 10);
-    if (end != env && *end == '\0' && v > 0 && v < (1ul << 31))
-      return static_cast<uint32_t>(v);
-  }
-  return 10000;
-}
 
 uint64_t slotBytes(const CudaOptions &options, Proto proto) {
   return options.slotBytes(static_cast<ir::Protocol>(proto));

@@ -23,10 +23,6 @@
 
 namespace coll::interp::cuda {
 
-/// The watchdog period in milliseconds: `optionMs`, else COLL_WATCHDOG_MS
-/// from the environment, else 10000.
-uint32_t resolveWatchdogMs(uint32_t optionMs);
-
 /// Data bytes per FIFO slot for `proto`.
 uint64_t slotBytes(const CudaOptions &options, Proto proto);
 

@@ -34,7 +34,7 @@ uint32_t watchdogFromEnv(uint32_t ms) {
     if (end != env && *end == '\0' && v > 0 && v < (1ul << 31))
       return static_cast<uint32_t>(v);
   }
-  return 30000;
+  return DefaultWatchdogMs;
 }
 
 llvm::Expected<bool> checkCallBuffers(const Plan &plan, const CallLayout &call,

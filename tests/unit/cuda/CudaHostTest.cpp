@@ -233,22 +233,6 @@ TEST(CudaOptions, RejectsWhatTheKernelCannotRun) {
   EXPECT_FALSE(static_cast<bool>(checkOptions(options, Proto::Simple))); // not its slot
 }
 
-TEST(CudaOptions, WatchdogPeriodComesFromOptionThenEnvironment) {
-  const char *saved = std::getenv("COLL_WATCHDOG_MS");
-  std::string restore = saved ? saved : "";
-  unsetenv("COLL_WATCHDOG_MS");
-  EXPECT_EQ(resolveWatchdogMs(0), 10000u);
-  setenv("COLL_WATCHDOG_MS", "250", 1);
-  EXPECT_EQ(resolveWatchdogMs(0), 250u);
-  EXPECT_EQ(resolveWatchdogMs(40), 40u);
-  setenv("COLL_WATCHDOG_MS", "soon", 1);
-  EXPECT_EQ(resolveWatchdogMs(0), 10000u);
-  if (saved)
-    setenv("COLL_WATCHDOG_MS", restore.c_str(), 1);
-  else
-    unsetenv("COLL_WATCHDOG_MS");
-}
-
 TEST(MirrorLayout, KeepsInPlaceAliasingAndSeparatesTheRest) {
   std::vector<std::byte> memory(1000);
   std::byte *base = memory.data();

@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 using namespace coll;
 using namespace coll::interp;
 using coll::testing::runChecked;
@@ -71,6 +74,27 @@ INSTANTIATE_TEST_SUITE_P(
 // sources apart from dst (the passes of up to four) and with one source
 // that is dst itself (the blocks); fp32 values whose sums round
 // differently in another order.
+// One default for every backend (the CUDA backend's was 10 s, the host's
+// 30 s): an option, else COLL_WATCHDOG_MS, else DefaultWatchdogMs.
+TEST(Watchdog, PeriodComesFromOptionThenEnvironmentThenTheOneDefault) {
+  const char *saved = std::getenv("COLL_WATCHDOG_MS");
+  std::string restore = saved ? saved : "";
+  unsetenv("COLL_WATCHDOG_MS");
+  EXPECT_EQ(DefaultWatchdogMs, 30000u);
+  EXPECT_EQ(watchdogFromEnv(0), DefaultWatchdogMs);
+  setenv("COLL_WATCHDOG_MS", "250", 1);
+  EXPECT_EQ(watchdogFromEnv(0), 250u);
+  EXPECT_EQ(watchdogFromEnv(40), 40u);
+  for (const char *bad : {"soon", "0", "-5", "12ms", "2147483648"}) {
+    setenv("COLL_WATCHDOG_MS", bad, 1);
+    EXPECT_EQ(watchdogFromEnv(0), DefaultWatchdogMs) << bad;
+  }
+  if (saved)
+    setenv("COLL_WATCHDOG_MS", restore.c_str(), 1);
+  else
+    unsetenv("COLL_WATCHDOG_MS");
+}
+
 TEST(HostData, ReduceIntoFoldsInOrder) {
   const uint64_t n = 1037;
   for (int nsrc = 1; nsrc <= 9; ++nsrc)

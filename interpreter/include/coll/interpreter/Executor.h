@@ -26,7 +26,13 @@
 
 namespace coll::interp {
 
-/// `ms` if non-zero, else COLL_WATCHDOG_MS from the environment, else 30000.
+/// The watchdog period, in milliseconds, where neither an option nor
+/// COLL_WATCHDOG_MS sets one: the one default of every backend, the runtime
+/// and the tools (docs/RUNTIME.md, "Configuration").
+inline constexpr uint32_t DefaultWatchdogMs = 30000;
+
+/// `ms` if non-zero, else COLL_WATCHDOG_MS from the environment (a whole
+/// number from 1 to 2^31 - 1), else DefaultWatchdogMs.
 uint32_t watchdogFromEnv(uint32_t ms);
 
 /// One call of the collective on all ranks.
@@ -59,8 +65,8 @@ struct CallResult {
 /// What every backend's options share.
 struct ExecutorOptions {
   /// How long a wait may make no progress before the call fails, in
-  /// milliseconds. 0: COLL_WATCHDOG_MS from the environment, else the
-  /// backend's default (host 30000, device 10000).
+  /// milliseconds. 0: watchdogFromEnv (COLL_WATCHDOG_MS, else
+  /// DefaultWatchdogMs).
   uint32_t watchdogMs = 0;
   /// Data bytes one FIFO slot carries, per protocol: the pipeline slice.
   uint32_t simpleSlotBytes = 128 << 10;

@@ -24,6 +24,7 @@
 #include "coll/runtime/Registry.h"
 
 #include "coll/interpreter/DataType.h"
+#include "coll/interpreter/Executor.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -64,7 +65,7 @@ collResult_t takeResult(llvm::Error err, std::string &message,
 /// The settings of one communicator, from its collConfig_t and the
 /// environment.
 struct Config {
-  uint32_t watchdogMs = 30000;
+  uint32_t watchdogMs = interp::DefaultWatchdogMs;
   std::string algoDir, algoFiles, tuningFile;
   /// The program cache (COLL_CACHE_PATH, COLL_CACHE_DISABLE; docs/RUNTIME.md
   /// "The program cache"); empty: none.

@@ -31,6 +31,7 @@
 #include "coll/interpreter/host/Sync.h"
 
 #include "coll/interpreter/DataType.h"
+#include "coll/interpreter/Executor.h"
 #include "coll/interpreter/Plan.h"
 #include "coll/interpreter/Protocol.h"
 #include "coll/interpreter/Timeline.h"
@@ -148,7 +149,7 @@ private:
 };
 
 struct RankOptions {
-  std::chrono::milliseconds watchdog{30000};
+  std::chrono::milliseconds watchdog{DefaultWatchdogMs};
   /// Data bytes per FIFO slot for the plan's protocol.
   uint64_t slotBytes = 128 << 10;
 };
