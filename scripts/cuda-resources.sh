@@ -14,8 +14,8 @@
 # /usr/local/cuda/bin/nvcc), NVDISASM (default: beside nvcc, on PATH, else
 # in the PyTorch environment of scripts/setup.sh, whose Triton ships one).
 #
-# Each kernel file (KernelsSimple.cu, KernelsLL.cu, KernelsLL128.cu,
-# AverageKernel.cu) is compiled once to a cubin with the build's device flags
+# Each kernel file of interpreter/cuda/device/ (KernelsSimple.cu,
+# KernelsLL.cu, KernelsLL128.cu, AverageKernel.cu) is compiled once to a cubin with the build's device flags
 # (sm_90, --fmad=false, C++17) plus -lineinfo and -Xptxas -v. Per entry
 # function (kernel) it records:
 #   regs, stack (bytes stack frame), spill_st, spill_ld, smem   from ptxas -v;
@@ -127,7 +127,7 @@ if [ -n "$from_build" ]; then
   for f in "${files[@]}"; do
     for k in ptxas cubin; do
       [ -s "$from_build/$f.$k" ] || { echo "cuda-resources: no $from_build/$f.$k: build CollCuda first (its compile keeps it)" >&2; exit 2; }
-      [ "$from_build/$f.$k" -nt "$root/interpreter/cuda/$f" ] ||
+      [ "$from_build/$f.$k" -nt "$root/interpreter/cuda/device/$f" ] ||
         { echo "cuda-resources: $from_build/$f.$k is older than $f: rebuild CollCuda" >&2; exit 2; }
       cp "$from_build/$f.$k" "$tmp/$f.$k"
     done
@@ -137,7 +137,7 @@ else
   printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} sh -c '
     "$nvcc" -I"$root/interpreter/cuda" -I"$root/interpreter/include" -I"$root/ir/include" \
       -isystem "$llvm_inc" -arch=sm_90 --fmad=false -std=c++17 -lineinfo -Xptxas -v \
-      -cubin "$root/interpreter/cuda/{}" -o "$tmp/{}.cubin" >"$tmp/{}.ptxas" 2>&1 ||
+      -cubin "$root/interpreter/cuda/device/{}" -o "$tmp/{}.cubin" >"$tmp/{}.ptxas" 2>&1 ||
       { cat "$tmp/{}.ptxas" >&2; echo "cuda-resources: nvcc failed on {}" >&2; exit 255; }'
 fi
 

@@ -34,12 +34,16 @@ if [ -n "$cuobjdump" ]; then what=SASS; else what=PTX; fi
 listing() { # tree file out
   local flags=(-I"$1/interpreter/cuda" -I"$1/interpreter/include" -I"$1/ir/include"
     -isystem "$llvm_inc" -arch=sm_90 --fmad=false -std=c++17)
+  # The kernel files are in interpreter/cuda/device/ since the backend's
+  # split into lib/ and device/, in interpreter/cuda/ before.
+  local src=$1/interpreter/cuda/device/$2
+  [ -f "$src" ] || src=$1/interpreter/cuda/$2
   if [ "$what" = SASS ]; then
-    "$nvcc" "${flags[@]}" -cubin "$1/interpreter/cuda/$2" -o "$tmp/x.cubin"
+    "$nvcc" "${flags[@]}" -cubin "$src" -o "$tmp/x.cubin"
     "$cuobjdump" -sass "$tmp/x.cubin" | grep -E '^\s+/\*[0-9a-f]{4}\*/' |
       sed -E 's#/\*[0-9a-fx]*\*/##g; s/[[:space:]]+/ /g; s/ (0x[0-9a-f]+) ;/ T ;/' >"$3"
   else
-    "$nvcc" "${flags[@]}" -ptx "$1/interpreter/cuda/$2" -o "$tmp/x.ptx"
+    "$nvcc" "${flags[@]}" -ptx "$src" -o "$tmp/x.ptx"
     grep -vE '^\s*(//|$)' "$tmp/x.ptx" |
       sed -E 's/%(r|rd|f|fd|p|rs|h|hh)[0-9]+/%\1/g; s/\$L__[A-Za-z0-9_]+/L/g' >"$3"
   fi

@@ -2,6 +2,8 @@
 
 #include "coll/runtime/Device.h"
 
+#include "coll/cuda/Backend.h"
+
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"

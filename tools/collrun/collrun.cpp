@@ -23,6 +23,7 @@
 #include "Sweep.h"
 #include "ToolSupport.h"
 
+#include "coll/cuda/Backend.h"
 #include "coll/interpreter/Check.h"
 #include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/HostExecutor.h"

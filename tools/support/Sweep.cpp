@@ -3,6 +3,7 @@
 #include "Sweep.h"
 #include "Progress.h"
 
+#include "coll/cuda/Backend.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/ir/Geometry.h"
 #include "coll/support/Bytes.h"

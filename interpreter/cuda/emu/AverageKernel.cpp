@@ -1,8 +1,8 @@
-//===- emu/AverageKernel.cpp - ../AverageKernel.cu compiled for the CPU SIMT launcher ---===//
+//===- emu/AverageKernel.cpp - device/AverageKernel.cu compiled for the CPU SIMT launcher ---===//
 //
 // The very kernel source of the GPU build, compiled as host C++ against the
 // host side of device/Hardware.h (COLL_CUDA_EMULATION=1).
 //
 //===----------------------------------------------------------------------===//
 
-#include "../AverageKernel.cu"
+#include "device/AverageKernel.cu"

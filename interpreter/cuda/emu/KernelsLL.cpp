@@ -1,8 +1,8 @@
-//===- emu/KernelsLL.cpp - ../KernelsLL.cu compiled for the CPU SIMT launcher ---===//
+//===- emu/KernelsLL.cpp - device/KernelsLL.cu compiled for the CPU SIMT launcher ---===//
 //
 // The very kernel source of the GPU build, compiled as host C++ against the
 // host side of device/Hardware.h (COLL_CUDA_EMULATION=1).
 //
 //===----------------------------------------------------------------------===//
 
-#include "../KernelsLL.cu"
+#include "device/KernelsLL.cu"

@@ -1,8 +1,8 @@
-//===- emu/KernelsLL128.cpp - ../KernelsLL128.cu compiled for the CPU SIMT launcher ---===//
+//===- emu/KernelsLL128.cpp - device/KernelsLL128.cu compiled for the CPU SIMT launcher ---===//
 //
 // The very kernel source of the GPU build, compiled as host C++ against the
 // host side of device/Hardware.h (COLL_CUDA_EMULATION=1).
 //
 //===----------------------------------------------------------------------===//
 
-#include "../KernelsLL128.cu"
+#include "device/KernelsLL128.cu"

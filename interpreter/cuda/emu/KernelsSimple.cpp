@@ -1,8 +1,8 @@
-//===- emu/KernelsSimple.cpp - ../KernelsSimple.cu compiled for the CPU SIMT launcher ---===//
+//===- emu/KernelsSimple.cpp - device/KernelsSimple.cu compiled for the CPU SIMT launcher ---===//
 //
 // The very kernel source of the GPU build, compiled as host C++ against the
 // host side of device/Hardware.h (COLL_CUDA_EMULATION=1).
 //
 //===----------------------------------------------------------------------===//
 
-#include "../KernelsSimple.cu"
+#include "device/KernelsSimple.cu"

@@ -12,7 +12,7 @@
 // The device is described, not measured: DeviceDescription gives the SM
 // count, the block size limit and the per-SM limits the occupancy query
 // computes with (the defaults are an H100's, except that blocks have at most
-// 64 threads, to keep the CPU fast). Only CudaRuntime.h includes this file;
+// 64 threads, to keep the CPU fast). Only lib/CudaRuntime.h includes this file;
 // everything lives in coll::interp::cuda::rt so that the real runtime can be
 // linked into the same program.
 //

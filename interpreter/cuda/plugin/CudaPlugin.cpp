@@ -8,6 +8,8 @@
 
 #include "DevicePlugin.h"
 
+#include "coll/cuda/Backend.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -283,7 +283,7 @@ TEST(EmuFragile, WideBuildForSmallLaunchesNarrowForLargeOnes) {
   describeDevice(saved);
 }
 
-// Automatic block sizes (CudaExecutor.cpp, threadsForStep): no more threads
+// Automatic block sizes (lib/Call.cpp, threadsForStep): no more threads
 // than a step of the call moves in one pass, at least 128. On a device of
 // 512-thread blocks: a call whose steps move 1 KiB runs 128-thread blocks in
 // every protocol (Simple 64 packs, LL 128 lines, LL128 9 lines of 8 lanes);

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
-#include "DeviceTypes.h"
+#include "device/DeviceTypes.h"
 #include "TestAlgorithms.h"
 #include "TimeScale.h"
 

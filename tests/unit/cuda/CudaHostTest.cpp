@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeviceTypes.h"
-#include "HostSupport.h"
+#include "device/DeviceTypes.h"
+#include "lib/HostSupport.h"
 #include "TestAlgorithms.h"
 
 #include "coll/interpreter/Plan.h"

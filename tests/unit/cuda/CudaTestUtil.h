@@ -10,9 +10,10 @@
 #ifndef COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H
 #define COLL_TESTS_UNIT_CUDA_CUDATESTUTIL_H
 
-#include "CudaRuntime.h"
+#include "lib/CudaRuntime.h"
 
 #include "coll/interpreter/Check.h"
+#include "coll/cuda/Backend.h"
 #include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Plan.h"

@@ -7,12 +7,13 @@
 // host backend's. A device is a GPU, or the CPU emulation of one: the same
 // kernel source on a SIMT launcher (docs/CUDA.md, "On the CPU").
 //
-// A DeviceBackend makes executors and stages buffers. Two libraries
-// implement it, CollCuda (cudaBackend(): a GPU, built with nvcc) and
-// CollCudaEmu (emulatedBackend(): every build). They compile the same
-// sources, so a program links at most one of them; it reaches the GPU
+// A DeviceBackend makes executors and stages buffers. Two libraries of
+// interpreter/cuda implement it, CollCuda (cudaBackend(): a GPU, built with
+// nvcc) and CollCudaEmu (emulatedBackend(): every build). They compile the
+// same sources, so a program links at most one of them; it reaches the GPU
 // backend otherwise as a plugin, libcoll_cuda.so (loadDeviceBackend), as
-// libcoll.so and collrun do.
+// libcoll.so and collrun do. Those entry points are declared where they
+// are defined, in coll/cuda/Backend.h.
 //
 // A call is prepare() (host work: resolve the count, check the buffers,
 // upload tables, check that every block can be resident) followed by
@@ -398,44 +399,6 @@ public:
   virtual llvm::Expected<void *> openShared(const SharedHandle &handle, int device) = 0;
   virtual llvm::Error closeShared(void *mapped, int device) = 0;
 };
-
-/// The backend this program links: CollCuda's GPU, or CollCudaEmu's CPU
-/// emulation. Both libraries define the symbol collCudaBackendLinkedOnce, so
-/// a program that links both fails to link instead of mixing their code.
-DeviceBackend &cudaBackend();
-DeviceBackend &emulatedBackend();
-
-/// What the emulation's step-cost counters saw of one kind of step under one
-/// protocol (docs/CUDA.md, "Step costs"), summed over `executions`. `step`
-/// is the IR's name ("s", "rrc", ...) or "launch" for the kernel's own
-/// prologue and epilogue (one execution per block). Per execution, each
-/// count is the most that one thread of the block executed.
-struct EmulatedStepCost {
-  std::string protocol;
-  std::string step;
-  uint64_t executions = 0;
-  uint64_t barriers = 0;     ///< block barriers (bar.sync, bar.red)
-  uint64_t warpBarriers = 0; ///< warp barriers (bar.warp.sync, vote)
-  uint64_t fences = 0;       ///< fence.acq_rel.gpu
-  uint64_t sysFences = 0;    ///< fence.sc.sys
-  uint64_t releases = 0;     ///< st.release.gpu
-  uint64_t loads = 0;        ///< strong loads (ld.relaxed, ld.volatile), first poll only
-  uint64_t acquires = 0;     ///< ld.acquire.gpu, first poll only
-  uint64_t stores = 0;       ///< strong stores (st.relaxed, st.volatile)
-  uint64_t atomics = 0;      ///< atom
-};
-/// Makes later launches of the emulated backend count their step costs
-/// (CollCudaEmu only).
-void countEmulatedStepCosts(bool on);
-/// The counts of every counted launch so far, by protocol then step kind in
-/// the IR's order, "launch" last; `reset` clears them.
-std::vector<EmulatedStepCost> emulatedStepCosts(bool reset = false);
-
-/// The GPU backend as a plugin (libcoll_cuda.so, CollCudaSupport): the
-/// first of `paths` that loads and whose table comes from this build of
-/// Coll. The error lists every path tried and why it failed. Each library
-/// is loaded once and never unloaded.
-llvm::Expected<DeviceBackend *> loadDeviceBackend(llvm::ArrayRef<std::string> paths);
 
 } // namespace coll::interp
 

@@ -17,7 +17,7 @@
 namespace coll::interp::cuda {
 
 /// "CUDA error cudaErrorMemoryAllocation (out of memory) in
-/// cudaMalloc(&p, n) at CudaExecutor.cpp:42".
+/// cudaMalloc(&p, n) at Call.cpp:42".
 llvm::Error cudaFailure(cudaError_t error, const char *expr, const char *file, int line);
 
 } // namespace coll::interp::cuda

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef COLL_INTERPRETER_CUDA_HOSTSUPPORT_H
-#define COLL_INTERPRETER_CUDA_HOSTSUPPORT_H
+#ifndef COLL_INTERPRETER_CUDA_LIB_HOSTSUPPORT_H
+#define COLL_INTERPRETER_CUDA_LIB_HOSTSUPPORT_H
 
-#include "DeviceTypes.h"
+#include "device/DeviceTypes.h"
 
 #include "coll/interpreter/DeviceExecutor.h"
 #include "coll/interpreter/Plan.h"
@@ -55,4 +55,4 @@ MirrorLayout mirrorLayout(const CallArgs &host, uint64_t inputBytes, uint64_t ou
 
 } // namespace coll::interp::cuda
 
-#endif // COLL_INTERPRETER_CUDA_HOSTSUPPORT_H
+#endif // COLL_INTERPRETER_CUDA_LIB_HOSTSUPPORT_H

@@ -1,6 +1,6 @@
 //===- CudaRuntime.h - The CUDA runtime calls the backend makes -*- C++ -*-===//
 //
-// The one door between the backend's host side (CudaExecutor.cpp, the CUDA
+// The one door between the backend's host side (lib/, the CUDA
 // tests) and a CUDA runtime: allocation, copies and sets, streams and
 // events, graph capture and replay, device queries, the occupancy query and
 // kernel launch. In a build for a GPU it is the CUDA runtime API itself; with

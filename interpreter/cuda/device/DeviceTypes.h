@@ -47,7 +47,7 @@ namespace coll::interp::cuda {
 enum class Scope : uint32_t { Gpu, Sys };
 
 /// ir::Protocol's values, for code that cannot include the IR headers
-/// (checked against ir::Protocol in CudaExecutor.cpp).
+/// (checked against ir::Protocol in lib/Executor.cpp).
 enum class Proto : uint8_t { Simple, LL, LL128 };
 
 /// ReduceOp's values (same .def file, so the same order).

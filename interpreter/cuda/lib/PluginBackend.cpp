@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "coll/cuda/Backend.h"
+
 #include "plugin/DevicePlugin.h"
 
 #include "HostSupport.h"

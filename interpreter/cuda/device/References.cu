@@ -1,7 +1,7 @@
 //===- References.cu - collbench's one-launch references -------------------===//
 //
 // The handles of device/References.cuh's kernels for the host side
-// (Kernels.h); CudaExecutor.cpp launches and times them.
+// (Kernels.h); lib/TimeReference.cpp launches and times them.
 //
 //===----------------------------------------------------------------------===//
 
