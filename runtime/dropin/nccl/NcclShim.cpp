@@ -38,6 +38,7 @@
 #include "coll/runtime/Comm.h"
 #include "coll/runtime/Debug.h"
 #include "coll/runtime/Device.h"
+#include "coll/runtime/Op.h"
 #include "coll/dropin/DropIn.h"
 
 #include "coll/interpreter/DataType.h"
@@ -472,7 +473,7 @@ ncclResult_t initRank(ncclComm_t *out, int nranks, const ncclUniqueId &commId, i
 struct Call {
   const char *function;   ///< "ncclAllReduce"
   const char *collective; ///< COLL_FORCE_FALLBACK's name
-  Op op;                  ///< kind, buffers, count, root/peer
+  Op op;                  ///< kind, buffers, count, root/peer (makeOp)
   ncclDataType_t datatype = ncclFloat32;
   ncclRedOp_t redop = ncclSum;
   ncclComm_t comm = nullptr;
@@ -686,24 +687,6 @@ ncclResult_t call(Call c) {
     return ncclSuccess;
   }
   return issue({c});
-}
-
-Call makeCall(const char *function, const char *collective, OpKind kind, const void *send,
-              void *recv, size_t count, ncclDataType_t datatype, ncclRedOp_t redop, int root,
-              ncclComm_t comm, cudaStream_t stream) {
-  Call c;
-  c.function = function;
-  c.collective = collective;
-  c.op.kind = kind;
-  c.op.send = send;
-  c.op.recv = recv;
-  c.op.count = count;
-  c.op.root = root;
-  c.datatype = datatype;
-  c.redop = redop;
-  c.comm = comm;
-  c.stream = stream;
-  return c;
 }
 
 /// Frees the shim's part of `comm` (the real one is the caller's).
@@ -1289,16 +1272,16 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                         cudaStream_t stream) {
   if (realDepth > 0 && real().ncclReduce)
     return real().ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  return call(makeCall("ncclReduce", "reduce", OpKind::Reduce, sendbuff, recvbuff, count,
-                       datatype, op, root, comm, stream));
+  return call({"ncclReduce", "reduce", makeOp(OpKind::Reduce, sendbuff, recvbuff, count, root),
+               datatype, op, comm, stream});
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                        ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclBcast)
     return real().ncclBcast(buff, count, datatype, root, comm, stream);
-  return call(makeCall("ncclBcast", "broadcast", OpKind::Broadcast, buff, buff, count, datatype,
-                       ncclSum, root, comm, stream));
+  return call({"ncclBcast", "broadcast", makeOp(OpKind::Broadcast, buff, buff, count, root),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -1306,8 +1289,9 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream) {
   if (realDepth > 0 && real().ncclBroadcast)
     return real().ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  return call(makeCall("ncclBroadcast", "broadcast", OpKind::Broadcast, sendbuff, recvbuff, count,
-                       datatype, ncclSum, root, comm, stream));
+  return call({"ncclBroadcast", "broadcast",
+               makeOp(OpKind::Broadcast, sendbuff, recvbuff, count, root), datatype, ncclSum,
+               comm, stream});
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -1315,8 +1299,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream) {
   if (realDepth > 0 && real().ncclAllReduce)
     return real().ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  return call(makeCall("ncclAllReduce", "allreduce", OpKind::AllReduce, sendbuff, recvbuff, count,
-                       datatype, op, 0, comm, stream));
+  return call({"ncclAllReduce", "allreduce",
+               makeOp(OpKind::AllReduce, sendbuff, recvbuff, count), datatype, op, comm, stream});
 }
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -1324,56 +1308,58 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                                cudaStream_t stream) {
   if (realDepth > 0 && real().ncclReduceScatter)
     return real().ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  return call(makeCall("ncclReduceScatter", "reducescatter", OpKind::ReduceScatter, sendbuff,
-                       recvbuff, recvcount, datatype, op, 0, comm, stream));
+  return call({"ncclReduceScatter", "reducescatter",
+               makeOp(OpKind::ReduceScatter, sendbuff, recvbuff, recvcount), datatype, op, comm,
+               stream});
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclAllGather)
     return real().ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  return call(makeCall("ncclAllGather", "allgather", OpKind::AllGather, sendbuff, recvbuff,
-                       sendcount, datatype, ncclSum, 0, comm, stream));
+  return call({"ncclAllGather", "allgather",
+               makeOp(OpKind::AllGather, sendbuff, recvbuff, sendcount), datatype, ncclSum, comm,
+               stream});
 }
 
 ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclAlltoAll)
     return real().ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
-  return call(makeCall("ncclAlltoAll", "alltoall", OpKind::AllToAll, sendbuff, recvbuff, count,
-                       datatype, ncclSum, 0, comm, stream));
+  return call({"ncclAlltoAll", "alltoall", makeOp(OpKind::AllToAll, sendbuff, recvbuff, count),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclGather)
     return real().ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  return call(makeCall("ncclGather", "gather", OpKind::Gather, sendbuff, recvbuff, count,
-                       datatype, ncclSum, root, comm, stream));
+  return call({"ncclGather", "gather", makeOp(OpKind::Gather, sendbuff, recvbuff, count, root),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclScatter)
     return real().ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
-  return call(makeCall("ncclScatter", "scatter", OpKind::Scatter, sendbuff, recvbuff, count,
-                       datatype, ncclSum, root, comm, stream));
+  return call({"ncclScatter", "scatter", makeOp(OpKind::Scatter, sendbuff, recvbuff, count, root),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclSend)
     return real().ncclSend(sendbuff, count, datatype, peer, comm, stream);
-  return call(makeCall("ncclSend", "send", OpKind::Send, sendbuff, nullptr, count, datatype,
-                       ncclSum, peer, comm, stream));
+  return call({"ncclSend", "send", makeOp(OpKind::Send, sendbuff, nullptr, count, peer),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   if (realDepth > 0 && real().ncclRecv)
     return real().ncclRecv(recvbuff, count, datatype, peer, comm, stream);
-  return call(makeCall("ncclRecv", "recv", OpKind::Recv, nullptr, recvbuff, count, datatype,
-                       ncclSum, peer, comm, stream));
+  return call({"ncclRecv", "recv", makeOp(OpKind::Recv, nullptr, recvbuff, count, peer),
+               datatype, ncclSum, comm, stream});
 }
 
 ncclResult_t ncclGroupStart() {
