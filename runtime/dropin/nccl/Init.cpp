@@ -191,11 +191,20 @@ void logNoReal(ncclComm_t comm) {
                  "; calls Coll cannot serve will fail");
 }
 
-/// Frees the shim's part of `comm` (the real one is the caller's).
-void release(ncclComm_t comm, bool abort) {
+/// ncclCommDestroy, or ncclCommAbort with `abort`: the real communicator
+/// first, then Coll's, then the shim's part of `comm`.
+ncclResult_t closeComm(ncclComm_t comm, bool abort) {
+  const char *function = abort ? "ncclCommAbort" : "ncclCommDestroy";
+  if (!comm)
+    return failWith(nullptr, ncclInvalidArgument, std::string(function) + ": comm is NULL");
+  ncclResult_t result = ncclSuccess;
+  if (comm->real)
+    if (auto closeReal = abort ? real().ncclCommAbort : real().ncclCommDestroy)
+      result = fromReal(nullptr, function, closeReal(comm->real));
   if (comm->coll)
     abort ? collCommAbort(comm->coll) : collCommDestroy(comm->coll);
   delete comm;
+  return result;
 }
 
 } // namespace
@@ -386,23 +395,11 @@ COLL_NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm)) {
 }
 
 COLL_NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm)) {
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
-  ncclResult_t result = ncclSuccess;
-  if (comm->real && real().ncclCommDestroy)
-    result = fromReal(nullptr, "ncclCommDestroy", real().ncclCommDestroy(comm->real));
-  release(comm, false);
-  return result;
+  return closeComm(comm, false);
 }
 
 COLL_NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm)) {
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, "ncclCommAbort: comm is NULL");
-  ncclResult_t result = ncclSuccess;
-  if (comm->real && real().ncclCommAbort)
-    result = fromReal(nullptr, "ncclCommAbort", real().ncclCommAbort(comm->real));
-  release(comm, true);
-  return result;
+  return closeComm(comm, true);
 }
 
 COLL_NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags),
