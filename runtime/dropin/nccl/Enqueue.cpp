@@ -190,7 +190,7 @@ ncclResult_t issueReal(const Call &c) {
     return failWith(comm, ncclInvalidUsage,
                     llvm::formatv("{0}: Coll cannot run this call and the real NCCL has no "
                                   "communicator here: {1}",
-                                  c.function, comm->noReal.empty() ? real().why : comm->noReal));
+                                  c.function, whyNoReal(comm)));
   const RealNccl &r = real();
   const Op &o = c.op;
   ncclResult_t result = ncclInternalError;
@@ -269,8 +269,7 @@ COLL_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
   if (!comm->real)
     return failWith(comm, ncclInvalidUsage,
                     "ncclRedOpCreatePreMulSum: Coll has no pre-multiplied sum and the real NCCL "
-                    "has no communicator here: " +
-                        (comm->noReal.empty() ? real().why : comm->noReal));
+                    "has no communicator here: " + whyNoReal(comm));
   COLL_NEED_REAL(comm, ncclRedOpCreatePreMulSum);
   ncclResult_t r = real().ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real);
   if (r == ncclSuccess) {

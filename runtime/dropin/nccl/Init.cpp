@@ -471,8 +471,7 @@ COLL_NCCL_API(ncclResult_t, ncclCommShrink,
   if (!comm->real)
     return failWith(comm, ncclInvalidUsage,
                     "ncclCommShrink: Coll cannot shrink a communicator without its excluded "
-                    "ranks, and the real NCCL has none here: " +
-                        (comm->noReal.empty() ? real().why : comm->noReal));
+                    "ranks, and the real NCCL has none here: " + whyNoReal(comm));
   COLL_NEED_REAL(comm, ncclCommShrink);
   ncclComm_t realChild = nullptr;
   if (ncclResult_t r = real().ncclCommShrink(comm->real, excludeRanksList, excludeRanksCount,

@@ -163,8 +163,7 @@ COLL_NCCL_API(ncclResult_t, ncclCommWindowRegister,
   if (!comm->real)
     return failWith(comm, ncclInvalidUsage,
                     "ncclCommWindowRegister: the communicator has neither a Coll side nor the "
-                    "real NCCL's: " +
-                        (comm->noReal.empty() ? real().why : comm->noReal));
+                    "real NCCL's: " + whyNoReal(comm));
   COLL_NEED_REAL(comm, ncclCommWindowRegister);
   ncclWindow_t realWin = nullptr;
   if (ncclResult_t r = fromReal(comm, "ncclCommWindowRegister",

@@ -110,6 +110,12 @@ const RealNccl &real();
 /// A result of the real NCCL: its message becomes the last error.
 ncclResult_t fromReal(ncclComm_t comm, const char *function, ncclResult_t result);
 
+/// Why `comm` has no real communicator: its own reason, else why the real
+/// library is not loaded.
+inline const std::string &whyNoReal(const ncclComm *comm) {
+  return comm->noReal.empty() ? real().why : comm->noReal;
+}
+
 /// Fails unless the real library has `fn`.
 #define COLL_NEED_REAL(comm, fn)                                                               \
   do {                                                                                         \
