@@ -1,0 +1,390 @@
+//===- Enqueue.cpp - Collectives and send/recv of libcoll_nccl.so ---------===//
+//
+// Every collective and point-to-point call is an Op (makeOp), checked as
+// NCCL checks it wherever it then runs, then given to Coll or to the real
+// NCCL (COLL_FORCE_FALLBACK, the datatype and op, the communicator's
+// selection), and issued at once or, inside a group, at its ncclGroupEnd
+// (Group.cpp). Also here: the reduction ops of ncclRedOpCreatePreMulSum,
+// which only the real NCCL runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Shim.h"
+
+#include "coll/runtime/Debug.h"
+#include "coll/dropin/DropIn.h"
+
+#include "coll/interpreter/DataType.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstdlib>
+
+using namespace coll;
+using namespace coll::rt;
+using namespace coll::rt::dropin::nccl;
+
+namespace coll::rt::dropin::nccl {
+
+const ForcedFallback &forced() {
+  static const ForcedFallback f = [] {
+    ForcedFallback f;
+    const char *env = std::getenv("COLL_FORCE_FALLBACK");
+    if (!env)
+      return f;
+    f.text = env;
+    static const std::set<std::string> known = {"allreduce", "allgather", "reducescatter",
+                                                "alltoall",  "broadcast", "reduce",
+                                                "gather",    "scatter",   "send",
+                                                "recv"};
+    llvm::SmallVector<llvm::StringRef, 8> parts;
+    llvm::StringRef(env).split(parts, ',', -1, false);
+    for (llvm::StringRef p : parts) {
+      std::string name = p.trim().lower();
+      if (name == "all")
+        f.all = true;
+      else if (name == "bcast")
+        f.names.insert("broadcast");
+      else if (known.count(name))
+        f.names.insert(name);
+      else if (!name.empty())
+        log(Level::Warn, Env, -1,
+            "COLL_FORCE_FALLBACK: '" + name +
+                "' is not a collective (allreduce, allgather, reducescatter, alltoall, "
+                "broadcast, reduce, gather, scatter, send, recv, all); ignored");
+    }
+    return f;
+  }();
+  return f;
+}
+
+namespace {
+
+bool needsOp(OpKind k) { return ir::collectiveInfo(collectiveOf(k)).reduces; }
+
+const char *const TypeNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",     "ncclUint32",
+                                 "ncclInt64",   "ncclUint64",  "ncclFloat16",   "ncclFloat32",
+                                 "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+
+/// NCCL's checks, made for every call wherever it then runs.
+ncclResult_t validate(const Call &c) {
+  const Op &op = c.op;
+  if (!c.comm)
+    return failWith(nullptr, ncclInvalidArgument, std::string(c.function) + ": comm is NULL");
+  ncclComm_t comm = c.comm;
+  if (c.datatype < 0 || c.datatype >= ncclNumTypes)
+    return failWith(comm, ncclInvalidArgument,
+                    llvm::formatv("{0}: datatype {1} is not an ncclDataType_t", c.function,
+                                  int(c.datatype)));
+  if (needsOp(op.kind) && (c.redop < 0 || c.redop >= ncclNumOps)) {
+    bool made = false;
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      made = comm->userOps.count(c.redop) != 0;
+    }
+    if (!made)
+      return failWith(comm, ncclInvalidArgument,
+                      llvm::formatv("{0}: reduction op {1} is neither built in nor made by "
+                                    "ncclRedOpCreatePreMulSum on this communicator",
+                                    c.function, int(c.redop)));
+  }
+  const size_t es = c.datatype >= ncclFloat8e4m3 ? 1 : interp::dataTypeSize(*dataTypeOf(
+                                                           static_cast<collDataType_t>(c.datatype)));
+  if (llvm::Error err = validateOp(op, comm->rank, comm->nranks, es, c.function)) {
+    std::string message;
+    return failWith(comm, toNccl(takeResult(std::move(err), message)), message);
+  }
+  if (Communicator *impl = comm->impl())
+    if (collResult_t broken = impl->asyncError(); broken != collSuccess)
+      return failWith(comm, toNccl(broken),
+                      llvm::formatv("{0}: the communicator is broken by an earlier error ({1}); "
+                                    "abort or destroy it",
+                                    c.function, collGetErrorString(broken)));
+  return ncclSuccess;
+}
+
+/// Decides where a valid call runs, and says why at COLL_DEBUG=INFO.
+void route(Call &c) {
+  ncclComm_t comm = c.comm;
+  auto fallback = [&](const std::string &why) {
+    dropin::fallback(c.function, "NCCL", why, comm->rank);
+    c.onColl = false;
+  };
+  if (forced().has(c.collective))
+    return fallback("COLL_FORCE_FALLBACK=" + forced().text);
+  Communicator *impl = comm->impl();
+  if (!impl)
+    return fallback("the communicator has no Coll side (it came from ncclCommShrink)");
+  auto type = dataTypeOf(static_cast<collDataType_t>(c.datatype));
+  if (!type)
+    return fallback(std::string("datatype ") + TypeNames[c.datatype] + " is not one Coll has");
+  c.op.type = *type;
+  if (needsOp(c.op.kind)) {
+    auto red = reduceOpOf(static_cast<collRedOp_t>(c.redop));
+    if (!red)
+      return fallback("a reduction op made by ncclRedOpCreatePreMulSum");
+    c.op.op = *red;
+  }
+  c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
+  if (c.onColl && c.op.device >= 0)
+    c.op.stream = c.stream; // enqueued there, as the real NCCL would
+}
+
+/// Runs Coll's share of a group (or one call): on host buffers complete on
+/// return, on device buffers enqueued on the call's stream.
+ncclResult_t runOnColl(const std::vector<Call> &calls) {
+  std::vector<std::pair<Communicator *, Op>> ops;
+  std::set<cudaStream_t> streams;
+  for (const Call &c : calls) {
+    ops.emplace_back(c.comm->impl(), c.op);
+    if (c.op.device < 0)
+      streams.insert(c.stream); // host buffers: the stream's earlier work first
+  }
+  if (ops.empty())
+    return ncclSuccess;
+  // Waits for the work queued on each stream before Coll touches host
+  // buffers in its order (a copy to pinned host memory, say). Per call:
+  // cached entry points, where a dlopen(RTLD_NOLOAD) of the runtime cost
+  // 16 us a call in a program without CUDA.
+  for (cudaStream_t s : streams)
+    coll::rt::synchronizeCudaStream(s);
+  if (llvm::Error err = Communicator::runQueued(ops)) {
+    std::string message;
+    bool agreed = false;
+    collResult_t result = takeResult(std::move(err), message, collSystemError, &agreed);
+    // Coll found, on every rank at once and before running anything, that
+    // none of its programs can serve the call (an executor refused on its
+    // devices): the real NCCL runs it, as it would have without Coll.
+    if (agreed && calls.size() == 1 && calls[0].comm->real) {
+      dropin::fallback(calls[0].function, "NCCL", message, calls[0].comm->rank);
+      return issueReal(calls[0]);
+    }
+    return failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result),
+                    llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
+                                  collGetErrorString(result), message));
+  }
+  return ncclSuccess;
+}
+
+/// The entry of every collective and point-to-point call.
+ncclResult_t call(Call c) {
+  if (ncclResult_t r = validate(c); r != ncclSuccess) {
+    if (group.depth > 0 && group.error == ncclSuccess)
+      group.error = r;
+    return r;
+  }
+  route(c);
+  if (group.depth > 0) {
+    group.calls.push_back(c);
+    return ncclSuccess;
+  }
+  return issue({c});
+}
+
+} // namespace
+
+ncclResult_t issueReal(const Call &c) {
+  ncclComm_t comm = c.comm;
+  if (!comm->real)
+    return failWith(comm, ncclInvalidUsage,
+                    llvm::formatv("{0}: Coll cannot run this call and the real NCCL has no "
+                                  "communicator here: {1}",
+                                  c.function, whyNoReal(comm)));
+  const RealNccl &r = real();
+  const Op &o = c.op;
+  ncclResult_t result = ncclInternalError;
+  switch (o.kind) {
+  case OpKind::AllReduce:
+    result = r.ncclAllReduce(o.send, o.recv, o.count, c.datatype, c.redop, comm->real, c.stream);
+    break;
+  case OpKind::AllGather:
+    result = r.ncclAllGather(o.send, o.recv, o.count, c.datatype, comm->real, c.stream);
+    break;
+  case OpKind::ReduceScatter:
+    result = r.ncclReduceScatter(o.send, o.recv, o.count, c.datatype, c.redop, comm->real,
+                                 c.stream);
+    break;
+  case OpKind::AllToAll:
+    result = r.ncclAlltoAll(o.send, o.recv, o.count, c.datatype, comm->real, c.stream);
+    break;
+  case OpKind::Broadcast:
+    result = r.ncclBroadcast(o.send, o.recv, o.count, c.datatype, o.root, comm->real, c.stream);
+    break;
+  case OpKind::Reduce:
+    result = r.ncclReduce(o.send, o.recv, o.count, c.datatype, c.redop, o.root, comm->real,
+                          c.stream);
+    break;
+  case OpKind::Gather:
+    result = r.ncclGather(o.send, o.recv, o.count, c.datatype, o.root, comm->real, c.stream);
+    break;
+  case OpKind::Scatter:
+    result = r.ncclScatter(o.send, o.recv, o.count, c.datatype, o.root, comm->real, c.stream);
+    break;
+  case OpKind::Send:
+    result = r.ncclSend(o.send, o.count, c.datatype, o.root, comm->real, c.stream);
+    break;
+  case OpKind::Recv:
+    result = r.ncclRecv(o.recv, o.count, c.datatype, o.root, comm->real, c.stream);
+    break;
+  }
+  return fromReal(comm, c.function, result);
+}
+
+ncclResult_t issue(std::vector<Call> calls) {
+  std::vector<Call> mine, theirs;
+  for (Call &c : calls)
+    (c.onColl ? mine : theirs).push_back(c);
+  ncclResult_t status = ncclSuccess;
+  if (!theirs.empty()) {
+    const bool grouped = theirs.size() > 1 && real().ncclGroupStart && real().ncclGroupEnd;
+    if (grouped)
+      real().ncclGroupStart();
+    for (const Call &c : theirs)
+      if (ncclResult_t r = issueReal(c); r != ncclSuccess && status == ncclSuccess)
+        status = r;
+    if (grouped)
+      if (ncclResult_t r = fromReal(nullptr, "ncclGroupEnd", real().ncclGroupEnd());
+          r != ncclSuccess && status == ncclSuccess)
+        status = r;
+  }
+  if (ncclResult_t r = runOnColl(mine); r != ncclSuccess && status == ncclSuccess)
+    status = r;
+  return status;
+}
+
+} // namespace coll::rt::dropin::nccl
+
+//===----------------------------------------------------------------------===//
+// The API: reduction ops
+//===----------------------------------------------------------------------===//
+
+COLL_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+              (ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+               ncclScalarResidence_t residence, ncclComm_t comm),
+              (op, scalar, datatype, residence, comm)) {
+  if (!comm || !op)
+    return failWith(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: NULL argument");
+  // Coll has no pre-multiplied sum: calls with such an op go to the real NCCL.
+  if (!comm->real)
+    return failWith(comm, ncclInvalidUsage,
+                    "ncclRedOpCreatePreMulSum: Coll has no pre-multiplied sum and the real NCCL "
+                    "has no communicator here: " + whyNoReal(comm));
+  COLL_NEED_REAL(comm, ncclRedOpCreatePreMulSum);
+  ncclResult_t r = real().ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real);
+  if (r == ncclSuccess) {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    comm->userOps.insert(*op);
+  }
+  return fromReal(comm, "ncclRedOpCreatePreMulSum", r);
+}
+
+COLL_NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm)) {
+  if (!comm)
+    return failWith(nullptr, ncclInvalidArgument, "ncclRedOpDestroy: comm is NULL");
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (!comm->userOps.erase(op))
+      return failWith(nullptr, ncclInvalidArgument,
+                      llvm::formatv("ncclRedOpDestroy: op {0} was not made by "
+                                    "ncclRedOpCreatePreMulSum on this communicator",
+                                    int(op)));
+  }
+  COLL_NEED_REAL(comm, ncclRedOpDestroy);
+  return fromReal(comm, "ncclRedOpDestroy", real().ncclRedOpDestroy(op, comm->real));
+}
+
+//===----------------------------------------------------------------------===//
+// The API: collectives and send/recv
+//===----------------------------------------------------------------------===//
+
+COLL_NCCL_API(ncclResult_t, ncclReduce,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, op, root, comm, stream)) {
+  return call({"ncclReduce", "reduce", makeOp(OpKind::Reduce, sendbuff, recvbuff, count, root),
+               datatype, op, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclBcast,
+              (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+               cudaStream_t stream),
+              (buff, count, datatype, root, comm, stream)) {
+  return call({"ncclBcast", "broadcast", makeOp(OpKind::Broadcast, buff, buff, count, root),
+               datatype, ncclSum, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclBroadcast,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, root, comm, stream)) {
+  return call({"ncclBroadcast", "broadcast",
+               makeOp(OpKind::Broadcast, sendbuff, recvbuff, count, root), datatype, ncclSum,
+               comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclAllReduce,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, op, comm, stream)) {
+  return call({"ncclAllReduce", "allreduce",
+               makeOp(OpKind::AllReduce, sendbuff, recvbuff, count), datatype, op, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclReduceScatter,
+              (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, recvcount, datatype, op, comm, stream)) {
+  return call({"ncclReduceScatter", "reducescatter",
+               makeOp(OpKind::ReduceScatter, sendbuff, recvbuff, recvcount), datatype, op, comm,
+               stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclAllGather,
+              (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, sendcount, datatype, comm, stream)) {
+  return call({"ncclAllGather", "allgather",
+               makeOp(OpKind::AllGather, sendbuff, recvbuff, sendcount), datatype, ncclSum, comm,
+               stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclAlltoAll,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, comm, stream)) {
+  return call({"ncclAlltoAll", "alltoall", makeOp(OpKind::AllToAll, sendbuff, recvbuff, count),
+               datatype, ncclSum, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclGather,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, root, comm, stream)) {
+  return call({"ncclGather", "gather", makeOp(OpKind::Gather, sendbuff, recvbuff, count, root),
+               datatype, ncclSum, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclScatter,
+              (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, recvbuff, count, datatype, root, comm, stream)) {
+  return call({"ncclScatter", "scatter", makeOp(OpKind::Scatter, sendbuff, recvbuff, count, root),
+               datatype, ncclSum, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclSend,
+              (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+               ncclComm_t comm, cudaStream_t stream),
+              (sendbuff, count, datatype, peer, comm, stream)) {
+  return call({"ncclSend", "send", makeOp(OpKind::Send, sendbuff, nullptr, count, peer),
+               datatype, ncclSum, comm, stream});
+}
+
+COLL_NCCL_API(ncclResult_t, ncclRecv,
+              (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+               cudaStream_t stream),
+              (recvbuff, count, datatype, peer, comm, stream)) {
+  return call({"ncclRecv", "recv", makeOp(OpKind::Recv, nullptr, recvbuff, count, peer),
+               datatype, ncclSum, comm, stream});
+}
