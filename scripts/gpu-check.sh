@@ -167,7 +167,7 @@ done
 # coll.torch's C++ backend, built against this machine's PyTorch; then the
 # CUDA check on it, and on the Python backend.
 step torch-backend-build 300 bash "$here/tests/runtime/python/build-torch-backend.sh" python3 \
-  "$here/src/ProcessGroupColl.cpp" "$here/include" "$here/lib/libcoll.so.0" "$here/python/coll"
+  "$here/src" "$here/include" "$here/lib/libcoll.so.0" "$here/python/coll"
 cpp=0
 ls "$here"/python/coll/_c10d*.so >/dev/null 2>&1 && cpp=1
 step torch-cuda-2 900 env LD_LIBRARY_PATH="$torchlib" COLL_PYTHONPATH="$here/python" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# build-torch-backend.sh PYTHON SOURCE INCLUDE LIBCOLL OUTDIR
-# Builds coll.torch's C++ backend (the module coll._c10d, SOURCE:
-# runtime/python/backend/ProcessGroupColl.cpp) against the torch of PYTHON
+# build-torch-backend.sh PYTHON SOURCES INCLUDE LIBCOLL OUTDIR
+# Builds coll.torch's C++ backend (the module coll._c10d, from the .cpp files
+# of the folder SOURCES: runtime/python/backend) against the torch of PYTHON
 # with g++, as runtime/python/CMakeLists.txt does, into OUTDIR (a coll
 # package folder); INCLUDE holds coll.h, LIBCOLL is libcoll.so.0. For
 # machines where only a staged tree and another torch are (scripts/gpu-check.sh
@@ -22,6 +22,6 @@ module=$out/_c10d${q[3]}
 "${CXX:-g++}" -O2 -std=c++20 -shared -fPIC -fvisibility=hidden \
   -D_GLIBCXX_USE_CXX11_ABI="${q[4]}" -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_c10d \
   -isystem "${q[0]}" -isystem "${q[0]}/torch/csrc/api/include" -isystem "${q[2]}" -I "$inc" \
-  "$src" -o "$module" "$lib" "${q[1]}/libtorch_python.so" "${q[1]}/libtorch_cpu.so" \
+  "$src"/*.cpp -o "$module" "$lib" "${q[1]}/libtorch_python.so" "${q[1]}/libtorch_cpu.so" \
   "${q[1]}/libtorch.so" "${q[1]}/libc10.so" -Wl,-rpath,'$ORIGIN/../../lib'
 echo "$module"
