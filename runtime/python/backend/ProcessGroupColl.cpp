@@ -666,6 +666,16 @@ private:
 } // namespace
 } // namespace coll::pytorch
 
+#ifndef COLL_TORCH_VERSION // runtime/python/CMakeLists.txt defines it
+#error "COLL_TORCH_VERSION: the torch.__version__ this module is built against"
+#endif
+
+/// What coll/torch.py reads from this module's file before it loads it:
+/// where this Python's torch is another, the module is not loaded (torch's
+/// C++ API has no stable ABI) and the import says so.
+extern "C" __attribute__((used)) const char collC10dBuiltAgainst[] =
+    "coll._c10d built against torch " COLL_TORCH_VERSION;
+
 PYBIND11_MODULE(_c10d, m) {
   using namespace coll::pytorch;
   m.doc() = "coll.torch's c10d backend (runtime/python/backend)";
