@@ -121,9 +121,9 @@ cp "$root/tests/runtime/python/torch-check.sh" "$root/tests/runtime/python/torch
   "$root/tests/runtime/python/torch-nccl-dropin.sh" "$root/tests/runtime/python/torch_nccl_dropin.py" \
   "$root/tests/runtime/python/build-torch-backend.sh" "$out/tests/runtime/python/"
 # coll.torch's C++ backend is built there, against that machine's torch
-# (build-torch-backend.sh): its source and coll.h.
+# (build-torch-backend.sh): its sources and coll.h.
 mkdir -p "$out/src" "$out/include"
-cp "$root/runtime/python/backend/ProcessGroupColl.cpp" "$out/src/"
+cp "$root"/runtime/python/backend/*.cpp "$root"/runtime/python/backend/*.h "$out/src/"
 cp "$root/runtime/include/coll.h" "$out/include/"
 cp "$root/tests/runtime/process/direct.tuning" "$out/"
 cp "$root/tests/support/time-scale.sh" "$out/tests/support/"

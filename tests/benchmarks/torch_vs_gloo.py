@@ -1,17 +1,15 @@
 """A benchmark, not a test: torch.distributed on "coll" against "gloo" (and
 "mpi" when the installed torch has it), in the same run, on the same CPU
-tensors. Where coll.torch runs its C++ backend, two more columns: "coll-direct"
-makes coll's calls on the group's backend object itself
-(`group._get_backend(cpu).allreduce([t]).wait()`), past torch.distributed's
-Python layer and the dispatcher: the difference to "coll" is what torch
-adds to every call, whichever backend serves it; "coll-py" is coll.torch's
-Python backend (coll.torch.CollProcessGroup) on the same job, for what a
-call through Python and ctypes costs. "torch-floor" is torch's own no-op
-C++ backend ("fake", which returns at once and moves nothing) called as
-"coll" is: what torch.distributed itself costs per call, whichever backend
-serves it (torch attaches no flight recorder hook to it, so the floor leaves
-out the hook's cost that "coll" and other out-of-tree backends pay); its
-results are not checked and it has no bandwidth.
+tensors. "coll-direct" makes coll's calls on the group's backend object
+itself (`group._get_backend(cpu).allreduce([t]).wait()`), past
+torch.distributed's Python layer and the dispatcher: the difference to
+"coll" is what torch adds to every call, whichever backend serves it.
+"torch-floor" is torch's own no-op C++ backend ("fake", which returns at
+once and moves nothing) called as "coll" is: what torch.distributed itself
+costs per call, whichever backend serves it (torch attaches no flight
+recorder hook to it, so the floor leaves out the hook's cost that "coll" and
+other out-of-tree backends pay); its results are not checked and it has no
+bandwidth.
 
     PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
         tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M] [--plot FILE.svg]
@@ -114,20 +112,10 @@ def main():
     points = []
     dist.init_process_group("coll")
     rank, n = dist.get_rank(), dist.get_world_size()
-    groups = {"coll": None}
-    direct = None
-    if coll.torch._cpp is not None:
-        # The same calls on the coll group's backend object itself, past
-        # torch.distributed's Python layer and the dispatcher: what torch
-        # adds. (coll.torch's Python backend is a whole ProcessGroup, which
-        # torch keeps no backend object for.)
-        direct = dist.group.WORLD._get_backend(torch.device("cpu"))
-        groups["coll-direct"] = direct
-        # The Python backend coll.torch falls back to, on the same job: what
-        # the C++ one saves per call.
-        dist.Backend.register_backend("coll_python", coll.torch.CollProcessGroup,
-                                      devices=["cpu"])
-        groups["coll-py"] = dist.new_group(backend="coll_python")
+    # The same calls on the coll group's backend object itself, past
+    # torch.distributed's Python layer and the dispatcher: what torch adds.
+    direct = dist.group.WORLD._get_backend(torch.device("cpu"))
+    groups = {"coll": None, "coll-direct": direct}
     groups["gloo"] = dist.new_group(backend="gloo")
     try:
         # Importing it registers torch's no-op backend "fake".
@@ -143,7 +131,7 @@ def main():
             pass
 
     def run(name, group, size):
-        if direct is not None and group is direct:
+        if group is direct:
             if name == "all_reduce":
                 t = torch.ones(size // 4)
                 return lambda: direct.allreduce([t]).wait(), lambda: t

@@ -1,55 +1,48 @@
-//===- ProcessGroupColl.cpp - coll.torch's backend, a c10d::Backend -------===//
+//===- ProcessGroupColl.cpp - coll.torch's c10d::Backend: routing ---------===//
 //
-// The module coll._c10d: the backend behind `backend="coll"` as a C++
-// c10d::Backend, so that a call goes from torch's dispatcher to libcoll.so's
-// C API (coll.h) with no Python in between. coll/torch.py makes the
-// communicator and the gloo backend underneath once per group, and hands both
-// to create(); each call is then routed here:
+// The c10d::Backend behind `backend="coll"` and the module coll._c10d that
+// makes it. coll/torch.py makes the communicator and the gloo backend
+// underneath once per group, and hands both to create(); each call is then
+// routed here:
 //
 // - Coll serves it when every tensor is dense, of one dtype and one device
 //   (the CPU, or a CUDA device when libcoll's GPU backend loads), the dtype
-//   and reduce op are Coll's, the shapes are ones Coll's collectives take,
-//   and the communicator's choice for the size is an algorithm (or a copy on
-//   one rank). Host calls run in the caller's thread and are done when the
-//   Work is returned; CUDA calls are enqueued on the device's current stream
-//   and the Work's wait() makes the then-current stream wait for them.
+//   and reduce op are Coll's (Conversion.cpp's check() and reduceOp()), the
+//   shapes are ones Coll's collectives take (each call below checks its
+//   own), and the communicator's choice for the size is an algorithm (or a
+//   copy on one rank). Host calls run in the caller's thread and are done
+//   when the Work is returned; CUDA calls are enqueued on the device's
+//   current stream and the Work's wait() makes the then-current stream wait
+//   for them (Work.cpp).
 // - Otherwise the backend underneath runs it and its Work is returned. A
 //   Coll call waits for the calls it handed down before, so that the group's
 //   calls run in the order they were issued, whichever library serves them.
 //
 // Every decision depends only on what all ranks share (dtypes, shapes, the
 // communicator's table), so all ranks take the same road. At COLL_DEBUG=INFO
-// each process says once per (collective, reason) where a call went, in the
-// words of the Python backend this replaces (docs/PYTORCH.md).
+// each process says once per (collective, reason) where a call went
+// (docs/PYTORCH.md).
 //
 //===----------------------------------------------------------------------===//
 
-#include "coll.h"
+#include "CollBackend.h"
 
-#include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/Event.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
 
-#include <chrono>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
-#include <optional>
 #include <set>
-#include <string>
 #include <string_view>
 #include <tuple>
 #include <unistd.h>
 #include <sys/syscall.h>
 
-namespace {
+namespace coll::pytorch {
 
-using WorkPtr = c10::intrusive_ptr<c10d::Work>;
-using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
+namespace {
 
 int debugLevel() {
   const char *env = std::getenv("COLL_DEBUG");
@@ -73,209 +66,6 @@ int debugLevel() {
   return 2;
 }
 
-/// torch's name of a dtype, as Python prints it ("torch.bool").
-std::string dtypeName(at::ScalarType t) {
-  switch (t) {
-  case at::kByte: return "torch.uint8";
-  case at::kChar: return "torch.int8";
-  case at::kShort: return "torch.int16";
-  case at::kInt: return "torch.int32";
-  case at::kLong: return "torch.int64";
-  case at::kHalf: return "torch.float16";
-  case at::kFloat: return "torch.float32";
-  case at::kDouble: return "torch.float64";
-  case at::kComplexHalf: return "torch.complex32";
-  case at::kComplexFloat: return "torch.complex64";
-  case at::kComplexDouble: return "torch.complex128";
-  case at::kBool: return "torch.bool";
-  case at::kBFloat16: return "torch.bfloat16";
-  default: {
-    std::string name = c10::toString(t);
-    for (char &c : name)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return "torch." + name;
-  }
-  }
-}
-
-std::optional<collDataType_t> collType(at::ScalarType t) {
-  switch (t) {
-  case at::kFloat: return collFloat32;
-  case at::kDouble: return collFloat64;
-  case at::kHalf: return collFloat16;
-  case at::kBFloat16: return collBfloat16;
-  case at::kInt: return collInt32;
-  case at::kLong: return collInt64;
-  case at::kChar: return collInt8;
-  case at::kByte: return collUint8;
-  default: return std::nullopt;
-  }
-}
-
-const char *opName(c10d::ReduceOp::RedOpType op) {
-  switch (op) {
-  case c10d::ReduceOp::SUM: return "SUM";
-  case c10d::ReduceOp::AVG: return "AVG";
-  case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-  case c10d::ReduceOp::MIN: return "MIN";
-  case c10d::ReduceOp::MAX: return "MAX";
-  case c10d::ReduceOp::BAND: return "BAND";
-  case c10d::ReduceOp::BOR: return "BOR";
-  case c10d::ReduceOp::BXOR: return "BXOR";
-  case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-  default: return "UNUSED";
-  }
-}
-
-std::optional<collRedOp_t> collOp(const c10d::ReduceOp &op) {
-  switch (op.op_) {
-  case c10d::ReduceOp::SUM: return collSum;
-  case c10d::ReduceOp::PRODUCT: return collProd;
-  case c10d::ReduceOp::MIN: return collMin;
-  case c10d::ReduceOp::MAX: return collMax;
-  case c10d::ReduceOp::AVG: return collAvg;
-  default: return std::nullopt;
-  }
-}
-
-std::exception_ptr backendError(const std::string &message) {
-  try {
-    C10_THROW_ERROR(DistBackendError, message);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-/// The stream a call on `t` is enqueued on: the current stream of its
-/// device; none (host memory) on the CPU.
-std::optional<c10::Stream> streamOf(const at::Tensor &t) {
-  if (!t.is_cuda())
-    return std::nullopt;
-  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
-}
-
-/// A call Coll ran. Host calls are complete when it is made; a CUDA call
-/// holds an event recorded after it on its stream.
-class CollWork : public c10d::Work {
-public:
-  CollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-           std::exception_ptr error, std::optional<c10::Stream> stream)
-      : Work(rank, type), outputs_(std::move(outputs)) {
-    finish(error);
-    if (stream && !error) {
-      event_.emplace(c10::DeviceType::CUDA);
-      event_->record(*stream);
-      // Made now, while the call's stream is current: the future records
-      // its own events there, so its callbacks run after the call.
-      future_ = makeFuture({stream->device()});
-    }
-  }
-
-  bool isCompleted() override { return Work::isCompleted() && (!event_ || event_->query()); }
-
-  bool wait(std::chrono::milliseconds timeout) override {
-    Work::wait(timeout); // throws the call's error
-    synchronize();
-    return true;
-  }
-
-  void synchronize() override {
-    if (event_)
-      event_->block(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
-                        ->getStream(event_->device()));
-  }
-
-  /// Made when asked for (host calls): most callers only wait.
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    std::lock_guard<std::mutex> lock(futureMutex_);
-    if (!future_)
-      future_ = makeFuture({});
-    return future_;
-  }
-
-  std::vector<at::Tensor> result() override { return outputs_; }
-
-private:
-  c10::intrusive_ptr<c10::ivalue::Future> makeFuture(std::vector<c10::Device> devices) {
-    static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
-    auto future = c10::make_intrusive<c10::ivalue::Future>(type, std::move(devices));
-    if (exception_)
-      future->setError(exception_);
-    else
-      future->markCompleted(c10::IValue(outputs_));
-    return future;
-  }
-
-  std::vector<at::Tensor> outputs_;
-  std::optional<c10::Event> event_;
-  std::mutex futureMutex_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-/// Several calls' Works as one (the coalesced forms): done when all are.
-class JoinedWork : public c10d::Work {
-public:
-  JoinedWork(int rank, c10d::OpType type, std::vector<WorkPtr> works,
-             std::vector<at::Tensor> outputs)
-      : Work(rank, type), works_(std::move(works)), outputs_(std::move(outputs)) {}
-
-  bool isCompleted() override {
-    for (auto &w : works_)
-      if (!w->isCompleted())
-        return false;
-    return true;
-  }
-
-  bool wait(std::chrono::milliseconds timeout) override {
-    std::exception_ptr error;
-    for (auto &w : works_) {
-      try {
-        w->wait(timeout);
-      } catch (...) {
-        if (!error)
-          error = std::current_exception();
-      }
-    }
-    if (error)
-      std::rethrow_exception(error);
-    return true;
-  }
-
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    std::lock_guard<std::mutex> lock(futureMutex_);
-    if (!future_) {
-      std::vector<c10::intrusive_ptr<c10::ivalue::Future>> futures;
-      for (auto &w : works_)
-        futures.push_back(w->getFuture());
-      auto all = c10::collectAll(c10::List<c10::intrusive_ptr<c10::ivalue::Future>>(futures));
-      auto outputs = outputs_;
-      future_ = all->then(
-          [outputs](c10::ivalue::Future &done) {
-            for (const auto &f : done.value().toList())
-              if (f.get().toFuture()->hasError())
-                f.get().toFuture()->value(); // rethrows the first error
-            return c10::IValue(outputs);
-          },
-          c10::ListType::create(c10::TensorType::get()));
-    }
-    return future_;
-  }
-
-  std::vector<at::Tensor> result() override { return outputs_; }
-
-private:
-  std::vector<WorkPtr> works_;
-  std::vector<at::Tensor> outputs_;
-  std::mutex futureMutex_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-/// A call's dtype in Coll's terms, or why Coll does not take its tensors.
-struct Decision {
-  collDataType_t dtype = collFloat32;
-  std::string unsupported; // empty: Coll can take the call
-};
-
 class ProcessGroupColl : public c10d::Backend {
 public:
   ProcessGroupColl(collComm_t comm, int rank, int size, BackendPtr fallback,
@@ -298,7 +88,7 @@ public:
                    for (auto &t : tensors) {
                      at::Tensor c = t.contiguous();
                      call(collAllReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op,
-                                        comm_, handle(c)));
+                                        comm_, streamHandle(c)));
                      copyBack(t, c);
                    }
                  },
@@ -322,7 +112,7 @@ public:
                    for (auto &t : tensors) {
                      at::Tensor c = t.contiguous();
                      call(collBroadcast(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, root,
-                                        comm_, handle(c)));
+                                        comm_, streamHandle(c)));
                      copyBack(t, c);
                    }
                  },
@@ -338,7 +128,7 @@ public:
                    for (auto &t : tensors) {
                      at::Tensor c = t.contiguous();
                      call(collReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op, root,
-                                     comm_, handle(c)));
+                                     comm_, streamHandle(c)));
                      copyBack(t, c);
                    }
                  },
@@ -356,7 +146,7 @@ public:
                  [&] {
                    at::Tensor i = input.contiguous(), o = output.contiguous();
                    call(collAllGather(i.data_ptr(), o.data_ptr(), i.numel(), d.dtype, comm_,
-                                      handle(i)));
+                                      streamHandle(i)));
                    copyBack(output, o);
                  },
                  [&](c10d::Backend &fb) { return fb._allgather_base(output, input, opts); });
@@ -391,7 +181,7 @@ public:
                    int64_t k = i.numel();
                    at::Tensor flat = at::empty({k * getSize()}, i.options());
                    call(collAllGather(i.data_ptr(), flat.data_ptr(), k, d.dtype, comm_,
-                                      handle(i)));
+                                      streamHandle(i)));
                    for (int r = 0; r < getSize(); ++r)
                      outs[r].copy_(flat.narrow(0, r * k, k).view_as(outs[r]));
                  },
@@ -417,7 +207,7 @@ public:
                  [&] {
                    at::Tensor i = input.contiguous(), o = output.contiguous();
                    call(collReduceScatter(i.data_ptr(), o.data_ptr(), o.numel(), d.dtype, *op,
-                                          comm_, handle(i)));
+                                          comm_, streamHandle(i)));
                    copyBack(output, o);
                  },
                  [&](c10d::Backend &fb) { return fb._reduce_scatter_base(output, input, opts); });
@@ -453,7 +243,7 @@ public:
                    at::Tensor flat = flatten(inputLists[0]);
                    at::Tensor o = out.contiguous();
                    call(collReduceScatter(flat.data_ptr(), o.data_ptr(), o.numel(), d.dtype, *op,
-                                          comm_, handle(o)));
+                                          comm_, streamHandle(o)));
                    copyBack(out, o);
                  },
                  [&](c10d::Backend &fb) { return fb.reduce_scatter(outputs, inputLists, opts); });
@@ -488,7 +278,7 @@ public:
                  [&] {
                    at::Tensor i = input.contiguous(), o = output.contiguous();
                    call(collAlltoAll(i.data_ptr(), o.data_ptr(), i.numel() / n, d.dtype, comm_,
-                                     handle(i)));
+                                     streamHandle(i)));
                    copyBack(output, o);
                  },
                  [&](c10d::Backend &fb) {
@@ -514,7 +304,7 @@ public:
                    at::Tensor out = at::empty_like(in);
                    int64_t k = inputs[0].numel();
                    call(collAlltoAll(in.data_ptr(), out.data_ptr(), k, d.dtype, comm_,
-                                     handle(in)));
+                                     streamHandle(in)));
                    for (size_t r = 0; r < outputs.size(); ++r)
                      outputs[r].copy_(out.narrow(0, r * k, k).view_as(outputs[r]));
                  },
@@ -539,7 +329,7 @@ public:
                    bool atRoot = getRank() == root;
                    at::Tensor flat = at::empty({atRoot ? k * getSize() : 0}, i.options());
                    call(collGather(i.data_ptr(), atRoot ? flat.data_ptr() : nullptr, k, d.dtype,
-                                   root, comm_, handle(i)));
+                                   root, comm_, streamHandle(i)));
                    if (atRoot) {
                      TORCH_CHECK(outs.size() == static_cast<size_t>(getSize()),
                                  "coll: gather's root needs one output per rank");
@@ -573,7 +363,7 @@ public:
                    }
                    at::Tensor o = out.contiguous();
                    call(collScatter(atRoot ? flat.data_ptr() : nullptr, o.data_ptr(), o.numel(),
-                                    d.dtype, root, comm_, handle(o)));
+                                    d.dtype, root, comm_, streamHandle(o)));
                    copyBack(out, o);
                  },
                  [&](c10d::Backend &fb) { return fb.scatter(outputs, inputLists, opts); });
@@ -660,13 +450,6 @@ public:
   }
 
 private:
-  static size_t bytes(const std::vector<at::Tensor> &tensors) {
-    size_t n = 0;
-    for (const auto &t : tensors)
-      n += t.nbytes();
-    return n;
-  }
-
   /// The coalesced forms: one call per (output, input), in order, as one Work.
   template <typename Call>
   WorkPtr eachPair(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
@@ -680,106 +463,10 @@ private:
                                            std::move(works), outputs);
   }
 
-  /// Whether Coll takes these tensors, and their dtype in its terms.
-  static Decision check(const std::vector<at::Tensor> &tensors) {
-    Decision d;
-    if (tensors.empty()) {
-      d.unsupported = "no tensors";
-      return d;
-    }
-    const at::Tensor &t0 = tensors[0];
-    for (const auto &t : tensors) {
-      if (t.layout() != at::kStrided) {
-        d.unsupported = "sparse tensors";
-        return d;
-      }
-      if (t.is_cuda()) {
-        auto [ok, why] = deviceSupport();
-        if (!ok) {
-          d.unsupported = "cuda tensors: " + why;
-          return d;
-        }
-      } else if (!t.is_cpu()) {
-        d.unsupported = c10::DeviceTypeName(t.device().type(), true) + " tensors";
-        return d;
-      }
-      if (t.device() != t0.device()) {
-        d.unsupported = "tensors on different devices";
-        return d;
-      }
-      if (t.scalar_type() != t0.scalar_type()) {
-        d.unsupported = "tensors of different dtypes";
-        return d;
-      }
-    }
-    auto type = collType(t0.scalar_type());
-    if (!type)
-      d.unsupported = "dtype " + dtypeName(t0.scalar_type());
-    else
-      d.dtype = *type;
-    return d;
-  }
-
-  static Decision pointToPoint(const std::vector<at::Tensor> &tensors) {
-    Decision d;
-    if (tensors.size() != 1) {
-      d.unsupported = "more than one tensor";
-      return d;
-    }
-    d = check(tensors);
-    if (d.unsupported.empty() && tensors[0].is_cuda())
-      d.unsupported = "cuda tensors (Coll's point-to-point calls take host memory)";
-    return d;
-  }
-
-  static std::optional<collRedOp_t> reduceOp(const c10d::ReduceOp &op, Decision &d) {
-    auto mapped = collOp(op);
-    if (!mapped && d.unsupported.empty())
-      d.unsupported = std::string("reduce op ") + opName(op.op_);
-    return mapped;
-  }
-
-  /// libcoll's GPU backend loads in this process (asked once).
-  static std::pair<bool, std::string> deviceSupport() {
-    static const std::pair<bool, std::string> answer = [] {
-      int ok = 0;
-      char why[1024] = "";
-      if (collDeviceBuffersSupported(&ok, why, sizeof why) != collSuccess)
-        return std::pair<bool, std::string>(false, collGetLastError(nullptr));
-      return std::pair<bool, std::string>(ok != 0, why);
-    }();
-    return answer;
-  }
-
-  static void *handle(const at::Tensor &t) {
-    auto s = streamOf(t);
-    return s ? s->native_handle() : nullptr;
-  }
-
-  static void copyBack(at::Tensor &t, const at::Tensor &c) {
-    if (c.data_ptr() != t.data_ptr())
-      t.copy_(c);
-  }
-
-  static at::Tensor flatten(const std::vector<at::Tensor> &tensors) {
-    std::vector<at::Tensor> flat;
-    flat.reserve(tensors.size());
-    for (const auto &t : tensors)
-      flat.push_back(t.reshape(-1));
-    return at::cat(flat);
-  }
-
   /// Throws Coll's error for a failed call.
   void call(collResult_t result) {
-    if (result == collSuccess)
-      return;
-    static const char *names[] = {"success",        "unhandled cuda error", "system error",
-                                  "internal error", "invalid argument",     "invalid usage",
-                                  "remote error",   "in progress",          "timeout"};
-    std::string name = result >= 0 && result < collNumResults
-                           ? names[result]
-                           : "result " + std::to_string(static_cast<int>(result));
-    throw CollFailure{"Coll " + name + ": " + collGetLastError(comm_)};
+    if (result != collSuccess)
+      throw CollFailure{failureMessage(result, comm_)};
   }
 
   struct CollFailure {
@@ -977,9 +664,21 @@ private:
 };
 
 } // namespace
+} // namespace coll::pytorch
+
+#ifndef COLL_TORCH_VERSION // runtime/python/CMakeLists.txt defines it
+#error "COLL_TORCH_VERSION: the torch.__version__ this module is built against"
+#endif
+
+/// What coll/torch.py reads from this module's file before it loads it:
+/// where this Python's torch is another, the module is not loaded (torch's
+/// C++ API has no stable ABI) and the import says so.
+extern "C" __attribute__((used)) const char collC10dBuiltAgainst[] =
+    "coll._c10d built against torch " COLL_TORCH_VERSION;
 
 PYBIND11_MODULE(_c10d, m) {
-  m.doc() = "coll.torch's c10d backend (runtime/python/backend/ProcessGroupColl.cpp)";
+  using namespace coll::pytorch;
+  m.doc() = "coll.torch's c10d backend (runtime/python/backend)";
   // Takes over the communicator `comm` (a collComm_t as an integer, which the
   // caller must not use again); `fallback` runs what Coll does not.
   m.def(

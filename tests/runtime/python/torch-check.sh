@@ -6,8 +6,10 @@
 # interpreter is PYTHON, with coll.torch from this source tree and LIBCOLL,
 # at COLL_DEBUG=INFO. Passes when every rank printed "ok", the log shows the
 # decisions MODE must produce, and nothing of Coll's is left in /dev/shm.
-# The log must also say which backend ran: coll._c10d (C++), unless
-# COLL_TORCH_BACKEND=python or COLL_TEST_TORCH_CPP=0 (a build without it).
+# The log must also say that the group ran coll._c10d. A build without that
+# module (COLL_TEST_TORCH_BUILT=0, which CMake sets) skips every MODE but
+# install, which runs tests/runtime/python/torch_install_check.py: what
+# `import coll.torch` says where its backend cannot serve.
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
 # watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
@@ -33,6 +35,15 @@ if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ "$mode" = install ]; then
+  (cd "$tmp" && timeout "$(scaled 500)" "$py" "$here/torch_install_check.py" \
+    "${COLL_PYTHONPATH:-$here/../../../runtime/python}" "$lib" "${COLL_TEST_TORCH_BUILT:-1}")
+  exit $?
+fi
+if [ "${COLL_TEST_TORCH_BUILT:-1}" = 0 ]; then
+  echo "SKIP: this build has no coll._c10d, coll.torch's backend (CMake's configure said why)"
+  exit 77
+fi
 if [ -n "${COLL_TORCH_INSTALLED:-}" ]; then
   unset PYTHONPATH COLL_LIBRARY
   where=$(cd "$tmp" && "$py" -c "import coll, os, site, sys
@@ -73,16 +84,7 @@ tuning)
   expect+=("torch allreduce: gloo runs it by tuning rule $tmp/tuning.txt:2"
            "library gloo: tuning rule $tmp/tuning.txt:2") ;;
 esac
-# Which backend coll.torch must run: its Python one when asked
-# (COLL_TORCH_BACKEND=python) or when this build has no C++ one
-# (COLL_TEST_TORCH_CPP=0, which CMake sets), else coll._c10d.
-if [ "${COLL_TORCH_BACKEND:-}" = python ]; then
-  expect+=("torch backend: Python (coll.torch.CollProcessGroup): COLL_TORCH_BACKEND=python")
-elif [ "${COLL_TEST_TORCH_CPP:-1}" = 1 ]; then
-  expect+=("torch backend: C++ (")
-else
-  expect+=("torch backend: Python (coll.torch.CollProcessGroup)")
-fi
+expect+=("torch backend: coll._c10d from ")
 if [ "$mode" = progress ]; then
   # tests/benchmarks/torch_vs_gloo.py on a pseudo-terminal: rank 0's progress
   # line, erased before each row; and none with the output redirected.

@@ -289,10 +289,7 @@ def threads_named(prefixes):
 
 for mode in modes:
     {"collectives": collectives, "ddp": ddp, "tuning": tuning, "cuda": cuda}[mode]()
-try:
-    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
-except RuntimeError:  # the Python backend is the group itself
-    backend = dist.group.WORLD
+backend = dist.group.WORLD._get_backend(torch.device("cpu"))
 dist.destroy_process_group()
 # A call that reaches coll's backend after destroy_process_group fails, and
 # says why.
