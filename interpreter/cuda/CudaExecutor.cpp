@@ -774,8 +774,8 @@ static llvm::Expected<bool> forcedSysScope() {
 /// LL128 eight lanes a line; at least 128, at most MaxThreadsPerBlock.
 /// Every warp of a block runs each step's path, elements or not: on an H200
 /// a step of 1 KiB cost 10-15 % less at 128 threads than at 512, and LL's
-/// hops more at 64 than at 128 (docs/PERFORMANCE.md, "Scopes and block
-/// sizes").
+/// hops more at 64 than at 128 (docs/performance/gpu.md, "scopes and
+/// block sizes").
 static uint32_t threadsForStep(Proto proto, uint64_t bytes) {
   const uint64_t want = proto == Proto::Simple ? (bytes + 15) / 16
                         : proto == Proto::LL   ? llLines(bytes)
