@@ -55,8 +55,8 @@ macro(coll_detect_cuda)
       # each kernel object about half as large (KernelsLL.cu's 28 MB of
       # sm_90 code with line info: 1.9 MB against 3.6) but cost 78 s of
       # fatbinary per protocol, a tenth of the build's CPU time
-      # (docs/PERFORMANCE.md, "Build and test times"). CUDA 13 needs driver
-      # r580 either way.
+      # (docs/performance/build.md, "one kernel file under nvcc --time").
+      # CUDA 13 needs driver r580 either way.
       add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=balance>)
       set(COLL_HAVE_CUDA ON)
       message(STATUS "Coll: CUDA backend enabled (sm_${CMAKE_CUDA_ARCHITECTURES})")

@@ -2,7 +2,7 @@
 # Compile-time benchmark of collc (not a test): wall time and peak memory of
 # tracing, compiling, verifying and writing the XML of large programs, and
 # the time per emitted step as the rank count grows, up to 4096 ranks.
-# Prints a Markdown table for docs/PERFORMANCE.md; each time is the median
+# Prints a Markdown table for docs/performance/compiler.md; each time is the median
 # of 5 runs (3 for the 2048-rank hierarchy), the memory the
 # largest peak resident set of those runs (from GNU time, "-" without it).
 #

@@ -31,7 +31,7 @@ which a step's 1 KiB of a call of a few KiB is. They are overridable
 memory bandwidth, instruction-cache misses, the branch unit's own delays
 beyond the stall counts. So the figure is a lower bound on a step's path,
 which compares two builds of the same path well, and which a lent GPU's
-slopes (tests/benchmarks/step-cost.py) calibrate: docs/PERFORMANCE.md.
+slopes (tests/benchmarks/step-cost.py) calibrate: docs/performance/gpu.md.
 """
 import argparse
 import re

@@ -15,7 +15,7 @@
 #      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
 #      PyTorch, on its C++ backend (built there against that PyTorch) and
 #      on its Python one (the ctest label `cuda` runs the same);
-#   4. the GPU measurements of docs/PERFORMANCE.md (collbench, and the
+#   4. the GPU measurements of docs/performance/gpu.md (collbench, and the
 #      step-cost benchmark tests/benchmarks/step-cost.py; --quick skips
 #      the 1 GiB ring allreduce, which checks its result on the host);
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
@@ -180,7 +180,7 @@ for n in 1 2; do
     "$here/lib/$(basename "$(ls "$here"/lib/libcoll_nccl.so.* | head -1)")" $n
 done
 
-# docs/PERFORMANCE.md, the GPU section.
+# The collbench runs of docs/performance/gpu.md.
 bench=$here/bin/collbench
 step bench-simple-send-256M 600 "$bench" "$alg/send_2ranks_simple.xml" --size 256M --iters 20 --warmup 5
 step bench-ll-allpairs-8K-graph 600 "$bench" "$alg/allpairs_allreduce_8ranks_ll.xml" --size 8K --graph --iters 200 --warmup 50

@@ -14,7 +14,7 @@
 #          on CUDA tensors, with the GPU machine's own PyTorch)
 #   src/, include/  coll.torch's C++ backend and coll.h, which gpu-check.sh
 #          builds against that PyTorch
-#   algorithms/  the PERFORMANCE.md GPU section's programs, compiled here by
+#   algorithms/  the programs of docs/performance/gpu.md, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
 #   gpu-check.sh, gpu-targets.py (issue 27's targets from its report),
 #          STAGED (commit, nvcc, sizes)
@@ -130,14 +130,14 @@ cp "$root/tests/support/time-scale.sh" "$out/tests/support/"
 cp "$root/tests/lit/collrun/Inputs/check-trace.py" "$out/tests/"
 ldd "$out"/bin/* | grep -q 'not found' && { ldd "$out"/bin/*; echo "gpu-stage: unresolved library" >&2; exit 1; }
 
-# The GPU section of docs/PERFORMANCE.md, compiled here.
+# The programs of docs/performance/gpu.md, compiled here.
 collc=$build/bin/collc
 "$collc" "$root/algorithms/broadcast_chain.coll" -D N=2 -D K=1 -o "$out/algorithms/send_2ranks_simple.xml"
 "$collc" "$root/algorithms/allreduce_allpairs.coll" -D N=8 --protocol LL -o "$out/algorithms/allpairs_allreduce_8ranks_ll.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -D CHANNELS=8 -o "$out/algorithms/ring_allreduce_8ranks_simple_8ch.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=4 --protocol LL128 -o "$out/algorithms/ring_allreduce_4ranks_ll128.xml"
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=8 -o "$out/algorithms/ring_allreduce_8ranks.xml"
-# docs/PERFORMANCE.md's small-message figures (issue targets): the built-in
+# docs/performance/gpu.md's small-message figures (issue targets): the built-in
 # choices for device calls at 8 ranks (8 KiB: the LL all-pairs, above;
 # below: the Simple one-shot) and at 2 ranks (below 4 KiB: the LL ring),
 # and what they were chosen over or may yet give way to: the Simple

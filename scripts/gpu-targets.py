@@ -14,7 +14,7 @@ decide a verdict. A step that is not in the report (left out by --steps or
 for the target, says so in place of a figure: a figure nobody measured is
 not a figure.
 
-The targets (docs/CUDA.md, "Step costs"; docs/PERFORMANCE.md's GPU section):
+The targets (docs/CUDA.md, "Step costs"; docs/performance/gpu.md):
   - the 8-rank 8 KiB allreduce, the built-in choice for device calls (the LL
     all-pairs), at most 1.3 x the one-launch `exchange` reference;
   - the 2-rank 1 KiB allreduce, the device rule's LL ring, at most 1.5 x

@@ -33,7 +33,7 @@ Choice makeChoice(const LoadedAlgorithm *algo, std::string library, std::string 
 namespace {
 
 // The built-in order of the embedded algorithms. The thresholds come from
-// the host backend's runtime benchmark (docs/PERFORMANCE.md); device calls
+// the host backend's runtime benchmark (docs/performance/runtime.md); device calls
 // follow them too, after their own (DeviceTable).
 constexpr const char *BuiltinTable = R"(# Coll's built-in rules (docs/RUNTIME.md)
 allreduce      2   4K-*    allreduce_ring
@@ -58,7 +58,7 @@ scatter        *   *       scatter_direct
 // stages running at once; where processes share CPUs, every slot that moves
 // down the chain waits for a process to be scheduled, and the binomial
 // tree's fewer, larger hand-offs win (measured with 4 processes on 2 CPUs:
-// docs/PERFORMANCE.md).
+// docs/performance/runtime.md).
 constexpr const char *CrowdedTable = R"(# Coll's built-in rules for crowded hosts (docs/RUNTIME.md)
 broadcast      *   64K-32M broadcast_binomial
 )";
@@ -66,7 +66,7 @@ broadcast      *   64K-32M broadcast_binomial
 // Calls whose buffers lie in registered windows on one host: the direct
 // programs read and write the peers' buffers in place, with no FIFO and no
 // copy. Measured with 2 processes on the 2-core build machine against the
-// FIFO built-ins on the same windows (docs/PERFORMANCE.md): the two-shot
+// FIFO built-ins on the same windows (docs/performance/runtime.md): the two-shot
 // allreduce wins from 16 KiB (of the FIFO ring's time: 0.8 at 16 KiB and
 // 0.9-1.0 at 64 KiB with 2 processes, 0.4-0.7 at both with 3 and 4; from
 // 1 MiB 0.45-0.5 x Open MPI, 0.2 at 64 MiB); the all-pairs get allgather
@@ -89,7 +89,7 @@ broadcast      *   4K-1M   broadcast_direct
 // Device calls on a communicator of one host with windows registered: the
 // direct two-shot allreduce from 4 MiB. Measured on a lent H200 with 8
 // ranks on the GPU, in place, against the FIFO ring (Simple, 32 channels)
-// in the same run (docs/PERFORMANCE.md, 2026-11-28): 1.50x the ring's busbw
+// in the same run (docs/performance/gpu.md, 2026-11-28): 1.50x the ring's busbw
 // at 4 MiB, 1.37x at 16 MiB, 1.28-1.30x from 256 MiB to 1 GiB; 0.97x at
 // 1 MiB, so not below 4 MiB. The other direct programs were not measured on
 // a GPU and have no rule here. Unlike the host's, these rules hang on
@@ -107,7 +107,7 @@ allreduce      *   4M-*    allreduce_twoshot_direct
 // flag, takes a small message in one hand-off without the FIFO's separate
 // tail; NCCL chooses it for small messages too. Measured on lent H100 and
 // H200 GPUs with the ranks on one GPU, medians of 200 launches
-// (docs/PERFORMANCE.md, 2026-11-27 and 2026-11-28), in four runs each:
+// (docs/performance/gpu.md, 2026-11-27 and 2026-11-28), in four runs each:
 // between 2 ranks at 1 KiB the LL ring took 7.9-8.4 us where the one-shot
 // took 9.5-10.5 in LL128 (the Simple one-shot was not timed; Simple's hop
 // cost 1.05-1.13 us of step time against LL's 0.66-0.70); among 8 ranks at

@@ -31,7 +31,7 @@ void tuneHeapForOneShotTool() {
   constexpr uintptr_t Huge = 2 * Mi;  // a transparent huge page on x86-64 and arm64
   // Huge pages for the first 64 MiB only: what a 128-rank program needs.
   // Beyond, faulting in huge pages (compaction) cost more than it saved on
-  // the 2-core build machine (docs/PERFORMANCE.md).
+  // the 2-core build machine (docs/performance/compiler.md).
   constexpr uintptr_t HugeRegion = 64 * Mi;
   // Blocks up to glibc's largest threshold come from the heap, which is
   // never trimmed: what one pass frees, the next reuses without faults.

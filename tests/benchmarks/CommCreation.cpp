@@ -1,6 +1,6 @@
 //===- CommCreation.cpp - What a rank builds at communicator creation -----===//
 //
-// Not a test: numbers go to docs/PERFORMANCE.md with the command that made
+// Not a test: numbers go to docs/performance/creation.md with the command that made
 // them. Builds, once, what one rank of a communicator of the given shape
 // builds at creation (Registry::load with the built-in programs, as
 // Setup.cpp calls it: every program compiled for the shape, verified and

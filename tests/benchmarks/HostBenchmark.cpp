@@ -1,6 +1,6 @@
 //===- HostBenchmark.cpp - Host backend throughput ------------------------===//
 //
-// Not a test: numbers go to docs/PERFORMANCE.md with the command that made
+// Not a test: numbers go to docs/performance/host.md with the command that made
 // them. Measures single-thread memcpy bandwidth (the machine's reference),
 // one core's share of a 2-process allreduce through shared memory done with
 // the host backend's own loops and nothing else (the floor a FIFO-based

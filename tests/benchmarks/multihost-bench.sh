@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # multihost-bench.sh BUILD_DIR [coll-vs-mpi options]
 #
-# A benchmark, not a test (docs/PERFORMANCE.md): 2 hosts x 2 ranks, hosts
+# A benchmark, not a test (docs/performance/multihost.md): 2 hosts x 2 ranks, hosts
 # being network namespaces joined by veth pairs and a bridge
 # (tests/runtime/multihost/netns-lib.sh). One mpirun job across them runs
 # coll-vs-mpi, which times Coll (UCX between hosts, shared memory inside)

@@ -14,7 +14,7 @@
 // protocols' members (declared `inline`, as members defined in the class
 // are) as it does functions called once. With external linkage a 1 KiB
 // allreduce of 8 emulated ranks cost up to 12 % more per call for the same
-// instructions (docs/PERFORMANCE.md, 2026-11-27).
+// instructions (docs/performance/host.md, 2026-11-27).
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,9 +5,9 @@
 // memory at the top of the heap and every block over 128 KiB-32 MiB goes
 // back to the kernel, and every 4 KiB page is faulted in on first touch.
 // On a virtual machine a page fault costs about 3 us, and a 128-rank
-// compilation took about 8,000 of them (docs/PERFORMANCE.md, "collc's
-// page faults"). Tools call tuneHeapForOneShotTool() first thing in main:
-// freed memory stays in the heap for the next pass, the heap grows in
+// compilation took about 8,000 of them (docs/performance/compiler.md,
+// "collc's page faults"). Tools call tuneHeapForOneShotTool() first thing
+// in main: freed memory stays in the heap for the next pass, the heap grows in
 // large steps, and the kernel is asked to back its first 64 MiB with
 // transparent huge pages where it allows (`madvise` mode). Libraries never
 // call it: the runtime lives in its users' processes.

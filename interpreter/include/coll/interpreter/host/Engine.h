@@ -57,7 +57,7 @@ struct EngineOptions {
   /// A launch whose `work` (Engine::run) is at most this runs on the calling
   /// thread alone: handing data between threads costs more than the other
   /// thread saves until then (measured on 2 cores with 2 to 8 ranks:
-  /// docs/PERFORMANCE.md). 0: always use every thread.
+  /// docs/performance/host.md). 0: always use every thread.
   uint64_t soloWork = 512 << 10;
 };
 
