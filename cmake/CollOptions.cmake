@@ -19,6 +19,25 @@ if(COLL_ENABLE_ASSERTIONS)
   endforeach()
 endif()
 
+# The fuzz build (COLL_BUILD_FUZZERS, docs/FUZZING.md), a build folder of
+# its own: libFuzzer needs clang, and every target is compiled with its
+# coverage instrumentation (fuzzer-no-link: the counters, not libFuzzer's
+# main) and with ASan and UBSan, so that the fuzzers (tests/fuzz) link the
+# libraries they fuzz as this build makes them.
+if(COLL_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang" OR NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "COLL_BUILD_FUZZERS needs clang: configure with "
+                        "CC=clang CXX=clang++")
+  endif()
+  if(NOT COLL_SANITIZE)
+    set(COLL_SANITIZE address undefined)
+  elseif(NOT COLL_SANITIZE STREQUAL "address;undefined")
+    message(FATAL_ERROR "COLL_BUILD_FUZZERS builds with COLL_SANITIZE='address;undefined', "
+                        "not '${COLL_SANITIZE}'")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+
 if(COLL_SANITIZE)
   string(REPLACE ";" "," _coll_san "${COLL_SANITIZE}")
   message(STATUS "Coll: sanitizers ${_coll_san}")

@@ -409,6 +409,8 @@ void closePeerShared(const SharedKey &key) {
   openedShared.erase(it);
 }
 
+/// The block of `blocks` (memoryBlocks or deviceBlocks, keyed by start)
+/// holding [p, p + bytes), or blocks.end(); under memoryMutex.
 template <class Block>
 typename std::map<const std::byte *, Block>::iterator
 blockIn(std::map<const std::byte *, Block> &blocks, const void *p, size_t bytes) {
@@ -419,18 +421,6 @@ blockIn(std::map<const std::byte *, Block> &blocks, const void *p, size_t bytes)
   --it;
   if (b + bytes > it->first + it->second.bytes)
     return blocks.end();
-  return it;
-}
-
-/// The block holding [p, p + bytes), under memoryMutex.
-std::map<const std::byte *, WindowMemory>::iterator blockOf(const void *p, size_t bytes) {
-  auto *b = static_cast<const std::byte *>(p);
-  auto it = memoryBlocks.upper_bound(b);
-  if (it == memoryBlocks.begin())
-    return memoryBlocks.end();
-  --it;
-  if (b + bytes > it->first + it->second.bytes)
-    return memoryBlocks.end();
   return it;
 }
 
@@ -597,7 +587,7 @@ llvm::Expected<int> Communicator::Impl::registerWindow(void *buff, size_t bytes)
     local = collError(collInvalidArgument, "buff is NULL or size is 0");
   } else {
     std::unique_lock<std::mutex> lock(memoryMutex);
-    auto it = blockOf(buff, bytes);
+    auto it = blockIn(memoryBlocks, buff, bytes);
     auto d = blockIn(deviceBlocks, buff, bytes);
     if (it != memoryBlocks.end()) {
       block = it->first;

@@ -126,17 +126,29 @@ struct ProgramVariant {
 };
 
 #if COLL_RUNTIME_HAVE_LANG
-ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
-  ProgramInfo info;
+/// A program's source, named `origin`, in its own SourceMgr, with an engine
+/// whose diagnostics are kept as text.
+struct ProgramSource {
   llvm::SourceMgr srcMgr;
   std::string text;
-  llvm::raw_string_ostream os(text);
-  lang::DiagnosticEngine diags(srcMgr, os);
-  unsigned id = srcMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, origin),
-                                          llvm::SMLoc());
-  auto program = lang::parseProgram(id, diags);
+  llvm::raw_string_ostream os{text};
+  lang::DiagnosticEngine diags{srcMgr, os};
+  unsigned id; ///< the source's buffer in srcMgr
+
+  ProgramSource(llvm::StringRef source, llvm::StringRef origin)
+      : id(srcMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, origin),
+                                     llvm::SMLoc())) {}
+
+  /// The first line of the diagnostics reported so far.
+  std::string firstError() { return firstLine(os.str()); }
+};
+
+ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
+  ProgramInfo info;
+  ProgramSource src(source, origin);
+  auto program = lang::parseProgram(src.id, src.diags);
   if (!program) {
-    info.error = firstLine(os.str());
+    info.error = src.firstError();
     return info;
   }
   for (const auto &item : program->items)
@@ -174,20 +186,15 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
                           const std::vector<std::pair<std::string, int64_t>> &params,
                           const ProgramVariant &variant) {
   CacheEntry entry;
-  llvm::SourceMgr srcMgr;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  lang::DiagnosticEngine diags(srcMgr, os);
-  unsigned id = srcMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, origin),
-                                          llvm::SMLoc());
+  ProgramSource src(source, origin);
   lang::Overrides overrides;
   for (const auto &[name, value] : params)
     overrides.params[name] = lang::ParamValue(value);
   std::optional<PhaseTimer> timer(std::in_place, "trace", "parsing and tracing");
-  auto dag = lang::compileToDag(id, overrides, diags);
+  auto dag = lang::compileToDag(src.id, overrides, src.diags);
   timer.reset();
   if (!dag) {
-    entry.error = firstLine(os.str());
+    entry.error = src.firstError();
     entry.compileError = true;
     return entry;
   }
@@ -198,9 +205,9 @@ CacheEntry compileProgram(llvm::StringRef source, llvm::StringRef origin,
   if (dag->options.name.empty())
     dag->options.name = llvm::sys::path::stem(origin).str();
   compiler::CompileOptions options;
-  auto alg = compiler::compile(*dag, options, diags);
+  auto alg = compiler::compile(*dag, options, src.diags);
   if (!alg) {
-    entry.error = firstLine(os.str());
+    entry.error = src.firstError();
     entry.compileError = true;
     return entry;
   }

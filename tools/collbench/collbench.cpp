@@ -55,9 +55,17 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("collbench options");
-RunOptions run(category, {"1M", 20, "Timed launches per size (the median is reported)",
-                         "Stop a launch whose waits make no progress for this long (default: "
-                         "COLL_WATCHDOG_MS, else 10000)"});
+RunOptions run(
+    "collbench",
+    "Times an MSCCL XML algorithm with every rank on the current GPU, against a\n"
+    "device-to-device copy of the same size, after checking its result.\n\n"
+    "Exit status: 0 all results verified, 1 a wrong result or a failed call, 2 bad usage,\n"
+    "an unreadable or invalid file, or no CUDA backend or device, 3 the file does not\n"
+    "apply (collective that cannot be checked, or unsupported mode).\n",
+    category,
+    {"1M", 20, "Timed launches per size (the median is reported)",
+     "Stop a launch whose waits make no progress for this long (default: "
+     "COLL_WATCHDOG_MS, else 10000)"});
 cl::opt<std::string> sweep("sweep",
                            cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
                                     "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
@@ -171,32 +179,14 @@ std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "Times an MSCCL XML algorithm with every rank on the current GPU, against a\n"
-      "device-to-device copy of the same size, after checking its result.\n\n"
-      "Exit status: 0 all results verified, 1 a wrong result or a failed call, 2 bad usage,\n"
-      "an unreadable or invalid file, or no CUDA backend or device, 3 the file does not\n"
-      "apply (collective that cannot be checked, or unsupported mode).\n");
-
-  std::string error;
-  std::optional<RunRequest> request = run.request(error);
-  if (!request)
-    return fail("collbench", BadInput, error);
-  std::optional<std::vector<uint64_t>> byteSizes = requestedSizes(error);
-  if (!byteSizes)
-    return fail("collbench", BadInput, error);
-
+  const RunRequest request = run.parseCommandLine(argc, argv);
   // The file first: what is wrong with it is worth saying on any machine.
-  std::optional<LoadedAlgorithm> loaded = run.load();
-  if (!loaded)
-    return BadInput;
-  ModeSelection selection = selectModes("collbench", *loaded, *request);
-  if (selection.modes.empty())
-    return selection.exitCode;
-  const ir::Algorithm *alg = &loaded->alg;
-  const Plan *plan = &loaded->plan;
+  RunInput input = run.input(request, requestedSizes);
+  if (!input.loaded)
+    return input.exitCode;
+  const ir::Algorithm *alg = &input.loaded->alg;
+  const Plan *plan = &input.loaded->plan;
+  std::string error;
   std::optional<std::vector<std::string>> refs = chosenReferences(*plan, error);
   if (!refs)
     return fail("collbench", BadInput, error);
@@ -249,7 +239,7 @@ int main(int argc, char **argv) {
   if (!run.plotFile.empty())
     if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
       return fail("collbench", BadInput, "--plot: " + llvm::toString(std::move(err)));
-  SweepOptions sweep("collbench", *byteSizes, *request, selection.modes, run.iters, run.seed);
+  SweepOptions sweep("collbench", input.sizes, request, input.modes, run.iters, run.seed);
   using Timed = llvm::Expected<std::optional<std::pair<double, double>>>;
   auto timedAs = [](llvm::Expected<std::vector<double>> seconds, uint64_t bytes,
                     double bytesCounted) -> Timed {

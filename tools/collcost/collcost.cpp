@@ -12,6 +12,7 @@
 #include "coll/synth/CostModel.h"
 #include "coll/ir/XML.h"
 
+#include "SynthTool.h"
 #include "ToolSupport.h"
 
 #include "coll/support/Bytes.h"
@@ -28,52 +29,43 @@ namespace {
 cl::OptionCategory category("collcost options");
 cl::opt<std::string> inputPath(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"),
                                cl::cat(category));
-cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
-                                  cl::desc("NCCL topology XML or Coll topology text"),
-                                  cl::cat(category));
-cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
-                           cl::desc("Use only these GPUs, as ranks 0..n-1 in this order"),
-                           cl::cat(category));
+coll::tools::SynthTool tool("collcost", category,
+                           {"NCCL topology XML or Coll topology text",
+                            "Use only these GPUs, as ranks 0..n-1 in this order"});
 cl::list<std::string> sizesOpt("size", cl::CommaSeparated,
                                cl::desc("Message sizes in bytes (K, M, G: powers of 1024); "
                                         "default 1K,64K,1M,16M,256M,1G"),
                                cl::cat(category));
 
-int fail(int code, const llvm::Twine &msg) {
-  llvm::errs() << "collcost: error: " << msg << "\n";
-  return code;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "Coll cost model\n");
+  tool.parseCommandLine(argc, argv, "Coll cost model\n");
   std::vector<uint64_t> sizes;
   for (const std::string &s : sizesOpt) {
     // The size spellings of collrun and collbench; a size of 0 has no time.
     auto v = coll::parseBytes(s, coll::tools::MaxSize);
     if (!v || *v == 0)
-      return fail(2, "bad size '" + s + "'");
+      return tool.fail(2, "bad size '" + s + "'");
     sizes.push_back(*v);
   }
   if (sizes.empty())
     sizes = {1ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 256ull << 20, 1ull << 30};
-  auto topo = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
+  auto topo = tool.readTopology();
   if (!topo)
-    return fail(1, llvm::toString(topo.takeError()));
+    return tool.fail(1, llvm::toString(topo.takeError()));
   coll::ir::DiagnosticList diags(inputPath);
   auto alg = coll::ir::readAlgorithmFile(inputPath, diags);
   for (const auto &d : diags.all())
     llvm::errs() << diags.format(d) << "\n";
   if (!alg)
-    return fail(1, llvm::toString(alg.takeError()));
+    return tool.fail(1, llvm::toString(alg.takeError()));
   if (diags.hasErrors())
     return 1;
   auto fabric = buildFabric(*topo);
   if (!fabric)
-    return fail(1, llvm::toString(fabric.takeError()));
+    return tool.fail(1, llvm::toString(fabric.takeError()));
   llvm::outs() << "# " << alg->name << " (" << coll::ir::collectiveAttribute(*alg) << ", "
                << coll::ir::protocolName(alg->protocol) << ", " << alg->ngpus() << " ranks) on "
                << topo->name << ", fabric " << fabric->description << "\n";
@@ -81,7 +73,7 @@ int main(int argc, char **argv) {
   if (auto kind = synthKind(alg->collective)) {
     auto b = lowerBound(*topo, *fabric, *kind, std::max(0, alg->root));
     if (!b)
-      return fail(1, llvm::toString(b.takeError()));
+      return tool.fail(1, llvm::toString(b.takeError()));
     bound = *b;
     llvm::outs() << llvm::formatv("# lower bound: {0:f2} GB/s bus bandwidth ({1})\n", b->busBw,
                                   b->how);
@@ -93,7 +85,7 @@ int main(int argc, char **argv) {
   for (uint64_t size : sizes) {
     auto r = simulateCost(*alg, *topo, *fabric, size);
     if (!r)
-      return fail(1, llvm::toString(r.takeError()));
+      return tool.fail(1, llvm::toString(r.takeError()));
     llvm::outs() << llvm::formatv("  {0,12} {1,12:f2} {2,10:f2} {3,10:f2} {4,8:f1}\n", size,
                                   r->timeUs, r->algBw, r->busBw,
                                   bound ? 100 * r->busBw / bound->busBw : 0.0);

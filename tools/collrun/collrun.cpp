@@ -49,9 +49,17 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("collrun options");
-RunOptions run(category, {"1K,1M", 5, "Timed runs per size (median reported)",
-                         "Fail a call whose waits make no progress for this long (default: "
-                         "COLL_WATCHDOG_MS, else 30000)"});
+RunOptions run(
+    "collrun",
+    "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
+    "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
+    "unreadable or invalid file or one that fails its check, or --backend cuda without a\n"
+    "CUDA backend or device, 3 the file does not apply (collective that cannot be checked,\n"
+    "or unsupported mode).\n",
+    category,
+    {"1K,1M", 5, "Timed runs per size (median reported)",
+     "Fail a call whose waits make no progress for this long (default: "
+     "COLL_WATCHDOG_MS, else 30000)"});
 cl::opt<std::string> backendName("backend", cl::init("host"),
                                  cl::desc("host (ranks are CPU threads), cuda (every rank on "
                                           "the current GPU; times are CUDA-event times) or "
@@ -139,19 +147,7 @@ void printStepCosts(const std::vector<EmulatedStepCost> &costs, llvm::raw_ostrea
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
-      "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
-      "unreadable or invalid file or one that fails its check, or --backend cuda without a\n"
-      "CUDA backend or device, 3 the file does not apply (collective that cannot be checked,\n"
-      "or unsupported mode).\n");
-
-  std::string error;
-  std::optional<RunRequest> request = run.request(error);
-  if (!request)
-    return fail("collrun", BadInput, error);
+  const RunRequest request = run.parseCommandLine(argc, argv);
   if (backendName != "host" && backendName != "cuda" && backendName != "cuda-emu")
     return fail("collrun", BadInput,
                 "--backend must be host, cuda or cuda-emu, not '" + backendName + "'");
@@ -171,18 +167,11 @@ int main(int argc, char **argv) {
                 "this build has no CUDA backend (it was configured without nvcc, with "
                 "COLL_ENABLE_CUDA=OFF or with sanitizers); use --backend host");
 #endif
-  std::optional<std::vector<uint64_t>> byteSizes = run.byteSizes(error);
-  if (!byteSizes)
-    return fail("collrun", BadInput, error);
-
-  std::optional<LoadedAlgorithm> loaded = run.load();
-  if (!loaded)
-    return BadInput;
-  ModeSelection selection = selectModes("collrun", *loaded, *request);
-  if (selection.modes.empty())
-    return selection.exitCode;
-  const ir::Algorithm *alg = &loaded->alg;
-  const Plan *plan = &loaded->plan;
+  RunInput input = run.input(request);
+  if (!input.loaded)
+    return input.exitCode;
+  const ir::Algorithm *alg = &input.loaded->alg;
+  const Plan *plan = &input.loaded->plan;
 
   Timeline timeline;
   Timeline *recording = tracePath.empty() ? nullptr : &timeline;
@@ -240,7 +229,7 @@ int main(int argc, char **argv) {
   if (!run.reportFile.empty())
     if (llvm::Error err = writeReport(run.reportFile, {}))
       return fail("collrun", BadInput, "--report: " + llvm::toString(std::move(err)));
-  SweepOptions sweep("collrun", *byteSizes, *request, selection.modes, run.iters, run.seed);
+  SweepOptions sweep("collrun", input.sizes, request, input.modes, run.iters, run.seed);
   if ((!run.plotFile.empty() || !run.reportFile.empty()) && backendName == "host") {
     // The host's copy floor, for the plot: one thread copying a buffer of
     // the call's size, as the backend's own loops move data.

@@ -19,12 +19,12 @@
 #include "coll/synth/Synthesis.h"
 #include "coll/synth/Topology.h"
 
+#include "SynthTool.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace coll::synth;
@@ -32,22 +32,18 @@ namespace cl = llvm::cl;
 
 namespace {
 cl::OptionCategory category("collsynth options");
-cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
-                                  cl::desc("NCCL topology XML, Coll topology text, a GPU "
-                                           "inventory, or 'nvml' (this machine's GPUs)"),
-                                  cl::cat(category));
+coll::tools::SynthTool tool("collsynth", category,
+                           {"NCCL topology XML, Coll topology text, a GPU inventory, or 'nvml' "
+                            "(this machine's GPUs)",
+                            "Use only these GPUs (a partial allocation), as ranks 0..n-1 in "
+                            "this order"});
 cl::opt<bool> printInventoryOpt("inventory", cl::init(false),
                                 cl::desc("With --topology nvml: print what NVML reports, in "
                                          "the inventory form the tools read back, and stop"),
                                 cl::cat(category));
-cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
-                           cl::desc("Use only these GPUs (a partial allocation), as ranks "
-                                    "0..n-1 in this order"),
-                           cl::cat(category));
-cl::list<std::string> collsOpt("coll", cl::CommaSeparated, cl::value_desc("c,..."),
-                               cl::desc("broadcast, reduce, allgather, reducescatter, "
-                                        "allreduce (default: all)"),
-                               cl::cat(category));
+coll::tools::CollectivesOption collectives(tool, {CollKind::Broadcast, CollKind::Reduce,
+                                                 CollKind::AllGather, CollKind::ReduceScatter,
+                                                 CollKind::AllReduce});
 cl::opt<std::string> generatorOpt("generator", cl::init("best"),
                                   cl::desc("trees, rings, dbtree, chain or best"),
                                   cl::cat(category));
@@ -71,11 +67,6 @@ cl::opt<bool> report("report", cl::init(false),
                      cl::desc("Print predicted bandwidth and bound per collective and "
                               "generator"),
                      cl::cat(category));
-
-int fail(int code, const llvm::Twine &msg) {
-  llvm::errs() << "collsynth: error: " << msg << "\n";
-  return code;
-}
 
 /// Every plan the generators make for one collective (those that apply).
 std::vector<Plan> allPlans(const Topology &topo, const Fabric &fabric, CollKind kind, int32_t root,
@@ -103,47 +94,37 @@ llvm::StringRef shortName(const Plan &p) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "Coll topology-aware synthesis\n");
+  tool.parseCommandLine(argc, argv, "Coll topology-aware synthesis\n");
   if (printInventoryOpt) {
-    if (topologyPath != "nvml")
-      return fail(2, "--inventory prints what NVML reports: use it with --topology nvml");
+    if (tool.topologyPath != "nvml")
+      return tool.fail(2, "--inventory prints what NVML reports: use it with --topology nvml");
     auto inventory = coll::hw::queryNvml();
     if (!inventory)
-      return fail(1, llvm::toString(inventory.takeError()));
+      return tool.fail(1, llvm::toString(inventory.takeError()));
     coll::hw::printInventory(*inventory, llvm::outs());
     return 0;
   }
-  auto read = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
+  auto read = tool.readTopology();
   if (!read)
-    return fail(1, llvm::toString(read.takeError()));
+    return tool.fail(1, llvm::toString(read.takeError()));
   Topology topo = std::move(*read);
   if (printTopo) {
     printTopology(topo, llvm::outs());
     return 0;
   }
   if (topo.numRanks() < 2)
-    return fail(1, "synthesis needs at least 2 GPUs");
+    return tool.fail(1, "synthesis needs at least 2 GPUs");
   if (rootOpt < 0 || rootOpt >= topo.numRanks())
-    return fail(2, "--root " + llvm::Twine(rootOpt.getValue()) + " is not a rank");
+    return tool.fail(2, "--root " + llvm::Twine(rootOpt.getValue()) + " is not a rank");
   auto fabric = buildFabric(topo);
   if (!fabric)
-    return fail(1, llvm::toString(fabric.takeError()));
-  std::vector<CollKind> kinds;
-  for (const std::string &c : collsOpt) {
-    auto k = parseCollKind(c);
-    if (!k)
-      return fail(2, "unknown collective '" + c + "'");
-    kinds.push_back(*k);
-  }
-  if (kinds.empty())
-    kinds = {CollKind::Broadcast, CollKind::Reduce, CollKind::AllGather, CollKind::ReduceScatter,
-             CollKind::AllReduce};
+    return tool.fail(1, llvm::toString(fabric.takeError()));
+  const std::vector<CollKind> kinds = collectives.kinds();
   llvm::StringRef gen = generatorOpt;
   if (gen != "best" && gen != "trees" && gen != "rings" && gen != "dbtree" && gen != "chain")
-    return fail(2, "unknown generator '" + gen + "' (trees, rings, dbtree, chain or best)");
+    return tool.fail(2, "unknown generator '" + gen + "' (trees, rings, dbtree, chain or best)");
   if (!outputPath.empty() && (kinds.size() != 1 || !outDir.empty()))
-    return fail(2, "-o writes one program: give one --coll and no --out-dir");
+    return tool.fail(2, "-o writes one program: give one --coll and no --out-dir");
 
   if (report)
     llvm::outs() << "topology " << topo.name << ": " << topo.numRanks() << " GPUs, fabric "
@@ -151,7 +132,7 @@ int main(int argc, char **argv) {
   for (CollKind kind : kinds) {
     auto bound = lowerBound(topo, *fabric, kind, rootOpt);
     if (!bound)
-      return fail(1, llvm::toString(bound.takeError()));
+      return tool.fail(1, llvm::toString(bound.takeError()));
     std::vector<std::string> skipped;
     std::vector<Plan> plans = allPlans(topo, *fabric, kind, rootOpt, skipped);
     if (report) {
@@ -191,7 +172,7 @@ int main(int argc, char **argv) {
                           collKindName(kind).str() + " on " + topo.name;
         for (const std::string &s : skipped)
           why += " (" + s + ")";
-        return fail(1, why);
+        return tool.fail(1, why);
       }
     }
     if (!outDir.empty()) {
@@ -204,18 +185,10 @@ int main(int argc, char **argv) {
         break;
       std::string name = (collKindName(kind) + "_" + shortName(*p)).str();
       std::string text = emitProgram(topo, *p, *bound, name);
-      std::string path = outputPath;
-      if (!outDir.empty()) {
-        llvm::sys::fs::create_directories(outDir);
-        llvm::SmallString<256> buf(outDir);
-        llvm::sys::path::append(buf, name + ".coll");
-        path = std::string(buf);
-      }
-      std::error_code ec;
-      llvm::raw_fd_ostream out(path, ec);
-      if (ec)
-        return fail(2, "cannot write '" + path + "': " + ec.message());
-      out << text;
+      std::string path =
+          outDir.empty() ? std::string(outputPath) : coll::tools::programPath(outDir, name);
+      if (!tool.writeFile(path, text))
+        return 2;
     }
   }
   return 0;

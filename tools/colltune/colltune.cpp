@@ -22,6 +22,8 @@
 #include "coll/ir/XML.h"
 #include "coll/support/Bytes.h"
 
+#include "SynthTool.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -40,16 +42,12 @@ namespace cl = llvm::cl;
 
 namespace {
 cl::OptionCategory category("colltune options");
-cl::opt<std::string> topologyPath("topology", cl::Required, cl::value_desc("file"),
-                                  cl::desc("NCCL topology XML or Coll topology text"),
-                                  cl::cat(category));
-cl::list<int32_t> ranksOpt("ranks", cl::CommaSeparated, cl::value_desc("a,b,..."),
-                           cl::desc("Use only these GPUs, as ranks 0..n-1 in this order"),
-                           cl::cat(category));
-cl::list<std::string> collsOpt("coll", cl::CommaSeparated, cl::value_desc("c,..."),
-                               cl::desc("allreduce, allgather, reducescatter, broadcast, "
-                                        "reduce (default: all)"),
-                               cl::cat(category));
+coll::tools::SynthTool tool("colltune", category,
+                           {"NCCL topology XML or Coll topology text",
+                            "Use only these GPUs, as ranks 0..n-1 in this order"});
+coll::tools::CollectivesOption collectives(tool, {CollKind::AllReduce, CollKind::AllGather,
+                                                 CollKind::ReduceScatter, CollKind::Broadcast,
+                                                 CollKind::Reduce});
 cl::opt<std::string> outputPath("o", cl::init("-"), cl::value_desc("file"),
                                 cl::desc("The tuning table ('-': stdout)"), cl::cat(category));
 cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
@@ -64,11 +62,6 @@ cl::opt<std::string> collrunPath("collrun", cl::init(""), cl::value_desc("path")
 cl::opt<std::string> measureSizes("measure-sizes", cl::init("4K,64K,1M"),
                                   cl::desc("Sizes --measure runs (the host backend is slow)"),
                                   cl::cat(category));
-
-int fail(int code, const llvm::Twine &msg) {
-  llvm::errs() << "colltune: error: " << msg << "\n";
-  return code;
-}
 
 struct Candidate {
   std::string name, source;
@@ -129,29 +122,19 @@ std::map<uint64_t, double> measureOne(const std::string &collrun, const Candidat
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "Coll tuning tables from the cost model\n");
-  auto topo = readTopologyFile(topologyPath, {ranksOpt.begin(), ranksOpt.end()});
+  tool.parseCommandLine(argc, argv, "Coll tuning tables from the cost model\n");
+  auto topo = tool.readTopology();
   if (!topo)
-    return fail(1, llvm::toString(topo.takeError()));
+    return tool.fail(1, llvm::toString(topo.takeError()));
   if (topo->numRanks() < 2)
-    return fail(1, "tuning needs at least 2 GPUs");
+    return tool.fail(1, "tuning needs at least 2 GPUs");
   auto fabric = buildFabric(*topo);
   if (!fabric)
-    return fail(1, llvm::toString(fabric.takeError()));
-  std::vector<CollKind> kinds;
-  for (const std::string &c : collsOpt) {
-    auto k = parseCollKind(c);
-    if (!k)
-      return fail(2, "unknown collective '" + c + "'");
-    kinds.push_back(*k);
-  }
-  if (kinds.empty())
-    kinds = {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter, CollKind::Broadcast,
-             CollKind::Reduce};
+    return tool.fail(1, llvm::toString(fabric.takeError()));
+  const std::vector<CollKind> kinds = collectives.kinds();
   std::string collrun = collrunPath;
   if (measure && collrun.empty()) {
-    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&measureOne);
     llvm::SmallString<256> p(llvm::sys::path::parent_path(self));
     llvm::sys::path::append(p, "collrun");
     collrun = std::string(p);
@@ -163,13 +146,13 @@ int main(int argc, char **argv) {
     for (llvm::StringRef p : parts) {
       std::optional<uint64_t> v = parseBytes(p);
       if (!v || *v == 0)
-        return fail(2, "bad size '" + p + "' in --measure-sizes");
+        return tool.fail(2, "bad size '" + p + "' in --measure-sizes");
       mSizes.push_back(*v);
     }
   }
   llvm::SmallString<256> tmpDir;
   if (measure && llvm::sys::fs::createUniqueDirectory("colltune", tmpDir))
-    return fail(2, "cannot create a temporary directory");
+    return tool.fail(2, "cannot create a temporary directory");
 
   std::string table;
   llvm::raw_string_ostream os(table);
@@ -183,26 +166,19 @@ int main(int argc, char **argv) {
   int disagreements = 0;
   auto tuned = tuneTopology(*topo, kinds);
   if (!tuned)
-    return fail(1, llvm::toString(tuned.takeError()));
+    return tool.fail(1, llvm::toString(tuned.takeError()));
   std::vector<Candidate> cands;
   for (const TunedCandidate &t : tuned->candidates) {
     Candidate c{t.name, t.program, t.alg, ""};
-    if (!outDir.empty()) {
-      llvm::sys::fs::create_directories(outDir);
-      llvm::SmallString<256> path(outDir);
-      llvm::sys::path::append(path, c.name + ".coll");
-      std::error_code ec;
-      llvm::raw_fd_ostream f(path, ec);
-      if (ec)
-        return fail(2, "cannot write '" + path + "': " + ec.message());
-      f << c.source;
-    }
+    if (!outDir.empty() &&
+        !tool.writeFile(coll::tools::programPath(outDir, c.name), c.source))
+      return 2;
     if (measure) {
       llvm::SmallString<256> path(tmpDir);
       llvm::sys::path::append(path, c.name + ".xml");
       c.xmlPath = std::string(path);
       if (llvm::Error e = ir::writeAlgorithmFile(c.alg, c.xmlPath))
-        return fail(2, llvm::toString(std::move(e)));
+        return tool.fail(2, llvm::toString(std::move(e)));
     }
     cands.push_back(std::move(c));
   }
@@ -255,10 +231,5 @@ int main(int argc, char **argv) {
     llvm::sys::fs::remove_directories(tmpDir);
   }
   os.flush();
-  std::error_code ec;
-  llvm::raw_fd_ostream out(outputPath, ec);
-  if (ec)
-    return fail(2, "cannot write '" + outputPath + "': " + ec.message());
-  out << table;
-  return 0;
+  return tool.writeFile(outputPath, table) ? 0 : 2;
 }

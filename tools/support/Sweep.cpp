@@ -24,7 +24,8 @@ using namespace interp;
 
 namespace cl = llvm::cl;
 
-RunOptions::RunOptions(cl::OptionCategory &category, const Defaults &defaults)
+RunOptions::RunOptions(const char *tool, const char *overview, cl::OptionCategory &category,
+                       const Defaults &defaults)
     : sizesHelp(std::string("Message sizes in bytes, as nccl-tests defines them (K, M, G "
                             "suffixes are powers of 1024); default ") +
                 defaults.sizes),
@@ -60,10 +61,40 @@ RunOptions::RunOptions(cl::OptionCategory &category, const Defaults &defaults)
                  cl::desc("Also write the run on one page: the command, algorithm, backend, "
                           "machine and commit, the plot, the table, the timeline's link"),
                  cl::cat(category)),
-      defaultSizes(defaults.sizes) {}
+      defaultSizes(defaults.sizes), tool(tool), overview(overview), category(category) {}
 
-std::optional<LoadedAlgorithm> RunOptions::load() const {
-  return loadAlgorithm(inputFile, maxWarnings, !noCheck);
+RunRequest RunOptions::parseCommandLine(int argc, char **argv) const {
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, overview);
+  std::string error;
+  std::optional<RunRequest> parsed = request(error);
+  if (!parsed)
+    std::exit(fail(tool, BadInput, error));
+  return *parsed;
+}
+
+RunInput RunOptions::input(const RunRequest &request, SizesFromOptions sizes) const {
+  RunInput input;
+  std::string error;
+  std::optional<std::vector<uint64_t>> bytes = sizes ? sizes(error) : byteSizes(error);
+  if (!bytes) {
+    input.exitCode = fail(tool, BadInput, error);
+    return input;
+  }
+  input.sizes = std::move(*bytes);
+  std::optional<LoadedAlgorithm> loaded = loadAlgorithm(inputFile, maxWarnings, !noCheck);
+  if (!loaded) {
+    input.exitCode = BadInput;
+    return input;
+  }
+  ModeSelection selection = selectModes(tool, *loaded, request);
+  if (selection.modes.empty()) {
+    input.exitCode = selection.exitCode;
+    return input;
+  }
+  input.loaded = std::move(loaded);
+  input.modes = std::move(selection.modes);
+  return input;
 }
 
 std::optional<RunRequest> RunOptions::request(std::string &error) const {

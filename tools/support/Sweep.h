@@ -33,6 +33,19 @@
 
 namespace coll::tools {
 
+/// What a sweep runs: the message sizes, the file and the modes to run it
+/// in; or, where something is wrong, the exit status after saying what.
+struct RunInput {
+  std::vector<uint64_t> sizes;
+  std::optional<LoadedAlgorithm> loaded; ///< empty where something is wrong
+  std::vector<bool> modes;               ///< true: in place
+  int exitCode = Verified;               ///< BadInput or NotApplicable where `loaded` is empty
+};
+
+/// A tool's own reading of the message sizes (collbench's --sweep); nullopt
+/// with `error` saying what is wrong.
+using SizesFromOptions = std::optional<std::vector<uint64_t>> (*)(std::string &error);
+
 /// The options of the tools that sweep a file (collrun, collbench),
 /// registered in the tool's category when the tool constructs this (once,
 /// at namespace scope, as llvm::cl options are).
@@ -43,7 +56,9 @@ struct RunOptions {
     const char *itersHelp; ///< what --iters times
     const char *watchdogHelp;
   };
-  RunOptions(llvm::cl::OptionCategory &category, const Defaults &defaults);
+  /// `tool` names the tool in its messages; `overview` heads its --help.
+  RunOptions(const char *tool, const char *overview, llvm::cl::OptionCategory &category,
+             const Defaults &defaults);
 
 private:
   std::string sizesHelp; ///< outlives the option that shows it (cl::desc keeps a reference)
@@ -59,10 +74,20 @@ public:
   llvm::cl::opt<unsigned> maxWarnings;
   llvm::cl::opt<std::string> plotFile, reportFile;
   const char *defaultSizes;
+  const char *tool;
+  const char *overview;
+  llvm::cl::OptionCategory &category;
 
-  /// The file read, verified, checked unless --no-check, and planned
-  /// (loadAlgorithm); nullopt once what is wrong is printed.
-  std::optional<LoadedAlgorithm> load() const;
+  /// Parses the command line (--help shows the tool's category alone) and
+  /// returns its request (request()). Where the request is wrong, prints
+  /// "TOOL: what is wrong" and exits with status BadInput, as
+  /// llvm::cl::ParseCommandLineOptions exits on an unknown option.
+  RunRequest parseCommandLine(int argc, char **argv) const;
+
+  /// The message sizes (`sizes`, or byteSizes() where it is null), then
+  /// the file read, verified, checked unless --no-check, and planned
+  /// (loadAlgorithm), then the modes of `request` it runs in (selectModes).
+  RunInput input(const RunRequest &request, SizesFromOptions sizes = nullptr) const;
 
   /// --dtype, --op and --mode as a request, with --iters at least 1;
   /// nullopt with `error` saying what is wrong.

@@ -319,6 +319,60 @@ bool countOk(int count, const char *collective) {
   return true;
 }
 
+/// The signature of MPI_Allgather and MPI_Alltoall.
+using BlockCall = int (*)(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+
+/// MPI_Allgather (`kind` AllGather) or MPI_Alltoall (AllToAll), which send
+/// each peer one block and receive `recvcount` elements from each: on Coll,
+/// as bytes, where the datatypes are predefined, the count is not negative
+/// and a send block has as many bytes as a receive block (MPI_IN_PLACE: the
+/// blocks to send are in recvbuf); else by `mpi`, the PMPI call, after
+/// fallback has said why.
+int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf, int sendcount,
+              MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+              MPI_Comm comm) {
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  std::string why;
+  auto rsize = movableSize(recvtype, why);
+  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
+  if (!rsize || !ssize || !countOk(recvcount, name) ||
+      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
+    if (rsize && ssize && recvcount >= 0)
+      why = "send and receive sizes differ (MPI reports the error)";
+    if (recvcount >= 0)
+      fallback(name, why);
+    return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  Op o;
+  o.kind = kind;
+  o.type = interp::DataType::Uint8;
+  o.count = static_cast<size_t>(recvcount) * *rsize;
+  o.recv = recvbuf;
+  o.send = sendbuf;
+  std::vector<char> copy;
+  if (kind == OpKind::AllGather) {
+    int rank = 0;
+    PMPI_Comm_rank(comm, &rank);
+    // MPI_IN_PLACE: the block to send is this rank's own block of recvbuf.
+    if (inPlace)
+      o.send = static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count;
+  } else {
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    // MPI_IN_PLACE: the data to send is in recvbuf; Coll reads a copy.
+    if (inPlace) {
+      copy.assign(static_cast<char *>(recvbuf),
+                  static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
+      o.send = copy.data();
+    }
+  }
+  int result = MPI_SUCCESS;
+  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+    return result;
+  return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -424,68 +478,14 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const char *name = "MPI_Allgather";
-  const bool inPlace = sendbuf == MPI_IN_PLACE;
-  std::string why;
-  auto rsize = movableSize(recvtype, why);
-  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
-  if (!rsize || !ssize || !countOk(recvcount, name) ||
-      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
-    if (rsize && ssize && recvcount >= 0)
-      why = "send and receive sizes differ (MPI reports the error)";
-    if (recvcount >= 0)
-      fallback(name, why);
-    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
-  Op o;
-  o.kind = OpKind::AllGather;
-  o.type = interp::DataType::Uint8;
-  o.count = static_cast<size_t>(recvcount) * *rsize;
-  o.recv = recvbuf;
-  o.send = inPlace ? static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count : sendbuf;
-  int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
-    return result;
-  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  return runBlocks("MPI_Allgather", OpKind::AllGather, PMPI_Allgather, sendbuf, sendcount,
+                   sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const char *name = "MPI_Alltoall";
-  const bool inPlace = sendbuf == MPI_IN_PLACE;
-  std::string why;
-  auto rsize = movableSize(recvtype, why);
-  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
-  if (!rsize || !ssize || !countOk(recvcount, name) ||
-      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
-    if (rsize && ssize && recvcount >= 0)
-      why = "send and receive sizes differ (MPI reports the error)";
-    if (recvcount >= 0)
-      fallback(name, why);
-    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  }
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
-  Op o;
-  o.kind = OpKind::AllToAll;
-  o.type = interp::DataType::Uint8;
-  o.count = static_cast<size_t>(recvcount) * *rsize;
-  o.recv = recvbuf;
-  // MPI_IN_PLACE: the data to send is in recvbuf; Coll reads a copy.
-  std::vector<char> copy;
-  if (inPlace) {
-    copy.assign(static_cast<char *>(recvbuf),
-                static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
-    o.send = copy.data();
-  } else {
-    o.send = sendbuf;
-  }
-  int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
-    return result;
-  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  return runBlocks("MPI_Alltoall", OpKind::AllToAll, PMPI_Alltoall, sendbuf, sendcount,
+                   sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {

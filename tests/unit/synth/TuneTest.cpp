@@ -1,8 +1,8 @@
 //===- TuneTest.cpp - colltune writes tables the runtime reads -------------===//
 //
 // Runs the colltune binary (built beside the tests) and reads its tables with
-// the runtime's own parser (runtime/lib/Tuning.cpp, compiled into
-// this test).
+// the parser the runtime reads them with (synth/lib/TuningTable.cpp, the
+// library CollTuningTable, which this test links).
 //
 //===----------------------------------------------------------------------===//
 
