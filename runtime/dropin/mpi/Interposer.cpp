@@ -319,6 +319,29 @@ bool countOk(int count, const char *collective) {
   return true;
 }
 
+/// The datatype and op of a reduction (MPI_Allreduce, MPI_Reduce,
+/// MPI_Reduce_scatter_block) in Coll's terms; nullopt where Coll does not
+/// reduce them, saying why once, or where the count is negative (countOk).
+struct Reduction {
+  interp::DataType type;
+  interp::ReduceOp op;
+};
+std::optional<Reduction> reductionFor(const char *name, int count, MPI_Datatype datatype,
+                                      MPI_Op op) {
+  auto type = reductionType(datatype);
+  auto red = reductionOp(op);
+  if (type && red) {
+    if (!countOk(count, name))
+      return std::nullopt;
+    return Reduction{*type, *red};
+  }
+  if (count >= 0)
+    fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
+                               " is not one Coll reduces"
+                         : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+  return std::nullopt;
+}
+
 /// The signature of MPI_Allgather and MPI_Alltoall.
 using BlockCall = int (*)(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
@@ -389,22 +412,16 @@ int MPI_Finalize(void) {
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   const char *name = "MPI_Allreduce";
-  auto type = reductionType(datatype);
-  auto red = reductionOp(op);
-  if (!type || !red || !countOk(count, name)) {
-    if (count >= 0)
-      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
-                                 " is not one Coll reduces"
-                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+  auto reduction = reductionFor(name, count, datatype, op);
+  if (!reduction)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  }
   Op o;
   o.kind = OpKind::AllReduce;
   o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   o.recv = recvbuf;
   o.count = static_cast<size_t>(count);
-  o.type = *type;
-  o.op = *red;
+  o.type = reduction->type;
+  o.op = reduction->op;
   int result = MPI_SUCCESS;
   if (runOnColl(name, comm, o, result) != Outcome::Fallback)
     return result;
@@ -414,25 +431,19 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm) {
   const char *name = "MPI_Reduce";
-  auto type = reductionType(datatype);
-  auto red = reductionOp(op);
   int size = 0, rank = 0;
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_rank(comm, &rank);
-  if (!type || !red || !countOk(count, name) || root < 0 || root >= size) {
-    if (count >= 0 && (!type || !red))
-      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
-                                 " is not one Coll reduces"
-                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+  auto reduction = reductionFor(name, count, datatype, op);
+  if (!reduction || root < 0 || root >= size)
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-  }
   Op o;
   o.kind = OpKind::Reduce;
   o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf; // MPI_IN_PLACE: only at the root
   o.recv = rank == root ? recvbuf : nullptr;
   o.count = static_cast<size_t>(count);
-  o.type = *type;
-  o.op = *red;
+  o.type = reduction->type;
+  o.op = reduction->op;
   o.root = root;
   int result = MPI_SUCCESS;
   if (runOnColl(name, comm, o, result) != Outcome::Fallback)
@@ -443,23 +454,17 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   const char *name = "MPI_Reduce_scatter_block";
-  auto type = reductionType(datatype);
-  auto red = reductionOp(op);
-  if (!type || !red || !countOk(recvcount, name)) {
-    if (recvcount >= 0)
-      fallback(name, !type ? std::string("datatype ") + typeName(datatype) +
-                                 " is not one Coll reduces"
-                           : "a reduction op other than MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX");
+  auto reduction = reductionFor(name, recvcount, datatype, op);
+  if (!reduction)
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-  }
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
-  const size_t es = interp::dataTypeSize(*type);
+  const size_t es = interp::dataTypeSize(reduction->type);
   Op o;
   o.kind = OpKind::ReduceScatter;
   o.count = static_cast<size_t>(recvcount);
-  o.type = *type;
-  o.op = *red;
+  o.type = reduction->type;
+  o.op = reduction->op;
   // MPI_IN_PLACE: the input is recvbuf (all blocks) and the result goes to
   // its start; Coll's in-place form leaves it in the rank's own block, and
   // it is moved to the start afterwards.
