@@ -54,7 +54,6 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::OptionCategory category("collbench options");
 RunOptions run(
     "collbench",
     "Times an MSCCL XML algorithm with every rank on the current GPU, against a\n"
@@ -62,33 +61,32 @@ RunOptions run(
     "Exit status: 0 all results verified, 1 a wrong result or a failed call, 2 bad usage,\n"
     "an unreadable or invalid file, or no CUDA backend or device, 3 the file does not\n"
     "apply (collective that cannot be checked, or unsupported mode).\n",
-    category,
     {"1M", 20, "Timed launches per size (the median is reported)",
      "Stop a launch whose waits make no progress for this long (default: "
      "COLL_WATCHDOG_MS, else 10000)"});
 cl::opt<std::string> sweep("sweep",
                            cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
                                     "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
-                           cl::cat(category));
+                           cl::cat(run.category));
 cl::opt<unsigned> warmup("warmup", cl::init(5), cl::desc("Untimed launches before them"),
-                         cl::cat(category));
+                         cl::cat(run.category));
 cl::opt<bool> graph("graph", cl::desc("Time replays of a CUDA graph captured from the call"),
-                    cl::cat(category));
+                    cl::cat(run.category));
 cl::opt<std::string> references(
     "references", cl::init("auto"),
     cl::desc("References timed beside the algorithm: auto (d2d; exchange and reduce for an "
              "allreduce; block and fifo for a 2-rank broadcast), none, or a list of d2d, "
              "exchange, reduce, block, fifo, steps, hops"),
-    cl::cat(category));
+    cl::cat(run.category));
 cl::opt<unsigned> referenceSteps(
     "reference-steps", cl::init(0),
     cl::desc("K of the steps and hops references: steps copy the message in K steps, hops "
              "bounce it K times (default: the steps of the plan's longest tb)"),
-    cl::cat(category));
+    cl::cat(run.category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
                                    "the largest power of two at which all blocks fit)"),
-                          cl::cat(category));
+                          cl::cat(run.category));
 
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {

@@ -48,7 +48,6 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::OptionCategory category("collrun options");
 RunOptions run(
     "collrun",
     "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
@@ -56,7 +55,6 @@ RunOptions run(
     "unreadable or invalid file or one that fails its check, or --backend cuda without a\n"
     "CUDA backend or device, 3 the file does not apply (collective that cannot be checked,\n"
     "or unsupported mode).\n",
-    category,
     {"1K,1M", 5, "Timed runs per size (median reported)",
      "Fail a call whose waits make no progress for this long (default: "
      "COLL_WATCHDOG_MS, else 30000)"});
@@ -64,25 +62,25 @@ cl::opt<std::string> backendName("backend", cl::init("host"),
                                  cl::desc("host (ranks are CPU threads), cuda (every rank on "
                                           "the current GPU; times are CUDA-event times) or "
                                           "cuda-emu (the CUDA backend on the CPU emulation)"),
-                                 cl::cat(category));
+                                 cl::cat(run.category));
 cl::opt<std::string> tracePath("trace", cl::init(""),
                                cl::desc("Write a timeline of every call (Chrome trace / Perfetto "
                                         "JSON: a track per rank and tb, a slice per step) to "
                                         "this file (every backend; on the CUDA ones from the "
                                         "GPU's clock)"),
-                               cl::cat(category));
+                               cl::cat(run.category));
 cl::opt<bool> stepCosts("step-costs", cl::init(false),
                         cl::desc("cuda-emu only: count, per step kind and protocol, the block "
                                  "barriers, fences, release stores and the strong loads, stores "
                                  "and atomics of the busiest thread (the waiting one), over "
                                  "every call of the run, and print them per step execution "
                                  "(docs/CUDA.md, \"Step costs\")"),
-                        cl::cat(category));
+                        cl::cat(run.category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Most threads that run the tbs on the host backend, the "
                                    "calling one included (default: one per CPU, or "
                                    "COLL_HOST_THREADS; a call that moves little runs on one)"),
-                          cl::cat(category));
+                          cl::cat(run.category));
 
 #if COLL_HAVE_CUDA_EMU
 /// `sum / n` with up to two decimals, as short as it is exact.

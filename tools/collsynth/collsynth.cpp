@@ -53,13 +53,9 @@ cl::opt<uint64_t> sizeOpt("size", cl::init(64ull << 20),
                           cl::desc("Message size in bytes the chain's chunk count is "
                                    "chosen for (default 64M)"),
                           cl::cat(category));
-cl::opt<std::string> outputPath("o", cl::init(""), cl::value_desc("file"),
-                                cl::desc("Write the one program here ('-': stdout)"),
-                                cl::cat(category));
-cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
-                            cl::desc("Write COLL_GENERATOR.coll for every collective and "
-                                     "generator that applies"),
-                            cl::cat(category));
+coll::tools::OutputOptions output(tool, {"", "Write the one program here ('-': stdout)",
+                                         "Write COLL_GENERATOR.coll for every collective and "
+                                         "generator that applies"});
 cl::opt<bool> printTopo("print-topology", cl::init(false),
                         cl::desc("Print the topology as read (in the text format) and stop"),
                         cl::cat(category));
@@ -123,7 +119,7 @@ int main(int argc, char **argv) {
   llvm::StringRef gen = generatorOpt;
   if (gen != "best" && gen != "trees" && gen != "rings" && gen != "dbtree" && gen != "chain")
     return tool.fail(2, "unknown generator '" + gen + "' (trees, rings, dbtree, chain or best)");
-  if (!outputPath.empty() && (kinds.size() != 1 || !outDir.empty()))
+  if (!output.output.empty() && (kinds.size() != 1 || !output.outDir.empty()))
     return tool.fail(2, "-o writes one program: give one --coll and no --out-dir");
 
   if (report)
@@ -175,18 +171,19 @@ int main(int argc, char **argv) {
         return tool.fail(1, why);
       }
     }
-    if (!outDir.empty()) {
+    if (!output.outDir.empty()) {
       chosen.clear();
       for (const Plan &p : plans)
         chosen.push_back(&p);
     }
     for (const Plan *p : chosen) {
-      if (outputPath.empty() && outDir.empty())
+      if (output.output.empty() && output.outDir.empty())
         break;
       std::string name = (collKindName(kind) + "_" + shortName(*p)).str();
       std::string text = emitProgram(topo, *p, *bound, name);
       std::string path =
-          outDir.empty() ? std::string(outputPath) : coll::tools::programPath(outDir, name);
+          output.outDir.empty() ? std::string(output.output)
+                                : coll::tools::programPath(output.outDir, name);
       if (!tool.writeFile(path, text))
         return 2;
     }

@@ -48,10 +48,8 @@ coll::tools::SynthTool tool("colltune", category,
 coll::tools::CollectivesOption collectives(tool, {CollKind::AllReduce, CollKind::AllGather,
                                                  CollKind::ReduceScatter, CollKind::Broadcast,
                                                  CollKind::Reduce});
-cl::opt<std::string> outputPath("o", cl::init("-"), cl::value_desc("file"),
-                                cl::desc("The tuning table ('-': stdout)"), cl::cat(category));
-cl::opt<std::string> outDir("out-dir", cl::init(""), cl::value_desc("dir"),
-                            cl::desc("Write the candidates' .coll files here"), cl::cat(category));
+coll::tools::OutputOptions output(tool, {"-", "The tuning table ('-': stdout)",
+                                         "Write the candidates' .coll files here"});
 cl::opt<bool> measure("measure", cl::init(false),
                       cl::desc("Also time every candidate on the host backend (collrun) "
                                "and report where model and measurement disagree"),
@@ -170,8 +168,8 @@ int main(int argc, char **argv) {
   std::vector<Candidate> cands;
   for (const TunedCandidate &t : tuned->candidates) {
     Candidate c{t.name, t.program, t.alg, ""};
-    if (!outDir.empty() &&
-        !tool.writeFile(coll::tools::programPath(outDir, c.name), c.source))
+    if (!output.outDir.empty() &&
+        !tool.writeFile(coll::tools::programPath(output.outDir, c.name), c.source))
       return 2;
     if (measure) {
       llvm::SmallString<256> path(tmpDir);
@@ -231,5 +229,5 @@ int main(int argc, char **argv) {
     llvm::sys::fs::remove_directories(tmpDir);
   }
   os.flush();
-  return tool.writeFile(outputPath, table) ? 0 : 2;
+  return tool.writeFile(output.output, table) ? 0 : 2;
 }

@@ -24,11 +24,12 @@ using namespace interp;
 
 namespace cl = llvm::cl;
 
-RunOptions::RunOptions(const char *tool, const char *overview, cl::OptionCategory &category,
-                       const Defaults &defaults)
-    : sizesHelp(std::string("Message sizes in bytes, as nccl-tests defines them (K, M, G "
+RunOptions::RunOptions(const char *tool, const char *overview, const Defaults &defaults)
+    : categoryName(std::string(tool) + " options"),
+      sizesHelp(std::string("Message sizes in bytes, as nccl-tests defines them (K, M, G "
                             "suffixes are powers of 1024); default ") +
                 defaults.sizes),
+      category(categoryName),
       inputFile(cl::Positional, cl::Required, cl::desc("<algorithm.xml>"), cl::cat(category)),
       sizes("size", cl::CommaSeparated,
             cl::desc(sizesHelp),
@@ -61,9 +62,9 @@ RunOptions::RunOptions(const char *tool, const char *overview, cl::OptionCategor
                  cl::desc("Also write the run on one page: the command, algorithm, backend, "
                           "machine and commit, the plot, the table, the timeline's link"),
                  cl::cat(category)),
-      defaultSizes(defaults.sizes), tool(tool), overview(overview), category(category) {}
+      defaultSizes(defaults.sizes), tool(tool), overview(overview) {}
 
-RunRequest RunOptions::parseCommandLine(int argc, char **argv) const {
+RunRequest RunOptions::parseCommandLine(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, overview);
   std::string error;

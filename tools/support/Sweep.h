@@ -47,8 +47,9 @@ struct RunInput {
 using SizesFromOptions = std::optional<std::vector<uint64_t>> (*)(std::string &error);
 
 /// The options of the tools that sweep a file (collrun, collbench),
-/// registered in the tool's category when the tool constructs this (once,
-/// at namespace scope, as llvm::cl options are).
+/// registered in the tool's category ("TOOL options", which --help shows and
+/// the tool registers its own options in) when the tool constructs this
+/// (once, at namespace scope, as llvm::cl options are).
 struct RunOptions {
   struct Defaults {
     const char *sizes;     ///< the --size list without --size
@@ -57,13 +58,14 @@ struct RunOptions {
     const char *watchdogHelp;
   };
   /// `tool` names the tool in its messages; `overview` heads its --help.
-  RunOptions(const char *tool, const char *overview, llvm::cl::OptionCategory &category,
-             const Defaults &defaults);
+  RunOptions(const char *tool, const char *overview, const Defaults &defaults);
 
 private:
-  std::string sizesHelp; ///< outlives the option that shows it (cl::desc keeps a reference)
+  std::string categoryName; ///< outlives the category (it keeps a reference)
+  std::string sizesHelp;    ///< outlives the option that shows it (cl::desc keeps a reference)
 
 public:
+  llvm::cl::OptionCategory category;
   llvm::cl::opt<std::string> inputFile;
   llvm::cl::list<std::string> sizes;
   llvm::cl::opt<std::string> dtypeName, opName, modeName;
@@ -76,13 +78,12 @@ public:
   const char *defaultSizes;
   const char *tool;
   const char *overview;
-  llvm::cl::OptionCategory &category;
 
   /// Parses the command line (--help shows the tool's category alone) and
   /// returns its request (request()). Where the request is wrong, prints
   /// "TOOL: what is wrong" and exits with status BadInput, as
   /// llvm::cl::ParseCommandLineOptions exits on an unknown option.
-  RunRequest parseCommandLine(int argc, char **argv) const;
+  RunRequest parseCommandLine(int argc, char **argv);
 
   /// The message sizes (`sizes`, or byteSizes() where it is null), then
   /// the file read, verified, checked unless --no-check, and planned

@@ -73,6 +73,12 @@ std::vector<synth::CollKind> CollectivesOption::kinds() const {
   return kinds;
 }
 
+OutputOptions::OutputOptions(const SynthTool &tool, const Help &help)
+    : output("o", cl::init(help.outputDefault), cl::value_desc("file"), cl::desc(help.output),
+             cl::cat(tool.category)),
+      outDir("out-dir", cl::init(""), cl::value_desc("dir"), cl::desc(help.outDir),
+             cl::cat(tool.category)) {}
+
 std::string programPath(llvm::StringRef dir, llvm::StringRef name) {
   llvm::sys::fs::create_directories(dir);
   llvm::SmallString<256> path(dir);

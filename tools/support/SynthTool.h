@@ -73,6 +73,20 @@ private:
   llvm::cl::list<std::string> names;
 };
 
+/// -o FILE and --out-dir DIR, registered in the tool's category: where the
+/// tool writes its one result, and the folder it writes programs into
+/// (programPath). Each tool says what they hold.
+struct OutputOptions {
+  struct Help {
+    const char *outputDefault; ///< -o without the option
+    const char *output;        ///< -o's help
+    const char *outDir;        ///< --out-dir's help
+  };
+  OutputOptions(const SynthTool &tool, const Help &help);
+  llvm::cl::opt<std::string> output;
+  llvm::cl::opt<std::string> outDir;
+};
+
 /// Where --out-dir DIR puts the program NAME: DIR/NAME.coll, with DIR
 /// created where it is missing.
 std::string programPath(llvm::StringRef dir, llvm::StringRef name);
