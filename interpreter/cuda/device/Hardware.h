@@ -21,11 +21,14 @@
 //    atom.acq_rel.gpu.add is an acq_rel fetch_add;
 //  * %globaltimer is a monotonic clock in nanoseconds.
 //
-// The host side also feeds the emulation's step-cost counters (Simt.h,
-// docs/CUDA.md "Step costs"): each primitive that orders or synchronises
-// counts itself for the calling GPU thread; noteStep (the step the kernel
-// starts) and RetryScope (a spin loop's polls after its first) attribute
-// and exclude. On a GPU both are empty and the code is unchanged.
+// The host side also feeds the emulation's step-cost and traffic counters
+// (Simt.h, docs/CUDA.md "Step costs" and "Traffic"): each primitive that
+// orders or synchronises counts itself for the calling GPU thread, and the
+// bytes it reads or writes; the element loops count theirs (traffic(),
+// called under COLL_CUDA_EMULATION only, so that the GPU's code is the same
+// source); noteStep (the step the kernel starts), noteRank (the rank of the
+// block's tb) and RetryScope (a spin loop's polls after its first)
+// attribute and exclude. On a GPU they are empty and the code is unchanged.
 //
 // ThreadSanitizer does not model stand-alone fences, so under TSan a relaxed
 // load followed by an acquire fence would look like a race. There every
@@ -129,7 +132,8 @@ __device__ __forceinline__ uint64_t globalTimer() {
 /// scheduled by the hardware.
 __device__ __forceinline__ void spinPause() {}
 /// The CPU emulation's step-cost counters (docs/CUDA.md, "Step costs"):
-/// nothing on a GPU.
+/// nothing on a GPU. (Its traffic counters are called under
+/// COLL_CUDA_EMULATION only.)
 inline constexpr uint32_t NoStep = 0xff;
 __device__ __forceinline__ void noteStep(uint32_t, uint32_t) {}
 /// The emulation's occupancy model (the registers a kernel's build has):
@@ -191,6 +195,7 @@ template <class T> inline std::atomic_ref<T> atomicAt(const T *p) {
 /// went and with which scope, before it happens.
 inline uint64_t ldRelaxed(const uint64_t *p, Scope scope) {
   simt::cost(simt::StrongLoad);
+  simt::traffic(p, sizeof *p, false);
   simt::checkScope(p, scope == Scope::Sys, "ld.relaxed");
   uint64_t v = atomicAt(p).load(std::memory_order_relaxed);
   simt::noteRelaxedLoad(p);
@@ -198,16 +203,19 @@ inline uint64_t ldRelaxed(const uint64_t *p, Scope scope) {
 }
 inline uint64_t ldAcquire(const uint64_t *p, Scope scope) {
   simt::cost(simt::AcquireLoad);
+  simt::traffic(p, sizeof *p, false);
   simt::checkScope(p, scope == Scope::Sys, "ld.acquire");
   return atomicAt(p).load(std::memory_order_acquire);
 }
 inline void stRelaxed(uint64_t *p, uint64_t v, Scope scope) {
   simt::cost(simt::StrongStore);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, scope == Scope::Sys, "st.relaxed");
   atomicAt(p).store(v, std::memory_order_relaxed);
 }
 inline void stRelease(uint64_t *p, uint64_t v, Scope scope) {
   simt::cost(simt::ReleaseStore);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, scope == Scope::Sys, "st.release");
   atomicAt(p).store(v, std::memory_order_release);
 }
@@ -226,34 +234,42 @@ template <class U> inline U loadVolatile(const U *p) {
 }
 inline uint32_t ldVolatile(const uint32_t *p) {
   simt::cost(simt::StrongLoad);
+  simt::traffic(p, sizeof *p, false);
   return loadVolatile(p);
 }
 inline uint64_t ldVolatile(const uint64_t *p) {
   simt::cost(simt::StrongLoad);
+  simt::traffic(p, sizeof *p, false);
   return loadVolatile(p);
 }
 inline void stVolatile(uint64_t *p, uint64_t v) {
   simt::cost(simt::StrongStore);
+  simt::traffic(p, sizeof *p, true);
   atomicAt(p).store(v, std::memory_order_relaxed);
 }
 inline void stVolatile(uint32_t *p, uint32_t v) {
   simt::cost(simt::StrongStore);
+  simt::traffic(p, sizeof *p, true);
   atomicAt(p).store(v, std::memory_order_relaxed);
 }
 /// Two 8-byte single-copy-atomic halves, in no particular order (one
 /// instruction: counted once).
 inline void ldVolatile2(const uint64_t *p, uint64_t &a, uint64_t &b) {
   simt::cost(simt::StrongLoad);
+  simt::traffic(p, 2 * sizeof *p, false);
   a = loadVolatile(p);
   b = loadVolatile(p + 1);
 }
 inline void stVolatile2(uint64_t *p, uint64_t a, uint64_t b) {
   simt::cost(simt::StrongStore);
+  simt::traffic(p, 2 * sizeof *p, true);
   atomicAt(p).store(a, std::memory_order_relaxed);
   atomicAt(p + 1).store(b, std::memory_order_relaxed);
 }
 inline uint32_t atomicAddAcqRel(uint32_t *p, uint32_t v) {
   simt::cost(simt::AtomicRmw);
+  simt::traffic(p, sizeof *p, false);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, false, "atom.acq_rel.gpu");
   return atomicAt(p).fetch_add(v, std::memory_order_acq_rel);
 }
@@ -272,15 +288,27 @@ inline void describeKernels(const void *const *handles, int n, int registersPerT
 }
 /// The kind of a step-cost counter's "step" outside the interpreter loop.
 inline constexpr uint32_t NoStep = simt::NoStep;
+/// Whether launches count step costs or traffic.
+inline bool counting() {
+  return simt::countingStepCosts.load(std::memory_order_relaxed) ||
+         simt::countingTraffic.load(std::memory_order_relaxed);
+}
 /// The calling thread's later operations belong to a step of `kind` (a
 /// StepKind, or NoStep) under protocol `protocol` (a Proto).
 inline void noteStep(uint32_t protocol, uint32_t kind) {
-  if (simt::countingStepCosts.load(std::memory_order_relaxed))
+  if (counting())
     simt::noteStep(protocol, kind);
 }
+/// The calling thread's block runs a tb of rank `rank` (traffic).
+inline void noteRank(int32_t rank) {
+  if (simt::countingTraffic.load(std::memory_order_relaxed))
+    simt::noteRank(rank);
+}
+/// An access of the element loops: `bytes` at `p`, read or written.
+inline void traffic(const void *p, uint64_t bytes, bool write) { simt::traffic(p, bytes, write); }
 /// Alive while a spin loop polls again: its operations are not counted.
 struct RetryScope {
-  RetryScope() : on(simt::countingStepCosts.load(std::memory_order_relaxed)) {
+  RetryScope() : on(counting()) {
     if (on)
       simt::beginRetries();
   }
@@ -305,17 +333,23 @@ inline int __any_sync(unsigned mask, int predicate) {
 }
 inline unsigned atomicAdd(unsigned *p, unsigned v) {
   simt::cost(simt::AtomicRmw);
+  simt::traffic(p, sizeof *p, false);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, false, "atom.add");
   return ptx::atomicAt(p).fetch_add(v, std::memory_order_relaxed);
 }
 inline unsigned atomicCAS(unsigned *p, unsigned expected, unsigned desired) {
   simt::cost(simt::AtomicRmw);
+  simt::traffic(p, sizeof *p, false);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, false, "atom.cas");
   ptx::atomicAt(p).compare_exchange_strong(expected, desired, std::memory_order_relaxed);
   return expected;
 }
 inline unsigned atomicExch(unsigned *p, unsigned v) {
   simt::cost(simt::AtomicRmw);
+  simt::traffic(p, sizeof *p, false);
+  simt::traffic(p, sizeof *p, true);
   simt::checkScope(p, false, "atom.exch");
   return ptx::atomicAt(p).exchange(v, std::memory_order_relaxed);
 }

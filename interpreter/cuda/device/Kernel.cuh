@@ -115,6 +115,9 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
 
   if (tid == 0) {
     tb = p.tbs[tbIndex];
+#if COLL_CUDA_EMULATION
+    ptx::noteRank(tb.rank); // the emulation's traffic counters
+#endif
     seen = FifoSeen{0, 0};
     // The last block of the previous launch advanced it before that launch
     // ended; no block of this launch advances it before all have read it.
@@ -145,6 +148,9 @@ __global__ void __launch_bounds__(MaxThreadsPerBlock, MinBlocksPerSm)
     sharedSteps[i] = step;
   }
   __syncthreads();
+#if COLL_CUDA_EMULATION
+  ptx::noteRank(tb.rank);
+#endif
 
   {
     Prims<T, P, CrossGpu> prims(p, tb, tbIndex, generation, &seen, tid, nthreads);

@@ -67,6 +67,16 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
                           uint32_t nthreads, Op op) {
   if constexpr (NIn > 0)
     nin = NIn;
+#if COLL_CUDA_EMULATION
+  // The emulation's traffic counters (docs/CUDA.md, "Traffic"): every
+  // operand's bytes, once for the block.
+  if (tid == 0) {
+    for (int k = 0; k < nin; ++k)
+      ptx::traffic(in[k], uint64_t(n) * sizeof(T), false);
+    for (int j = 0; j < NOut; ++j)
+      ptx::traffic(out[j], uint64_t(n) * sizeof(T), true);
+  }
+#endif
   auto scalar = [&](uint32_t i) {
     T acc = in[0][i];
     for (int k = 1; k < nin; ++k)
@@ -179,6 +189,9 @@ template <class T, int E, bool Recv, bool Src, class Op>
 __device__ __forceinline__ void combine(T (&v)[E], const T *src, uint32_t first, uint32_t cnt,
                                         Op op) {
   if constexpr (Src) {
+#if COLL_CUDA_EMULATION
+    ptx::traffic(src + first, uint64_t(cnt) * sizeof(T), false); // "Traffic"
+#endif
 #pragma unroll
     for (int k = 0; k < E; ++k) {
       if (uint32_t(k) < cnt) {
@@ -193,6 +206,9 @@ __device__ __forceinline__ void combine(T (&v)[E], const T *src, uint32_t first,
 
 template <class T, int E>
 __device__ __forceinline__ void storeFirst(T *dst, const T (&v)[E], uint32_t cnt) {
+#if COLL_CUDA_EMULATION
+  ptx::traffic(dst, uint64_t(cnt) * sizeof(T), true); // docs/CUDA.md, "Traffic"
+#endif
 #pragma unroll
   for (int k = 0; k < E; ++k)
     if (uint32_t(k) < cnt)

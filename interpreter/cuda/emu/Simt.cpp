@@ -29,6 +29,7 @@
 #include <memory>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -42,6 +43,8 @@
 namespace coll::interp::cuda::simt {
 
 namespace {
+
+void flushTraffic(ThreadContext &t);
 
 using host::Fiber;
 using Clock = std::chrono::steady_clock;
@@ -121,10 +124,12 @@ public:
     const Dim3 blockIdx{index % grid.x, index / grid.x % grid.y, index / (grid.x * grid.y)};
     std::vector<uint32_t> order(n);
     counting = countingStepCosts.load(std::memory_order_relaxed);
+    const bool countingBytes = countingTraffic.load(std::memory_order_relaxed);
     for (uint32_t t = 0; t < n; ++t) {
       ThreadContext &c = threads[t];
       c = ThreadContext{};
       c.counting = counting;
+      c.countingTraffic = countingBytes;
       c.threadIdx = {t % dims.x, t / dims.x % dims.y, t / (dims.x * dims.y)};
       c.blockIdx = blockIdx;
       c.blockDim = dims;
@@ -227,6 +232,8 @@ private:
     (*t->kernel)();
     if (t->counting)
       t->block->flushCosts(*t);
+    if (t->countingTraffic)
+      flushTraffic(*t);
   }
 
   /// One step execution of the block: per kind of operation, the most one
@@ -337,6 +344,135 @@ void Block::foldCosts() {
 
 void countStepCosts(bool on) { countingStepCosts.store(on, std::memory_order_relaxed); }
 
+//===----------------------------------------------------------------------===//
+// Traffic
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::mutex trafficTableMutex;
+TrafficTable trafficTable;
+
+/// Every owner's ranges, and the address space painted from them: disjoint
+/// segments, each with what it is.
+struct TrafficMap {
+  std::shared_mutex mutex;
+  std::map<const void *, std::vector<TrafficRange>> owners;
+  std::map<uintptr_t, TrafficRange> segments; ///< by begin
+};
+TrafficMap &trafficMap() {
+  static TrafficMap *m = new TrafficMap(); // used until exit
+  return *m;
+}
+
+/// Paints `r` over `segments`: what it covers of earlier segments is its.
+void paint(std::map<uintptr_t, TrafficRange> &segments, const TrafficRange &r) {
+  if (r.begin >= r.end)
+    return;
+  auto it = segments.lower_bound(r.begin);
+  if (it != segments.begin() && std::prev(it)->second.end > r.begin)
+    --it;
+  std::vector<TrafficRange> pieces; // what remains of the segments it overlaps
+  while (it != segments.end() && it->second.begin < r.end) {
+    const TrafficRange s = it->second;
+    it = segments.erase(it);
+    if (s.begin < r.begin) {
+      TrafficRange left = s;
+      left.end = r.begin;
+      pieces.push_back(left);
+    }
+    if (s.end > r.end) {
+      TrafficRange right = s;
+      right.begin = r.end;
+      pieces.push_back(right);
+    }
+  }
+  for (const TrafficRange &p : pieces)
+    segments[p.begin] = p;
+  segments[r.begin] = r;
+}
+
+bool empty(const TrafficCount &c) {
+  for (int r = 0; r < NumRegions; ++r)
+    if (c.read[r] || c.written[r])
+      return false;
+  return true;
+}
+
+void addTo(TrafficCount &into, const TrafficCount &c) {
+  for (int r = 0; r < NumRegions; ++r) {
+    into.read[r] += c.read[r];
+    into.written[r] += c.written[r];
+  }
+}
+
+/// Adds the calling thread's bytes of its step to the process's table.
+/// What came before the kernel's first step (its prologue) waits for that
+/// step's protocol, and counts as the kernel's own (NoStep) with its
+/// epilogue.
+void flushTraffic(ThreadContext &t) {
+  if (t.protocol == NoStep) {
+    addTo(t.prologue, t.traffic);
+  } else if (!empty(t.traffic) || (t.kind == NoStep && !empty(t.prologue))) {
+    std::lock_guard<std::mutex> lock(trafficTableMutex);
+    TrafficCount &into = trafficTable[{t.rank, t.protocol, t.kind}];
+    addTo(into, t.traffic);
+    if (t.kind == NoStep) {
+      addTo(into, t.prologue);
+      t.prologue = TrafficCount{};
+    }
+  }
+  t.traffic = TrafficCount{};
+}
+
+} // namespace
+
+void countTraffic(bool on) { countingTraffic.store(on, std::memory_order_relaxed); }
+
+TrafficTable traffic(bool reset) {
+  std::lock_guard<std::mutex> lock(trafficTableMutex);
+  TrafficTable table = trafficTable;
+  if (reset)
+    trafficTable.clear();
+  return table;
+}
+
+void setTrafficRanges(const void *owner, std::vector<TrafficRange> ranges) {
+  TrafficMap &m = trafficMap();
+  std::unique_lock<std::shared_mutex> lock(m.mutex);
+  if (ranges.empty())
+    m.owners.erase(owner);
+  else
+    m.owners[owner] = std::move(ranges);
+  m.segments.clear();
+  for (const auto &[who, set] : m.owners)
+    for (const TrafficRange &r : set)
+      paint(m.segments, r);
+}
+
+void addTraffic(const void *address, uint64_t bytes, bool write) {
+  ThreadContext *t = current.load(std::memory_order_relaxed);
+  if (!t || !t->countingTraffic || t->retrying || bytes == 0)
+    return;
+  Region region = OtherMemory;
+  {
+    TrafficMap &m = trafficMap();
+    std::shared_lock<std::shared_mutex> lock(m.mutex);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(address);
+    auto it = m.segments.upper_bound(a);
+    if (it != m.segments.begin() && a < std::prev(it)->second.end) {
+      const TrafficRange &s = std::prev(it)->second;
+      region = s.region == OwnBuffer && s.rank != t->rank ? PeerBuffer : s.region;
+    }
+  }
+  (write ? t->traffic.written : t->traffic.read)[region] += bytes;
+}
+
+void noteRank(int32_t rank) {
+  if (ThreadContext *t = current.load(std::memory_order_relaxed))
+    t->rank = rank;
+}
+
 StepCostTable stepCosts(bool reset) {
   std::lock_guard<std::mutex> lock(costTableMutex);
   StepCostTable table = costTable;
@@ -353,9 +489,12 @@ void addCost(Cost c) {
 
 void noteStep(uint32_t protocol, uint32_t kind) {
   ThreadContext *t = current.load(std::memory_order_relaxed);
-  if (!t || !t->counting)
+  if (!t || !(t->counting || t->countingTraffic))
     return;
-  t->block->flushCosts(*t);
+  if (t->counting)
+    t->block->flushCosts(*t);
+  if (t->countingTraffic)
+    flushTraffic(*t);
   t->protocol = protocol;
   t->kind = kind;
 }

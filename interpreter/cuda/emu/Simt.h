@@ -49,6 +49,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__SANITIZE_THREAD__)
 #define COLL_SIMT_TSAN 1
@@ -113,6 +114,63 @@ void beginRetries();
 void endRetries();
 
 //===----------------------------------------------------------------------===//
+// Traffic
+//===----------------------------------------------------------------------===//
+//
+// The global-memory bytes a launch reads and writes (docs/CUDA.md,
+// "Traffic"), when countTraffic(true) was called before it: every access of
+// the kernel's data paths (the element loops: transform, and LL's and
+// LL128's line pieces) and every strong access (flags, FIFO counters, LL
+// lines, window descriptors, the control words), each attributed to the
+// rank of the accessing block (noteRank), the step it runs (noteStep) and
+// the region the address lies in (setTrafficRanges): the rank's own
+// buffers, another rank's, FIFO slots, or flags and counters. A spin loop's
+// polls after its first are not counted (RetryScope), so the counts are
+// those of a run in which nothing waited. Not counted: the kernel's
+// prologue, which copies its tb's steps to shared memory once per launch.
+
+/// Where a counted access went.
+enum Region : int {
+  OwnBuffer,  ///< the accessing rank's input, output, scratch or windows
+  PeerBuffer, ///< another rank's
+  FifoSlot,   ///< a connection's FIFO slots (data in flight)
+  Flag,       ///< FIFO heads and tails, dependency and signal flags, control words
+  OtherMemory,
+  NumRegions
+};
+/// Bytes read and written, per region.
+struct TrafficCount {
+  uint64_t read[NumRegions] = {};
+  uint64_t written[NumRegions] = {};
+};
+/// (rank, protocol, step kind) -> bytes; kind NoStep: outside the steps.
+using TrafficTable = std::map<std::tuple<int32_t, uint32_t, uint32_t>, TrafficCount>;
+/// An address range and what it is; `rank` for buffers.
+struct TrafficRange {
+  uintptr_t begin = 0, end = 0;
+  Region region = OtherMemory; ///< OwnBuffer for any rank's buffer (classified by rank)
+  int32_t rank = -1;
+};
+
+/// Whether launches count traffic; read when a block starts.
+inline std::atomic<bool> countingTraffic{false};
+void countTraffic(bool on);
+/// The counts of every launch that counted, since the last reset.
+TrafficTable traffic(bool reset);
+/// The memory of `owner`'s launches (an executor): later ranges of a set
+/// override earlier ones where they overlap (a FIFO inside a state
+/// allocation). Replaces what `owner` set before; an empty set removes it.
+void setTrafficRanges(const void *owner, std::vector<TrafficRange> ranges);
+/// Counts an access of `bytes` at `address` by the calling GPU thread.
+void addTraffic(const void *address, uint64_t bytes, bool write);
+inline void traffic(const void *address, uint64_t bytes, bool write) {
+  if (countingTraffic.load(std::memory_order_relaxed))
+    addTraffic(address, bytes, write);
+}
+/// The calling thread's block runs rank `rank`'s tb.
+void noteRank(int32_t rank);
+
+//===----------------------------------------------------------------------===//
 // Scopes
 //===----------------------------------------------------------------------===//
 //
@@ -163,6 +221,12 @@ struct ThreadContext {
   uint32_t protocol = NoStep, kind = NoStep;
   uint32_t seq = 0;
   uint32_t counts[NumCosts] = {};
+  /// Traffic: whether this launch counts, the block's rank, and the bytes
+  /// of the step so far (attributed to `protocol` and `kind`).
+  bool countingTraffic = false;
+  int32_t rank = -1;
+  TrafficCount traffic;
+  TrafficCount prologue; ///< before the first step, whose protocol it waits for
   /// Scopes: the launch's emulated GPU (0: unchecked) and where its first
   /// scope error goes.
   uint64_t device = 0;

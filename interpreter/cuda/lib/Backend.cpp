@@ -202,20 +202,29 @@ public:
 #if COLL_CUDA_EMULATION
 void countEmulatedStepCosts(bool on) { cuda::simt::countStepCosts(on); }
 
-std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
+namespace {
+/// The counters' names of a protocol (a Proto) and a step kind (a StepKind,
+/// or NoStep: "launch").
+const char *protocolName(uint32_t protocol) {
   static const char *const protocols[] = {"Simple", "LL", "LL128"};
+  return protocol < std::size(protocols) ? protocols[protocol] : "?";
+}
+const char *stepName(uint32_t kind) {
   static const char *const kinds[] = {
 #define COLL_STEP_TYPE(Enum, XmlName, Recv, Send, ReadsSrc, Red, WritesDst, Direct) XmlName,
 #include "coll/ir/StepTypes.def"
   };
+  return kind == cuda::simt::NoStep ? "launch" : kind < std::size(kinds) ? kinds[kind] : "?";
+}
+} // namespace
+
+std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
   std::vector<EmulatedStepCost> out;
   // The table's order: protocol, then kind (NoStep, 0xff, last).
   for (const auto &[key, c] : cuda::simt::stepCosts(reset)) {
     EmulatedStepCost e;
-    e.protocol = key.first < std::size(protocols) ? protocols[key.first] : "?";
-    e.step = key.second == cuda::simt::NoStep ? "launch"
-             : key.second < std::size(kinds)  ? kinds[key.second]
-                                              : "?";
+    e.protocol = protocolName(key.first);
+    e.step = stepName(key.second);
     e.executions = c.executions;
     e.barriers = c.counts[cuda::simt::BlockBarrier];
     e.warpBarriers = c.counts[cuda::simt::WarpBarrier];
@@ -226,6 +235,33 @@ std::vector<EmulatedStepCost> emulatedStepCosts(bool reset) {
     e.acquires = c.counts[cuda::simt::AcquireLoad];
     e.stores = c.counts[cuda::simt::StrongStore];
     e.atomics = c.counts[cuda::simt::AtomicRmw];
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void countEmulatedTraffic(bool on) { cuda::simt::countTraffic(on); }
+
+std::vector<EmulatedTraffic> emulatedTraffic(bool reset) {
+  static_assert(TrafficRegions == cuda::simt::NumRegions &&
+                int(TrafficRegion::Own) == cuda::simt::OwnBuffer &&
+                int(TrafficRegion::Peer) == cuda::simt::PeerBuffer &&
+                int(TrafficRegion::Fifo) == cuda::simt::FifoSlot &&
+                int(TrafficRegion::Flag) == cuda::simt::Flag &&
+                int(TrafficRegion::Other) == cuda::simt::OtherMemory,
+                "TrafficRegion mirrors simt::Region");
+  std::vector<EmulatedTraffic> out;
+  // The table's order: rank, protocol, then kind (NoStep, 0xff, last).
+  for (const auto &[key, c] : cuda::simt::traffic(reset)) {
+    const auto &[rank, protocol, kind] = key;
+    EmulatedTraffic e;
+    e.rank = rank;
+    e.protocol = protocolName(protocol);
+    e.step = stepName(kind);
+    for (int r = 0; r < TrafficRegions; ++r) {
+      e.read[r] = c.read[r];
+      e.written[r] = c.written[r];
+    }
     out.push_back(std::move(e));
   }
   return out;

@@ -11,6 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Executor.h"
+#if COLL_CUDA_EMULATION
+#include "emu/Simt.h"
+#endif
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -210,9 +213,53 @@ llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
     if (rootOnly && oneRank() && options.rank != plan_.root)
       averageKernel = nullptr; // only the root's output holds the result
   }
+#if COLL_CUDA_EMULATION
+  if (simt::countingTraffic.load(std::memory_order_relaxed))
+    describeTraffic(args);
+#endif
   prepared = true;
   return result;
 }
+
+#if COLL_CUDA_EMULATION
+void CudaExecutor::describeTraffic(const CallArgs &args) const {
+  std::vector<simt::TrafficRange> ranges;
+  auto add = [&](const void *p, uint64_t bytes, simt::Region region, int32_t rank = -1) {
+    if (!p || !bytes)
+      return;
+    const auto begin = reinterpret_cast<uintptr_t>(p);
+    ranges.push_back({begin, begin + bytes, region, rank});
+  };
+  // Later ranges override earlier ones where they overlap: the allocations
+  // of flags and counters first, then the FIFO slots inside them, then the
+  // buffers.
+  add(state.as<void>(), stateLayout.bytes, simt::Flag);
+  add(received.as<void>(), exported.bytes, simt::Flag);
+  add(own.base, own.bytes, simt::Flag);
+  add(report, sizeof(WatchdogReport), simt::Flag);
+  add(options.hostStop, sizeof(uint32_t), simt::Flag);
+  for (unsigned char *c : connPointers) {
+    add(c, ConnectionLayout::FifoOffset, simt::Flag);
+    add(c ? c + ConnectionLayout::FifoOffset : nullptr,
+        connection.stride - ConnectionLayout::FifoOffset, simt::FifoSlot);
+  }
+  for (uint64_t *flag : signalPointers)
+    add(flag, PollStride, simt::Flag);
+  const uint64_t es = dataTypeSize(args.type);
+  for (int32_t r = 0; r < static_cast<int32_t>(rankTable.size()); ++r) {
+    const RankPointers &at = rankTable[static_cast<size_t>(r)];
+    add(at.input, layout->inputElems * es, simt::OwnBuffer, r);
+    add(at.output, layout->outputElems * es, simt::OwnBuffer, r);
+    add(at.scratch, layout->scratchElems[static_cast<size_t>(r)] * es, simt::OwnBuffer, r);
+  }
+  for (int32_t r = 0; r < static_cast<int32_t>(peerWindows.size()); ++r) {
+    for (const auto &w : peerWindows[static_cast<size_t>(r)].windows)
+      add(w.base, w.bytes, simt::OwnBuffer, r);
+    add(peerWindows[static_cast<size_t>(r)].descriptor, sizeof(WindowDescriptor), simt::Flag);
+  }
+  simt::setTrafficRanges(this, std::move(ranges));
+}
+#endif
 
 llvm::Error CudaExecutor::uploadRankTable(const CallArgs &args, bool onWindows,
                                           WindowDescriptor &own) {

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Executor.h"
+#if COLL_CUDA_EMULATION
+#include "emu/Simt.h"
+#endif
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -104,6 +107,9 @@ static llvm::Expected<bool> forcedSysScope() {
 CudaExecutor::~CudaExecutor() {
   DeviceScope scoped = scope();
   releaseAll();
+#if COLL_CUDA_EMULATION
+  simt::setTrafficRanges(this, {}); // describeTraffic's
+#endif
 }
 
 void CudaExecutor::releaseAll() {

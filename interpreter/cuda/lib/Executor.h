@@ -157,6 +157,11 @@ private:
   /// The watchdog's report of a stopped launch as an error, the state
   /// reset; success where no launch stopped.
   llvm::Error takeWatchdogReport();
+#if COLL_CUDA_EMULATION
+  /// Tells the emulation's traffic counters what each range of the
+  /// prepared call's memory is (docs/CUDA.md, "Traffic").
+  void describeTraffic(const CallArgs &args) const;
+#endif
 
   //--- Timeline.cpp ---------------------------------------------------------
   /// Stores the timeline's buffers in the device state (null: none).

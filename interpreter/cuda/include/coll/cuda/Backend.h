@@ -61,6 +61,33 @@ void countEmulatedStepCosts(bool on);
 /// the IR's order, "launch" last; `reset` clears them.
 std::vector<EmulatedStepCost> emulatedStepCosts(bool reset = false);
 
+/// Where an access that the emulation's traffic counters saw went
+/// (docs/CUDA.md, "Traffic").
+enum class TrafficRegion : int {
+  Own,   ///< the accessing rank's input, output, scratch or windows
+  Peer,  ///< another rank's
+  Fifo,  ///< a connection's FIFO slots
+  Flag,  ///< FIFO heads and tails, dependency and signal flags, control words
+  Other, ///< none of these (not the executor's)
+};
+inline constexpr int TrafficRegions = 5;
+/// The global-memory bytes one rank read and wrote in one kind of step
+/// under one protocol, summed over the counted launches. `step` is the IR's
+/// name ("s", "rrc", ...) or "launch" for the kernel outside its steps.
+struct EmulatedTraffic {
+  int32_t rank = -1;
+  std::string protocol;
+  std::string step;
+  uint64_t read[TrafficRegions] = {};    ///< by TrafficRegion
+  uint64_t written[TrafficRegions] = {}; ///< by TrafficRegion
+};
+/// Makes later launches of the emulated backend count their traffic
+/// (CollCudaEmu only).
+void countEmulatedTraffic(bool on);
+/// The bytes of every counted launch so far, by rank, protocol and step kind
+/// (in the IR's order, "launch" last); `reset` clears them.
+std::vector<EmulatedTraffic> emulatedTraffic(bool reset = false);
+
 /// The GPU backend as a plugin (libcoll_cuda.so, CollCudaSupport): the
 /// first of `paths` that loads and whose table comes from this build of
 /// Coll. The error lists every path tried and why it failed. Each library
