@@ -21,7 +21,7 @@
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
 #      protocol, small sizes;
-#   6. issue 27's targets, read back from the report (gpu-targets.py).
+#   6. issues 27's and 28's targets, read back from the report (gpu-targets.py).
 # With a comparison plugin staged (gpu-stage.sh --compare-plugin), step 4
 # also times the step costs and three small calls with it, beside this
 # build's in the same run (the steps ending in -compare); with a comparison
@@ -287,7 +287,7 @@ else
 fi
 
 rm -rf "$torchlib"
-# Issue 27's targets, read back from this report: a row per reading, a
+# Issues 27's and 28's targets, read back from this report: a row per reading, a
 # verdict per target (gpu-targets.py; it changes no step's status).
 if [ -f "$here/gpu-targets.py" ]; then
   targets=$(python3 "$here/gpu-targets.py" "$report" 2>&1)

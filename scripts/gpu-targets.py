@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 27's GPU targets, read from a report of gpu-check.sh.
+"""Issues 27's and 28's GPU targets, read from a report of gpu-check.sh.
 
     gpu-targets.py REPORT
 
@@ -23,7 +23,15 @@ The targets (docs/CUDA.md, "Step costs"; docs/performance/gpu.md):
   - a step that waits on another tb (`hop`), at most 0.6 us per step;
   - one Simple connection at the default slot size, at least 0.9 x the
     one-block copy reference's bandwidth (its time at most 1/0.9 of Coll's
-    over the reference's: t/block <= 1.111).
+    over the reference's: t/block <= 1.111);
+and issue 28's, for the direct two-shot allreduce of 8 ranks on windows
+(docs/performance/gpu.md, "Direct steps against issue 28's GPU targets"):
+  - at 1 GiB, at least 0.8 x the bandwidth of the one-launch `reduce`
+    reference (t/reduce <= 1.25);
+  - from 1 to 16 MiB, at least 2 x the bus bandwidth of the FIFO ring of
+    the same run (its time over the ring's <= 0.5, size by size and mode by
+    mode, from two steps);
+  - at 8 KiB, at most 1.2 x the one-launch `exchange` reference.
 Exit status: 0 when the report was read (whatever the verdicts), 2 when it
 could not be."""
 import re
@@ -41,6 +49,18 @@ COLLBENCH_TARGETS = [
      1024, "t/d2d", 1.5),
     ("one Simple connection, 256 MiB: block bandwidth ratio >= 0.9 (t/block <= 1.111)",
      ["bench-simple-send-256M"], 256 << 20, "t/block", 1 / 0.9),
+    ("issue 28: 8-rank 1 GiB direct two-shot: reduce bandwidth ratio >= 0.8 (t/reduce <= 1.25)",
+     ["bench-direct-twoshot-1G"], 1 << 30, "t/reduce", 1 / 0.8),
+    ("issue 28: 8-rank 8 KiB direct two-shot: t/exchange <= 1.2",
+     ["bench-direct-twoshot-8ranks-8K"], 8192, "t/exchange", 1.2),
+]
+# (title, the step of the program, the step of the one it is compared with,
+#  the sizes, the bound on the program's time over the other's at each size
+#  and mode).
+PAIR_TARGETS = [
+    ("issue 28: 8-rank 1-16 MiB direct two-shot: ring busbw ratio >= 2 (t/t_ring <= 0.5)",
+     "bench-direct-twoshot-8ranks-1M-16M", "bench-ring-8ranks-1M-16M",
+     [1 << 20, 4 << 20, 16 << 20], 0.5),
 ]
 STEP_COST_TARGETS = [
     ("a step that waits for nothing (local): <= 0.3 us per step", "local", 0.3),
@@ -90,6 +110,16 @@ def read_sections(path):
             if current:
                 current.lines.append(line)
     return sections
+
+
+def collbench_times(section):
+    """(place, bytes) -> the row's time in us, from collbench's table."""
+    times = {}
+    for line in section.lines:
+        m = ROW.match(line)
+        if m and "failed" not in m.group(3):
+            times[(m.group(1), int(m.group(2)))] = float(m.group(3).split()[0])
+    return times
 
 
 def collbench_rows(section):
@@ -188,6 +218,20 @@ def main(argv):
                         f"no row of {size} bytes with {column}")
                 for place, value in found:
                     add(title, step, place, value, bound, compare)
+    for title, step, other, sizes, bound in PAIR_TARGETS:
+        why = status_of(sections, step) or status_of(sections, other)
+        if why:
+            add(title, f"{step} / {other}", "-", None, bound, False, why)
+            continue
+        mine, theirs = collbench_times(sections[step]), collbench_times(sections[other])
+        for size in sizes:
+            places = [p for (p, b) in sorted(mine) if b == size and (p, b) in theirs]
+            if not places:
+                add(title, f"{step} / {other}", f"{size} B", None, bound, False,
+                    f"no row of {size} bytes in both")
+            for place in places:
+                add(title, f"{step} / {other}", f"{place}, {size} B",
+                    mine[(place, size)] / theirs[(place, size)], bound, False)
     for title, program, bound in STEP_COST_TARGETS:
         steps = [(s, False) for s in STEP_COST_STEPS] + [("bench-step-cost-compare", True)]
         steps = [(s, c) for s, c in steps if s in sections or s == STEP_COST_STEPS[0]]
@@ -204,7 +248,7 @@ def main(argv):
                     add(title, step, protocol, None, bound, compare, "no row", group)
                 else:
                     add(title, step, protocol, value, bound, compare, group=group)
-    print("Issue 27's GPU targets in this report (scripts/gpu-targets.py):")
+    print("Issues 27's and 28's GPU targets in this report (scripts/gpu-targets.py):")
     print()
     print("\n".join(out))
     print()
