@@ -187,7 +187,11 @@ std::shared_ptr<TraceFile> traceFileFor(const std::string &path);
 /// calls of every local rank at once.
 class SharedStop final : public interp::host::StopControl {
 public:
-  SharedStop(HostTransport &t, int rank) : t(t), rank(rank) { word = &t.control().stop; }
+  /// `seq`: the rank's call number (Impl::callSeq), recorded with the first
+  /// report.
+  SharedStop(HostTransport &t, int rank, const std::atomic<uint64_t> &seq) : t(t), rank(rank), seq(seq) {
+    word = &t.control().stop;
+  }
 
   void stall(std::string report) override { fail(collTimeout, std::move(report)); }
 
@@ -197,6 +201,7 @@ public:
     if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_acq_rel)) {
       std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
       h.stopResult.store(kind, std::memory_order_relaxed);
+      h.stopSeq.store(seq.load(std::memory_order_relaxed), std::memory_order_relaxed);
       h.reportReady.store(1, std::memory_order_release);
     }
     h.stop.store(1, std::memory_order_seq_cst);
@@ -219,9 +224,14 @@ public:
                      llvm::formatv("rank {0} failed, which stopped this call: {1}", who, text));
   }
 
+  /// The reporter's call number when it raised the stop (after error(),
+  /// which waits for the report).
+  uint64_t failedCall() const { return t.control().stopSeq.load(std::memory_order_acquire); }
+
 private:
   HostTransport &t;
   int rank;
+  const std::atomic<uint64_t> &seq;
 };
 
 
@@ -361,7 +371,9 @@ public:
   static inline std::atomic<uint64_t> nextSerial{1};
   std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
   TempBuffer temp[2];
-  uint64_t callSeq = 0;
+  /// The number of the last call this rank published (publishCall); read by
+  /// another thread's abort() (SharedStop::fail).
+  std::atomic<uint64_t> callSeq{0};
   std::atomic<int> asyncError{collSuccess};
   std::atomic<int> inCall{0};
   std::mutex errorMutex;
@@ -482,7 +494,17 @@ public:
   /// Stops the call when a peer process died (`processes`) or a peer made a
   /// different call as the same call number.
   void pollPeers(bool processes = true);
-  void breakWith(collResult_t result);
+  /// Breaks this communicator (asyncError) and raises the host's stop word
+  /// with `message` unless it is raised: the peers learn of the failure
+  /// (retirement()).
+  void breakWith(collResult_t result, const std::string &message);
+  /// Whether this communicator has retired (docs/RUNTIME.md, "Retiring"):
+  /// a call this rank made failed, here or on a peer of its host (the stop
+  /// word, raised for a call up to callSeq); then the first failure's
+  /// error (CollError::retired set), else success. Raised for a later call
+  /// (a peer failed the call this rank is about to make): that error, with
+  /// `retired` clear.
+  llvm::Error retirement();
 };
 
 

@@ -64,6 +64,10 @@ struct alignas(64) ControlHeader {
   std::atomic<int32_t> stopRank{-1};
   std::atomic<int32_t> stopResult{0};
   std::atomic<uint32_t> reportReady{0};
+  /// The reporter's call number (on this communicator) when it raised the
+  /// stop: which call failed, so that a rank that completed that call
+  /// knows at its next one that the communicator has retired.
+  std::atomic<uint64_t> stopSeq{0};
   char report[2048] = {};
 };
 
