@@ -18,10 +18,13 @@
 // attribute; its bootstrap is MPI itself (PMPI_Allgather on a duplicate of
 // the communicator). MPI_Comm_free and MPI_Finalize destroy them.
 //
-// MPI lets ranks pass different datatypes with the same type signature; a
-// program that does so for one call on some ranks only may take Coll on
-// some ranks and MPI on others, and the Coll side then stops with a watchdog
-// report instead of hanging (docs/DROPIN.md).
+// A call that fails on Coll (the watchdog, a mismatch, a peer that died)
+// returns MPI_ERR_OTHER through the communicator's error handler, and Coll
+// retires from that communicator: every later call on it goes to Open MPI,
+// with one WARN naming the failure. The ranks of a host agree on it before
+// their next call through the runtime (Communicator retirement,
+// docs/RUNTIME.md "Retiring"): a rank that did not see the failure learns it
+// at its next call, before touching a buffer, and hands that call on too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,7 +113,14 @@ private:
 struct Entry {
   MPI_Comm owner = MPI_COMM_NULL;     ///< the MPI communicator it is attached to
   std::unique_ptr<Communicator> comm; ///< null: Coll cannot serve this communicator
-  std::string why;                    ///< when comm is null
+  std::string why;                    ///< when comm is null or retired
+  /// Coll failed a call on it (or a peer did): every call goes to Open MPI.
+  /// The Coll communicator stays until MPI_Comm_free (peers may still map
+  /// its shared memory).
+  bool retired = false;
+  /// In-place MPI_Reduce_scatter_block's input, which Coll reads from here
+  /// so that recvbuf past the result keeps its contents (as Open MPI does).
+  std::vector<char> scratch;
 };
 
 std::mutex stateMutex;
@@ -138,9 +148,10 @@ void fallback(const char *collective, const std::string &reason) {
   dropin::fallback(collective, "Open MPI", reason, worldRank());
 }
 
-/// The Coll communicator of `comm`, made on first use; null with `why` when
-/// Coll cannot serve it.
-Communicator *commFor(MPI_Comm comm, std::string &why) {
+/// The entry of `comm`, its Coll communicator made on first use; null with
+/// `why` for an intercommunicator. Its `comm` is null (and `why` says why)
+/// when Coll cannot serve it.
+Entry *entryFor(MPI_Comm comm, std::string &why) {
   int inter = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
     why = "an intercommunicator";
@@ -158,7 +169,7 @@ Communicator *commFor(MPI_Comm comm, std::string &why) {
   if (found) {
     auto *e = static_cast<Entry *>(value);
     why = e->why;
-    return e->comm.get();
+    return e;
   }
   // First use on this communicator: every rank is in this same call.
   auto *e = new Entry;
@@ -191,7 +202,18 @@ Communicator *commFor(MPI_Comm comm, std::string &why) {
   }
   PMPI_Comm_set_attr(comm, keyval, e);
   why = e->why;
-  return e->comm.get();
+  return e;
+}
+
+/// Coll stops serving `e`'s communicator: said once, at WARN, with the
+/// failure (`collective` the call that met it).
+void retire(Entry &e, const char *collective, int rank, const std::string &failure) {
+  e.retired = true;
+  e.why = "Coll retired from this communicator at a failed call: " + failure;
+  log(Level::Warn, Coll, rank,
+      llvm::formatv("{0}: Coll failed on this communicator ({1}); every later call on it goes "
+                    "to Open MPI",
+                    collective, failure));
 }
 
 /// At MPI_Finalize: the communicators still alive (MPI_COMM_WORLD and
@@ -267,17 +289,23 @@ const char *typeName(MPI_Datatype t) {
   return name;
 }
 
-enum class Outcome { Ran, Fallback, Failed };
+/// What runOnColl did. Fallback: Coll did not run the call and touched
+/// none of its buffers; the caller hands it to Open MPI. Stopped: Coll had
+/// retired (a peer failed an earlier call) when the call began, and stopped
+/// it: the peers run it on Open MPI, so the caller must too, from its
+/// inputs as they were (`rerun`). Failed: the call failed on Coll; the MPI
+/// error handler has been called.
+enum class Outcome { Ran, Fallback, Stopped, Failed };
 
-/// Runs `op` on Coll when its communicator and selection allow; otherwise
-/// says why (Fallback). Failed: Coll ran and failed; the MPI error handler
-/// has been called.
-Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult) {
+/// The Coll communicator that runs `op` on `mcomm`, with `entry`; null
+/// (after saying why) when the call goes to Open MPI.
+Communicator *collFor(const char *collective, MPI_Comm mcomm, Op &op, Entry *&entry) {
   std::string why;
-  Communicator *c = commFor(mcomm, why);
+  entry = entryFor(mcomm, why);
+  Communicator *c = entry && !entry->retired ? entry->comm.get() : nullptr;
   if (!c) {
     fallback(collective, why);
-    return Outcome::Fallback;
+    return nullptr;
   }
   // MPI reports its own errors (a NULL buffer, a root out of range): such
   // calls go to it.
@@ -286,29 +314,57 @@ Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, int &mpiResult)
     std::string message;
     takeResult(std::move(err), message);
     fallback(collective, message);
-    return Outcome::Fallback;
+    return nullptr;
   }
   if (!dropin::collRuns(collective, *c, op, "Open MPI", worldRank()))
-    return Outcome::Fallback;
+    return nullptr;
+  return c;
+}
+
+/// Runs `op` on `c` (collFor's). `rerun`: whether the call's inputs are
+/// intact after Coll began it (or the caller restores them), so that a call
+/// stopped by a peer's earlier failure can go to Open MPI (Stopped); else
+/// such a call fails.
+Outcome runOn(const char *collective, MPI_Comm mcomm, Communicator &c, Entry &entry, Op op,
+              bool rerun, int &mpiResult) {
   // Device buffers (a CUDA-aware call): after the legacy default stream's
   // work, complete on return as MPI's calls are.
   op.stream = nullptr;
-  Communicator::Unit unit{c, llvm::ArrayRef<Op>(&op, 1)};
+  Communicator::Unit unit{&c, llvm::ArrayRef<Op>(&op, 1)};
   llvm::Error err = Communicator::runRound(unit);
   if (!err && op.device >= 0)
-    err = c->waitDevice();
-  if (err) {
-    std::string message;
-    collResult_t result = takeResult(std::move(err), message);
-    log(Level::Warn, Coll, c->rank(),
-        llvm::formatv("{0} on Coll failed ({1}): {2}", collective, collGetErrorString(result),
-                      message));
-    mpiResult = MPI_ERR_OTHER;
-    PMPI_Comm_call_errhandler(mcomm, mpiResult);
-    return Outcome::Failed;
+    err = c.waitDevice();
+  if (!err) {
+    mpiResult = MPI_SUCCESS;
+    return Outcome::Ran;
   }
-  mpiResult = MPI_SUCCESS;
-  return Outcome::Ran;
+  std::unique_ptr<CollError> e;
+  llvm::handleAllErrors(
+      std::move(err), [&](std::unique_ptr<CollError> ce) { e = std::move(ce); },
+      [&](const llvm::ErrorInfoBase &other) {
+        e = std::make_unique<CollError>(collSystemError, other.message());
+      });
+  retire(entry, collective, c.rank(),
+         llvm::formatv("{0}: {1}", collGetErrorString(e->result), e->message));
+  if (e->retired && !e->begun)
+    return Outcome::Fallback;
+  if (e->retired && rerun)
+    return Outcome::Stopped;
+  mpiResult = MPI_ERR_OTHER;
+  PMPI_Comm_call_errhandler(mcomm, mpiResult);
+  return Outcome::Failed;
+}
+
+/// Whether the call is over (Ran or Failed); else it goes to Open MPI.
+bool over(Outcome o) { return o == Outcome::Ran || o == Outcome::Failed; }
+
+/// collFor, then runOn: Fallback when Coll does not run it.
+Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, bool rerun, int &mpiResult) {
+  Entry *entry = nullptr;
+  Communicator *c = collFor(collective, mcomm, op, entry);
+  if (!c)
+    return Outcome::Fallback;
+  return runOn(collective, mcomm, *c, *entry, op, rerun, mpiResult);
 }
 
 bool countOk(int count, const char *collective) {
@@ -330,6 +386,29 @@ std::optional<Reduction> reductionFor(const char *name, int count, MPI_Datatype 
                                       MPI_Op op) {
   auto type = reductionType(datatype);
   auto red = reductionOp(op);
+  // Where Open MPI's result is not the arithmetic one, the drop-in gives
+  // Open MPI's (it is the library replaced), and Open MPI runs the call.
+  // Open MPI 4.1's vectorized ops (its op/avx component, used from a count
+  // that depends on the CPU's vector width) saturate 8-bit sums (100 + 100
+  // is 127 as MPI_INT8_T from 16 elements on an AVX-512 machine, -56 below)
+  // and compare MPI_UNSIGNED_LONG as signed in MPI_MIN and MPI_MAX (max(1,
+  // 2^63) is 1); dropin-mpi-Conformance-* finds both.
+  if (type && red) {
+    const char *own = nullptr;
+    if (*red == interp::ReduceOp::Sum &&
+        (*type == interp::DataType::Int8 || *type == interp::DataType::Uint8))
+      own = "Open MPI's 8-bit MPI_SUM saturates from some count on (its op/avx); its result is "
+            "the one given";
+    else if (datatype == MPI_UNSIGNED_LONG &&
+             (*red == interp::ReduceOp::Min || *red == interp::ReduceOp::Max))
+      own = "Open MPI's MPI_MIN and MPI_MAX of MPI_UNSIGNED_LONG compare as signed (its "
+            "op/avx); its result is the one given";
+    if (own) {
+      if (count >= 0)
+        fallback(name, own);
+      return std::nullopt;
+    }
+  }
   if (type && red) {
     if (!countOk(count, name))
       return std::nullopt;
@@ -356,6 +435,8 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
               MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
               MPI_Comm comm) {
   const bool inPlace = sendbuf == MPI_IN_PLACE;
+  if (comm == MPI_COMM_NULL)
+    return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   std::string why;
   auto rsize = movableSize(recvtype, why);
   std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
@@ -373,25 +454,28 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
   o.count = static_cast<size_t>(recvcount) * *rsize;
   o.recv = recvbuf;
   o.send = sendbuf;
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  // MPI_IN_PLACE (allgather): the block to send is this rank's own block of
+  // recvbuf, which Coll does not change. (Alltoall: the data to send is in
+  // recvbuf, and Coll reads a copy, below.)
+  if (inPlace && kind == OpKind::AllGather)
+    o.send = static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count;
+  Entry *entry = nullptr;
+  Communicator *c = collFor(name, comm, o, entry);
   std::vector<char> copy;
-  if (kind == OpKind::AllGather) {
-    int rank = 0;
-    PMPI_Comm_rank(comm, &rank);
-    // MPI_IN_PLACE: the block to send is this rank's own block of recvbuf.
-    if (inPlace)
-      o.send = static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count;
-  } else {
-    int size = 0;
-    PMPI_Comm_size(comm, &size);
-    // MPI_IN_PLACE: the data to send is in recvbuf; Coll reads a copy.
-    if (inPlace) {
-      copy.assign(static_cast<char *>(recvbuf),
-                  static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
-      o.send = copy.data();
-    }
+  if (c && inPlace && kind == OpKind::AllToAll) {
+    copy.assign(static_cast<char *>(recvbuf),
+                static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
+    o.send = copy.data();
   }
   int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+  const Outcome outcome =
+      c ? runOn(name, comm, *c, *entry, o, /*rerun=*/true, result) : Outcome::Fallback;
+  if (outcome == Outcome::Stopped && !copy.empty())
+    std::memcpy(recvbuf, copy.data(), copy.size()); // the input Open MPI reads
+  if (outcome == Outcome::Ran || outcome == Outcome::Failed)
     return result;
   return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -412,18 +496,20 @@ int MPI_Finalize(void) {
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   const char *name = "MPI_Allreduce";
-  auto reduction = reductionFor(name, count, datatype, op);
+  auto reduction = comm != MPI_COMM_NULL ? reductionFor(name, count, datatype, op) : std::nullopt;
   if (!reduction)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   Op o;
   o.kind = OpKind::AllReduce;
-  o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  const bool inPlace = sendbuf == MPI_IN_PLACE;
+  o.send = inPlace ? recvbuf : sendbuf;
   o.recv = recvbuf;
   o.count = static_cast<size_t>(count);
   o.type = reduction->type;
   o.op = reduction->op;
   int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+  // In place, a stopped call may have reduced into its input: it fails.
+  if (over(runOnColl(name, comm, o, /*rerun=*/!inPlace, result)))
     return result;
   return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
@@ -431,6 +517,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm) {
   const char *name = "MPI_Reduce";
+  if (comm == MPI_COMM_NULL)
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   int size = 0, rank = 0;
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_rank(comm, &rank);
@@ -439,14 +527,15 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   Op o;
   o.kind = OpKind::Reduce;
-  o.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf; // MPI_IN_PLACE: only at the root
+  const bool inPlace = sendbuf == MPI_IN_PLACE; // MPI_IN_PLACE: only at the root
+  o.send = inPlace ? recvbuf : sendbuf;
   o.recv = rank == root ? recvbuf : nullptr;
   o.count = static_cast<size_t>(count);
   o.type = reduction->type;
   o.op = reduction->op;
   o.root = root;
   int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+  if (over(runOnColl(name, comm, o, /*rerun=*/!inPlace, result)))
     return result;
   return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
 }
@@ -454,29 +543,38 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   const char *name = "MPI_Reduce_scatter_block";
-  auto reduction = reductionFor(name, recvcount, datatype, op);
+  auto reduction =
+      comm != MPI_COMM_NULL ? reductionFor(name, recvcount, datatype, op) : std::nullopt;
   if (!reduction)
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
-  const size_t es = interp::dataTypeSize(reduction->type);
   Op o;
   o.kind = OpKind::ReduceScatter;
   o.count = static_cast<size_t>(recvcount);
   o.type = reduction->type;
   o.op = reduction->op;
-  // MPI_IN_PLACE: the input is recvbuf (all blocks) and the result goes to
-  // its start; Coll's in-place form leaves it in the rank's own block, and
-  // it is moved to the start afterwards.
+  o.send = sendbuf;
+  o.recv = recvbuf;
   const bool inPlace = sendbuf == MPI_IN_PLACE;
-  o.send = inPlace ? recvbuf : sendbuf;
-  o.recv = inPlace ? static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count * es
-                   : recvbuf;
+  if (inPlace)
+    o.send = recvbuf;
+  Entry *entry = nullptr;
+  Communicator *c = collFor(name, comm, o, entry);
+  if (c && inPlace) {
+    // MPI_IN_PLACE: the input is all of recvbuf and the result its first
+    // recvcount elements; the rest of recvbuf keeps its contents, as Open
+    // MPI and MPICH leave it (the standard does not say; programs check).
+    // Coll reads a copy of the input, and writes the result alone.
+    const size_t bytes = o.count * interp::dataTypeSize(o.type) * size_t(c->nranks());
+    entry->scratch.resize(std::max(entry->scratch.size(), bytes));
+    std::memcpy(entry->scratch.data(), recvbuf, bytes);
+    o.send = entry->scratch.data();
+  }
   int result = MPI_SUCCESS;
-  Outcome outcome = runOnColl(name, comm, o, result);
-  if (outcome == Outcome::Ran && inPlace && rank != 0 && o.count)
-    std::memmove(recvbuf, o.recv, o.count * es);
-  if (outcome != Outcome::Fallback)
+  const Outcome outcome = c ? runOn(name, comm, *c, *entry, o, /*rerun=*/true, result)
+                            : Outcome::Fallback;
+  if (outcome == Outcome::Stopped && inPlace) // the input Open MPI reads
+    std::memcpy(recvbuf, entry->scratch.data(), o.count * interp::dataTypeSize(o.type));
+  if (over(outcome))
     return result;
   return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
@@ -495,6 +593,8 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   const char *name = "MPI_Bcast";
+  if (comm == MPI_COMM_NULL)
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
   std::string why;
   auto esize = movableSize(datatype, why);
   int size = 0;
@@ -512,7 +612,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   o.recv = buffer;
   o.root = root;
   int result = MPI_SUCCESS;
-  if (runOnColl(name, comm, o, result) != Outcome::Fallback)
+  // The root's buffer is only read, the others' only written.
+  if (over(runOnColl(name, comm, o, /*rerun=*/true, result)))
     return result;
   return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
