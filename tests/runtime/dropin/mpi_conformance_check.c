@@ -1,0 +1,657 @@
+/*===- mpi_conformance_check.c - the MPI drop-in against Open MPI ----------===*
+ *
+ * A plain MPI program, run with libcoll_mpi.so preloaded: every call the
+ * interposer serves is made twice on the same inputs, through MPI_* (the
+ * interposer: Coll where it applies) and through PMPI_* (Open MPI itself),
+ * and every byte of every buffer the call touches or must leave alone is
+ * compared, with the result codes. Each buffer has guard bytes before and
+ * after it; what a call must not write (recvbuf at a reduce's non-roots,
+ * recvbuf past an in-place reduce_scatter_block's result, the send buffer)
+ * starts as a known pattern. The inputs make every reduction exact in any
+ * order (floats are small multiples of 1/2), so that any difference is one.
+ *
+ * Mode "calls" (default): every collective the interposer serves x every
+ * predefined datatype and op it accepts (and some it does not, which must
+ * fall back and agree) x in place and out of place x counts 0, 1, odd,
+ * prime and large x roots 0, middle and last, on communicators from
+ * MPI_Comm_dup and MPI_Comm_split used alternately, and one freed and made
+ * again between calls. A difference prints the call, its arguments and the
+ * first differing byte.
+ *
+ * Mode "fault": a planted failure on one call (the last rank enters it
+ * later than the watchdog period, COLL_WATCHDOG_MS, which the test sets
+ * small), which must return an error on every rank; then 100 calls of every
+ * kind, each compared with Open MPI as above, which must all be right (Coll
+ * has retired from the communicator, and Open MPI runs them).
+ *
+ * Errors return (MPI_ERRORS_RETURN). Prints "rank R: ok N checks" when
+ * everything held.
+ *
+ *===----------------------------------------------------------------------===*/
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum Call { ALLREDUCE, REDUCE, REDUCE_SCATTER_BLOCK, ALLGATHER, ALLTOALL, BCAST };
+static const char *callNames[] = {"MPI_Allreduce", "MPI_Reduce", "MPI_Reduce_scatter_block",
+                                  "MPI_Allgather", "MPI_Alltoall", "MPI_Bcast"};
+
+/* How to fill an element so that every reduction of it is exact. */
+enum Kind { INTEGER, REAL, BOOL, PAIR_INT, PAIR_DOUBLE_INT, COMPLEX };
+
+typedef struct {
+  MPI_Datatype type;
+  const char *name;
+  enum Kind kind;
+} Type;
+
+typedef struct {
+  enum Call call;
+  const Type *type;  /* the (send) datatype */
+  const Type *rtype; /* allgather/alltoall: the receive datatype (NULL: type) */
+  MPI_Op op;
+  const char *opName;
+  int count;  /* elements: of the buffer (allreduce, reduce, bcast), of a block (others) */
+  int rcount; /* allgather/alltoall: receive elements per block (with rtype) */
+  int root;
+  int inPlace;
+  MPI_Comm comm;
+  const char *commName;
+} Case;
+
+#define GUARD 64
+static const unsigned char GuardByte = 0xA5, UntouchedByte = 0x5A;
+
+static int worldRank, checks, failures;
+static unsigned seed = 1;
+
+static void fail(const Case *c, const char *what) {
+  ++failures;
+  fprintf(stderr,
+          "rank %d: FAIL %s(%s, type %s%s%s, op %s, count %d, rcount %d, root %d, %s): %s\n",
+          worldRank, callNames[c->call], c->commName, c->type->name, c->rtype ? "/" : "",
+          c->rtype ? c->rtype->name : "", c->opName ? c->opName : "-", c->count, c->rcount,
+          c->root, c->inPlace ? "MPI_IN_PLACE" : "out of place", what);
+}
+
+/* Deterministic bytes: the same on every run of a case (xorshift). */
+static uint32_t nextRandom(uint32_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+
+/* n elements of `t` (extent `ext`) at p, from stream `s`: integers any bits,
+ * reals in {-2, -1, -1/2, 1/2, 1, 2, 3} (sums and products exact), bools 0
+ * or 1, pairs (value, index). */
+static void fillElements(unsigned char *p, const Type *t, MPI_Aint ext, size_t n, uint32_t s) {
+  static const double reals[] = {-2, -1, -0.5, 0.5, 1, 2, 3};
+  int size = 0;
+  MPI_Type_size(t->type, &size);
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char *e = p + i * (size_t)ext;
+    for (int b = 0; b < size; ++b)
+      e[b] = (unsigned char)nextRandom(&s);
+    double r = reals[nextRandom(&s) % 7];
+    switch (t->kind) {
+    case INTEGER:
+      break;
+    case BOOL:
+      e[0] = (unsigned char)(nextRandom(&s) & 1);
+      break;
+    case REAL:
+      if (t->type == MPI_FLOAT) {
+        float f = (float)r;
+        memcpy(e, &f, sizeof f);
+      } else if (t->type == MPI_DOUBLE) {
+        memcpy(e, &r, sizeof r);
+      } else { /* long double: its padding stays as filled */
+        long double l = r;
+        memcpy(e, &l, 10);
+      }
+      break;
+    case COMPLEX: {
+      double re = reals[nextRandom(&s) % 7];
+      memcpy(e, &r, sizeof r);
+      memcpy(e + sizeof r, &re, sizeof re);
+      break;
+    }
+    case PAIR_INT: {
+      int v[2] = {(int)(nextRandom(&s) % 5), (int)(nextRandom(&s) % 100)};
+      memcpy(e, v, sizeof v);
+      break;
+    }
+    case PAIR_DOUBLE_INT: {
+      int idx = (int)(nextRandom(&s) % 100);
+      memcpy(e, &r, sizeof r);
+      memcpy(e + sizeof r, &idx, sizeof idx);
+      break;
+    }
+    }
+  }
+}
+
+/* One side of a run: a buffer of `bytes` between two guards. */
+typedef struct {
+  unsigned char *mem;
+  size_t bytes;
+} Buf;
+
+static Buf makeBuf(size_t bytes) {
+  Buf b = {malloc(bytes + 2 * GUARD), bytes};
+  if (!b.mem)
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  memset(b.mem, GuardByte, GUARD);
+  memset(b.mem + GUARD, UntouchedByte, bytes);
+  memset(b.mem + GUARD + bytes, GuardByte, GUARD);
+  return b;
+}
+static unsigned char *data(Buf b) { return b.mem + GUARD; }
+
+/* Compares the Coll run's buffer with Open MPI's, guards included; says the
+ * first differing byte. */
+static void compare(const Case *c, const char *which, Buf coll, Buf ref) {
+  ++checks;
+  size_t all = coll.bytes + 2 * GUARD;
+  for (size_t i = 0; i < all; ++i) {
+    if (coll.mem[i] == ref.mem[i] && (i >= GUARD && i < GUARD + coll.bytes ? 1
+                                                                         : coll.mem[i] == GuardByte))
+      continue;
+    char what[256];
+    long off = (long)i - GUARD;
+    snprintf(what, sizeof what,
+             "%s differs at byte %ld of %zu%s: 0x%02x through the interposer, 0x%02x by Open MPI",
+             which, off, coll.bytes,
+             off < 0 ? " (the guard before it)"
+                     : (size_t)off >= coll.bytes ? " (the guard after it)" : "",
+             coll.mem[i], ref.mem[i]);
+    fail(c, what);
+    return;
+  }
+}
+
+static int typeSize(MPI_Datatype t) {
+  int s = 0;
+  MPI_Type_size(t, &s);
+  return s;
+}
+static MPI_Aint typeExtent(MPI_Datatype t) {
+  MPI_Aint lb = 0, ext = 0;
+  MPI_Type_get_extent(t, &lb, &ext);
+  return ext;
+}
+
+static int issue(const Case *c, int viaPmpi, void *send, void *recv) {
+  const Type *rt = c->rtype ? c->rtype : c->type;
+  switch (c->call) {
+  case ALLREDUCE:
+    return viaPmpi ? PMPI_Allreduce(send, recv, c->count, c->type->type, c->op, c->comm)
+                   : MPI_Allreduce(send, recv, c->count, c->type->type, c->op, c->comm);
+  case REDUCE:
+    return viaPmpi
+               ? PMPI_Reduce(send, recv, c->count, c->type->type, c->op, c->root, c->comm)
+               : MPI_Reduce(send, recv, c->count, c->type->type, c->op, c->root, c->comm);
+  case REDUCE_SCATTER_BLOCK:
+    return viaPmpi
+               ? PMPI_Reduce_scatter_block(send, recv, c->count, c->type->type, c->op, c->comm)
+               : MPI_Reduce_scatter_block(send, recv, c->count, c->type->type, c->op, c->comm);
+  case ALLGATHER:
+    return viaPmpi ? PMPI_Allgather(send, c->count, c->type->type, recv, c->rcount, rt->type,
+                                    c->comm)
+                   : MPI_Allgather(send, c->count, c->type->type, recv, c->rcount, rt->type,
+                                   c->comm);
+  case ALLTOALL:
+    return viaPmpi ? PMPI_Alltoall(send, c->count, c->type->type, recv, c->rcount, rt->type,
+                                   c->comm)
+                   : MPI_Alltoall(send, c->count, c->type->type, recv, c->rcount, rt->type,
+                                  c->comm);
+  case BCAST:
+    return viaPmpi ? PMPI_Bcast(recv, c->count, c->type->type, c->root, c->comm)
+                   : MPI_Bcast(recv, c->count, c->type->type, c->root, c->comm);
+  }
+  return MPI_ERR_OTHER;
+}
+
+/* Runs case c through the interposer and through Open MPI and compares. */
+static void runCase(const Case *c) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(c->comm, &rank);
+  MPI_Comm_size(c->comm, &size);
+  const Type *rt = c->rtype ? c->rtype : c->type;
+  const MPI_Aint ext = typeExtent(c->type->type), rext = typeExtent(rt->type);
+  const size_t n = (size_t)size, count = (size_t)c->count, rcount = (size_t)c->rcount;
+  /* Elements (of the send type) in the send buffer and (of the receive
+   * type) in the receive buffer. */
+  size_t sendElems = 0, recvElems = 0;
+  switch (c->call) {
+  case ALLREDUCE: sendElems = recvElems = count; break;
+  case REDUCE: sendElems = recvElems = count; break;
+  case REDUCE_SCATTER_BLOCK: sendElems = count * n; recvElems = c->inPlace ? count * n : count; break;
+  case ALLGATHER: sendElems = count; recvElems = rcount * n; break;
+  case ALLTOALL: sendElems = count * n; recvElems = rcount * n; break;
+  case BCAST: recvElems = count; break;
+  }
+  /* (MPI_IN_PLACE at a reduce's root only: the other ranks send.) */
+  const int sendUsed =
+      c->call != BCAST && (!c->inPlace || (c->call == REDUCE && rank != c->root));
+  Buf s[2], r[2];
+  for (int k = 0; k < 2; ++k) {
+    s[k] = makeBuf(sendUsed ? sendElems * (size_t)ext : 0);
+    r[k] = makeBuf(recvElems * (size_t)(c->call == REDUCE_SCATTER_BLOCK || c->call == ALLREDUCE ||
+                                                c->call == REDUCE || c->call == BCAST
+                                            ? ext
+                                            : rext));
+  }
+  /* The inputs of this case on this rank. */
+  const uint32_t stream = seed * 2654435761u ^ (uint32_t)(rank + 1) * 40503u;
+  ++seed;
+  Buf in = sendUsed ? s[0] : r[0];
+  switch (c->call) {
+  case ALLREDUCE:
+  case REDUCE_SCATTER_BLOCK:
+  case ALLTOALL:
+    fillElements(data(in), c->type, ext, c->call == ALLREDUCE ? count : sendElems, stream | 1);
+    break;
+  case REDUCE:
+    /* In place: only the root's input is in recvbuf. */
+    if (c->inPlace && rank != c->root)
+      in = s[0];
+    fillElements(data(in), c->type, ext, count, stream | 1);
+    break;
+  case ALLGATHER:
+    /* In place: this rank's block of recvbuf. */
+    fillElements(data(in) + (c->inPlace ? (size_t)rank * rcount * (size_t)rext : 0), c->type,
+                 ext, count, stream | 1);
+    break;
+  case BCAST:
+    if (rank == c->root)
+      fillElements(data(in), c->type, ext, count, stream | 1);
+    break;
+  }
+  memcpy(s[1].mem, s[0].mem, s[0].bytes + 2 * GUARD);
+  memcpy(r[1].mem, r[0].mem, r[0].bytes + 2 * GUARD);
+  /* Zero counts pass NULL where a program may. */
+  for (int k = 0; k < 2; ++k) {
+    void *send = c->inPlace ? MPI_IN_PLACE : sendUsed && sendElems ? data(s[k]) : NULL;
+    if (c->call == REDUCE && c->inPlace && rank != c->root)
+      send = sendElems ? data(s[k]) : NULL;
+    void *recv = recvElems ? data(r[k]) : NULL;
+    if (c->call == REDUCE && c->inPlace && rank != c->root)
+      recv = NULL; /* not significant there */
+    int rc = issue(c, k, send, recv);
+    static int codes[2];
+    codes[k] = rc;
+    if (k == 1 && codes[0] != codes[1]) {
+      char what[128];
+      snprintf(what, sizeof what, "returned %d through the interposer and %d by Open MPI",
+               codes[0], codes[1]);
+      fail(c, what);
+    }
+  }
+  compare(c, "the send buffer", s[0], s[1]);
+  compare(c, "the receive buffer", r[0], r[1]);
+  for (int k = 0; k < 2; ++k) {
+    free(s[k].mem);
+    free(r[k].mem);
+  }
+}
+
+/*===--- The datatypes and ops ----------------------------------------===*/
+
+static Type reduced[] = {
+    {0, "MPI_FLOAT", REAL},           {0, "MPI_DOUBLE", REAL},
+    {0, "MPI_INT", INTEGER},          {0, "MPI_INT32_T", INTEGER},
+    {0, "MPI_UNSIGNED", INTEGER},     {0, "MPI_UINT32_T", INTEGER},
+    {0, "MPI_LONG", INTEGER},         {0, "MPI_LONG_LONG", INTEGER},
+    {0, "MPI_INT64_T", INTEGER},      {0, "MPI_UNSIGNED_LONG", INTEGER},
+    {0, "MPI_UNSIGNED_LONG_LONG", INTEGER}, {0, "MPI_UINT64_T", INTEGER},
+    {0, "MPI_INT8_T", INTEGER},       {0, "MPI_UINT8_T", INTEGER},
+    {0, "MPI_SIGNED_CHAR", INTEGER},  {0, "MPI_UNSIGNED_CHAR", INTEGER},
+    /* Not reduced by Coll: these fall back. */
+    {0, "MPI_SHORT", INTEGER},        {0, "MPI_UNSIGNED_SHORT", INTEGER},
+    {0, "MPI_INT16_T", INTEGER},      {0, "MPI_LONG_DOUBLE", REAL},
+};
+enum { NumReduced = sizeof reduced / sizeof reduced[0] };
+
+static void initTypes(void) {
+  MPI_Datatype t[] = {MPI_FLOAT,     MPI_DOUBLE,         MPI_INT,
+                      MPI_INT32_T,   MPI_UNSIGNED,       MPI_UINT32_T,
+                      MPI_LONG,      MPI_LONG_LONG,      MPI_INT64_T,
+                      MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_UINT64_T,
+                      MPI_INT8_T,    MPI_UINT8_T,        MPI_SIGNED_CHAR,
+                      MPI_UNSIGNED_CHAR, MPI_SHORT,      MPI_UNSIGNED_SHORT,
+                      MPI_INT16_T,   MPI_LONG_DOUBLE};
+  for (int i = 0; i < NumReduced; ++i)
+    reduced[i].type = t[i];
+}
+
+/* A user-defined op: element-wise sum of ints (commutative) and a
+ * non-commutative one (a - b folded left to right: order matters). */
+static void userSum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  for (int i = 0; i < *len; ++i)
+    ((int *)inout)[i] += ((int *)in)[i];
+}
+static void userFirst(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  for (int i = 0; i < *len; ++i)
+    ((int *)inout)[i] = ((int *)in)[i] * 3 + ((int *)inout)[i];
+}
+
+/*===--- The sweep ----------------------------------------------------===*/
+
+static MPI_Comm comms[2];
+static const char *commNames[2];
+static int turn;
+
+/* The next of the two communicators, used alternately. */
+static void useNext(Case *c) {
+  c->comm = comms[turn];
+  c->commName = commNames[turn];
+  turn ^= 1;
+}
+
+static void reductions(void) {
+  struct {
+    MPI_Op op;
+    const char *name;
+  } ops[] = {{MPI_SUM, "MPI_SUM"}, {MPI_PROD, "MPI_PROD"}, {MPI_MIN, "MPI_MIN"},
+             {MPI_MAX, "MPI_MAX"}};
+  /* 67: past the count from which Open MPI's vectorized ops run. */
+  const int counts[] = {0, 1, 7, 13, 67};
+  const enum Call calls[] = {ALLREDUCE, REDUCE, REDUCE_SCATTER_BLOCK};
+  for (int t = 0; t < NumReduced; ++t)
+    for (int o = 0; o < 4; ++o)
+      for (int k = 0; k < 3; ++k)
+        for (int ci = 0; ci < 5; ++ci)
+          for (int inPlace = 0; inPlace < 2; ++inPlace) {
+            Case c = {calls[k], &reduced[t], NULL, ops[o].op, ops[o].name, counts[ci], 0, 0,
+                      inPlace, 0, 0};
+            useNext(&c);
+            int size = 0;
+            MPI_Comm_size(c.comm, &size);
+            if (c.call == REDUCE) {
+              /* roots 0, middle and last, in turn */
+              c.root = (t + o + ci) % 3 == 0 ? 0 : (t + o + ci) % 3 == 1 ? size / 2 : size - 1;
+            }
+            runCase(&c);
+          }
+}
+
+/* Ops and types Coll does not reduce, which go to Open MPI. */
+static void fallbackReductions(void) {
+  MPI_Op user, userNc;
+  MPI_Op_create(userSum, 1, &user);
+  MPI_Op_create(userFirst, 0, &userNc);
+  static Type intT = {0, "MPI_INT", INTEGER}, boolT = {0, "MPI_C_BOOL", BOOL},
+              pairT = {0, "MPI_2INT", PAIR_INT}, dpairT = {0, "MPI_DOUBLE_INT", PAIR_DOUBLE_INT},
+              cplxT = {0, "MPI_C_DOUBLE_COMPLEX", COMPLEX}, contigT = {0, "contiguous(2, MPI_INT)", INTEGER},
+              charT = {0, "MPI_UNSIGNED_CHAR", INTEGER};
+  intT.type = MPI_INT;
+  boolT.type = MPI_C_BOOL;
+  pairT.type = MPI_2INT;
+  dpairT.type = MPI_DOUBLE_INT;
+  cplxT.type = MPI_C_DOUBLE_COMPLEX;
+  charT.type = MPI_UNSIGNED_CHAR;
+  MPI_Type_contiguous(2, MPI_INT, &contigT.type);
+  MPI_Type_commit(&contigT.type);
+  struct {
+    const Type *type;
+    MPI_Op op;
+    const char *name;
+  } mixes[] = {
+      {&intT, MPI_BAND, "MPI_BAND"},     {&intT, MPI_BOR, "MPI_BOR"},
+      {&intT, MPI_BXOR, "MPI_BXOR"},     {&intT, MPI_LAND, "MPI_LAND"},
+      {&intT, MPI_LOR, "MPI_LOR"},       {&intT, MPI_LXOR, "MPI_LXOR"},
+      {&charT, MPI_BAND, "MPI_BAND"},    {&boolT, MPI_LAND, "MPI_LAND"},
+      {&boolT, MPI_LOR, "MPI_LOR"},      {&pairT, MPI_MAXLOC, "MPI_MAXLOC"},
+      {&pairT, MPI_MINLOC, "MPI_MINLOC"}, {&dpairT, MPI_MAXLOC, "MPI_MAXLOC"},
+      {&cplxT, MPI_SUM, "MPI_SUM"},      {&intT, user, "a user op"},
+      {&intT, userNc, "a non-commutative user op"}, {&contigT, MPI_SUM, "MPI_SUM"},
+  };
+  const int counts[] = {0, 1, 13, 67};
+  const enum Call calls[] = {ALLREDUCE, REDUCE, REDUCE_SCATTER_BLOCK};
+  for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; ++m)
+    for (int k = 0; k < 3; ++k)
+      for (int ci = 0; ci < 4; ++ci)
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          Case c = {calls[k], mixes[m].type, NULL, mixes[m].op, mixes[m].name, counts[ci], 0, 0,
+                    inPlace, 0, 0};
+          useNext(&c);
+          int size = 0;
+          MPI_Comm_size(c.comm, &size);
+          c.root = c.call == REDUCE ? (int)(m + (size_t)ci) % size : 0;
+          runCase(&c);
+        }
+  MPI_Op_free(&user);
+  MPI_Op_free(&userNc);
+  MPI_Type_free(&contigT.type);
+}
+
+/* Allgather, alltoall and bcast: every kind of datatype (Coll moves
+ * predefined ones as bytes; derived ones go to Open MPI). */
+static void dataMovement(void) {
+  static Type byteT = {0, "MPI_BYTE", INTEGER}, charT = {0, "MPI_CHAR", INTEGER},
+              intT = {0, "MPI_INT", INTEGER}, dblT = {0, "MPI_DOUBLE", REAL},
+              shortT = {0, "MPI_SHORT", INTEGER}, ldT = {0, "MPI_LONG_DOUBLE", REAL},
+              boolT = {0, "MPI_C_BOOL", BOOL}, pairT = {0, "MPI_2INT", PAIR_INT},
+              contigT = {0, "contiguous(3, MPI_INT)", INTEGER},
+              vecT = {0, "vector(2, 1, 2, MPI_INT)", INTEGER},
+              resizedT = {0, "MPI_INT resized to 8 bytes", INTEGER};
+  byteT.type = MPI_BYTE;
+  charT.type = MPI_CHAR;
+  intT.type = MPI_INT;
+  dblT.type = MPI_DOUBLE;
+  shortT.type = MPI_SHORT;
+  ldT.type = MPI_LONG_DOUBLE;
+  boolT.type = MPI_C_BOOL;
+  pairT.type = MPI_2INT;
+  MPI_Type_contiguous(3, MPI_INT, &contigT.type);
+  MPI_Type_commit(&contigT.type);
+  /* Gaps inside an element and between elements: they must stay as they were. */
+  MPI_Type_vector(2, 1, 2, MPI_INT, &vecT.type);
+  MPI_Type_commit(&vecT.type);
+  MPI_Type_create_resized(MPI_INT, 0, 8, &resizedT.type);
+  MPI_Type_commit(&resizedT.type);
+  const Type *types[] = {&byteT, &charT, &intT, &dblT, &shortT, &ldT,
+                         &boolT, &pairT, &contigT, &vecT, &resizedT};
+  const int counts[] = {0, 1, 7, 13, 1021};
+  const enum Call calls[] = {ALLGATHER, ALLTOALL, BCAST};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t)
+    for (int k = 0; k < 3; ++k)
+      for (int ci = 0; ci < 5; ++ci)
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          if (calls[k] == BCAST && inPlace)
+            continue; /* in place by definition */
+          Case c = {calls[k], types[t], NULL, 0, NULL, counts[ci], counts[ci], 0, inPlace, 0, 0};
+          useNext(&c);
+          int size = 0;
+          MPI_Comm_size(c.comm, &size);
+          if (c.call == BCAST)
+            for (int root = 0; root < size; ++root) {
+              c.root = root;
+              runCase(&c);
+            }
+          else
+            runCase(&c);
+        }
+  /* Send and receive types that differ with the same bytes. */
+  const struct {
+    const Type *s, *r;
+    int scount, rcount;
+  } pairs[] = {{&intT, &byteT, 5, 20}, {&byteT, &intT, 28, 7}, {&contigT, &intT, 3, 9},
+               {&intT, &contigT, 9, 3}, {&intT, &vecT, 4, 2}};
+  for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; ++p)
+    for (int k = 0; k < 2; ++k) {
+      Case c = {calls[k], pairs[p].s, pairs[p].r, 0, NULL, pairs[p].scount, pairs[p].rcount, 0, 0,
+                0, 0};
+      useNext(&c);
+      runCase(&c);
+    }
+  MPI_Type_free(&contigT.type);
+  MPI_Type_free(&vecT.type);
+  MPI_Type_free(&resizedT.type);
+}
+
+/* Sizes where Coll's larger algorithms run (a few MiB in all). */
+static void large(void) {
+  static Type fT = {0, "MPI_FLOAT", REAL}, iT = {0, "MPI_INT", INTEGER},
+              bT = {0, "MPI_BYTE", INTEGER}, dT = {0, "MPI_DOUBLE", REAL};
+  fT.type = MPI_FLOAT;
+  iT.type = MPI_INT;
+  bT.type = MPI_BYTE;
+  dT.type = MPI_DOUBLE;
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int big = 1 << 20; /* elements of a buffer: 4 MiB of floats */
+  const int prime = 65521;
+  for (int inPlace = 0; inPlace < 2; ++inPlace) {
+    Case cases[] = {
+        {ALLREDUCE, &fT, NULL, MPI_SUM, "MPI_SUM", big, 0, 0, inPlace, 0, 0},
+        {ALLREDUCE, &iT, NULL, MPI_MAX, "MPI_MAX", prime, 0, 0, inPlace, 0, 0},
+        {REDUCE, &dT, NULL, MPI_SUM, "MPI_SUM", prime, 0, size - 1, inPlace, 0, 0},
+        {REDUCE, &iT, NULL, MPI_PROD, "MPI_PROD", big / 4, 0, size / 2, inPlace, 0, 0},
+        {REDUCE_SCATTER_BLOCK, &fT, NULL, MPI_SUM, "MPI_SUM", big / 4, 0, 0, inPlace, 0, 0},
+        {REDUCE_SCATTER_BLOCK, &iT, NULL, MPI_MIN, "MPI_MIN", prime, 0, 0, inPlace, 0, 0},
+        {ALLGATHER, &bT, NULL, 0, NULL, big / 2 + 1, big / 2 + 1, 0, inPlace, 0, 0},
+        {ALLTOALL, &iT, NULL, 0, NULL, prime, prime, 0, inPlace, 0, 0},
+        {BCAST, &bT, NULL, 0, NULL, 4 * big + 3, 0, size - 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+      if (cases[i].call == BCAST && inPlace)
+        continue;
+      useNext(&cases[i]);
+      runCase(&cases[i]);
+    }
+  }
+}
+
+/* A duplicate freed between calls and made again, and MPI_COMM_WORLD. */
+static void freedBetweenCalls(void) {
+  static Type iT = {0, "MPI_INT", INTEGER};
+  iT.type = MPI_INT;
+  for (int round = 0; round < 3; ++round) {
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    Case cs[] = {
+        {ALLREDUCE, &iT, NULL, MPI_SUM, "MPI_SUM", 7 + round, 0, 0, round & 1, dup, "a fresh dup"},
+        {REDUCE_SCATTER_BLOCK, &iT, NULL, MPI_SUM, "MPI_SUM", 5, 0, 0, 1, dup, "a fresh dup"},
+        {BCAST, &iT, NULL, 0, NULL, 11, 0, round % 2, 0, dup, "a fresh dup"},
+        {ALLGATHER, &iT, NULL, 0, NULL, 3, 3, 0, 0, MPI_COMM_WORLD, "MPI_COMM_WORLD"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i)
+      runCase(&cs[i]);
+    MPI_Comm_free(&dup);
+  }
+}
+
+/* Every kind of call once, compared (the fault mode's later calls). */
+static void everyKind(int i) {
+  static Type iT = {0, "MPI_INT", INTEGER}, fT = {0, "MPI_FLOAT", REAL},
+              bT = {0, "MPI_BYTE", INTEGER};
+  iT.type = MPI_INT;
+  fT.type = MPI_FLOAT;
+  bT.type = MPI_BYTE;
+  int size = 0;
+  MPI_Comm_size(comms[0], &size);
+  Case cs[] = {
+      {ALLREDUCE, &fT, NULL, MPI_SUM, "MPI_SUM", 1 + i % 37, 0, 0, i & 1, 0, 0},
+      {REDUCE, &iT, NULL, MPI_MAX, "MPI_MAX", 5 + i, 0, i % size, i & 1, 0, 0},
+      {REDUCE_SCATTER_BLOCK, &iT, NULL, MPI_SUM, "MPI_SUM", 3 + i % 5, 0, 0, i & 1, 0, 0},
+      {ALLGATHER, &bT, NULL, 0, NULL, 9 + i, 9 + i, 0, i & 1, 0, 0},
+      {ALLTOALL, &iT, NULL, 0, NULL, 2 + i % 3, 2 + i % 3, 0, i & 1, 0, 0},
+      {BCAST, &bT, NULL, 0, NULL, 100 + i, 0, (i + 1) % size, 0, 0, 0},
+  };
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
+    cs[k].comm = comms[0];
+    cs[k].commName = commNames[0];
+    runCase(&cs[k]);
+  }
+}
+
+/* The planted failure: the last rank enters one allreduce later than the
+ * watchdog period; every rank's call must fail, and every later call be
+ * right. */
+static void fault(void) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comms[0], &rank);
+  MPI_Comm_size(comms[0], &size);
+  const char *ms = getenv("COLL_WATCHDOG_MS");
+  long watchdog = ms ? atol(ms) : 0;
+  if (watchdog <= 0 || watchdog > 60000) {
+    fprintf(stderr, "rank %d: FAIL the fault mode needs COLL_WATCHDOG_MS (1..60000)\n", worldRank);
+    ++failures;
+    return;
+  }
+  for (int i = 0; i < 3; ++i)
+    everyKind(i); /* on Coll */
+  float x[64], y[64];
+  for (int i = 0; i < 64; ++i)
+    x[i] = (float)(rank + i);
+  if (rank == size - 1)
+    usleep((useconds_t)(watchdog * 1000 * 2 + 500000));
+  ++checks;
+  int rc = MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, comms[0]);
+  if (rc == MPI_SUCCESS) {
+    fprintf(stderr, "rank %d: FAIL the planted failure: MPI_Allreduce returned MPI_SUCCESS\n",
+            worldRank);
+    ++failures;
+  } else {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_OTHER) {
+      fprintf(stderr, "rank %d: FAIL the planted failure returned class %d, not MPI_ERR_OTHER\n",
+              worldRank, cls);
+      ++failures;
+    }
+  }
+  for (int i = 0; i < 100; ++i)
+    everyKind(i);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const char *mode = argc > 1 ? argv[1] : "calls";
+  initTypes();
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* Two communicators used alternately: a duplicate of MPI_COMM_WORLD and,
+   * with more than 2 ranks, a split of it into two halves numbered
+   * backwards (else a split of one color, also backwards). */
+  MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
+  commNames[0] = "a dup of MPI_COMM_WORLD";
+  MPI_Comm_split(MPI_COMM_WORLD, size > 2 ? worldRank % 2 : 0, -worldRank, &comms[1]);
+  commNames[1] = size > 2 ? "a split of MPI_COMM_WORLD by rank parity, backwards"
+                          : "a split of MPI_COMM_WORLD, backwards";
+  for (int i = 0; i < 2; ++i)
+    MPI_Comm_set_errhandler(comms[i], MPI_ERRORS_RETURN);
+  if (strcmp(mode, "calls") == 0) {
+    reductions();
+    fallbackReductions();
+    dataMovement();
+    large();
+    freedBetweenCalls();
+  } else if (strcmp(mode, "fault") == 0) {
+    fault();
+  } else {
+    fprintf(stderr, "usage: %s [calls|fault]\n", argv[0]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  for (int i = 0; i < 2; ++i)
+    MPI_Comm_free(&comms[i]);
+  int total = 0;
+  PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (failures == 0)
+    printf("rank %d: ok %d checks\n", worldRank, checks);
+  else
+    fprintf(stderr, "rank %d: %d of %d checks failed\n", worldRank, failures, checks);
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
