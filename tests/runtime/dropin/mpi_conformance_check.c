@@ -47,6 +47,8 @@ typedef struct {
   const char *name;
   enum Kind kind;
 } Type;
+/* A predefined datatype, named as written. */
+#define NAMED(t, kind) {t, #t, kind}
 
 typedef struct {
   enum Call call;
@@ -303,31 +305,19 @@ static void runCase(const Case *c) {
 /*===--- The datatypes and ops ----------------------------------------===*/
 
 static Type reduced[] = {
-    {0, "MPI_FLOAT", REAL},           {0, "MPI_DOUBLE", REAL},
-    {0, "MPI_INT", INTEGER},          {0, "MPI_INT32_T", INTEGER},
-    {0, "MPI_UNSIGNED", INTEGER},     {0, "MPI_UINT32_T", INTEGER},
-    {0, "MPI_LONG", INTEGER},         {0, "MPI_LONG_LONG", INTEGER},
-    {0, "MPI_INT64_T", INTEGER},      {0, "MPI_UNSIGNED_LONG", INTEGER},
-    {0, "MPI_UNSIGNED_LONG_LONG", INTEGER}, {0, "MPI_UINT64_T", INTEGER},
-    {0, "MPI_INT8_T", INTEGER},       {0, "MPI_UINT8_T", INTEGER},
-    {0, "MPI_SIGNED_CHAR", INTEGER},  {0, "MPI_UNSIGNED_CHAR", INTEGER},
+    NAMED(MPI_FLOAT, REAL),           NAMED(MPI_DOUBLE, REAL),
+    NAMED(MPI_INT, INTEGER),          NAMED(MPI_INT32_T, INTEGER),
+    NAMED(MPI_UNSIGNED, INTEGER),     NAMED(MPI_UINT32_T, INTEGER),
+    NAMED(MPI_LONG, INTEGER),         NAMED(MPI_LONG_LONG, INTEGER),
+    NAMED(MPI_INT64_T, INTEGER),      NAMED(MPI_UNSIGNED_LONG, INTEGER),
+    NAMED(MPI_UNSIGNED_LONG_LONG, INTEGER), NAMED(MPI_UINT64_T, INTEGER),
+    NAMED(MPI_INT8_T, INTEGER),       NAMED(MPI_UINT8_T, INTEGER),
+    NAMED(MPI_SIGNED_CHAR, INTEGER),  NAMED(MPI_UNSIGNED_CHAR, INTEGER),
     /* Not reduced by Coll: these fall back. */
-    {0, "MPI_SHORT", INTEGER},        {0, "MPI_UNSIGNED_SHORT", INTEGER},
-    {0, "MPI_INT16_T", INTEGER},      {0, "MPI_LONG_DOUBLE", REAL},
+    NAMED(MPI_SHORT, INTEGER),        NAMED(MPI_UNSIGNED_SHORT, INTEGER),
+    NAMED(MPI_INT16_T, INTEGER),      NAMED(MPI_LONG_DOUBLE, REAL),
 };
 enum { NumReduced = sizeof reduced / sizeof reduced[0] };
-
-static void initTypes(void) {
-  MPI_Datatype t[] = {MPI_FLOAT,     MPI_DOUBLE,         MPI_INT,
-                      MPI_INT32_T,   MPI_UNSIGNED,       MPI_UINT32_T,
-                      MPI_LONG,      MPI_LONG_LONG,      MPI_INT64_T,
-                      MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_UINT64_T,
-                      MPI_INT8_T,    MPI_UINT8_T,        MPI_SIGNED_CHAR,
-                      MPI_UNSIGNED_CHAR, MPI_SHORT,      MPI_UNSIGNED_SHORT,
-                      MPI_INT16_T,   MPI_LONG_DOUBLE};
-  for (int i = 0; i < NumReduced; ++i)
-    reduced[i].type = t[i];
-}
 
 /* A user-defined op: element-wise sum of ints (commutative) and a
  * non-commutative one (a - b folded left to right: order matters). */
@@ -387,16 +377,10 @@ static void fallbackReductions(void) {
   MPI_Op user, userNc;
   MPI_Op_create(userSum, 1, &user);
   MPI_Op_create(userFirst, 0, &userNc);
-  static Type intT = {0, "MPI_INT", INTEGER}, boolT = {0, "MPI_C_BOOL", BOOL},
-              pairT = {0, "MPI_2INT", PAIR_INT}, dpairT = {0, "MPI_DOUBLE_INT", PAIR_DOUBLE_INT},
-              cplxT = {0, "MPI_C_DOUBLE_COMPLEX", COMPLEX}, contigT = {0, "contiguous(2, MPI_INT)", INTEGER},
-              charT = {0, "MPI_UNSIGNED_CHAR", INTEGER};
-  intT.type = MPI_INT;
-  boolT.type = MPI_C_BOOL;
-  pairT.type = MPI_2INT;
-  dpairT.type = MPI_DOUBLE_INT;
-  cplxT.type = MPI_C_DOUBLE_COMPLEX;
-  charT.type = MPI_UNSIGNED_CHAR;
+  static Type intT = NAMED(MPI_INT, INTEGER), boolT = NAMED(MPI_C_BOOL, BOOL),
+              pairT = NAMED(MPI_2INT, PAIR_INT), dpairT = NAMED(MPI_DOUBLE_INT, PAIR_DOUBLE_INT),
+              cplxT = NAMED(MPI_C_DOUBLE_COMPLEX, COMPLEX), contigT = {0, "contiguous(2, MPI_INT)", INTEGER},
+              charT = NAMED(MPI_UNSIGNED_CHAR, INTEGER);
   MPI_Type_contiguous(2, MPI_INT, &contigT.type);
   MPI_Type_commit(&contigT.type);
   struct {
@@ -435,21 +419,13 @@ static void fallbackReductions(void) {
 /* Allgather, alltoall and bcast: every kind of datatype (Coll moves
  * predefined ones as bytes; derived ones go to Open MPI). */
 static void dataMovement(void) {
-  static Type byteT = {0, "MPI_BYTE", INTEGER}, charT = {0, "MPI_CHAR", INTEGER},
-              intT = {0, "MPI_INT", INTEGER}, dblT = {0, "MPI_DOUBLE", REAL},
-              shortT = {0, "MPI_SHORT", INTEGER}, ldT = {0, "MPI_LONG_DOUBLE", REAL},
-              boolT = {0, "MPI_C_BOOL", BOOL}, pairT = {0, "MPI_2INT", PAIR_INT},
+  static Type byteT = NAMED(MPI_BYTE, INTEGER), charT = NAMED(MPI_CHAR, INTEGER),
+              intT = NAMED(MPI_INT, INTEGER), dblT = NAMED(MPI_DOUBLE, REAL),
+              shortT = NAMED(MPI_SHORT, INTEGER), ldT = NAMED(MPI_LONG_DOUBLE, REAL),
+              boolT = NAMED(MPI_C_BOOL, BOOL), pairT = NAMED(MPI_2INT, PAIR_INT),
               contigT = {0, "contiguous(3, MPI_INT)", INTEGER},
               vecT = {0, "vector(2, 1, 2, MPI_INT)", INTEGER},
               resizedT = {0, "MPI_INT resized to 8 bytes", INTEGER};
-  byteT.type = MPI_BYTE;
-  charT.type = MPI_CHAR;
-  intT.type = MPI_INT;
-  dblT.type = MPI_DOUBLE;
-  shortT.type = MPI_SHORT;
-  ldT.type = MPI_LONG_DOUBLE;
-  boolT.type = MPI_C_BOOL;
-  pairT.type = MPI_2INT;
   MPI_Type_contiguous(3, MPI_INT, &contigT.type);
   MPI_Type_commit(&contigT.type);
   /* Gaps inside an element and between elements: they must stay as they were. */
@@ -499,12 +475,8 @@ static void dataMovement(void) {
 
 /* Sizes where Coll's larger algorithms run (a few MiB in all). */
 static void large(void) {
-  static Type fT = {0, "MPI_FLOAT", REAL}, iT = {0, "MPI_INT", INTEGER},
-              bT = {0, "MPI_BYTE", INTEGER}, dT = {0, "MPI_DOUBLE", REAL};
-  fT.type = MPI_FLOAT;
-  iT.type = MPI_INT;
-  bT.type = MPI_BYTE;
-  dT.type = MPI_DOUBLE;
+  static Type fT = NAMED(MPI_FLOAT, REAL), iT = NAMED(MPI_INT, INTEGER),
+              bT = NAMED(MPI_BYTE, INTEGER), dT = NAMED(MPI_DOUBLE, REAL);
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int big = 1 << 20; /* elements of a buffer: 4 MiB of floats */
@@ -532,8 +504,7 @@ static void large(void) {
 
 /* A duplicate freed between calls and made again, and MPI_COMM_WORLD. */
 static void freedBetweenCalls(void) {
-  static Type iT = {0, "MPI_INT", INTEGER};
-  iT.type = MPI_INT;
+  static Type iT = NAMED(MPI_INT, INTEGER);
   for (int round = 0; round < 3; ++round) {
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -552,11 +523,8 @@ static void freedBetweenCalls(void) {
 
 /* Every kind of call once, compared (the fault mode's later calls). */
 static void everyKind(int i) {
-  static Type iT = {0, "MPI_INT", INTEGER}, fT = {0, "MPI_FLOAT", REAL},
-              bT = {0, "MPI_BYTE", INTEGER};
-  iT.type = MPI_INT;
-  fT.type = MPI_FLOAT;
-  bT.type = MPI_BYTE;
+  static Type iT = NAMED(MPI_INT, INTEGER), fT = NAMED(MPI_FLOAT, REAL),
+              bT = NAMED(MPI_BYTE, INTEGER);
   int size = 0;
   MPI_Comm_size(comms[0], &size);
   Case cs[] = {
@@ -619,7 +587,6 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   const char *mode = argc > 1 ? argv[1] : "calls";
-  initTypes();
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   /* Two communicators used alternately: a duplicate of MPI_COMM_WORLD and,
