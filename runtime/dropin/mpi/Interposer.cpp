@@ -264,6 +264,10 @@ std::optional<interp::ReduceOp> reductionOp(MPI_Op op) {
 /// A predefined datatype's size, for calls that only move data; nullopt
 /// (with `why`) for derived types.
 std::optional<size_t> movableSize(MPI_Datatype t, std::string &why) {
+  if (t == MPI_DATATYPE_NULL) { // Open MPI's error, its handler called once
+    why = "MPI_DATATYPE_NULL (MPI reports the error)";
+    return std::nullopt;
+  }
   int ints = 0, addrs = 0, types = 0, combiner = 0;
   if (PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS ||
       combiner != MPI_COMBINER_NAMED) {
@@ -384,6 +388,10 @@ struct Reduction {
 };
 std::optional<Reduction> reductionFor(const char *name, int count, MPI_Datatype datatype,
                                       MPI_Op op) {
+  // Null handles: Open MPI's error, and its error handler called once (a
+  // query of them here would call it too).
+  if (datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL)
+    return std::nullopt;
   auto type = reductionType(datatype);
   auto red = reductionOp(op);
   // Where Open MPI's result is not the arithmetic one, the drop-in gives
@@ -421,6 +429,17 @@ std::optional<Reduction> reductionFor(const char *name, int count, MPI_Datatype 
   return std::nullopt;
 }
 
+/// Whether `sendbuf` is `recvbuf` without MPI_IN_PLACE, which MPI forbids
+/// and Open MPI reports (MPI_ERR_BUFFER for an allreduce): such calls go to
+/// it, said once.
+bool aliased(const char *name, const void *sendbuf, const void *recvbuf) {
+  if (sendbuf != recvbuf || sendbuf == MPI_IN_PLACE || !sendbuf)
+    return false;
+  fallback(name, "sendbuf and recvbuf are one buffer without MPI_IN_PLACE (MPI reports the "
+                 "error)");
+  return true;
+}
+
 /// The signature of MPI_Allgather and MPI_Alltoall.
 using BlockCall = int (*)(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
@@ -435,7 +454,7 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
               MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
               MPI_Comm comm) {
   const bool inPlace = sendbuf == MPI_IN_PLACE;
-  if (comm == MPI_COMM_NULL)
+  if (comm == MPI_COMM_NULL || aliased(name, sendbuf, recvbuf))
     return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   std::string why;
   auto rsize = movableSize(recvtype, why);
@@ -496,7 +515,9 @@ int MPI_Finalize(void) {
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   const char *name = "MPI_Allreduce";
-  auto reduction = comm != MPI_COMM_NULL ? reductionFor(name, count, datatype, op) : std::nullopt;
+  auto reduction = comm != MPI_COMM_NULL && !aliased(name, sendbuf, recvbuf)
+                       ? reductionFor(name, count, datatype, op)
+                       : std::nullopt;
   if (!reduction)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   Op o;
@@ -522,7 +543,10 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
   int size = 0, rank = 0;
   PMPI_Comm_size(comm, &size);
   PMPI_Comm_rank(comm, &rank);
-  auto reduction = reductionFor(name, count, datatype, op);
+  // (recvbuf matters at the root only.)
+  auto reduction = rank == root && aliased(name, sendbuf, recvbuf)
+                       ? std::nullopt
+                       : reductionFor(name, count, datatype, op);
   if (!reduction || root < 0 || root >= size)
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   Op o;
@@ -543,8 +567,9 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   const char *name = "MPI_Reduce_scatter_block";
-  auto reduction =
-      comm != MPI_COMM_NULL ? reductionFor(name, recvcount, datatype, op) : std::nullopt;
+  auto reduction = comm != MPI_COMM_NULL && !aliased(name, sendbuf, recvbuf)
+                       ? reductionFor(name, recvcount, datatype, op)
+                       : std::nullopt;
   if (!reduction)
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   Op o;

@@ -521,6 +521,126 @@ static void freedBetweenCalls(void) {
   }
 }
 
+/*===--- Erroneous calls ---------------------------------------------===*/
+
+/* Error handler invocations, by communicator (MPI_COMM_WORLD gets those
+ * of calls on MPI_COMM_NULL). */
+static int handled;
+static void countingHandler(MPI_Comm *comm, int *code, ...) {
+  (void)comm;
+  (void)code;
+  ++handled;
+}
+
+/* One erroneous call, made through the interposer and through Open MPI:
+ * the same error class, and the handler called as often. */
+typedef int (*ErrorCall)(int viaPmpi, MPI_Comm comm, int *buf, int *other);
+static void compareError(const char *what, ErrorCall call) {
+  int buf[2][64], other[2][64];
+  int rc[2], calls[2], cls[2];
+  for (int k = 0; k < 2; ++k) {
+    for (int i = 0; i < 64; ++i)
+      buf[k][i] = other[k][i] = i;
+    handled = 0;
+    rc[k] = call(k, comms[0], buf[k], other[k]);
+    calls[k] = handled;
+    MPI_Error_class(rc[k], &cls[k]);
+  }
+  ++checks;
+  if (cls[0] != cls[1] || calls[0] != calls[1]) {
+    ++failures;
+    fprintf(stderr,
+            "rank %d: FAIL %s on %s: error class %d and %d error handler calls through the "
+            "interposer, class %d and %d calls by Open MPI\n",
+            worldRank, what, commNames[0], cls[0], calls[0], cls[1], calls[1]);
+  } else if (memcmp(buf[0], buf[1], sizeof buf[0]) || memcmp(other[0], other[1], sizeof other[0])) {
+    ++failures;
+    fprintf(stderr, "rank %d: FAIL %s on %s: the buffers differ from Open MPI's\n", worldRank,
+            what, commNames[0]);
+  }
+}
+
+#define ERROR_CASE(name, expr)                                                                 \
+  static int name(int viaPmpi, MPI_Comm comm, int *buf, int *other) {                          \
+    int size = 0;                                                                              \
+    MPI_Comm_size(comm, &size);                                                                \
+    (void)buf, (void)other, (void)size;                                                        \
+    return viaPmpi ? P##expr : expr;                                                           \
+  }
+ERROR_CASE(allreduceNullType, MPI_Allreduce(buf, other, 4, MPI_DATATYPE_NULL, MPI_SUM, comm))
+ERROR_CASE(allreduceNullOp, MPI_Allreduce(buf, other, 4, MPI_INT, MPI_OP_NULL, comm))
+ERROR_CASE(allreduceNegative, MPI_Allreduce(buf, other, -1, MPI_INT, MPI_SUM, comm))
+ERROR_CASE(allreduceNullComm, MPI_Allreduce(buf, other, 4, MPI_INT, MPI_SUM, MPI_COMM_NULL))
+ERROR_CASE(allreduceAliased, MPI_Allreduce(buf, buf, 4, MPI_INT, MPI_SUM, comm))
+ERROR_CASE(reduceAliased, MPI_Reduce(buf, buf, 4, MPI_INT, MPI_SUM, 0, comm))
+ERROR_CASE(rsbAliased, MPI_Reduce_scatter_block(buf, buf, 2, MPI_INT, MPI_SUM, comm))
+ERROR_CASE(reduceRootLow, MPI_Reduce(buf, other, 4, MPI_INT, MPI_SUM, -1, comm))
+ERROR_CASE(reduceRootHigh, MPI_Reduce(buf, other, 4, MPI_INT, MPI_SUM, size, comm))
+ERROR_CASE(reduceNullType, MPI_Reduce(buf, other, 4, MPI_DATATYPE_NULL, MPI_SUM, 0, comm))
+ERROR_CASE(reduceNullComm, MPI_Reduce(buf, other, 4, MPI_INT, MPI_SUM, 0, MPI_COMM_NULL))
+ERROR_CASE(rsbNegative, MPI_Reduce_scatter_block(buf, other, -1, MPI_INT, MPI_SUM, comm))
+ERROR_CASE(rsbNullOp, MPI_Reduce_scatter_block(buf, other, 2, MPI_INT, MPI_OP_NULL, comm))
+ERROR_CASE(rsbNullType, MPI_Reduce_scatter_block(buf, other, 2, MPI_DATATYPE_NULL, MPI_SUM, comm))
+ERROR_CASE(allgatherNegative, MPI_Allgather(buf, -1, MPI_INT, other, 2, MPI_INT, comm))
+ERROR_CASE(allgatherNullType, MPI_Allgather(buf, 2, MPI_INT, other, 2, MPI_DATATYPE_NULL, comm))
+ERROR_CASE(alltoallNegative, MPI_Alltoall(buf, 2, MPI_INT, other, -1, MPI_INT, comm))
+ERROR_CASE(alltoallNullType, MPI_Alltoall(buf, 2, MPI_DATATYPE_NULL, other, 2, MPI_INT, comm))
+ERROR_CASE(bcastRootHigh, MPI_Bcast(buf, 4, MPI_INT, size, comm))
+ERROR_CASE(bcastNegative, MPI_Bcast(buf, -1, MPI_INT, 0, comm))
+ERROR_CASE(bcastNullType, MPI_Bcast(buf, 4, MPI_DATATYPE_NULL, 0, comm))
+ERROR_CASE(bcastNullComm, MPI_Bcast(buf, 4, MPI_INT, 0, MPI_COMM_NULL))
+
+static MPI_Datatype uncommitted;
+ERROR_CASE(bcastUncommitted, MPI_Bcast(buf, 2, uncommitted, 0, comm))
+
+/* Erroneous arguments: Open MPI's checks and error handler, through the
+ * interposer as without it (a program's error tests). Not here: NULL
+ * buffers with a count, an aliased allgather, an allgather on MPI_COMM_NULL
+ * (Open MPI 4.1 crashes or may),
+ * an aliased alltoall (Open MPI runs it, with a result that depends on
+ * its timing). */
+static void errors(void) {
+  MPI_Errhandler counting;
+  MPI_Comm_create_errhandler(countingHandler, &counting);
+  MPI_Comm_set_errhandler(comms[0], counting);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, counting);
+  MPI_Type_contiguous(2, MPI_INT, &uncommitted);
+  const struct {
+    const char *what;
+    ErrorCall call;
+  } cases[] = {
+      {"MPI_Allreduce of MPI_DATATYPE_NULL", allreduceNullType},
+      {"MPI_Allreduce with MPI_OP_NULL", allreduceNullOp},
+      {"MPI_Allreduce of count -1", allreduceNegative},
+      {"MPI_Allreduce on MPI_COMM_NULL", allreduceNullComm},
+      {"MPI_Allreduce with sendbuf == recvbuf", allreduceAliased},
+      {"MPI_Reduce with sendbuf == recvbuf at the root", reduceAliased},
+      {"MPI_Reduce_scatter_block with sendbuf == recvbuf", rsbAliased},
+      {"MPI_Reduce to root -1", reduceRootLow},
+      {"MPI_Reduce to root size", reduceRootHigh},
+      {"MPI_Reduce of MPI_DATATYPE_NULL", reduceNullType},
+      {"MPI_Reduce on MPI_COMM_NULL", reduceNullComm},
+      {"MPI_Reduce_scatter_block of count -1", rsbNegative},
+      {"MPI_Reduce_scatter_block with MPI_OP_NULL", rsbNullOp},
+      {"MPI_Reduce_scatter_block of MPI_DATATYPE_NULL", rsbNullType},
+      {"MPI_Allgather of sendcount -1", allgatherNegative},
+      {"MPI_Allgather into MPI_DATATYPE_NULL", allgatherNullType},
+      {"MPI_Alltoall of recvcount -1", alltoallNegative},
+      {"MPI_Alltoall of MPI_DATATYPE_NULL", alltoallNullType},
+      {"MPI_Bcast from root size", bcastRootHigh},
+      {"MPI_Bcast of count -1", bcastNegative},
+      {"MPI_Bcast of MPI_DATATYPE_NULL", bcastNullType},
+      {"MPI_Bcast on MPI_COMM_NULL", bcastNullComm},
+      {"MPI_Bcast of an uncommitted datatype", bcastUncommitted},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    compareError(cases[i].what, cases[i].call);
+  MPI_Type_free(&uncommitted);
+  MPI_Comm_set_errhandler(comms[0], MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Errhandler_free(&counting);
+}
+
 /* Every kind of call once, compared (the fault mode's later calls). */
 static void everyKind(int i) {
   static Type iT = NAMED(MPI_INT, INTEGER), fT = NAMED(MPI_FLOAT, REAL),
@@ -605,6 +725,7 @@ int main(int argc, char **argv) {
     dataMovement();
     large();
     freedBetweenCalls();
+    errors();
   } else if (strcmp(mode, "fault") == 0) {
     fault();
   } else {
