@@ -118,7 +118,7 @@ struct Entry {
   /// The Coll communicator stays until MPI_Comm_free (peers may still map
   /// its shared memory).
   bool retired = false;
-  /// In-place MPI_Reduce_scatter_block's input, which Coll reads from here
+  /// In-place MPI_Reduce_scatter_block's result, which Coll writes here
   /// so that recvbuf past the result keeps its contents (as Open MPI does).
   std::vector<char> scratch;
 };
@@ -584,21 +584,21 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     o.send = recvbuf;
   Entry *entry = nullptr;
   Communicator *c = collFor(name, comm, o, entry);
+  const size_t resultBytes = o.count * interp::dataTypeSize(o.type);
   if (c && inPlace) {
     // MPI_IN_PLACE: the input is all of recvbuf and the result its first
     // recvcount elements; the rest of recvbuf keeps its contents, as Open
     // MPI and MPICH leave it (the standard does not say; programs check).
-    // Coll reads a copy of the input, and writes the result alone.
-    const size_t bytes = o.count * interp::dataTypeSize(o.type) * size_t(c->nranks());
-    entry->scratch.resize(std::max(entry->scratch.size(), bytes));
-    std::memcpy(entry->scratch.data(), recvbuf, bytes);
-    o.send = entry->scratch.data();
+    // Coll runs it out of place, reading recvbuf (which it does not write)
+    // into scratch, and the result is copied to the start of recvbuf.
+    entry->scratch.resize(std::max(entry->scratch.size(), resultBytes));
+    o.recv = entry->scratch.data();
   }
   int result = MPI_SUCCESS;
   const Outcome outcome = c ? runOn(name, comm, *c, *entry, o, /*rerun=*/true, result)
                             : Outcome::Fallback;
-  if (outcome == Outcome::Stopped && inPlace) // the input Open MPI reads
-    std::memcpy(recvbuf, entry->scratch.data(), o.count * interp::dataTypeSize(o.type));
+  if (outcome == Outcome::Ran && inPlace && resultBytes)
+    std::memcpy(recvbuf, entry->scratch.data(), resultBytes);
   if (over(outcome))
     return result;
   return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
