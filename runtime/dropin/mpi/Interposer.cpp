@@ -124,6 +124,7 @@ struct Entry {
 };
 
 std::mutex stateMutex;
+MPI_Comm packComm = MPI_COMM_NULL; ///< packingComm()
 int keyval = MPI_KEYVAL_INVALID;
 std::set<Entry *> live; ///< every entry, destroyed at MPI_Finalize at the latest
 
@@ -232,6 +233,8 @@ void destroyAll() {
     PMPI_Comm_free_keyval(&keyval);
     keyval = MPI_KEYVAL_INVALID;
   }
+  if (packComm != MPI_COMM_NULL)
+    PMPI_Comm_free(&packComm);
 }
 
 //===----------------------------------------------------------------------===//
@@ -261,28 +264,110 @@ std::optional<interp::ReduceOp> reductionOp(MPI_Op op) {
   return std::nullopt;
 }
 
-/// A predefined datatype's size, for calls that only move data; nullopt
-/// (with `why`) for derived types.
-std::optional<size_t> movableSize(MPI_Datatype t, std::string &why) {
+/// MPI_COMM_SELF's duplicate with MPI_ERRORS_RETURN, for PMPI_Pack and
+/// PMPI_Unpack: an error there (a datatype not committed) is for the
+/// drop-in to see, not for the program's error handler. Made at first use.
+MPI_Comm packingComm() {
+  std::lock_guard<std::mutex> lock(stateMutex);
+  if (packComm == MPI_COMM_NULL && PMPI_Comm_dup(MPI_COMM_SELF, &packComm) == MPI_SUCCESS)
+    PMPI_Comm_set_errhandler(packComm, MPI_ERRORS_RETURN);
+  return packComm;
+}
+
+/// How the calls that only move data (allgather, alltoall, bcast) move
+/// elements of a datatype: as `size` bytes each, read and written in place
+/// where they lie without gaps from the buffer's start, else packed into
+/// contiguous bytes and unpacked (`packed`: PMPI_Pack, PMPI_Unpack). Every
+/// committed datatype moves, so that the decision depends on the bytes
+/// alone: MPI lets ranks pass different datatypes with the same type
+/// signature (MPICH's coll tests do, a vector on the root and a contiguous
+/// type elsewhere), and they must all take Coll, or all Open MPI.
+struct Movable {
+  size_t size = 0;
+  bool packed = false;
+};
+std::optional<Movable> movable(MPI_Datatype t, std::string &why) {
   if (t == MPI_DATATYPE_NULL) { // Open MPI's error, its handler called once
     why = "MPI_DATATYPE_NULL (MPI reports the error)";
     return std::nullopt;
   }
   int ints = 0, addrs = 0, types = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS ||
-      combiner != MPI_COMBINER_NAMED) {
-    why = "a derived datatype";
+  if (PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS) {
+    why = "an invalid datatype (MPI reports the error)";
     return std::nullopt;
   }
   int size = 0;
-  MPI_Aint lb = 0, extent = 0;
+  MPI_Aint lb = 0, extent = 0, trueLb = 0, trueExtent = 0;
   PMPI_Type_size(t, &size);
   PMPI_Type_get_extent(t, &lb, &extent);
-  if (size <= 0 || lb != 0 || extent != size) {
-    why = "a datatype with gaps or a lower bound";
-    return std::nullopt;
+  PMPI_Type_get_true_extent(t, &trueLb, &trueExtent);
+  if (combiner != MPI_COMBINER_NAMED) {
+    // Committed? Packing none of it says (MPI_ERR_TYPE otherwise).
+    char none = 0;
+    int position = 0;
+    MPI_Comm self = packingComm();
+    if (self == MPI_COMM_NULL ||
+        PMPI_Pack(&none, 0, t, &none, 0, &position, self) != MPI_SUCCESS) {
+      why = "a datatype MPI does not take (not committed: MPI reports the error)";
+      return std::nullopt;
+    }
   }
-  return static_cast<size_t>(size);
+  Movable m;
+  m.size = static_cast<size_t>(std::max(size, 0));
+  m.packed = !(lb == 0 && trueLb == 0 && extent == size && trueExtent == size);
+  return m;
+}
+
+/// A buffer of `count` elements of a datatype that Coll moves as bytes:
+/// the buffer itself, or (Movable::packed) its bytes packed into `bytes`.
+struct Staged {
+  void *buffer = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  bool packed = false;
+  std::vector<char> bytes;
+
+  /// Where Coll reads or writes the elements' bytes (`total` of them).
+  void *at(size_t total) {
+    if (!packed)
+      return buffer;
+    bytes.resize(total);
+    return bytes.data();
+  }
+  /// The elements into `bytes`; false where MPI refuses.
+  bool pack(size_t total) {
+    if (!packed || !total)
+      return true;
+    bytes.resize(total);
+    int position = 0;
+    return PMPI_Pack(buffer, count, type, bytes.data(), static_cast<int>(total), &position,
+                     packingComm()) == MPI_SUCCESS;
+  }
+  /// `bytes` back into the elements.
+  bool unpack() {
+    if (!packed || bytes.empty())
+      return true;
+    int position = 0;
+    return PMPI_Unpack(bytes.data(), static_cast<int>(bytes.size()), &position, buffer, count,
+                       type, packingComm()) == MPI_SUCCESS;
+  }
+};
+
+/// Whether `s` is to be packed but lies in device memory, which the drop-in
+/// does not pack (Open MPI, CUDA-aware or not, decides).
+bool onDevice(const Staged &s, const char *name) {
+  if (!s.packed || !s.buffer || !isDevicePointer(s.buffer))
+    return false;
+  fallback(name, "a datatype with gaps on device buffers");
+  return true;
+}
+
+/// Whether `bytes` can be packed (MPI counts bytes in an int).
+bool packable(const Movable &m, size_t bytes, const char *name) {
+  if (!m.packed || bytes <= static_cast<size_t>(INT_MAX))
+    return true;
+  fallback(name, "a datatype with gaps, over 2 GiB to pack");
+  return false;
 }
 
 const char *typeName(MPI_Datatype t) {
@@ -446,10 +531,9 @@ using BlockCall = int (*)(const void *sendbuf, int sendcount, MPI_Datatype sendt
 
 /// MPI_Allgather (`kind` AllGather) or MPI_Alltoall (AllToAll), which send
 /// each peer one block and receive `recvcount` elements from each: on Coll,
-/// as bytes, where the datatypes are predefined, the count is not negative
-/// and a send block has as many bytes as a receive block (MPI_IN_PLACE: the
-/// blocks to send are in recvbuf); else by `mpi`, the PMPI call, after
-/// fallback has said why.
+/// as bytes (Movable), where the count is not negative and a send block has
+/// as many bytes as a receive block (MPI_IN_PLACE: the blocks to send are
+/// in recvbuf); else by `mpi`, the PMPI call, after fallback has said why.
 int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf, int sendcount,
               MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
               MPI_Comm comm) {
@@ -457,36 +541,60 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
   if (comm == MPI_COMM_NULL || aliased(name, sendbuf, recvbuf))
     return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   std::string why;
-  auto rsize = movableSize(recvtype, why);
-  std::optional<size_t> ssize = inPlace ? rsize : movableSize(sendtype, why);
-  if (!rsize || !ssize || !countOk(recvcount, name) ||
-      (!inPlace && *ssize * size_t(std::max(sendcount, 0)) != *rsize * size_t(recvcount))) {
-    if (rsize && ssize && recvcount >= 0)
+  auto rtype = movable(recvtype, why);
+  std::optional<Movable> stype = inPlace ? rtype : movable(sendtype, why);
+  if (!rtype || !stype || !countOk(recvcount, name) ||
+      (!inPlace && stype->size * size_t(std::max(sendcount, 0)) !=
+                       rtype->size * size_t(recvcount))) {
+    if (rtype && stype && recvcount >= 0)
       why = "send and receive sizes differ (MPI reports the error)";
     if (recvcount >= 0)
       fallback(name, why);
     return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   }
-  Op o;
-  o.kind = kind;
-  o.type = interp::DataType::Uint8;
-  o.count = static_cast<size_t>(recvcount) * *rsize;
-  o.recv = recvbuf;
-  o.send = sendbuf;
   int rank = 0, size = 0;
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
-  // MPI_IN_PLACE (allgather): the block to send is this rank's own block of
-  // recvbuf, which Coll does not change. (Alltoall: the data to send is in
-  // recvbuf, and Coll reads a copy, below.)
-  if (inPlace && kind == OpKind::AllGather)
-    o.send = static_cast<char *>(recvbuf) + static_cast<size_t>(rank) * o.count;
+  const size_t n = static_cast<size_t>(size);
+  const size_t block = static_cast<size_t>(recvcount) * rtype->size;
+  const bool allToAll = kind == OpKind::AllToAll;
+  if (!packable(*rtype, block * n, name) || !packable(*stype, block * n, name))
+    return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  Op o;
+  o.kind = kind;
+  o.type = interp::DataType::Uint8;
+  o.count = block;
+  // What this rank sends: sendbuf, or with MPI_IN_PLACE recvbuf's own block
+  // (allgather) or all of recvbuf (alltoall). Coll reads its bytes in
+  // place, or packed.
+  MPI_Aint lb = 0, rextent = 0;
+  PMPI_Type_get_extent(recvtype, &lb, &rextent);
+  Staged in{const_cast<void *>(sendbuf), allToAll ? sendcount * size : sendcount, sendtype,
+            stype->packed, {}};
+  if (inPlace) {
+    in.buffer = allToAll ? recvbuf
+                         : static_cast<char *>(recvbuf) +
+                               static_cast<MPI_Aint>(rank) * recvcount * rextent;
+    in.count = allToAll ? recvcount * size : recvcount;
+    in.type = recvtype;
+  }
+  Staged out{recvbuf, recvcount * size, recvtype, rtype->packed, {}};
+  if (onDevice(in, name) || onDevice(out, name))
+    return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  o.send = in.at(allToAll ? block * n : block);
+  o.recv = out.at(block * n);
   Entry *entry = nullptr;
   Communicator *c = collFor(name, comm, o, entry);
   std::vector<char> copy;
-  if (c && inPlace && kind == OpKind::AllToAll) {
-    copy.assign(static_cast<char *>(recvbuf),
-                static_cast<char *>(recvbuf) + o.count * static_cast<size_t>(size));
+  if (c && !in.pack(allToAll ? block * n : block)) {
+    fallback(name, "PMPI_Pack failed");
+    c = nullptr;
+  }
+  o.send = in.packed ? in.bytes.data() : o.send;
+  if (c && inPlace && allToAll && !in.packed) {
+    // In place, the blocks that arrive overwrite what is still to be
+    // sent: Coll reads a copy.
+    copy.assign(static_cast<char *>(recvbuf), static_cast<char *>(recvbuf) + block * n);
     o.send = copy.data();
   }
   int result = MPI_SUCCESS;
@@ -494,7 +602,11 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
       c ? runOn(name, comm, *c, *entry, o, /*rerun=*/true, result) : Outcome::Fallback;
   if (outcome == Outcome::Stopped && !copy.empty())
     std::memcpy(recvbuf, copy.data(), copy.size()); // the input Open MPI reads
-  if (outcome == Outcome::Ran || outcome == Outcome::Failed)
+  if (outcome == Outcome::Ran && !out.unpack()) {
+    result = MPI_ERR_INTERN;
+    PMPI_Comm_call_errhandler(comm, result);
+  }
+  if (over(outcome))
     return result;
   return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -621,24 +733,42 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   if (comm == MPI_COMM_NULL)
     return PMPI_Bcast(buffer, count, datatype, root, comm);
   std::string why;
-  auto esize = movableSize(datatype, why);
-  int size = 0;
+  auto type = movable(datatype, why);
+  int size = 0, rank = 0;
   PMPI_Comm_size(comm, &size);
-  if (!esize || !countOk(count, name) || root < 0 || root >= size) {
-    if (!esize && count >= 0)
+  PMPI_Comm_rank(comm, &rank);
+  if (!type || !countOk(count, name) || root < 0 || root >= size) {
+    if (!type && count >= 0)
       fallback(name, why);
     return PMPI_Bcast(buffer, count, datatype, root, comm);
   }
+  const size_t bytes = static_cast<size_t>(count) * type->size;
+  if (!packable(*type, bytes, name))
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
+  Staged data{buffer, count, datatype, type->packed, {}};
+  if (onDevice(data, name))
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
   Op o;
   o.kind = OpKind::Broadcast;
   o.type = interp::DataType::Uint8;
-  o.count = static_cast<size_t>(count) * *esize;
-  o.send = buffer;
-  o.recv = buffer;
+  o.count = bytes;
+  o.send = o.recv = data.at(bytes);
   o.root = root;
+  Entry *entry = nullptr;
+  Communicator *c = collFor(name, comm, o, entry);
+  if (c && rank == root && !data.pack(bytes)) {
+    fallback(name, "PMPI_Pack failed");
+    c = nullptr;
+  }
   int result = MPI_SUCCESS;
   // The root's buffer is only read, the others' only written.
-  if (over(runOnColl(name, comm, o, /*rerun=*/true, result)))
+  const Outcome outcome =
+      c ? runOn(name, comm, *c, *entry, o, /*rerun=*/true, result) : Outcome::Fallback;
+  if (outcome == Outcome::Ran && rank != root && !data.unpack()) {
+    result = MPI_ERR_INTERN;
+    PMPI_Comm_call_errhandler(comm, result);
+  }
+  if (over(outcome))
     return result;
   return PMPI_Bcast(buffer, count, datatype, root, comm);
 }

@@ -15,8 +15,11 @@
  * fall back and agree) x in place and out of place x counts 0, 1, odd,
  * prime and large x roots 0, middle and last, on communicators from
  * MPI_Comm_dup and MPI_Comm_split used alternately, and one freed and made
- * again between calls. A difference prints the call, its arguments and the
- * first differing byte.
+ * again between calls; derived datatypes, with gaps and without, also
+ * different ones on different ranks with the same type signature; and
+ * erroneous calls, whose error classes and error handler calls must be
+ * Open MPI's. A difference prints the call, its arguments and the first
+ * differing byte.
  *
  * Mode "fault": a planted failure on one call (the last rank enters it
  * later than the watchdog period, COLL_WATCHDOG_MS, which the test sets
@@ -502,6 +505,109 @@ static void large(void) {
   }
 }
 
+/* Data movement where ranks pass different datatypes with the same type
+ * signature, as MPI allows (MPICH's bcast test: MTest datatypes, one on the
+ * root, another elsewhere): each rank's send and receive (type, count) is
+ * its own; every byte is compared with Open MPI's. */
+typedef struct {
+  MPI_Datatype type;
+  int count; /* per block (allgather, alltoall) or of the buffer (bcast) */
+} Side;
+static void mixedAcrossRanks(enum Call call, const char *what, Side send, Side recv, int root,
+                             MPI_Comm comm) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const size_t n = (size_t)size;
+  const MPI_Aint sext = typeExtent(send.type), rext = typeExtent(recv.type);
+  const size_t sendElems = call == ALLTOALL ? (size_t)send.count * n : (size_t)send.count;
+  const size_t recvElems = call == BCAST ? (size_t)recv.count : (size_t)recv.count * n;
+  Buf s[2], r[2];
+  Type filled = {send.type, what, INTEGER};
+  for (int k = 0; k < 2; ++k) {
+    s[k] = makeBuf(call == BCAST ? 0 : sendElems * (size_t)sext);
+    r[k] = makeBuf(recvElems * (size_t)rext);
+  }
+  const uint32_t stream = seed++ * 2654435761u ^ (uint32_t)(rank + 1) * 40503u;
+  if (call != BCAST)
+    fillElements(data(s[0]), &filled, sext, sendElems, stream | 1);
+  else if (rank == root) {
+    filled.type = recv.type;
+    fillElements(data(r[0]), &filled, rext, recvElems, stream | 1);
+  }
+  memcpy(s[1].mem, s[0].mem, s[0].bytes + 2 * GUARD);
+  memcpy(r[1].mem, r[0].mem, r[0].bytes + 2 * GUARD);
+  int rc[2];
+  for (int k = 0; k < 2; ++k) {
+    void *sb = data(s[k]), *rb = data(r[k]);
+    switch (call) {
+    case ALLGATHER:
+      rc[k] = k ? PMPI_Allgather(sb, send.count, send.type, rb, recv.count, recv.type, comm)
+                : MPI_Allgather(sb, send.count, send.type, rb, recv.count, recv.type, comm);
+      break;
+    case ALLTOALL:
+      rc[k] = k ? PMPI_Alltoall(sb, send.count, send.type, rb, recv.count, recv.type, comm)
+                : MPI_Alltoall(sb, send.count, send.type, rb, recv.count, recv.type, comm);
+      break;
+    default:
+      rc[k] = k ? PMPI_Bcast(rb, recv.count, recv.type, root, comm)
+                : MPI_Bcast(rb, recv.count, recv.type, root, comm);
+      break;
+    }
+  }
+  Type named = {recv.type, what, INTEGER};
+  Case c = {call, &named, NULL, 0, NULL, send.count, recv.count, root, 0, comm, "MPI_COMM_WORLD"};
+  ++checks;
+  if (rc[0] != rc[1]) {
+    char text[128];
+    snprintf(text, sizeof text, "returned %d through the interposer and %d by Open MPI", rc[0],
+             rc[1]);
+    fail(&c, text);
+  }
+  compare(&c, "the send buffer", s[0], s[1]);
+  compare(&c, "the receive buffer", r[0], r[1]);
+  for (int k = 0; k < 2; ++k) {
+    free(s[k].mem);
+    free(r[k].mem);
+  }
+}
+
+static void differentTypesAcrossRanks(void) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* Two ints: with a gap between them, contiguous, and as two MPI_INTs;
+   * three MPI_SHORTs with gaps against three contiguous. */
+  MPI_Datatype gapped, pair, shorts;
+  MPI_Type_vector(2, 1, 2, MPI_INT, &gapped);
+  MPI_Type_commit(&gapped);
+  MPI_Type_contiguous(2, MPI_INT, &pair);
+  MPI_Type_commit(&pair);
+  MPI_Type_create_resized(MPI_SHORT, 0, 6, &shorts);
+  MPI_Type_commit(&shorts);
+  for (int k = 1; k <= 1025; k += 512) {
+    for (int root = 0; root < size; root += size > 2 ? size - 1 : 1) {
+      /* The root's type has gaps; the others' does not (or is another). */
+      Side bcastSide = rank == root ? (Side){gapped, k}
+                                    : rank % 2 ? (Side){pair, k} : (Side){MPI_INT, 2 * k};
+      mixedAcrossRanks(BCAST, "vector(2, 1, 2, MPI_INT) at the root, others contiguous",
+                       bcastSide, bcastSide, root, MPI_COMM_WORLD);
+    }
+    Side send = rank == 0 ? (Side){gapped, k} : (Side){MPI_INT, 2 * k};
+    Side recv = rank == size - 1 ? (Side){pair, k} : (Side){MPI_INT, 2 * k};
+    mixedAcrossRanks(ALLGATHER, "vector/MPI_INT/contiguous by rank", send, recv, 0,
+                     MPI_COMM_WORLD);
+    mixedAcrossRanks(ALLTOALL, "vector/MPI_INT/contiguous by rank", send, recv, 0,
+                     MPI_COMM_WORLD);
+    Side sh = rank == 1 ? (Side){shorts, 3 * k} : (Side){MPI_SHORT, 3 * k};
+    mixedAcrossRanks(ALLGATHER, "MPI_SHORT resized to 6 bytes on rank 1", sh, sh, 0,
+                     MPI_COMM_WORLD);
+  }
+  MPI_Type_free(&gapped);
+  MPI_Type_free(&pair);
+  MPI_Type_free(&shorts);
+}
+
 /* A duplicate freed between calls and made again, and MPI_COMM_WORLD. */
 static void freedBetweenCalls(void) {
   static Type iT = NAMED(MPI_INT, INTEGER);
@@ -725,6 +831,7 @@ int main(int argc, char **argv) {
     dataMovement();
     large();
     freedBetweenCalls();
+    differentTypesAcrossRanks();
     errors();
   } else if (strcmp(mode, "fault") == 0) {
     fault();
