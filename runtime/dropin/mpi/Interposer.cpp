@@ -297,11 +297,13 @@ std::optional<Movable> movable(MPI_Datatype t, std::string &why) {
     return std::nullopt;
   }
   int size = 0;
-  MPI_Aint lb = 0, extent = 0, trueLb = 0, trueExtent = 0;
+  MPI_Aint lb = 0, extent = 0;
   PMPI_Type_size(t, &size);
   PMPI_Type_get_extent(t, &lb, &extent);
-  PMPI_Type_get_true_extent(t, &trueLb, &trueExtent);
+  // A predefined datatype's data start at its lower bound.
+  MPI_Aint trueLb = lb, trueExtent = extent;
   if (combiner != MPI_COMBINER_NAMED) {
+    PMPI_Type_get_true_extent(t, &trueLb, &trueExtent);
     // Committed? Packing none of it says (MPI_ERR_TYPE otherwise).
     char none = 0;
     int position = 0;
