@@ -110,7 +110,7 @@ llvm::Error Communicator::finalize() {
 
 void Communicator::abort() {
   const std::string why = llvm::formatv("rank {0} aborted the communicator", impl->rank);
-  impl->stop->fail(collRemoteError, why);
+  impl->stop->failAll(collRemoteError, why);
   impl->breakWith(collRemoteError, why);
   {
     // Kernels in flight on a device stop at their next poll instead of

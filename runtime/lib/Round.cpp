@@ -67,7 +67,7 @@ llvm::Error Communicator::Impl::kernelFailure(collResult_t kind, const std::stri
   // A device that failed (lost, reset, a fault of the kernel) ends the
   // kernels of the host's other ranks through the stop word, where they
   // would otherwise wait for it until their watchdogs.
-  const bool first = !watchdog && !stop->stopping();
+  const bool first = !watchdog && !stop->raised();
   if (first)
     stop->fail(kind, llvm::formatv("rank {0}'s device failed: {1}", rank, kernel));
   if (first || !stop->stopping())
@@ -90,6 +90,9 @@ void Communicator::Impl::publishCall(const Op &op) {
   d.root.store(op.root, std::memory_order_relaxed);
   d.count.store(op.count, std::memory_order_relaxed);
   d.seq.store(seq, std::memory_order_release);
+  // What a failure on another rank reads to tell whether this rank has
+  // reached the failed call (SharedStop); then catchUp(), after prepare.
+  transport->slot(transport->myLocalIndex()).current.store(seq, std::memory_order_seq_cst);
 }
 
 void Communicator::Impl::pollPeers(bool processes) {
@@ -169,14 +172,17 @@ void Communicator::Impl::breakWith(collResult_t result, const std::string &messa
 
 llvm::Error Communicator::Impl::retirement() {
   const int broken = asyncError.load(std::memory_order_acquire);
-  if (broken == collSuccess && !stop->stopping())
+  if (broken == collSuccess && !stop->raised())
     return llvm::Error::success();
-  // The first failure of the host, which raised the stop word (breakWith
-  // raises it for this rank's own).
+  // The first failure of the host (breakWith raises the stop for this
+  // rank's own).
+  const uint64_t failed = stop->failedCall(), reached = callSeq.load(std::memory_order_relaxed);
+  if (broken == collSuccess && failed > reached + 1)
+    return llvm::Error::success(); // behind: the peers completed this call, which runs
   std::string report;
   collResult_t result = takeResult(stop->error(), report);
-  if (broken == collSuccess && stop->failedCall() > callSeq)
-    return collError(result, report); // a peer failed the call this rank is about to make
+  if (broken == collSuccess && failed == reached + 1)
+    return collError(result, report); // the peers failed the call this rank is about to make
   auto e = std::make_unique<CollError>(
       broken != collSuccess ? static_cast<collResult_t>(broken) : result,
       llvm::formatv("the communicator retired at an earlier failure: {0}", report).str());
@@ -202,6 +208,8 @@ public:
   llvm::Error run() {
     begin();
     prepare();
+    for (Communicator::Impl *c : comms)
+      c->stop->catchUp();
     if (!first) {
       const auto t0 = anyTracing() ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};

@@ -748,11 +748,11 @@ static void errors(void) {
 }
 
 /* Every kind of call once, compared (the fault mode's later calls). */
-static void everyKind(int i) {
+static void everyKind(int i, MPI_Comm comm, const char *commName) {
   static Type iT = NAMED(MPI_INT, INTEGER), fT = NAMED(MPI_FLOAT, REAL),
               bT = NAMED(MPI_BYTE, INTEGER);
   int size = 0;
-  MPI_Comm_size(comms[0], &size);
+  MPI_Comm_size(comm, &size);
   Case cs[] = {
       {ALLREDUCE, &fT, NULL, MPI_SUM, "MPI_SUM", 1 + i % 37, 0, 0, i & 1, 0, 0},
       {REDUCE, &iT, NULL, MPI_MAX, "MPI_MAX", 5 + i, 0, i % size, i & 1, 0, 0},
@@ -762,19 +762,41 @@ static void everyKind(int i) {
       {BCAST, &bT, NULL, 0, NULL, 100 + i, 0, (i + 1) % size, 0, 0, 0},
   };
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; ++k) {
-    cs[k].comm = comms[0];
-    cs[k].commName = commNames[0];
+    cs[k].comm = comm;
+    cs[k].commName = commName;
     runCase(&cs[k]);
   }
 }
 
-/* The planted failure: the last rank enters one allreduce later than the
- * watchdog period; every rank's call must fail, and every later call be
- * right. */
+/* A call that must have failed on Coll: MPI_ERR_OTHER. */
+static void expectFailed(int rc, const char *what) {
+  ++checks;
+  int cls = MPI_SUCCESS;
+  if (rc != MPI_SUCCESS)
+    MPI_Error_class(rc, &cls);
+  if (cls != MPI_ERR_OTHER) {
+    fprintf(stderr, "rank %d: FAIL %s returned class %d, not MPI_ERR_OTHER\n", worldRank, what,
+            cls);
+    ++failures;
+  }
+}
+
+/* Planted failures, each on a communicator of its own, every rank's call
+ * compared with Open MPI's after it (COLL_WATCHDOG_MS, which the test sets,
+ * bounds how long a call waits on Coll):
+ *   - a late rank: the last rank enters an allreduce two watchdog periods
+ *     late; the others' watchdog stops it, and every rank's call fails,
+ *     the late one's at once;
+ *   - a rank behind: the last rank is as late for a broadcast, which the
+ *     root completes without waiting for it, and the allreduce after it;
+ *     the others' allreduce stops at the watchdog; the late rank's
+ *     broadcast must still succeed (its peers completed it) and its
+ *     allreduce fail at once.
+ * Then 100 calls of every kind on each communicator, which Open MPI runs. */
 static void fault(void) {
   int rank = 0, size = 0;
-  MPI_Comm_rank(comms[0], &rank);
-  MPI_Comm_size(comms[0], &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *ms = getenv("COLL_WATCHDOG_MS");
   long watchdog = ms ? atol(ms) : 0;
   if (watchdog <= 0 || watchdog > 60000) {
@@ -782,30 +804,52 @@ static void fault(void) {
     ++failures;
     return;
   }
-  for (int i = 0; i < 3; ++i)
-    everyKind(i); /* on Coll */
+  const useconds_t late = (useconds_t)(watchdog * 1000 * 2 + 500000);
   float x[64], y[64];
   for (int i = 0; i < 64; ++i)
     x[i] = (float)(rank + i);
+  int words[16];
+
+  MPI_Comm comm = comms[0];
+  for (int i = 0; i < 3; ++i)
+    everyKind(i, comm, commNames[0]); /* on Coll */
+  MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, comm); /* the program the failure stops */
   if (rank == size - 1)
-    usleep((useconds_t)(watchdog * 1000 * 2 + 500000));
-  ++checks;
-  int rc = MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, comms[0]);
-  if (rc == MPI_SUCCESS) {
-    fprintf(stderr, "rank %d: FAIL the planted failure: MPI_Allreduce returned MPI_SUCCESS\n",
-            worldRank);
-    ++failures;
-  } else {
-    int cls = 0;
-    MPI_Error_class(rc, &cls);
-    if (cls != MPI_ERR_OTHER) {
-      fprintf(stderr, "rank %d: FAIL the planted failure returned class %d, not MPI_ERR_OTHER\n",
-              worldRank, cls);
-      ++failures;
-    }
-  }
+    usleep(late);
+  expectFailed(MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, comm),
+               "the allreduce a rank was late for");
   for (int i = 0; i < 100; ++i)
-    everyKind(i);
+    everyKind(i, comm, commNames[0]);
+
+  MPI_Comm behind;
+  MPI_Comm_dup(MPI_COMM_WORLD, &behind);
+  MPI_Comm_set_errhandler(behind, MPI_ERRORS_RETURN);
+  const char *behindName = "a second dup of MPI_COMM_WORLD";
+  for (int i = 0; i < 3; ++i)
+    everyKind(i, behind, behindName);
+  for (int i = 0; i < 16; ++i)
+    words[i] = rank == 0 ? 1000 + i : -1;
+  MPI_Bcast(words, 16, MPI_INT, 0, behind);
+  MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, behind);
+  for (int i = 0; i < 16; ++i)
+    words[i] = rank == 0 ? 2000 + i : -1;
+  if (rank == size - 1)
+    usleep(late);
+  int rc = MPI_Bcast(words, 16, MPI_INT, 0, behind);
+  ++checks;
+  int right = rc == MPI_SUCCESS;
+  for (int i = 0; i < 16; ++i)
+    right = right && words[i] == 2000 + i;
+  if (!right) {
+    fprintf(stderr, "rank %d: FAIL the broadcast a rank was late for: rc %d, word 0 %d\n",
+            worldRank, rc, words[0]);
+    ++failures;
+  }
+  expectFailed(MPI_Allreduce(x, y, 64, MPI_FLOAT, MPI_SUM, behind),
+               "the allreduce after the broadcast a rank was late for");
+  for (int i = 0; i < 100; ++i)
+    everyKind(i, behind, behindName);
+  MPI_Comm_free(&behind);
 }
 
 int main(int argc, char **argv) {
