@@ -545,12 +545,11 @@ int runBlocks(const char *name, OpKind kind, BlockCall mpi, const void *sendbuf,
   std::string why;
   auto rtype = movable(recvtype, why);
   std::optional<Movable> stype = inPlace ? rtype : movable(sendtype, why);
-  if (!rtype || !stype || !countOk(recvcount, name) ||
-      (!inPlace && stype->size * size_t(std::max(sendcount, 0)) !=
-                       rtype->size * size_t(recvcount))) {
-    if (rtype && stype && recvcount >= 0)
+  if (!rtype || !stype || !countOk(recvcount, name) || (!inPlace && !countOk(sendcount, name)) ||
+      (!inPlace && stype->size * size_t(sendcount) != rtype->size * size_t(recvcount))) {
+    if (rtype && stype && recvcount >= 0 && (inPlace || sendcount >= 0))
       why = "send and receive sizes differ (MPI reports the error)";
-    if (recvcount >= 0)
+    if (recvcount >= 0 && (inPlace || sendcount >= 0))
       fallback(name, why);
     return mpi(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   }

@@ -688,6 +688,7 @@ ERROR_CASE(rsbNegative, MPI_Reduce_scatter_block(buf, other, -1, MPI_INT, MPI_SU
 ERROR_CASE(rsbNullOp, MPI_Reduce_scatter_block(buf, other, 2, MPI_INT, MPI_OP_NULL, comm))
 ERROR_CASE(rsbNullType, MPI_Reduce_scatter_block(buf, other, 2, MPI_DATATYPE_NULL, MPI_SUM, comm))
 ERROR_CASE(allgatherNegative, MPI_Allgather(buf, -1, MPI_INT, other, 2, MPI_INT, comm))
+ERROR_CASE(allgatherNegativeNothing, MPI_Allgather(buf, -1, MPI_INT, other, 0, MPI_INT, comm))
 ERROR_CASE(allgatherNullType, MPI_Allgather(buf, 2, MPI_INT, other, 2, MPI_DATATYPE_NULL, comm))
 ERROR_CASE(alltoallNegative, MPI_Alltoall(buf, 2, MPI_INT, other, -1, MPI_INT, comm))
 ERROR_CASE(alltoallNullType, MPI_Alltoall(buf, 2, MPI_DATATYPE_NULL, other, 2, MPI_INT, comm))
@@ -730,6 +731,7 @@ static void errors(void) {
       {"MPI_Reduce_scatter_block with MPI_OP_NULL", rsbNullOp},
       {"MPI_Reduce_scatter_block of MPI_DATATYPE_NULL", rsbNullType},
       {"MPI_Allgather of sendcount -1", allgatherNegative},
+      {"MPI_Allgather of sendcount -1 into recvcount 0", allgatherNegativeNothing},
       {"MPI_Allgather into MPI_DATATYPE_NULL", allgatherNullType},
       {"MPI_Alltoall of recvcount -1", alltoallNegative},
       {"MPI_Alltoall of MPI_DATATYPE_NULL", alltoallNullType},
