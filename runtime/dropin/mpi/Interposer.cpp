@@ -384,9 +384,12 @@ const char *typeName(MPI_Datatype t) {
 /// none of its buffers; the caller hands it to Open MPI. Stopped: Coll had
 /// retired (a peer failed an earlier call) when the call began, and stopped
 /// it: the peers run it on Open MPI, so the caller must too, from its
-/// inputs as they were (`rerun`). Failed: the call failed on Coll; the MPI
+/// inputs as they were (`rerun`). Spoiled: the same, but its input may be
+/// partly overwritten (in place): the caller still makes the call on Open
+/// MPI with its peers, so that later calls match, and returns
+/// MPI_ERR_OTHER (spoiled()). Failed: the call failed on Coll; the MPI
 /// error handler has been called.
-enum class Outcome { Ran, Fallback, Stopped, Failed };
+enum class Outcome { Ran, Fallback, Stopped, Spoiled, Failed };
 
 /// The Coll communicator that runs `op` on `mcomm`, with `entry`; null
 /// (after saying why) when the call goes to Open MPI.
@@ -415,7 +418,7 @@ Communicator *collFor(const char *collective, MPI_Comm mcomm, Op &op, Entry *&en
 /// Runs `op` on `c` (collFor's). `rerun`: whether the call's inputs are
 /// intact after Coll began it (or the caller restores them), so that a call
 /// stopped by a peer's earlier failure can go to Open MPI (Stopped); else
-/// such a call fails.
+/// it is Spoiled.
 Outcome runOn(const char *collective, MPI_Comm mcomm, Communicator &c, Entry &entry, Op op,
               bool rerun, int &mpiResult) {
   // Device buffers (a CUDA-aware call): after the legacy default stream's
@@ -437,10 +440,8 @@ Outcome runOn(const char *collective, MPI_Comm mcomm, Communicator &c, Entry &en
       });
   retire(entry, collective, c.rank(),
          llvm::formatv("{0}: {1}", collGetErrorString(e->result), e->message));
-  if (e->retired && !e->begun)
-    return Outcome::Fallback;
-  if (e->retired && rerun)
-    return Outcome::Stopped;
+  if (e->retired)
+    return !e->begun ? Outcome::Fallback : rerun ? Outcome::Stopped : Outcome::Spoiled;
   mpiResult = MPI_ERR_OTHER;
   PMPI_Comm_call_errhandler(mcomm, mpiResult);
   return Outcome::Failed;
@@ -448,6 +449,16 @@ Outcome runOn(const char *collective, MPI_Comm mcomm, Communicator &c, Entry &en
 
 /// Whether the call is over (Ran or Failed); else it goes to Open MPI.
 bool over(Outcome o) { return o == Outcome::Ran || o == Outcome::Failed; }
+
+/// The result of a call that went to Open MPI after `o`: Open MPI's `rc`,
+/// or for a Spoiled call MPI_ERR_OTHER (through the error handler).
+int spoiled(Outcome o, int rc, MPI_Comm comm) {
+  if (o != Outcome::Spoiled)
+    return rc;
+  rc = MPI_ERR_OTHER;
+  PMPI_Comm_call_errhandler(comm, rc);
+  return rc;
+}
 
 /// collFor, then runOn: Fallback when Coll does not run it.
 Outcome runOnColl(const char *collective, MPI_Comm mcomm, Op op, bool rerun, int &mpiResult) {
@@ -642,10 +653,11 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
   o.type = reduction->type;
   o.op = reduction->op;
   int result = MPI_SUCCESS;
-  // In place, a stopped call may have reduced into its input: it fails.
-  if (over(runOnColl(name, comm, o, /*rerun=*/!inPlace, result)))
+  // In place, a stopped call may have reduced into its input (Spoiled).
+  const Outcome outcome = runOnColl(name, comm, o, /*rerun=*/!inPlace, result);
+  if (over(outcome))
     return result;
-  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  return spoiled(outcome, PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm), comm);
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -672,9 +684,10 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
   o.op = reduction->op;
   o.root = root;
   int result = MPI_SUCCESS;
-  if (over(runOnColl(name, comm, o, /*rerun=*/!inPlace, result)))
+  const Outcome outcome = runOnColl(name, comm, o, /*rerun=*/!inPlace, result);
+  if (over(outcome))
     return result;
-  return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+  return spoiled(outcome, PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm), comm);
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
