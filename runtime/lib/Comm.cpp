@@ -109,9 +109,9 @@ llvm::Error Communicator::finalize() {
 }
 
 void Communicator::abort() {
-  impl->stop->fail(collRemoteError,
-                   llvm::formatv("rank {0} aborted the communicator", impl->rank));
-  impl->breakWith(collRemoteError);
+  const std::string why = llvm::formatv("rank {0} aborted the communicator", impl->rank);
+  impl->stop->failAll(collRemoteError, why);
+  impl->breakWith(collRemoteError, why);
   {
     // Kernels in flight on a device stop at their next poll instead of
     // running on until their watchdog.

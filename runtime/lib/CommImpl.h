@@ -182,34 +182,49 @@ std::string tracePath(llvm::StringRef pattern, int commRank);
 /// The trace file of `path`, shared by the communicators of this process.
 std::shared_ptr<TraceFile> traceFileFor(const std::string &path);
 
-/// The StopControl of a communicator: the stop word and the first report
-/// live in the host's control segment, so a failure on one rank ends the
-/// calls of every local rank at once.
+/// The StopControl of a communicator. The first report of a failure lives
+/// in the host's control segment, with the number of the call that failed;
+/// each local rank polls a stop word of its own (RankSlot::stop), which a
+/// failure raises for every rank of the host that has reached that call
+/// (RankSlot::current), so that their calls end at once. A rank still
+/// behind runs the calls in between, which its peers completed, and learns
+/// of the failure when it reaches it (Impl::retirement, docs/RUNTIME.md
+/// "Retiring").
 class SharedStop final : public interp::host::StopControl {
 public:
-  SharedStop(HostTransport &t, int rank) : t(t), rank(rank) { word = &t.control().stop; }
+  /// `seq`: the rank's call number (Impl::callSeq), recorded with the first
+  /// report.
+  SharedStop(HostTransport &t, int rank, const std::atomic<uint64_t> &seq)
+      : t(t), rank(rank), seq(seq) {
+    word = &t.slot(t.myLocalIndex()).stop;
+  }
 
   void stall(std::string report) override { fail(collTimeout, std::move(report)); }
 
-  void fail(collResult_t kind, const std::string &report) {
-    transport::ControlHeader &h = t.control();
-    int32_t expected = -1;
-    if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_acq_rel)) {
-      std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
-      h.stopResult.store(kind, std::memory_order_relaxed);
-      h.reportReady.store(1, std::memory_order_release);
-    }
-    h.stop.store(1, std::memory_order_seq_cst);
-    for (int p = 0; p < t.control().nprocs; ++p)
-      t.doorbell(p).ring();
+  /// This rank's call failed: records the report if it is the first, and
+  /// stops this rank and every local rank at or past the failed call.
+  void fail(collResult_t kind, const std::string &report) { raise(kind, report, false); }
+  /// Stops every call of the host's ranks (collCommAbort).
+  void failAll(collResult_t kind, const std::string &report) { raise(kind, report, true); }
+
+  /// Some rank of the host failed (this one's word may be down: it is
+  /// behind that call).
+  bool raised() const {
+    return t.control().stopRank.load(std::memory_order_seq_cst) != -1;
+  }
+
+  /// After this rank published its call (RankSlot::current): raises its
+  /// word when a failure of this call or an earlier one was recorded
+  /// meanwhile, which the reporter may not have seen it reach.
+  void catchUp() {
+    if (raised() && failedCall() <= seq.load(std::memory_order_relaxed))
+      word->store(1, std::memory_order_seq_cst);
   }
 
   /// The error this rank's failed call returns.
   llvm::Error error() {
     transport::ControlHeader &h = t.control();
-    // The reporter writes its report right after winning; wait for it.
-    for (int i = 0; i < 100000 && !h.reportReady.load(std::memory_order_acquire); ++i)
-      std::this_thread::yield();
+    waitForReport();
     int32_t who = h.stopRank.load(std::memory_order_acquire);
     std::string text = h.reportReady.load(std::memory_order_acquire) ? h.report : "(no report)";
     if (who == rank)
@@ -219,9 +234,44 @@ public:
                      llvm::formatv("rank {0} failed, which stopped this call: {1}", who, text));
   }
 
+  /// The reporter's call number when it raised the stop (once raised()).
+  uint64_t failedCall() const {
+    waitForReport();
+    return t.control().stopSeq.load(std::memory_order_seq_cst);
+  }
+
 private:
+  /// The reporter writes its report right after winning; waits for it.
+  void waitForReport() const {
+    const transport::ControlHeader &h = t.control();
+    for (int i = 0; i < 100000 && !h.reportReady.load(std::memory_order_acquire); ++i)
+      std::this_thread::yield();
+  }
+
+  void raise(collResult_t kind, const std::string &report, bool all) {
+    transport::ControlHeader &h = t.control();
+    int32_t expected = -1;
+    if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_seq_cst)) {
+      std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
+      h.stopResult.store(kind, std::memory_order_relaxed);
+      h.stopSeq.store(seq.load(std::memory_order_relaxed), std::memory_order_seq_cst);
+      h.reportReady.store(1, std::memory_order_release);
+    }
+    h.stop.store(1, std::memory_order_seq_cst);
+    word->store(1, std::memory_order_seq_cst);
+    const uint64_t failed = failedCall();
+    for (int i = 0; i < static_cast<int>(t.localRanks().size()); ++i) {
+      transport::RankSlot &s = t.slot(i);
+      if (all || s.current.load(std::memory_order_seq_cst) >= failed)
+        s.stop.store(1, std::memory_order_seq_cst);
+    }
+    for (int p = 0; p < t.control().nprocs; ++p)
+      t.doorbell(p).ring();
+  }
+
   HostTransport &t;
   int rank;
+  const std::atomic<uint64_t> &seq;
 };
 
 
@@ -361,7 +411,9 @@ public:
   static inline std::atomic<uint64_t> nextSerial{1};
   std::map<int, std::pair<ConnectionEnd, ConnectionEnd>> p2pEnds; ///< peer -> (send, recv)
   TempBuffer temp[2];
-  uint64_t callSeq = 0;
+  /// The number of the last call this rank published (publishCall); read by
+  /// another thread's abort() (SharedStop::fail).
+  std::atomic<uint64_t> callSeq{0};
   std::atomic<int> asyncError{collSuccess};
   std::atomic<int> inCall{0};
   std::mutex errorMutex;
@@ -482,7 +534,17 @@ public:
   /// Stops the call when a peer process died (`processes`) or a peer made a
   /// different call as the same call number.
   void pollPeers(bool processes = true);
-  void breakWith(collResult_t result);
+  /// Breaks this communicator (asyncError) and raises the host's stop word
+  /// with `message` unless it is raised: the peers learn of the failure
+  /// (retirement()).
+  void breakWith(collResult_t result, const std::string &message);
+  /// Whether this communicator has retired (docs/RUNTIME.md, "Retiring"):
+  /// a call this rank made failed, here or on a peer of its host (the stop
+  /// word, raised for a call up to callSeq); then the first failure's
+  /// error (CollError::retired set), else success. Raised for a later call
+  /// (a peer failed the call this rank is about to make): that error, with
+  /// `retired` clear.
+  llvm::Error retirement();
 };
 
 

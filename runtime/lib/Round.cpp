@@ -52,7 +52,7 @@ llvm::Error Communicator::Impl::checkDevices(bool wait) {
     first = kernelFailure(watchdog ? collTimeout : collUnhandledCudaError, kernel, watchdog);
     std::string message;
     collResult_t result = takeResult(std::move(first), message);
-    breakWith(result);
+    breakWith(result, message);
     {
       std::lock_guard<std::mutex> lock(errorMutex);
       lastError = message;
@@ -67,7 +67,7 @@ llvm::Error Communicator::Impl::kernelFailure(collResult_t kind, const std::stri
   // A device that failed (lost, reset, a fault of the kernel) ends the
   // kernels of the host's other ranks through the stop word, where they
   // would otherwise wait for it until their watchdogs.
-  const bool first = !watchdog && !stop->stopping();
+  const bool first = !watchdog && !stop->raised();
   if (first)
     stop->fail(kind, llvm::formatv("rank {0}'s device failed: {1}", rank, kernel));
   if (first || !stop->stopping())
@@ -78,16 +78,21 @@ llvm::Error Communicator::Impl::kernelFailure(collResult_t kind, const std::stri
 }
 
 void Communicator::Impl::publishCall(const Op &op) {
-  ++callSeq;
+  // Only the calling thread writes it: a plain increment, published.
+  const uint64_t seq = callSeq.load(std::memory_order_relaxed) + 1;
+  callSeq.store(seq, std::memory_order_relaxed);
   transport::CallDescriptor &d =
-      transport->slot(transport->myLocalIndex()).calls[callSeq % transport::CallRing];
+      transport->slot(transport->myLocalIndex()).calls[seq % transport::CallRing];
   d.seq.store(0, std::memory_order_relaxed);
   d.kind.store(static_cast<uint32_t>(op.kind), std::memory_order_relaxed);
   d.type.store(static_cast<uint32_t>(op.type), std::memory_order_relaxed);
   d.op.store(static_cast<uint32_t>(op.op), std::memory_order_relaxed);
   d.root.store(op.root, std::memory_order_relaxed);
   d.count.store(op.count, std::memory_order_relaxed);
-  d.seq.store(callSeq, std::memory_order_release);
+  d.seq.store(seq, std::memory_order_release);
+  // What a failure on another rank reads to tell whether this rank has
+  // reached the failed call (SharedStop); then catchUp(), after prepare.
+  transport->slot(transport->myLocalIndex()).current.store(seq, std::memory_order_seq_cst);
 }
 
 void Communicator::Impl::pollPeers(bool processes) {
@@ -151,15 +156,38 @@ void Communicator::Impl::pollPeers(bool processes) {
       stop->fail(collInvalidUsage,
                  llvm::formatv("mismatched calls: as call {0} on this communicator rank {1} "
                                "called {2} and rank {3} called {4}",
-                               callSeq, rank, myCall, transport->localRanks()[i].rank, theirCall));
+                               callSeq.load(), rank, myCall, transport->localRanks()[i].rank,
+                               theirCall));
       return;
     }
   }
 }
 
-void Communicator::Impl::breakWith(collResult_t result) {
+void Communicator::Impl::breakWith(collResult_t result, const std::string &message) {
   int expected = collSuccess;
   asyncError.compare_exchange_strong(expected, result);
+  if (!stop->stopping())
+    stop->fail(result, llvm::formatv("rank {0}: {1}", rank, message));
+}
+
+llvm::Error Communicator::Impl::retirement() {
+  const int broken = asyncError.load(std::memory_order_acquire);
+  if (broken == collSuccess && !stop->raised())
+    return llvm::Error::success();
+  // The first failure of the host (breakWith raises the stop for this
+  // rank's own).
+  const uint64_t failed = stop->failedCall(), reached = callSeq.load(std::memory_order_relaxed);
+  if (broken == collSuccess && failed > reached + 1)
+    return llvm::Error::success(); // behind: the peers completed this call, which runs
+  std::string report;
+  collResult_t result = takeResult(stop->error(), report);
+  if (broken == collSuccess && failed == reached + 1)
+    return collError(result, report); // the peers failed the call this rank is about to make
+  auto e = std::make_unique<CollError>(
+      broken != collSuccess ? static_cast<collResult_t>(broken) : result,
+      llvm::formatv("the communicator retired at an earlier failure: {0}", report).str());
+  e->retired = true;
+  return llvm::Error(std::move(e));
 }
 
 namespace {
@@ -180,6 +208,8 @@ public:
   llvm::Error run() {
     begin();
     prepare();
+    for (Communicator::Impl *c : comms)
+      c->stop->catchUp();
     if (!first) {
       const auto t0 = anyTracing() ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};
@@ -196,23 +226,40 @@ private:
   Communicator::Impl &impl(size_t u) const { return *impls[u]; }
 
   /// Records a failure as the communicator's last error; the round returns
-  /// the first one.
+  /// the first one (with its CollError flags: a drop-in may still hand the
+  /// call on). A call refused on a retired communicator is no new failure:
+  /// it is said at INFO, not WARN.
   collResult_t record(Communicator::Impl &c, llvm::Error err) {
-    std::string message;
-    bool agreed = false;
-    collResult_t result = takeResult(std::move(err), message, collSystemError, &agreed);
+    std::unique_ptr<CollError> e;
+    llvm::handleAllErrors(
+        std::move(err), [&](std::unique_ptr<CollError> ce) { e = std::move(ce); },
+        [&](const llvm::ErrorInfoBase &other) {
+          e = std::make_unique<CollError>(collSystemError, other.message());
+        });
+    const collResult_t result = e->result;
     {
       std::lock_guard<std::mutex> lock(c.errorMutex);
-      c.lastError = message;
+      c.lastError = e->message;
     }
-    COLL_LOG(Warn, Coll, c.rank, llvm::formatv("{0}: {1}", collGetErrorString(result), message));
-    if (!first) {
-      auto e = std::make_unique<CollError>(result, message);
-      e->agreed = agreed; // a drop-in may still hand the call on (CollError::agreed)
+    if (e->retired && !e->begun)
+      COLL_LOG(Info, Coll, c.rank, e->message);
+    else
+      COLL_LOG(Warn, Coll, c.rank,
+               llvm::formatv("{0}: {1}", collGetErrorString(result), e->message));
+    if (!first)
       first = llvm::Error(std::move(e));
-    } else
-      llvm::consumeError(collError(result, message)); // keep the first
     return result;
+  }
+
+  /// Records a failure that breaks `c` (and raises its host's stop word).
+  void breakOn(Communicator::Impl &c, llvm::Error err) {
+    collResult_t result = record(c, std::move(err));
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(c.errorMutex);
+      message = c.lastError;
+    }
+    c.breakWith(result, message);
   }
 
   /// Marks each communicator in a call and holds its device runners; a
@@ -236,11 +283,11 @@ private:
       if (!c.devices.empty() && c.backend && !c.backend->emulated())
         if (llvm::Error err = c.checkDevices(false))
           llvm::consumeError(std::move(err)); // recorded below, as the broken communicator
-      if (int broken = c.asyncError.load(std::memory_order_acquire); broken != collSuccess) {
-        record(c, collError(static_cast<collResult_t>(broken),
-                            llvm::formatv("the communicator is broken by an earlier error ({0}); "
-                                          "abort or destroy it",
-                                          collGetErrorString(static_cast<collResult_t>(broken)))));
+      // A communicator that retired at an earlier failure (this rank's, or
+      // a peer's of this host) runs nothing; nor does a call a peer has
+      // already failed. Neither touches a buffer.
+      if (llvm::Error retired = c.retirement()) {
+        breakOn(c, std::move(retired));
         continue;
       }
       runs[u] = true;
@@ -418,11 +465,20 @@ private:
         const collResult_t kind = watchdog              ? collTimeout
                                   : cuda || !emulated ? collUnhandledCudaError
                                                       : collSystemError;
-        c.breakWith(record(c, c.kernelFailure(kind, kernel, watchdog)));
+        breakOn(c, c.kernelFailure(kind, kernel, watchdog));
         continue;
       }
       if (c.stop->stopping()) {
-        c.breakWith(record(c, c.stop->error()));
+        llvm::Error stopped = c.stop->error();
+        if (c.stop->failedCall() < c.callSeq) {
+          // A failure of an earlier call, which this rank had completed:
+          // the communicator had retired when this call began.
+          stopped = llvm::handleErrors(std::move(stopped), [](std::unique_ptr<CollError> e) {
+            e->retired = e->begun = true;
+            return llvm::Error(std::move(e));
+          });
+        }
+        breakOn(c, std::move(stopped));
         continue;
       }
       PreparedCollective &p = prepared[u];
@@ -439,7 +495,7 @@ private:
         std::lock_guard<std::mutex> lock(c.trace->mutex);
         if (llvm::Error err = p.device->collectEnqueued(c.trace->timeline, p.op->type, t0,
                                                      std::chrono::steady_clock::now())) {
-          c.breakWith(record(c, collError(collSystemError, llvm::toString(std::move(err)))));
+          breakOn(c, collError(collSystemError, llvm::toString(std::move(err))));
           continue;
         }
       }

@@ -263,7 +263,7 @@ llvm::Error Communicator::Impl::createTransport(const LocalRanks &here) {
 }
 
 llvm::Error Communicator::Impl::createEngine() {
-  stop = std::make_unique<SharedStop>(*transport, rank);
+  stop = std::make_unique<SharedStop>(*transport, rank, callSeq);
   // More processes on this host than CPUs: a waiting process that spins holds
   // the CPU its peer needs to deliver, so every hand-off would cost a whole
   // spin period. Yield at once instead, as Open MPI does when oversubscribed

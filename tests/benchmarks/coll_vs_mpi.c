@@ -6,7 +6,7 @@
  *
  *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
  *                                      [--isolated N] [--skew-us T] [--plot FILE.svg]
- *                                      [--windows]
+ *                                      [--windows] [--in-place]
  *
  * Sizes are nccl-tests' (the larger buffer: allgather, alltoall and
  * reduce-scatter count
@@ -19,6 +19,11 @@
  * calls, default 101, and about 0.2 s; --isolated 0 leaves this out).
  * --skew-us T makes the last rank compute for T us after each barrier before
  * its isolated call, as a rank that arrives late does (the times include T).
+ * --in-place (allreduce and reducescatter) runs the calls in place: Open
+ * MPI's with MPI_IN_PLACE (a reduce_scatter_block's input is then its whole
+ * receive buffer, its result the first block), Coll's with NCCL's form
+ * (sendbuff == recvbuff; recvbuff the rank's own block of sendbuff); with
+ * libcoll_mpi.so preloaded, the MPI column is the MPI drop-in's.
  * --windows puts the buffers in memory from collMemAlloc, registered with
  * the communicator (collCommWindowRegister), so that Coll's direct
  * programs read and write them in place (docs/RUNTIME.md, "Windows"); Open
@@ -40,6 +45,7 @@
 
 static int rank, nranks;
 static collComm_t comm;
+static int inPlace; /* --in-place */
 
 enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, REDUCESCATTER, NCOLL };
 static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "bcast",
@@ -57,9 +63,9 @@ static void call(int lib, enum Coll c, float *send, float *recv, size_t count) {
   switch (c) {
   case ALLREDUCE:
     if (lib == 0)
-      r = collAllReduce(send, recv, count, collFloat32, collSum, comm, NULL);
+      r = collAllReduce(inPlace ? recv : send, recv, count, collFloat32, collSum, comm, NULL);
     else
-      MPI_Allreduce(send, recv, ic, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, ic, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     break;
   case ALLGATHER:
     if (lib == 0)
@@ -80,10 +86,13 @@ static void call(int lib, enum Coll c, float *send, float *recv, size_t count) {
       MPI_Bcast(recv, ic, MPI_FLOAT, 0, MPI_COMM_WORLD);
     break;
   case REDUCESCATTER:
+    /* In place: the input is sendbuff for both (see resultOf). */
     if (lib == 0)
-      r = collReduceScatter(send, recv, count, collFloat32, collSum, comm, NULL);
+      r = collReduceScatter(send, inPlace ? send + (size_t)rank * count : recv, count,
+                            collFloat32, collSum, comm, NULL);
     else
-      MPI_Reduce_scatter_block(send, recv, ic, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : send, inPlace ? send : recv, ic,
+                               MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     break;
   default:
     break;
@@ -145,7 +154,16 @@ static void fill(enum Coll c, float *send, float *recv, size_t count) {
   for (i = 0; i < count * n; ++i)
     send[i] = c == ALLTOALL ? (float)((rank * 3 + i) % 7) : (float)((rank + i) % 7);
   for (i = 0; i < count; ++i)
-    recv[i] = c == BCAST && rank == 0 ? (float)(i % 7) : -1.0f;
+    recv[i] = c == BCAST && rank == 0 ? (float)(i % 7) : c == ALLREDUCE && inPlace ? send[i]
+                                                                                  : -1.0f;
+}
+
+/* Where library `lib`'s call leaves its result. */
+static const float *resultOf(int lib, enum Coll c, const float *send, const float *recv,
+                             size_t count) {
+  if (c == REDUCESCATTER && inPlace)
+    return lib == 0 ? send + (size_t)rank * count : send;
+  return recv;
 }
 
 /* Seconds per call, the slowest rank's. */
@@ -262,8 +280,8 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   for (a = 1; a < argc; a += 2) {
-    if (!strcmp(argv[a], "--windows")) {
-      windows = 1;
+    if (!strcmp(argv[a], "--windows") || !strcmp(argv[a], "--in-place")) {
+      *(argv[a][2] == 'w' ? &windows : &inPlace) = 1;
       --a;
       continue;
     }
@@ -281,6 +299,12 @@ int main(int argc, char **argv) {
       isolatedMost = atoi(argv[a + 1]);
     else if (!strcmp(argv[a], "--skew-us"))
       skewSeconds = atof(argv[a + 1]) * 1e-6;
+  }
+  if (inPlace && (strstr(ops, "allgather") || strstr(ops, "alltoall") || strstr(ops, "bcast"))) {
+    if (rank == 0)
+      fprintf(stderr, "coll-vs-mpi: --in-place runs allreduce and reducescatter only (--op)\n");
+    MPI_Finalize();
+    return 2;
   }
   if (isolatedMost < 0) {
     if (rank == 0)
@@ -303,6 +327,9 @@ int main(int argc, char **argv) {
       printf("# alone: each call after a barrier, the median of the slowest rank's time "
              "(at most %d calls)%s\n",
              isolatedMost | 1, skewSeconds > 0 ? "; the last rank computes first" : "");
+    if (inPlace)
+      printf("# in place: MPI_IN_PLACE for Open MPI; sendbuff == recvbuff (allreduce) or "
+             "recvbuff the rank's block of sendbuff (reducescatter) for Coll\n");
     if (windows)
       printf("# buffers: collMemAlloc, registered with collCommWindowRegister (both libraries "
              "use them)\n");
@@ -364,10 +391,10 @@ int main(int argc, char **argv) {
         die("out of memory");
       fill((enum Coll)c, send, recv, count);
       call(0, (enum Coll)c, send, recv, count);
-      ok = check((enum Coll)c, recv, count);
+      ok = check((enum Coll)c, resultOf(0, (enum Coll)c, send, recv, count), count);
       fill((enum Coll)c, send, recv, count);
       call(1, (enum Coll)c, send, recv, count);
-      ok = ok && check((enum Coll)c, recv, count);
+      ok = ok && check((enum Coll)c, resultOf(1, (enum Coll)c, send, recv, count), count);
       MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       if (!allOk) {
         if (rank == 0)

@@ -5,9 +5,10 @@
  * libcoll_mpi.so serves or passes on) and again through PMPI_* (Open MPI
  * itself), and the results must agree: bit-exact for integers and copies,
  * within reduction-order tolerance for floats. Sizes from 0 to 2 MiB,
- * MPI_IN_PLACE, a communicator from MPI_Comm_split, and calls that must
- * fall back (a derived datatype, MPI_MAXLOC, a user-defined op, an
- * intercommunicator). Prints "rank R: ok N checks" or "rank R: FAIL ...".
+ * MPI_IN_PLACE, a communicator from MPI_Comm_split, a derived datatype
+ * (moved as bytes), and calls that must fall back (MPI_MAXLOC, a
+ * user-defined op, an intercommunicator). Prints "rank R: ok N checks" or
+ * "rank R: FAIL ...".
  *
  * Built with COLL_TEST_DEVICE=1 (mpi-dropin-check-device), every buffer
  * comes from cudaMalloc, as in a CUDA-aware MPI program: linked to the
@@ -203,7 +204,8 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     ((int *)inout)[i] += ((int *)in)[i];
 }
 
-/* Calls the interposer must hand to Open MPI, still with right results. */
+/* A derived datatype (which Coll moves as bytes), then calls the
+ * interposer must hand to Open MPI, still with right results. */
 static void fallbacks(void) {
   int n, i;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -220,7 +222,7 @@ static void fallbacks(void) {
     fillI(gs, 2 * C, wrank, 1);
     MPI_Allgather(gs, C, pair, gr, C, pair, MPI_COMM_WORLD);
     PMPI_Allgather(gs, C, pair, ge, C, pair, MPI_COMM_WORLD);
-    compareBytes("fallback: allgather of a derived datatype", gr, ge, 2 * C * 4 * (size_t)n);
+    compareBytes("allgather of a derived datatype", gr, ge, 2 * C * 4 * (size_t)n);
     free(gs), free(gr), free(ge);
   }
   MPI_Type_free(&pair);

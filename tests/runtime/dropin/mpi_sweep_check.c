@@ -8,7 +8,7 @@
  *   - zero counts with NULL buffers;
  *   - data movement whose send and receive types differ with the same bytes
  *     (MPI_BYTE against MPI_INT), which Coll moves as bytes;
- *   - a contiguous derived datatype (falls back), MPI_SHORT and
+ *   - a contiguous derived datatype (moved as bytes), MPI_SHORT and
  *     MPI_LONG_DOUBLE sums (types Coll does not reduce: fall back),
  *     MPI_MAXLOC on MPI_2INT (falls back), 64-bit unsigned sums, MIN;
  *   - every MPI_IN_PLACE form, at a root other than 0 where there is one;

@@ -59,10 +59,17 @@ void loopUntilError(Clock::time_point since, int limitSeconds) {
 }
 
 /// The mismatch scenarios' end: the call's result in the driver's format
-/// (failureOf), then abort and leave.
+/// (failureOf); then the next call, which the retired communicator refuses
+/// at once without touching its buffer (docs/RUNTIME.md, "Retiring"):
+/// "rank R: next call CODE, buffer untouched|written: MESSAGE"; then abort
+/// and leave.
 [[noreturn]] void reportMismatchAndExit(collResult_t r) {
   std::printf("rank %d: error %d after 0 ms: %s\n", rank, int(r),
               r == collSuccess ? "" : collGetLastError(comm));
+  float x = 7.0f;
+  collResult_t next = collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr);
+  std::printf("rank %d: next call %d, buffer %s: %s\n", rank, int(next),
+              x == 7.0f ? "untouched" : "written", next == collSuccess ? "" : collGetLastError(comm));
   std::fflush(stdout);
   collCommAbort(comm);
   comm = nullptr;

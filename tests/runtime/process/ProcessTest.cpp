@@ -953,7 +953,9 @@ TEST(Runtime, AStoppedRankEndsTheOthersWithinTheWatchdog) {
 }
 
 // Every rank's call fails as a mismatch naming both calls: the rank that
-// finds it says collInvalidUsage, the others that it stopped them.
+// finds it says collInvalidUsage, the others that it stopped them. The
+// communicator has then retired on every rank: the next call fails at once,
+// its buffer untouched (docs/RUNTIME.md, "Retiring").
 void expectMismatchReported(const std::vector<RankResult> &results, const char *one,
                             const char *other) {
   for (const RankResult &r : results) {
@@ -963,6 +965,17 @@ void expectMismatchReported(const std::vector<RankResult> &results, const char *
     EXPECT_NE(f->message.find("mismatched calls"), std::string::npos) << describe(results);
     EXPECT_NE(f->message.find(one), std::string::npos) << describe(results);
     EXPECT_NE(f->message.find(other), std::string::npos) << describe(results);
+    const size_t next = r.output.find("next call ");
+    ASSERT_NE(next, std::string::npos) << describe(results);
+    const std::string line = r.output.substr(next, r.output.find('\n', next) - next);
+    EXPECT_EQ(line.find("next call 0"), std::string::npos) << describe(results);
+    // (The C API says so itself for a rank whose own call failed; a rank
+    // whose call completed learns it from the host's stop word.)
+    EXPECT_TRUE(line.find("buffer untouched: the communicator is broken by an earlier error") !=
+                    std::string::npos ||
+                line.find("buffer untouched: the communicator retired at an earlier failure") !=
+                    std::string::npos)
+        << describe(results);
   }
   EXPECT_EQ(shmLeftovers(), "");
 }

@@ -54,6 +54,15 @@ public:
   /// of the call's work began (no algorithm serves it): a drop-in may hand
   /// the call to the library underneath.
   bool agreed = false;
+  /// The communicator had retired before this call (docs/RUNTIME.md,
+  /// "Retiring"): an earlier call failed, on this rank or on a peer of its
+  /// host, and every rank of the host learns it at its next call. A drop-in
+  /// hands this call and every later one to the library underneath. With
+  /// `begun` clear the call was refused before it touched any buffer; set,
+  /// it had begun before this rank learned of the failure and was stopped
+  /// (its output, and an input it shares, may be partly written).
+  bool retired = false;
+  bool begun = false;
 };
 
 llvm::Error collError(collResult_t result, const llvm::Twine &message);

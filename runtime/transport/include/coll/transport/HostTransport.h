@@ -55,15 +55,25 @@ inline constexpr int CallRing = 8;
 struct alignas(64) RankSlot {
   int32_t rank = -1, proc = -1, pid = 0, pad = 0;
   CallDescriptor calls[CallRing];
+  /// This rank's stop word, which its waits and kernels poll: raised by a
+  /// failure of the call it runs or of an earlier one (ControlHeader::
+  /// stopSeq at most `current`), not of a call it has yet to reach.
+  alignas(64) std::atomic<uint32_t> stop{0};
+  /// The number of the call this rank runs, or ran last.
+  std::atomic<uint64_t> current{0};
 };
 
 struct alignas(64) ControlHeader {
   uint64_t magic = 0;
   int32_t nlocal = 0, nprocs = 0;
-  alignas(64) std::atomic<uint32_t> stop{0};
+  alignas(64) std::atomic<uint32_t> stop{0}; ///< raised: some rank of the host failed
   std::atomic<int32_t> stopRank{-1};
   std::atomic<int32_t> stopResult{0};
   std::atomic<uint32_t> reportReady{0};
+  /// The reporter's call number (on this communicator) when it raised the
+  /// stop: which call failed, so that a rank that completed that call
+  /// knows at its next one that the communicator has retired.
+  std::atomic<uint64_t> stopSeq{0};
   char report[2048] = {};
 };
 
