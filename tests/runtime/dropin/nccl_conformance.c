@@ -839,6 +839,67 @@ static void groups(ncclComm_t comm, int rank, int n) {
   }
 }
 
+/* NCCL's argument checks (src/misc/argcheck.cc, ArgsCheck): a root or
+ * peer out of range, a datatype or op that does not exist, an op of
+ * ncclRedOpCreatePreMulSum already destroyed: ncclInvalidArgument, and
+ * nothing touched. And the buffers NCCL ignores may be NULL: a broadcast's
+ * and a scatter's sendbuff off the root, a reduce's and a gather's
+ * recvbuff off the root. (NCCL checks pointers only with NCCL_CHECK_POINTERS;
+ * Coll refuses a NULL buffer it would use with ncclInvalidArgument.) */
+static void arguments(ncclComm_t comm, int rank, int n) {
+  int32_t in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8 * 8];
+  memset(out, 0x5a, sizeof out);
+  struct {
+    const char *what;
+    ncclResult_t result;
+  } bad[] = {
+      {"ncclBroadcast root n", ncclBroadcast(in, out, 8, ncclInt32, n, comm, NULL)},
+      {"ncclReduce root -1", ncclReduce(in, out, 8, ncclInt32, ncclSum, -1, comm, NULL)},
+      {"ncclGather root n", ncclGather(in, out, 8, ncclInt32, n, comm, NULL)},
+      {"ncclScatter root n", ncclScatter(in, out, 8, ncclInt32, n, comm, NULL)},
+      {"ncclSend peer n", ncclSend(in, 8, ncclInt32, n, comm, NULL)},
+      {"ncclRecv peer -1", ncclRecv(out, 8, ncclInt32, -1, comm, NULL)},
+      {"ncclAllReduce datatype ncclNumTypes",
+       ncclAllReduce(in, out, 8, (ncclDataType_t)ncclNumTypes, ncclSum, comm, NULL)},
+      {"ncclAllGather datatype -1", ncclAllGather(in, out, 8, (ncclDataType_t)-1, comm, NULL)},
+      {"ncclAllReduce op ncclNumOps",
+       ncclAllReduce(in, out, 8, ncclInt32, (ncclRedOp_t)ncclNumOps, comm, NULL)},
+      {"ncclReduceScatter op -1",
+       ncclReduceScatter(in, out, 1, ncclInt32, (ncclRedOp_t)-1, comm, NULL)},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i)
+    if (bad[i].result != ncclInvalidArgument)
+      FAIL("%s: %d, expected ncclInvalidArgument (%s)", bad[i].what, (int)bad[i].result,
+           ncclGetLastError(comm));
+  for (size_t b = 0; b < sizeof out; ++b)
+    if (((unsigned char *)out)[b] != 0x5a) {
+      FAIL("a call that failed its checks wrote recvbuff + %zu", b);
+      break;
+    }
+  if (deviceMode)
+    return; /* the NULL buffers below are host calls */
+  const int root = n - 1;
+  const int32_t mine = rank + 100;
+  int32_t got = -1, all[8];
+  OK(ncclBroadcast(rank == root ? &mine : NULL, &got, 1, ncclInt32, root, comm, NULL));
+  if (got != root + 100)
+    FAIL("ncclBroadcast with a NULL sendbuff off the root gave %d", (int)got);
+  got = -1;
+  OK(ncclReduce(&mine, rank == root ? &got : NULL, 1, ncclInt32, ncclSum, root, comm, NULL));
+  if (rank == root && got != n * 100 + n * (n - 1) / 2)
+    FAIL("ncclReduce with NULL recvbuffs off the root gave %d", (int)got);
+  OK(ncclGather(&mine, rank == root ? all : NULL, 1, ncclInt32, root, comm, NULL));
+  for (int r = 0; rank == root && r < n; ++r)
+    if (all[r] != r + 100)
+      FAIL("ncclGather with NULL recvbuffs off the root: element %d is %d", r, (int)all[r]);
+  for (int r = 0; r < n; ++r)
+    all[r] = 200 + r;
+  got = -1;
+  OK(ncclScatter(rank == root ? all : NULL, &got, 1, ncclInt32, root, comm, NULL));
+  if (got != 200 + rank)
+    FAIL("ncclScatter with a NULL sendbuff off the root gave %d", (int)got);
+}
+
 /*===--- driver -----------------------------------------------------------===*/
 
 static ncclComm_t init(int rank, int n, int idFd[2]) {
@@ -878,6 +939,7 @@ static void conformance(int rank, int n, int idFd[2]) {
     matrix(comm, rank, n, hostCounts, 6, AllTypes, NumTypes);
   preMulSum(comm, rank, n);
   groups(comm, rank, n);
+  arguments(comm, rank, n);
 
   /* A split: rank 0 passes NCCL_SPLIT_NOCOLOR and gets NULL; the others,
    * keyed backwards, are numbered backwards. */
