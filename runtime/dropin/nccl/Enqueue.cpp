@@ -95,7 +95,7 @@ ncclResult_t validate(const Call &c) {
     std::string message;
     return failWith(comm, toNccl(takeResult(std::move(err), message)), message);
   }
-  if (Communicator *impl = comm->impl())
+  if (Communicator *impl = comm->impl(); impl && comm->retired.empty())
     if (collResult_t broken = impl->asyncError(); broken != collSuccess)
       return failWith(comm, toNccl(broken),
                       llvm::formatv("{0}: the communicator is broken by an earlier error ({1}); "
@@ -111,6 +111,9 @@ void route(Call &c) {
     dropin::fallback(c.function, "NCCL", why, comm->rank);
     c.onColl = false;
   };
+  if (!comm->retired.empty())
+    return fallback("Coll stopped serving this communicator after a failed call: " +
+                    comm->retired);
   if (forced().has(c.collective))
     return fallback("COLL_FORCE_FALLBACK=" + forced().text);
   Communicator *impl = comm->impl();
@@ -129,6 +132,42 @@ void route(Call &c) {
   c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
   if (c.onColl && c.op.device >= 0)
     c.op.stream = c.stream; // enqueued there, as the real NCCL would
+}
+
+/// A call Coll served failed on this rank: Coll serves no more calls of
+/// `comm`, and says so once, naming the failure. The ranks agree on the last
+/// failed call at their next call (agree), except where a peer died, which
+/// cannot take part: the real NCCL then meets the dead peer as it would
+/// without Coll. A peer that aborted the communicator is no failure to
+/// recover from: the communicator stays broken, as NCCL's would be.
+void retire(ncclComm_t comm, ncclResult_t result, const std::string &failure) {
+  // The runtime's reports of a peer's abort (Comm.cpp, abort) and of a
+  // peer process gone (Round.cpp, pollPeers).
+  if (failure.find("aborted the communicator") != std::string::npos)
+    return;
+  const bool died = failure.find(") exited while rank ") != std::string::npos;
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (!comm->retired.empty())
+      return;
+    comm->retired = failure;
+    comm->retiredResult = result;
+    comm->failedAt = comm->calls;
+    comm->agreed = died;
+    comm->agreedUntil = comm->failedAt;
+  }
+  COLL_LOG(Warn, Coll, comm->rank,
+           comm->real
+               ? llvm::formatv("Coll stops serving this communicator after its call #{0} failed "
+                               "({1}); the ranks agree on the last failed call at their next "
+                               "call, and every later call goes to the real NCCL",
+                               comm->failedAt, failure)
+                     .str()
+               : llvm::formatv("Coll stops serving this communicator after its call #{0} failed "
+                               "({1}); there is no real NCCL to take its calls, so every later "
+                               "call fails with this error: abort or destroy it",
+                               comm->failedAt, failure)
+                     .str());
 }
 
 /// Runs Coll's share of a group (or one call): on host buffers complete on
@@ -160,26 +199,51 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
       dropin::fallback(calls[0].function, "NCCL", message, calls[0].comm->rank);
       return issueReal(calls[0]);
     }
-    return failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result),
-                    llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
-                                  collGetErrorString(result), message));
+    const std::string failure = llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
+                                              collGetErrorString(result), message);
+    const ncclResult_t failed =
+        failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result), failure);
+    for (const Call &c : calls)
+      retire(c.comm, failed, failure);
+    return failed;
   }
   return ncclSuccess;
 }
 
 /// The entry of every collective and point-to-point call.
 ncclResult_t call(Call c) {
-  if (ncclResult_t r = validate(c); r != ncclSuccess) {
+  auto failed = [](ncclResult_t r) {
     if (group.depth > 0 && group.error == ncclSuccess)
       group.error = r;
     return r;
-  }
+  };
+  if (ncclResult_t r = validate(c); r != ncclSuccess)
+    return failed(r);
   // NCCL discards an empty collective once its arguments are checked
   // (src/enqueue.cc, taskAppend: "Empty collectives can be discarded"):
   // nothing runs and nothing is touched, whatever the datatype and op, so
   // that fp8 or a PreMulSum op with count 0 succeeds without a real NCCL.
   if (c.op.count == 0 && !c.op.pointToPoint())
     return ncclSuccess;
+  ncclComm_t comm = c.comm;
+  const uint64_t number = ++comm->calls;
+  if (!comm->retired.empty()) {
+    if (!comm->real)
+      return failed(failWith(comm, comm->retiredResult,
+                             llvm::formatv("{0}: Coll stopped serving this communicator after a "
+                                           "failed call ({1}), and there is no real NCCL to take "
+                                           "its calls: abort or destroy it",
+                                           c.function, comm->retired)));
+    if (ncclResult_t r = agree(comm, c.function); r != ncclSuccess)
+      return failed(r);
+    if (number <= comm->agreedUntil)
+      return failed(failWith(comm, comm->retiredResult,
+                             llvm::formatv("{0}: call #{1} on this communicator failed on Coll on "
+                                           "another rank after this rank's earlier call failed "
+                                           "({2}); it fails here too, so that the ranks stay in "
+                                           "step",
+                                           c.function, number, comm->retired)));
+  }
   route(c);
   if (group.depth > 0) {
     group.calls.push_back(c);
@@ -189,6 +253,67 @@ ncclResult_t call(Call c) {
 }
 
 } // namespace
+
+bool owesAgreement(ncclComm_t comm) {
+  if (!comm->real || comm->agreed)
+    return false;
+  if (!comm->retired.empty())
+    return true;
+  // A peer of this host failed a call this rank had finished: Coll's side
+  // is broken all the same, and this rank's number is its last call's.
+  Communicator *impl = comm->impl();
+  std::optional<std::string> report = impl ? impl->stopReport() : std::nullopt;
+  if (!report)
+    return false;
+  retire(comm, ncclRemoteError,
+         llvm::formatv("a peer on this host failed a call after this rank's call #{0} had "
+                       "finished: {1}",
+                       comm->calls, *report));
+  return !comm->retired.empty() && !comm->agreed;
+}
+
+ncclResult_t agree(ncclComm_t comm, const char *function) {
+  if (comm->agreed || !comm->real)
+    return ncclSuccess;
+  COLL_NEED_REAL(comm, ncclAllReduce);
+  // The real NCCL reduces device memory: the rank's GPU's when it has one.
+  int64_t number = static_cast<int64_t>(comm->failedAt);
+  void *buffer = &number;
+  auto cudaMalloc = cudart<cudaError_t (*)(void **, size_t)>("cudaMalloc");
+  auto cudaMemcpy = cudart<cudaError_t (*)(void *, const void *, size_t, cudaMemcpyKind)>(
+      "cudaMemcpy");
+  auto cudaFree = cudart<cudaError_t (*)(void *)>("cudaFree");
+  void *device = nullptr;
+  if (comm->device >= 0 && cudaMalloc && cudaMemcpy && cudaFree) {
+    if (cudaMalloc(&device, sizeof number) != cudaSuccess ||
+        cudaMemcpy(device, &number, sizeof number, cudaMemcpyHostToDevice) != cudaSuccess)
+      return failWith(comm, ncclUnhandledCudaError,
+                      std::string(function) + ": cannot stage the ranks' agreement after a "
+                                              "failed call in device memory");
+    buffer = device;
+  }
+  ncclResult_t r =
+      real().ncclAllReduce(buffer, buffer, 1, ncclInt64, ncclMax, comm->real, nullptr);
+  coll::rt::synchronizeCudaStream(nullptr);
+  if (device) {
+    if (r == ncclSuccess && cudaMemcpy(&number, device, sizeof number,
+                                       cudaMemcpyDeviceToHost) != cudaSuccess)
+      r = ncclUnhandledCudaError;
+    cudaFree(device);
+  }
+  if (r != ncclSuccess)
+    return fromReal(comm, function, r);
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    comm->agreedUntil = static_cast<uint64_t>(number);
+    comm->agreed = true;
+  }
+  COLL_LOG(Info, Coll, comm->rank,
+           llvm::formatv("the ranks agree: calls up to #{0} on this communicator failed (this "
+                         "rank's failed at #{1}); later calls go to the real NCCL",
+                         number, comm->failedAt));
+  return ncclSuccess;
+}
 
 ncclResult_t issueReal(const Call &c) {
   ncclComm_t comm = c.comm;

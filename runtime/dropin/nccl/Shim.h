@@ -75,6 +75,15 @@ struct ncclComm {
   std::string lastError;
   std::set<int> userOps; ///< ops from ncclRedOpCreatePreMulSum on `real`
 
+  /// After a failed call (Enqueue.cpp, retire): Coll serves no more calls
+  /// of this communicator. Written by the calling thread under `mutex`.
+  uint64_t calls = 0;       ///< the calls made on it, each its number
+  std::string retired;      ///< the first failure; empty while Coll serves
+  ncclResult_t retiredResult = ncclSuccess;
+  uint64_t failedAt = 0;    ///< the number of the call that failed here
+  bool agreed = false;      ///< the ranks' agreement on the last failed call
+  uint64_t agreedUntil = 0; ///< calls up to this number fail, on every rank
+
   ::coll::rt::Communicator *impl() const { return ::coll::rt::communicatorOf(coll); }
 };
 
@@ -208,6 +217,17 @@ ncclResult_t issueReal(const Call &c);
 /// Issues a group's calls: the real NCCL's share in one real group, then
 /// Coll's.
 ncclResult_t issue(std::vector<Call> calls);
+
+/// Whether `comm` still waits for its ranks' agreement after a failed call
+/// (retired, and not yet agreed), or has a peer on this host whose call
+/// failed where this rank's did not: then it must take part in the
+/// agreement before it leaves the communicator (finalize, destroy).
+bool owesAgreement(ncclComm_t comm);
+
+/// The ranks' agreement after a failed call on Coll: every rank's number
+/// of its failed call, the largest over the real communicator. Calls up to
+/// that number then fail on every rank, later ones go to the real NCCL.
+ncclResult_t agree(ncclComm_t comm, const char *function);
 
 //===----------------------------------------------------------------------===//
 // Groups (Group.cpp)

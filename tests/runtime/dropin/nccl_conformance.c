@@ -50,6 +50,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1006,12 +1007,136 @@ static void conformance(int rank, int n, int idFd[2]) {
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
 }
 
+/*===--- a failed call never breaks the job -------------------------------===*/
+
+/* A call Coll serves fails on purpose (`how`): `watchdog`, the last rank
+ * comes to it three watchdog periods late (COLL_WATCHDOG_MS), so the others
+ * stop at their watchdog and it meets their stop; `mismatch`, rank 0 passes
+ * another count than the others. The call must fail on every rank with one
+ * of NCCL's errors. Then, with a real NCCL underneath (the stand-in with
+ * COLL_STANDIN_COMPUTE=1, which computes), 100 calls of every kind must be
+ * right, on the real NCCL, and the communicator's async error ncclSuccess;
+ * without one, every later call fails with the failed call's error, which
+ * the async error reports. `died`: the last rank exits before the call;
+ * every later call goes to the real NCCL (the stand-in, which does not
+ * compute, records them). */
+static void failure(int rank, int n, int idFd[2], const char *how) {
+  ncclComm_t comm = init(rank, n, idFd);
+  for (int i = 0; i < 3; ++i) { /* Coll serves these */
+    Call c = {AllReduce, ncclInt32, ncclSum, 1, 1031, 0, i % 2};
+    runCall(&c, comm, rank, n);
+  }
+  const int before = countOf(standinCalls(), "ncclAllReduce rank=");
+  int32_t in[16] = {0}, out[16];
+  ncclResult_t r;
+  if (!strcmp(how, "watchdog")) {
+    const char *ms = getenv("COLL_WATCHDOG_MS");
+    if (rank == n - 1)
+      usleep((useconds_t)(3 * (ms ? atoi(ms) : 5000)) * 1000u);
+    r = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
+  } else if (!strcmp(how, "died")) {
+    if (rank == n - 1)
+      _exit(0); /* before the call the others make */
+    r = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
+  } else {
+    r = ncclAllReduce(in, out, rank == 0 ? 15 : 16, ncclInt32, ncclSum, comm, NULL);
+  }
+  const char *why = ncclGetLastError(comm);
+  if (r != ncclRemoteError && r != ncclInvalidUsage && r != ncclInternalError)
+    FAIL("the planted failure (%s) returned %d (%s), not one of NCCL's errors", how, (int)r, why);
+  if (countOf(standinCalls(), "ncclAllReduce rank=") != before)
+    FAIL("the planted failure (%s) reached the real NCCL", how);
+  if (rank == 0)
+    printf("rank 0: the planted failure (%s) returned %s: %s\n", how, ncclGetErrorString(r), why);
+  const ncclResult_t first = r;
+  ncclResult_t async = ncclInternalError;
+  if (!strcmp(how, "died")) {
+    /* The real NCCL takes every later call and meets the dead peer as it
+     * would without Coll (the stand-in, which does not compute, returns). */
+    for (int kind = AllReduce; kind <= Scatter; ++kind) {
+      Call c = {(enum Kind)kind, ncclInt32, ncclSum, 1, 7, 0, kind == Bcast};
+      c.seed = nextSeed++;
+      prepare(&c, rank, n, 0);
+      const enum Kind real = kind == Bcast ? Broadcast : (enum Kind)kind;
+      const int reached = countOf(standinCalls(), KindNames[real]);
+      OK(issue(&c, comm));
+      if (countOf(standinCalls(), KindNames[real]) != reached + 1)
+        FAIL("%s after a peer died did not go to the real NCCL", KindNames[kind]);
+      release(&c);
+    }
+    OK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess)
+      FAIL("ncclCommGetAsyncError gave %d: the real NCCL's is the communicator's", (int)async);
+    OK(ncclCommAbort(comm));
+    return;
+  }
+  if (underneath == None) {
+    for (int i = 0; i < 10; ++i) {
+      Call c = {(enum Kind)(i % (Scatter + 1)), ncclFloat32, ncclSum, 1, 7, 0, 0};
+      c.seed = nextSeed++;
+      prepare(&c, rank, n, 0);
+      r = issue(&c, comm);
+      if (r != first || !strstr(ncclGetLastError(comm), "there is no real NCCL to take its calls"))
+        FAIL("%s after the failure without a real NCCL: %d (%s), expected %d", KindNames[c.kind],
+             (int)r, ncclGetLastError(comm), (int)first);
+      verify(&c); /* nothing touched */
+      release(&c);
+    }
+    OK(ncclCommGetAsyncError(comm, &async));
+    if (async != first)
+      FAIL("ncclCommGetAsyncError gave %d after the failure, expected %d", (int)async, (int)first);
+    OK(ncclCommDestroy(comm));
+    return;
+  }
+  const ncclDataType_t types[] = {ncclInt8,  ncclUint8,   ncclInt32,   ncclUint32, ncclInt64,
+                                  ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+  const long calls = callsMade;
+  for (int i = 0; i < 100; ++i) {
+    for (int kind = AllReduce; kind <= Scatter; ++kind) {
+      const int inPlace = kind == Bcast || (kind != AlltoAll && i % 2);
+      Call c = {(enum Kind)kind, types[(i + kind) % 10], BuiltinOps[(i + kind) % 5], 1,
+                1 + (size_t)(i * 37 + kind) % 1031, (i + kind) % n, inPlace};
+      runCall(&c, comm, rank, n);
+    }
+    if (i % 10 == 0)
+      groups(comm, rank, n);
+  }
+  if (countOf(standinCalls(), "ncclAllReduce rank=") < before + 100)
+    FAIL("the calls after the failure did not go to the real NCCL (%d allreduces reached it)",
+         countOf(standinCalls(), "ncclAllReduce rank=") - before);
+  OK(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess)
+    FAIL("ncclCommGetAsyncError gave %d after the communicator went to the real NCCL",
+         (int)async);
+  if (rank == 0)
+    printf("rank 0: %ld calls right after the failure\n", callsMade - calls);
+  OK(ncclCommFinalize(comm));
+  OK(ncclCommDestroy(comm));
+}
+
+static int shmLeftovers(void) {
+  int found = 0;
+  DIR *d = opendir("/dev/shm");
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strncmp(e->d_name, "coll-", 5) == 0) {
+      fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
+      ++found;
+    }
+  closedir(d);
+  return found;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: %s host|device NRANKS standin|none|real\n", argv[0]);
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died} NRANKS "
+                    "standin|none|real\n", argv[0]);
     return 2;
   }
   deviceMode = !strcmp(argv[1], "device");
+  const char *how = !strncmp(argv[1], "failure-", 8) ? argv[1] + 8 : NULL;
   int n = atoi(argv[2]);
   if (!strcmp(argv[3], "standin"))
     underneath = Standin;
@@ -1021,8 +1146,11 @@ int main(int argc, char **argv) {
     underneath = Real;
   else
     n = 0;
-  if ((!deviceMode && strcmp(argv[1], "host")) || n < 1 || n > 8) {
-    fprintf(stderr, "usage: %s host|device NRANKS(1-8) standin|none|real\n", argv[0]);
+  if ((!deviceMode && !how && strcmp(argv[1], "host")) ||
+      (how && strcmp(how, "watchdog") && strcmp(how, "mismatch") && strcmp(how, "died")) ||
+      n < 1 || n > 8) {
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died} NRANKS(1-8) "
+                    "standin|none|real\n", argv[0]);
     return 2;
   }
   int idFd[2];
@@ -1039,7 +1167,10 @@ int main(int argc, char **argv) {
         if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1)
           _exit(77);
       }
-      conformance(r, n, idFd);
+      if (how)
+        failure(r, n, idFd, how);
+      else
+        conformance(r, n, idFd);
       if (failures == 0)
         printf("rank %d: ok\n", r);
       fflush(stdout);
@@ -1057,6 +1188,8 @@ int main(int argc, char **argv) {
       ++bad;
     }
   }
+  if (shmLeftovers())
+    ++bad;
   if (skipped == n) {
     printf("no CUDA device: skipped\n");
     return 77;
