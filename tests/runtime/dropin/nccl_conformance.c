@@ -1017,7 +1017,8 @@ static void conformance(int rank, int n, int idFd[2]) {
  * COLL_STANDIN_COMPUTE=1, which computes), 100 calls of every kind must be
  * right, on the real NCCL, and the communicator's async error ncclSuccess;
  * without one, every later call fails with the failed call's error, which
- * the async error reports. `died`: the last rank exits before the call;
+ * the async error reports. `late`: a reduce that rank 1 finishes while the
+ * others fail it (below). `died`: the last rank exits before the call;
  * every later call goes to the real NCCL (the stand-in, which does not
  * compute, records them). */
 static void failure(int rank, int n, int idFd[2], const char *how) {
@@ -1034,6 +1035,31 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
     if (rank == n - 1)
       usleep((useconds_t)(3 * (ms ? atoi(ms) : 5000)) * 1000u);
     r = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
+  } else if (!strcmp(how, "late")) {
+    /* A reduce to rank 0 with the last rank late: rank 0 stops at its
+     * watchdog, the last rank meets the stop, and rank 1 (a leaf of the
+     * binomial tree, n >= 3) has sent its part and returned: it meets the
+     * stop at its next call. The ranks are then a call apart: they agree,
+     * and the next call fails on ranks 0 and n-1 too, so that the calls
+     * after it are in step again. */
+    const char *ms = getenv("COLL_WATCHDOG_MS");
+    if (rank == n - 1)
+      usleep((useconds_t)(3 * (ms ? atoi(ms) : 5000)) * 1000u);
+    r = ncclReduce(in, out, 16, ncclInt32, ncclSum, 0, comm, NULL);
+    const ncclResult_t next = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
+    if (rank == 1 && r != ncclSuccess)
+      FAIL("rank 1 (a leaf) should have finished the reduce: %d (%s)", (int)r,
+           ncclGetLastError(comm));
+    if (next == ncclSuccess)
+      FAIL("the call after the failed reduce succeeded on rank %d: the ranks are out of step",
+           rank);
+    if (rank == 1) {
+      r = next; /* its failed call */
+    } else if (r == ncclSuccess) {
+      FAIL("the failed reduce succeeded on rank %d", rank);
+    }
+    printf("rank %d: the reduce returned %d, the next call %d: %s\n", rank, (int)r, (int)next,
+           ncclGetLastError(comm));
   } else if (!strcmp(how, "died")) {
     if (rank == n - 1)
       _exit(0); /* before the call the others make */
@@ -1044,7 +1070,8 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
   const char *why = ncclGetLastError(comm);
   if (r != ncclRemoteError && r != ncclInvalidUsage && r != ncclInternalError)
     FAIL("the planted failure (%s) returned %d (%s), not one of NCCL's errors", how, (int)r, why);
-  if (countOf(standinCalls(), "ncclAllReduce rank=") != before)
+  /* (With `late`, the ranks' agreement is an allreduce on the real NCCL.) */
+  if (strcmp(how, "late") && countOf(standinCalls(), "ncclAllReduce rank=") != before)
     FAIL("the planted failure (%s) reached the real NCCL", how);
   if (rank == 0)
     printf("rank 0: the planted failure (%s) returned %s: %s\n", how, ncclGetErrorString(r), why);
@@ -1131,7 +1158,7 @@ static int shmLeftovers(void) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died} NRANKS "
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS "
                     "standin|none|real\n", argv[0]);
     return 2;
   }
@@ -1147,9 +1174,10 @@ int main(int argc, char **argv) {
   else
     n = 0;
   if ((!deviceMode && !how && strcmp(argv[1], "host")) ||
-      (how && strcmp(how, "watchdog") && strcmp(how, "mismatch") && strcmp(how, "died")) ||
+      (how && strcmp(how, "watchdog") && strcmp(how, "mismatch") && strcmp(how, "died") &&
+       strcmp(how, "late")) ||
       n < 1 || n > 8) {
-    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died} NRANKS(1-8) "
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS(1-8) "
                     "standin|none|real\n", argv[0]);
     return 2;
   }
