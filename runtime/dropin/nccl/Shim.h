@@ -23,8 +23,10 @@
 //                 count, device, user rank, async error; results and the
 //                 last error
 //   Enqueue.cpp   collectives and send/recv: NCCL's checks, the choice
-//                 between Coll and the real NCCL, issuing them;
-//                 ncclRedOpCreatePreMulSum and ncclRedOpDestroy
+//                 between Coll and the real NCCL, issuing them; after a
+//                 failed call, Coll retired on the communicator and the
+//                 ranks' agreement; ncclRedOpCreatePreMulSum and
+//                 ncclRedOpDestroy
 //   Group.cpp     ncclGroupStart, ncclGroupEnd, ncclGroupSimulateEnd
 //   Memory.cpp    ncclMemAlloc and ncclMemFree, buffer registration,
 //                 windows

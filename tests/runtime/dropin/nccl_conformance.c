@@ -69,13 +69,17 @@ static int failures = 0;
 static int deviceMode = 0;
 static enum { Standin, None, Real } underneath;
 
-#define FAIL(...)                                                                                  \
-  do {                                                                                             \
-    fprintf(stderr, "rank %d: FAIL %s:%d: ", myRank, __FILE__, __LINE__);                          \
-    fprintf(stderr, __VA_ARGS__);                                                                  \
-    fprintf(stderr, "\n");                                                                         \
-    ++failures;                                                                                    \
-  } while (0)
+/* One line, written at once, so that the ranks' lines do not interleave. */
+static void fail(int line, const char *fmt, ...) {
+  char text[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(text, sizeof text, fmt, args);
+  va_end(args);
+  fprintf(stderr, "rank %d: FAIL %s:%d: %s\n", myRank, __FILE__, line, text);
+  ++failures;
+}
+#define FAIL(...) fail(__LINE__, __VA_ARGS__)
 
 #define OK(call)                                                                                   \
   do {                                                                                             \
