@@ -50,8 +50,6 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <dirent.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -62,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "NcclTestRanks.h"
 #include "TimeScale.h"
 
 static int myRank = -1;
@@ -587,20 +586,6 @@ static ncclResult_t issue(const Call *c, ncclComm_t comm) {
 }
 
 /*===--- what reaches the stand-in ---------------------------------------===*/
-
-static const char *standinCalls(void) {
-  const char *path = getenv("COLL_NCCL_LIB");
-  void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
-  const char *(*calls)(void) = h ? (const char *(*)(void))dlsym(h, "standinCalls") : NULL;
-  return calls ? calls() : "";
-}
-
-static int countOf(const char *haystack, const char *needle) {
-  int n = 0;
-  for (const char *p = haystack; (p = strstr(p, needle)); p += strlen(needle))
-    ++n;
-  return n;
-}
 
 /* Whether the call Coll cannot run (fp8, a PreMulSum op) went underneath as
  * it must: to the stand-in with the program's arguments (its memory then
@@ -1145,19 +1130,22 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
   OK(ncclCommDestroy(comm));
 }
 
-static int shmLeftovers(void) {
-  int found = 0;
-  DIR *d = opendir("/dev/shm");
-  if (!d)
-    return 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (strncmp(e->d_name, "coll-", 5) == 0) {
-      fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
-      ++found;
-    }
-  closedir(d);
-  return found;
+static const char *failureKind; /* failure-KIND, else NULL */
+
+static int rankMain(int r, int n, int idFd[2]) {
+  myRank = r;
+  if (deviceMode) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1)
+      return 77;
+  }
+  if (failureKind)
+    failure(r, n, idFd, failureKind);
+  else
+    conformance(r, n, idFd);
+  if (failures == 0)
+    printf("rank %d: ok\n", r);
+  return failures ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
@@ -1167,7 +1155,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   deviceMode = !strcmp(argv[1], "device");
-  const char *how = !strncmp(argv[1], "failure-", 8) ? argv[1] + 8 : NULL;
+  const char *how = failureKind = !strncmp(argv[1], "failure-", 8) ? argv[1] + 8 : NULL;
   int n = atoi(argv[2]);
   if (!strcmp(argv[3], "standin"))
     underneath = Standin;
@@ -1185,41 +1173,8 @@ int main(int argc, char **argv) {
                     "standin|none|real\n", argv[0]);
     return 2;
   }
-  int idFd[2];
-  if (pipe(idFd) != 0)
-    return 2;
-  pid_t pids[8];
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      myRank = r;
-      alarm((unsigned)coll_test_scaled(300)); /* never outlive a hung test */
-      if (deviceMode) {
-        int devices = 0;
-        if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1)
-          _exit(77);
-      }
-      if (how)
-        failure(r, n, idFd, how);
-      else
-        conformance(r, n, idFd);
-      if (failures == 0)
-        printf("rank %d: ok\n", r);
-      fflush(stdout);
-      _exit(failures ? 1 : 0);
-    }
-  }
-  int bad = 0, skipped = 0;
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-      ++skipped;
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "rank %d ended with status %d\n", r, status);
-      ++bad;
-    }
-  }
+  int skipped = 0;
+  int bad = forkRanks(n, 300, rankMain, &skipped);
   if (shmLeftovers())
     ++bad;
   if (skipped == n) {
