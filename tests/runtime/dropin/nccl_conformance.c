@@ -1,6 +1,6 @@
 /*===- nccl_conformance.c - An NCCL library against NCCL's semantics -------===*
  *
- *   nccl-conformance MODE NRANKS UNDERNEATH
+ *   nccl-conformance MODE NRANKS UNDERNEATH [huge]
  *
  * Forks NRANKS ranks of an NCCL program and runs every collective of
  * nccl.h through the NCCL library it is linked to (libcoll_nccl.so, or the
@@ -28,7 +28,8 @@
  * one rank: every collective; every type (fp8 included); every built-in op
  * (ncclAvg too) and ncclRedOpCreatePreMulSum's with the scalar on the host
  * and on the device; in place (NCCL's forms) and out of place; counts 0, 1,
- * 7, 13, 1031 and a large prime; roots first, middle and last; calls and
+ * 7, 13, 1031 and a large prime (with `huge`, 1048573 too, for float32);
+ * roots first, middle and last; calls and
  * send/recv pairs inside groups. Every buffer lies in one allocation with
  * guard bytes before, between and after, all filled with a pattern: after
  * the call, bytes the call must not write (guards, inputs, recvbuff where
@@ -66,6 +67,7 @@
 static int myRank = -1;
 static int failures = 0;
 static int deviceMode = 0;
+static int huge = 0; /* the optional last argument `huge` */
 static enum { Standin, None, Real } underneath;
 
 /* One line, written at once, so that the ranks' lines do not interleave. */
@@ -344,7 +346,12 @@ static const char *const KindNames[] = {"ncclAllReduce",     "ncclBroadcast", "n
                                         "ncclReduce",        "ncclAllGather", "ncclReduceScatter",
                                         "ncclAlltoAll",      "ncclGather",    "ncclScatter"};
 
-enum { Guard = 40 }; /* bytes before, between and after: 8-aligned, not 16 */
+/* Guard bytes before, between and after the buffers: 40 and the element's
+ * size below 8, so that the buffers are aligned to their element (all NCCL
+ * asks) and no more: an int8 buffer at an odd address, a half one at 2
+ * mod 4, a float one at 4 mod 8, a double one at 8 mod 16. */
+enum { Guard = 40 };
+static size_t guardFor(size_t elemSize) { return Guard + (elemSize < 8 ? elemSize : 0); }
 
 /* A call's memory: [guard][send][guard][recv][guard] out of place,
  * [guard][buffer][guard] in place. Offsets are in bytes into `image`. */
@@ -358,7 +365,7 @@ typedef struct {
   int inPlace;
   unsigned seed;
   /* layout */
-  size_t total, sendOff, sendBytes, recvOff, recvBytes;
+  size_t guard, total, sendOff, sendBytes, recvOff, recvBytes;
   unsigned char *image;    /* host copy: what the memory holds */
   unsigned char *expected; /* what it must hold after the call */
   double *tolerance;       /* per element of recvbuff, or NULL: exact */
@@ -398,6 +405,7 @@ static void prepare(Call *c, int rank, int n, int reference) {
   sizes(c, n, &sendElems, &recvElems);
   c->sendBytes = sendElems * es;
   c->recvBytes = recvElems * es;
+  const size_t G = c->guard = guardFor(es);
   if (c->inPlace) {
     /* NCCL's in-place forms: the larger buffer holds the smaller one at the
      * rank's block (allgather's sendbuff, reducescatter's recvbuff) or, for
@@ -406,16 +414,16 @@ static void prepare(Call *c, int rank, int n, int reference) {
      * the rank's own block elsewhere. */
     const size_t big = sendElems > recvElems ? sendElems : recvElems;
     const int block = (c->kind == Gather || c->kind == Scatter) && rank == c->root ? c->root : rank;
-    c->total = Guard + big * es + Guard;
-    c->sendOff = c->recvOff = Guard;
+    c->total = G + big * es + G;
+    c->sendOff = c->recvOff = G;
     if (c->kind == AllGather || c->kind == Gather)
-      c->sendOff = Guard + (size_t)block * c->count * es;
+      c->sendOff = G + (size_t)block * c->count * es;
     if (c->kind == ReduceScatter || c->kind == Scatter)
-      c->recvOff = Guard + (size_t)block * c->count * es;
+      c->recvOff = G + (size_t)block * c->count * es;
   } else {
-    c->sendOff = Guard;
-    c->recvOff = Guard + c->sendBytes + Guard;
-    c->total = c->recvOff + c->recvBytes + Guard;
+    c->sendOff = G;
+    c->recvOff = G + c->sendBytes + G;
+    c->total = c->recvOff + c->recvBytes + G;
   }
   c->image = malloc(c->total);
   c->expected = malloc(c->total);
@@ -513,9 +521,9 @@ static const char *placeOf(const Call *c, size_t b, size_t *rel) {
     return "sendbuff";
   }
   *rel = b;
-  if (b < Guard)
+  if (b < c->guard)
     return "the guard before";
-  if (b >= c->total - Guard)
+  if (b >= c->total - c->guard)
     return "the guard after";
   return c->inPlace ? "the buffer outside sendbuff and recvbuff" : "the guard between";
 }
@@ -744,15 +752,15 @@ static void groups(ncclComm_t comm, int rank, int n) {
     /* send/recv: to rank+1 and rank-1 and to itself, each from its own
      * block of one buffer, into its own block of another */
     const int peers[3] = {(rank + 1) % n, (rank + n - 1) % n, rank};
-    const size_t es = 4;
-    const size_t bytes = Guard + 3 * k * es + Guard;
+    const size_t es = 4, G = guardFor(es);
+    const size_t bytes = G + 3 * k * es + G;
     unsigned char *sendImage = malloc(bytes), *recvImage = malloc(bytes), *want = malloc(bytes);
     for (size_t b = 0; b < bytes; ++b)
       sendImage[b] = recvImage[b] = pattern(b, rank);
     const unsigned seed = nextSeed++;
     for (int p = 0; p < 3; ++p)
       for (size_t i = 0; i < k; ++i)
-        inputElement(ncclInt32, ncclSum, seed, rank * 8 + p, i, sendImage + Guard + (p * k + i) * es);
+        inputElement(ncclInt32, ncclSum, seed, rank * 8 + p, i, sendImage + G + (p * k + i) * es);
     memcpy(want, recvImage, bytes);
     /* block p receives from the peer that sends to this rank in direction p;
      * send/recv on device memory is the real NCCL's (docs/DROPIN.md), which
@@ -762,7 +770,7 @@ static void groups(ncclComm_t comm, int rank, int n) {
     const int sendsBefore = countOf(standinCalls(), "ncclSend rank=");
     for (int p = 0; p < 3 && !p2pUnderneath; ++p)
       for (size_t i = 0; i < k; ++i)
-        inputElement(ncclInt32, ncclSum, seed, from[p] * 8 + p, i, want + Guard + (p * k + i) * es);
+        inputElement(ncclInt32, ncclSum, seed, from[p] * 8 + p, i, want + G + (p * k + i) * es);
     char *sendMem, *recvMem;
     if (deviceMode) {
       CUDA(cudaMalloc((void **)&sendMem, bytes));
@@ -779,8 +787,8 @@ static void groups(ncclComm_t comm, int rank, int n) {
     for (int i = 0; i < 2; ++i)
       OK(issue(&calls[i], comm));
     for (int p = 0; p < 3; ++p) {
-      OK(ncclSend(sendMem + Guard + p * k * es, k, ncclInt32, peers[p], comm, NULL));
-      OK(ncclRecv(recvMem + Guard + p * k * es, k, ncclInt32, from[p], comm, NULL));
+      OK(ncclSend(sendMem + G + p * k * es, k, ncclInt32, peers[p], comm, NULL));
+      OK(ncclRecv(recvMem + G + p * k * es, k, ncclInt32, from[p], comm, NULL));
     }
     for (int i = 2; i < 4; ++i)
       OK(issue(&calls[i], comm));
@@ -923,10 +931,17 @@ static void conformance(int rank, int n, int idFd[2]) {
   const size_t deviceCounts[] = {0, 1, 13, 1031, 16411};
   const ncclDataType_t deviceTypes[] = {ncclInt8, ncclUint32, ncclInt64, ncclFloat16, ncclFloat32,
                                         ncclFloat64, ncclBfloat16, ncclFloat8e4m3};
-  if (deviceMode)
+  if (deviceMode) {
     matrix(comm, rank, n, deviceCounts, 5, deviceTypes, 8);
-  else
+  } else {
     matrix(comm, rank, n, hostCounts, 6, AllTypes, NumTypes);
+    /* `huge`: a count past the algorithms' larger chunks and pipelines (a
+     * prime), which costs as much as all the rest */
+    const size_t hugeCount[] = {1048573};
+    const ncclDataType_t hugeTypes[] = {ncclFloat32};
+    if (huge)
+      matrix(comm, rank, n, hugeCount, 1, hugeTypes, 1);
+  }
   preMulSum(comm, rank, n);
   groups(comm, rank, n);
   arguments(comm, rank, n);
@@ -1149,9 +1164,10 @@ static int rankMain(int r, int n, int idFd[2]) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
+  huge = argc == 5 && !strcmp(argv[4], "huge");
+  if (argc != 4 && !huge) {
     fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS "
-                    "standin|none|real\n", argv[0]);
+                    "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
   deviceMode = !strcmp(argv[1], "device");
@@ -1170,7 +1186,7 @@ int main(int argc, char **argv) {
        strcmp(how, "late")) ||
       n < 1 || n > 8) {
     fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS(1-8) "
-                    "standin|none|real\n", argv[0]);
+                    "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
   int skipped = 0;
