@@ -210,6 +210,16 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
   return ncclSuccess;
 }
 
+/// A call the ranks agreed fails (agree): a peer's call of this number
+/// failed on Coll after this rank's earlier one had.
+ncclResult_t failAgreed(const Call &c) {
+  return failWith(c.comm, c.comm->retiredResult,
+                  llvm::formatv("{0}: call #{1} on this communicator failed on Coll on another "
+                                "rank after this rank's earlier call failed ({2}); it fails here "
+                                "too, so that the ranks stay in step",
+                                c.function, c.number, c.comm->retired));
+}
+
 /// The entry of every collective and point-to-point call.
 ncclResult_t call(Call c) {
   auto failed = [](ncclResult_t r) {
@@ -226,7 +236,7 @@ ncclResult_t call(Call c) {
   if (c.op.count == 0 && !c.op.pointToPoint())
     return ncclSuccess;
   ncclComm_t comm = c.comm;
-  const uint64_t number = ++comm->calls;
+  c.number = ++comm->calls;
   if (!comm->retired.empty()) {
     if (!comm->real)
       return failed(failWith(comm, comm->retiredResult,
@@ -234,15 +244,14 @@ ncclResult_t call(Call c) {
                                            "failed call ({1}), and there is no real NCCL to take "
                                            "its calls: abort or destroy it",
                                            c.function, comm->retired)));
-    if (ncclResult_t r = agree(comm, c.function); r != ncclSuccess)
-      return failed(r);
-    if (number <= comm->agreedUntil)
-      return failed(failWith(comm, comm->retiredResult,
-                             llvm::formatv("{0}: call #{1} on this communicator failed on Coll on "
-                                           "another rank after this rank's earlier call failed "
-                                           "({2}); it fails here too, so that the ranks stay in "
-                                           "step",
-                                           c.function, number, comm->retired)));
+    // Inside a group the ranks agree at its ncclGroupEnd, with the group's
+    // other communicators (issue): one thread may drive several ranks.
+    if (group.depth == 0) {
+      if (ncclResult_t r = agree({comm}, c.function); r != ncclSuccess)
+        return failed(r);
+      if (c.number <= comm->agreedUntil)
+        return failed(failAgreed(c));
+    }
   }
   route(c);
   if (group.depth > 0) {
@@ -272,46 +281,88 @@ bool owesAgreement(ncclComm_t comm) {
   return !comm->retired.empty() && !comm->agreed;
 }
 
-ncclResult_t agree(ncclComm_t comm, const char *function) {
-  if (comm->agreed || !comm->real)
+ncclResult_t agree(llvm::ArrayRef<ncclComm_t> comms, const char *function) {
+  std::vector<ncclComm_t> owed;
+  for (ncclComm_t comm : comms)
+    if (!comm->agreed && comm->real && llvm::find(owed, comm) == owed.end())
+      owed.push_back(comm);
+  if (owed.empty())
     return ncclSuccess;
-  COLL_NEED_REAL(comm, ncclAllReduce);
-  // The real NCCL reduces device memory: the rank's GPU's when it has one.
-  int64_t number = static_cast<int64_t>(comm->failedAt);
-  void *buffer = &number;
+  COLL_NEED_REAL(owed.front(), ncclAllReduce);
+  // The real NCCL reduces device memory: each rank's GPU's when it has one.
+  // Several communicators (ranks one thread drives) agree in one real
+  // group, as their calls would run.
   auto cudaMalloc = cudart<cudaError_t (*)(void **, size_t)>("cudaMalloc");
   auto cudaMemcpy = cudart<cudaError_t (*)(void *, const void *, size_t, cudaMemcpyKind)>(
       "cudaMemcpy");
   auto cudaFree = cudart<cudaError_t (*)(void *)>("cudaFree");
-  void *device = nullptr;
-  if (comm->device >= 0 && cudaMalloc && cudaMemcpy && cudaFree) {
-    if (cudaMalloc(&device, sizeof number) != cudaSuccess ||
-        cudaMemcpy(device, &number, sizeof number, cudaMemcpyHostToDevice) != cudaSuccess)
-      return failWith(comm, ncclUnhandledCudaError,
-                      std::string(function) + ": cannot stage the ranks' agreement after a "
-                                              "failed call in device memory");
-    buffer = device;
+  auto cudaGetDevice = cudart<cudaError_t (*)(int *)>("cudaGetDevice");
+  auto cudaSetDevice = cudart<cudaError_t (*)(int)>("cudaSetDevice");
+  const bool cuda = cudaMalloc && cudaMemcpy && cudaFree && cudaGetDevice && cudaSetDevice;
+  int current = -1;
+  if (cuda)
+    cudaGetDevice(&current);
+  struct Slot {
+    int64_t number;
+    void *device = nullptr;
+  };
+  std::vector<Slot> slots(owed.size());
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < owed.size() && r == ncclSuccess; ++i) {
+    slots[i].number = static_cast<int64_t>(owed[i]->failedAt);
+    if (owed[i]->device >= 0 && cuda &&
+        (cudaSetDevice(owed[i]->device) != cudaSuccess ||
+         cudaMalloc(&slots[i].device, sizeof(int64_t)) != cudaSuccess ||
+         cudaMemcpy(slots[i].device, &slots[i].number, sizeof(int64_t),
+                    cudaMemcpyHostToDevice) != cudaSuccess))
+      r = failWith(owed[i], ncclUnhandledCudaError,
+                   std::string(function) + ": cannot stage the ranks' agreement after a failed "
+                                           "call in device memory");
   }
-  ncclResult_t r =
-      real().ncclAllReduce(buffer, buffer, 1, ncclInt64, ncclMax, comm->real, nullptr);
-  coll::rt::synchronizeCudaStream(nullptr);
-  if (device) {
-    if (r == ncclSuccess && cudaMemcpy(&number, device, sizeof number,
+  const bool grouped = owed.size() > 1 && real().ncclGroupStart && real().ncclGroupEnd;
+  if (r == ncclSuccess) {
+    if (grouped)
+      real().ncclGroupStart();
+    for (size_t i = 0; i < owed.size(); ++i) {
+      void *buffer = slots[i].device ? slots[i].device : &slots[i].number;
+      ncclResult_t one =
+          real().ncclAllReduce(buffer, buffer, 1, ncclInt64, ncclMax, owed[i]->real, nullptr);
+      if (one != ncclSuccess && r == ncclSuccess)
+        r = fromReal(owed[i], function, one);
+    }
+    if (grouped)
+      if (ncclResult_t end = real().ncclGroupEnd(); end != ncclSuccess && r == ncclSuccess)
+        r = fromReal(nullptr, function, end);
+  }
+  for (size_t i = 0; i < owed.size(); ++i) {
+    if (!slots[i].device) {
+      coll::rt::synchronizeCudaStream(nullptr);
+      continue;
+    }
+    cudaSetDevice(owed[i]->device);
+    coll::rt::synchronizeCudaStream(nullptr);
+    if (r == ncclSuccess && cudaMemcpy(&slots[i].number, slots[i].device, sizeof(int64_t),
                                        cudaMemcpyDeviceToHost) != cudaSuccess)
-      r = ncclUnhandledCudaError;
-    cudaFree(device);
+      r = failWith(owed[i], ncclUnhandledCudaError,
+                   std::string(function) + ": cannot read the ranks' agreement back");
+    cudaFree(slots[i].device);
   }
+  if (cuda && current >= 0)
+    cudaSetDevice(current);
   if (r != ncclSuccess)
-    return fromReal(comm, function, r);
-  {
-    std::lock_guard<std::mutex> lock(comm->mutex);
-    comm->agreedUntil = static_cast<uint64_t>(number);
-    comm->agreed = true;
+    return r;
+  for (size_t i = 0; i < owed.size(); ++i) {
+    ncclComm_t comm = owed[i];
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      comm->agreedUntil = static_cast<uint64_t>(slots[i].number);
+      comm->agreed = true;
+    }
+    COLL_LOG(Info, Coll, comm->rank,
+             llvm::formatv("the ranks agree: calls up to #{0} on this communicator failed (this "
+                           "rank's failed at #{1}); later calls go to the real NCCL",
+                           slots[i].number, comm->failedAt));
   }
-  COLL_LOG(Info, Coll, comm->rank,
-           llvm::formatv("the ranks agree: calls up to #{0} on this communicator failed (this "
-                         "rank's failed at #{1}); later calls go to the real NCCL",
-                         number, comm->failedAt));
   return ncclSuccess;
 }
 
@@ -363,10 +414,28 @@ ncclResult_t issueReal(const Call &c) {
 }
 
 ncclResult_t issue(std::vector<Call> calls) {
+  ncclResult_t status = ncclSuccess;
+  // Calls made in a group on communicators whose ranks owe their agreement
+  // after a failed call: they agree first, all together, and the calls the
+  // agreement covers fail.
+  std::vector<ncclComm_t> owing;
+  for (const Call &c : calls)
+    if (!c.comm->retired.empty() && !c.comm->agreed)
+      owing.push_back(c.comm);
+  if (!owing.empty()) {
+    if (ncclResult_t r = agree(owing, "ncclGroupEnd"); r != ncclSuccess)
+      return r;
+    llvm::erase_if(calls, [&](const Call &c) {
+      if (c.comm->retired.empty() || c.number > c.comm->agreedUntil)
+        return false;
+      if (ncclResult_t r = failAgreed(c); status == ncclSuccess)
+        status = r;
+      return true;
+    });
+  }
   std::vector<Call> mine, theirs;
   for (Call &c : calls)
     (c.onColl ? mine : theirs).push_back(c);
-  ncclResult_t status = ncclSuccess;
   if (!theirs.empty()) {
     const bool grouped = theirs.size() > 1 && real().ncclGroupStart && real().ncclGroupEnd;
     if (grouped)

@@ -199,7 +199,7 @@ ncclResult_t closeComm(ncclComm_t comm, bool abort) {
     return failWith(nullptr, ncclInvalidArgument, std::string(function) + ": comm is NULL");
   ncclResult_t result = ncclSuccess;
   if (!abort && owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
-    result = agree(comm, function);
+    result = agree({comm}, function);
   if (comm->real)
     if (auto closeReal = abort ? real().ncclCommAbort : real().ncclCommDestroy)
       result = fromReal(nullptr, function, closeReal(comm->real));
@@ -388,7 +388,7 @@ COLL_NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm)) {
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommFinalize: comm is NULL");
   if (owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
-    if (ncclResult_t r = agree(comm, "ncclCommFinalize"); r != ncclSuccess)
+    if (ncclResult_t r = agree({comm}, "ncclCommFinalize"); r != ncclSuccess)
       return r;
   if (!comm->retired.empty()) // Coll's side is broken: nothing of it to finalize
     return comm->real && real().ncclCommFinalize
@@ -435,7 +435,7 @@ COLL_NCCL_API(ncclResult_t, ncclCommSplit,
     return failWith(comm, ncclInvalidArgument, "ncclCommSplit: comm or newcomm is NULL");
   *newcomm = nullptr;
   if (owesAgreement(comm)) // the ranks agree first (Enqueue.cpp, agree)
-    if (ncclResult_t r = agree(comm, "ncclCommSplit"); r != ncclSuccess)
+    if (ncclResult_t r = agree({comm}, "ncclCommSplit"); r != ncclSuccess)
       return r;
   const bool retired = !comm->retired.empty();
   if (!comm->coll)

@@ -40,6 +40,7 @@
 #include "coll/runtime/Device.h"
 #include "coll/runtime/Op.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <mutex>
@@ -211,6 +212,7 @@ struct Call {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   bool onColl = false; ///< decided by route()
+  uint64_t number = 0; ///< its number on the communicator (ncclComm::calls)
 };
 
 /// Issues a call to the real NCCL (inside a real group when one is open).
@@ -226,10 +228,12 @@ ncclResult_t issue(std::vector<Call> calls);
 /// agreement before it leaves the communicator (finalize, destroy).
 bool owesAgreement(ncclComm_t comm);
 
-/// The ranks' agreement after a failed call on Coll: every rank's number
-/// of its failed call, the largest over the real communicator. Calls up to
-/// that number then fail on every rank, later ones go to the real NCCL.
-ncclResult_t agree(ncclComm_t comm, const char *function);
+/// The ranks' agreement after a failed call on Coll, for each of `comms`
+/// that owes it: every rank's number of its failed call, the largest over
+/// the real communicator (several communicators in one real group). Calls
+/// up to that number then fail on every rank, later ones go to the real
+/// NCCL.
+ncclResult_t agree(llvm::ArrayRef<ncclComm_t> comms, const char *function);
 
 //===----------------------------------------------------------------------===//
 // Groups (Group.cpp)

@@ -1123,14 +1123,14 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
                                   ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
   const long calls = callsMade;
   for (int i = 0; i < 100; ++i) {
+    if (i % 10 == 0) /* the first: the ranks agree at its ncclGroupEnd */
+      groups(comm, rank, n);
     for (int kind = AllReduce; kind <= Scatter; ++kind) {
       const int inPlace = kind == Bcast || (kind != AlltoAll && i % 2);
       Call c = {(enum Kind)kind, types[(i + kind) % 10], BuiltinOps[(i + kind) % 5], 1,
                 1 + (size_t)(i * 37 + kind) % 1031, (i + kind) % n, inPlace};
       runCall(&c, comm, rank, n);
     }
-    if (i % 10 == 0)
-      groups(comm, rank, n);
   }
   if (countOf(standinCalls(), "ncclAllReduce rank=") < before + 100)
     FAIL("the calls after the failure did not go to the real NCCL (%d allreduces reached it)",
