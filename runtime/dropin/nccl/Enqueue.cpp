@@ -141,11 +141,13 @@ void route(Call &c) {
 /// without Coll. A peer that aborted the communicator is no failure to
 /// recover from: the communicator stays broken, as NCCL's would be.
 void retire(ncclComm_t comm, ncclResult_t result, const std::string &failure) {
-  // The runtime's reports of a peer's abort (Comm.cpp, abort) and of a
-  // peer process gone (Round.cpp, pollPeers).
+  // The runtime's reports of a peer's abort (Comm.cpp, abort), of a peer
+  // process gone (Round.cpp, pollPeers) and of a peer of another host lost
+  // (NetProxy.cpp, through Setup.cpp's peerLost).
   if (failure.find("aborted the communicator") != std::string::npos)
     return;
-  const bool died = failure.find(") exited while rank ") != std::string::npos;
+  const bool died = failure.find(") exited while rank ") != std::string::npos ||
+                    failure.find("lost rank ") != std::string::npos;
   {
     std::lock_guard<std::mutex> lock(comm->mutex);
     if (!comm->retired.empty())
