@@ -697,9 +697,7 @@ static void preMulSum(ncclComm_t comm, int rank, int n) {
         memcpy(scalar, &two, 4);
       }
       void *where = scalar;
-      if (residence == 1) {
-        if (!deviceMode && underneath != Real)
-          continue; /* a device scalar needs device memory */
+      if (residence == 1) { /* in device memory, whatever the buffers' mode */
         CUDA(cudaMalloc(&where, 8));
         CUDA(cudaMemcpy(where, scalar, 8, cudaMemcpyHostToDevice));
       }
