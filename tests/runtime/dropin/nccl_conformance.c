@@ -1141,6 +1141,18 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
     printf("rank 0: %ld calls right after the failure\n", callsMade - calls);
   OK(ncclCommFinalize(comm));
   OK(ncclCommDestroy(comm));
+  /* One WARN named the failure (this rank's log: COLL_DEBUG_FILE, main). */
+  char path[256], line[4096];
+  snprintf(path, sizeof path, "%s.%d", getenv("COLL_CONFORMANCE_LOG"), (int)getpid());
+  FILE *log = fopen(path, "r");
+  int said = 0;
+  while (log && fgets(line, sizeof line, log))
+    said += strstr(line, "WARN Coll stops serving this communicator after its call #") != NULL;
+  if (log)
+    fclose(log);
+  if (said != 1)
+    FAIL("the log %s says %d times that Coll stops serving the communicator, not once", path,
+         said);
 }
 
 static const char *failureKind; /* failure-KIND, else NULL */
@@ -1187,8 +1199,24 @@ int main(int argc, char **argv) {
                     "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
+  /* Each rank's log in a file of its own, where `failure` counts the WARN
+   * that names the failure. */
+  char logs[128];
+  snprintf(logs, sizeof logs, "/tmp/nccl-conformance-%d", (int)getpid());
+  if (how) {
+    char file[160];
+    snprintf(file, sizeof file, "%s.%%p", logs);
+    setenv("COLL_DEBUG_FILE", file, 1);
+    setenv("COLL_CONFORMANCE_LOG", logs, 1);
+  }
   int skipped = 0;
   int bad = forkRanks(n, 300, rankMain, &skipped);
+  if (how) { /* shown, then removed */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cat %s.* >&2; rm -f %s.*", logs, logs);
+    if (system(cmd) != 0)
+      ++bad;
+  }
   if (shmLeftovers())
     ++bad;
   if (skipped == n) {
