@@ -95,12 +95,6 @@ ncclResult_t validate(const Call &c) {
     std::string message;
     return failWith(comm, toNccl(takeResult(std::move(err), message)), message);
   }
-  if (Communicator *impl = comm->impl(); impl && comm->retired.empty())
-    if (collResult_t broken = impl->asyncError(); broken != collSuccess)
-      return failWith(comm, toNccl(broken),
-                      llvm::formatv("{0}: the communicator is broken by an earlier error ({1}); "
-                                    "abort or destroy it",
-                                    c.function, collGetErrorString(broken)));
   return ncclSuccess;
 }
 
@@ -212,6 +206,30 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
   return ncclSuccess;
 }
 
+/// Fails a call on a communicator Coll's side of which an earlier error
+/// broke where no call of this rank failed: a kernel that stopped on a GPU
+/// after its call returned, a peer's abort. The call fails with that error,
+/// as NCCL's calls do on a communicator with an asynchronous error, and
+/// Coll serves no more calls (retire; not after a peer's abort).
+ncclResult_t failIfBroken(const Call &c) {
+  ncclComm_t comm = c.comm;
+  Communicator *impl = comm->impl();
+  if (!impl || !comm->retired.empty())
+    return ncclSuccess;
+  const collResult_t broken = impl->asyncError();
+  if (broken == collSuccess)
+    return ncclSuccess;
+  std::optional<std::string> cause = impl->stopReport();
+  const std::string failure =
+      llvm::formatv("{0}: the communicator is broken by an earlier error ({1}: {2})",
+                    c.function, collGetErrorString(broken), cause ? *cause : impl->lastError());
+  retire(comm, toNccl(broken), failure);
+  return failWith(comm, toNccl(broken),
+                  failure + (comm->retired.empty() ? std::string("; abort or destroy it")
+                                                   : std::string("; Coll serves no more calls "
+                                                                 "of it")));
+}
+
 /// A call the ranks agreed fails (agree): a peer's call of this number
 /// failed on Coll after this rank's earlier one had.
 ncclResult_t failAgreed(const Call &c) {
@@ -231,14 +249,20 @@ ncclResult_t call(Call c) {
   };
   if (ncclResult_t r = validate(c); r != ncclSuccess)
     return failed(r);
+  ncclComm_t comm = c.comm;
   // NCCL discards an empty collective once its arguments are checked
   // (src/enqueue.cc, taskAppend: "Empty collectives can be discarded"):
   // nothing runs and nothing is touched, whatever the datatype and op, so
   // that fp8 or a PreMulSum op with count 0 succeeds without a real NCCL.
-  if (c.op.count == 0 && !c.op.pointToPoint())
+  // It counts for no call number. (An error that broke the communicator
+  // comes first, as NCCL's ncclCommEnsureReady's.)
+  const bool empty = c.op.count == 0 && !c.op.pointToPoint();
+  if (!empty)
+    c.number = ++comm->calls;
+  if (ncclResult_t r = failIfBroken(c); r != ncclSuccess)
+    return failed(r);
+  if (empty)
     return ncclSuccess;
-  ncclComm_t comm = c.comm;
-  c.number = ++comm->calls;
   if (!comm->retired.empty()) {
     if (!comm->real)
       return failed(failWith(comm, comm->retiredResult,
