@@ -3,8 +3,8 @@
  *   nccl-conformance MODE NRANKS UNDERNEATH [huge]
  *
  * Forks NRANKS ranks of an NCCL program and runs every collective of
- * nccl.h through the NCCL library it is linked to (libcoll_nccl.so, or the
- * real libnccl.so.2: the target nccl-conformance-real), comparing every byte
+ * nccl.h through the NCCL library it is linked to (libcoll_nccl.so; the
+ * real libnccl for the target nccl-conformance-nccl), comparing every byte
  * the call may and may not write with a reference computed on the host from
  * NCCL's documented semantics (docs.nvidia.com, "Collective Communication
  * Functions" and "In-place Operations"; where those are silent, NCCL's
@@ -12,30 +12,33 @@
  * the others through a pipe.
  *
  * MODE: `host` (buffers from malloc: Coll serves them on the host, the real
- * NCCL does not take them) or `device` (buffers from cudaMalloc, read and
+ * NCCL does not take them); `device` (buffers from cudaMalloc, read and
  * written with cudaMemcpy: the stand-in CUDA runtime's on the emulated
  * device, a GPU's with the real CUDA runtime; rank r uses device r modulo
- * the device count).
+ * the device count); `failure-watchdog`, `failure-mismatch`,
+ * `failure-late`, `failure-died`: a call Coll serves fails on purpose, and
+ * the job goes on (failure(), below).
  *
  * UNDERNEATH: what runs the calls Coll does not: `standin` (the stand-in of
- * nccl_standin.c, which records calls and computes nothing: such calls are
- * checked to reach it with the program's arguments and to leave every
- * buffer as it was), `none` (no real NCCL: such calls must fail with
- * ncclInvalidUsage) or `real` (a real NCCL: they are checked as any other).
+ * nccl_standin.c, which records calls and, unless COLL_STANDIN_COMPUTE is
+ * set, computes nothing: such calls are checked to reach it with the
+ * program's arguments and to leave every buffer as it was), `none` (no
+ * real NCCL: such calls must fail with ncclInvalidUsage) or `real` (a real
+ * NCCL: they are checked as any other).
  *
  * The matrix, on the whole communicator, a split with NCCL_SPLIT_NOCOLOR
  * (rank 0 left out, the others numbered backwards) and a communicator of
  * one rank: every collective; every type (fp8 included); every built-in op
  * (ncclAvg too) and ncclRedOpCreatePreMulSum's with the scalar on the host
  * and on the device; in place (NCCL's forms) and out of place; counts 0, 1,
- * 7, 13, 1031 and a large prime (with `huge`, 1048573 too, for float32);
- * roots first, middle and last; calls and
- * send/recv pairs inside groups. Every buffer lies in one allocation with
- * guard bytes before, between and after, all filled with a pattern: after
- * the call, bytes the call must not write (guards, inputs, recvbuff where
- * NCCL leaves it alone) must still hold it. A difference prints the call,
- * its arguments, and the first differing byte (its place, what it is and
- * what it should be).
+ * 7, 13, 1031 and a large prime (with `huge`, 1048573 float32 elements
+ * too); roots first, middle and last; calls and send/recv pairs inside
+ * groups; NCCL's argument checks. Every buffer lies in one allocation with
+ * guard bytes before, between and after, all filled with a pattern, and is
+ * aligned to its element and no more: after the call, bytes the call must
+ * not write (guards, inputs, recvbuff where NCCL leaves it alone) must
+ * still hold it. A difference prints the call, its arguments, and the first
+ * differing byte (its place, what it is and what it should be).
  *
  * Integer data are arbitrary bit patterns (sums and products wrap, as
  * NCCL's do); floating data are small integers, whose sums, products,
@@ -44,7 +47,8 @@
  * sum (each input times 1/nranks rounded to the type): compared within the
  * type's rounding.
  *
- * Exits 0 when every rank passed, 77 in device mode without a CUDA device.
+ * Exits 0 when every rank passed (and nothing of Coll's is left in
+ * /dev/shm), 77 in device mode without a CUDA device.
  *
  *===----------------------------------------------------------------------===*/
 
