@@ -17,7 +17,8 @@
  * device, a GPU's with the real CUDA runtime; rank r uses device r modulo
  * the device count); `failure-watchdog`, `failure-mismatch`,
  * `failure-late`, `failure-died`: a call Coll serves fails on purpose, and
- * the job goes on (failure(), below).
+ * the job goes on (failure(), below); `device-failure-KIND`, the same with
+ * the failing call on device buffers.
  *
  * UNDERNEATH: what runs the calls Coll does not: `standin` (the stand-in of
  * nccl_standin.c, which records calls and, unless COLL_STANDIN_COMPUTE is
@@ -769,7 +770,9 @@ static void groups(ncclComm_t comm, int rank, int n) {
      * send/recv on device memory is the real NCCL's (docs/DROPIN.md), which
      * the stand-in only records */
     const int from[3] = {(rank + n - 1) % n, (rank + 1) % n, rank};
-    const int p2pUnderneath = deviceMode && underneath != Real;
+    const char *computes = getenv("COLL_STANDIN_COMPUTE");
+    const int p2pUnderneath =
+        deviceMode && underneath != Real && !(computes && *computes && strcmp(computes, "0"));
     const int sendsBefore = countOf(standinCalls(), "ncclSend rank=");
     for (int p = 0; p < 3 && !p2pUnderneath; ++p)
       for (size_t i = 0; i < k; ++i)
@@ -1035,7 +1038,13 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
     runCall(&c, comm, rank, n);
   }
   const int before = countOf(standinCalls(), "ncclAllReduce rank=");
-  int32_t in[16] = {0}, out[16];
+  int32_t hostIn[16] = {0}, hostOut[16];
+  int32_t *in = hostIn, *out = hostOut;
+  if (deviceMode) { /* the planted call on device buffers too */
+    CUDA(cudaMalloc((void **)&in, sizeof hostIn));
+    CUDA(cudaMalloc((void **)&out, sizeof hostOut));
+    CUDA(cudaMemcpy(in, hostIn, sizeof hostIn, cudaMemcpyHostToDevice));
+  }
   ncclResult_t r;
   if (!strcmp(how, "watchdog")) {
     const char *ms = getenv("COLL_WATCHDOG_MS");
@@ -1074,14 +1083,31 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
   } else {
     r = ncclAllReduce(in, out, rank == 0 ? 15 : 16, ncclInt32, ncclSum, comm, NULL);
   }
+  if (strcmp(how, "late") && strcmp(how, "died")) {
+    /* A rank may finish the call the others fail (on the emulated device
+     * the late rank finds its peers' data already sent): its next call
+     * fails instead, and the others', by the ranks' agreement; where every
+     * rank failed the call, the next one runs on the real NCCL. */
+    const ncclResult_t next = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
+    if (r == ncclSuccess) {
+      printf("rank %d: finished the call the others failed; the next one returned %d\n", rank,
+             (int)next);
+      r = next;
+    }
+  }
   const char *why = ncclGetLastError(comm);
   if (r != ncclRemoteError && r != ncclInvalidUsage && r != ncclInternalError)
     FAIL("the planted failure (%s) returned %d (%s), not one of NCCL's errors", how, (int)r, why);
-  /* (With `late`, the ranks' agreement is an allreduce on the real NCCL.) */
-  if (strcmp(how, "late") && countOf(standinCalls(), "ncclAllReduce rank=") != before)
+  /* (Then the ranks' agreement is an allreduce on the real NCCL, and so,
+   * where every rank failed the call, is the next call.) */
+  if (!strcmp(how, "died") && countOf(standinCalls(), "ncclAllReduce rank=") != before)
     FAIL("the planted failure (%s) reached the real NCCL", how);
   if (rank == 0)
     printf("rank 0: the planted failure (%s) returned %s: %s\n", how, ncclGetErrorString(r), why);
+  if (deviceMode) {
+    cudaFree(in);
+    cudaFree(out);
+  }
   const ncclResult_t first = r;
   ncclResult_t async = ncclInternalError;
   if (!strcmp(how, "died")) {
@@ -1185,8 +1211,10 @@ int main(int argc, char **argv) {
                     "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
-  deviceMode = !strcmp(argv[1], "device");
-  const char *how = failureKind = !strncmp(argv[1], "failure-", 8) ? argv[1] + 8 : NULL;
+  /* device-failure-KIND: a failure on device buffers */
+  const char *mode = !strncmp(argv[1], "device-failure-", 15) ? argv[1] + 7 : argv[1];
+  deviceMode = !strcmp(argv[1], "device") || mode != argv[1];
+  const char *how = failureKind = !strncmp(mode, "failure-", 8) ? mode + 8 : NULL;
   int n = atoi(argv[2]);
   if (!strcmp(argv[3], "standin"))
     underneath = Standin;
