@@ -12,7 +12,8 @@
 #      the runtime on device buffers: coll-rank-check-gpu with 2 and 3
 #      processes on the GPU and with 4 ranks of one process; libcoll_nccl.so
 #      (nccl-gpu-check: Coll with 2 ranks, and the real libnccl.so.2 that
-#      the GPU machine's PyTorch ships); coll.torch on CUDA tensors with that
+#      the GPU machine's PyTorch ships; nccl-conformance-gpu, the
+#      conformance harness, on Coll and on that real NCCL); coll.torch on CUDA tensors with that
 #      PyTorch, on its C++ backend (built there against that PyTorch) and
 #      on its Python one (the ctest label `cuda` runs the same);
 #   4. the GPU measurements of docs/performance/gpu.md (collbench, and the
@@ -159,6 +160,15 @@ realnccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nc
 [ -f "$realnccl" ] || realnccl=libnccl.so.2
 step nccl-gpu-real-1 600 env COLL_FORCE_FALLBACK=all COLL_NCCL_LIB="$realnccl" COLL_DEBUG=INFO \
   "$here/bin/nccl-gpu-check" real 1
+# The conformance harness (issue 64): Coll with 2 ranks sharing the GPU (no
+# real NCCL underneath: fp8 and PreMulSum must fail saying why); the real
+# NCCL itself against the same reference (every call forced to it); and
+# Coll with the real NCCL beside it for what Coll does not run.
+step nccl-conformance-gpu-2 600 "$here/bin/nccl-conformance-gpu" device 2 none
+step nccl-conformance-real-1 600 env COLL_FORCE_FALLBACK=all COLL_NCCL_LIB="$realnccl" \
+  "$here/bin/nccl-conformance-gpu" device 1 real
+step nccl-conformance-coll-and-real-1 600 env COLL_NCCL_LIB="$realnccl" \
+  "$here/bin/nccl-conformance-gpu" device 1 real
 # PyTorch's own libstdc++ and CUDA runtime, not the staged ones.
 torchlib=$(mktemp -d)
 for f in "$here"/lib/*; do

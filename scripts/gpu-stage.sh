@@ -5,8 +5,9 @@
 #                        [--compare-plugin FILE LABEL | --compare-build DIR LABEL]
 #   bin/   CudaTests (the ctest label `cuda`), collrun, collbench,
 #          coll-rank-check-gpu (the runtime's device path), nccl-gpu-check
-#          (libcoll_nccl.so on device buffers) and collsynth (topology
-#          detection through NVML); stripped
+#          (libcoll_nccl.so on device buffers), nccl-conformance-gpu (its
+#          conformance harness) and collsynth (topology detection through
+#          NVML); stripped
 #   lib/   libcoll.so, its GPU plugin libcoll_cuda.so, libcoll_nccl.so, and
 #          the shared libraries the programs load that are not glibc's (CUDA
 #          runtime, tinyxml2, UCX, libstdc++, ...); never the CUDA driver
@@ -77,12 +78,13 @@ corpus=${COLL_MSCCL_XML_DIR:-$(grep '^COLL_MSCCL_XML_DIR:' "$build/CMakeCache.tx
 }
 
 cmake --build "$build" -j "${COLL_JOBS:-2}" --target CudaTests collrun collbench collc \
-  coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check collsynth
+  coll coll_cuda coll_nccl coll-rank-check-gpu nccl-gpu-check nccl-conformance-gpu collsynth
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/algorithms"
 for b in "$build/tests/unit/cuda/CudaTests" "$build/bin/collrun" "$build/bin/collbench" \
-  "$build/bin/coll-rank-check-gpu" "$build/bin/nccl-gpu-check" "$build/bin/collsynth"; do
+  "$build/bin/coll-rank-check-gpu" "$build/bin/nccl-gpu-check" "$build/bin/nccl-conformance-gpu" \
+  "$build/bin/collsynth"; do
   [ -x "$b" ] || { echo "gpu-stage: $b was not built" >&2; exit 1; }
   strip -o "$out/bin/$(basename "$b")" "$b"
 done

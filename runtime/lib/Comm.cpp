@@ -57,6 +57,12 @@ collResult_t Communicator::asyncError() const {
   return static_cast<collResult_t>(impl->asyncError.load(std::memory_order_acquire));
 }
 
+std::optional<std::string> Communicator::stopReport() const {
+  if (!impl->stop || !impl->stop->stopping())
+    return std::nullopt;
+  return llvm::toString(impl->stop->error());
+}
+
 collResult_t Communicator::checkAsyncError() {
   std::unique_lock<std::mutex> lock(impl->deviceMutex, std::try_to_lock);
   if (lock.owns_lock() && !impl->devices.empty() && impl->backend && !impl->backend->emulated())

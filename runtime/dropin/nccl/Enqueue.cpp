@@ -95,12 +95,6 @@ ncclResult_t validate(const Call &c) {
     std::string message;
     return failWith(comm, toNccl(takeResult(std::move(err), message)), message);
   }
-  if (Communicator *impl = comm->impl())
-    if (collResult_t broken = impl->asyncError(); broken != collSuccess)
-      return failWith(comm, toNccl(broken),
-                      llvm::formatv("{0}: the communicator is broken by an earlier error ({1}); "
-                                    "abort or destroy it",
-                                    c.function, collGetErrorString(broken)));
   return ncclSuccess;
 }
 
@@ -111,6 +105,9 @@ void route(Call &c) {
     dropin::fallback(c.function, "NCCL", why, comm->rank);
     c.onColl = false;
   };
+  if (!comm->retired.empty())
+    return fallback("Coll stopped serving this communicator after a failed call: " +
+                    comm->retired);
   if (forced().has(c.collective))
     return fallback("COLL_FORCE_FALLBACK=" + forced().text);
   Communicator *impl = comm->impl();
@@ -129,6 +126,44 @@ void route(Call &c) {
   c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
   if (c.onColl && c.op.device >= 0)
     c.op.stream = c.stream; // enqueued there, as the real NCCL would
+}
+
+/// A call Coll served failed on this rank: Coll serves no more calls of
+/// `comm`, and says so once, naming the failure. The ranks agree on the last
+/// failed call at their next call (agree), except where a peer died, which
+/// cannot take part: the real NCCL then meets the dead peer as it would
+/// without Coll. A peer that aborted the communicator is no failure to
+/// recover from: the communicator stays broken, as NCCL's would be.
+void retire(ncclComm_t comm, ncclResult_t result, const std::string &failure) {
+  // The runtime's reports of a peer's abort (Comm.cpp, abort), of a peer
+  // process gone (Round.cpp, pollPeers) and of a peer of another host lost
+  // (NetProxy.cpp, through Setup.cpp's peerLost).
+  if (failure.find("aborted the communicator") != std::string::npos)
+    return;
+  const bool died = failure.find(") exited while rank ") != std::string::npos ||
+                    failure.find("lost rank ") != std::string::npos;
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (!comm->retired.empty())
+      return;
+    comm->retired = failure;
+    comm->retiredResult = result;
+    comm->failedAt = comm->calls;
+    comm->agreed = died;
+    comm->agreedUntil = comm->failedAt;
+  }
+  COLL_LOG(Warn, Coll, comm->rank,
+           comm->real
+               ? llvm::formatv("Coll stops serving this communicator after its call #{0} failed "
+                               "({1}); the ranks agree on the last failed call at their next "
+                               "call, and every later call goes to the real NCCL",
+                               comm->failedAt, failure)
+                     .str()
+               : llvm::formatv("Coll stops serving this communicator after its call #{0} failed "
+                               "({1}); there is no real NCCL to take its calls, so every later "
+                               "call fails with this error: abort or destroy it",
+                               comm->failedAt, failure)
+                     .str());
 }
 
 /// Runs Coll's share of a group (or one call): on host buffers complete on
@@ -160,19 +195,89 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
       dropin::fallback(calls[0].function, "NCCL", message, calls[0].comm->rank);
       return issueReal(calls[0]);
     }
-    return failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result),
-                    llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
-                                  collGetErrorString(result), message));
+    const std::string failure = llvm::formatv("{0} on Coll failed ({1}): {2}", calls[0].function,
+                                              collGetErrorString(result), message);
+    const ncclResult_t failed =
+        failWith(calls.size() == 1 ? calls[0].comm : nullptr, toNccl(result), failure);
+    for (const Call &c : calls)
+      retire(c.comm, failed, failure);
+    return failed;
   }
   return ncclSuccess;
 }
 
+/// Fails a call on a communicator Coll's side of which an earlier error
+/// broke where no call of this rank failed: a kernel that stopped on a GPU
+/// after its call returned, a peer's abort. The call fails with that error,
+/// as NCCL's calls do on a communicator with an asynchronous error, and
+/// Coll serves no more calls (retire; not after a peer's abort).
+ncclResult_t failIfBroken(const Call &c) {
+  ncclComm_t comm = c.comm;
+  Communicator *impl = comm->impl();
+  if (!impl || !comm->retired.empty())
+    return ncclSuccess;
+  const collResult_t broken = impl->asyncError();
+  if (broken == collSuccess)
+    return ncclSuccess;
+  std::optional<std::string> cause = impl->stopReport();
+  const std::string failure =
+      llvm::formatv("{0}: the communicator is broken by an earlier error ({1}: {2})",
+                    c.function, collGetErrorString(broken), cause ? *cause : impl->lastError());
+  retire(comm, toNccl(broken), failure);
+  return failWith(comm, toNccl(broken),
+                  failure + (comm->retired.empty() ? std::string("; abort or destroy it")
+                                                   : std::string("; Coll serves no more calls "
+                                                                 "of it")));
+}
+
+/// A call the ranks agreed fails (agree): a peer's call of this number
+/// failed on Coll after this rank's earlier one had.
+ncclResult_t failAgreed(const Call &c) {
+  return failWith(c.comm, c.comm->retiredResult,
+                  llvm::formatv("{0}: call #{1} on this communicator failed on Coll on another "
+                                "rank after this rank's earlier call failed ({2}); it fails here "
+                                "too, so that the ranks stay in step",
+                                c.function, c.number, c.comm->retired));
+}
+
 /// The entry of every collective and point-to-point call.
 ncclResult_t call(Call c) {
-  if (ncclResult_t r = validate(c); r != ncclSuccess) {
+  auto failed = [](ncclResult_t r) {
     if (group.depth > 0 && group.error == ncclSuccess)
       group.error = r;
     return r;
+  };
+  if (ncclResult_t r = validate(c); r != ncclSuccess)
+    return failed(r);
+  ncclComm_t comm = c.comm;
+  // NCCL discards an empty collective once its arguments are checked
+  // (src/enqueue.cc, taskAppend: "Empty collectives can be discarded"):
+  // nothing runs and nothing is touched, whatever the datatype and op, so
+  // that fp8 or a PreMulSum op with count 0 succeeds without a real NCCL.
+  // It counts for no call number. (An error that broke the communicator
+  // comes first, as NCCL's ncclCommEnsureReady's.)
+  const bool empty = c.op.count == 0 && !c.op.pointToPoint();
+  if (!empty)
+    c.number = ++comm->calls;
+  if (ncclResult_t r = failIfBroken(c); r != ncclSuccess)
+    return failed(r);
+  if (empty)
+    return ncclSuccess;
+  if (!comm->retired.empty()) {
+    if (!comm->real)
+      return failed(failWith(comm, comm->retiredResult,
+                             llvm::formatv("{0}: Coll stopped serving this communicator after a "
+                                           "failed call ({1}), and there is no real NCCL to take "
+                                           "its calls: abort or destroy it",
+                                           c.function, comm->retired)));
+    // Inside a group the ranks agree at its ncclGroupEnd, with the group's
+    // other communicators (issue): one thread may drive several ranks.
+    if (group.depth == 0) {
+      if (ncclResult_t r = agree({comm}, c.function); r != ncclSuccess)
+        return failed(r);
+      if (c.number <= comm->agreedUntil)
+        return failed(failAgreed(c));
+    }
   }
   route(c);
   if (group.depth > 0) {
@@ -183,6 +288,109 @@ ncclResult_t call(Call c) {
 }
 
 } // namespace
+
+bool owesAgreement(ncclComm_t comm) {
+  if (!comm->real || comm->agreed)
+    return false;
+  if (!comm->retired.empty())
+    return true;
+  // A peer of this host failed a call this rank had finished: Coll's side
+  // is broken all the same, and this rank's number is its last call's.
+  Communicator *impl = comm->impl();
+  std::optional<std::string> report = impl ? impl->stopReport() : std::nullopt;
+  if (!report)
+    return false;
+  retire(comm, ncclRemoteError,
+         llvm::formatv("a peer on this host failed a call after this rank's call #{0} had "
+                       "finished: {1}",
+                       comm->calls, *report));
+  return !comm->retired.empty() && !comm->agreed;
+}
+
+ncclResult_t agree(llvm::ArrayRef<ncclComm_t> comms, const char *function) {
+  std::vector<ncclComm_t> owed;
+  for (ncclComm_t comm : comms)
+    if (!comm->agreed && comm->real && llvm::find(owed, comm) == owed.end())
+      owed.push_back(comm);
+  if (owed.empty())
+    return ncclSuccess;
+  COLL_NEED_REAL(owed.front(), ncclAllReduce);
+  // The real NCCL reduces device memory: each rank's GPU's when it has one.
+  // Several communicators (ranks one thread drives) agree in one real
+  // group, as their calls would run.
+  auto cudaMalloc = cudart<cudaError_t (*)(void **, size_t)>("cudaMalloc");
+  auto cudaMemcpy = cudart<cudaError_t (*)(void *, const void *, size_t, cudaMemcpyKind)>(
+      "cudaMemcpy");
+  auto cudaFree = cudart<cudaError_t (*)(void *)>("cudaFree");
+  auto cudaGetDevice = cudart<cudaError_t (*)(int *)>("cudaGetDevice");
+  auto cudaSetDevice = cudart<cudaError_t (*)(int)>("cudaSetDevice");
+  const bool cuda = cudaMalloc && cudaMemcpy && cudaFree && cudaGetDevice && cudaSetDevice;
+  int current = -1;
+  if (cuda)
+    cudaGetDevice(&current);
+  struct Slot {
+    int64_t number;
+    void *device = nullptr;
+  };
+  std::vector<Slot> slots(owed.size());
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < owed.size() && r == ncclSuccess; ++i) {
+    slots[i].number = static_cast<int64_t>(owed[i]->failedAt);
+    if (owed[i]->device >= 0 && cuda &&
+        (cudaSetDevice(owed[i]->device) != cudaSuccess ||
+         cudaMalloc(&slots[i].device, sizeof(int64_t)) != cudaSuccess ||
+         cudaMemcpy(slots[i].device, &slots[i].number, sizeof(int64_t),
+                    cudaMemcpyHostToDevice) != cudaSuccess))
+      r = failWith(owed[i], ncclUnhandledCudaError,
+                   std::string(function) + ": cannot stage the ranks' agreement after a failed "
+                                           "call in device memory");
+  }
+  const bool grouped = owed.size() > 1 && real().ncclGroupStart && real().ncclGroupEnd;
+  if (r == ncclSuccess) {
+    if (grouped)
+      real().ncclGroupStart();
+    for (size_t i = 0; i < owed.size(); ++i) {
+      void *buffer = slots[i].device ? slots[i].device : &slots[i].number;
+      ncclResult_t one =
+          real().ncclAllReduce(buffer, buffer, 1, ncclInt64, ncclMax, owed[i]->real, nullptr);
+      if (one != ncclSuccess && r == ncclSuccess)
+        r = fromReal(owed[i], function, one);
+    }
+    if (grouped)
+      if (ncclResult_t end = real().ncclGroupEnd(); end != ncclSuccess && r == ncclSuccess)
+        r = fromReal(nullptr, function, end);
+  }
+  for (size_t i = 0; i < owed.size(); ++i) {
+    if (!slots[i].device) {
+      coll::rt::synchronizeCudaStream(nullptr);
+      continue;
+    }
+    cudaSetDevice(owed[i]->device);
+    coll::rt::synchronizeCudaStream(nullptr);
+    if (r == ncclSuccess && cudaMemcpy(&slots[i].number, slots[i].device, sizeof(int64_t),
+                                       cudaMemcpyDeviceToHost) != cudaSuccess)
+      r = failWith(owed[i], ncclUnhandledCudaError,
+                   std::string(function) + ": cannot read the ranks' agreement back");
+    cudaFree(slots[i].device);
+  }
+  if (cuda && current >= 0)
+    cudaSetDevice(current);
+  if (r != ncclSuccess)
+    return r;
+  for (size_t i = 0; i < owed.size(); ++i) {
+    ncclComm_t comm = owed[i];
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      comm->agreedUntil = static_cast<uint64_t>(slots[i].number);
+      comm->agreed = true;
+    }
+    COLL_LOG(Info, Coll, comm->rank,
+             llvm::formatv("the ranks agree: calls up to #{0} on this communicator failed (this "
+                           "rank's failed at #{1}); later calls go to the real NCCL",
+                           slots[i].number, comm->failedAt));
+  }
+  return ncclSuccess;
+}
 
 ncclResult_t issueReal(const Call &c) {
   ncclComm_t comm = c.comm;
@@ -232,10 +440,28 @@ ncclResult_t issueReal(const Call &c) {
 }
 
 ncclResult_t issue(std::vector<Call> calls) {
+  ncclResult_t status = ncclSuccess;
+  // Calls made in a group on communicators whose ranks owe their agreement
+  // after a failed call: they agree first, all together, and the calls the
+  // agreement covers fail.
+  std::vector<ncclComm_t> owing;
+  for (const Call &c : calls)
+    if (!c.comm->retired.empty() && !c.comm->agreed)
+      owing.push_back(c.comm);
+  if (!owing.empty()) {
+    if (ncclResult_t r = agree(owing, "ncclGroupEnd"); r != ncclSuccess)
+      return r;
+    llvm::erase_if(calls, [&](const Call &c) {
+      if (c.comm->retired.empty() || c.number > c.comm->agreedUntil)
+        return false;
+      if (ncclResult_t r = failAgreed(c); status == ncclSuccess)
+        status = r;
+      return true;
+    });
+  }
   std::vector<Call> mine, theirs;
   for (Call &c : calls)
     (c.onColl ? mine : theirs).push_back(c);
-  ncclResult_t status = ncclSuccess;
   if (!theirs.empty()) {
     const bool grouped = theirs.size() > 1 && real().ncclGroupStart && real().ncclGroupEnd;
     if (grouped)

@@ -198,6 +198,8 @@ ncclResult_t closeComm(ncclComm_t comm, bool abort) {
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, std::string(function) + ": comm is NULL");
   ncclResult_t result = ncclSuccess;
+  if (!abort && owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
+    result = agree({comm}, function);
   if (comm->real)
     if (auto closeReal = abort ? real().ncclCommAbort : real().ncclCommDestroy)
       result = fromReal(nullptr, function, closeReal(comm->real));
@@ -385,6 +387,13 @@ COLL_NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t *comms, int ndev, const
 COLL_NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm)) {
   if (!comm)
     return failWith(nullptr, ncclInvalidArgument, "ncclCommFinalize: comm is NULL");
+  if (owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
+    if (ncclResult_t r = agree({comm}, "ncclCommFinalize"); r != ncclSuccess)
+      return r;
+  if (!comm->retired.empty()) // Coll's side is broken: nothing of it to finalize
+    return comm->real && real().ncclCommFinalize
+               ? fromReal(comm, "ncclCommFinalize", real().ncclCommFinalize(comm->real))
+               : ncclSuccess;
   if (comm->coll)
     if (collResult_t r = collCommFinalize(comm->coll); r != collSuccess)
       return failWith(comm, toNccl(r),
@@ -425,13 +434,25 @@ COLL_NCCL_API(ncclResult_t, ncclCommSplit,
   if (!comm || !newcomm)
     return failWith(comm, ncclInvalidArgument, "ncclCommSplit: comm or newcomm is NULL");
   *newcomm = nullptr;
+  if (owesAgreement(comm)) // the ranks agree first (Enqueue.cpp, agree)
+    if (ncclResult_t r = agree({comm}, "ncclCommSplit"); r != ncclSuccess)
+      return r;
+  const bool retired = !comm->retired.empty();
   if (!comm->coll)
     return failWith(comm, ncclInvalidUsage,
                     "ncclCommSplit: the communicator has no Coll side (it came from "
                     "ncclCommShrink)");
+  if (retired && !comm->real)
+    return failWith(comm, comm->retiredResult,
+                    "ncclCommSplit: Coll stopped serving this communicator after a failed call (" +
+                        comm->retired + "), and there is no real NCCL to split it");
+  // After a failed call Coll's side is broken: the new communicator is the
+  // real NCCL's alone, as ncclCommShrink's.
   collComm_t child = nullptr;
-  if (collResult_t r = collCommSplit(comm->coll, color, key, &child, nullptr); r != collSuccess)
-    return failWith(comm, toNccl(r), std::string("ncclCommSplit: ") + collGetLastError(comm->coll));
+  if (!retired)
+    if (collResult_t r = collCommSplit(comm->coll, color, key, &child, nullptr); r != collSuccess)
+      return failWith(comm, toNccl(r),
+                      std::string("ncclCommSplit: ") + collGetLastError(comm->coll));
   ncclComm_t realChild = nullptr;
   std::string noReal = comm->noReal;
   if (comm->real) {
@@ -445,15 +466,21 @@ COLL_NCCL_API(ncclResult_t, ncclCommSplit,
       return fromReal(comm, "ncclCommSplit", r);
     }
   }
-  if (!child)
+  if (!child && !(retired && realChild))
     return ncclSuccess; // NCCL_SPLIT_NOCOLOR
   auto *c = new ncclComm;
   c->coll = child;
   c->real = realChild;
   c->noReal = noReal;
   c->device = comm->device;
-  collCommUserRank(child, &c->rank);
-  collCommCount(child, &c->nranks);
+  if (child) {
+    collCommUserRank(child, &c->rank);
+    collCommCount(child, &c->nranks);
+  } else if (!real().ncclCommUserRank || !real().ncclCommCount ||
+             real().ncclCommUserRank(realChild, &c->rank) != ncclSuccess ||
+             real().ncclCommCount(realChild, &c->nranks) != ncclSuccess) {
+    c->rank = -1;
+  }
   *newcomm = c;
   return ncclSuccess;
 }
@@ -539,7 +566,16 @@ COLL_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_
   if (!comm || !asyncError)
     return failWith(comm, ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
   *asyncError = ncclSuccess;
-  if (Communicator *impl = comm->impl())
+  bool retired = false;
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    retired = !comm->retired.empty();
+    if (retired && !comm->real)
+      *asyncError = comm->retiredResult; // its calls fail with it
+  }
+  // After a failed call, Coll serves no more calls: the real NCCL's state
+  // is the communicator's.
+  if (Communicator *impl = comm->impl(); impl && !retired)
     *asyncError = toNccl(impl->checkAsyncError()); // kernels of Coll stopped by the watchdog too
   if (*asyncError == ncclSuccess && comm->real) {
     COLL_NEED_REAL(comm, ncclCommGetAsyncError);

@@ -23,8 +23,10 @@
 //                 count, device, user rank, async error; results and the
 //                 last error
 //   Enqueue.cpp   collectives and send/recv: NCCL's checks, the choice
-//                 between Coll and the real NCCL, issuing them;
-//                 ncclRedOpCreatePreMulSum and ncclRedOpDestroy
+//                 between Coll and the real NCCL, issuing them; after a
+//                 failed call, Coll retired on the communicator and the
+//                 ranks' agreement; ncclRedOpCreatePreMulSum and
+//                 ncclRedOpDestroy
 //   Group.cpp     ncclGroupStart, ncclGroupEnd, ncclGroupSimulateEnd
 //   Memory.cpp    ncclMemAlloc and ncclMemFree, buffer registration,
 //                 windows
@@ -38,6 +40,7 @@
 #include "coll/runtime/Device.h"
 #include "coll/runtime/Op.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <mutex>
@@ -74,6 +77,15 @@ struct ncclComm {
   std::mutex mutex;
   std::string lastError;
   std::set<int> userOps; ///< ops from ncclRedOpCreatePreMulSum on `real`
+
+  /// After a failed call (Enqueue.cpp, retire): Coll serves no more calls
+  /// of this communicator. Written by the calling thread under `mutex`.
+  uint64_t calls = 0;       ///< the calls made on it, each its number
+  std::string retired;      ///< the first failure; empty while Coll serves
+  ncclResult_t retiredResult = ncclSuccess;
+  uint64_t failedAt = 0;    ///< the number of the call that failed here
+  bool agreed = false;      ///< the ranks' agreement on the last failed call
+  uint64_t agreedUntil = 0; ///< calls up to this number fail, on every rank
 
   ::coll::rt::Communicator *impl() const { return ::coll::rt::communicatorOf(coll); }
 };
@@ -200,6 +212,7 @@ struct Call {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   bool onColl = false; ///< decided by route()
+  uint64_t number = 0; ///< its number on the communicator (ncclComm::calls)
 };
 
 /// Issues a call to the real NCCL (inside a real group when one is open).
@@ -208,6 +221,19 @@ ncclResult_t issueReal(const Call &c);
 /// Issues a group's calls: the real NCCL's share in one real group, then
 /// Coll's.
 ncclResult_t issue(std::vector<Call> calls);
+
+/// Whether `comm` still waits for its ranks' agreement after a failed call
+/// (retired, and not yet agreed), or has a peer on this host whose call
+/// failed where this rank's did not: then it must take part in the
+/// agreement before it leaves the communicator (finalize, destroy).
+bool owesAgreement(ncclComm_t comm);
+
+/// The ranks' agreement after a failed call on Coll, for each of `comms`
+/// that owes it: every rank's number of its failed call, the largest over
+/// the real communicator (several communicators in one real group). Calls
+/// up to that number then fail on every rank, later ones go to the real
+/// NCCL.
+ncclResult_t agree(llvm::ArrayRef<ncclComm_t> comms, const char *function);
 
 //===----------------------------------------------------------------------===//
 // Groups (Group.cpp)

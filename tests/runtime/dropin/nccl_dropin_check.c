@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "NcclTestRanks.h"
 #include "TimeScale.h"
 
 static int myRank = -1;
@@ -64,21 +65,6 @@ static int failures = 0;
     CHECK(r_ == ncclSuccess, "%s -> %d (%s): %s", #call, (int)r_, ncclGetErrorString(r_),       \
           ncclGetLastError(NULL));                                                              \
   } while (0)
-
-/* The stand-in's record of calls (the shim has loaded it by now). */
-static const char *standinCalls(void) {
-  const char *path = getenv("COLL_NCCL_LIB");
-  void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
-  const char *(*calls)(void) = h ? (const char *(*)(void))dlsym(h, "standinCalls") : NULL;
-  return calls ? calls() : "";
-}
-
-static int countOf(const char *haystack, const char *needle) {
-  int n = 0;
-  for (const char *p = haystack; (p = strstr(p, needle)); p += strlen(needle))
-    ++n;
-  return n;
-}
 
 static int recorded(const char *needle) { return countOf(standinCalls(), needle); }
 
@@ -530,23 +516,6 @@ static void scenarioTuning(int rank, int n, int idFd[2]) {
   OK(ncclCommDestroy(comm));
 }
 
-/*===--- driver ----------------------------------------------------------===*/
-
-static int shmLeftovers(void) {
-  int found = 0;
-  DIR *d = opendir("/dev/shm");
-  if (!d)
-    return 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (strncmp(e->d_name, "coll-", 5) == 0) {
-      fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
-      ++found;
-    }
-  closedir(d);
-  return found;
-}
-
 /*===--- refused ---------------------------------------------------------===*/
 
 static void scenarioRefused(int rank, int n, int idFd[2]) {
@@ -577,6 +546,18 @@ static void scenarioRefused(int rank, int n, int idFd[2]) {
   OK(ncclCommDestroy(comm));
 }
 
+/*===--- driver ----------------------------------------------------------===*/
+
+static void (*run)(int, int, int[2]);
+
+static int rankMain(int r, int n, int idFd[2]) {
+  myRank = r;
+  run(r, n, idFd);
+  if (failures == 0)
+    printf("rank %d: ok\n", r);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s SCENARIO NRANKS\n", argv[0]);
@@ -584,7 +565,6 @@ int main(int argc, char **argv) {
   }
   const char *scenario = argv[1];
   int n = atoi(argv[2]);
-  void (*run)(int, int, int[2]) = NULL;
   if (!strcmp(scenario, "host")) run = scenarioHost;
   else if (!strcmp(scenario, "fallback")) run = scenarioFallback;
   else if (!strcmp(scenario, "forced")) run = scenarioForced;
@@ -600,31 +580,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
     return 2;
   }
-  int idFd[2];
-  if (pipe(idFd) != 0)
-    return 2;
-  pid_t pids[8];
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      myRank = r;
-      alarm((unsigned)coll_test_scaled(120)); /* never outlive a hung test */
-      run(r, n, idFd);
-      if (failures == 0)
-        printf("rank %d: ok\n", r);
-      fflush(stdout);
-      _exit(failures ? 1 : 0);
-    }
-  }
-  int bad = 0;
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "rank %d ended with status %d\n", r, status);
-      ++bad;
-    }
-  }
+  int skipped = 0;
+  int bad = forkRanks(n, 120, rankMain, &skipped);
+  bad += skipped; /* nothing here skips */
   if (shmLeftovers())
     ++bad;
   printf("%s with %d ranks: %s\n", scenario, n, bad ? "FAILED" : "passed");

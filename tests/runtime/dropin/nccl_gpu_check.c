@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "NcclTestRanks.h"
 #include "TimeScale.h"
 
 static int myRank = -1;
@@ -320,13 +321,27 @@ static void scenarioReal(int rank, int n, int idFd[2]) {
   CUDA(cudaStreamDestroy(stream));
 }
 
+static void (*run)(int, int, int[2]);
+
+static int rankMain(int r, int n, int idFd[2]) {
+  myRank = r;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    printf("rank %d: skip: no CUDA device\n", r);
+    return 77;
+  }
+  run(r, n, idFd);
+  if (failures == 0)
+    printf("rank %d: ok\n", r);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s coll|real|windows NRANKS|--env\n", argv[0]);
     return 2;
   }
   const char *scenario = argv[1];
-  void (*run)(int, int, int[2]) = NULL;
   if (!strcmp(scenario, "coll"))
     run = scenarioColl;
   else if (!strcmp(scenario, "real"))
@@ -360,38 +375,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown scenario '%s' or bad rank count\n", scenario);
     return 2;
   }
-  int idFd[2];
-  if (pipe(idFd) != 0)
-    return 2;
-  pid_t pids[8];
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      myRank = r;
-      alarm((unsigned)coll_test_scaled(300)); /* never outlive a hung test */
-      int devices = 0;
-      if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        printf("rank %d: skip: no CUDA device\n", r);
-        _exit(77);
-      }
-      run(r, n, idFd);
-      if (failures == 0)
-        printf("rank %d: ok\n", r);
-      fflush(stdout);
-      _exit(failures ? 1 : 0);
-    }
-  }
-  int bad = 0, skipped = 0;
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
-      ++skipped;
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "rank %d ended with status %d\n", r, status);
-      ++bad;
-    }
-  }
+  int skipped = 0;
+  const int bad = forkRanks(n, 300, rankMain, &skipped);
   if (skipped == n) {
     printf("%s with %d ranks: skipped (no CUDA device)\n", scenario, n);
     return 77;

@@ -158,6 +158,12 @@ public:
   void abort();
   /// collSuccess, or the error that broke this communicator.
   collResult_t asyncError() const;
+  /// The report of the call that set this host's stop word (a failure of
+  /// any of its ranks), whether or not this rank's own calls met it (a rank
+  /// that had finished the call before a peer failed it has not); nullopt
+  /// while none did. The NCCL drop-in asks before it leaves a communicator
+  /// (docs/DROPIN.md, "After a failed call").
+  std::optional<std::string> stopReport() const;
   /// Looks whether kernels it enqueued on a GPU have ended, and breaks the
   /// communicator when one stopped at its watchdog (without waiting; not
   /// while a call runs on another thread); then asyncError().
