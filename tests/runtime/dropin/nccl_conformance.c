@@ -33,7 +33,8 @@
  * (ncclAvg too) and ncclRedOpCreatePreMulSum's with the scalar on the host
  * and on the device; in place (NCCL's forms) and out of place; counts 0, 1,
  * 7, 13, 1031 and a large prime (with `huge`, 1048573 float32 elements
- * too); roots first, middle and last; calls and send/recv pairs inside
+ * too, for the collectives that pipeline); roots first, middle and last;
+ * calls and send/recv pairs inside
  * groups; NCCL's argument checks. Every buffer lies in one allocation with
  * guard bytes before, between and after, all filled with a pattern, and is
  * aligned to its element and no more: after the call, bytes the call must
@@ -942,11 +943,14 @@ static void conformance(int rank, int n, int idFd[2]) {
   } else {
     matrix(comm, rank, n, hostCounts, 6, AllTypes, NumTypes);
     /* `huge`: a count past the algorithms' larger chunks and pipelines (a
-     * prime), which costs as much as all the rest */
-    const size_t hugeCount[] = {1048573};
-    const ncclDataType_t hugeTypes[] = {ncclFloat32};
-    if (huge)
-      matrix(comm, rank, n, hugeCount, 1, hugeTypes, 1);
+     * prime), float32 sums, in place and out of place, for the collectives
+     * that pipeline (each call costs as much as a hundred others here) */
+    const enum Kind hugeKinds[] = {AllReduce, ReduceScatter, AllGather, Broadcast, Reduce};
+    for (int k = 0; huge && k < 5; ++k)
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        Call c = {hugeKinds[k], ncclFloat32, ncclSum, 1, 1048573, n - 1, inPlace};
+        runCall(&c, comm, rank, n);
+      }
   }
   preMulSum(comm, rank, n);
   groups(comm, rank, n);
