@@ -28,8 +28,12 @@
 #include "CollBackend.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pybind11/chrono.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -69,13 +73,67 @@ int debugLevel() {
 class ProcessGroupColl : public c10d::Backend {
 public:
   ProcessGroupColl(collComm_t comm, int rank, int size, BackendPtr fallback,
-                   std::string fallbackName)
+                   std::string fallbackName, std::chrono::milliseconds timeout)
       : Backend(rank, size), comm_(comm), fallback_(std::move(fallback)),
-        fallbackName_(std::move(fallbackName)), info_(debugLevel() >= 3) {}
+        fallbackName_(std::move(fallbackName)), info_(debugLevel() >= 3),
+        options_(c10::make_intrusive<Options>("coll", timeout)) {}
 
   ~ProcessGroupColl() override { destroy(); }
 
   const std::string getBackendName() const override { return "coll"; }
+
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+
+  // -- split_group -----------------------------------------------------------
+
+  bool supportsSplitting() const override { return true; }
+
+  /// dist.split_group: the group of `ranks` (this group's ranks, in the
+  /// child's order), as ProcessGroupGloo::split makes it: null where this
+  /// rank is not one of them, and only the members take part (the
+  /// rendezvous goes through `store`, which torch prefixes with the child's
+  /// name). The child has its own gloo underneath, split from this one's,
+  /// and its own communicator, made as coll/torch.py makes a group's.
+  BackendPtr split(const c10::intrusive_ptr<c10d::Store> &store, const std::vector<int> &ranks,
+                   const c10::intrusive_ptr<Options> &opts) override {
+    auto me = std::find(ranks.begin(), ranks.end(), getRank());
+    if (me == ranks.end())
+      return {};
+    int rank = static_cast<int>(me - ranks.begin()), size = static_cast<int>(ranks.size());
+    BackendPtr parentFallback;
+    {
+      std::lock_guard<std::mutex> lock(fallbackMutex_);
+      parentFallback = fallback_;
+    }
+    TORCH_CHECK(parentFallback, "coll: split_group after destroy_process_group");
+    // gloo's own options (its devices and threads), with the child's name and timeout.
+    auto fallbackOpts = parentFallback->getBackendOptions()->clone();
+    fallbackOpts->group_name = opts->group_name;
+    fallbackOpts->group_desc = opts->group_desc;
+    fallbackOpts->timeout = opts->timeout;
+    BackendPtr fallback = parentFallback->split(
+        c10::make_intrusive<c10d::PrefixStore>("coll-fallback/", store), ranks, fallbackOpts);
+    TORCH_CHECK(fallback, "coll: ", fallbackName_, " did not split for rank ", getRank());
+    collUniqueId id;
+    const std::string key = "coll/unique_id";
+    if (rank == 0) {
+      call(collGetUniqueId(&id), nullptr);
+      store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    } else {
+      std::vector<uint8_t> got = store->get(key);
+      TORCH_CHECK(got.size() == sizeof id.internal, "coll: a unique id of ", got.size(),
+                  " bytes in the store");
+      std::copy(got.begin(), got.end(), id.internal);
+    }
+    collConfig_t config = COLL_CONFIG_INITIALIZER;
+    config.libraries = "gloo,torch"; // as coll/torch.py's communicators
+    collComm_t comm = nullptr;
+    call(collCommInitRankConfig(&comm, size, id, rank, &config), nullptr);
+    auto child = c10::make_intrusive<ProcessGroupColl>(comm, rank, size, std::move(fallback),
+                                                       fallbackName_, opts->timeout);
+    child->options_ = opts;
+    return child;
+  }
 
   // -- collectives ---------------------------------------------------------
 
@@ -468,6 +526,12 @@ private:
     if (result != collSuccess)
       throw CollFailure{failureMessage(result, comm_)};
   }
+  /// Throws Coll's error for a failed call outside a collective (as torch's
+  /// DistBackendError: split_group raises it).
+  static void call(collResult_t result, collComm_t comm) {
+    if (result != collSuccess)
+      std::rethrow_exception(backendError(failureMessage(result, comm)));
+  }
 
   struct CollFailure {
     std::string message;
@@ -653,6 +717,7 @@ private:
   BackendPtr fallback_; ///< null after shutdown()
   std::string fallbackName_;
   bool info_;
+  c10::intrusive_ptr<Options> options_; ///< getBackendOptions(): "coll", the timeout
   std::mutex saidMutex_;
   std::set<std::string> said_;
   std::mutex brokenMutex_;
@@ -683,14 +748,15 @@ PYBIND11_MODULE(_c10d, m) {
   // caller must not use again); `fallback` runs what Coll does not.
   m.def(
       "create",
-      [](uintptr_t comm, int rank, int size, BackendPtr fallback,
-         const std::string &fallbackName) -> BackendPtr {
+      [](uintptr_t comm, int rank, int size, BackendPtr fallback, const std::string &fallbackName,
+         std::chrono::milliseconds timeout) -> BackendPtr {
         TORCH_CHECK(comm != 0, "coll: create() needs a communicator");
         TORCH_CHECK(fallback, "coll: create() needs the backend underneath");
         return c10::make_intrusive<ProcessGroupColl>(reinterpret_cast<collComm_t>(comm), rank,
-                                                     size, std::move(fallback), fallbackName);
+                                                     size, std::move(fallback), fallbackName,
+                                                     timeout);
       },
       pybind11::arg("comm"), pybind11::arg("rank"), pybind11::arg("size"),
-      pybind11::arg("fallback"), pybind11::arg("fallback_name"),
+      pybind11::arg("fallback"), pybind11::arg("fallback_name"), pybind11::arg("timeout"),
       pybind11::call_guard<pybind11::gil_scoped_release>());
 }
