@@ -155,10 +155,16 @@ public:
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor> &tensors,
                               const c10d::AllreduceCoalescedOptions &opts) override {
-    c10d::AllreduceOptions o;
-    o.reduceOp = opts.reduceOp;
-    o.timeout = opts.timeout;
-    return allreduce(tensors, o);
+    Decision d = check(tensors);
+    auto op = reduceOp(opts.reduceOp, d);
+    return route("allreduce", c10d::OpType::ALLREDUCE_COALESCED, bytes(tensors), 0, d, tensors,
+                 tensors,
+                 [&] {
+                   for (auto &t : tensors)
+                     call(collAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), d.dtype, *op,
+                                        comm_, streamHandle(t)));
+                 },
+                 [&](c10d::Backend &fb) { return fb.allreduce_coalesced(tensors, opts); });
   }
 
   WorkPtr broadcast(std::vector<at::Tensor> &tensors,
@@ -177,19 +183,15 @@ public:
                  [&](c10d::Backend &fb) { return fb.broadcast(tensors, opts); });
   }
 
+  /// gloo runs every reduce: gloo's leaves partial results of its ring in
+  /// the other ranks' tensors (torch says only the root's is the result,
+  /// and gloo's are what a drop-in must leave there), where Coll's leaves
+  /// them as they were.
   WorkPtr reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override {
-    Decision d = check(tensors);
-    auto op = reduceOp(opts.reduceOp, d);
-    int root = static_cast<int>(opts.rootRank);
-    return route("reduce", c10d::OpType::REDUCE, bytes(tensors), root, d, tensors, tensors,
-                 [&] {
-                   for (auto &t : tensors) {
-                     at::Tensor c = t.contiguous();
-                     call(collReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op, root,
-                                     comm_, streamHandle(c)));
-                     copyBack(t, c);
-                   }
-                 },
+    Decision d;
+    d.unsupported = "reduce (gloo leaves its ring's partial results in the other ranks' "
+                    "tensors; Coll leaves them as they were)";
+    return route("reduce", c10d::OpType::REDUCE, bytes(tensors), 0, d, tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.reduce(tensors, opts); });
   }
 
@@ -427,6 +429,42 @@ public:
                  [&](c10d::Backend &fb) { return fb.scatter(outputs, inputLists, opts); });
   }
 
+  // -- what gloo alone runs --------------------------------------------------
+
+  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                              std::vector<at::Tensor> &inputs,
+                              const c10d::AllgatherOptions &opts) override {
+    return handedDown("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
+                      [&](c10d::Backend &fb) {
+                        return fb.allgather_coalesced(outputLists, inputs, opts);
+                      });
+  }
+
+  WorkPtr allreduce_sparse(std::vector<at::Tensor> &tensors,
+                           const c10d::AllreduceOptions &opts) override {
+    return handedDown("allreduce of sparse tensors", c10d::OpType::ALLREDUCE,
+                      [&](c10d::Backend &fb) { return fb.allreduce_sparse(tensors, opts); });
+  }
+
+  WorkPtr gather_single(at::Tensor &output, at::Tensor &input,
+                        const c10d::GatherOptions &opts) override {
+    return handedDown("gather_single", c10d::OpType::GATHER,
+                      [&](c10d::Backend &fb) { return fb.gather_single(output, input, opts); });
+  }
+
+  void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override {
+    drainFallback();
+    BackendPtr fallback = currentFallback();
+    TORCH_CHECK(fallback, "coll: the process group was shut down (destroy_process_group)");
+    fallback->monitoredBarrier(opts, waitAllRanks);
+  }
+
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    options_->timeout = timeout;
+    if (BackendPtr fallback = currentFallback())
+      fallback->setTimeout(timeout);
+  }
+
   WorkPtr barrier(const c10d::BarrierOptions &) override {
     if (auto broken = brokenWork(c10d::OpType::BARRIER))
       return broken;
@@ -444,32 +482,24 @@ public:
 
   // -- point to point --------------------------------------------------------
 
+  // gloo runs every send and receive: it pairs them by (peer, tag) and
+  // takes a receive from any source, where Coll pairs them by peer in call
+  // order, so a send Coll ran could meet a receive from any source that only
+  // gloo runs, or the other of two receives with different tags.
   WorkPtr send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
-    Decision d = pointToPoint(tensors);
-    return route("send", c10d::OpType::SEND, 0, 0, d, tensors, tensors,
-                 [&] {
-                   at::Tensor c = tensors[0].contiguous();
-                   call(collSend(c.data_ptr(), c.numel(), d.dtype, dst, comm_, nullptr));
-                 },
+    return route("send", c10d::OpType::SEND, 0, 0, pointToPoint(), tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.send(tensors, dst, tag); });
   }
 
   WorkPtr recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
-    Decision d = pointToPoint(tensors);
-    return route("recv", c10d::OpType::RECV, 0, 0, d, tensors, tensors,
-                 [&] {
-                   at::Tensor c = tensors[0].contiguous();
-                   call(collRecv(c.data_ptr(), c.numel(), d.dtype, src, comm_, nullptr));
-                   copyBack(tensors[0], c);
-                 },
+    return route("recv", c10d::OpType::RECV, 0, 0, pointToPoint(), tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.recv(tensors, src, tag); });
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override {
-    Decision d;
-    d.unsupported = "Coll matches by peer";
-    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, d, tensors, tensors,
-                 [] {}, [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
+    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, pointToPoint(),
+                 tensors, tensors, [] {},
+                 [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
   }
 
   // -- lifetime ------------------------------------------------------------
@@ -508,6 +538,26 @@ public:
   }
 
 private:
+  BackendPtr currentFallback() {
+    std::lock_guard<std::mutex> lock(fallbackMutex_);
+    return fallback_;
+  }
+
+  /// A call gloo alone runs, in the group's order.
+  template <typename ViaFallback>
+  WorkPtr handedDown(const char *what, c10d::OpType type, ViaFallback &&viaFallback) {
+    Decision d;
+    d.unsupported = std::string(what) + " (gloo alone runs it)";
+    return route(what, type, 0, 0, d, {}, {}, [] {}, std::forward<ViaFallback>(viaFallback));
+  }
+
+  static Decision pointToPoint() {
+    Decision d;
+    d.unsupported = "point to point (gloo pairs sends and receives by tag and takes any "
+                    "source; Coll pairs them by peer, in call order)";
+    return d;
+  }
+
   /// The coalesced forms: one call per (output, input), in order, as one Work.
   template <typename Call>
   WorkPtr eachPair(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
@@ -611,6 +661,12 @@ private:
       if (!fallback)
         return shutDownWork(type);
       WorkPtr work = viaFallback(*fallback);
+      // gloo's Works of sends and receives wait for their message on every
+      // wait() (a second wait blocks until the timeout): they are their
+      // caller's to wait for, once, as with gloo alone.
+      if (type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+          type == c10d::OpType::RECVANYSOURCE)
+        return work;
       std::lock_guard<std::mutex> lock(pendingMutex_);
       std::erase_if(pending_, [](const WorkPtr &w) { return w->isCompleted(); });
       pending_.push_back(work);
