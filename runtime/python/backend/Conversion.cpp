@@ -172,7 +172,7 @@ void *streamHandle(const at::Tensor &t) {
 size_t bytes(const std::vector<at::Tensor> &tensors) {
   size_t n = 0;
   for (const auto &t : tensors)
-    n += t.nbytes();
+    n += t.layout() == at::kStrided ? t.nbytes() : 0; // sparse ones go to gloo
   return n;
 }
 

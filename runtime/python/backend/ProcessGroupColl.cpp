@@ -251,7 +251,15 @@ public:
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllgatherOptions &opts) override {
-    return eachPair(outputs, inputs,
+    Decision d = coalesced("allgather", outputs, inputs, nullptr, [&](at::Tensor &o, at::Tensor &i) {
+      return o.numel() == i.numel() * getSize();
+    });
+    if (!d.unsupported.empty())
+      return route("allgather", c10d::OpType::COALESCED, 0, 0, d, outputs, outputs, [] {},
+                   [&](c10d::Backend &fb) {
+                     return fb.allgather_into_tensor_coalesced(outputs, inputs, opts);
+                   });
+    return eachPair(outputs, inputs, 1,
                     [&](at::Tensor &o, at::Tensor &i) { return _allgather_base(o, i, opts); });
   }
 
@@ -297,7 +305,8 @@ public:
     if (!inputLists.empty())
       touched.insert(touched.end(), inputLists[0].begin(), inputLists[0].end());
     size_t nbytes = outputs.empty() ? 0 : outputs[0].nbytes() * getSize();
-    return route("reducescatter", c10d::OpType::REDUCE_SCATTER, nbytes, 0, d, outputs, touched,
+    const uint64_t served = served_;
+    WorkPtr work = route("reducescatter", c10d::OpType::REDUCE_SCATTER, nbytes, 0, d, outputs, touched,
                  [&] {
                    at::Tensor &out = outputs[0];
                    at::Tensor flat = flatten(inputLists[0]);
@@ -307,12 +316,25 @@ public:
                    copyBack(out, o);
                  },
                  [&](c10d::Backend &fb) { return fb.reduce_scatter(outputs, inputLists, opts); });
+    if (served_ > served)
+      served_ = served + getSize(); // gloo's list reduce_scatter counts one per rank
+    return work;
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::ReduceScatterOptions &opts) override {
-    return eachPair(outputs, inputs, [&](at::Tensor &o, at::Tensor &i) {
+    Decision d = coalesced("reducescatter", outputs, inputs, &opts.reduceOp,
+                           [&](at::Tensor &o, at::Tensor &i) {
+                             return i.numel() == o.numel() * getSize();
+                           });
+    if (!d.unsupported.empty())
+      return route("reducescatter", c10d::OpType::COALESCED, 0, 0, d, outputs, outputs, [] {},
+                   [&](c10d::Backend &fb) {
+                     return fb.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+                   });
+    // gloo's counts two (getSequenceNumberForGroup()).
+    return eachPair(outputs, inputs, 2, [&](at::Tensor &o, at::Tensor &i) {
       return _reduce_scatter_base(o, i, opts);
     });
   }
@@ -465,19 +487,20 @@ public:
       fallback->setTimeout(timeout);
   }
 
-  WorkPtr barrier(const c10d::BarrierOptions &) override {
-    if (auto broken = brokenWork(c10d::OpType::BARRIER))
-      return broken;
-    drainFallback();
+  WorkPtr barrier(const c10d::BarrierOptions &opts) override {
     int token = 0;
-    std::exception_ptr error;
-    try {
-      call(collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    return c10::make_intrusive<CollWork>(getRank(), c10d::OpType::BARRIER,
-                                         std::vector<at::Tensor>(), error, std::nullopt);
+    return route("barrier", c10d::OpType::BARRIER, 0, 0, Decision{}, {}, {},
+                 [&] { call(collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr)); },
+                 [&](c10d::Backend &fb) { return fb.barrier(opts); });
+  }
+
+  /// As gloo counts: its own count for the calls it runs (it counts some
+  /// twice, and a call it refuses not at all); for the calls Coll runs, one
+  /// per call, one per rank for a list reduce_scatter and two for a
+  /// coalesced one, as gloo's; not the agreement after a failure (failed()).
+  uint64_t getSequenceNumberForGroup() override {
+    BackendPtr fallback = currentFallback();
+    return served_ + (fallback ? fallback->getSequenceNumberForGroup() : 0) - agreements_;
   }
 
   // -- point to point --------------------------------------------------------
@@ -558,15 +581,46 @@ private:
     return d;
   }
 
-  /// The coalesced forms: one call per (output, input), in order, as one Work.
+  /// Whether Coll takes every (output, input) of a coalesced call (each one
+  /// as its single call would be, `sizes` saying that their sizes fit), so
+  /// that the call runs on Coll whole or on gloo whole, as gloo's own.
+  template <typename Sizes>
+  Decision coalesced(const char *collective, std::vector<at::Tensor> &outputs,
+                     std::vector<at::Tensor> &inputs, const c10d::ReduceOp *op, Sizes &&sizes) {
+    Decision all;
+    if (outputs.size() != inputs.size() || outputs.empty())
+      all.unsupported = "not one output per input";
+    for (size_t i = 0; i < outputs.size() && all.unsupported.empty(); ++i) {
+      Decision d = check({outputs[i], inputs[i]});
+      if (op)
+        reduceOp(*op, d);
+      if (d.unsupported.empty() && !sizes(outputs[i], inputs[i]))
+        d.unsupported = "sizes that do not fit";
+      size_t nbytes = std::max(outputs[i].nbytes(), inputs[i].nbytes());
+      if (d.unsupported.empty() && nbytes > 0) {
+        const Choice &choice = choose(collective, nbytes, 0);
+        if (!choice.error.empty() || choice.library)
+          d.unsupported = "a size Coll does not serve";
+      }
+      if (!d.unsupported.empty())
+        all.unsupported = "coalesced, " + d.unsupported;
+    }
+    return all;
+  }
+
+  /// The coalesced forms: one call per (output, input), in order, as one
+  /// Work; `weight` is what gloo's counts in its sequence number.
   template <typename Call>
   WorkPtr eachPair(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-                   Call &&call) {
+                   uint64_t weight, Call &&call) {
     TORCH_CHECK(outputs.size() == inputs.size(), "coll: ", outputs.size(), " outputs for ",
                 inputs.size(), " inputs");
     std::vector<WorkPtr> works;
+    const uint64_t served = served_;
     for (size_t i = 0; i < outputs.size(); ++i)
       works.push_back(call(outputs[i], inputs[i]));
+    if (served_ > served)
+      served_ = served + weight;
     return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
                                            std::move(works), outputs);
   }
@@ -599,16 +653,6 @@ private:
                  static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), getRank(),
                  message.c_str());
     std::fflush(stderr);
-  }
-
-  WorkPtr brokenWork(c10d::OpType type) {
-    std::lock_guard<std::mutex> lock(brokenMutex_);
-    if (broken_.empty())
-      return {};
-    return c10::make_intrusive<CollWork>(
-        getRank(), type, std::vector<at::Tensor>(),
-        backendError("coll: the process group is broken by an earlier error: " + broken_),
-        std::nullopt);
   }
 
   /// The Work of a call after shutdown(): it fails with that reason.
@@ -650,8 +694,11 @@ private:
                 ViaFallback &&viaFallback) {
     if (auto closed = shutDownWork(type))
       return closed;
-    if (auto broken = brokenWork(type))
-      return broken;
+    const bool pointToPoint = type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+                              type == c10d::OpType::RECVANYSOURCE;
+    // The group's collectives, numbered alike on every rank (a send or a
+    // receive is one rank's call, and gloo's alone).
+    const uint64_t number = pointToPoint ? 0 : ++collectives_;
     auto handDown = [&] {
       BackendPtr fallback;
       {
@@ -672,11 +719,25 @@ private:
       pending_.push_back(work);
       return work;
     };
+    if (retired_)
+      return handDown();
+    // A collective gloo runs while Coll serves the group is preceded by a
+    // call of Coll's, so that a rank learns of a peer's failure before it
+    // calls gloo (failed(), below).
+    auto heartbeatThenHandDown = [&] {
+      if (pointToPoint)
+        return handDown();
+      int token = 0;
+      collResult_t result = collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr);
+      if (result != collSuccess)
+        return failed(number, failureMessage(result, comm_), false, handDown, type, outputs);
+      return handDown();
+    };
     if (!d.unsupported.empty()) {
       if (info_)
         logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
                 d.unsupported);
-      return handDown();
+      return heartbeatThenHandDown();
     }
     if (nbytes > 0) {
       const Choice &choice = choose(collective, nbytes, root);
@@ -684,12 +745,12 @@ private:
         if (info_)
           logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
                   choice.error);
-        return handDown();
+        return heartbeatThenHandDown();
       }
       if (choice.library) {
         if (info_)
           logOnce(std::string(collective) + ": " + fallbackName_ + " runs it by " + choice.why);
-        return handDown();
+        return heartbeatThenHandDown();
       }
       if (info_) {
         bool gpu = false;
@@ -710,21 +771,71 @@ private:
     std::optional<c10::DeviceGuard> guard;
     if (stream)
       guard.emplace(stream->device());
+    ++served_;
     std::exception_ptr error;
     try {
       viaColl();
     } catch (const CollFailure &f) {
-      {
-        std::lock_guard<std::mutex> lock(brokenMutex_);
-        if (broken_.empty())
-          broken_ = f.message;
-      }
-      error = backendError(f.message);
+      guard.reset();
+      return failed(number, f.message, true, handDown, type, outputs);
     } catch (...) {
       error = std::current_exception();
     }
     return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs), error,
                                          error ? std::nullopt : stream);
+  }
+
+  /// A call of Coll's failed on this rank (`ranColl`: the call itself; else
+  /// the call of Coll's before a collective gloo runs). The communicator is
+  /// aborted, which makes the other ranks' calls on it fail at once, so
+  /// every rank that is alive gets here: at this collective, or, where its
+  /// own call succeeded before this rank's failed, at its next one. The
+  /// ranks then agree, through gloo, on the first collective that failed
+  /// (the least number any rank brings): from it on the group runs every
+  /// call on gloo. A rank whose failure comes later than that collective
+  /// runs its failed call on gloo, as the others do (its call of Coll's
+  /// found the communicator aborted before it started); the others raise
+  /// the call's error. One WARN line names the first failure this rank saw.
+  template <typename HandDown>
+  WorkPtr failed(uint64_t number, const std::string &message, bool ranColl, HandDown &handDown,
+                 c10d::OpType type, std::vector<at::Tensor> &outputs) {
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      if (comm_)
+        collCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    uint64_t first = number;
+    std::string agreement;
+    if (BackendPtr fallback = currentFallback()) {
+      try {
+        std::vector<at::Tensor> t{at::full({1}, static_cast<int64_t>(number), at::kLong)};
+        c10d::AllreduceOptions o;
+        o.reduceOp = c10d::ReduceOp::MIN;
+        ++agreements_; // gloo counts it
+        fallback->allreduce(t, o)->wait();
+        first = static_cast<uint64_t>(t[0].item<int64_t>());
+      } catch (const std::exception &e) {
+        agreement = std::string(" (the ranks could not agree through ") + fallbackName_ + ": " +
+                    std::string(e.what()).substr(0, std::string(e.what()).find('\n')) + ")";
+      }
+    }
+    retired_ = true;
+    if (debugLevel() >= 2) {
+      char host[256] = "";
+      gethostname(host, sizeof host - 1);
+      std::fprintf(stderr,
+                   "%s:%d:%ld [%d] COLL WARN torch: the group runs every call on %s from its "
+                   "collective %llu on: a call of Coll's failed: %s%s\n",
+                   host, static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)),
+                   getRank(), fallbackName_.c_str(), static_cast<unsigned long long>(first),
+                   message.c_str(), agreement.c_str());
+      std::fflush(stderr);
+    }
+    if (!ranColl || first < number)
+      return handDown();
+    return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs),
+                                         backendError(message), std::nullopt);
   }
 
   /// What the communicator chooses for a call: an algorithm (or a copy),
@@ -776,8 +887,12 @@ private:
   c10::intrusive_ptr<Options> options_; ///< getBackendOptions(): "coll", the timeout
   std::mutex saidMutex_;
   std::set<std::string> said_;
-  std::mutex brokenMutex_;
-  std::string broken_;
+  /// The group's collectives (a number each, alike on every rank), the
+  /// calls Coll ran, and the agreements after a failure, for
+  /// getSequenceNumberForGroup(); all in the caller's thread.
+  uint64_t collectives_ = 0, served_ = 0, agreements_ = 0;
+  /// A call of Coll's failed: every call goes to gloo (failed()).
+  bool retired_ = false;
   std::mutex pendingMutex_;
   std::vector<WorkPtr> pending_;
   std::mutex choicesMutex_;
