@@ -488,9 +488,8 @@ public:
   }
 
   WorkPtr barrier(const c10d::BarrierOptions &opts) override {
-    int token = 0;
     return route("barrier", c10d::OpType::BARRIER, 0, 0, Decision{}, {}, {},
-                 [&] { call(collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr)); },
+                 [&] { call(collBarrier()); },
                  [&](c10d::Backend &fb) { return fb.barrier(opts); });
   }
 
@@ -625,6 +624,38 @@ private:
                                            std::move(works), outputs);
   }
 
+  /// A barrier of Coll's: every rank sends rank 0 a message, and rank 0
+  /// answers each once it has them all. Point to point, which no tuning
+  /// rule sends to a library underneath (a small all-reduce may go there).
+  collResult_t collBarrier() {
+    int token = 0;
+    const int size = getSize();
+    if (size == 1)
+      return collSuccess;
+    if (getRank() != 0) {
+      if (collResult_t r = collSend(&token, 1, collInt32, 0, comm_, nullptr); r != collSuccess)
+        return r;
+      return collRecv(&token, 1, collInt32, 0, comm_, nullptr);
+    }
+    std::vector<int> tokens(size);
+    for (bool answer : {false, true}) {
+      collGroupStart();
+      collResult_t first = collSuccess;
+      for (int r = 1; r < size; ++r) {
+        collResult_t res = answer ? collSend(&token, 1, collInt32, r, comm_, nullptr)
+                                  : collRecv(&tokens[r], 1, collInt32, r, comm_, nullptr);
+        if (first == collSuccess)
+          first = res;
+      }
+      collResult_t end = collGroupEnd();
+      if (first != collSuccess)
+        return first;
+      if (end != collSuccess)
+        return end;
+    }
+    return collSuccess;
+  }
+
   /// Throws Coll's error for a failed call.
   void call(collResult_t result) {
     if (result != collSuccess)
@@ -727,8 +758,7 @@ private:
     auto heartbeatThenHandDown = [&] {
       if (pointToPoint)
         return handDown();
-      int token = 0;
-      collResult_t result = collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr);
+      collResult_t result = collBarrier();
       if (result != collSuccess)
         return failed(number, failureMessage(result, comm_), false, handDown, type, outputs);
       return handDown();
