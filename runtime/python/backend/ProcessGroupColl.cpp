@@ -19,9 +19,12 @@
 //   calls run in the order they were issued, whichever library serves them.
 //
 // Every decision depends only on what all ranks share (dtypes, shapes, the
-// communicator's table), so all ranks take the same road. At COLL_DEBUG=INFO
-// each process says once per (collective, reason) where a call went
-// (docs/PYTORCH.md).
+// communicator's table), so all ranks take the same road, and each call
+// gives what gloo's gives (docs/PYTORCH.md, "What Coll serves, what gloo
+// runs"). At COLL_DEBUG=INFO each process says once per (collective,
+// reason) where a call went. After a call of Coll's fails, the ranks agree
+// through gloo on the first failed collective and the group runs every call
+// on gloo from then on (failed()).
 //
 //===----------------------------------------------------------------------===//
 
