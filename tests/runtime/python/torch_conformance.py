@@ -17,8 +17,9 @@ checked the same way against the gloo group's split.
 
 failure: a planted failure first (one all-reduce of mismatched sizes, which
 Coll serves and refuses), which must raise Coll's error on every rank; then
-every call as above, 100 calls in all at least, each equal to gloo's (the
-group runs them on gloo from then on; the wrapper checks the one warning).
+100 rounds of one call of every kind as above (through float32, int32 and
+bool, the ops and the layouts), each equal to gloo's (the group runs them on gloo from then on; the wrapper
+checks the one warning).
 
 cuda: the same on CUDA tensors (rank r on GPU r mod the GPU count); the
 wrapper skips it where torch sees no GPU.
@@ -404,10 +405,6 @@ def split_groups(seed):
 
 def everything(seed, dtypes=DTYPES):
     main = [torch.float32, torch.int32]
-    only = os.environ.get("COLL_CONFORMANCE_ONLY")  # to look into a difference
-    if only:
-        exec(only)
-        return
     reductions(7, dtypes, OPS, LAYOUTS, seed)
     movements(7, dtypes, LAYOUTS, seed)
     for count in (0, 1, 3000, 20000):  # Coll's algorithms change with the size
@@ -429,7 +426,14 @@ if "failure" in args:
         failures += 1
     except dist.DistBackendError as e:
         print(f"rank {rank}: the planted failure raised: {str(e).splitlines()[0]}", flush=True)
-    everything(7, dtypes=[torch.float32, torch.int32, torch.bool])
+    # 100 rounds of one call of every kind (of both forms, sync and async,
+    # where it has two), through the dtypes, ops and layouts.
+    for i in range(100):
+        dtype = [torch.float32, torch.int32, torch.bool][i % 3]
+        layout = LAYOUTS[i % len(LAYOUTS)]
+        reductions(7, [dtype], [OPS[i % len(OPS)]], [layout], 7 + i)
+        movements(7, [dtype], [layout], 7 + i)
+        the_rest(7 + i)
 elif os.environ.get("COLL_CONFORMANCE_DTYPES"):  # a subset, to look into a difference
     everything(1, dtypes=[getattr(torch, d) for d in os.environ["COLL_CONFORMANCE_DTYPES"].split(",")])
 else:
