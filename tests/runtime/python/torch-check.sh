@@ -13,8 +13,9 @@
 # MODE conformance runs tests/runtime/python/torch_conformance.py: every
 # call on "coll" and on gloo compared byte for byte (cpu, or MODE
 # conformance-cuda on CUDA tensors, skipped where torch sees no GPU); MODE
-# conformance-failure the same after a planted failure, and the log must
-# show the one warning that names it.
+# conformance-failure the same after a planted failure (a mismatch; then the
+# watchdog, on a group of its own), and the log must show the one warning
+# per rank and group that names it.
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
 # watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
@@ -76,7 +77,8 @@ conformance-cuda)
 conformance-failure)
   # The planted failure is the group's first collective; after it, gloo.
   script=torch_conformance.py modes=(cpu failure)
-  expect=("COLL WARN torch: the group runs every call on gloo from its collective 1 on: a call of Coll's failed: Coll ") ;;
+  expect=("COLL WARN torch: the group runs every call on gloo from its collective 1 on: a call of Coll's failed: Coll invalid usage: mismatched calls"
+          "COLL WARN torch: the group runs every call on gloo from its collective 1 on: a call of Coll's failed: Coll timeout: watchdog") ;;
 collectives|all)
   expect+=("torch allgather: Coll runs it " "torch reducescatter: Coll runs it "
            "torch alltoall: Coll runs it " "torch broadcast: Coll runs it "
@@ -163,7 +165,9 @@ done
 left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
 [ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
 if [ "$mode" = conformance-failure ]; then
+  # One per rank and group: the mismatch, and the watchdog's.
   warned=$(grep -c "COLL WARN torch: the group runs every call on gloo" <<<"$out")
-  [ "$warned" -eq "$n" ] || { echo "torch-check: $warned warnings of the retired group, not one per rank ($n)" >&2; status=1; }
+  [ "$warned" -eq $((2 * n)) ] ||
+    { echo "torch-check: $warned warnings of retired groups, not one per rank and group ($((2 * n)))" >&2; status=1; }
 fi
 exit $status

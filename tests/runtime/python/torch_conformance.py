@@ -415,25 +415,49 @@ def everything(seed, dtypes=DTYPES):
     split_groups(seed)
 
 
-if "failure" in args:
-    # Mismatched sizes on one all-reduce Coll serves: Coll refuses the call on
-    # every rank (a mismatch between the ranks' calls), and from then on the
-    # group runs every call on gloo, agreed by all ranks before the next.
-    t = torch.ones(4 + (rank % 2), device=device)
+def planted(what, fn):
+    """A call that must raise Coll's error on this rank."""
+    global failures
     try:
-        dist.all_reduce(t)
-        print(f"rank {rank}: FAIL the planted mismatch raised nothing", flush=True)
+        fn()
+        print(f"rank {rank}: FAIL the planted {what} raised nothing", flush=True)
         failures += 1
     except dist.DistBackendError as e:
-        print(f"rank {rank}: the planted failure raised: {str(e).splitlines()[0]}", flush=True)
-    # 100 rounds of one call of every kind (of both forms, sync and async,
-    # where it has two), through the dtypes, ops and layouts.
-    for i in range(100):
+        print(f"rank {rank}: the planted {what} raised: {str(e).splitlines()[0]}", flush=True)
+
+
+def rounds(count):
+    """`count` rounds of one call of every kind (of both forms, sync and
+    async, where it has two), through the dtypes, ops and layouts."""
+    for i in range(count):
         dtype = [torch.float32, torch.int32, torch.bool][i % 3]
         layout = LAYOUTS[i % len(LAYOUTS)]
         reductions(7, [dtype], [OPS[i % len(OPS)]], [layout], 7 + i)
         movements(7, [dtype], [layout], 7 + i)
         the_rest(7 + i)
+
+
+if "failure" in args:
+    # Mismatched sizes on one all-reduce Coll serves: Coll refuses the call on
+    # every rank (a mismatch between the ranks' calls), and from then on the
+    # group runs every call on gloo, agreed by all ranks before the next.
+    planted("mismatch", lambda: dist.all_reduce(torch.ones(4 + (rank % 2), device=device)))
+    rounds(100)
+    # The watchdog, on a group of its own: rank 1 comes to the group's first
+    # call two watchdog periods late; the others' calls stop at the watchdog,
+    # and its own finds the communicator stopped.
+    scale = float(os.environ.get("COLL_TEST_TIME_SCALE", "1"))
+    watchdog_ms = int(2000 * scale)
+    os.environ["COLL_WATCHDOG_MS"] = str(watchdog_ms)
+    late = dist.new_group(backend="coll", timeout=TIMEOUT)
+    del os.environ["COLL_WATCHDOG_MS"]
+    if rank == 1:
+        import time
+        time.sleep(2 * watchdog_ms / 1000)
+    planted("watchdog", lambda: dist.all_reduce(torch.ones(1000, device=device), group=late))
+    COLL = late
+    rounds(3)
+    COLL = dist.group.WORLD
 elif os.environ.get("COLL_CONFORMANCE_DTYPES"):  # a subset, to look into a difference
     everything(1, dtypes=[getattr(torch, d) for d in os.environ["COLL_CONFORMANCE_DTYPES"].split(",")])
 else:
