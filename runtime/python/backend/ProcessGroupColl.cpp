@@ -745,8 +745,7 @@ private:
       // gloo's Works of sends and receives wait for their message on every
       // wait() (a second wait blocks until the timeout): they are their
       // caller's to wait for, once, as with gloo alone.
-      if (type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
-          type == c10d::OpType::RECVANYSOURCE)
+      if (pointToPoint)
         return work;
       std::lock_guard<std::mutex> lock(pendingMutex_);
       std::erase_if(pending_, [](const WorkPtr &w) { return w->isCompleted(); });

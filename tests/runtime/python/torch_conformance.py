@@ -443,6 +443,7 @@ if "failure" in args:
     # group runs every call on gloo, agreed by all ranks before the next.
     planted("mismatch", lambda: dist.all_reduce(torch.ones(4 + (rank % 2), device=device)))
     rounds(100)
+    split_groups(7)  # groups split from the one on gloo (each starts on Coll)
     # The watchdog, on a group of its own: rank 1 comes to the group's first
     # call two watchdog periods late; the others' calls stop at the watchdog,
     # and its own finds the communicator stopped.
