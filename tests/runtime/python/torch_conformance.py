@@ -167,8 +167,8 @@ def conform(call, fn, make, **kwargs):
         before = sequence_number(group)
         try:
             work = fn(group, *made)
-            if work is not None and not isinstance(work, bool):
-                for w in (work if isinstance(work, list) else [work]):
+            for w in (work if isinstance(work, list) else [work]):
+                if hasattr(w, "wait"):
                     w.wait()
             error = None
         except Exception as e:  # noqa: BLE001  every error is compared
@@ -183,6 +183,8 @@ def conform(call, fn, make, **kwargs):
     if ge != ce:
         report(call, kwargs, f"gloo raised {ge}, coll raised {ce}")
         return
+    if ge is not None and TRACE:
+        print(f"rank {rank}: both raised {ge}", flush=True)
     if ge is not None:
         # What a call that raised left in its tensors is not the same from
         # one gloo call to the next (reduce_scatter's AVG of integers, on two
