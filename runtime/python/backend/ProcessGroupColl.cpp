@@ -348,17 +348,14 @@ public:
     std::vector<at::Tensor> all{output, input};
     Decision d = check(all);
     int64_t n = getSize();
-    if (d.unsupported.empty()) {
-      int64_t equal = input.numel() / n;
-      int64_t first = input.dim() ? input.size(0) : 1;
-      int64_t perRow = first ? input.numel() / first : 0;
-      for (const auto *splits : {&inputSplits, &outputSplits})
-        for (int64_t s : *splits)
-          if (s * perRow != equal)
-            d.unsupported = "unequal splits";
-      if (input.numel() % n || output.numel() != input.numel())
-        d.unsupported = "unequal splits";
-    }
+    // Split sizes are each rank's own row and column of the matrix of
+    // sizes: equal here may be unequal on another rank, which would then
+    // go to gloo while this one called Coll. Only calls without them (equal
+    // by definition) are Coll's.
+    if (d.unsupported.empty() && (!inputSplits.empty() || !outputSplits.empty()))
+      d.unsupported = "split sizes given (each rank sees only its own)";
+    if (d.unsupported.empty() && (input.numel() % n || output.numel() != input.numel()))
+      d.unsupported = "sizes that do not split evenly";
     return route("alltoall", c10d::OpType::ALLTOALL_BASE, input.nbytes(), 0, d, {output}, all,
                  [&] {
                    at::Tensor i = input.contiguous(), o = output.contiguous();
@@ -371,28 +368,15 @@ public:
                  });
   }
 
+  /// gloo runs every list all_to_all: its sizes are each rank's own row
+  /// and column of the matrix of sizes (as alltoall_base's splits), so
+  /// sizes equal here may be unequal on another rank, which would then go
+  /// to gloo while this one called Coll.
   WorkPtr alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
                    const c10d::AllToAllOptions &opts) override {
-    std::vector<at::Tensor> all = outputs;
-    all.insert(all.end(), inputs.begin(), inputs.end());
-    Decision d = check(all);
-    if (d.unsupported.empty()) {
-      for (const auto &t : all)
-        if (t.numel() != all[0].numel())
-          d.unsupported = "tensors of different sizes";
-      if (inputs.size() != static_cast<size_t>(getSize()) || outputs.size() != inputs.size())
-        d.unsupported = "not one tensor per rank";
-    }
-    return route("alltoall", c10d::OpType::ALLTOALL, bytes(inputs), 0, d, outputs, all,
-                 [&] {
-                   at::Tensor in = flatten(inputs);
-                   at::Tensor out = at::empty_like(in);
-                   int64_t k = inputs[0].numel();
-                   call(collAlltoAll(in.data_ptr(), out.data_ptr(), k, d.dtype, comm_,
-                                     streamHandle(in)));
-                   for (size_t r = 0; r < outputs.size(); ++r)
-                     outputs[r].copy_(out.narrow(0, r * k, k).view_as(outputs[r]));
-                 },
+    Decision d;
+    d.unsupported = "a list all_to_all (each rank sees only its own sizes)";
+    return route("alltoall", c10d::OpType::ALLTOALL, 0, 0, d, outputs, outputs, [] {},
                  [&](c10d::Backend &fb) { return fb.alltoall(outputs, inputs, opts); });
   }
 
