@@ -461,11 +461,14 @@ public:
                       [&](c10d::Backend &fb) { return fb.gather_single(output, input, opts); });
   }
 
+  /// gloo's, which blocks, in the group's order (route()'s, as any call
+  /// gloo runs).
   void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override {
-    drainFallback();
-    BackendPtr fallback = currentFallback();
-    TORCH_CHECK(fallback, "coll: the process group was shut down (destroy_process_group)");
-    fallback->monitoredBarrier(opts, waitAllRanks);
+    handedDown("monitored_barrier", c10d::OpType::BARRIER, [&](c10d::Backend &fb) -> WorkPtr {
+      fb.monitoredBarrier(opts, waitAllRanks);
+      return c10::make_intrusive<CollWork>(getRank(), c10d::OpType::BARRIER,
+                                           std::vector<at::Tensor>(), nullptr, std::nullopt);
+    })->wait();
   }
 
   void setTimeout(std::chrono::milliseconds timeout) override {
