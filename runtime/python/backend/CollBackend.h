@@ -53,8 +53,6 @@ struct Decision {
 /// Whether Coll takes these tensors (dense, on one device Coll serves, of
 /// one dtype Coll has), and their dtype in its terms.
 Decision check(const std::vector<at::Tensor> &tensors);
-/// check() for send and recv: one tensor, in host memory.
-Decision pointToPoint(const std::vector<at::Tensor> &tensors);
 /// `op` in Coll's terms; where Coll has none, `d` says so (unless it
 /// already says why not).
 std::optional<collRedOp_t> reduceOp(const c10d::ReduceOp &op, Decision &d);

@@ -111,6 +111,13 @@ Decision check(const std::vector<at::Tensor> &tensors) {
       d.unsupported = "sparse tensors";
       return d;
     }
+    // gloo runs a call on a tensor that is not contiguous on the memory
+    // from its first element on, as if it were (or refuses it): the same
+    // bytes, inside the view and around it, only gloo gives.
+    if (!t.is_contiguous()) {
+      d.unsupported = "tensors that are not contiguous";
+      return d;
+    }
     if (t.is_cuda()) {
       auto [ok, why] = deviceSupport();
       if (!ok) {
@@ -138,22 +145,16 @@ Decision check(const std::vector<at::Tensor> &tensors) {
   return d;
 }
 
-Decision pointToPoint(const std::vector<at::Tensor> &tensors) {
-  Decision d;
-  if (tensors.size() != 1) {
-    d.unsupported = "more than one tensor";
-    return d;
-  }
-  d = check(tensors);
-  if (d.unsupported.empty() && tensors[0].is_cuda())
-    d.unsupported = "cuda tensors (Coll's point-to-point calls take host memory)";
-  return d;
-}
-
 std::optional<collRedOp_t> reduceOp(const c10d::ReduceOp &op, Decision &d) {
   auto mapped = collOp(op);
   if (!mapped && d.unsupported.empty())
     d.unsupported = std::string("reduce op ") + opName(op.op_);
+  // gloo's AVG divides the sum in place, which an integer tensor refuses
+  // (it raises); Coll's would round.
+  bool integral = d.dtype == collInt8 || d.dtype == collUint8 || d.dtype == collInt32 ||
+                  d.dtype == collInt64;
+  if (mapped == collAvg && integral && d.unsupported.empty())
+    d.unsupported = "AVG of integers";
   return mapped;
 }
 
@@ -171,7 +172,7 @@ void *streamHandle(const at::Tensor &t) {
 size_t bytes(const std::vector<at::Tensor> &tensors) {
   size_t n = 0;
   for (const auto &t : tensors)
-    n += t.nbytes();
+    n += t.layout() == at::kStrided ? t.nbytes() : 0; // sparse ones go to gloo
   return n;
 }
 

@@ -19,17 +19,24 @@
 //   calls run in the order they were issued, whichever library serves them.
 //
 // Every decision depends only on what all ranks share (dtypes, shapes, the
-// communicator's table), so all ranks take the same road. At COLL_DEBUG=INFO
-// each process says once per (collective, reason) where a call went
-// (docs/PYTORCH.md).
+// communicator's table), so all ranks take the same road, and each call
+// gives what gloo's gives (docs/PYTORCH.md, "What Coll serves, what gloo
+// runs"). At COLL_DEBUG=INFO each process says once per (collective,
+// reason) where a call went. After a call of Coll's fails, the ranks agree
+// through gloo on the first failed collective and the group runs every call
+// on gloo from then on (failed()).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CollBackend.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pybind11/chrono.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -69,13 +76,67 @@ int debugLevel() {
 class ProcessGroupColl : public c10d::Backend {
 public:
   ProcessGroupColl(collComm_t comm, int rank, int size, BackendPtr fallback,
-                   std::string fallbackName)
+                   std::string fallbackName, std::chrono::milliseconds timeout)
       : Backend(rank, size), comm_(comm), fallback_(std::move(fallback)),
-        fallbackName_(std::move(fallbackName)), info_(debugLevel() >= 3) {}
+        fallbackName_(std::move(fallbackName)), info_(debugLevel() >= 3),
+        options_(c10::make_intrusive<Options>("coll", timeout)) {}
 
   ~ProcessGroupColl() override { destroy(); }
 
   const std::string getBackendName() const override { return "coll"; }
+
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+
+  // -- split_group -----------------------------------------------------------
+
+  bool supportsSplitting() const override { return true; }
+
+  /// dist.split_group: the group of `ranks` (this group's ranks, in the
+  /// child's order), as ProcessGroupGloo::split makes it: null where this
+  /// rank is not one of them, and only the members take part (the
+  /// rendezvous goes through `store`, which torch prefixes with the child's
+  /// name). The child has its own gloo underneath, split from this one's,
+  /// and its own communicator, made as coll/torch.py makes a group's.
+  BackendPtr split(const c10::intrusive_ptr<c10d::Store> &store, const std::vector<int> &ranks,
+                   const c10::intrusive_ptr<Options> &opts) override {
+    auto me = std::find(ranks.begin(), ranks.end(), getRank());
+    if (me == ranks.end())
+      return {};
+    int rank = static_cast<int>(me - ranks.begin()), size = static_cast<int>(ranks.size());
+    BackendPtr parentFallback;
+    {
+      std::lock_guard<std::mutex> lock(fallbackMutex_);
+      parentFallback = fallback_;
+    }
+    TORCH_CHECK(parentFallback, "coll: split_group after destroy_process_group");
+    // gloo's own options (its devices and threads), with the child's name and timeout.
+    auto fallbackOpts = parentFallback->getBackendOptions()->clone();
+    fallbackOpts->group_name = opts->group_name;
+    fallbackOpts->group_desc = opts->group_desc;
+    fallbackOpts->timeout = opts->timeout;
+    BackendPtr fallback = parentFallback->split(
+        c10::make_intrusive<c10d::PrefixStore>("coll-fallback/", store), ranks, fallbackOpts);
+    TORCH_CHECK(fallback, "coll: ", fallbackName_, " did not split for rank ", getRank());
+    collUniqueId id;
+    const std::string key = "coll/unique_id";
+    if (rank == 0) {
+      call(collGetUniqueId(&id), nullptr);
+      store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    } else {
+      std::vector<uint8_t> got = store->get(key);
+      TORCH_CHECK(got.size() == sizeof id.internal, "coll: a unique id of ", got.size(),
+                  " bytes in the store");
+      std::copy(got.begin(), got.end(), id.internal);
+    }
+    collConfig_t config = COLL_CONFIG_INITIALIZER;
+    config.libraries = "gloo,torch"; // as coll/torch.py's communicators
+    collComm_t comm = nullptr;
+    call(collCommInitRankConfig(&comm, size, id, rank, &config), nullptr);
+    auto child = c10::make_intrusive<ProcessGroupColl>(comm, rank, size, std::move(fallback),
+                                                       fallbackName_, opts->timeout);
+    child->options_ = opts;
+    return child;
+  }
 
   // -- collectives ---------------------------------------------------------
 
@@ -97,10 +158,16 @@ public:
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor> &tensors,
                               const c10d::AllreduceCoalescedOptions &opts) override {
-    c10d::AllreduceOptions o;
-    o.reduceOp = opts.reduceOp;
-    o.timeout = opts.timeout;
-    return allreduce(tensors, o);
+    Decision d = check(tensors);
+    auto op = reduceOp(opts.reduceOp, d);
+    return route("allreduce", c10d::OpType::ALLREDUCE_COALESCED, bytes(tensors), 0, d, tensors,
+                 tensors,
+                 [&] {
+                   for (auto &t : tensors)
+                     call(collAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), d.dtype, *op,
+                                        comm_, streamHandle(t)));
+                 },
+                 [&](c10d::Backend &fb) { return fb.allreduce_coalesced(tensors, opts); });
   }
 
   WorkPtr broadcast(std::vector<at::Tensor> &tensors,
@@ -119,19 +186,15 @@ public:
                  [&](c10d::Backend &fb) { return fb.broadcast(tensors, opts); });
   }
 
+  /// gloo runs every reduce: gloo's leaves partial results of its ring in
+  /// the other ranks' tensors (torch says only the root's is the result,
+  /// and gloo's are what a drop-in must leave there), where Coll's leaves
+  /// them as they were.
   WorkPtr reduce(std::vector<at::Tensor> &tensors, const c10d::ReduceOptions &opts) override {
-    Decision d = check(tensors);
-    auto op = reduceOp(opts.reduceOp, d);
-    int root = static_cast<int>(opts.rootRank);
-    return route("reduce", c10d::OpType::REDUCE, bytes(tensors), root, d, tensors, tensors,
-                 [&] {
-                   for (auto &t : tensors) {
-                     at::Tensor c = t.contiguous();
-                     call(collReduce(c.data_ptr(), c.data_ptr(), c.numel(), d.dtype, *op, root,
-                                     comm_, streamHandle(c)));
-                     copyBack(t, c);
-                   }
-                 },
+    Decision d;
+    d.unsupported = "reduce (gloo leaves its ring's partial results in the other ranks' "
+                    "tensors; Coll leaves them as they were)";
+    return route("reduce", c10d::OpType::REDUCE, bytes(tensors), 0, d, tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.reduce(tensors, opts); });
   }
 
@@ -191,7 +254,15 @@ public:
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllgatherOptions &opts) override {
-    return eachPair(outputs, inputs,
+    Decision d = coalesced("allgather", outputs, inputs, nullptr, [&](at::Tensor &o, at::Tensor &i) {
+      return o.numel() == i.numel() * getSize();
+    });
+    if (!d.unsupported.empty())
+      return route("allgather", c10d::OpType::COALESCED, 0, 0, d, outputs, outputs, [] {},
+                   [&](c10d::Backend &fb) {
+                     return fb.allgather_into_tensor_coalesced(outputs, inputs, opts);
+                   });
+    return eachPair(outputs, inputs, 1,
                     [&](at::Tensor &o, at::Tensor &i) { return _allgather_base(o, i, opts); });
   }
 
@@ -237,7 +308,8 @@ public:
     if (!inputLists.empty())
       touched.insert(touched.end(), inputLists[0].begin(), inputLists[0].end());
     size_t nbytes = outputs.empty() ? 0 : outputs[0].nbytes() * getSize();
-    return route("reducescatter", c10d::OpType::REDUCE_SCATTER, nbytes, 0, d, outputs, touched,
+    const uint64_t served = served_;
+    WorkPtr work = route("reducescatter", c10d::OpType::REDUCE_SCATTER, nbytes, 0, d, outputs, touched,
                  [&] {
                    at::Tensor &out = outputs[0];
                    at::Tensor flat = flatten(inputLists[0]);
@@ -247,12 +319,25 @@ public:
                    copyBack(out, o);
                  },
                  [&](c10d::Backend &fb) { return fb.reduce_scatter(outputs, inputLists, opts); });
+    if (served_ > served)
+      served_ = served + getSize(); // gloo's list reduce_scatter counts one per rank
+    return work;
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::ReduceScatterOptions &opts) override {
-    return eachPair(outputs, inputs, [&](at::Tensor &o, at::Tensor &i) {
+    Decision d = coalesced("reducescatter", outputs, inputs, &opts.reduceOp,
+                           [&](at::Tensor &o, at::Tensor &i) {
+                             return i.numel() == o.numel() * getSize();
+                           });
+    if (!d.unsupported.empty())
+      return route("reducescatter", c10d::OpType::COALESCED, 0, 0, d, outputs, outputs, [] {},
+                   [&](c10d::Backend &fb) {
+                     return fb.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+                   });
+    // gloo's counts two (getSequenceNumberForGroup()).
+    return eachPair(outputs, inputs, 2, [&](at::Tensor &o, at::Tensor &i) {
       return _reduce_scatter_base(o, i, opts);
     });
   }
@@ -263,17 +348,14 @@ public:
     std::vector<at::Tensor> all{output, input};
     Decision d = check(all);
     int64_t n = getSize();
-    if (d.unsupported.empty()) {
-      int64_t equal = input.numel() / n;
-      int64_t first = input.dim() ? input.size(0) : 1;
-      int64_t perRow = first ? input.numel() / first : 0;
-      for (const auto *splits : {&inputSplits, &outputSplits})
-        for (int64_t s : *splits)
-          if (s * perRow != equal)
-            d.unsupported = "unequal splits";
-      if (input.numel() % n || output.numel() != input.numel())
-        d.unsupported = "unequal splits";
-    }
+    // Split sizes are each rank's own row and column of the matrix of
+    // sizes: equal here may be unequal on another rank, which would then
+    // go to gloo while this one called Coll. Only calls without them (equal
+    // by definition) are Coll's.
+    if (d.unsupported.empty() && (!inputSplits.empty() || !outputSplits.empty()))
+      d.unsupported = "split sizes given (each rank sees only its own)";
+    if (d.unsupported.empty() && (input.numel() % n || output.numel() != input.numel()))
+      d.unsupported = "sizes that do not split evenly";
     return route("alltoall", c10d::OpType::ALLTOALL_BASE, input.nbytes(), 0, d, {output}, all,
                  [&] {
                    at::Tensor i = input.contiguous(), o = output.contiguous();
@@ -286,28 +368,15 @@ public:
                  });
   }
 
+  /// gloo runs every list all_to_all: its sizes are each rank's own row
+  /// and column of the matrix of sizes (as alltoall_base's splits), so
+  /// sizes equal here may be unequal on another rank, which would then go
+  /// to gloo while this one called Coll.
   WorkPtr alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
                    const c10d::AllToAllOptions &opts) override {
-    std::vector<at::Tensor> all = outputs;
-    all.insert(all.end(), inputs.begin(), inputs.end());
-    Decision d = check(all);
-    if (d.unsupported.empty()) {
-      for (const auto &t : all)
-        if (t.numel() != all[0].numel())
-          d.unsupported = "tensors of different sizes";
-      if (inputs.size() != static_cast<size_t>(getSize()) || outputs.size() != inputs.size())
-        d.unsupported = "not one tensor per rank";
-    }
-    return route("alltoall", c10d::OpType::ALLTOALL, bytes(inputs), 0, d, outputs, all,
-                 [&] {
-                   at::Tensor in = flatten(inputs);
-                   at::Tensor out = at::empty_like(in);
-                   int64_t k = inputs[0].numel();
-                   call(collAlltoAll(in.data_ptr(), out.data_ptr(), k, d.dtype, comm_,
-                                     streamHandle(in)));
-                   for (size_t r = 0; r < outputs.size(); ++r)
-                     outputs[r].copy_(out.narrow(0, r * k, k).view_as(outputs[r]));
-                 },
+    Decision d;
+    d.unsupported = "a list all_to_all (each rank sees only its own sizes)";
+    return route("alltoall", c10d::OpType::ALLTOALL, 0, 0, d, outputs, outputs, [] {},
                  [&](c10d::Backend &fb) { return fb.alltoall(outputs, inputs, opts); });
   }
 
@@ -369,49 +438,80 @@ public:
                  [&](c10d::Backend &fb) { return fb.scatter(outputs, inputLists, opts); });
   }
 
-  WorkPtr barrier(const c10d::BarrierOptions &) override {
-    if (auto broken = brokenWork(c10d::OpType::BARRIER))
-      return broken;
-    drainFallback();
-    int token = 0;
-    std::exception_ptr error;
-    try {
-      call(collAllReduce(&token, &token, 1, collInt32, collSum, comm_, nullptr));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    return c10::make_intrusive<CollWork>(getRank(), c10d::OpType::BARRIER,
-                                         std::vector<at::Tensor>(), error, std::nullopt);
+  // -- what gloo alone runs --------------------------------------------------
+
+  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                              std::vector<at::Tensor> &inputs,
+                              const c10d::AllgatherOptions &opts) override {
+    return handedDown("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
+                      [&](c10d::Backend &fb) {
+                        return fb.allgather_coalesced(outputLists, inputs, opts);
+                      });
+  }
+
+  WorkPtr allreduce_sparse(std::vector<at::Tensor> &tensors,
+                           const c10d::AllreduceOptions &opts) override {
+    return handedDown("allreduce of sparse tensors", c10d::OpType::ALLREDUCE,
+                      [&](c10d::Backend &fb) { return fb.allreduce_sparse(tensors, opts); });
+  }
+
+  WorkPtr gather_single(at::Tensor &output, at::Tensor &input,
+                        const c10d::GatherOptions &opts) override {
+    return handedDown("gather_single", c10d::OpType::GATHER,
+                      [&](c10d::Backend &fb) { return fb.gather_single(output, input, opts); });
+  }
+
+  /// gloo's, which blocks, in the group's order (route()'s, as any call
+  /// gloo runs).
+  void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override {
+    handedDown("monitored_barrier", c10d::OpType::BARRIER, [&](c10d::Backend &fb) -> WorkPtr {
+      fb.monitoredBarrier(opts, waitAllRanks);
+      return c10::make_intrusive<CollWork>(getRank(), c10d::OpType::BARRIER,
+                                           std::vector<at::Tensor>(), nullptr, std::nullopt);
+    })->wait();
+  }
+
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    options_->timeout = timeout;
+    if (BackendPtr fallback = currentFallback())
+      fallback->setTimeout(timeout);
+  }
+
+  WorkPtr barrier(const c10d::BarrierOptions &opts) override {
+    return route("barrier", c10d::OpType::BARRIER, 0, 0, Decision{}, {}, {},
+                 [&] { call(collBarrier()); },
+                 [&](c10d::Backend &fb) { return fb.barrier(opts); });
+  }
+
+  /// As gloo counts: its own count for the calls it runs (it counts some
+  /// twice, and a call it refuses not at all); for the calls Coll runs, one
+  /// per call, one per rank for a list reduce_scatter and two for a
+  /// coalesced one, as gloo's; not the agreement after a failure (failed()).
+  uint64_t getSequenceNumberForGroup() override {
+    BackendPtr fallback = currentFallback();
+    return served_ + (fallback ? fallback->getSequenceNumberForGroup() : 0) - agreements_;
   }
 
   // -- point to point --------------------------------------------------------
 
+  // gloo runs every send and receive: it pairs them by (peer, tag) and
+  // takes a receive from any source, where Coll pairs them by peer in call
+  // order, so a send Coll ran could meet a receive from any source that only
+  // gloo runs, or the other of two receives with different tags.
   WorkPtr send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
-    Decision d = pointToPoint(tensors);
-    return route("send", c10d::OpType::SEND, 0, 0, d, tensors, tensors,
-                 [&] {
-                   at::Tensor c = tensors[0].contiguous();
-                   call(collSend(c.data_ptr(), c.numel(), d.dtype, dst, comm_, nullptr));
-                 },
+    return route("send", c10d::OpType::SEND, 0, 0, pointToPoint(), tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.send(tensors, dst, tag); });
   }
 
   WorkPtr recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
-    Decision d = pointToPoint(tensors);
-    return route("recv", c10d::OpType::RECV, 0, 0, d, tensors, tensors,
-                 [&] {
-                   at::Tensor c = tensors[0].contiguous();
-                   call(collRecv(c.data_ptr(), c.numel(), d.dtype, src, comm_, nullptr));
-                   copyBack(tensors[0], c);
-                 },
+    return route("recv", c10d::OpType::RECV, 0, 0, pointToPoint(), tensors, tensors, [] {},
                  [&](c10d::Backend &fb) { return fb.recv(tensors, src, tag); });
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override {
-    Decision d;
-    d.unsupported = "Coll matches by peer";
-    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, d, tensors, tensors,
-                 [] {}, [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
+    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, pointToPoint(),
+                 tensors, tensors, [] {},
+                 [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
   }
 
   // -- lifetime ------------------------------------------------------------
@@ -450,23 +550,112 @@ public:
   }
 
 private:
-  /// The coalesced forms: one call per (output, input), in order, as one Work.
+  BackendPtr currentFallback() {
+    std::lock_guard<std::mutex> lock(fallbackMutex_);
+    return fallback_;
+  }
+
+  /// A call gloo alone runs, in the group's order.
+  template <typename ViaFallback>
+  WorkPtr handedDown(const char *what, c10d::OpType type, ViaFallback &&viaFallback) {
+    Decision d;
+    d.unsupported = std::string(what) + " (gloo alone runs it)";
+    return route(what, type, 0, 0, d, {}, {}, [] {}, std::forward<ViaFallback>(viaFallback));
+  }
+
+  static Decision pointToPoint() {
+    Decision d;
+    d.unsupported = "point to point (gloo pairs sends and receives by tag and takes any "
+                    "source; Coll pairs them by peer, in call order)";
+    return d;
+  }
+
+  /// Whether Coll takes every (output, input) of a coalesced call (each one
+  /// as its single call would be, `sizes` saying that their sizes fit), so
+  /// that the call runs on Coll whole or on gloo whole, as gloo's own.
+  template <typename Sizes>
+  Decision coalesced(const char *collective, std::vector<at::Tensor> &outputs,
+                     std::vector<at::Tensor> &inputs, const c10d::ReduceOp *op, Sizes &&sizes) {
+    Decision all;
+    if (outputs.size() != inputs.size() || outputs.empty())
+      all.unsupported = "not one output per input";
+    for (size_t i = 0; i < outputs.size() && all.unsupported.empty(); ++i) {
+      Decision d = check({outputs[i], inputs[i]});
+      if (op)
+        reduceOp(*op, d);
+      if (d.unsupported.empty() && !sizes(outputs[i], inputs[i]))
+        d.unsupported = "sizes that do not fit";
+      size_t nbytes = std::max(outputs[i].nbytes(), inputs[i].nbytes());
+      if (d.unsupported.empty() && nbytes > 0) {
+        const Choice &choice = choose(collective, nbytes, 0);
+        if (!choice.error.empty() || choice.library)
+          d.unsupported = "a size Coll does not serve";
+      }
+      if (!d.unsupported.empty())
+        all.unsupported = "coalesced, " + d.unsupported;
+    }
+    return all;
+  }
+
+  /// The coalesced forms: one call per (output, input), in order, as one
+  /// Work; `weight` is what gloo's counts in its sequence number.
   template <typename Call>
   WorkPtr eachPair(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
-                   Call &&call) {
+                   uint64_t weight, Call &&call) {
     TORCH_CHECK(outputs.size() == inputs.size(), "coll: ", outputs.size(), " outputs for ",
                 inputs.size(), " inputs");
     std::vector<WorkPtr> works;
+    const uint64_t served = served_;
     for (size_t i = 0; i < outputs.size(); ++i)
       works.push_back(call(outputs[i], inputs[i]));
+    if (served_ > served)
+      served_ = served + weight;
     return c10::make_intrusive<JoinedWork>(getRank(), c10d::OpType::COALESCED,
                                            std::move(works), outputs);
+  }
+
+  /// A barrier of Coll's: every rank sends rank 0 a message, and rank 0
+  /// answers each once it has them all. Point to point, which no tuning
+  /// rule sends to a library underneath (a small all-reduce may go there).
+  collResult_t collBarrier() {
+    int token = 0;
+    const int size = getSize();
+    if (size == 1)
+      return collSuccess;
+    if (getRank() != 0) {
+      if (collResult_t r = collSend(&token, 1, collInt32, 0, comm_, nullptr); r != collSuccess)
+        return r;
+      return collRecv(&token, 1, collInt32, 0, comm_, nullptr);
+    }
+    std::vector<int> tokens(size);
+    for (bool answer : {false, true}) {
+      collGroupStart();
+      collResult_t first = collSuccess;
+      for (int r = 1; r < size; ++r) {
+        collResult_t res = answer ? collSend(&token, 1, collInt32, r, comm_, nullptr)
+                                  : collRecv(&tokens[r], 1, collInt32, r, comm_, nullptr);
+        if (first == collSuccess)
+          first = res;
+      }
+      collResult_t end = collGroupEnd();
+      if (first != collSuccess)
+        return first;
+      if (end != collSuccess)
+        return end;
+    }
+    return collSuccess;
   }
 
   /// Throws Coll's error for a failed call.
   void call(collResult_t result) {
     if (result != collSuccess)
       throw CollFailure{failureMessage(result, comm_)};
+  }
+  /// Throws Coll's error for a failed call outside a collective (as torch's
+  /// DistBackendError: split_group raises it).
+  static void call(collResult_t result, collComm_t comm) {
+    if (result != collSuccess)
+      std::rethrow_exception(backendError(failureMessage(result, comm)));
   }
 
   struct CollFailure {
@@ -485,16 +674,6 @@ private:
                  static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), getRank(),
                  message.c_str());
     std::fflush(stderr);
-  }
-
-  WorkPtr brokenWork(c10d::OpType type) {
-    std::lock_guard<std::mutex> lock(brokenMutex_);
-    if (broken_.empty())
-      return {};
-    return c10::make_intrusive<CollWork>(
-        getRank(), type, std::vector<at::Tensor>(),
-        backendError("coll: the process group is broken by an earlier error: " + broken_),
-        std::nullopt);
   }
 
   /// The Work of a call after shutdown(): it fails with that reason.
@@ -536,8 +715,11 @@ private:
                 ViaFallback &&viaFallback) {
     if (auto closed = shutDownWork(type))
       return closed;
-    if (auto broken = brokenWork(type))
-      return broken;
+    const bool pointToPoint = type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+                              type == c10d::OpType::RECVANYSOURCE;
+    // The group's collectives, numbered alike on every rank (a send or a
+    // receive is one rank's call, and gloo's alone).
+    const uint64_t number = pointToPoint ? 0 : ++collectives_;
     auto handDown = [&] {
       BackendPtr fallback;
       {
@@ -547,16 +729,34 @@ private:
       if (!fallback)
         return shutDownWork(type);
       WorkPtr work = viaFallback(*fallback);
+      // gloo's Works of sends and receives wait for their message on every
+      // wait() (a second wait blocks until the timeout): they are their
+      // caller's to wait for, once, as with gloo alone.
+      if (pointToPoint)
+        return work;
       std::lock_guard<std::mutex> lock(pendingMutex_);
       std::erase_if(pending_, [](const WorkPtr &w) { return w->isCompleted(); });
       pending_.push_back(work);
       return work;
     };
+    if (retired_)
+      return handDown();
+    // A collective gloo runs while Coll serves the group is preceded by a
+    // call of Coll's, so that a rank learns of a peer's failure before it
+    // calls gloo (failed(), below).
+    auto heartbeatThenHandDown = [&] {
+      if (pointToPoint)
+        return handDown();
+      collResult_t result = collBarrier();
+      if (result != collSuccess)
+        return failed(number, failureMessage(result, comm_), false, handDown, type, outputs);
+      return handDown();
+    };
     if (!d.unsupported.empty()) {
       if (info_)
         logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
                 d.unsupported);
-      return handDown();
+      return heartbeatThenHandDown();
     }
     if (nbytes > 0) {
       const Choice &choice = choose(collective, nbytes, root);
@@ -564,12 +764,12 @@ private:
         if (info_)
           logOnce(std::string(collective) + ": falls back to " + fallbackName_ + ": " +
                   choice.error);
-        return handDown();
+        return heartbeatThenHandDown();
       }
       if (choice.library) {
         if (info_)
           logOnce(std::string(collective) + ": " + fallbackName_ + " runs it by " + choice.why);
-        return handDown();
+        return heartbeatThenHandDown();
       }
       if (info_) {
         bool gpu = false;
@@ -590,21 +790,71 @@ private:
     std::optional<c10::DeviceGuard> guard;
     if (stream)
       guard.emplace(stream->device());
+    ++served_;
     std::exception_ptr error;
     try {
       viaColl();
     } catch (const CollFailure &f) {
-      {
-        std::lock_guard<std::mutex> lock(brokenMutex_);
-        if (broken_.empty())
-          broken_ = f.message;
-      }
-      error = backendError(f.message);
+      guard.reset();
+      return failed(number, f.message, true, handDown, type, outputs);
     } catch (...) {
       error = std::current_exception();
     }
     return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs), error,
                                          error ? std::nullopt : stream);
+  }
+
+  /// A call of Coll's failed on this rank (`ranColl`: the call itself; else
+  /// the call of Coll's before a collective gloo runs). The communicator is
+  /// aborted, which makes the other ranks' calls on it fail at once, so
+  /// every rank that is alive gets here: at this collective, or, where its
+  /// own call succeeded before this rank's failed, at its next one. The
+  /// ranks then agree, through gloo, on the first collective that failed
+  /// (the least number any rank brings): from it on the group runs every
+  /// call on gloo. A rank whose failure comes later than that collective
+  /// runs its failed call on gloo, as the others do (its call of Coll's
+  /// found the communicator aborted before it started); the others raise
+  /// the call's error. One WARN line names the first failure this rank saw.
+  template <typename HandDown>
+  WorkPtr failed(uint64_t number, const std::string &message, bool ranColl, HandDown &handDown,
+                 c10d::OpType type, std::vector<at::Tensor> &outputs) {
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      if (comm_)
+        collCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    uint64_t first = number;
+    std::string agreement;
+    if (BackendPtr fallback = currentFallback()) {
+      try {
+        std::vector<at::Tensor> t{at::full({1}, static_cast<int64_t>(number), at::kLong)};
+        c10d::AllreduceOptions o;
+        o.reduceOp = c10d::ReduceOp::MIN;
+        ++agreements_; // gloo counts it
+        fallback->allreduce(t, o)->wait();
+        first = static_cast<uint64_t>(t[0].item<int64_t>());
+      } catch (const std::exception &e) {
+        agreement = std::string(" (the ranks could not agree through ") + fallbackName_ + ": " +
+                    std::string(e.what()).substr(0, std::string(e.what()).find('\n')) + ")";
+      }
+    }
+    retired_ = true;
+    if (debugLevel() >= 2) {
+      char host[256] = "";
+      gethostname(host, sizeof host - 1);
+      std::fprintf(stderr,
+                   "%s:%d:%ld [%d] COLL WARN torch: the group runs every call on %s from its "
+                   "collective %llu on: a call of Coll's failed: %s%s\n",
+                   host, static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)),
+                   getRank(), fallbackName_.c_str(), static_cast<unsigned long long>(first),
+                   message.c_str(), agreement.c_str());
+      std::fflush(stderr);
+    }
+    if (!ranColl || first < number)
+      return handDown();
+    return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs),
+                                         backendError(message), std::nullopt);
   }
 
   /// What the communicator chooses for a call: an algorithm (or a copy),
@@ -653,10 +903,15 @@ private:
   BackendPtr fallback_; ///< null after shutdown()
   std::string fallbackName_;
   bool info_;
+  c10::intrusive_ptr<Options> options_; ///< getBackendOptions(): "coll", the timeout
   std::mutex saidMutex_;
   std::set<std::string> said_;
-  std::mutex brokenMutex_;
-  std::string broken_;
+  /// The group's collectives (a number each, alike on every rank), the
+  /// calls Coll ran, and the agreements after a failure, for
+  /// getSequenceNumberForGroup(); all in the caller's thread.
+  uint64_t collectives_ = 0, served_ = 0, agreements_ = 0;
+  /// A call of Coll's failed: every call goes to gloo (failed()).
+  bool retired_ = false;
   std::mutex pendingMutex_;
   std::vector<WorkPtr> pending_;
   std::mutex choicesMutex_;
@@ -683,14 +938,15 @@ PYBIND11_MODULE(_c10d, m) {
   // caller must not use again); `fallback` runs what Coll does not.
   m.def(
       "create",
-      [](uintptr_t comm, int rank, int size, BackendPtr fallback,
-         const std::string &fallbackName) -> BackendPtr {
+      [](uintptr_t comm, int rank, int size, BackendPtr fallback, const std::string &fallbackName,
+         std::chrono::milliseconds timeout) -> BackendPtr {
         TORCH_CHECK(comm != 0, "coll: create() needs a communicator");
         TORCH_CHECK(fallback, "coll: create() needs the backend underneath");
         return c10::make_intrusive<ProcessGroupColl>(reinterpret_cast<collComm_t>(comm), rank,
-                                                     size, std::move(fallback), fallbackName);
+                                                     size, std::move(fallback), fallbackName,
+                                                     timeout);
       },
       pybind11::arg("comm"), pybind11::arg("rank"), pybind11::arg("size"),
-      pybind11::arg("fallback"), pybind11::arg("fallback_name"),
+      pybind11::arg("fallback"), pybind11::arg("fallback_name"), pybind11::arg("timeout"),
       pybind11::call_guard<pybind11::gil_scoped_release>());
 }

@@ -154,7 +154,7 @@ def create_backend(store, rank, size, timeout):
     name, fallback = _make_fallback(store, rank, size, timeout)
     comm = _make_comm(store, rank, size)
     _info(rank, f"backend: coll._c10d from {_c10d.__file__}")
-    return _c10d.create(comm.detach(), rank, size, fallback, name)
+    return _c10d.create(comm.detach(), rank, size, fallback, name, timeout)
 
 
 # CUDA tensors too: Coll's GPU backend where libcoll has one, else gloo

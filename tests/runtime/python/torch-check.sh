@@ -10,6 +10,12 @@
 # module (COLL_TEST_TORCH_BUILT=0, which CMake sets) skips every MODE but
 # install, which runs tests/runtime/python/torch_install_check.py: what
 # `import coll.torch` says where its backend cannot serve.
+# MODE conformance runs tests/runtime/python/torch_conformance.py: every
+# call on "coll" and on gloo compared byte for byte (cpu, or MODE
+# conformance-cuda on CUDA tensors, skipped where torch sees no GPU); MODE
+# conformance-failure the same after a planted failure (a mismatch; then the
+# watchdog, on a group of its own), and the log must show the one warning
+# per rank and group that names it.
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
 # watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
@@ -29,7 +35,7 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   echo "SKIP: no PyTorch at $py (scripts/setup.sh --torch, which scripts/test.sh runs, installs it into a virtual environment; COLL_SKIP_TORCH=1 skips that)"
   exit 77
 fi
-if [ "$mode" = cuda ] && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+if { [ "$mode" = cuda ] || [ "$mode" = conformance-cuda ]; } && ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "SKIP: torch sees no CUDA device"
   exit 77
 fi
@@ -61,23 +67,36 @@ export COLL_DEBUG=INFO
 export OMP_NUM_THREADS=1
 expect=("torch allreduce: Coll runs it ")
 modes=("$mode")
+script=torch_check.py
 [ "$mode" = all ] && modes=(collectives ddp)
 case $mode in
+conformance)
+  script=torch_conformance.py modes=(cpu) ;;
+conformance-cuda)
+  script=torch_conformance.py modes=(cuda) expect=("torch allreduce: Coll runs it on the GPU with") ;;
+conformance-failure)
+  # The planted failure is the group's first collective; after it, gloo.
+  script=torch_conformance.py modes=(cpu failure)
+  expect=("COLL WARN torch: the group runs every call on gloo from its collective 1 on: a call of Coll's failed: Coll invalid usage: mismatched calls"
+          "COLL WARN torch: the group runs every call on gloo from its collective 1 on: a call of Coll's failed: Coll timeout: watchdog") ;;
 collectives|all)
   expect+=("torch allgather: Coll runs it " "torch reducescatter: Coll runs it "
            "torch alltoall: Coll runs it " "torch broadcast: Coll runs it "
-           "torch reduce: Coll runs it "
+           "torch reduce: falls back to gloo: reduce (gloo leaves its ring's partial results"
            "torch allreduce: falls back to gloo: dtype torch.bool")
-  # One rank's splits are all equal, and a one-rank job copies.
+  # A one-rank job copies, and sends nothing (torch refuses a send to
+  # oneself); its all-to-all with split sizes is not checked for.
   if [ "$n" -gt 1 ]; then
-    expect+=("torch alltoall: falls back to gloo: unequal splits")
+    expect+=("torch alltoall: falls back to gloo: split sizes given"
+             "torch send: falls back to gloo: point to point")
   else
     expect+=("torch allreduce: Coll runs it as a copy (one rank")
   fi ;;
 cuda)
   expect=("torch allreduce: Coll runs it on the GPU with" "torch allgather: Coll runs it on the GPU with"
            "torch reducescatter: Coll runs it on the GPU with" "torch alltoall: Coll runs it on the GPU with"
-           "torch broadcast: Coll runs it on the GPU with" "torch reduce: Coll runs it on the GPU with") ;;
+           "torch broadcast: Coll runs it on the GPU with"
+           "torch reduce: falls back to gloo: reduce (gloo leaves its ring's partial results") ;;
 tuning)
   printf '# small all-reduces to gloo, the rest to Coll\nallreduce * 0-4K gloo\n' >"$tmp/tuning.txt"
   export COLL_TUNING_FILE=$tmp/tuning.txt
@@ -134,7 +153,7 @@ if [ "$mode" = kill ]; then
   exit $status
 fi
 out=$(cd "$tmp" && timeout "$(scaled 500)" "$py" -m torch.distributed.run --nproc_per_node "$n" \
-  --master_port $((29500 + RANDOM % 2000)) "$here/torch_check.py" "${modes[@]}" 2>&1)
+  --master_port $((29500 + RANDOM % 2000)) "$here/$script" "${modes[@]}" 2>&1)
 rc=$?
 echo "$out"
 status=0
@@ -145,4 +164,10 @@ for e in "${expect[@]}"; do
 done
 left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
 [ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
+if [ "$mode" = conformance-failure ]; then
+  # One per rank and group: the mismatch, and the watchdog's.
+  warned=$(grep -c "COLL WARN torch: the group runs every call on gloo" <<<"$out")
+  [ "$warned" -eq $((2 * n)) ] ||
+    { echo "torch-check: $warned warnings of retired groups, not one per rank and group ($((2 * n)))" >&2; status=1; }
+fi
 exit $status
