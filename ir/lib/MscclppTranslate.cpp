@@ -145,7 +145,10 @@ private:
     // [min_message_size, max_message_size]; Coll's minBytes and maxBytes bound
     // the larger side too, with 0 for "no limit".
     alg.minBytes = plan.minMessageSize;
-    alg.maxBytes = plan.maxMessageSize == UINT64_MAX ? 0 : plan.maxMessageSize;
+    // The DSL writes 2^64-1 for "no limit"; LLVM 14's JSON parser reads
+    // integers above 2^63-1 as 2^63-1, so anything from there on is read as
+    // no limit (8 EiB is none in practice).
+    alg.maxBytes = plan.maxMessageSize >= uint64_t(INT64_MAX) ? 0 : plan.maxMessageSize;
     if (plan.maxMessageSize == 0)
       error("max_message_size", "0 admits no message that carries data");
     if (plan.reuseResources)
@@ -774,6 +777,10 @@ private:
   /// Coll pairs the signals of one tb to a peer on a channel with the waits
   /// of one tb of the peer on the same channel.
   void pairSignals() {
+    // An op refused above leaves its signals and waits out: pairing what is
+    // left would only repeat that error.
+    if (diags.hasErrors())
+      return;
     // Tbs are nodes (rank, tb); a channel's signalling tb and its partner's
     // waiting tb must share a Coll channel.
     using Node = std::pair<int32_t, int32_t>;
@@ -797,7 +804,9 @@ private:
                                   std::to_string(u.tb) + " of gpu " + std::to_string(c.rank) +
                                   " both " + what + " on its memory channel to gpu " +
                                   std::to_string(c.peer) +
-                                  ": Coll has one tb per rank " + what + " a peer on a channel");
+                                  ": on a Coll channel, one tb per rank " +
+                                  (llvm::StringRef(what) == "signal" ? "signals a peer"
+                                                                     : "waits for a peer"));
           return false;
         }
       return true;

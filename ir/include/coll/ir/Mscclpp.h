@@ -164,6 +164,8 @@ struct Plan {
   int64_t numThreadsPerBlock = 1024;
   int64_t bufferAlignment = 16; ///< bytes; chunks are multiples of it
   uint64_t minMessageSize = 0;
+  /// The DSL writes 2^64-1 for no limit, which LLVM 14's JSON parser reads
+  /// as 2^63-1: the translation takes either as no limit.
   uint64_t maxMessageSize = UINT64_MAX;
   std::vector<Gpu> gpus; ///< gpus[r] is rank r (the executor requires id == r)
 };
