@@ -296,6 +296,22 @@ private:
     error(path, "expected an object, found " + kindOf(v));
     return nullptr;
   }
+  /// Calls fn(object, its path, its position) for each element of the array
+  /// `v` that is an object; everything else is an error. After an error the
+  /// positions no longer match what was stored, but nothing is translated
+  /// then.
+  template <typename Fn>
+  void forEachObject(const llvm::json::Value &v, const std::string &path, Fn fn) {
+    const llvm::json::Array *a = array(v, path);
+    if (!a)
+      return;
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string ipath = at(path, i);
+      if (const llvm::json::Object *o = object((*a)[i], ipath))
+        fn(*o, ipath, i);
+    }
+  }
+
   /// An array of integers >= 0 (ids).
   std::optional<std::vector<int32_t>> ids(const llvm::json::Value &v, const std::string &path) {
     const llvm::json::Array *a = array(v, path);
@@ -385,19 +401,17 @@ private:
     const llvm::json::Value *gpus = need(obj, "", "gpus");
     if (!gpus)
       return;
-    const llvm::json::Array *list = array(*gpus, "gpus");
-    if (!list)
-      return;
-    if (list->empty())
+    const llvm::json::Array *list = gpus->getAsArray();
+    if (list && list->empty())
       error("gpus", "the plan has no gpus");
-    for (size_t g = 0; g < list->size(); ++g) {
-      std::string path = at("gpus", g);
+    size_t nranks = list ? list->size() : 0;
+    forEachObject(*gpus, "gpus", [&](const llvm::json::Object &o, const std::string &path,
+                                     size_t g) {
       Gpu gpu;
       gpu.path = path;
-      if (const llvm::json::Object *o = object((*list)[g], path))
-        readGpu(*o, path, g, list->size(), gpu);
+      readGpu(o, path, g, nranks, gpu);
       plan.gpus.push_back(std::move(gpu));
-    }
+    });
   }
 
   void readGpu(const llvm::json::Object &obj, const std::string &path, size_t rank,
@@ -418,52 +432,44 @@ private:
     chunks("scratch_chunks", gpu.scratchChunks);
 
     if (auto *v = need(obj, path, "channels"))
-      if (auto *a = array(*v, join(path, "channels")))
-        for (size_t c = 0; c < a->size(); ++c) {
-          std::string cpath = at(join(path, "channels"), c);
-          Channel channel;
-          channel.path = cpath;
-          if (auto *o = object((*a)[c], cpath))
-            readChannel(*o, cpath, rank, nranks, channel);
-          gpu.channels.push_back(std::move(channel));
-        }
+      forEachObject(*v, join(path, "channels"),
+                    [&](const llvm::json::Object &o, const std::string &cpath, size_t) {
+                      Channel channel;
+                      channel.path = cpath;
+                      readChannel(o, cpath, nranks, channel);
+                      gpu.channels.push_back(std::move(channel));
+                    });
     if (auto *v = need(obj, path, "remote_buffers"))
-      if (auto *a = array(*v, join(path, "remote_buffers")))
-        for (size_t b = 0; b < a->size(); ++b) {
-          std::string bpath = at(join(path, "remote_buffers"), b);
-          RemoteBuffer buffer;
-          buffer.path = bpath;
-          if (auto *o = object((*a)[b], bpath))
-            readRemoteBuffer(*o, bpath, nranks, buffer);
-          gpu.remoteBuffers.push_back(std::move(buffer));
-        }
+      forEachObject(*v, join(path, "remote_buffers"),
+                    [&](const llvm::json::Object &o, const std::string &bpath, size_t) {
+                      RemoteBuffer buffer;
+                      buffer.path = bpath;
+                      readRemoteBuffer(o, bpath, nranks, buffer);
+                      gpu.remoteBuffers.push_back(std::move(buffer));
+                    });
     // The executor reads `semaphores` only when present.
     if (auto *v = obj.get("semaphores"))
-      if (auto *a = array(*v, join(path, "semaphores")))
-        for (size_t s = 0; s < a->size(); ++s) {
-          std::string spath = at(join(path, "semaphores"), s);
-          int64_t init = 0;
-          if (auto *o = object((*a)[s], spath))
-            if (auto *iv = need(*o, spath, "init_value"))
-              if (auto n = integer(*iv, join(spath, "init_value"), 0,
-                                   std::numeric_limits<uint32_t>::max()))
-                init = *n;
-          gpu.semaphoreInitValues.push_back(init);
-        }
+      forEachObject(*v, join(path, "semaphores"),
+                    [&](const llvm::json::Object &o, const std::string &spath, size_t) {
+                      int64_t init = 0;
+                      if (auto *iv = need(o, spath, "init_value"))
+                        if (auto n = integer(*iv, join(spath, "init_value"), 0,
+                                             std::numeric_limits<uint32_t>::max()))
+                          init = *n;
+                      gpu.semaphoreInitValues.push_back(init);
+                    });
     if (auto *v = need(obj, path, "threadblocks"))
-      if (auto *a = array(*v, join(path, "threadblocks")))
-        for (size_t t = 0; t < a->size(); ++t) {
-          std::string tpath = at(join(path, "threadblocks"), t);
-          Threadblock tb;
-          tb.path = tpath;
-          if (auto *o = object((*a)[t], tpath))
-            readThreadblock(*o, tpath, t, tb);
-          gpu.threadblocks.push_back(std::move(tb));
-        }
+      forEachObject(*v, join(path, "threadblocks"),
+                    [&](const llvm::json::Object &o, const std::string &tpath, size_t t) {
+                      Threadblock tb;
+                      tb.path = tpath;
+                      readThreadblock(o, tpath, t, tb);
+                      gpu.threadblocks.push_back(std::move(tb));
+                    });
   }
 
-  void readChannel(const llvm::json::Object &obj, const std::string &path, size_t rank,
-                   size_t nranks, Channel &channel) {
+  void readChannel(const llvm::json::Object &obj, const std::string &path, size_t nranks,
+                   Channel &channel) {
     const llvm::json::Value *t = need(obj, path, "channel_type");
     if (!t)
       return;
@@ -498,7 +504,6 @@ private:
         error(ppath, "peer " + std::to_string(peer) + " is out of range [0, " +
                          std::to_string(nranks) + ")");
     }
-    (void)rank;
     channel.connectedTo = std::move(*list);
   }
 
@@ -526,19 +531,12 @@ private:
   void readIdLists(const llvm::json::Value &v, const std::string &path,
                    const llvm::StringLiteral (&fields)[N], std::vector<IdList> &out) {
     llvm::StringRef typeField = fields[0], idsField = fields[1];
-    const llvm::json::Array *a = array(v, path);
-    if (!a)
-      return;
-    for (size_t i = 0; i < a->size(); ++i) {
-      std::string ipath = at(path, i);
-      const llvm::json::Object *o = object((*a)[i], ipath);
-      if (!o)
-        continue;
+    forEachObject(v, path, [&](const llvm::json::Object &o, const std::string &ipath, size_t) {
       IdList list;
       list.path = ipath;
-      checkFields(*o, ipath, "tb list", fields);
+      checkFields(o, ipath, "tb list", fields);
       bool ok = true;
-      if (auto *t = need(*o, ipath, typeField)) {
+      if (auto *t = need(o, ipath, typeField)) {
         auto type = channelType(*t, join(ipath, typeField));
         ok &= type.has_value();
         if (type)
@@ -550,7 +548,7 @@ private:
       } else {
         ok = false;
       }
-      if (auto *l = need(*o, ipath, idsField)) {
+      if (auto *l = need(o, ipath, idsField)) {
         auto idl = ids(*l, join(ipath, idsField));
         ok &= idl.has_value();
         if (idl)
@@ -560,7 +558,7 @@ private:
       }
       if (ok)
         out.push_back(std::move(list));
-    }
+    });
   }
 
   void readThreadblock(const llvm::json::Object &obj, const std::string &path, size_t index,
@@ -582,19 +580,12 @@ private:
 
   void readOps(const llvm::json::Value &v, const std::string &path, std::vector<Op> &out,
                bool nested) {
-    const llvm::json::Array *a = array(v, path);
-    if (!a)
-      return;
-    for (size_t i = 0; i < a->size(); ++i) {
-      std::string opath = at(path, i);
-      const llvm::json::Object *o = object((*a)[i], opath);
-      if (!o)
-        continue;
+    forEachObject(v, path, [&](const llvm::json::Object &o, const std::string &opath, size_t) {
       Op op;
       op.path = opath;
-      if (readOp(*o, opath, op, nested))
+      if (readOp(o, opath, op, nested))
         out.push_back(std::move(op));
-    }
+    });
   }
 
   std::optional<BufferRef> readBuffer(const llvm::json::Value &v, const std::string &path) {

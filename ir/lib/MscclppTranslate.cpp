@@ -621,52 +621,34 @@ private:
       write(*d);
       return true;
     }
-    case OpKind::Put: {
+    case OpKind::Put:
+    case OpKind::Get: {
       // handlePut on a memory channel: for each i, src_buff[i]'s offset in
       // src_buff[0]'s buffer to the peer's dst_buff[i], dst's size.
+      // handleGet: for each i, the peer's src_buff[i] into dst_buff[i]. It
+      // computes the local address from the source's offset and the remote
+      // one from the destination's, so it does what the plan says only
+      // where the two indices are equal.
+      bool put = op.kind == OpKind::Put;
       if (op.src.size() != op.dst.size()) {
-        error(op.path + ".src_buff", "'put' pairs src_buff and dst_buff entry by entry: " +
-                                         std::to_string(op.src.size()) + " and " +
+        error(op.path + ".src_buff", "'" + name + "' pairs src_buff and dst_buff entry by "
+                                     "entry: " + std::to_string(op.src.size()) + " and " +
                                          std::to_string(op.dst.size()) + " entries");
         return false;
       }
       std::vector<std::pair<Operand, Operand>> pairs;
       for (size_t i = 0; i < op.src.size(); ++i) {
-        auto s = local(r, op.src[i]), d = remote(r, t, op.dst[i]);
-        if (!s || !d || !sameSizes(op, {&*d, &*s}))
+        auto s = put ? local(r, op.src[i]) : remote(r, t, op.src[i]);
+        auto d = put ? remote(r, t, op.dst[i]) : local(r, op.dst[i]);
+        if (!s || !d || !sameSizes(op, {put ? &*d : &*s, put ? &*s : &*d}))
           return false;
-        if (s->buffer != *op.src[0].local) {
+        if (put && s->buffer != *op.src[0].local) {
           unsupported(op.src[i].path + ".type",
                       "a put whose sources lie in different buffers: the executor takes "
                       "every source from src_buff[0]'s buffer");
           return false;
         }
-        pairs.emplace_back(*s, *d);
-      }
-      for (const auto &[s, d] : pairs) {
-        emit(r, t, StepType::Put, s, d, d.rank);
-        read(s);
-        write(d);
-      }
-      return true;
-    }
-    case OpKind::Get: {
-      // handleGet: for each i, the peer's src_buff[i] into dst_buff[i]. It
-      // computes the local address from the source's offset and the remote
-      // one from the destination's, so it does what the plan says only
-      // where the two indices are equal.
-      if (op.src.size() != op.dst.size()) {
-        error(op.path + ".src_buff", "'get' pairs src_buff and dst_buff entry by entry: " +
-                                         std::to_string(op.src.size()) + " and " +
-                                         std::to_string(op.dst.size()) + " entries");
-        return false;
-      }
-      std::vector<std::pair<Operand, Operand>> pairs;
-      for (size_t i = 0; i < op.src.size(); ++i) {
-        auto s = remote(r, t, op.src[i]), d = local(r, op.dst[i]);
-        if (!s || !d || !sameSizes(op, {&*s, &*d}))
-          return false;
-        if (s->index != d->index) {
+        if (!put && s->index != d->index) {
           unsupported(op.dst[i].path + ".index",
                       "a get from index " + std::to_string(s->index) + " to index " +
                           std::to_string(d->index) +
@@ -678,7 +660,7 @@ private:
         pairs.emplace_back(*s, *d);
       }
       for (const auto &[s, d] : pairs) {
-        emit(r, t, StepType::Get, s, d, s.rank);
+        emit(r, t, put ? StepType::Put : StepType::Get, s, d, put ? d.rank : s.rank);
         read(s);
         write(d);
       }

@@ -26,7 +26,8 @@ namespace json = llvm::json;
 
 /// A 2-rank in-place allreduce of 2 chunks, one shot: each rank signals its
 /// peer (relaxed) and waits for it, reduces its chunk from both inputs into
-/// both (rres), and ends with a signal and a wait.
+/// both (rres), and ends with a signal and a wait. Rank 1 is made from rank
+/// 0 (planText): peer 0, and chunk 1.
 const char *const BasePlan = R"({
   "name": "oneshot", "collective": "allreduce", "protocol": "Simple",
   "inplace": true, "reuse_resources": false, "num_threads_per_block": 1024,
@@ -53,28 +54,8 @@ const char *const BasePlan = R"({
          {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
          {"name": "nop"},
          {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
-         {"name": "nop"}]}]},
-    {"id": 1, "input_chunks": 2, "output_chunks": 2, "scratch_chunks": 1,
-     "channels": [{"channel_type": "memory", "connected_to": [0]}],
-     "remote_buffers": [{"rank": 0, "type": "i", "access_channel_types": ["memory"]}],
-     "semaphores": [],
-     "threadblocks": [{"id": 0,
-       "channels": [{"channel_type": "memory", "channel_ids": [0]}],
-       "remote_buffer_refs": [{"access_channel_type": "memory", "remote_buffer_ids": [0]}],
-       "ops": [
-         {"name": "nop"},
-         {"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
-         {"name": "nop"},
-         {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
-         {"name": "nop"},
-         {"name": "rres", "channel_type": "memory", "reduce_op": "sum",
-          "src_buff": [{"type": "i", "index": 1, "size": 1}, {"buffer_id": 0, "index": 1, "size": 1}],
-          "dst_buff": [{"type": "i", "index": 1, "size": 1}, {"buffer_id": 0, "index": 1, "size": 1}]},
-         {"name": "nop"},
-         {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
-         {"name": "nop"},
-         {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
-         {"name": "nop"}]}]}]
+         {"name": "nop"}]}]}
+  ]
 })";
 
 using Edit = std::function<void(json::Object &)>;
@@ -109,6 +90,16 @@ Edit both(const std::function<void(json::Object &, size_t)> &edit) {
 
 std::string planText(const Edit &edit = {}) {
   json::Value v = cantFail(json::parse(BasePlan));
+  json::Value rank1 = arr(*obj(v).get("gpus"))[0];
+  json::Object &g1 = obj(rank1);
+  g1["id"] = 1;
+  obj(arr(*g1.get("channels"))[0])["connected_to"] = json::Array{0};
+  obj(arr(*g1.get("remote_buffers"))[0])["rank"] = 0;
+  json::Object &rres = obj(arr(*obj(arr(*g1.get("threadblocks"))[0]).get("ops"))[5]);
+  for (const char *field : {"src_buff", "dst_buff"})
+    for (json::Value &b : arr(*rres.get(field)))
+      obj(b)["index"] = 1;
+  arr(*obj(v).get("gpus")).push_back(std::move(rank1));
   if (edit)
     edit(obj(v));
   return llvm::formatv("{0}", v).str();
@@ -120,41 +111,30 @@ struct Result {
   Strings errors, warnings;
 };
 
-/// Reads (and, with `translate`, translates) the base plan after `edit`.
-Result read(const Edit &edit, bool translate = true) {
-  return [&] {
-    DiagnosticList diags("plan.json");
-    Result r;
-    std::string text = planText(edit);
-    if (translate) {
-      auto alg = mscclpp::parsePlanAlgorithm(text, diags);
-      if (alg)
-        r.alg = std::move(*alg);
-      else
-        llvm::consumeError(alg.takeError());
-    } else {
-      auto plan = mscclpp::parsePlan(text, diags);
-      if (plan)
-        r.plan = std::move(*plan);
-      else
-        llvm::consumeError(plan.takeError());
-    }
-    r.errors = formatted(diags, Severity::Error);
-    r.warnings = formatted(diags, Severity::Warning);
-    return r;
-  }();
-}
-Result readText(llvm::StringRef text) {
+/// Reads `text` (and, with `translate`, translates it).
+Result readText(llvm::StringRef text, bool translate = true) {
   DiagnosticList diags("plan.json");
   Result r;
-  auto alg = mscclpp::parsePlanAlgorithm(text, diags);
-  if (alg)
-    r.alg = std::move(*alg);
-  else
-    llvm::consumeError(alg.takeError());
+  if (translate) {
+    auto alg = mscclpp::parsePlanAlgorithm(text, diags);
+    if (alg)
+      r.alg = std::move(*alg);
+    else
+      llvm::consumeError(alg.takeError());
+  } else {
+    auto plan = mscclpp::parsePlan(text, diags);
+    if (plan)
+      r.plan = std::move(*plan);
+    else
+      llvm::consumeError(plan.takeError());
+  }
   r.errors = formatted(diags, Severity::Error);
   r.warnings = formatted(diags, Severity::Warning);
   return r;
+}
+/// The same for the base plan after `edit`.
+Result read(const Edit &edit, bool translate = true) {
+  return readText(planText(edit), translate);
 }
 
 /// The errors of the base plan after `edit`.
