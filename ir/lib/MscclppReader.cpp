@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/JSON.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace coll::ir::mscclpp {
@@ -148,6 +149,14 @@ public:
   explicit Reader(DiagnosticList &diags) : diags(diags) {}
 
   llvm::Expected<Plan> read(llvm::StringRef text) {
+    // llvm::json::parse recurses once per level of nesting; a plan nests
+    // about eight levels, so a deep input is refused before it can exhaust
+    // the stack.
+    if (size_t depth = nesting(text); depth > MaxNesting) {
+      error("", "nesting deeper than " + std::to_string(MaxNesting) +
+                    " levels of arrays and objects: not a plan");
+      return diags.takeErrors();
+    }
     llvm::Expected<llvm::json::Value> root = llvm::json::parse(text);
     if (!root) {
       error("", "malformed JSON: " + llvm::toString(root.takeError()));
@@ -167,7 +176,31 @@ public:
   }
 
 private:
+  static constexpr size_t MaxNesting = 256;
   DiagnosticList &diags;
+
+  /// The deepest nesting of arrays and objects in `text`, strings skipped.
+  static size_t nesting(llvm::StringRef text) {
+    size_t depth = 0, deepest = 0;
+    bool inString = false, escaped = false;
+    for (char c : text) {
+      if (inString) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          inString = false;
+      } else if (c == '"') {
+        inString = true;
+      } else if (c == '[' || c == '{') {
+        deepest = std::max(deepest, ++depth);
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    return deepest;
+  }
   /// (object kind, field) -> (occurrences, first path).
   llvm::StringMap<std::pair<unsigned, std::string>> unknown;
   std::vector<std::string> unknownOrder;

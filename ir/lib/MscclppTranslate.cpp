@@ -414,6 +414,14 @@ private:
                                    "releases everything its tb did");
           break;
         }
+        if (!epoch.lastWait.empty()) {
+          unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
+                                   " with no nop between them: thread i signals channel i "
+                                   "whether or not the other threads' waits are over, so "
+                                   "the signal does not pass on what they acquired, while "
+                                   "Coll's signal would");
+          break;
+        }
         if (relaxed && !firstData.empty()) {
           unsupported(op.path, "relaxed signal after " + firstData +
                                    ": it orders none of the data before it, while Coll's "
@@ -768,9 +776,16 @@ private:
     using Node = std::pair<int32_t, int32_t>;
     std::map<Node, Node> parent;
     auto find = [&](Node x) {
-      for (auto it = parent.find(x); it != parent.end(); it = parent.find(x))
+      Node root = x;
+      for (auto it = parent.find(root); it != parent.end(); it = parent.find(root))
+        root = it->second;
+      // Point the whole path at the root, so that later finds are short.
+      for (auto it = parent.find(x); it != parent.end() && it->second != root;
+           it = parent.find(x)) {
         x = it->second;
-      return x;
+        it->second = root;
+      }
+      return root;
     };
     auto unite = [&](Node a, Node b) {
       a = find(a);

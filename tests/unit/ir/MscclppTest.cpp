@@ -289,6 +289,16 @@ TEST(MscclppTest, MalformedJson) {
   EXPECT_EQ(readText("[1, 2]").errors, Strings{E("a plan is a JSON object, not an array")});
 }
 
+TEST(MscclppTest, DeepNestingIsRefused) {
+  std::string deep = std::string(300, '[') + std::string(300, ']');
+  EXPECT_EQ(readText(deep).errors,
+            Strings{E("nesting deeper than 256 levels of arrays and objects: not a plan")});
+  // Brackets inside strings do not count.
+  Result r = readText("{\"name\": \"" + std::string(300, '[') + "\"}");
+  EXPECT_EQ(r.errors, (Strings{E("missing field 'collective'"), E("missing field 'protocol'"),
+                               E("missing field 'inplace'"), E("missing field 'gpus'")}));
+}
+
 TEST(MscclppTest, MissingTopLevelFields) {
   EXPECT_EQ(readText("{}").errors,
             (Strings{E("missing field 'name'"), E("missing field 'collective'"),
@@ -811,6 +821,18 @@ TEST(MscclppTest, NopRules) {
                       "thread i waits for channel i, so the other threads may start on this op "
                       "before the wait is over, while in Coll every step after a wait follows "
                       "it")});
+  // The nop between the relaxed wait and the rres removed, and the rres
+  // with it: the end signal follows the relaxed wait with no nop between.
+  EXPECT_EQ(errors([](json::Object &p) {
+              eraseAt(opsOf(p, 0, 0), 6);
+              eraseAt(opsOf(p, 0, 0), 5);
+              eraseAt(opsOf(p, 0, 0), 4);
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[4]: not yet supported: 'signal' after the "
+                      "wait gpus[0].threadblocks[0].ops[3] with no nop between them: thread i "
+                      "signals channel i whether or not the other threads' waits are over, so "
+                      "the signal does not pass on what they acquired, while Coll's signal "
+                      "would")});
   // Two data ops on one chunk with no nop between them.
   EXPECT_EQ(errors([](json::Object &p) {
               opsOf(p, 0, 0).insert(
