@@ -602,6 +602,19 @@ private:
                   "and a plan that fixes one is not yet read");
       return false;
     }
+    bool reachesPeers = op.kind == OpKind::Put || op.kind == OpKind::Get ||
+                        op.kind == OpKind::ReduceSend || op.kind == OpKind::ReadReduce ||
+                        op.kind == OpKind::ReadReduceSend;
+    if (reachesPeers && (!op.channelType || *op.channelType != ChannelType::Memory)) {
+      // execution_plan.cc looks a peer's buffer up by the op's channel type
+      // and refuses any other than memory and port (port is refused above).
+      error(op.path + ".channel_type",
+            "'" + name + "' on a channel of type '" +
+                channelTypeName(op.channelType.value_or(ChannelType::None)) +
+                "': the executor reaches a peer's buffer only through a memory or port "
+                "channel");
+      return false;
+    }
     auto needCount = [&](const std::vector<BufferRef> &refs, const char *field, size_t want) {
       if (refs.size() == want)
         return true;

@@ -741,6 +741,11 @@ TEST(MscclppTest, DataOpShapes) {
                                 {"dst_buff", json::Array{local("s", 0)}}}),
             Strings{E(at + ".src_buff: 'get' pairs src_buff and dst_buff entry by entry: 2 and "
                            "1 entries")});
+  EXPECT_EQ(withOp(json::Object{{"name", "put"}, {"channel_type", "none"},
+                                {"src_buff", json::Array{local("i", 0)}},
+                                {"dst_buff", json::Array{peer(0)}}}),
+            Strings{E(at + ".channel_type: 'put' on a channel of type 'none': the executor "
+                           "reaches a peer's buffer only through a memory or port channel")});
   EXPECT_EQ(withOp(json::Object{{"name", "copy"}, {"channel_type", "switch"},
                                 {"src_buff", json::Array{local("i", 0)}},
                                 {"dst_buff", json::Array{local("s", 0)}}}),
