@@ -94,6 +94,7 @@ public:
       for (size_t t = 0; t < gpu.threadblocks.size(); ++t)
         threadblock(r, static_cast<int32_t>(t));
     }
+    pairSemaphores();
     pairSignals();
     if (diags.hasErrors())
       return diags.takeErrors();
@@ -122,6 +123,14 @@ private:
   std::vector<Gpu2> state;
   /// Signals and waits per memory channel, in program order.
   std::map<Conn, std::vector<SyncUse>> signals, waits;
+  /// Releases and acquires of each semaphore (rank, id), in program order:
+  /// the tb, the Coll step (-1 for an acquire that the initial value
+  /// satisfies) and the op's path.
+  struct SemUse {
+    int32_t tb = 0, step = -1;
+    std::string path;
+  };
+  std::map<std::pair<int32_t, int32_t>, std::vector<SemUse>> releases, acquires;
   uint64_t nextOrder = 0;
 
   void error(const std::string &path, const llvm::Twine &message) {
@@ -354,12 +363,6 @@ private:
                     "barrier: a barrier between threadblocks of one rank — Coll's IR "
                     "has no such step");
         continue;
-      case OpKind::SemAcquire:
-      case OpKind::SemRelease:
-        unsupported(op.path + ".name",
-                    "semaphores between threadblocks of one rank (" + name +
-                        ") — Coll's IR has no such step");
-        continue;
       case OpKind::Pipeline:
         unsupported(op.path + ".name",
                     "pipeline: an op loop over a pipeline's chunks — Coll's IR has no such "
@@ -437,6 +440,27 @@ private:
         syncOp(r, t, op, /*signal=*/true, relaxed);
         break;
       }
+      case OpKind::SemRelease:
+        // Thread i releases semaphore i: like a signal, it covers the
+        // other threads' work only after a nop.
+        if (!epoch.dataOps.empty() || !epoch.lastWait.empty()) {
+          unsupported(op.path, "'sem_release' after " +
+                                   (epoch.dataOps.empty() ? epoch.lastWait
+                                                          : epoch.dataOps.back().second) +
+                                   " with no nop between them: thread i releases semaphore "
+                                   "i as soon as its own part is done, so the release does "
+                                   "not cover the other threads' part, while Coll's "
+                                   "dependency would");
+          break;
+        }
+        semaphoreOp(r, t, op, /*release=*/true);
+        break;
+      case OpKind::SemAcquire:
+        semaphoreOp(r, t, op, /*release=*/false);
+        epoch.lastWait = op.path;
+        if (firstWait.empty())
+          firstWait = op.path;
+        break;
       case OpKind::Wait:
       case OpKind::RelaxedWait:
         syncOp(r, t, op, /*signal=*/false, op.kind == OpKind::RelaxedWait);
@@ -450,8 +474,9 @@ private:
           break;
         if (!epoch.lastWait.empty()) {
           unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
-                                   " with no nop between them: only thread i waits for "
-                                   "channel i, so the other threads may start on this op "
+                                   " with no nop between them: only thread i waits, for "
+                                   "channel or semaphore i, so the other threads may start "
+                                   "on this op "
                                    "before the wait is over, while in Coll every step "
                                    "after a wait follows it");
           break;
@@ -774,6 +799,106 @@ private:
   //===--------------------------------------------------------------------===//
   // Signals and channels
   //===--------------------------------------------------------------------===//
+
+  /// sem_release and sem_acquire: device semaphores between the tbs of one
+  /// rank (concurrency_device.hpp, DeviceSemaphore: release adds one with
+  /// release order; acquire takes one with acquire order, waiting while
+  /// there is none). With one tb releasing a semaphore and one acquiring it,
+  /// the k-th acquire completes exactly when the (k - init_value)-th release
+  /// has happened: in Coll, a nop that depends on the nop of that release.
+  void semaphoreOp(int32_t r, int32_t t, const Op &op, bool release) {
+    const std::vector<int64_t> &inits = plan.gpus[r].semaphoreInitValues;
+    for (size_t i = 0; i < op.semaphoreIds.size(); ++i) {
+      int32_t id = op.semaphoreIds[i];
+      std::string path = op.path + ".semaphore_ids[" + std::to_string(i) + "]";
+      if (size_t(id) >= inits.size()) {
+        error(path, "semaphore " + std::to_string(id) + " is out of range: gpu " +
+                        std::to_string(r) + " has " + std::to_string(inits.size()));
+        continue;
+      }
+      std::vector<SemUse> &uses = (release ? releases : acquires)[{r, id}];
+      std::vector<Step> &steps = alg.gpus[r].tbs[t].steps;
+      SemUse use{t, -1, op.path};
+      // The first init_value acquires wait for nothing.
+      if (release || int64_t(uses.size()) >= inits[id]) {
+        use.step = static_cast<int32_t>(steps.size());
+        steps.push_back(Step{}); // a nop; its dependency is set by pairSemaphores
+      }
+      uses.push_back(use);
+    }
+  }
+
+  void pairSemaphores() {
+    // As for signals: after a refused op, the counts would only repeat it.
+    if (diags.hasErrors())
+      return;
+    std::set<std::pair<int32_t, int32_t>> ids;
+    for (const auto &kv : releases)
+      ids.insert(kv.first);
+    for (const auto &kv : acquires)
+      ids.insert(kv.first);
+    for (const auto &key : ids) {
+      const std::vector<SemUse> &rel = releases[key], &acq = acquires[key];
+      std::string name = "semaphore " + std::to_string(key.second) + " of gpu " +
+                         std::to_string(key.first);
+      bool ok = true;
+      for (const auto *uses : {&rel, &acq})
+        for (const SemUse &u : *uses)
+          if (u.tb != uses->front().tb && ok) {
+            unsupported(u.path, "tbs " + std::to_string(uses->front().tb) + " and " +
+                                    std::to_string(u.tb) + " both " +
+                                    (uses == &rel ? "release " : "acquire ") + name +
+                                    ": which release lets which acquire through then depends "
+                                    "on timing, and a Coll dependency names one step");
+            ok = false;
+          }
+      if (!ok)
+        continue;
+      if (rel.size() != acq.size()) {
+        // Acquires beyond the releases wait forever; releases left over
+        // change the value the next call starts from.
+        error(rel.size() < acq.size() ? acq[rel.size()].path : rel[acq.size()].path,
+              name + " is released " + std::to_string(rel.size()) + " times and acquired " +
+                  std::to_string(acq.size()) +
+                  " times: a call must leave it at its initial value");
+        continue;
+      }
+      int64_t init = plan.gpus[key.first].semaphoreInitValues[key.second];
+      for (size_t k = 0; k < acq.size(); ++k) {
+        if (acq[k].step < 0)
+          continue;
+        const SemUse &from = rel[k - static_cast<size_t>(init)];
+        Step &step = alg.gpus[key.first].tbs[acq[k].tb].steps[acq[k].step];
+        step.depTb = from.tb;
+        step.depStep = from.step;
+      }
+    }
+    // A nop that no step after it in its tb carries, and that no other tb
+    // waits for, orders nothing: a release that nobody in this call
+    // acquires, an acquire at the end of a tb. The verifier refuses such a
+    // nop, so it is left out; leaving out an acquire may leave its release
+    // without a dependent, so this repeats until nothing changes. (Only the
+    // semaphores' nops are nops or have hasdep here.)
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (ir::Gpu &gpu : alg.gpus)
+        for (ir::ThreadBlock &tb : gpu.tbs)
+          for (Step &step : tb.steps)
+            step.hasDep = false;
+      for (ir::Gpu &gpu : alg.gpus)
+        for (ir::ThreadBlock &tb : gpu.tbs)
+          for (const Step &step : tb.steps)
+            if (step.hasDependency())
+              gpu.tbs[step.depTb].steps[step.depStep].hasDep = true;
+      for (ir::Gpu &gpu : alg.gpus)
+        for (ir::ThreadBlock &tb : gpu.tbs)
+          while (!tb.steps.empty() && tb.steps.back().type == StepType::Nop &&
+                 !tb.steps.back().hasDep) {
+            tb.steps.pop_back();
+            changed = true;
+          }
+    }
+  }
 
   /// Pairs the k-th wait on each memory channel with the k-th signal of its
   /// partner, and gives each tb the Coll channel its signals and waits need:

@@ -626,8 +626,6 @@ TEST(MscclppTest, RefusedOps) {
       if (name == "barrier") {
         op["barrier_id"] = 0;
         op["num_threadblocks"] = 1;
-      } else if (name == "sem_acquire" || name == "sem_release") {
-        op["semaphore_ids"] = json::Array{0};
       } else if (name == "pipeline") {
         op["iter_context"] = json::Object{{"unit_size", 16}, {"num_chunks", 1}};
         op["ops"] = json::Array{};
@@ -663,10 +661,6 @@ TEST(MscclppTest, RefusedOps) {
         << n;
   EXPECT_TRUE(refused("barrier", "name",
                       "barrier: a barrier between threadblocks of one rank" + none));
-  EXPECT_TRUE(refused("sem_acquire", "name",
-                      "semaphores between threadblocks of one rank (sem_acquire)" + none));
-  EXPECT_TRUE(refused("sem_release", "name",
-                      "semaphores between threadblocks of one rank (sem_release)" + none));
   EXPECT_TRUE(refused("pipeline", "name", "pipeline: an op loop over a pipeline's chunks" + none));
   EXPECT_EQ(errors([](json::Object &p) {
               opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
@@ -823,9 +817,9 @@ TEST(MscclppTest, NopRules) {
   EXPECT_EQ(errors([](json::Object &p) { eraseAt(opsOf(p, 0, 0), 4); }),
             Strings{E("gpus[0].threadblocks[0].ops[4]: not yet supported: 'rres' after the "
                       "wait gpus[0].threadblocks[0].ops[3] with no nop between them: only "
-                      "thread i waits for channel i, so the other threads may start on this op "
-                      "before the wait is over, while in Coll every step after a wait follows "
-                      "it")});
+                      "thread i waits, for channel or semaphore i, so the other threads may "
+                      "start on this op before the wait is over, while in Coll every step after "
+                      "a wait follows it")});
   // The nop between the relaxed wait and the rres removed, and the rres
   // with it: the end signal follows the relaxed wait with no nop between.
   EXPECT_EQ(errors([](json::Object &p) {
@@ -880,6 +874,116 @@ TEST(MscclppTest, RelaxedRules) {
             Strings{E("gpus[0].threadblocks[0].ops[10]: not yet supported: relaxed signal after "
                       "gpus[0].threadblocks[0].ops[8]: it does not pass on what that wait "
                       "acquired, while Coll's signal would")});
+}
+
+/// Rank 0 of the base plan gets semaphore 0 (initial value `init`), which
+/// its tb 0 releases after the rres, and a tb 1 that acquires it and then
+/// copies chunk 0 (which the rres wrote) to scratch.
+Edit withSemaphore(int init = 0) {
+  return [init](json::Object &p) {
+    gpuOf(p, 0)["semaphores"] = json::Array{json::Object{{"init_value", init}}};
+    json::Array &ops = opsOf(p, 0, 0);
+    ops.push_back(json::Object{{"name", "sem_release"}, {"semaphore_ids", json::Array{0}}});
+    ops.push_back(json::Object{{"name", "nop"}});
+    arr(*gpuOf(p, 0).get("threadblocks"))
+        .push_back(json::Object{
+            {"id", 1},
+            {"channels", json::Array{}},
+            {"ops", json::Array{json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}},
+                                json::Object{{"name", "nop"}},
+                                json::Object{{"name", "copy"},
+                                             {"src_buff", json::Array{json::Object{{"type", "o"}, {"index", 0}, {"size", 1}}}},
+                                             {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}},
+                                json::Object{{"name", "nop"}}}}});
+  };
+}
+
+TEST(MscclppTest, Semaphores) {
+  Result r = read(withSemaphore());
+  ASSERT_EQ(r.errors, Strings{});
+  // The release is a nop that publishes; the acquire a nop that depends on
+  // it, before the copy.
+  const ir::Gpu &g = r.alg->gpus[0];
+  ASSERT_EQ(g.tbs[0].steps.size(), 7u);
+  EXPECT_EQ(g.tbs[0].steps[6].type, StepType::Nop);
+  EXPECT_TRUE(g.tbs[0].steps[6].hasDep);
+  ASSERT_EQ(g.tbs[1].steps.size(), 2u);
+  EXPECT_EQ(g.tbs[1].steps[0].type, StepType::Nop);
+  EXPECT_EQ(g.tbs[1].steps[0].depTb, 0);
+  EXPECT_EQ(g.tbs[1].steps[0].depStep, 6);
+  EXPECT_EQ(g.tbs[1].steps[1].type, StepType::Copy);
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // Without the release and the acquire the copy races with the rres.
+  Result bare = read([](json::Object &p) {
+    withSemaphore()(p);
+    eraseAt(opsOf(p, 0, 0), 11);
+    eraseAt(opsOf(p, 0, 1), 0);
+  });
+  ASSERT_EQ(bare.errors, Strings{});
+  Strings errs = checkErrors(*bare.alg);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], E("gpu 0 tb 0 step 2: race (in place): nothing orders rank 0 tb 0 step 2 "
+                       "('getre' from rank 1) and rank 0 tb 1 step 0 ('cpy'), which both access "
+                       "rank 0 i[0] and one of them writes it; add a dependency, or a signal and "
+                       "a wait, between them"));
+  // An initial value of 1 lets the acquire through at once: no dependency,
+  // and the release, which nobody in the call waits for, orders nothing
+  // and is left out; the race is back.
+  Result once = read(withSemaphore(1));
+  ASSERT_EQ(once.errors, Strings{});
+  EXPECT_EQ(once.alg->gpus[0].tbs[0].steps.size(), 6u);
+  EXPECT_EQ(once.alg->gpus[0].tbs[1].steps.size(), 1u);
+  EXPECT_EQ(checkErrors(*once.alg).size(), 1u);
+}
+
+TEST(MscclppTest, SemaphoreErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opOf(p, 0, 1, 0)["semaphore_ids"] = json::Array{3};
+            }),
+            (Strings{E("gpus[0].threadblocks[1].ops[0].semaphore_ids[0]: semaphore 3 is out of "
+                       "range: gpu 0 has 1")}));
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}});
+              opsOf(p, 0, 1).push_back(json::Object{{"name", "nop"}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[4]: semaphore 0 of gpu 0 is released 1 times "
+                      "and acquired 2 times: a call must leave it at its initial value")});
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_release"}, {"semaphore_ids", json::Array{0}}});
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[4]: not yet supported: tbs 0 and 1 both "
+                      "release semaphore 0 of gpu 0: which release lets which acquire through "
+                      "then depends on timing, and a Coll dependency names one step")});
+  // The nop before the release removed: it would not cover the rres.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              eraseAt(opsOf(p, 0, 0), 10);
+              json::Array &ops = opsOf(p, 0, 0);
+              json::Value release = std::move(ops[10]);
+              eraseAt(ops, 10);
+              ops.insert(ops.begin() + 6, std::move(release));
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[6]: not yet supported: 'sem_release' after "
+                      "gpus[0].threadblocks[0].ops[5] with no nop between them: thread i "
+                      "releases semaphore i as soon as its own part is done, so the release "
+                      "does not cover the other threads' part, while Coll's dependency would")});
+  // The nop after the acquire removed.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              eraseAt(opsOf(p, 0, 1), 1);
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[1]: not yet supported: 'copy' after the wait "
+                      "gpus[0].threadblocks[1].ops[0] with no nop between them: only thread i "
+                      "waits, for channel or semaphore i, so the other threads may start on this "
+                      "op before the wait is over, while in Coll every step after a wait follows "
+                      "it")});
 }
 
 TEST(MscclppTest, SignalPairing) {
