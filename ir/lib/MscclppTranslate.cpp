@@ -19,8 +19,6 @@
 
 #include "coll/ir/Mscclpp.h"
 
-#include "llvm/ADT/DenseMap.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -106,7 +104,8 @@ private:
   DiagnosticList &diags;
   Algorithm alg;
   int32_t nranks = 0;
-  /// Chunks per block of in-place aliasing (see canonical()).
+  /// Whether the plan names a collective Coll knows (else it is read as a
+  /// custom one without a condition).
   bool knownCollective = false;
 
   struct Tb2 {
