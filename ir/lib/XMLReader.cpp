@@ -12,6 +12,8 @@
 
 #include "coll/ir/XML.h"
 
+#include "coll/ir/Mscclpp.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -691,6 +693,9 @@ llvm::Expected<Algorithm> readAlgorithmFile(llvm::StringRef path,
     return llvm::createStringError(buffer.getError(),
                                    "cannot read '" + path +
                                        "': " + buffer.getError().message());
+  // An MSCCL++ execution plan is a JSON object; MSCCL XML starts with '<'.
+  if (mscclpp::looksLikePlan((*buffer)->getBuffer()))
+    return mscclpp::parsePlanAlgorithm((*buffer)->getBuffer(), diags);
   return parseAlgorithm((*buffer)->getBuffer(), diags);
 }
 

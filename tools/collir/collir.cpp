@@ -33,7 +33,7 @@ llvm::cl::OptionCategory category("collir options");
 
 llvm::cl::opt<std::string>
     inputPath(llvm::cl::Positional, llvm::cl::Required,
-              llvm::cl::desc("<algorithm.xml or - for stdin>"),
+              llvm::cl::desc("<algorithm.xml, MSCCL++ plan.json, or - for stdin>"),
               llvm::cl::cat(category));
 llvm::cl::opt<Emit>
     emit("emit", llvm::cl::desc("What to write when the algorithm is valid"),
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   llvm::cl::HideUnrelatedOptions(category);
   if (!llvm::cl::ParseCommandLineOptions(
-          argc, argv, "read, verify and emit MSCCL XML algorithms\n",
+          argc, argv, "read, verify and emit MSCCL XML algorithms (or MSCCL++ execution plans)\n",
           &llvm::errs()))
     return 2;
 

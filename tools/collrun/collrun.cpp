@@ -50,7 +50,7 @@ namespace {
 
 RunOptions run(
     "collrun",
-    "Runs an MSCCL XML algorithm on emulated ranks and verifies every rank's output.\n\n"
+    "Runs an MSCCL XML algorithm (or an MSCCL++ execution plan) on emulated ranks and verifies every rank's output.\n\n"
     "Exit status: 0 all sizes verified, 1 wrong results or a failed call, 2 bad usage, an\n"
     "unreadable or invalid file or one that fails its check, or --backend cuda without a\n"
     "CUDA backend or device, 3 the file does not apply (collective that cannot be checked,\n"

@@ -1,0 +1,1091 @@
+//===- MscclppTest.cpp - Reading and translating MSCCL++ plans ------------===//
+//
+// Every error of the plan reader and of the translation, each on a small
+// plan: a valid 2-rank one-shot allreduce (below) with one thing changed.
+// Tests compare the whole list of errors, so that each also shows that
+// nothing else was reported. Inline plans are named "plan.json".
+//
+//===----------------------------------------------------------------------===//
+
+#include "IRTestUtil.h"
+
+#include "coll/ir/Check.h"
+#include "coll/ir/Mscclpp.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <functional>
+
+namespace coll::ir {
+namespace {
+
+using test::formatted;
+using Strings = std::vector<std::string>;
+namespace json = llvm::json;
+
+/// A 2-rank in-place allreduce of 2 chunks, one shot: each rank signals its
+/// peer (relaxed) and waits for it, reduces its chunk from both inputs into
+/// both (rres), and ends with a signal and a wait. Rank 1 is made from rank
+/// 0 (planText): peer 0, and chunk 1.
+const char *const BasePlan = R"({
+  "name": "oneshot", "collective": "allreduce", "protocol": "Simple",
+  "inplace": true, "reuse_resources": false, "num_threads_per_block": 1024,
+  "use_double_scratch_buffer": false, "buffer_alignment": 16,
+  "min_message_size": 0, "max_message_size": 18446744073709551615,
+  "gpus": [
+    {"id": 0, "input_chunks": 2, "output_chunks": 2, "scratch_chunks": 1,
+     "channels": [{"channel_type": "memory", "connected_to": [1]}],
+     "remote_buffers": [{"rank": 1, "type": "i", "access_channel_types": ["memory"]}],
+     "semaphores": [],
+     "threadblocks": [{"id": 0,
+       "channels": [{"channel_type": "memory", "channel_ids": [0]}],
+       "remote_buffer_refs": [{"access_channel_type": "memory", "remote_buffer_ids": [0]}],
+       "ops": [
+         {"name": "nop"},
+         {"name": "rlxsignal", "channel_ids": [0], "channel_type": "memory"},
+         {"name": "nop"},
+         {"name": "rlxwait", "channel_ids": [0], "channel_type": "memory"},
+         {"name": "nop"},
+         {"name": "rres", "channel_type": "memory", "reduce_op": "sum",
+          "src_buff": [{"type": "i", "index": 0, "size": 1}, {"buffer_id": 0, "index": 0, "size": 1}],
+          "dst_buff": [{"type": "i", "index": 0, "size": 1}, {"buffer_id": 0, "index": 0, "size": 1}]},
+         {"name": "nop"},
+         {"name": "signal", "channel_ids": [0], "channel_type": "memory"},
+         {"name": "nop"},
+         {"name": "wait", "channel_ids": [0], "channel_type": "memory"},
+         {"name": "nop"}]}]}
+  ]
+})";
+
+using Edit = std::function<void(json::Object &)>;
+
+json::Object &obj(json::Value &v) { return *v.getAsObject(); }
+json::Array &arr(json::Value &v) { return *v.getAsArray(); }
+json::Object &gpuOf(json::Object &plan, size_t g) { return obj(arr(*plan.get("gpus"))[g]); }
+json::Object &tbOf(json::Object &plan, size_t g, size_t t) {
+  return obj(arr(*gpuOf(plan, g).get("threadblocks"))[t]);
+}
+json::Array &opsOf(json::Object &plan, size_t g, size_t t) {
+  return arr(*tbOf(plan, g, t).get("ops"));
+}
+json::Object &opOf(json::Object &plan, size_t g, size_t t, size_t k) {
+  return obj(opsOf(plan, g, t)[k]);
+}
+/// Removes element `i` (llvm::json::Array has no erase).
+void eraseAt(json::Array &a, size_t i) {
+  json::Array out;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (k != i)
+      out.push_back(std::move(a[k]));
+  a = std::move(out);
+}
+/// Applies `edit` to both ranks' copies of the base plan.
+Edit both(const std::function<void(json::Object &, size_t)> &edit) {
+  return [edit](json::Object &plan) {
+    edit(plan, 0);
+    edit(plan, 1);
+  };
+}
+
+std::string planText(const Edit &edit = {}) {
+  json::Value v = cantFail(json::parse(BasePlan));
+  json::Value rank1 = arr(*obj(v).get("gpus"))[0];
+  json::Object &g1 = obj(rank1);
+  g1["id"] = 1;
+  obj(arr(*g1.get("channels"))[0])["connected_to"] = json::Array{0};
+  obj(arr(*g1.get("remote_buffers"))[0])["rank"] = 0;
+  json::Object &rres = obj(arr(*obj(arr(*g1.get("threadblocks"))[0]).get("ops"))[5]);
+  for (const char *field : {"src_buff", "dst_buff"})
+    for (json::Value &b : arr(*rres.get(field)))
+      obj(b)["index"] = 1;
+  arr(*obj(v).get("gpus")).push_back(std::move(rank1));
+  if (edit)
+    edit(obj(v));
+  return llvm::formatv("{0}", v).str();
+}
+
+struct Result {
+  std::optional<mscclpp::Plan> plan;
+  std::optional<Algorithm> alg;
+  Strings errors, warnings;
+};
+
+/// Reads `text` (and, with `translate`, translates it).
+Result readText(llvm::StringRef text, bool translate = true) {
+  DiagnosticList diags("plan.json");
+  Result r;
+  if (translate) {
+    auto alg = mscclpp::parsePlanAlgorithm(text, diags);
+    if (alg)
+      r.alg = std::move(*alg);
+    else
+      llvm::consumeError(alg.takeError());
+  } else {
+    auto plan = mscclpp::parsePlan(text, diags);
+    if (plan)
+      r.plan = std::move(*plan);
+    else
+      llvm::consumeError(plan.takeError());
+  }
+  r.errors = formatted(diags, Severity::Error);
+  r.warnings = formatted(diags, Severity::Warning);
+  return r;
+}
+/// The same for the base plan after `edit`.
+Result read(const Edit &edit, bool translate = true) {
+  return readText(planText(edit), translate);
+}
+
+/// The errors of the base plan after `edit`.
+Strings errors(const Edit &edit) { return read(edit).errors; }
+std::string E(const std::string &message) { return "plan.json: error: " + message; }
+
+/// Verifies and checks a translated algorithm; the check's errors.
+Strings checkErrors(const Algorithm &alg) {
+  DiagnosticList diags("plan.json");
+  auto analysis = verify(alg, diags);
+  if (!analysis) {
+    llvm::consumeError(analysis.takeError());
+    return formatted(diags, Severity::Error);
+  }
+  check(alg, *analysis, diags);
+  return formatted(diags, Severity::Error);
+}
+
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+
+TEST(MscclppTest, ReadsTheModel) {
+  Result r = read({}, /*translate=*/false);
+  ASSERT_EQ(r.errors, Strings{});
+  EXPECT_EQ(r.warnings, Strings{});
+  const mscclpp::Plan &plan = *r.plan;
+  EXPECT_EQ(plan.name, "oneshot");
+  EXPECT_EQ(plan.collective, "allreduce");
+  EXPECT_EQ(plan.protocol, Protocol::Simple);
+  EXPECT_TRUE(plan.inplace);
+  EXPECT_FALSE(plan.reuseResources);
+  EXPECT_EQ(plan.bufferAlignment, 16);
+  EXPECT_EQ(plan.numThreadsPerBlock, 1024);
+  ASSERT_EQ(plan.gpus.size(), 2u);
+  const mscclpp::Gpu &g = plan.gpus[1];
+  EXPECT_EQ(g.inputChunks, 2);
+  EXPECT_EQ(g.scratchChunks, 1);
+  ASSERT_EQ(g.channels.size(), 1u);
+  EXPECT_EQ(g.channels[0].type, mscclpp::ChannelType::Memory);
+  EXPECT_EQ(g.channels[0].connectedTo, std::vector<int32_t>{0});
+  ASSERT_EQ(g.remoteBuffers.size(), 1u);
+  EXPECT_EQ(g.remoteBuffers[0].rank, 0);
+  EXPECT_EQ(g.remoteBuffers[0].type, BufferKind::Input);
+  ASSERT_EQ(g.threadblocks.size(), 1u);
+  const mscclpp::Op &op = g.threadblocks[0].ops[5];
+  EXPECT_EQ(op.kind, mscclpp::OpKind::ReadReduceSend);
+  EXPECT_EQ(op.reduceOp, "sum");
+  ASSERT_EQ(op.src.size(), 2u);
+  EXPECT_EQ(op.src[1].remoteBufferId, 0);
+  EXPECT_EQ(op.src[1].index, 1);
+  EXPECT_EQ(op.path, "gpus[1].threadblocks[0].ops[5]");
+  EXPECT_EQ(mscclpp::opName(op.kind), "rres");
+}
+
+TEST(MscclppTest, EveryOpNameRoundTrips) {
+  for (llvm::StringRef name :
+       {"nop", "barrier", "put", "pws", "pwsf", "get", "copy", "signal", "wait", "rlxsignal",
+        "rlxwait", "flush", "re", "res", "rre", "rres", "ppkt", "rppkt", "respkt", "cpkt", "upkt",
+        "repkt", "recpkt", "recspkt", "pipeline", "sem_acquire", "sem_release", "glres", "glre",
+        "gstore", "gstorepkt"}) {
+    auto kind = mscclpp::parseOpName(name);
+    ASSERT_TRUE(kind.has_value()) << name.str();
+    EXPECT_EQ(mscclpp::opName(*kind), name);
+  }
+  EXPECT_FALSE(mscclpp::parseOpName("xyz").has_value());
+}
+
+TEST(MscclppTest, LooksLikePlan) {
+  EXPECT_TRUE(mscclpp::looksLikePlan("{}"));
+  EXPECT_TRUE(mscclpp::looksLikePlan(" \n\t{"));
+  EXPECT_TRUE(mscclpp::looksLikePlan("\xEF\xBB\xBF{"));
+  EXPECT_FALSE(mscclpp::looksLikePlan("<algo/>"));
+  EXPECT_FALSE(mscclpp::looksLikePlan(""));
+}
+
+//===----------------------------------------------------------------------===//
+// The translation of the base plan, and that it proves
+//===----------------------------------------------------------------------===//
+
+TEST(MscclppTest, TranslatesAndProves) {
+  Result r = read({});
+  ASSERT_EQ(r.errors, Strings{});
+  const Algorithm &alg = *r.alg;
+  EXPECT_EQ(alg.collective, Collective::AllReduce);
+  EXPECT_TRUE(alg.inplace);
+  EXPECT_FALSE(alg.outofplace);
+  EXPECT_EQ(alg.nchunksPerLoop, 2);
+  EXPECT_EQ(alg.maxBytes, 0u); // 2^64-1: no limit
+  EXPECT_EQ(alg.nchannels, 1);
+  ASSERT_EQ(alg.gpus[1].tbs.size(), 1u);
+  // signal, wait, getre (the rres's read of the peer into the local chunk,
+  // which is its own first source), put (the result to the peer), signal,
+  // wait.
+  const std::vector<Step> &steps = alg.gpus[1].tbs[0].steps;
+  ASSERT_EQ(steps.size(), 6u);
+  EXPECT_EQ(steps[0].type, StepType::Signal);
+  EXPECT_EQ(steps[0].peer, 0);
+  EXPECT_EQ(steps[1].type, StepType::Wait);
+  EXPECT_EQ(steps[2].type, StepType::GetReduce);
+  EXPECT_EQ(steps[2].srcOff, 1);
+  EXPECT_EQ(steps[2].dstOff, 1);
+  EXPECT_EQ(steps[2].peer, 0);
+  EXPECT_EQ(steps[3].type, StepType::Put);
+  EXPECT_EQ(steps[3].srcBuf, BufferKind::Input);
+  EXPECT_EQ(steps[3].dstBuf, BufferKind::Input);
+  EXPECT_EQ(steps[4].type, StepType::Signal);
+  EXPECT_EQ(steps[5].type, StepType::Wait);
+  EXPECT_EQ(checkErrors(alg), Strings{});
+}
+
+TEST(MscclppTest, ReductionIntoAnotherPlaceCopiesFirst) {
+  // rres into scratch: the first source is copied there, then the peer's
+  // chunk is added.
+  Result r = read(both([](json::Object &plan, size_t g) {
+    json::Object &op = opOf(plan, g, 0, 5);
+    obj(arr(*op.get("dst_buff"))[0]) = json::Object{{"type", "s"}, {"index", 0}, {"size", 1}};
+    op["dst_buff"] = json::Array{arr(*op.get("dst_buff"))[0]};
+    op["name"] = "rre";
+  }));
+  ASSERT_EQ(r.errors, Strings{});
+  const std::vector<Step> &steps = r.alg->gpus[0].tbs[0].steps;
+  ASSERT_EQ(steps.size(), 6u);
+  EXPECT_EQ(steps[2].type, StepType::Copy);
+  EXPECT_EQ(steps[2].dstBuf, BufferKind::Scratch);
+  EXPECT_EQ(steps[3].type, StepType::GetReduce);
+  EXPECT_EQ(steps[4].type, StepType::Signal);
+}
+
+TEST(MscclppTest, CheckFindsAWrongResult) {
+  // Rank 1 reduces chunk 0 too: chunk 1 of both ranks stays unreduced.
+  Result r = read([](json::Object &plan) {
+    json::Object &op = opOf(plan, 1, 0, 5);
+    for (const char *field : {"src_buff", "dst_buff"})
+      for (json::Value &b : arr(*op.get(field)))
+        obj(b)["index"] = 0;
+  });
+  ASSERT_EQ(r.errors, Strings{});
+  Strings errs = checkErrors(*r.alg);
+  ASSERT_FALSE(errs.empty());
+  EXPECT_NE(errs[0].find("race"), std::string::npos) << errs[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Reader errors
+//===----------------------------------------------------------------------===//
+
+TEST(MscclppTest, MalformedJson) {
+  Result r = readText("{\"name\": ");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].rfind("plan.json: error: malformed JSON: ", 0), 0u) << r.errors[0];
+  EXPECT_EQ(readText("[1, 2]").errors, Strings{E("a plan is a JSON object, not an array")});
+}
+
+TEST(MscclppTest, DeepNestingIsRefused) {
+  std::string deep = std::string(300, '[') + std::string(300, ']');
+  EXPECT_EQ(readText(deep).errors,
+            Strings{E("nesting deeper than 256 levels of arrays and objects: not a plan")});
+  // Brackets inside strings do not count.
+  Result r = readText("{\"name\": \"" + std::string(300, '[') + "\"}");
+  EXPECT_EQ(r.errors, (Strings{E("missing field 'collective'"), E("missing field 'protocol'"),
+                               E("missing field 'inplace'"), E("missing field 'gpus'")}));
+}
+
+TEST(MscclppTest, MissingTopLevelFields) {
+  EXPECT_EQ(readText("{}").errors,
+            (Strings{E("missing field 'name'"), E("missing field 'collective'"),
+                     E("missing field 'protocol'"), E("missing field 'inplace'"),
+                     E("missing field 'gpus'")}));
+}
+
+TEST(MscclppTest, WrongTopLevelTypes) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              p["name"] = 3;
+              p["inplace"] = "yes";
+              p["protocol"] = "LL128";
+              p["num_threads_per_block"] = 2048;
+              p["buffer_alignment"] = 1.5;
+              p["min_message_size"] = -1;
+              p["reuse_resources"] = nullptr;
+            }),
+            (Strings{E("name: expected a string, found a number"),
+                     E("protocol: unknown protocol 'LL128' (Simple or LL)"),
+                     E("inplace: expected true or false, found a string"),
+                     E("reuse_resources: expected true or false, found null"),
+                     E("num_threads_per_block: 2048 is out of range [1, 1024]"),
+                     E("buffer_alignment: expected an integer, found a non-integral or too large "
+                       "number"),
+                     E("min_message_size: -1 is negative")}));
+  EXPECT_EQ(errors([](json::Object &p) {
+              p["min_message_size"] = 10;
+              p["max_message_size"] = 5;
+            }),
+            Strings{E("min_message_size: 10 is larger than max_message_size 5")});
+  EXPECT_EQ(errors([](json::Object &p) { p["max_message_size"] = "big"; }),
+            Strings{E("max_message_size: expected an unsigned integer, found a string")});
+  EXPECT_EQ(errors([](json::Object &p) { p["inplace"] = json::Array{}; }),
+            Strings{E("inplace: expected true or false, found an array")});
+  EXPECT_EQ(errors([](json::Object &p) { p["collective"] = false; }),
+            Strings{E("collective: expected a string, found a boolean")});
+  EXPECT_EQ(errors([](json::Object &p) { p["gpus"] = json::Object{}; }),
+            Strings{E("gpus: expected an array, found an object")});
+  EXPECT_EQ(errors([](json::Object &p) { p["gpus"] = json::Array{}; }),
+            Strings{E("gpus: the plan has no gpus")});
+  EXPECT_EQ(errors([](json::Object &p) { arr(*p.get("gpus"))[1] = 7; }),
+            Strings{E("gpus[1]: expected an object, found a number")});
+}
+
+TEST(MscclppTest, UnknownFieldsWarnOncePerKind) {
+  Result r = read(both([](json::Object &plan, size_t g) {
+    opOf(plan, g, 0, 0)["comment"] = "x";
+    opOf(plan, g, 0, 2)["comment"] = "y";
+  }));
+  EXPECT_EQ(r.errors, Strings{});
+  EXPECT_EQ(r.warnings, Strings{"plan.json: warning: gpus[0].threadblocks[0].ops[0].comment: "
+                                "unknown field ignored (4 occurrences)"});
+}
+
+TEST(MscclppTest, GpuErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              json::Object &g = gpuOf(p, 1);
+              g["id"] = 0;
+              g.erase("input_chunks");
+              g["scratch_chunks"] = -1;
+              g.erase("channels");
+              g.erase("remote_buffers");
+              g.erase("threadblocks");
+              g["semaphores"] = json::Array{json::Object{}};
+            }),
+            (Strings{E("gpus[1].id: id 0 at position 1: the executor requires gpus[r].id == r"),
+                     E("gpus[1]: missing field 'input_chunks'"),
+                     E("gpus[1].scratch_chunks: -1 is out of range [0, 2147483647]"),
+                     E("gpus[1]: missing field 'channels'"),
+                     E("gpus[1]: missing field 'remote_buffers'"),
+                     E("gpus[1].semaphores[0]: missing field 'init_value'"),
+                     E("gpus[1]: missing field 'threadblocks'")}));
+}
+
+TEST(MscclppTest, ChannelErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*gpuOf(p, 0).get("channels")) = json::Array{
+                  json::Object{{"channel_type", "memory"}, {"connected_to", json::Array{1, 2}}},
+                  json::Object{{"channel_type", "nvlink"}, {"connected_to", json::Array{1}}},
+                  json::Object{{"channel_type", "none"}},
+                  json::Object{{"channel_type", "port"}},
+                  json::Object{{"connected_to", json::Array{1}}},
+                  json::Object{{"channel_type", "memory"}, {"connected_to", json::Array{"1"}}},
+              };
+            }),
+            (Strings{E("gpus[0].channels[0].connected_to[1]: peer 2 is out of range [0, 2)"),
+                     E("gpus[0].channels[1].channel_type: unknown channel type 'nvlink' "
+                       "(memory, port, switch or none)"),
+                     E("gpus[0].channels[2].channel_type: a channel of type 'none' connects "
+                       "nothing"),
+                     E("gpus[0].channels[3]: missing field 'connected_to'"),
+                     E("gpus[0].channels[4]: missing field 'channel_type'"),
+                     E("gpus[0].channels[5].connected_to[0]: expected an integer, found a "
+                       "string")}));
+}
+
+TEST(MscclppTest, SwitchChannelsAreRefused) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*gpuOf(p, 0).get("channels"))
+                  .push_back(json::Object{{"channel_type", "switch"}, {"buffer_type", "i"}});
+              arr(*tbOf(p, 0, 0).get("channels"))
+                  .push_back(json::Object{{"channel_type", "switch"},
+                                          {"channel_ids", json::Array{0}}});
+              opsOf(p, 0, 0).push_back(json::Object{{"name", "glres"}});
+            }),
+            (Strings{E("gpus[0].channels[1].channel_type: switch (NVLS) channels: Coll has no "
+                       "multicast step"),
+                     E("gpus[0].threadblocks[0].channels[1].channel_type: switch (NVLS) "
+                       "channels: Coll has no multicast step"),
+                     E("gpus[0].threadblocks[0].ops[11].name: 'glres' uses switch (NVLS) "
+                       "channels: Coll has no multicast step")}));
+  for (const char *name : {"glre", "gstore", "gstorepkt"})
+    EXPECT_EQ(errors([&](json::Object &p) { opOf(p, 0, 0, 0)["name"] = name; }),
+              Strings{E(std::string("gpus[0].threadblocks[0].ops[0].name: '") + name +
+                        "' uses switch (NVLS) channels: Coll has no multicast step")});
+}
+
+TEST(MscclppTest, RemoteBufferErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*gpuOf(p, 0).get("remote_buffers")) = json::Array{
+                  json::Object{{"rank", 5}, {"type", "x"}, {"access_channel_types", json::Array{"memory", "bus"}}},
+                  json::Object{{"type", "i"}}};
+            }),
+            (Strings{E("gpus[0].remote_buffers[0].rank: rank 5 is out of range [0, 2)"),
+                     E("gpus[0].remote_buffers[0].type: unknown buffer type 'x' (i, o or s)"),
+                     E("gpus[0].remote_buffers[0].access_channel_types[1]: unknown channel type "
+                       "'bus' (memory, port, switch or none)"),
+                     E("gpus[0].remote_buffers[1]: missing field 'rank'"),
+                     E("gpus[0].remote_buffers[1]: missing field 'access_channel_types'")}));
+}
+
+TEST(MscclppTest, ThreadblockErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              json::Object &tb = tbOf(p, 0, 0);
+              tb["id"] = 3;
+              tb["channels"] = json::Array{json::Object{{"channel_type", "memory"}},
+                                           json::Object{{"channel_ids", json::Array{0}}}};
+              tb["remote_buffer_refs"] = 5;
+              tb.erase("ops");
+            }),
+            (Strings{E("gpus[0].threadblocks[0].id: id 3 at position 0: the executor places tbs "
+                       "by id, which must be their position"),
+                     E("gpus[0].threadblocks[0].channels[0]: missing field 'channel_ids'"),
+                     E("gpus[0].threadblocks[0].channels[1]: missing field 'channel_type'"),
+                     E("gpus[0].threadblocks[0].remote_buffer_refs: expected an array, found a "
+                       "number"),
+                     E("gpus[0].threadblocks[0]: missing field 'ops'")}));
+}
+
+TEST(MscclppTest, OpErrors) {
+  auto opErrors = [](json::Object op) {
+    return errors([&](json::Object &p) { opsOf(p, 0, 0)[0] = json::Value(std::move(op)); });
+  };
+  const std::string at = "gpus[0].threadblocks[0].ops[0]";
+  EXPECT_EQ(opErrors(json::Object{}), Strings{E(at + ": missing field 'name'")});
+  EXPECT_EQ(opErrors(json::Object{{"name", 1}}),
+            Strings{E(at + ".name: expected a string, found a number")});
+  EXPECT_EQ(opErrors(json::Object{{"name", "xyz"}}), Strings{E(at + ".name: unknown op 'xyz'")});
+  EXPECT_EQ(opErrors(json::Object{{"name", "signal"}}),
+            (Strings{E(at + ": missing field 'channel_type'"),
+                     E(at + ": missing field 'channel_ids'")}));
+  EXPECT_EQ(opErrors(json::Object{{"name", "signal"}, {"channel_type", "memory"},
+                                  {"channel_ids", json::Array{-1}}}),
+            Strings{E(at + ".channel_ids[0]: -1 is out of range [0, 2147483647]")});
+  EXPECT_EQ(opErrors(json::Object{{"name", "copy"}}),
+            (Strings{E(at + ": missing field 'src_buff'"), E(at + ": missing field 'dst_buff'")}));
+  EXPECT_EQ(opErrors(json::Object{{"name", "copy"}, {"src_buff", json::Array{}},
+                                  {"dst_buff", json::Object{}}}),
+            (Strings{E(at + ".src_buff: empty: the op names no buffer"),
+                     E(at + ".dst_buff: expected an array, found an object")}));
+  EXPECT_EQ(opErrors(json::Object{{"name", "re"},
+                                  {"src_buff", json::Array{json::Object{{"index", 0}, {"size", 1}}}},
+                                  {"dst_buff", json::Array{json::Object{{"type", "i"},
+                                                                        {"buffer_id", 0},
+                                                                        {"index", 0},
+                                                                        {"size", 1}}}}}),
+            (Strings{E(at + ".src_buff[0]: names no buffer: one of 'type' (local), 'buffer_id' "
+                            "(a peer's) or 'switch_channel_id'"),
+                     E(at + ".dst_buff[0]: names more than one buffer: only one of 'type', "
+                            "'buffer_id' and 'switch_channel_id'"),
+                     E(at + ": missing field 'reduce_op'")}));
+  EXPECT_EQ(opErrors(json::Object{
+                {"name", "copy"},
+                {"src_buff", json::Array{json::Object{{"type", "i"}, {"index", -1}, {"size", 0}}}},
+                {"dst_buff", json::Array{json::Object{{"type", "i"}, {"index", 2147483647},
+                                                      {"size", 1}}}}}),
+            (Strings{E(at + ".src_buff[0].index: -1 is out of range [0, 2147483647]"),
+                     E(at + ".src_buff[0].size: 0 is out of range [1, 2147483647]"),
+                     E(at + ".dst_buff[0]: index 2147483647 + size 1 does not fit 32 bits")}));
+  EXPECT_EQ(opErrors(json::Object{
+                {"name", "copy"},
+                {"src_buff", json::Array{json::Object{{"type", "i"}}}},
+                {"dst_buff", json::Array{json::Object{{"type", "i"}, {"index", 0}, {"size", 1}}}},
+                {"tbg_info", json::Object{{"tb_id", 2}, {"tbg_size", 2}}}}),
+            (Strings{E(at + ".src_buff[0]: missing field 'index'"),
+                     E(at + ".src_buff[0]: missing field 'size'"),
+                     E(at + ".tbg_info.tb_id: tb_id 2 is out of range [0, 2) given by tbg_size")}));
+  EXPECT_EQ(opErrors(json::Object{{"name", "barrier"}}),
+            (Strings{E(at + ": missing field 'barrier_id'"),
+                     E(at + ": missing field 'num_threadblocks'")}));
+  EXPECT_EQ(opErrors(json::Object{{"name", "sem_acquire"}}),
+            Strings{E(at + ": missing field 'semaphore_ids'")});
+  EXPECT_EQ(opErrors(json::Object{{"name", "pipeline"}}),
+            (Strings{E(at + ": missing field 'iter_context'"), E(at + ": missing field 'ops'")}));
+  EXPECT_EQ(opErrors(json::Object{
+                {"name", "pipeline"},
+                {"iter_context", json::Object{{"unit_size", 0}, {"num_chunks", 1}}},
+                {"ops", json::Array{json::Object{{"name", "pipeline"}}}}}),
+            (Strings{E(at + ".iter_context.unit_size: 0 is out of range [1, 4294967295]"),
+                     E(at + ".ops[0].name: a pipeline inside a pipeline")}));
+}
+
+//===----------------------------------------------------------------------===//
+// Translation errors
+//===----------------------------------------------------------------------===//
+
+TEST(MscclppTest, HeaderErrors) {
+  EXPECT_EQ(errors([](json::Object &p) { p["reuse_resources"] = true; }),
+            Strings{E("reuse_resources: not yet supported: reuse_resources: scratch offsets "
+                      "then wrap around a fixed scratch size (execution_plan.cc, getOffset), so "
+                      "scratch chunks alias one another depending on the message size; Coll's "
+                      "scratch chunks never alias")});
+  EXPECT_EQ(errors([](json::Object &p) { p["max_message_size"] = 0; }),
+            Strings{E("max_message_size: 0 admits no message that carries data")});
+  EXPECT_EQ(errors([](json::Object &p) { p["collective"] = "broadcast"; }),
+            Strings{E("collective: 'broadcast' is a rooted collective, and a plan names no "
+                      "root")});
+  EXPECT_EQ(errors([](json::Object &p) { gpuOf(p, 1)["input_chunks"] = 1; }),
+            (Strings{E("gpus[1]: input_chunks 1 and output_chunks 2 differ from gpu 0's 2 and "
+                       "2: Coll cuts every rank's buffers alike"),
+                     E("gpus[1].threadblocks[0].ops[5].src_buff[0]: index 1 + size 1 exceeds "
+                       "the 1 i chunks of gpu 1"),
+                     E("gpus[1].threadblocks[0].ops[5].dst_buff[0]: index 1 + size 1 exceeds "
+                       "the 1 i chunks of gpu 1")}));
+  EXPECT_EQ(errors(both([](json::Object &p, size_t g) { gpuOf(p, g)["output_chunks"] = 4; })),
+            Strings{E("gpus[0].output_chunks: allreduce over 2 ranks needs as many output "
+                      "chunks as input chunks, at least 1 (input_chunks 2, output_chunks 4)")});
+  EXPECT_EQ(errors([](json::Object &p) { p["collective"] = "allgather"; }),
+            Strings{E("gpus[0].output_chunks: allgather over 2 ranks needs ranks times "
+                      "input_chunks output chunks (input_chunks 2, output_chunks 2)")});
+  EXPECT_EQ(errors([](json::Object &p) { p["collective"] = "reducescatter"; }),
+            Strings{E("gpus[0].input_chunks: reducescatter over 2 ranks needs ranks times "
+                      "output_chunks input chunks (input_chunks 2, output_chunks 2)")});
+  EXPECT_EQ(errors(both([](json::Object &p, size_t g) {
+              p["collective"] = "alltoall";
+              gpuOf(p, g)["input_chunks"] = 3;
+              gpuOf(p, g)["output_chunks"] = 3;
+            })),
+            Strings{E("gpus[0].input_chunks: alltoall over 2 ranks needs equal input and output "
+                      "chunks, a multiple of the ranks (input_chunks 3, output_chunks 3)")});
+}
+
+TEST(MscclppTest, UnknownCollectiveIsCustom) {
+  Result r = read([](json::Object &p) { p["collective"] = "test"; });
+  ASSERT_EQ(r.errors, Strings{});
+  EXPECT_EQ(r.alg->collective, Collective::Custom);
+  EXPECT_EQ(r.alg->collectiveSpelling, "test");
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+}
+
+TEST(MscclppTest, ChannelAndBufferIds) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              tbOf(p, 0, 0)["channels"] =
+                  json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}},
+                              json::Object{{"channel_type", "port"}, {"channel_ids", json::Array{0}}}};
+              tbOf(p, 0, 0)["remote_buffer_refs"] = json::Array{
+                  json::Object{{"access_channel_type", "memory"}, {"remote_buffer_ids", json::Array{0, 1}}},
+                  json::Object{{"access_channel_type", "port"}, {"remote_buffer_ids", json::Array{0}}}};
+              opOf(p, 0, 0, 1)["channel_ids"] = json::Array{3};
+            }),
+            (Strings{E("gpus[0].threadblocks[0].channels[0].channel_ids[1]: channel 1 is out of "
+                       "range: gpu 0 has 1 memory channels"),
+                     E("gpus[0].threadblocks[0].channels[1].channel_ids[0]: channel 0 is out of "
+                       "range: gpu 0 has 0 port channels"),
+                     E("gpus[0].threadblocks[0].remote_buffer_refs[0].remote_buffer_ids[1]: "
+                       "remote buffer 1 is out of range: gpu 0 has 1"),
+                     E("gpus[0].threadblocks[0].remote_buffer_refs[1].remote_buffer_ids[0]: "
+                       "remote buffer 0 is not registered for port channels (its "
+                       "access_channel_types do not list it)"),
+                     E("gpus[0].threadblocks[0].ops[1].channel_ids[0]: channel 3 is out of "
+                       "range: the tb has 1 memory channels")}));
+  EXPECT_EQ(errors([](json::Object &p) {
+              obj(arr(*opOf(p, 0, 0, 5).get("src_buff"))[1])["buffer_id"] = 4;
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].src_buff[1].buffer_id: remote buffer 4 "
+                      "is out of range: the tb has 1 memory-channel remote buffers")});
+  EXPECT_EQ(errors([](json::Object &p) {
+              obj(arr(*opOf(p, 0, 0, 5).get("src_buff"))[1])["index"] = 2;
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].src_buff[1]: index 2 + size 1 exceeds the "
+                      "2 i chunks of gpu 1")});
+}
+
+TEST(MscclppTest, SelfChannelsAndBuffers) {
+  // Legal for the executor, refused when used.
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*gpuOf(p, 0).get("channels"))
+                  .push_back(json::Object{{"channel_type", "memory"}, {"connected_to", json::Array{0}}});
+              arr(*gpuOf(p, 0).get("remote_buffers"))
+                  .push_back(json::Object{{"rank", 0}, {"type", "s"},
+                                          {"access_channel_types", json::Array{"memory"}}});
+              tbOf(p, 0, 0)["channels"] =
+                  json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
+              tbOf(p, 0, 0)["remote_buffer_refs"] = json::Array{
+                  json::Object{{"access_channel_type", "memory"}, {"remote_buffer_ids", json::Array{0, 1}}}};
+              opsOf(p, 0, 0).push_back(
+                  json::Object{{"name", "signal"}, {"channel_type", "memory"}, {"channel_ids", json::Array{1}}});
+              opsOf(p, 0, 0).push_back(json::Object{
+                  {"name", "put"}, {"channel_type", "memory"},
+                  {"src_buff", json::Array{json::Object{{"type", "i"}, {"index", 0}, {"size", 1}}}},
+                  {"dst_buff", json::Array{json::Object{{"buffer_id", 1}, {"index", 0}, {"size", 1}}}}});
+            }),
+            (Strings{E("gpus[0].threadblocks[0].ops[11].channel_ids[0]: not yet supported: a "
+                       "signal or wait on a memory channel to the tb's own rank: Coll's signals "
+                       "reach another rank"),
+                     E("gpus[0].threadblocks[0].ops[12].dst_buff[0].buffer_id: not yet "
+                       "supported: a remote buffer of the tb's own rank: Coll's direct steps "
+                       "reach another rank")}));
+}
+
+TEST(MscclppTest, RefusedOps) {
+  auto refused = [](const std::string &name, const std::string &field, const std::string &why) {
+    return errors([&](json::Object &p) {
+      json::Object op{{"name", name}};
+      if (name == "barrier") {
+        op["barrier_id"] = 0;
+        op["num_threadblocks"] = 1;
+      } else if (name == "pipeline") {
+        op["iter_context"] = json::Object{{"unit_size", 16}, {"num_chunks", 1}};
+        op["ops"] = json::Array{};
+      } else if (name == "flush" || name == "pws" || name == "pwsf") {
+        op["channel_type"] = "port";
+        op["channel_ids"] = json::Array{0};
+        op["src_buff"] = json::Array{json::Object{{"type", "i"}, {"index", 0}, {"size", 1}}};
+        op["dst_buff"] = json::Array{json::Object{{"buffer_id", 0}, {"index", 0}, {"size", 1}}};
+      } else {
+        op["channel_type"] = "memory";
+        op["channel_ids"] = json::Array{0};
+        op["reduce_op"] = "sum";
+        op["src_buff"] = json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}};
+        op["dst_buff"] = json::Array{json::Object{{"buffer_id", 0}, {"index", 0}, {"size", 1}}};
+      }
+      opsOf(p, 0, 0)[0] = json::Value(std::move(op));
+    }) == Strings{E("gpus[0].threadblocks[0].ops[0]." + field + ": not yet supported: " + why)};
+  };
+  const std::string none = " — Coll's IR has no such step";
+  const std::string window = "LL packets into a peer's window (";
+  const std::string local = "LL packets (";
+  for (const char *n : {"ppkt", "rppkt", "respkt", "recspkt"})
+    EXPECT_TRUE(refused(n, "name", window + n + ")" + none)) << n;
+  for (const char *n : {"cpkt", "upkt", "repkt", "recpkt"})
+    EXPECT_TRUE(refused(n, "name",
+                        local + n + ": data and flags interleaved in a buffer)" + none))
+        << n;
+  for (const char *n : {"pws", "pwsf", "flush"})
+    EXPECT_TRUE(refused(n, "name",
+                        std::string("port channels (") + n +
+                            "): a host proxy carries the op out after it returns — Coll's steps "
+                            "complete where they stand"))
+        << n;
+  EXPECT_TRUE(refused("barrier", "name",
+                      "barrier: a barrier between threadblocks of one rank" + none));
+  EXPECT_TRUE(refused("pipeline", "name", "pipeline: an op loop over a pipeline's chunks" + none));
+  EXPECT_EQ(errors([](json::Object &p) {
+              opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].tbg_info: not yet supported: threadblock "
+                      "groups (tbg_size 2): one op shared by several tbs, each doing a slice of "
+                      "the data — Coll's IR has no such step")});
+  // A group of one is no group.
+  EXPECT_EQ(errors(both([](json::Object &p, size_t g) {
+              opOf(p, g, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 1}};
+            })),
+            Strings{});
+  EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 1)["channel_type"] = "port"; }),
+            Strings{E("gpus[0].threadblocks[0].ops[1].channel_type: not yet supported: port "
+                      "channels (rlxsignal): a host proxy carries the op out after it returns — "
+                      "Coll's steps complete where they stand")});
+  EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 5)["reduce_op"] = "max"; }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].reduce_op: not yet supported: reduce_op "
+                      "'max': Coll's reductions are the call's own op, and a plan that fixes one "
+                      "is not yet read")});
+}
+
+TEST(MscclppTest, DataOpShapes) {
+  const std::string at = "gpus[0].threadblocks[0].ops[5]";
+  auto withOp = [](json::Object op) {
+    return errors([&](json::Object &p) { opsOf(p, 0, 0)[5] = json::Value(std::move(op)); });
+  };
+  auto local = [](const char *type, int index, int size = 1) {
+    return json::Object{{"type", type}, {"index", index}, {"size", size}};
+  };
+  auto peer = [](int index, int size = 1) {
+    return json::Object{{"buffer_id", 0}, {"index", index}, {"size", size}};
+  };
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"},
+                                {"src_buff", json::Array{local("i", 0), local("i", 1)}},
+                                {"dst_buff", json::Array{local("s", 0)}}}),
+            Strings{E(at + ".src_buff: 'copy' takes 1 entries here, not 2")});
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"},
+                                {"src_buff", json::Array{local("i", 0, 2)}},
+                                {"dst_buff", json::Array{local("i", 1)}}}),
+            Strings{E(at + ".dst_buff[0].size: size 1 differs from the 2 chunks of the op's "
+                           "first operand: the executor moves the first operand's size "
+                           "everywhere")});
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"},
+                                {"src_buff", json::Array{peer(0)}},
+                                {"dst_buff", json::Array{local("i", 1)}}}),
+            Strings{E(at + ".src_buff[0]: expected a local buffer ('type') here")});
+  EXPECT_EQ(withOp(json::Object{{"name", "put"}, {"channel_type", "memory"},
+                                {"src_buff", json::Array{local("i", 0), local("s", 0)}},
+                                {"dst_buff", json::Array{peer(0), peer(1)}}}),
+            Strings{E(at + ".src_buff[1].type: not yet supported: a put whose sources lie in "
+                           "different buffers: the executor takes every source from "
+                           "src_buff[0]'s buffer")});
+  EXPECT_EQ(withOp(json::Object{{"name", "put"}, {"channel_type", "memory"},
+                                {"src_buff", json::Array{local("i", 0)}},
+                                {"dst_buff", json::Array{peer(0), peer(1)}}}),
+            Strings{E(at + ".src_buff: 'put' pairs src_buff and dst_buff entry by entry: 1 and "
+                           "2 entries")});
+  EXPECT_EQ(withOp(json::Object{{"name", "put"}, {"channel_type", "memory"},
+                                {"src_buff", json::Array{local("i", 0)}},
+                                {"dst_buff", json::Array{local("i", 0)}}}),
+            Strings{E(at + ".dst_buff[0]: expected a peer's buffer ('buffer_id') here")});
+  EXPECT_EQ(withOp(json::Object{{"name", "get"}, {"channel_type", "memory"},
+                                {"src_buff", json::Array{peer(1)}},
+                                {"dst_buff", json::Array{local("s", 0)}}}),
+            Strings{E(at + ".dst_buff[0].index: not yet supported: a get from index 1 to index "
+                           "0: MSCCL++ v0.10's executor (handleGet) reads the peer at the "
+                           "destination's offset and writes at the source's, so what runs is "
+                           "not what the plan says")});
+  EXPECT_EQ(withOp(json::Object{{"name", "get"}, {"channel_type", "memory"},
+                                {"src_buff", json::Array{peer(0), peer(1)}},
+                                {"dst_buff", json::Array{local("s", 0)}}}),
+            Strings{E(at + ".src_buff: 'get' pairs src_buff and dst_buff entry by entry: 2 and "
+                           "1 entries")});
+  EXPECT_EQ(withOp(json::Object{{"name", "put"}, {"channel_type", "none"},
+                                {"src_buff", json::Array{local("i", 0)}},
+                                {"dst_buff", json::Array{peer(0)}}}),
+            Strings{E(at + ".channel_type: 'put' on a channel of type 'none': the executor "
+                           "reaches a peer's buffer only through a memory or port channel")});
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"}, {"channel_type", "switch"},
+                                {"src_buff", json::Array{local("i", 0)}},
+                                {"dst_buff", json::Array{local("s", 0)}}}),
+            Strings{E(at + ".channel_type: switch (NVLS) channels: Coll has no multicast step")});
+  {
+    json::Array many;
+    for (int i = 0; i < 65; ++i)
+      many.push_back(local("s", 0));
+    EXPECT_EQ(withOp(json::Object{{"name", "re"}, {"reduce_op", "sum"},
+                                  {"src_buff", std::move(many)},
+                                  {"dst_buff", json::Array{local("i", 0)}}}),
+              Strings{E(at + ".src_buff: more than 64 entries")});
+  }
+  EXPECT_EQ(withOp(json::Object{{"name", "signal"}, {"channel_type", "none"},
+                                {"channel_ids", json::Array{0}}}),
+            Strings{E(at + ".channel_type: 'signal' needs a memory channel here")});
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"},
+                                {"src_buff", json::Array{local("o", 0, 2)}},
+                                {"dst_buff", json::Array{local("i", 1, 2)}}}),
+            (Strings{E(at + ".dst_buff[0]: index 1 + size 2 exceeds the 2 i chunks of gpu 0")}));
+}
+
+TEST(MscclppTest, PartialOverlaps) {
+  const std::string at = "gpus[0].threadblocks[0].ops[5]";
+  auto withOp = [](json::Object op) {
+    return errors([&](json::Object &p) {
+      for (size_t g = 0; g < 2; ++g)
+        for (const char *field : {"input_chunks", "output_chunks", "scratch_chunks"})
+          gpuOf(p, g)[field] = 4;
+      opsOf(p, 0, 0)[5] = json::Value(std::move(op));
+    });
+  };
+  auto local = [](const char *type, int index, int size) {
+    return json::Object{{"type", type}, {"index", index}, {"size", size}};
+  };
+  // In place, i and o are one buffer: o[1:3) overlaps i[0:2) in part.
+  EXPECT_EQ(withOp(json::Object{{"name", "copy"},
+                                {"src_buff", json::Array{local("i", 0, 2)}},
+                                {"dst_buff", json::Array{local("o", 1, 2)}}}),
+            Strings{E(at + ": not yet supported: a copy whose source and destination partly "
+                           "overlap")});
+  EXPECT_EQ(withOp(json::Object{{"name", "re"}, {"reduce_op", "sum"},
+                                {"src_buff", json::Array{local("s", 0, 2), local("i", 0, 2)}},
+                                {"dst_buff", json::Array{local("o", 1, 2)}}}),
+            Strings{E(at + ".src_buff[1]: not yet supported: a reduction whose destination "
+                           "partly overlaps this source")});
+  // The destination is the second source, exactly: the sum accumulates there.
+  Result r = read([&](json::Object &p) {
+    for (size_t g = 0; g < 2; ++g)
+      for (const char *field : {"input_chunks", "output_chunks", "scratch_chunks"})
+        gpuOf(p, g)[field] = 4;
+    opsOf(p, 0, 0)[5] = json::Object{{"name", "re"}, {"reduce_op", "sum"},
+                                     {"src_buff", json::Array{local("s", 0, 1), local("i", 2, 1)}},
+                                     {"dst_buff", json::Array{local("o", 2, 1)}}};
+  });
+  ASSERT_EQ(r.errors, Strings{});
+  const std::vector<Step> &steps = r.alg->gpus[0].tbs[0].steps;
+  ASSERT_EQ(steps.size(), 5u);
+  EXPECT_EQ(steps[2].type, StepType::Reduce);
+  EXPECT_EQ(steps[2].srcBuf, BufferKind::Scratch);
+  EXPECT_EQ(steps[2].dstBuf, BufferKind::Output);
+  EXPECT_EQ(steps[2].dstOff, 2);
+}
+
+TEST(MscclppTest, NopRules) {
+  // The rres's nop before the signal removed: the signal would release only
+  // the signalling thread's part.
+  EXPECT_EQ(errors([](json::Object &p) { eraseAt(opsOf(p, 0, 0), 6); }),
+            Strings{E("gpus[0].threadblocks[0].ops[6]: not yet supported: 'signal' after "
+                      "gpus[0].threadblocks[0].ops[5] with no nop between them: thread i "
+                      "signals channel i as soon as its own part of that op is done, so the "
+                      "signal releases only that part, while Coll's signal releases everything "
+                      "its tb did")});
+  // The nop after the relaxed wait removed.
+  EXPECT_EQ(errors([](json::Object &p) { eraseAt(opsOf(p, 0, 0), 4); }),
+            Strings{E("gpus[0].threadblocks[0].ops[4]: not yet supported: 'rres' after the "
+                      "wait gpus[0].threadblocks[0].ops[3] with no nop between them: only "
+                      "thread i waits, for channel or semaphore i, so the other threads may "
+                      "start on this op before the wait is over, while in Coll every step after "
+                      "a wait follows it")});
+  // The nop between the relaxed wait and the rres removed, and the rres
+  // with it: the end signal follows the relaxed wait with no nop between.
+  EXPECT_EQ(errors([](json::Object &p) {
+              eraseAt(opsOf(p, 0, 0), 6);
+              eraseAt(opsOf(p, 0, 0), 5);
+              eraseAt(opsOf(p, 0, 0), 4);
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[4]: not yet supported: 'signal' after the "
+                      "wait gpus[0].threadblocks[0].ops[3] with no nop between them: thread i "
+                      "signals channel i whether or not the other threads' waits are over, so "
+                      "the signal does not pass on what they acquired, while Coll's signal "
+                      "would")});
+  // Two data ops on one chunk with no nop between them.
+  EXPECT_EQ(errors([](json::Object &p) {
+              opsOf(p, 0, 0).insert(
+                  opsOf(p, 0, 0).begin() + 6,
+                  json::Object{{"name", "copy"},
+                               {"src_buff", json::Array{json::Object{{"type", "o"}, {"index", 0}, {"size", 1}}}},
+                               {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}});
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[6]: not yet supported: 'copy' and "
+                      "gpus[0].threadblocks[0].ops[5] both access gpu 0 o[0:1), one writing "
+                      "it, with no nop between them: the threads of one tb run them at once, "
+                      "while Coll's tb runs its steps in order")});
+}
+
+TEST(MscclppTest, RelaxedRules) {
+  // A relaxed signal at the end orders none of the data before it.
+  EXPECT_EQ(errors(both([](json::Object &p, size_t g) { opOf(p, g, 0, 7)["name"] = "rlxsignal"; })),
+            (Strings{E("gpus[0].threadblocks[0].ops[7]: not yet supported: relaxed signal after "
+                       "gpus[0].threadblocks[0].ops[5]: it orders none of the data before it, "
+                       "while Coll's signal releases everything its tb did"),
+                     E("gpus[1].threadblocks[0].ops[7]: not yet supported: relaxed signal after "
+                       "gpus[1].threadblocks[0].ops[5]: it orders none of the data before it, "
+                       "while Coll's signal releases everything its tb did")}));
+  // A relaxed wait does not acquire a signal that releases data.
+  EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 9)["name"] = "rlxwait"; }),
+            Strings{E("gpus[0].threadblocks[0].ops[9]: not yet supported: a relaxed wait "
+                      "(rlxwait) that takes the signal gpus[1].threadblocks[0].ops[7], which "
+                      "releases data: the relaxed wait does not acquire it, while Coll's wait "
+                      "would")});
+  // A relaxed signal after a wait does not pass on what it acquired.
+  EXPECT_EQ(errors([](json::Object &p) {
+              json::Array &ops = opsOf(p, 0, 0);
+              ops.push_back(json::Object{{"name", "rlxsignal"}, {"channel_ids", json::Array{0}},
+                                         {"channel_type", "memory"}});
+              opsOf(p, 1, 0).push_back(json::Object{{"name", "rlxwait"}, {"channel_ids", json::Array{0}},
+                                                    {"channel_type", "memory"}});
+              // no data before: only the wait matters
+              eraseAt(ops, 5);
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[10]: not yet supported: relaxed signal after "
+                      "gpus[0].threadblocks[0].ops[8]: it does not pass on what that wait "
+                      "acquired, while Coll's signal would")});
+}
+
+/// Rank 0 of the base plan gets semaphore 0 (initial value `init`), which
+/// its tb 0 releases after the rres, and a tb 1 that acquires it and then
+/// copies chunk 0 (which the rres wrote) to scratch.
+Edit withSemaphore(int init = 0) {
+  return [init](json::Object &p) {
+    gpuOf(p, 0)["semaphores"] = json::Array{json::Object{{"init_value", init}}};
+    json::Array &ops = opsOf(p, 0, 0);
+    ops.push_back(json::Object{{"name", "sem_release"}, {"semaphore_ids", json::Array{0}}});
+    ops.push_back(json::Object{{"name", "nop"}});
+    arr(*gpuOf(p, 0).get("threadblocks"))
+        .push_back(json::Object{
+            {"id", 1},
+            {"channels", json::Array{}},
+            {"ops", json::Array{json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}},
+                                json::Object{{"name", "nop"}},
+                                json::Object{{"name", "copy"},
+                                             {"src_buff", json::Array{json::Object{{"type", "o"}, {"index", 0}, {"size", 1}}}},
+                                             {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}},
+                                json::Object{{"name", "nop"}}}}});
+  };
+}
+
+TEST(MscclppTest, Semaphores) {
+  Result r = read(withSemaphore());
+  ASSERT_EQ(r.errors, Strings{});
+  // The release is a nop that publishes; the acquire a nop that depends on
+  // it, before the copy.
+  const ir::Gpu &g = r.alg->gpus[0];
+  ASSERT_EQ(g.tbs[0].steps.size(), 7u);
+  EXPECT_EQ(g.tbs[0].steps[6].type, StepType::Nop);
+  EXPECT_TRUE(g.tbs[0].steps[6].hasDep);
+  ASSERT_EQ(g.tbs[1].steps.size(), 2u);
+  EXPECT_EQ(g.tbs[1].steps[0].type, StepType::Nop);
+  EXPECT_EQ(g.tbs[1].steps[0].depTb, 0);
+  EXPECT_EQ(g.tbs[1].steps[0].depStep, 6);
+  EXPECT_EQ(g.tbs[1].steps[1].type, StepType::Copy);
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // Without the release and the acquire the copy races with the rres.
+  Result bare = read([](json::Object &p) {
+    withSemaphore()(p);
+    eraseAt(opsOf(p, 0, 0), 11);
+    eraseAt(opsOf(p, 0, 1), 0);
+  });
+  ASSERT_EQ(bare.errors, Strings{});
+  Strings errs = checkErrors(*bare.alg);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0], E("gpu 0 tb 0 step 2: race (in place): nothing orders rank 0 tb 0 step 2 "
+                       "('getre' from rank 1) and rank 0 tb 1 step 0 ('cpy'), which both access "
+                       "rank 0 i[0] and one of them writes it; add a dependency, or a signal and "
+                       "a wait, between them"));
+  // An initial value of 1 lets the acquire through at once: no dependency,
+  // and the release, which nobody in the call waits for, orders nothing
+  // and is left out; the race is back.
+  Result once = read(withSemaphore(1));
+  ASSERT_EQ(once.errors, Strings{});
+  EXPECT_EQ(once.alg->gpus[0].tbs[0].steps.size(), 6u);
+  EXPECT_EQ(once.alg->gpus[0].tbs[1].steps.size(), 1u);
+  EXPECT_EQ(checkErrors(*once.alg).size(), 1u);
+}
+
+TEST(MscclppTest, SemaphoreErrors) {
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opOf(p, 0, 1, 0)["semaphore_ids"] = json::Array{3};
+            }),
+            (Strings{E("gpus[0].threadblocks[1].ops[0].semaphore_ids[0]: semaphore 3 is out of "
+                       "range: gpu 0 has 1")}));
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}});
+              opsOf(p, 0, 1).push_back(json::Object{{"name", "nop"}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[4]: semaphore 0 of gpu 0 is released 1 times "
+                      "and acquired 2 times: a call must leave it at its initial value")});
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_release"}, {"semaphore_ids", json::Array{0}}});
+              opsOf(p, 0, 1).push_back(
+                  json::Object{{"name", "sem_acquire"}, {"semaphore_ids", json::Array{0}}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[4]: not yet supported: tbs 0 and 1 both "
+                      "release semaphore 0 of gpu 0: which release lets which acquire through "
+                      "then depends on timing, and a Coll dependency names one step")});
+  // The nop before the release removed: it would not cover the rres.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              eraseAt(opsOf(p, 0, 0), 10);
+              json::Array &ops = opsOf(p, 0, 0);
+              json::Value release = std::move(ops[10]);
+              eraseAt(ops, 10);
+              ops.insert(ops.begin() + 6, std::move(release));
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[6]: not yet supported: 'sem_release' after "
+                      "gpus[0].threadblocks[0].ops[5] with no nop between them: thread i "
+                      "releases semaphore i as soon as its own part is done, so the release "
+                      "does not cover the other threads' part, while Coll's dependency would")});
+  // The nop after the acquire removed.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              eraseAt(opsOf(p, 0, 1), 1);
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[1]: not yet supported: 'copy' after the wait "
+                      "gpus[0].threadblocks[1].ops[0] with no nop between them: only thread i "
+                      "waits, for channel or semaphore i, so the other threads may start on this "
+                      "op before the wait is over, while in Coll every step after a wait follows "
+                      "it")});
+}
+
+TEST(MscclppTest, SignalPairing) {
+  // Rank 1's end wait removed: rank 0's signal is left over.
+  EXPECT_EQ(errors([](json::Object &p) { eraseAt(opsOf(p, 1, 0), 9); }),
+            Strings{E("gpus[0].threadblocks[0].ops[7]: signal 1 on gpu 0's memory channel 0 to "
+                      "gpu 1 is never waited for: gpu 1 waits on its partner channel only 1 "
+                      "times, and a signal left over would release a wait of the next call "
+                      "early")});
+  // Rank 0's end signal removed: rank 1's end wait waits forever.
+  EXPECT_EQ(errors([](json::Object &p) { eraseAt(opsOf(p, 0, 0), 7); }),
+            Strings{E("gpus[1].threadblocks[0].ops[9]: wait 1 on gpu 1's memory channel 0 to "
+                      "gpu 0 has no matching signal: gpu 0 signals on its partner channel only 1 "
+                      "times, so this wait waits forever")});
+  // Two tbs of rank 1 wait on one memory channel.
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*gpuOf(p, 1).get("threadblocks"))
+                  .push_back(json::Object{
+                      {"id", 1},
+                      {"channels", json::Array{json::Object{{"channel_type", "memory"},
+                                                            {"channel_ids", json::Array{0}}}}},
+                      {"ops", json::Array{json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
+                                                       {"channel_type", "memory"}}}}});
+              opsOf(p, 0, 0).push_back(json::Object{{"name", "signal"}, {"channel_ids", json::Array{0}},
+                                                    {"channel_type", "memory"}});
+            }),
+            Strings{E("gpus[1].threadblocks[1].ops[0]: not yet supported: tbs 0 and 1 of gpu 1 "
+                      "both wait on its memory channel to gpu 0: on a Coll channel, one tb per "
+                      "rank waits for a peer")});
+  // Two tbs of rank 0 signal on one memory channel.
+  EXPECT_EQ(errors([](json::Object &p) {
+              json::Array &tbs = arr(*gpuOf(p, 0).get("threadblocks"));
+              json::Object second{{"id", 1},
+                                  {"channels", json::Array{json::Object{{"channel_type", "memory"},
+                                                                        {"channel_ids", json::Array{0}}}}},
+                                  {"ops", json::Array{json::Object{{"name", "signal"},
+                                                                   {"channel_ids", json::Array{0}},
+                                                                   {"channel_type", "memory"}}}}};
+              tbs.push_back(std::move(second));
+              opsOf(p, 1, 0).push_back(json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
+                                                    {"channel_type", "memory"}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[0]: not yet supported: tbs 0 and 1 of gpu 0 "
+                      "both signal on its memory channel to gpu 1: on a Coll channel, one tb per "
+                      "rank signals a peer")});
+}
+
+TEST(MscclppTest, MergedChannels) {
+  // Each rank gets a second memory channel to the other (tag 1) and uses
+  // it for the end handshake: one tb signals and one waits on both
+  // channels, in the same order, so Coll's one count is exact.
+  auto second = [](json::Object &p, size_t g) {
+    arr(*obj(arr(*gpuOf(p, g).get("channels"))[0]).get("connected_to")).push_back(1 - int(g));
+    tbOf(p, g, 0)["channels"] =
+        json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
+    opOf(p, g, 0, 7)["channel_ids"] = json::Array{1};
+    opOf(p, g, 0, 9)["channel_ids"] = json::Array{1};
+  };
+  Result r = read(both(second));
+  ASSERT_EQ(r.errors, Strings{});
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // Rank 1 waits on them in the other order: one count would pair them
+  // differently (and its relaxed wait would take rank 0's end signal).
+  EXPECT_EQ(errors([&](json::Object &p) {
+              second(p, 0);
+              second(p, 1);
+              opOf(p, 1, 0, 3)["channel_ids"] = json::Array{1};
+              opOf(p, 1, 0, 9)["channel_ids"] = json::Array{0};
+            }),
+            (Strings{E("gpus[1].threadblocks[0].ops[3]: not yet supported: a relaxed wait "
+                       "(rlxwait) that takes the signal gpus[0].threadblocks[0].ops[7], which "
+                       "releases data: the relaxed wait does not acquire it, while Coll's wait "
+                       "would"),
+                     E("gpus[0].threadblocks[0].ops[1]: not yet supported: gpu 0's signals to "
+                       "gpu 1 on its 2 memory channels are not waited for in the order they are "
+                       "signalled: Coll, which counts them as one, would pair them "
+                       "differently")}));
+}
+
+TEST(MscclppTest, TwoTbsOnMergedChannels) {
+  // Rank 0's tb 0 signals rank 1 on channels 0 and 1, whose waits are in
+  // two tbs of rank 1: Coll would need tb 0 on two channels.
+  EXPECT_EQ(errors([](json::Object &p) {
+              arr(*obj(arr(*gpuOf(p, 0).get("channels"))[0]).get("connected_to")).push_back(1);
+              arr(*obj(arr(*gpuOf(p, 1).get("channels"))[0]).get("connected_to")).push_back(0);
+              tbOf(p, 0, 0)["channels"] =
+                  json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
+              opsOf(p, 0, 0).push_back(json::Object{{"name", "signal"}, {"channel_ids", json::Array{1}},
+                                                    {"channel_type", "memory"}});
+              arr(*gpuOf(p, 1).get("threadblocks"))
+                  .push_back(json::Object{
+                      {"id", 1},
+                      {"channels", json::Array{json::Object{{"channel_type", "memory"},
+                                                            {"channel_ids", json::Array{1}}}}},
+                      {"ops", json::Array{json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
+                                                       {"channel_type", "memory"}}}}});
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[1]: not yet supported: gpu 0's signals to "
+                      "gpu 1 go through several memory channels, sent by 1 tb and waited for by "
+                      "2 tbs: a Coll tb has one channel, and on a channel one tb per rank "
+                      "signals a peer and one tb of the peer waits")});
+}
+
+} // namespace
+} // namespace coll::ir
