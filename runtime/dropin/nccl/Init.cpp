@@ -54,11 +54,40 @@ ncclResult_t toNccl(collResult_t r) {
 
 thread_local std::string threadError;
 
+namespace {
+
+/// The newest error of the process, as NCCL keeps one (its `ncclLastError`,
+/// which every WARN overwrites, whatever the communicator). Beside it, what
+/// the real NCCL's ncclGetLastError read when it was written: when that has
+/// changed since, the real NCCL failed later (a call passed to it whole),
+/// and its message is the newest. A fixed buffer, as NCCL's, so that a
+/// pointer ncclGetLastError gave stays readable.
+struct NewestError {
+  std::mutex mutex;
+  char text[1024] = "";
+  std::string realAtText;
+};
+
+NewestError &newestError() {
+  static NewestError *newest = new NewestError; // used by atexit handlers too
+  return *newest;
+}
+
+std::string realLastError() {
+  const RealNccl &r = real();
+  return r.ncclGetLastError ? r.ncclGetLastError(nullptr) : "";
+}
+
+} // namespace
+
 ncclResult_t failWith(ncclComm_t comm, ncclResult_t result, const std::string &message) {
   threadError = message;
-  if (comm) {
-    std::lock_guard<std::mutex> lock(comm->mutex);
-    comm->lastError = message;
+  {
+    NewestError &newest = newestError();
+    std::string realNow = realLastError();
+    std::lock_guard<std::mutex> lock(newest.mutex);
+    std::snprintf(newest.text, sizeof newest.text, "%s", message.c_str());
+    newest.realAtText = std::move(realNow);
   }
   COLL_LOG(Warn, Coll, comm ? comm->rank : -1,
            llvm::formatv("{0}: {1}", ncclGetErrorString(result), message));
@@ -195,8 +224,8 @@ void logNoReal(ncclComm_t comm) {
 /// first, then Coll's, then the shim's part of `comm`.
 ncclResult_t closeComm(ncclComm_t comm, bool abort) {
   const char *function = abort ? "ncclCommAbort" : "ncclCommDestroy";
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, std::string(function) + ": comm is NULL");
+  if (!comm) // nothing to close: NCCL returns ncclSuccess, and teardown code relies on it
+    return ncclSuccess;
   ncclResult_t result = ncclSuccess;
   if (!abort && owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
     result = agree({comm}, function);
@@ -385,8 +414,8 @@ COLL_NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t *comms, int ndev, const
 //===----------------------------------------------------------------------===//
 
 COLL_NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm)) {
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, "ncclCommFinalize: comm is NULL");
+  if (!comm) // as NCCL's: nothing to finalize
+    return ncclSuccess;
   if (owesAgreement(comm)) // the peers wait for it (Enqueue.cpp, agree)
     if (ncclResult_t r = agree({comm}, "ncclCommFinalize"); r != ncclSuccess)
       return r;
@@ -413,8 +442,8 @@ COLL_NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm)) {
 
 COLL_NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags),
               (comm, revokeFlags)) {
-  if (!comm)
-    return failWith(nullptr, ncclInvalidArgument, "ncclCommRevoke: comm is NULL");
+  if (!comm) // as NCCL's: nothing to revoke
+    return ncclSuccess;
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return failWith(comm, ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
   // Coll's side stops its calls in flight; the communicator then reports the
@@ -542,18 +571,18 @@ COLL_NCCL_EXPORT(const char *, ncclGetErrorString, (ncclResult_t result)) {
   }
 }
 
-COLL_NCCL_EXPORT(const char *, ncclGetLastError, (ncclComm_t comm)) {
-  if (comm) {
-    std::lock_guard<std::mutex> lock(comm->mutex);
-    if (!comm->lastError.empty())
-      return comm->lastError.c_str();
-    if (comm->real && real().ncclGetLastError)
-      return real().ncclGetLastError(comm->real);
-    return "";
-  }
-  if (!threadError.empty())
-    return threadError.c_str();
-  return real().ncclGetLastError ? real().ncclGetLastError(nullptr) : "";
+// The newest error of the process, whatever `comm` is: NCCL's ignores its
+// argument (docs: "currently unused and can be set to NULL") and gives the
+// last WARN of any call, so a failed call that names no communicator, or
+// another one, is what the next ncclGetLastError(comm) reads.
+COLL_NCCL_EXPORT(const char *, ncclGetLastError, (ncclComm_t)) {
+  NewestError &newest = newestError();
+  const RealNccl &r = real();
+  const char *realNow = r.ncclGetLastError ? r.ncclGetLastError(nullptr) : "";
+  std::lock_guard<std::mutex> lock(newest.mutex);
+  if (newest.text[0] == '\0' || (realNow && newest.realAtText != realNow))
+    return realNow ? realNow : "";
+  return newest.text;
 }
 
 COLL_NCCL_API(void, ncclResetDebugInit, (), ()) {

@@ -75,7 +75,6 @@ struct ncclComm {
   std::string noReal; ///< why `real` is null
   int rank = 0, nranks = 1, device = -1;
   std::mutex mutex;
-  std::string lastError;
   std::set<int> userOps; ///< ops from ncclRedOpCreatePreMulSum on `real`
 
   /// After a failed call (Enqueue.cpp, retire): Coll serves no more calls
@@ -170,8 +169,9 @@ ncclResult_t toNccl(collResult_t r);
 /// This thread's last error, which ncclGetLastError(NULL) gives.
 extern thread_local std::string threadError;
 
-/// Records `message` as the last error of `comm` (and of this thread) and
-/// returns `result`.
+/// Records `message` as the newest error of the process (ncclGetLastError's,
+/// whatever communicator it is given) and of this thread, logs it as a WARN
+/// of `comm`'s rank, and returns `result`.
 ncclResult_t failWith(ncclComm_t comm, ncclResult_t result, const std::string &message);
 
 //===----------------------------------------------------------------------===//

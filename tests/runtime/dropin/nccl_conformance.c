@@ -881,6 +881,45 @@ static void arguments(ncclComm_t comm, int rank, int n) {
       FAIL("a call that failed its checks wrote recvbuff + %zu", b);
       break;
     }
+  /* NCCL's conventions: closing a NULL communicator succeeds (teardown code
+     relies on it), and ncclGetLastError gives the newest message of the
+     process whatever communicator it is passed (NCCL ignores it). The
+     message texts differ between NCCL and Coll; both name the call. */
+  const struct {
+    const char *what;
+    ncclResult_t result;
+  } nulls[] = {{"ncclCommDestroy(NULL)", ncclCommDestroy(NULL)},
+               {"ncclCommFinalize(NULL)", ncclCommFinalize(NULL)},
+               {"ncclCommAbort(NULL)", ncclCommAbort(NULL)},
+               {"ncclCommRevoke(NULL, 0)", ncclCommRevoke(NULL, 0)}};
+  for (size_t i = 0; i < sizeof nulls / sizeof *nulls; ++i)
+    if (nulls[i].result != ncclSuccess)
+      FAIL("%s: %d (%s), expected ncclSuccess as NCCL's", nulls[i].what, (int)nulls[i].result,
+           ncclGetLastError(NULL));
+  const struct {
+    const char *what, *names;
+    ncclResult_t expected;
+  } newest[] = {{"ncclRedOpDestroy(ncclSum)", "ncclRedOpDestroy", ncclInvalidArgument},
+                {"ncclGroupEnd without ncclGroupStart", "ncclGroupEnd", ncclInvalidUsage},
+                {"ncclAllReduce on a NULL comm", "ncclAllReduce", ncclInvalidArgument},
+                {"ncclBroadcast root n", "ncclBroadcast", ncclInvalidArgument}};
+  for (size_t i = 0; i < sizeof newest / sizeof *newest; ++i) {
+    ncclResult_t r;
+    switch (i) {
+    case 0: r = ncclRedOpDestroy(ncclSum, comm); break;
+    case 1: r = ncclGroupEnd(); break;
+    case 2: r = ncclAllReduce(in, out, 8, ncclInt32, ncclSum, NULL, NULL); break;
+    default: r = ncclBroadcast(in, out, 8, ncclInt32, n, comm, NULL); break;
+    }
+    if (r != newest[i].expected)
+      FAIL("%s: %d, expected %d", newest[i].what, (int)r, (int)newest[i].expected);
+    for (int asked = 0; asked < 2; ++asked) {
+      const char *last = ncclGetLastError(asked ? NULL : comm);
+      if (!last || !strstr(last, newest[i].names))
+        FAIL("after %s, ncclGetLastError(%s) gives \"%s\", not the newest message", newest[i].what,
+             asked ? "NULL" : "comm", last ? last : "(null)");
+    }
+  }
   if (deviceMode)
     return; /* the NULL buffers below are host calls */
   const int root = n - 1;
