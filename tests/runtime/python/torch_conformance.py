@@ -13,7 +13,10 @@ whole storage under each view included (what the call must leave alone),
 and so are the errors: where gloo raises, coll must raise the same type
 with the same message. A difference prints the call, its arguments and the
 first differing element, and the run fails. dist.split_group's groups are
-checked the same way against the gloo group's split.
+checked the same way against the gloo group's split. Point-to-point as
+gloo defines it (issue 68): tags received out of order, receives posted
+before sends and after them at 7 elements and at 4 MiB, and a receive from
+any source for a message from every peer.
 
 failure: a planted failure first (one all-reduce of mismatched sizes, which
 Coll serves and refuses), which must raise Coll's error on every rank; then
@@ -351,6 +354,68 @@ def point_to_point(count, dtype, layout, seed):
     conform("batch_isend_irecv", batch, mk, **kw)
 
 
+def point_to_point_orders(seed):
+    """Issue 68's cases, each at 7 elements and at 4 MiB (1M floats): the
+    ring with every rank's receive posted before its send, and with sends
+    first; two messages to one peer received in the other order of their
+    tags; a receive from any source on rank 0 for a message from every other
+    rank. gloo gives each at every size, so coll must too."""
+    global compared
+    if n < 2:
+        return
+    nxt, prev = (rank + 1) % n, (rank - 1) % n
+    for count in (7, 1 << 20):
+        kw = dict(count=count, dtype=torch.float32)
+        mk = lambda: (tensor(count, torch.float32, "contiguous", seed),  # noqa: E731
+                      tensor(count, torch.float32, "contiguous", seed + 1))
+
+        def receives_first(g, s, r):
+            return [dist.irecv(r, src=prev, group=g), dist.isend(s, dst=nxt, group=g)]
+
+        def sends_first(g, s, r):
+            return [dist.isend(s, dst=nxt, group=g), dist.irecv(r, src=prev, group=g)]
+
+        def batch_receives_first(g, s, r):
+            return dist.batch_isend_irecv([dist.P2POp(dist.irecv, r, prev, group=g),
+                                           dist.P2POp(dist.isend, s, nxt, group=g)])
+
+        conform("irecv then isend around the ring", receives_first, mk, **kw)
+        conform("isend then irecv around the ring", sends_first, mk, **kw)
+        conform("batch_isend_irecv, receives first", batch_receives_first, mk, **kw)
+
+        def tags_swapped(g, a, b):
+            # Rank 0 sends a with tag 1, then b with tag 2; rank 1 receives
+            # tag 2 first (into b), then tag 1 (into a).
+            if rank == 0:
+                return [dist.isend(a, dst=1, group=g, tag=1), dist.isend(b, dst=1, group=g, tag=2)]
+            if rank == 1:
+                return [dist.irecv(b, src=0, group=g, tag=2), dist.irecv(a, src=0, group=g, tag=1)]
+            return []
+
+        conform("tags received out of order", tags_swapped, mk, **kw)
+
+        # Any source: the order in which messages arrive is not fixed, so each
+        # group is checked on its own: every peer's message is received once,
+        # into the receive that reports its rank, whole.
+        for name, group in (("gloo", GLOO), ("coll", COLL)):
+            compared += 1
+            if rank == 0:
+                got = {}
+                for _ in range(n - 1):
+                    r = torch.empty(count, dtype=torch.float32, device=device)
+                    src = dist.recv(r, group=group)
+                    got[src] = r
+                for src in range(1, n):
+                    want = torch.full((count,), float(src), device=device)
+                    if src not in got or not torch.equal(got[src], want):
+                        report("recv (any source) from every peer", dict(group=name, **kw),
+                               f"sources {sorted(got)}, rank {src}'s message "
+                               + ("missing" if src not in got else "differs"))
+                        break
+            else:
+                dist.send(torch.full((count,), float(rank), device=device), dst=0, group=group)
+
+
 def the_rest(seed):
     """Calls without dtypes: barrier, monitored_barrier; sparse all_reduce;
     the single-tensor forms of torch's newer API."""
@@ -414,6 +479,7 @@ def everything(seed, dtypes=DTYPES):
                    seed)
         movements(count, main, ["contiguous", "strided"], seed)
     the_rest(seed)
+    point_to_point_orders(seed)
     split_groups(seed)
 
 
