@@ -24,27 +24,9 @@
 # interpreter/cuda/step-costs.expected.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-mode=print file= bin=$root/build/bin
-while [ $# -gt 0 ]; do
-  case $1 in
-  --write | --check)
-    mode=${1#--}
-    [ $# -ge 2 ] || { echo "cuda-step-costs: $1 needs a file" >&2; exit 2; }
-    file=$2
-    shift 2
-    ;;
-  --bin)
-    [ $# -ge 2 ] || { echo "cuda-step-costs: --bin needs a directory" >&2; exit 2; }
-    bin=$2
-    shift 2
-    ;;
-  -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "cuda-step-costs: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
-for tool in collc collrun; do
-  [ -x "$bin/$tool" ] || { echo "cuda-step-costs: no $bin/$tool (build it, or pass --bin DIR)" >&2; exit 2; }
-done
+# shellcheck source=pinned.sh
+source "$root/scripts/pinned.sh"
+pinned_options cuda-step-costs 22 "$@"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -72,20 +54,4 @@ sed -E 's/proto="[A-Za-z0-9]+"/proto="Simple"/' "$tmp/oneshot.xml" > "$tmp/onesh
   done
 } > "$tmp/costs"
 
-case $mode in
-print) cat "$tmp/costs" ;;
-write)
-  cp "$tmp/costs" "$file"
-  echo "cuda-step-costs: recorded $file"
-  ;;
-check)
-  [ -r "$file" ] || { echo "cuda-step-costs: cannot read $file" >&2; exit 2; }
-  if ! diff -u "$file" "$tmp/costs"; then
-    echo "cuda-step-costs: the step costs differ from $file (- recorded, + now)." >&2
-    echo "  More barriers, fences or accesses per step: a regression of the step path." >&2
-    echo "  Fewer, on purpose: record them with scripts/cuda-step-costs.sh --write $file" >&2
-    exit 1
-  fi
-  echo "cuda-step-costs: the step costs match $file"
-  ;;
-esac
+pinned_finish cuda-step-costs "$tmp/costs" "the step costs"

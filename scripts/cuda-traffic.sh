@@ -26,27 +26,9 @@
 # interpreter/cuda/traffic.expected.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-mode=print file= bin=$root/build/bin
-while [ $# -gt 0 ]; do
-  case $1 in
-  --write | --check)
-    mode=${1#--}
-    [ $# -ge 2 ] || { echo "cuda-traffic: $1 needs a file" >&2; exit 2; }
-    file=$2
-    shift 2
-    ;;
-  --bin)
-    [ $# -ge 2 ] || { echo "cuda-traffic: --bin needs a directory" >&2; exit 2; }
-    bin=$2
-    shift 2
-    ;;
-  -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "cuda-traffic: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
-for tool in collc collrun; do
-  [ -x "$bin/$tool" ] || { echo "cuda-traffic: no $bin/$tool (build it, or pass --bin DIR)" >&2; exit 2; }
-done
+# shellcheck source=pinned.sh
+source "$root/scripts/pinned.sh"
+pinned_options cuda-traffic 24 "$@"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -74,20 +56,4 @@ programs=(allreduce_twoshot_direct allreduce_oneshot_direct allgather_direct red
   done
 } > "$tmp/traffic"
 
-case $mode in
-print) cat "$tmp/traffic" ;;
-write)
-  cp "$tmp/traffic" "$file"
-  echo "cuda-traffic: recorded $file"
-  ;;
-check)
-  [ -f "$file" ] || { echo "cuda-traffic: no $file to check against" >&2; exit 2; }
-  if ! diff -u "$file" "$tmp/traffic"; then
-    echo "cuda-traffic: the counts differ from $file (above: - recorded, + now); a program that" >&2
-    echo "moves more bytes is a regression; one that moves fewer on purpose is recorded with" >&2
-    echo "scripts/cuda-traffic.sh --write $file" >&2
-    exit 1
-  fi
-  echo "cuda-traffic: $(grep -c '^[a-z]' "$file") counts as recorded in $file"
-  ;;
-esac
+pinned_finish cuda-traffic "$tmp/traffic" "the counts"
