@@ -63,7 +63,7 @@ RunOptions run(
     "apply (collective that cannot be checked, or unsupported mode).\n",
     {"1M", 20, "Timed launches per size (the median is reported)",
      "Stop a launch whose waits make no progress for this long (default: "
-     "COLL_WATCHDOG_MS, else 10000)"});
+     "COLL_WATCHDOG_MS, else 30000)"});
 cl::opt<std::string> sweep("sweep",
                            cl::desc("MIN:MAX: every power-of-two multiple of MIN up "
                                     "to MAX (like nccl-tests -b MIN -e MAX -f 2)"),
