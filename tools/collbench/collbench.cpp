@@ -4,6 +4,7 @@
 //                      [--mode inplace|outofplace] [--iters N] [--warmup N]
 //                      [--graph] [--threads N] [--slot-bytes B] [--no-check]
 //                      [--references auto|none|NAME[,NAME...]] [--reference-steps K]
+//                      [--backend cuda|cuda-emu] [--traffic]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
 // an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
@@ -19,6 +20,13 @@
 // (interp::CheckedCall) before it is timed, and each reference's once
 // before it is timed.
 //
+// --backend cuda-emu runs the same on the CPU emulation of the CUDA backend
+// (its times are the emulation's, not a GPU's), where --traffic counts the
+// global-memory bytes of one call of each size and mode and of one launch of
+// each kernel reference (docs/CUDA.md, "Traffic"): the call's report ends
+// "traffic: B bytes per element, reference R, ratio X" as collrun's does, and
+// each reference's "traffic: reference NAME at S bytes: B bytes per element".
+//
 // Exit status: 0 every result verified; 1 a wrong result or a failed call;
 // 2 bad usage, an unreadable or invalid file, or no CUDA backend or device;
 // 3 the file does not apply (collective that cannot be checked, or
@@ -28,6 +36,9 @@
 
 #include "Sweep.h"
 #include "ToolSupport.h"
+#if COLL_HAVE_CUDA_EMU
+#include "Traffic.h"
+#endif
 
 #include "coll/support/Bytes.h"
 
@@ -87,6 +98,19 @@ cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Threads per block: a multiple of 32, at most 512 (default: "
                                    "the largest power of two at which all blocks fit)"),
                           cl::cat(run.category));
+cl::opt<std::string> backendName("backend", cl::init("cuda"),
+                                 cl::desc("cuda (the current GPU) or cuda-emu (the CUDA "
+                                          "backend on the CPU emulation: the emulation's times, "
+                                          "for --traffic)"),
+                                 cl::cat(run.category));
+cl::opt<bool> traffic("traffic", cl::init(false),
+                      cl::desc("cuda-emu only: count the global-memory bytes of one call of "
+                               "each size and mode, and of one launch of each kernel "
+                               "reference, and print them after the table: "
+                               "'traffic: B bytes per element, reference R, ratio X' per call, "
+                               "'traffic: reference NAME at S bytes: B bytes per element' per "
+                               "reference (docs/CUDA.md, \"Traffic\")"),
+                      cl::cat(run.category));
 
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
@@ -178,6 +202,18 @@ std::optional<std::vector<std::string>> chosenReferences(const Plan &plan, std::
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   const RunRequest request = run.parseCommandLine(argc, argv);
+  if (backendName != "cuda" && backendName != "cuda-emu")
+    return fail("collbench", BadInput,
+                "--backend must be cuda or cuda-emu, not '" + backendName + "'");
+#if !COLL_HAVE_CUDA_EMU
+  if (backendName == "cuda-emu")
+    return fail("collbench", BadInput,
+                "this build has no CUDA emulation (it was configured with "
+                "COLL_ENABLE_CUDA_EMU=OFF)");
+#endif
+  if (traffic && backendName != "cuda-emu")
+    return fail("collbench", BadInput,
+                "--traffic counts on the CPU emulation only: use --backend cuda-emu");
   // The file first: what is wrong with it is worth saying on any machine.
   RunInput input = run.input(request, requestedSizes);
   if (!input.loaded)
@@ -190,8 +226,12 @@ int main(int argc, char **argv) {
     return fail("collbench", BadInput, error);
 
   // The GPU backend as the plugin libcoll_cuda.so, as collrun and libcoll.so
-  // reach it.
-  auto plugin = gpuBackendPlugin(argv[0]);
+  // reach it, or the emulation linked in.
+  llvm::Expected<DeviceBackend *> plugin =
+#if COLL_HAVE_CUDA_EMU
+      backendName == "cuda-emu" ? &emulatedBackend() :
+#endif
+                                gpuBackendPlugin(argv[0]);
   if (!plugin)
     return fail("collbench", BadInput, llvm::toString(plugin.takeError()));
   DeviceBackend &backend = **plugin;
@@ -217,6 +257,12 @@ int main(int argc, char **argv) {
       launch = shape;
   };
   std::unique_ptr<SweepTarget> target = deviceTarget(backend, std::move(*executor), timing);
+#if COLL_HAVE_CUDA_EMU
+  if (traffic)
+    target = std::make_unique<CountingTarget>(std::move(target));
+  // Each kernel reference's bytes at each size, counted before it is timed.
+  std::vector<std::string> referenceTraffics;
+#endif
 
   if (!run.reportFile.empty())
     if (llvm::Error err = writeReport(run.reportFile, {}))
@@ -228,11 +274,14 @@ int main(int argc, char **argv) {
   out << llvm::formatv(
       "# collbench {0}\n# {1} \"{2}\": {3} ranks, {4}, {5} chunks per loop, {6} channels, {7} "
       "tbs\n# {8} ({9} SMs), {10} threads per block, {11} slot bytes\n"
-      "# median of {12} launches after {13} warm-up launches, CUDA events{14}\n",
+      "# median of {12} launches after {13} warm-up launches, CUDA events{14}{15}\n",
       run.inputFile, ir::collectiveName(plan->collective), plan->name, plan->nranks,
       ir::protocolName(plan->protocol), alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
       device->name, device->smCount, threads ? std::to_string(threads) : std::string("auto"),
-      sliceBytes, run.iters, warmup, graph ? ", CUDA graph replays" : "");
+      sliceBytes, run.iters, warmup, graph ? ", CUDA graph replays" : "",
+      backendName == "cuda-emu" ? "\n# the CPU emulation of the CUDA backend: its times are the "
+                                  "emulation's, not a GPU's"
+                                : "");
   // A plot that cannot be written is known before the run, not after it.
   if (!run.plotFile.empty())
     if (llvm::Error err = writePlotFile(run.plotFile, "", {}))
@@ -300,6 +349,18 @@ int main(int argc, char **argv) {
              q.kind == ReferenceKind::Hops) &&
             bytes % 4 != 0)
           return std::nullopt;
+#if COLL_HAVE_CUDA_EMU
+        if (traffic) {
+          auto counted = referenceTraffic(backend, q);
+          if (!counted)
+            return counted.takeError();
+          const uint64_t elems = bytes / dataTypeSize(request.type);
+          referenceTraffics.push_back(
+              llvm::formatv("traffic: reference {0} at {1} bytes: {2} bytes per element", name,
+                            bytes, shortNumber(elems ? double(*counted) / double(elems) : 0))
+                  .str());
+        }
+#endif
         return timedAs(backend.timeReference(q), bytes, 1.0);
       };
     sweep.references.push_back(std::move(r));
@@ -317,12 +378,21 @@ int main(int argc, char **argv) {
   for (const std::string &note : outcome.notes)
     out << "# " << note << "\n";
   out << llvm::formatv("# verified {0} of {1}\n", outcome.verified, outcome.rows);
+#if COLL_HAVE_CUDA_EMU
+  if (traffic) {
+    printTraffic(static_cast<CountingTarget &>(*target).calls, plan->collective, plan->nranks, out);
+    if (llvm::is_contained(*refs, "d2d"))
+      out << "# d2d: a copy of the runtime's, not a kernel: not counted\n";
+    for (const std::string &line : referenceTraffics)
+      out << line << "\n";
+  }
+#endif
   RunDescription what;
   what.tool = "collbench";
   what.argc = argc;
   what.argv = argv;
   what.where = device->name;
-  what.backend = "cuda backend on " + device->name;
+  what.backend = backendName + " backend on " + device->name;
   what.printed = printed;
   if (!writeRunFiles(run, *plan, *alg, outcome, what))
     return Failed;

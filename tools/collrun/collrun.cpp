@@ -22,6 +22,9 @@
 
 #include "Sweep.h"
 #include "ToolSupport.h"
+#if COLL_HAVE_CUDA_EMU
+#include "Traffic.h"
+#endif
 
 #include "coll/cuda/Backend.h"
 #include "coll/interpreter/Check.h"
@@ -148,120 +151,6 @@ void printStepCosts(const std::vector<EmulatedStepCost> &costs, llvm::raw_ostrea
     os << "# no step was counted\n";
 }
 
-/// What --traffic counted of one call: the first run of each row.
-struct CountedCall {
-  uint64_t count = 0;
-  bool inplace = false;
-  uint64_t inputBytes = 0, outputBytes = 0; ///< per rank
-  std::vector<EmulatedTraffic> traffic;
-};
-
-/// A sweep target that counts the traffic of each call's first run (the
-/// checked one), and not of its timed runs.
-class CountingTarget final : public SweepTarget {
-public:
-  explicit CountingTarget(std::unique_ptr<SweepTarget> inner) : inner(std::move(inner)) {}
-  llvm::Expected<CallResult> run(CheckedCall &call, bool fresh) override {
-    if (!fresh)
-      return inner->run(call, false);
-    emulatedTraffic(/*reset=*/true);
-    countEmulatedTraffic(true);
-    auto result = inner->run(call, true);
-    countEmulatedTraffic(false);
-    std::vector<EmulatedTraffic> counted = emulatedTraffic(/*reset=*/true);
-    if (result) {
-      const CallArgs args = call.args();
-      const uint64_t es = dataTypeSize(args.type);
-      CountedCall c;
-      c.count = args.count;
-      c.inputBytes = call.inputElems() * es;
-      c.outputBytes = call.outputElems() * es;
-      // In place: each rank's input lies in its output (CheckedCall makes
-      // one allocation of both).
-      const auto *in = static_cast<const unsigned char *>(args.input[0]);
-      const auto *out = static_cast<const unsigned char *>(args.output[0]);
-      c.inplace = in && out && in >= out && in < out + std::max<uint64_t>(c.outputBytes, 1);
-      c.traffic = std::move(counted);
-      calls.push_back(std::move(c));
-    }
-    return result;
-  }
-  llvm::Expected<std::vector<double>> time(CheckedCall &call, unsigned iters) override {
-    return inner->time(call, iters);
-  }
-  llvm::Error recover() override { return inner->recover(); }
-
-  std::vector<CountedCall> calls;
-
-private:
-  std::unique_ptr<SweepTarget> inner;
-};
-
-/// `x` with at most two decimals, as short as it is exact.
-std::string shortNumber(double x) {
-  std::string s = llvm::formatv("{0:F2}", x).str();
-  while (s.back() == '0')
-    s.pop_back();
-  if (s.back() == '.')
-    s.pop_back();
-  return s;
-}
-
-/// The bytes of the call's reference kernel (docs/CUDA.md, "Traffic"), which
-/// reads each input the collective reads once and writes each output it
-/// defines once, in place too: every rank's, but only the root's input of a
-/// broadcast and a scatter and only the root's output of a reduce and a
-/// gather.
-uint64_t referenceBytes(ir::Collective collective, int32_t nranks, const CountedCall &c) {
-  const bool rootIn =
-      collective == ir::Collective::Broadcast || collective == ir::Collective::Scatter;
-  const bool rootOut =
-      collective == ir::Collective::Reduce || collective == ir::Collective::Gather;
-  return uint64_t(rootIn ? 1 : nranks) * c.inputBytes +
-         uint64_t(rootOut ? 1 : nranks) * c.outputBytes;
-}
-
-/// The --traffic report of each counted call: a row per rank and step kind,
-/// the totals, and last "traffic: B bytes per element, reference R, ratio
-/// X", B and R per element of the call's count.
-void printTraffic(const std::vector<CountedCall> &calls, ir::Collective collective, int32_t nranks,
-                  llvm::raw_ostream &os) {
-  static const char *const regions[] = {"own", "peer", "fifo", "flag", "other"};
-  for (const CountedCall &c : calls) {
-    os << llvm::formatv("# traffic of one call (cuda-emu; docs/CUDA.md, \"Traffic\"): {0} "
-                        "elements, {1}, global-memory bytes read/written per rank and step kind, "
-                        "waits' first poll only\n",
-                        c.count, c.inplace ? "in place" : "out of place");
-    os << llvm::formatv("# {0,4} {1,-6} {2,-6}", "rank", "proto", "step");
-    for (const char *r : regions)
-      os << llvm::formatv(" {0,21}", std::string(r) + " rd/wr");
-    os << "\n";
-    uint64_t read[TrafficRegions] = {}, written[TrafficRegions] = {};
-    for (const EmulatedTraffic &t : c.traffic) {
-      os << llvm::formatv("# {0,4} {1,-6} {2,-6}", t.rank, t.protocol, t.step);
-      for (int r = 0; r < TrafficRegions; ++r) {
-        os << llvm::formatv(" {0,10}/{1,-10}", t.read[r], t.written[r]);
-        read[r] += t.read[r];
-        written[r] += t.written[r];
-      }
-      os << "\n";
-    }
-    uint64_t total = 0;
-    os << "# total per element:";
-    for (int r = 0; r < TrafficRegions; ++r) {
-      total += read[r] + written[r];
-      os << llvm::formatv(" {0} {1}/{2}", regions[r],
-                          shortNumber(c.count ? double(read[r]) / double(c.count) : 0),
-                          shortNumber(c.count ? double(written[r]) / double(c.count) : 0));
-    }
-    os << "\n";
-    const uint64_t reference = referenceBytes(collective, nranks, c);
-    const double b = c.count ? double(total) / double(c.count) : 0;
-    const double r = c.count ? double(reference) / double(c.count) : 0;
-    os << llvm::formatv("traffic: {0} bytes per element, reference {1}, ratio {2:F2}\n",
-                        shortNumber(b), shortNumber(r), r > 0 ? b / r : 0.0);
-  }
-}
 #endif
 
 } // namespace

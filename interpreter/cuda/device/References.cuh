@@ -65,6 +65,12 @@ __global__ void referenceReduceOnce(const ReferenceRanks ranks, int32_t nranks, 
       s += ranks.in[r][i];
     for (int32_t r = 0; r < nranks; ++r)
       ranks.out[r][i] = s;
+#if COLL_CUDA_EMULATION // docs/CUDA.md, "Traffic"
+    for (int32_t r = 0; r < nranks; ++r) {
+      ptx::traffic(&ranks.in[r][i], sizeof(float), false);
+      ptx::traffic(&ranks.out[r][i], sizeof(float), true);
+    }
+#endif
   }
 }
 
@@ -78,6 +84,9 @@ __global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, ui
   for (uint64_t i = tid; i < n; i += nthreads) {
     uint32_t bits;
     const float v = ranks.in[r][i];
+#if COLL_CUDA_EMULATION
+    ptx::traffic(&ranks.in[r][i], sizeof v, false);
+#endif
     __builtin_memcpy(&bits, &v, sizeof bits);
     const uint64_t word = uint64_t(flag) << 32 | bits;
     for (int32_t d = 0; d < nranks; ++d)
@@ -89,11 +98,15 @@ __global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, ui
     float s = 0;
     for (int32_t p = 0; p < nranks; ++p) {
       float v = ranks.in[r][i];
+#if COLL_CUDA_EMULATION
+      ptx::traffic(&ranks.in[r][i], sizeof v, false);
+#endif
       if (p != r) {
         const uint64_t *at = slot(p, r) + i;
         uint64_t word = ptx::ldVolatile(at);
         if (static_cast<uint32_t>(word >> 32) != flag && start == 0)
           start = ptx::globalTimer(); // the thread's first wait starts the clock
+        ptx::RetryScope retries; // its polls after the first are not traffic
         for (uint32_t spins = 0; static_cast<uint32_t>(word >> 32) != flag; ++spins) {
           ptx::spinPause();
           if (referenceGivesUp(spins, start, stalled))
@@ -106,6 +119,9 @@ __global__ void referenceExchange(const ReferenceRanks ranks, int32_t nranks, ui
       s += v;
     }
     ranks.out[r][i] = s;
+#if COLL_CUDA_EMULATION
+    ptx::traffic(&ranks.out[r][i], sizeof s, true);
+#endif
   }
 }
 
@@ -122,6 +138,11 @@ __global__ void referenceBlockCopy(const unsigned char *src, unsigned char *dst,
   const uint64_t head = aligned ? minU64(bytes, (16 - mis) % 16) : bytes;
   for (uint64_t i = tid; i < head; i += nthreads)
     dst[i] = src[i];
+#if COLL_CUDA_EMULATION // one count per thread of what it moves (docs/CUDA.md, "Traffic")
+  const uint64_t bytewise = head > tid ? (head - tid + nthreads - 1) / nthreads : 0;
+  ptx::traffic(src, bytewise, false);
+  ptx::traffic(dst, bytewise, true);
+#endif
   if (!aligned)
     return;
   using P = Pack<unsigned char>;
@@ -145,6 +166,13 @@ __global__ void referenceBlockCopy(const unsigned char *src, unsigned char *dst,
   }
   for (uint64_t i = head + packs * sizeof(P) + tid; i < bytes; i += nthreads)
     dst[i] = src[i];
+#if COLL_CUDA_EMULATION
+  const uint64_t tail = head + packs * sizeof(P) + tid;
+  const uint64_t mine = (packs > tid ? (packs - tid + nthreads - 1) / nthreads : 0) * sizeof(P) +
+                        (bytes > tail ? (bytes - tail + nthreads - 1) / nthreads : 0);
+  ptx::traffic(src + head, mine, false);
+  ptx::traffic(dst + head, mine, true);
+#endif
 }
 
 /// Block 0 sends, block 1 receives.
@@ -160,15 +188,15 @@ __global__ void referenceFifo(const ReferenceFifo f) {
       const uint64_t *counter = sender ? f.head : f.tail;
       const uint64_t start = ptx::globalTimer();
       uint32_t stop = 0;
-      for (uint32_t spins = 0;; ++spins) {
-        const uint64_t c = ptx::ldAcquire(counter, Scope::Gpu);
-        if (sender ? seq - c < FifoDepth : c > seq)
-          break;
+      uint64_t c = ptx::ldAcquire(counter, Scope::Gpu);
+      ptx::RetryScope retries; // its polls after the first are not traffic
+      for (uint32_t spins = 0; !(sender ? seq - c < FifoDepth : c > seq); ++spins) {
         ptx::spinPause();
         if (referenceGivesUp(spins, start, f.stalled)) {
           stop = 1;
           break;
         }
+        c = ptx::ldAcquire(counter, Scope::Gpu);
       }
       giveUp = stop;
     }
@@ -224,8 +252,12 @@ __global__ void referenceHops(const ReferenceSteps s) {
   auto *to = reinterpret_cast<uint32_t *>(s.dst);
   auto word = [](uint32_t flag, uint32_t bits) { return uint64_t(flag) << 32 | bits; };
   if (b == 0) {
-    for (uint64_t i = tid; i < n; i += nthreads)
+    for (uint64_t i = tid; i < n; i += nthreads) {
       ptx::stVolatile(theirs + i, word(s.flag, from[i]));
+#if COLL_CUDA_EMULATION
+      ptx::traffic(from + i, sizeof *from, false);
+#endif
+    }
     __syncthreads();
   }
   // Block 0 receives the odd hops, block 1 the even ones.
@@ -236,6 +268,7 @@ __global__ void referenceHops(const ReferenceSteps s) {
       uint64_t got = ptx::ldVolatile(mine + i);
       if (static_cast<uint32_t>(got >> 32) != flag) { // the clock only for a wait
         const uint64_t start = ptx::globalTimer();
+        ptx::RetryScope retries; // its polls after the first are not traffic
         for (uint32_t spins = 0; static_cast<uint32_t>(got >> 32) != flag; ++spins) {
           ptx::spinPause();
           if (referenceGivesUp(spins, start, s.stalled)) {
@@ -250,8 +283,12 @@ __global__ void referenceHops(const ReferenceSteps s) {
       const uint32_t bits = static_cast<uint32_t>(got);
       if (t + 1 < s.steps)
         ptx::stVolatile(theirs + i, word(flag + 1, bits));
-      else
+      else {
         to[i] = bits;
+#if COLL_CUDA_EMULATION
+        ptx::traffic(to + i, sizeof *to, true);
+#endif
+      }
     }
     if (__syncthreads_or(stop))
       return;

@@ -44,7 +44,7 @@ namespace coll::interp::cuda::simt {
 
 namespace {
 
-void flushTraffic(ThreadContext &t);
+void flushTraffic(ThreadContext &t, bool end = false);
 
 using host::Fiber;
 using Clock = std::chrono::steady_clock;
@@ -233,7 +233,7 @@ private:
     if (t->counting)
       t->block->flushCosts(*t);
     if (t->countingTraffic)
-      flushTraffic(*t);
+      flushTraffic(*t, /*end=*/true);
   }
 
   /// One step execution of the block: per kind of operation, the most one
@@ -409,9 +409,17 @@ void addTo(TrafficCount &into, const TrafficCount &c) {
 /// Adds the calling thread's bytes of its step to the process's table.
 /// What came before the kernel's first step (its prologue) waits for that
 /// step's protocol, and counts as the kernel's own (NoStep) with its
-/// epilogue.
-void flushTraffic(ThreadContext &t) {
-  if (t.protocol == NoStep) {
+/// epilogue. A kernel without steps (collbench's references) counts at its
+/// `end` as the kernel's own of no protocol.
+void flushTraffic(ThreadContext &t, bool end) {
+  if (t.protocol == NoStep && end) {
+    addTo(t.prologue, t.traffic);
+    if (!empty(t.prologue)) {
+      std::lock_guard<std::mutex> lock(trafficTableMutex);
+      addTo(trafficTable[{t.rank, NoStep, NoStep}], t.prologue);
+    }
+    t.prologue = TrafficCount{};
+  } else if (t.protocol == NoStep) {
     addTo(t.prologue, t.traffic);
   } else if (!empty(t.traffic) || (t.kind == NoStep && !empty(t.prologue))) {
     std::lock_guard<std::mutex> lock(trafficTableMutex);

@@ -207,6 +207,8 @@ namespace {
 /// or NoStep: "launch").
 const char *protocolName(uint32_t protocol) {
   static const char *const protocols[] = {"Simple", "LL", "LL128"};
+  if (protocol == cuda::simt::NoStep) // a kernel of no protocol: a reference
+    return "-";
   return protocol < std::size(protocols) ? protocols[protocol] : "?";
 }
 const char *stepName(uint32_t kind) {
