@@ -184,8 +184,6 @@ Communicator::split(int color, int key, const Config &config) {
 }
 
 std::optional<std::string> Communicator::deviceRefusal(const Op &op) const {
-  if (op.pointToPoint())
-    return std::string("point-to-point calls on device buffers are not supported yet");
   if (impl->config.emulatedDevice)
     return std::string("device buffers on a communicator of the emulated device "
                        "(COLL_EMULATED_DEVICE), which takes host buffers");

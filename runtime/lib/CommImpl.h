@@ -596,6 +596,32 @@ llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
                        std::vector<std::unique_ptr<P2PTask>> &p2p,
                        llvm::SmallVectorImpl<Task> &tasks);
 
+/// Sends and receives on device buffers, staged through host memory: each
+/// caller's stream is synchronized, a send's data copied into a host buffer
+/// and a receive given one, the round runs them as host calls, and each
+/// receive's data are copied back to its device after it (docs/RUNTIME.md,
+/// "Device buffers"). The call so completes on return, as a host call does.
+class DeviceP2PStaging {
+public:
+  /// `units` with every device send and receive on its host buffer; itself
+  /// when there are none.
+  llvm::Expected<llvm::ArrayRef<Communicator::Unit>>
+  stageIn(llvm::ArrayRef<Communicator::Unit> units);
+  /// The receives' data to their devices, after a round that succeeded.
+  llvm::Error stageOut();
+
+private:
+  struct Copy {
+    void *device = nullptr; ///< the receive's device buffer
+    int ordinal = -1;
+    void *stream = nullptr;
+    std::vector<std::byte> host;
+  };
+  std::vector<std::vector<Op>> ops;
+  std::vector<Communicator::Unit> units;
+  std::vector<std::unique_ptr<Copy>> copies; ///< stable: ops point into them
+};
+
 } // namespace coll::rt
 
 #endif // COLL_RUNTIME_COMMIMPL_H

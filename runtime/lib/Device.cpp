@@ -133,12 +133,13 @@ int currentCudaDevice(std::string &why) {
   return device;
 }
 
-void synchronizeCudaStream(void *stream) {
+int synchronizeCudaStream(void *stream) {
   PointerQueries &q = cudaQueries();
   if (StreamSynchronize sync = q.runtimeSync.load(std::memory_order_acquire))
-    sync(stream);
-  else if (StreamSynchronize sync = q.driverSync.load(std::memory_order_acquire))
-    sync(stream);
+    return sync(stream);
+  if (StreamSynchronize sync = q.driverSync.load(std::memory_order_acquire))
+    return sync(stream);
+  return 0;
 }
 
 namespace {

@@ -144,4 +144,92 @@ llvm::Error prepareP2P(Communicator::Impl &c, llvm::ArrayRef<Op> ops,
   return llvm::Error::success();
 }
 
+namespace {
+
+llvm::Error cudaFailure(int result, const char *what, const Op &op) {
+  return collError(collUnhandledCudaError,
+                   llvm::formatv("{0} of a {1} on CUDA device {2} failed with CUDA error {3} "
+                                 "(Coll stages point-to-point calls on device buffers through "
+                                 "host memory, synchronizing the caller's stream, which a CUDA "
+                                 "graph capture does not allow)",
+                                 what, opKindName(op.kind), op.device, result));
+}
+
+} // namespace
+
+llvm::Expected<llvm::ArrayRef<Communicator::Unit>>
+DeviceP2PStaging::stageIn(llvm::ArrayRef<Communicator::Unit> given) {
+  bool any = false;
+  for (const Communicator::Unit &u : given)
+    for (const Op &op : u.ops)
+      any |= op.pointToPoint() && op.device >= 0;
+  if (!any)
+    return given;
+  auto backend = gpuBackend();
+  if (!backend)
+    return collError(collInvalidUsage, "point-to-point on device buffers: " +
+                                           llvm::toString(backend.takeError()));
+  ops.reserve(given.size());
+  for (const Communicator::Unit &u : given) {
+    std::vector<Op> &mine = ops.emplace_back(u.ops.begin(), u.ops.end());
+    for (Op &op : mine) {
+      if (!op.pointToPoint() || op.device < 0)
+        continue;
+      // The caller's earlier work on the stream first, as the call would
+      // wait for it there.
+      if (int r = synchronizeCudaStream(op.stream))
+        return cudaFailure(r, "synchronizing the stream", op);
+      const uint64_t bytes = op.count * interp::dataTypeSize(op.type);
+      auto copy = std::make_unique<Copy>();
+      copy->host.resize(std::max<uint64_t>(bytes, 1));
+      copy->ordinal = op.device;
+      copy->stream = op.stream;
+      if (op.kind == OpKind::Send) {
+        if (bytes > 0) {
+          if (llvm::Error err = (*backend)->copyOnStream(copy->host.data(), op.send, bytes,
+                                                         op.stream, op.device))
+            return collError(collUnhandledCudaError,
+                             "copying a send's device buffer to the host: " +
+                                 llvm::toString(std::move(err)));
+          if (int r = synchronizeCudaStream(op.stream))
+            return cudaFailure(r, "copying the send's data to the host", op);
+        }
+        op.send = copy->host.data();
+      } else {
+        copy->device = op.recv;
+        op.recv = copy->host.data();
+      }
+      op.device = -1;
+      op.stream = nullptr;
+      copies.push_back(std::move(copy));
+    }
+    units.push_back({u.comm, mine});
+  }
+  return llvm::ArrayRef<Communicator::Unit>(units);
+}
+
+llvm::Error DeviceP2PStaging::stageOut() {
+  if (copies.empty())
+    return llvm::Error::success();
+  auto backend = gpuBackend();
+  if (!backend)
+    return backend.takeError();
+  for (const std::unique_ptr<Copy> &c : copies) {
+    if (!c->device)
+      continue; // a send's
+    if (llvm::Error err = (*backend)->copyOnStream(c->device, c->host.data(), c->host.size(),
+                                                   c->stream, c->ordinal))
+      return collError(collUnhandledCudaError, "copying a receive's data to its device buffer: " +
+                                                   llvm::toString(std::move(err)));
+  }
+  for (const std::unique_ptr<Copy> &c : copies)
+    if (c->device)
+      if (int r = synchronizeCudaStream(c->stream))
+        return collError(collUnhandledCudaError,
+                         llvm::formatv("copying a receive's data to CUDA device {0} failed with "
+                                       "CUDA error {1}",
+                                       c->ordinal, r));
+  return llvm::Error::success();
+}
+
 } // namespace coll::rt

@@ -522,11 +522,17 @@ private:
 
 } // namespace
 
-llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> units) {
+llvm::Error Communicator::runRound(llvm::ArrayRef<Unit> given) {
+  DeviceP2PStaging staging;
+  auto units = staging.stageIn(given);
+  if (!units)
+    return units.takeError();
   llvm::SmallVector<Impl *, 1> impls;
-  for (const Unit &u : units)
+  for (const Unit &u : *units)
     impls.push_back(u.comm->impl.get());
-  return Round(units, impls).run();
+  if (llvm::Error err = Round(*units, impls).run())
+    return err;
+  return staging.stageOut();
 }
 
 llvm::Error Communicator::runQueued(llvm::ArrayRef<std::pair<Communicator *, Op>> ops) {

@@ -124,6 +124,12 @@ void route(Call &c) {
     c.op.op = *red;
   }
   c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
+  // Coll stages sends and receives on device buffers through host memory
+  // (runtime/lib/PointToPoint.cpp; collRuns found where the buffers are); a
+  // real NCCL moves them from GPU to GPU, faster, so it keeps them there.
+  if (c.onColl && c.op.pointToPoint() && c.op.device >= 0 && comm->real)
+    return fallback("point-to-point on device buffers: the real NCCL moves them from GPU to "
+                    "GPU, where Coll stages them through host memory");
   if (c.onColl && c.op.device >= 0)
     c.op.stream = c.stream; // enqueued there, as the real NCCL would
 }

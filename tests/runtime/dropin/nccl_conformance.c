@@ -768,12 +768,13 @@ static void groups(ncclComm_t comm, int rank, int n) {
         inputElement(ncclInt32, ncclSum, seed, rank * 8 + p, i, sendImage + G + (p * k + i) * es);
     memcpy(want, recvImage, bytes);
     /* block p receives from the peer that sends to this rank in direction p;
-     * send/recv on device memory is the real NCCL's (docs/DROPIN.md), which
-     * the stand-in only records */
+     * send/recv on device memory is the real NCCL's where there is one
+     * (docs/DROPIN.md), which the stand-in only records; without one Coll
+     * serves it, staged through host memory */
     const int from[3] = {(rank + n - 1) % n, (rank + 1) % n, rank};
     const char *computes = getenv("COLL_STANDIN_COMPUTE");
     const int p2pUnderneath =
-        deviceMode && underneath != Real && !(computes && *computes && strcmp(computes, "0"));
+        deviceMode && underneath == Standin && !(computes && *computes && strcmp(computes, "0"));
     const int sendsBefore = countOf(standinCalls(), "ncclSend rank=");
     for (int p = 0; p < 3 && !p2pUnderneath; ++p)
       for (size_t i = 0; i < k; ++i)
@@ -841,6 +842,49 @@ static void groups(ncclComm_t comm, int rank, int n) {
     free(sendImage);
     free(recvImage);
     free(want);
+  }
+}
+
+/* Ungrouped ncclSend/ncclRecv on device memory without a real NCCL, which
+ * Coll serves: around the ring, even ranks sending first and odd ones
+ * receiving first (as a program must order blocking calls), at a count
+ * that fits a connection's slots and one that does not. */
+static void ungroupedDeviceP2P(ncclComm_t comm, int rank, int n) {
+  if (!deviceMode || underneath != None || n < 2)
+    return;
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t counts[] = {7, 1 << 20};
+  for (int c = 0; c < 2; ++c) {
+    const size_t k = counts[c], bytes = k * sizeof(int32_t);
+    int32_t *mine = malloc(bytes), *got = malloc(bytes);
+    for (size_t i = 0; i < k; ++i)
+      mine[i] = (int32_t)(rank * 1000003 + i);
+    char *sendMem, *recvMem;
+    CUDA(cudaMalloc((void **)&sendMem, bytes));
+    CUDA(cudaMalloc((void **)&recvMem, bytes));
+    CUDA(cudaMemcpy(sendMem, mine, bytes, cudaMemcpyHostToDevice));
+    memset(got, 0x5a, bytes);
+    CUDA(cudaMemcpy(recvMem, got, bytes, cudaMemcpyHostToDevice));
+    if (rank % 2 == 0) {
+      OK(ncclSend(sendMem, k, ncclInt32, next, comm, NULL));
+      OK(ncclRecv(recvMem, k, ncclInt32, prev, comm, NULL));
+    } else {
+      OK(ncclRecv(recvMem, k, ncclInt32, prev, comm, NULL));
+      OK(ncclSend(sendMem, k, ncclInt32, next, comm, NULL));
+    }
+    CUDA(cudaStreamSynchronize(NULL));
+    callsMade += 2;
+    CUDA(cudaMemcpy(got, recvMem, bytes, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < k; ++i)
+      if (got[i] != (int32_t)(prev * 1000003 + i)) {
+        FAIL("ungrouped ncclRecv of count %zu from rank %d on device memory: element %zu is %d, "
+             "expected %d", k, prev, i, (int)got[i], (int)(prev * 1000003 + i));
+        break;
+      }
+    cudaFree(sendMem);
+    cudaFree(recvMem);
+    free(mine);
+    free(got);
   }
 }
 
@@ -993,6 +1037,7 @@ static void conformance(int rank, int n, int idFd[2]) {
   }
   preMulSum(comm, rank, n);
   groups(comm, rank, n);
+  ungroupedDeviceP2P(comm, rank, n);
   arguments(comm, rank, n);
 
   /* A split: rank 0 passes NCCL_SPLIT_NOCOLOR and gets NULL; the others,
@@ -1096,7 +1141,8 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
     r = ncclAllReduce(in, out, 16, ncclInt32, ncclSum, comm, NULL);
   } else if (!strcmp(how, "late")) {
     /* A reduce to rank 0 with the last rank late: rank 0 stops at its
-     * watchdog, the last rank meets the stop, and rank 1 (a leaf of the
+     * watchdog, the last rank meets the stop (or, where rank 1's watchdog
+     * in the next call fired first, finishes the reduce; below), and rank 1 (a leaf of the
      * binomial tree, n >= 3) has sent its part and returned: it meets the
      * stop at its next call. The ranks are then a call apart: they agree,
      * and the next call fails on ranks 0 and n-1 too, so that the calls
@@ -1114,6 +1160,13 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
            rank);
     if (rank == 1) {
       r = next; /* its failed call */
+    } else if (r == ncclSuccess && rank == n - 1) {
+      /* Rank 1's watchdog, in the next call, may fire before rank 0's in
+       * the reduce (a loaded machine): then the failure recorded is the
+       * next call's, and the late rank, behind it, completes the reduce as
+       * a leaf (its part sent) as rank 1 did, and fails the next call with
+       * the others. Either way the ranks are in step after it. */
+      r = next;
     } else if (r == ncclSuccess) {
       FAIL("the failed reduce succeeded on rank %d", rank);
     }

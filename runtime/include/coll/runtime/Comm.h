@@ -178,9 +178,10 @@ public:
   llvm::Error waitDevice();
   void bindDevice(int device);
   /// Why this rank cannot run `op`, whose buffers are on a CUDA device
-  /// (op.device >= 0), on that device: point-to-point calls, the emulated
-  /// device, no GPU backend, another device bound; nullopt when it can. The
-  /// C API turns the reason into an error, the drop-ins into a fallback.
+  /// (op.device >= 0), on that device: the emulated device, no GPU backend,
+  /// another device bound; nullopt when it can (point-to-point calls are
+  /// staged through host memory, PointToPoint.cpp). The C API turns the
+  /// reason into an error, the drop-ins into a fallback.
   std::optional<std::string> deviceRefusal(const Op &op) const;
 
   /// Collective (collCommWindowRegister): [buff, buff + bytes), memory of

@@ -42,8 +42,9 @@ std::pair<int, int> devicesOfPointers(const void *a, const void *b);
 /// with `why`; never loads CUDA. About 20 ns when CUDA is not loaded.
 int currentCudaDevice(std::string &why);
 /// Waits for the work on `stream` (a cudaStream_t) where the process has
-/// loaded CUDA; nothing otherwise.
-void synchronizeCudaStream(void *stream);
+/// loaded CUDA; nothing otherwise. Returns CUDA's result (0: success), e.g.
+/// an error for a stream being captured into a CUDA graph.
+int synchronizeCudaStream(void *stream);
 
 /// The PCI bus id ("0000:06:00.0", lower case) of CUDA device `ordinal`, or
 /// with -1 of the calling thread's current CUDA device; empty (and `why`)
