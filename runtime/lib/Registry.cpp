@@ -7,6 +7,7 @@
 #include "Selection.h"
 
 #include "coll/ir/Check.h"
+#include "coll/ir/Mscclpp.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
 #include "coll/support/PhaseTimer.h"
@@ -349,6 +350,15 @@ llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
   return planAlgorithm(std::move(*alg), origin);
 }
 
+llvm::Expected<std::shared_ptr<const Compiled>> compilePlan(llvm::StringRef text,
+                                                            llvm::StringRef origin) {
+  ir::DiagnosticList diags(origin.str());
+  auto alg = ir::mscclpp::parsePlanAlgorithm(text, diags);
+  if (!alg)
+    return alg.takeError();
+  return planAlgorithm(std::move(*alg), origin);
+}
+
 llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Shape &shape) {
   Registry reg;
   reg.shape = shape;
@@ -439,15 +449,17 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     llvm::StringRef ext = llvm::sys::path::extension(path);
     if (ext == ".coll") {
       addProgram((*buffer)->getBuffer(), path, false);
-    } else if (ext == ".xml") {
-      auto compiled = compileXml((*buffer)->getBuffer(), path);
+    } else if (ext == ".xml" || ext == ".json") {
+      auto compiled = ext == ".xml" ? compileXml((*buffer)->getBuffer(), path)
+                                    : compilePlan((*buffer)->getBuffer(), path);
       if (!compiled)
         reg.rejected.push_back({llvm::sys::path::stem(path).str(), path,
                                 firstLine(llvm::toString(compiled.takeError()))});
       else
         addCompiled(*compiled, path, false, false, "", {});
     } else {
-      return fail("the algorithm file " + path + " is neither .xml nor .coll");
+      return fail("the algorithm file " + path +
+                  " is neither .xml (MSCCL), .json (an MSCCL++ execution plan) nor .coll");
     }
     return llvm::Error::success();
   };
@@ -458,7 +470,7 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     for (llvm::sys::fs::directory_iterator it(options.algoDir, ec), end; !ec && it != end;
          it.increment(ec)) {
       llvm::StringRef ext = llvm::sys::path::extension(it->path());
-      if (ext == ".xml" || ext == ".coll")
+      if (ext == ".xml" || ext == ".json" || ext == ".coll")
         files.push_back(it->path());
     }
     if (ec)

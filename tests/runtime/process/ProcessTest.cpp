@@ -336,6 +336,28 @@ TEST_P(DirectPrograms, ServeTheirCollectives) {
     EXPECT_NE(all.find("-> " + name), std::string::npos) << name << " served no call\n" << all;
 }
 
+// An MSCCL++ execution plan (docs/IR.md, "MSCCL++ plans") among the
+// algorithm files: translated, proven and served for the calls it fits
+// (in place, as "inplace": true says; out of place in a temporary buffer,
+// as any in-place algorithm), every result checked; a plan Coll does not
+// take yet is a rejection with the reader's reason (the TUNING table), and
+// the calls go on with the built-ins.
+TEST(Runtime, MscclppPlansAreAlgorithmFiles) {
+  JobOptions o;
+  o.env["COLL_TEST_SMALL"] = "1";
+  o.env["COLL_ALGO_FILES"] =
+      COLL_SOURCE_DIR "/tests/lit/Inputs/mscclpp/single_node_allreduce_2.json:" COLL_SOURCE_DIR
+                      "/tests/lit/Inputs/mscclpp/single_node_allgather_pkt_2.json";
+  o.env["COLL_DEBUG"] = "TRACE";
+  o.env["COLL_DEBUG_SUBSYS"] = "INIT,COLL,TUNING";
+  auto results = runJob("collectives", 2, o);
+  expectAllOk(results);
+  const std::string all = describe(results);
+  EXPECT_NE(all.find("in place -> single_node_allreduce"), std::string::npos) << all;
+  EXPECT_NE(all.find("not loaded: single_node_allgather_pkt_2 ("), std::string::npos) << all;
+  EXPECT_NE(all.find("LL packets"), std::string::npos) << all;
+}
+
 // Windows (docs/RUNTIME.md, "Windows"): calls on collMemAlloc buffers
 // registered with the communicator run the direct programs on them without
 // copies; a call with one buffer outside goes through the shared area; and

@@ -148,6 +148,10 @@ std::string programCacheFromEnvironment();
 /// Reads, verifies and plans XML text (for files, and for tests).
 llvm::Expected<std::shared_ptr<const Compiled>> compileXml(llvm::StringRef text,
                                                            llvm::StringRef origin);
+/// Reads an MSCCL++ execution plan (JSON, docs/IR.md "MSCCL++ plans"),
+/// translates, verifies and plans it.
+llvm::Expected<std::shared_ptr<const Compiled>> compilePlan(llvm::StringRef text,
+                                                            llvm::StringRef origin);
 
 } // namespace coll::rt
 
