@@ -53,6 +53,8 @@ using DriverAttributes = int (*)(unsigned, int *, void **, unsigned long long);
 using RuntimeAttributes = int (*)(void *, const void *);
 using GetDevice = int (*)(int *);
 using StreamSynchronize = int (*)(void *);
+using RuntimeMemcpy = int (*)(void *, const void *, size_t, int);
+using DriverMemcpy = int (*)(unsigned long long, unsigned long long, size_t);
 
 /// The CUDA entry points the drop-ins need (telling memory apart, the
 /// calling thread's device, waiting for a stream), from the driver or a
@@ -66,6 +68,8 @@ struct PointerQueries {
   std::atomic<RuntimeAttributes> runtime{nullptr};
   std::atomic<GetDevice> driverDevice{nullptr}, runtimeDevice{nullptr};
   std::atomic<StreamSynchronize> driverSync{nullptr}, runtimeSync{nullptr};
+  std::atomic<RuntimeMemcpy> runtimeCopy{nullptr};
+  std::atomic<DriverMemcpy> driverCopy{nullptr};
 
   void refresh() {
     if (driver.load(std::memory_order_acquire))
@@ -85,6 +89,8 @@ struct PointerQueries {
                          std::memory_order_release);
       driverSync.store(reinterpret_cast<StreamSynchronize>(dlsym(lib, "cuStreamSynchronize")),
                        std::memory_order_release);
+      driverCopy.store(reinterpret_cast<DriverMemcpy>(dlsym(lib, "cuMemcpy")),
+                       std::memory_order_release);
       driver.store(reinterpret_cast<DriverAttributes>(dlsym(lib, "cuPointerGetAttributes")),
                    std::memory_order_release);
     }
@@ -97,6 +103,8 @@ struct PointerQueries {
           runtimeSync.store(
               reinterpret_cast<StreamSynchronize>(dlsym(lib, "cudaStreamSynchronize")),
               std::memory_order_release);
+          runtimeCopy.store(reinterpret_cast<RuntimeMemcpy>(dlsym(lib, "cudaMemcpy")),
+                            std::memory_order_release);
           runtime.store(reinterpret_cast<RuntimeAttributes>(
                             dlsym(lib, "cudaPointerGetAttributes")),
                         std::memory_order_release);
@@ -131,6 +139,16 @@ int currentCudaDevice(std::string &why) {
     return -1;
   }
   return device;
+}
+
+int copyCudaMemory(void *dst, const void *src, size_t bytes) {
+  PointerQueries &q = cudaQueries();
+  if (RuntimeMemcpy copy = q.runtimeCopy.load(std::memory_order_acquire))
+    return copy(dst, src, bytes, /*cudaMemcpyDefault=*/4);
+  if (DriverMemcpy copy = q.driverCopy.load(std::memory_order_acquire))
+    return copy(reinterpret_cast<unsigned long long>(dst),
+                reinterpret_cast<unsigned long long>(src), bytes);
+  return -1;
 }
 
 int synchronizeCudaStream(void *stream) {

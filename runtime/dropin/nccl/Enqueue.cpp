@@ -88,6 +88,13 @@ ncclResult_t validate(const Call &c) {
                       llvm::formatv("{0}: reduction op {1} is neither built in nor made by "
                                     "ncclRedOpCreatePreMulSum on this communicator",
                                     c.function, int(c.redop)));
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    auto own = comm->preMuls.find(c.redop);
+    if (own != comm->preMuls.end() && own->second.datatype != c.datatype) // NCCL's check
+      return failWith(comm, ncclInvalidArgument,
+                      llvm::formatv("{0}: datatype {1} does not match the datatype {2} its "
+                                    "PreMulSum op was made for",
+                                    c.function, int(c.datatype), int(own->second.datatype)));
   }
   const size_t es = c.datatype >= ncclFloat8e4m3 ? 1 : interp::dataTypeSize(*dataTypeOf(
                                                            static_cast<collDataType_t>(c.datatype)));
@@ -119,8 +126,14 @@ void route(Call &c) {
   c.op.type = *type;
   if (needsOp(c.op.kind)) {
     auto red = reduceOpOf(static_cast<collRedOp_t>(c.redop));
-    if (!red)
-      return fallback("a reduction op made by ncclRedOpCreatePreMulSum");
+    if (!red) {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      auto own = comm->preMuls.find(c.redop);
+      if (own == comm->preMuls.end())
+        return fallback("a reduction op made by ncclRedOpCreatePreMulSum");
+      c.preMul = own->second; // Coll's (no real NCCL): a sum of scaled inputs
+      red = interp::ReduceOp::Sum;
+    }
     c.op.op = *red;
   }
   c.onColl = dropin::collRuns(c.function, *impl, c.op, "NCCL", comm->rank);
@@ -177,8 +190,12 @@ void retire(ncclComm_t comm, ncclResult_t result, const std::string &failure) {
 ncclResult_t runOnColl(const std::vector<Call> &calls) {
   std::vector<std::pair<Communicator *, Op>> ops;
   std::set<cudaStream_t> streams;
+  PreMulStaging preMuls; // PreMulSum.cpp
   for (const Call &c : calls) {
     ops.emplace_back(c.comm->impl(), c.op);
+    if (c.preMul)
+      if (ncclResult_t r = preMuls.stageIn(c, ops.back().second); r != ncclSuccess)
+        return r;
     if (c.op.device < 0)
       streams.insert(c.stream); // host buffers: the stream's earlier work first
   }
@@ -209,7 +226,7 @@ ncclResult_t runOnColl(const std::vector<Call> &calls) {
       retire(c.comm, failed, failure);
     return failed;
   }
-  return ncclSuccess;
+  return preMuls.stageOut();
 }
 
 /// Fails a call on a communicator Coll's side of which an earlier error
@@ -497,11 +514,10 @@ COLL_NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
               (op, scalar, datatype, residence, comm)) {
   if (!comm || !op)
     return failWith(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: NULL argument");
-  // Coll has no pre-multiplied sum: calls with such an op go to the real NCCL.
+  // Where a real NCCL is loaded its op serves, on the GPU; else Coll's
+  // (PreMulSum.cpp).
   if (!comm->real)
-    return failWith(comm, ncclInvalidUsage,
-                    "ncclRedOpCreatePreMulSum: Coll has no pre-multiplied sum and the real NCCL "
-                    "has no communicator here: " + whyNoReal(comm));
+    return createPreMulOnColl(op, scalar, datatype, residence, comm);
   COLL_NEED_REAL(comm, ncclRedOpCreatePreMulSum);
   ncclResult_t r = real().ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real);
   if (r == ncclSuccess) {
@@ -521,6 +537,8 @@ COLL_NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm),
                       llvm::formatv("ncclRedOpDestroy: op {0} was not made by "
                                     "ncclRedOpCreatePreMulSum on this communicator",
                                     int(op)));
+    if (comm->preMuls.erase(op)) // Coll's own
+      return ncclSuccess;
   }
   COLL_NEED_REAL(comm, ncclRedOpDestroy);
   return fromReal(comm, "ncclRedOpDestroy", real().ncclRedOpDestroy(op, comm->real));

@@ -27,6 +27,8 @@
 //                 failed call, Coll retired on the communicator and the
 //                 ranks' agreement; ncclRedOpCreatePreMulSum and
 //                 ncclRedOpDestroy
+//   PreMulSum.cpp ncclRedOpCreatePreMulSum's ops on Coll's side where no
+//                 real NCCL is loaded: the inputs multiplied on the host
 //   Group.cpp     ncclGroupStart, ncclGroupEnd, ncclGroupSimulateEnd
 //   Memory.cpp    ncclMemAlloc and ncclMemFree, buffer registration,
 //                 windows
@@ -43,7 +45,10 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +72,15 @@
   X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd) X(ncclCommInitRank)                \
   X(ncclCommInitRankScalable) X(ncclBcast)
 
+/// An op of ncclRedOpCreatePreMulSum made on Coll's side, where no real
+/// NCCL is loaded (PreMulSum.cpp).
+struct PreMulOp {
+  ncclDataType_t datatype = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  unsigned char scalar[8] = {};       ///< host immediate: read at creation
+  const void *deviceScalar = nullptr; ///< device: read at each call
+};
+
 /// What an ncclComm_t of this library is: Coll's communicator and the real
 /// one beside it (either may be missing, with the reason).
 struct ncclComm {
@@ -75,7 +89,9 @@ struct ncclComm {
   std::string noReal; ///< why `real` is null
   int rank = 0, nranks = 1, device = -1;
   std::mutex mutex;
-  std::set<int> userOps; ///< ops from ncclRedOpCreatePreMulSum on `real`
+  std::set<int> userOps; ///< ops from ncclRedOpCreatePreMulSum on `real`, or Coll's
+  std::map<int, PreMulOp> preMuls; ///< Coll's (no real NCCL), by op
+  int nextPreMul = ncclNumOps;
 
   /// After a failed call (Enqueue.cpp, retire): Coll serves no more calls
   /// of this communicator. Written by the calling thread under `mutex`.
@@ -213,6 +229,32 @@ struct Call {
   cudaStream_t stream = nullptr;
   bool onColl = false; ///< decided by route()
   uint64_t number = 0; ///< its number on the communicator (ncclComm::calls)
+  std::optional<PreMulOp> preMul = std::nullopt; ///< its op, where Coll's (route())
+};
+
+/// Makes an op of ncclRedOpCreatePreMulSum on Coll's side, where `comm` has
+/// no real communicator (PreMulSum.cpp).
+ncclResult_t createPreMulOnColl(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                ncclScalarResidence_t residence, ncclComm_t comm);
+
+/// The inputs of calls whose op is a PreMulOp, multiplied by its scalar
+/// into copies the calls then sum, on the host (PreMulSum.cpp): on device
+/// buffers through host memory, the result copied back after the call.
+class PreMulStaging {
+public:
+  /// Makes `op` (c's Op, to run on Coll) sum c's scaled inputs.
+  ncclResult_t stageIn(const Call &c, Op &op);
+  /// The results of device calls to their buffers, after the calls ran.
+  ncclResult_t stageOut();
+
+private:
+  struct Staged {
+    std::vector<std::byte> in, out;
+    void *deviceOut = nullptr;
+    cudaStream_t stream = nullptr;
+    ncclComm_t comm = nullptr;
+  };
+  std::vector<std::unique_ptr<Staged>> staged;
 };
 
 /// Issues a call to the real NCCL (inside a real group when one is open).

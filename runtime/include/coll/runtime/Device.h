@@ -45,6 +45,11 @@ int currentCudaDevice(std::string &why);
 /// loaded CUDA; nothing otherwise. Returns CUDA's result (0: success), e.g.
 /// an error for a stream being captured into a CUDA graph.
 int synchronizeCudaStream(void *stream);
+/// cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) of the CUDA runtime the
+/// process has loaded (else the driver's cuMemcpy): synchronous, either
+/// side host or device memory. Returns CUDA's result, -1 where the process
+/// has not loaded CUDA.
+int copyCudaMemory(void *dst, const void *src, size_t bytes);
 
 /// The PCI bus id ("0000:06:00.0", lower case) of CUDA device `ordinal`, or
 /// with -1 of the calling thread's current CUDA device; empty (and `why`)
