@@ -161,8 +161,43 @@ collResult_t collCommDestroy(collComm_t comm);
 /* Stops every call in flight on this communicator (on every local rank of
  * it), and frees it. Returns promptly from any state. */
 collResult_t collCommAbort(collComm_t comm);
-/* collSuccess, or the error that broke the communicator. */
+/* collSuccess, or the error that broke the communicator: a call that
+ * failed, or, found by the communicator's liveness watch whether or not a
+ * call is in flight, a rank that died (collRemoteError within a few
+ * milliseconds on every survivor; collGetLastError names the rank), a
+ * revoke or an abort on another rank (docs/RUNTIME.md, "Lost ranks"). */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError);
+
+/* Lost ranks (docs/RUNTIME.md, "Lost ranks"), in NCCL's shapes. */
+#define COLL_REVOKE_DEFAULT 0x00
+#define COLL_SHRINK_DEFAULT 0x00 /* the calls in flight are left to end */
+#define COLL_SHRINK_ABORT 0x01   /* the calls in flight on this rank end first */
+/* Ends the calls in flight on every rank of `comm` with collRemoteError
+ * (this host's at once, the others' through the liveness ring) and breaks
+ * it: later calls fail at once. Returns when this rank's calls have ended.
+ * Resources stay until collCommDestroy or collCommAbort; collCommShrink
+ * works on it. revokeFlags must be COLL_REVOKE_DEFAULT. */
+collResult_t collCommRevoke(collComm_t comm, int revokeFlags);
+/* Called by every rank of `comm` not in excludeRanks (and by none of
+ * them): a new communicator of those ranks, numbered densely in their
+ * order in `comm`. Works on a healthy, broken or revoked communicator, and
+ * needs no unique id: the ranks meet over the listeners they opened at
+ * creation. `config` NULL: the parent's. shrinkFlags: COLL_SHRINK_DEFAULT
+ * or COLL_SHRINK_ABORT. A communicator whose ranks met through the MPI
+ * drop-in cannot shrink (collInvalidUsage). */
+collResult_t collCommShrink(collComm_t comm, int *excludeRanks, int excludeRanksCount,
+                            collComm_t *newcomm, const collConfig_t *config, int shrinkFlags);
+/* The unique id that names a grown communicator (collCommGrow), made by
+ * the existing rank that will pass it (the root); as collGetUniqueId. */
+collResult_t collCommGetUniqueId(collComm_t comm, collUniqueId *uniqueId);
+/* A communicator of nRanks ranks: the ranks of `comm` keep their numbers,
+ * new ranks take the rest. Existing ranks pass comm and rank -1, the root
+ * also uniqueId (from collCommGetUniqueId), the others NULL; new ranks pass
+ * comm NULL, uniqueId and their rank (at least comm's size). Collective
+ * over all of them. `config` NULL: the parent's (new ranks: the
+ * environment's). */
+collResult_t collCommGrow(collComm_t comm, int nRanks, const collUniqueId *uniqueId, int rank,
+                          collComm_t *newcomm, const collConfig_t *config);
 collResult_t collCommCount(const collComm_t comm, int *count);
 collResult_t collCommUserRank(const collComm_t comm, int *rank);
 

@@ -148,9 +148,16 @@ collResult_t enqueue(collComm_t comm, Op op, collDataType_t datatype, collRedOp_
                                   "pass stream NULL",
                                   name));
   }
-  if (int broken = c.asyncError(); broken != collSuccess)
+  if (int broken = c.asyncError(); broken != collSuccess) {
+    // The cause: the host's first failure (a lost rank, say), where one
+    // was recorded.
+    std::optional<std::string> cause = c.firstFailure();
     return failWith(comm, static_cast<collResult_t>(broken),
-                    "the communicator is broken by an earlier error; abort or destroy it");
+                    cause ? "the communicator is broken by an earlier error (" + *cause +
+                                "); abort or destroy it"
+                          : std::string("the communicator is broken by an earlier error; abort "
+                                        "or destroy it"));
+  }
   if (group.depth > 0) {
     group.ops.emplace_back(comm, op);
     return collSuccess;
@@ -510,6 +517,108 @@ collResult_t collCommGetAsyncError(collComm_t comm, collResult_t *asyncError) {
   if (!comm || !comm->impl || !asyncError)
     return failWith(comm, collInvalidArgument, "collCommGetAsyncError: NULL argument");
   *asyncError = comm->impl->checkAsyncError();
+  return collSuccess;
+}
+
+collResult_t collCommRevoke(collComm_t comm, int revokeFlags) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommRevoke: comm is NULL");
+  if (revokeFlags != COLL_REVOKE_DEFAULT)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommRevoke: revokeFlags {0} must be COLL_REVOKE_DEFAULT (0)",
+                                  revokeFlags));
+  comm->impl->revoke();
+  return collSuccess;
+}
+
+collResult_t collCommShrink(collComm_t comm, int *excludeRanks, int excludeRanksCount,
+                            collComm_t *newcomm, const collConfig_t *config, int shrinkFlags) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommShrink: comm is NULL");
+  if (!newcomm)
+    return failWith(comm, collInvalidArgument, "collCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  if (shrinkFlags != COLL_SHRINK_DEFAULT && shrinkFlags != COLL_SHRINK_ABORT)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommShrink: shrinkFlags {0} must be COLL_SHRINK_DEFAULT (0) "
+                                  "or COLL_SHRINK_ABORT (1)",
+                                  shrinkFlags));
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanks))
+    return failWith(comm, collInvalidArgument,
+                    "collCommShrink: excludeRanks is NULL or excludeRanksCount negative");
+  const int n = comm->impl->nranks(), me = comm->impl->rank();
+  std::vector<int> exclude;
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    const int r = excludeRanks[i];
+    if (r < 0 || r >= n)
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("collCommShrink: excluded rank {0} is out of range for {1} "
+                                    "ranks",
+                                    r, n));
+    if (r == me)
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("collCommShrink: rank {0} is in excludeRanks; excluded ranks "
+                                    "do not call collCommShrink",
+                                    me));
+    if (std::find(exclude.begin(), exclude.end(), r) != exclude.end())
+      return failWith(comm, collInvalidArgument,
+                      llvm::formatv("collCommShrink: rank {0} is excluded twice", r));
+    exclude.push_back(r);
+  }
+  Config resolved = comm->impl->config();
+  if (config) {
+    auto c = resolveConfig(config);
+    if (!c)
+      return failWith(comm, c.takeError());
+    resolved = *c;
+  }
+  auto made = comm->impl->shrink(exclude, resolved, shrinkFlags == COLL_SHRINK_ABORT);
+  if (!made)
+    return failWith(comm, made.takeError());
+  *newcomm = new collComm{std::move(*made)};
+  return collSuccess;
+}
+
+collResult_t collCommGetUniqueId(collComm_t comm, collUniqueId *uniqueId) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommGetUniqueId: comm is NULL");
+  return collGetUniqueId(uniqueId);
+}
+
+collResult_t collCommGrow(collComm_t comm, int nRanks, const collUniqueId *uniqueId, int rank,
+                          collComm_t *newcomm, const collConfig_t *config) {
+  if (!newcomm)
+    return failWith(comm, collInvalidArgument, "collCommGrow: newcomm is NULL");
+  *newcomm = nullptr;
+  if (!comm) {
+    // A new rank: as collCommInitRankConfig.
+    if (!uniqueId)
+      return failWith(nullptr, collInvalidArgument,
+                      "collCommGrow: a new rank (comm NULL) needs the root's uniqueId");
+    return collCommInitRankConfig(newcomm, nRanks, *uniqueId, rank, config);
+  }
+  if (!comm->impl)
+    return failWith(nullptr, collInvalidArgument, "collCommGrow: comm is not a communicator");
+  if (rank != -1)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommGrow: rank {0}: a rank of comm keeps its number and "
+                                  "passes -1",
+                                  rank));
+  if (nRanks <= comm->impl->nranks())
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("collCommGrow: nRanks {0} must be larger than comm's {1} ranks",
+                                  nRanks, comm->impl->nranks()));
+  Config resolved = comm->impl->config();
+  if (config) {
+    auto c = resolveConfig(config);
+    if (!c)
+      return failWith(comm, c.takeError());
+    resolved = *c;
+  }
+  auto made = comm->impl->grow(nRanks, uniqueId ? uniqueId->internal : nullptr, resolved);
+  if (!made)
+    return failWith(comm, made.takeError());
+  *newcomm = new collComm{std::move(*made)};
   return collSuccess;
 }
 

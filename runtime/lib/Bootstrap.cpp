@@ -7,7 +7,9 @@
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -190,10 +192,47 @@ llvm::Error exchange(const Socket &to, const void *out, const Socket &from, void
   return llvm::Error::success();
 }
 
+/// Connects this rank into a ring: to `nextInfo`'s listener (saying it is
+/// `myRank` of the ring `nonce`), and accepts on `listener` the connection
+/// of `prevRank` of the same ring. Connections that are not that one (a
+/// stale attempt, another ring) are dropped.
+llvm::Expected<Bootstrap::LivenessLinks> joinRing(const Socket &listener, const PeerInfo &nextInfo,
+                                                  int myRank, int prevRank, uint64_t nonce,
+                                                  Deadline deadline) {
+  Bootstrap::LivenessLinks links;
+  auto out = Socket::connect(ringAddress(nextInfo), deadline);
+  if (!out)
+    return fail(llvm::formatv("cannot connect to rank {0} at {1}: {2}", nextInfo.rank,
+                              ringAddress(nextInfo).str(), llvm::toString(out.takeError()))
+                    .str());
+  RingHello mine;
+  mine.rank = myRank;
+  mine.nonce = nonce;
+  if (llvm::Error err = out->sendAll(&mine, sizeof mine, deadline))
+    return err;
+  links.next = std::move(*out);
+  while (!links.prev.valid()) {
+    auto in = listener.accept(deadline);
+    if (!in)
+      return fail(llvm::formatv("rank {0} did not connect to this rank ({1}) in time: {2}",
+                                prevRank, myRank, llvm::toString(in.takeError()))
+                      .str());
+    RingHello theirs;
+    if (llvm::Error err = in->recvAll(&theirs, sizeof theirs, deadline)) {
+      llvm::consumeError(std::move(err));
+      continue;
+    }
+    if (theirs.magic == HelloMagic && theirs.nonce == nonce && theirs.rank == prevRank)
+      links.prev = std::move(*in);
+  }
+  return links;
+}
+
 class TcpBootstrap final : public Bootstrap {
 public:
-  TcpBootstrap(int rank, int nranks, std::vector<PeerInfo> peers, Socket next, Socket prev)
-      : next(std::move(next)), prev(std::move(prev)) {
+  TcpBootstrap(int rank, int nranks, std::vector<PeerInfo> peers, Socket next, Socket prev,
+               std::shared_ptr<Socket> listener)
+      : next(std::move(next)), prev(std::move(prev)), listener(std::move(listener)) {
     myRank = rank;
     numRanks = nranks;
     table = std::move(peers);
@@ -212,8 +251,56 @@ public:
     return llvm::Error::success();
   }
 
+  llvm::Expected<LivenessLinks> connectLiveness(uint64_t nonce) override {
+    if (numRanks == 1)
+      return LivenessLinks{};
+    return joinRing(*listener, table[(myRank + 1) % numRanks], myRank,
+                    (myRank - 1 + numRanks) % numRanks, nonce, deadlineIn(bootstrapTimeout()));
+  }
+
+  llvm::Expected<std::unique_ptr<Bootstrap>> shrink(const std::vector<int> &survivors,
+                                                    uint64_t nonce, PeerInfo self) override {
+    const int n = static_cast<int>(survivors.size());
+    auto at = std::find(survivors.begin(), survivors.end(), myRank);
+    if (at == survivors.end())
+      return fail(llvm::formatv("rank {0} is not among the survivors", myRank).str());
+    const int mine = static_cast<int>(at - survivors.begin());
+    std::vector<PeerInfo> peers;
+    for (int r : survivors)
+      peers.push_back(table[static_cast<size_t>(r)]);
+    LivenessLinks ring;
+    if (n > 1) {
+      // Each survivor names itself by its rank here, which its new
+      // neighbour knows; the ring carries the new table.
+      auto joined = joinRing(*listener, table[survivors[(mine + 1) % n]], myRank,
+                             survivors[(mine - 1 + n) % n], nonce,
+                             deadlineIn(bootstrapTimeout()));
+      if (!joined)
+        return joined.takeError();
+      ring = std::move(*joined);
+    }
+    // The ring fields stay: the new communicator listens where this one does.
+    self.rank = mine;
+    self.ringFamily = table[myRank].ringFamily;
+    std::memcpy(self.ringAddr, table[myRank].ringAddr, sizeof self.ringAddr);
+    self.ringPort = table[myRank].ringPort;
+    for (int i = 0; i < n; ++i)
+      peers[static_cast<size_t>(i)].rank = i;
+    peers[static_cast<size_t>(mine)] = self;
+    auto boot = std::make_unique<TcpBootstrap>(mine, n, std::move(peers), std::move(ring.next),
+                                               std::move(ring.prev), listener);
+    std::vector<PeerInfo> fresh = boot->table;
+    if (llvm::Error err = boot->allgather(fresh.data(), sizeof(PeerInfo)))
+      return err;
+    boot->table = std::move(fresh);
+    return std::unique_ptr<Bootstrap>(std::move(boot));
+  }
+
 private:
   Socket next, prev;
+  /// This rank's ring listener, kept for the liveness ring and for the
+  /// rings of shrunk communicators, which share it.
+  std::shared_ptr<Socket> listener;
 };
 
 } // namespace
@@ -291,6 +378,12 @@ llvm::Error Bootstrap::barrier() {
   return allgather(bytes.data(), 1);
 }
 
+llvm::Expected<std::unique_ptr<Bootstrap>> Bootstrap::shrink(const std::vector<int> &, uint64_t,
+                                                             PeerInfo) {
+  return fail("this communicator's ranks found each other through another library, which "
+              "cannot leave ranks out");
+}
+
 llvm::Expected<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId &id, int nranks,
                                                             int rank, PeerInfo self) {
   const Deadline deadline = deadlineIn(bootstrapTimeout());
@@ -339,38 +432,18 @@ llvm::Expected<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId &id, 
   if (llvm::Error err = root->recvAll(peers.data(), peers.size() * sizeof(PeerInfo), deadline))
     return err;
 
-  Socket next, prev;
+  auto listener = std::make_shared<Socket>(std::move(*ringListener));
+  Bootstrap::LivenessLinks ring;
   if (nranks > 1) {
-    const PeerInfo &nextInfo = peers[(rank + 1) % nranks];
-    auto out = Socket::connect(ringAddress(nextInfo), deadline);
-    if (!out)
-      return fail(llvm::formatv("cannot connect to rank {0} at {1}: {2}", nextInfo.rank,
-                                ringAddress(nextInfo).str(), llvm::toString(out.takeError()))
-                      .str());
-    RingHello mine;
-    mine.rank = rank;
-    mine.nonce = id.nonce;
-    if (llvm::Error err = out->sendAll(&mine, sizeof mine, deadline))
-      return err;
-    next = std::move(*out);
-    const int expected = (rank - 1 + nranks) % nranks;
-    while (!prev.valid()) {
-      auto in = ringListener->accept(deadline);
-      if (!in)
-        return fail(llvm::formatv("rank {0} did not connect to this rank ({1}) in time: {2}",
-                                  expected, rank, llvm::toString(in.takeError()))
-                        .str());
-      RingHello theirs;
-      if (llvm::Error err = in->recvAll(&theirs, sizeof theirs, deadline)) {
-        llvm::consumeError(std::move(err));
-        continue;
-      }
-      if (theirs.magic == HelloMagic && theirs.nonce == id.nonce && theirs.rank == expected)
-        prev = std::move(*in);
-    }
+    auto joined = joinRing(*listener, peers[(rank + 1) % nranks], rank,
+                           (rank - 1 + nranks) % nranks, id.nonce, deadline);
+    if (!joined)
+      return joined.takeError();
+    ring = std::move(*joined);
   }
-  return std::unique_ptr<Bootstrap>(
-      new TcpBootstrap(rank, nranks, std::move(peers), std::move(next), std::move(prev)));
+  return std::unique_ptr<Bootstrap>(new TcpBootstrap(rank, nranks, std::move(peers),
+                                                     std::move(ring.next), std::move(ring.prev),
+                                                     std::move(listener)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -422,6 +495,37 @@ public:
     return group->allgather(myRank, data, bytes);
   }
   void setTable(std::vector<PeerInfo> peers) { table = std::move(peers); }
+
+  /// The survivors meet in a group of their own, which the first to arrive
+  /// makes (by `nonce`, which they share).
+  llvm::Expected<std::unique_ptr<Bootstrap>> shrink(const std::vector<int> &survivors,
+                                                    uint64_t nonce, PeerInfo self) override {
+    const int n = static_cast<int>(survivors.size());
+    auto at = std::find(survivors.begin(), survivors.end(), myRank);
+    if (at == survivors.end())
+      return fail(llvm::formatv("rank {0} is not among the survivors", myRank).str());
+    const int mine = static_cast<int>(at - survivors.begin());
+    std::shared_ptr<LocalBootstrapGroup::Impl> shrunk;
+    {
+      static std::mutex mutex;
+      static std::map<uint64_t, std::pair<std::shared_ptr<LocalBootstrapGroup::Impl>, int>> meeting;
+      std::lock_guard<std::mutex> lock(mutex);
+      auto &entry = meeting[nonce];
+      if (!entry.first)
+        entry.first = std::make_shared<LocalBootstrapGroup::Impl>(n);
+      shrunk = entry.first;
+      if (++entry.second == n)
+        meeting.erase(nonce);
+    }
+    auto boot = std::make_unique<LocalBootstrap>(shrunk, mine);
+    std::vector<PeerInfo> peers(static_cast<size_t>(n));
+    peers[static_cast<size_t>(mine)] = self;
+    peers[static_cast<size_t>(mine)].rank = mine;
+    if (llvm::Error err = boot->allgather(peers.data(), sizeof(PeerInfo)))
+      return err;
+    boot->setTable(std::move(peers));
+    return std::unique_ptr<Bootstrap>(std::move(boot));
+  }
 
 private:
   std::shared_ptr<LocalBootstrapGroup::Impl> group;

@@ -63,6 +63,15 @@ std::optional<std::string> Communicator::stopReport() const {
   return llvm::toString(impl->stop->error());
 }
 
+std::optional<std::string> Communicator::firstFailure() const {
+  if (!impl->stop || !impl->stop->raised())
+    return std::nullopt;
+  std::string report = impl->stop->firstReport();
+  if (report.empty())
+    return std::nullopt;
+  return report;
+}
+
 collResult_t Communicator::checkAsyncError() {
   std::unique_lock<std::mutex> lock(impl->deviceMutex, std::try_to_lock);
   if (lock.owns_lock() && !impl->devices.empty() && impl->backend && !impl->backend->emulated())
@@ -118,6 +127,8 @@ void Communicator::abort() {
   const std::string why = llvm::formatv("rank {0} aborted the communicator", impl->rank);
   impl->stop->failAll(collRemoteError, why);
   impl->breakWith(collRemoteError, why);
+  if (impl->liveness)
+    impl->liveness->announce(Liveness::Abort, impl->rank);
   {
     // Kernels in flight on a device stop at their next poll instead of
     // running on until their watchdog.

@@ -47,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -204,8 +205,12 @@ public:
   /// This rank's call failed: records the report if it is the first, and
   /// stops this rank and every local rank at or past the failed call.
   void fail(collResult_t kind, const std::string &report) { raise(kind, report, false); }
-  /// Stops every call of the host's ranks (collCommAbort).
-  void failAll(collResult_t kind, const std::string &report) { raise(kind, report, true); }
+  /// Stops every call of the host's ranks (collCommAbort). `subject`: the
+  /// rank the report is about when another than this one (a lost rank,
+  /// one that revoked), which the others' errors name.
+  void failAll(collResult_t kind, const std::string &report, int subject = -1) {
+    raise(kind, report, true, subject);
+  }
 
   /// Some rank of the host failed (this one's word may be down: it is
   /// behind that call).
@@ -230,8 +235,17 @@ public:
     if (who == rank)
       return collError(static_cast<collResult_t>(h.stopResult.load(std::memory_order_relaxed)),
                        text);
+    if (llvm::StringRef(text).startswith(llvm::formatv("rank {0} ", who).str()))
+      return collError(collRemoteError, text); // a report about that rank (a loss, a revoke)
     return collError(collRemoteError,
                      llvm::formatv("rank {0} failed, which stopped this call: {1}", who, text));
+  }
+
+  /// The first report recorded on the host (once raised()).
+  std::string firstReport() const {
+    waitForReport();
+    const transport::ControlHeader &h = t.control();
+    return h.reportReady.load(std::memory_order_acquire) ? std::string(h.report) : std::string();
   }
 
   /// The reporter's call number when it raised the stop (once raised()).
@@ -248,15 +262,27 @@ private:
       std::this_thread::yield();
   }
 
-  void raise(collResult_t kind, const std::string &report, bool all) {
+public:
+  /// Records `report` as the host's first failure if none is, without
+  /// raising any rank's word: calls in flight go on, a call that starts
+  /// later stops (catchUp). A lost rank found between calls
+  /// (Liveness.cpp), which a later failure must not replace as the cause.
+  void record(collResult_t kind, const std::string &report, int subject = -1) {
     transport::ControlHeader &h = t.control();
     int32_t expected = -1;
-    if (h.stopRank.compare_exchange_strong(expected, rank, std::memory_order_seq_cst)) {
+    if (h.stopRank.compare_exchange_strong(expected, subject >= 0 ? subject : rank,
+                                           std::memory_order_seq_cst)) {
       std::snprintf(h.report, sizeof h.report, "%s", report.c_str());
       h.stopResult.store(kind, std::memory_order_relaxed);
       h.stopSeq.store(seq.load(std::memory_order_relaxed), std::memory_order_seq_cst);
       h.reportReady.store(1, std::memory_order_release);
     }
+  }
+
+private:
+  void raise(collResult_t kind, const std::string &report, bool all, int subject = -1) {
+    transport::ControlHeader &h = t.control();
+    record(kind, report, subject);
     h.stop.store(1, std::memory_order_seq_cst);
     word->store(1, std::memory_order_seq_cst);
     const uint64_t failed = failedCall();
@@ -274,6 +300,52 @@ private:
   const std::atomic<uint64_t> &seq;
 };
 
+
+/// A communicator's liveness watch (docs/RUNTIME.md, "Lost ranks"): a
+/// thread that waits on the other processes of this host (pidfds) and on
+/// the liveness ring's two connections (Bootstrap::connectLiveness). A
+/// process that dies closes its connections, so its ring neighbours see
+/// the end of stream without a goodbye at once; whoever sees a death, a
+/// revoke or an abort first breaks its communicator (Impl::lose) and
+/// passes the notice on around the ring both ways, so that every rank has
+/// it within a few hops' latency, inside a call or not.
+class Liveness {
+public:
+  /// What travels on the ring: a kind and the rank it is about.
+  enum Kind : char { Goodbye = 'B', Death = 'D', Revoke = 'R', Abort = 'A' };
+  /// How long a call in flight when a death is noticed may go on before
+  /// the stop word ends it (it may need nothing more of the dead rank).
+  static constexpr int DeathGraceMs = 200;
+  /// `next`, `prev`: the ranks at the ends of the links.
+  Liveness(Communicator::Impl &c, Bootstrap::LivenessLinks links, int next, int prev);
+  /// Says goodbye on both links (this rank leaves on purpose), then stops.
+  ~Liveness();
+  /// Tells every rank, around the ring, that `rank` revoked or aborted.
+  void announce(Kind kind, int rank);
+
+private:
+  struct Link {
+    Socket socket;
+    int rank = -1;
+    char buffer[8] = {};
+    size_t got = 0;
+    bool leaving = false; ///< it said goodbye: its end of stream is no death
+  };
+  void run();
+  /// Acts on a notice once (the first of its kind and rank), passing it on.
+  void notice(Kind kind, int rank, const std::string &why);
+  void sendBoth(Kind kind, int rank);
+  /// Every rank of process `pid` on this host destroyed its communicator
+  /// before the process exited.
+  bool leftOnPurpose(int pid) const;
+
+  Communicator::Impl &c;
+  Link links[2];
+  int wake = -1; ///< an eventfd: the destructor wakes the thread
+  std::mutex sendMutex;
+  std::set<std::pair<char, int>> seen; ///< the thread's and announce()'s, under sendMutex
+  std::thread thread;
+};
 
 class Communicator::Impl {
 public:
@@ -420,8 +492,19 @@ public:
   std::string lastError;
 
   std::shared_ptr<TraceFile> trace; ///< COLL_TRACE, or null
+  /// The liveness watch (null where there is nothing to watch: ranks of one
+  /// process); stopped first at destroy.
+  std::unique_ptr<Liveness> liveness;
+  /// Shrinks made from this communicator so far: part of each new one's
+  /// nonce, the same on every survivor.
+  uint64_t shrinks = 0;
 
   ~Impl() {
+    // This rank leaves on purpose: its process's exit is no loss to the
+    // host's liveness watches, and its ring neighbours get a goodbye.
+    if (transport)
+      transport->slot(transport->myLocalIndex()).left.store(1, std::memory_order_release);
+    liveness.reset();
     // Kernels enqueued on a GPU read the FIFOs and tables the runners own.
     if (!devices.empty())
       if (llvm::Error err = checkDevices(true))
@@ -538,6 +621,13 @@ public:
   /// with `message` unless it is raised: the peers learn of the failure
   /// (retirement()).
   void breakWith(collResult_t result, const std::string &message);
+  /// A rank was lost, or the communicator revoked or aborted (`why`): ends
+  /// every call in flight of the host's ranks, host and device (the stop
+  /// word, the device runners), and breaks this communicator with `why` as
+  /// its last error. From any thread (the liveness watch's).
+  void lose(collResult_t result, const std::string &why, int subject);
+  /// Starts the liveness watch (collective: the ring's connections).
+  llvm::Error startLiveness();
   /// Whether this communicator has retired (docs/RUNTIME.md, "Retiring"):
   /// a call this rank made failed, here or on a peer of its host (the stop
   /// word, raised for a call up to callSeq); then the first failure's

@@ -174,6 +174,20 @@ llvm::Error Communicator::Impl::retirement() {
   const int broken = asyncError.load(std::memory_order_acquire);
   if (broken == collSuccess && !stop->raised())
     return llvm::Error::success();
+  if (!stop->raised()) {
+    // Broken with no stop raised on the host: a lost rank found between
+    // calls (Liveness.cpp), whose report is the last error.
+    std::string report;
+    {
+      std::lock_guard<std::mutex> lock(errorMutex);
+      report = lastError;
+    }
+    auto e = std::make_unique<CollError>(
+        static_cast<collResult_t>(broken),
+        llvm::formatv("the communicator retired at an earlier failure: {0}", report).str());
+    e->retired = true;
+    return llvm::Error(std::move(e));
+  }
   // The first failure of the host (breakWith raises the stop for this
   // rank's own).
   const uint64_t failed = stop->failedCall(), reached = callSeq.load(std::memory_order_relaxed);

@@ -95,6 +95,8 @@ llvm::Error Communicator::Impl::setup() {
   if (llvm::Error err = setupNetwork(here.ranks, here.allInProcess))
     return err;
   watchLocalProcesses(here);
+  if (llvm::Error err = startLiveness())
+    return err;
   if (rank == 0)
     logSelection();
   return llvm::Error::success();

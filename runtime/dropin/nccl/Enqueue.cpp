@@ -157,9 +157,13 @@ void retire(ncclComm_t comm, ncclResult_t result, const std::string &failure) {
   // The runtime's reports of a peer's abort (Comm.cpp, abort), of a peer
   // process gone (Round.cpp, pollPeers) and of a peer of another host lost
   // (NetProxy.cpp, through Setup.cpp's peerLost).
-  if (failure.find("aborted the communicator") != std::string::npos)
+  // A revoke likewise (ncclCommRevoke; Liveness.cpp carries it to every
+  // rank). A death: the liveness watch's "rank R (process P on H) exited"
+  // and pollPeers' "... exited while rank ...".
+  if (failure.find("aborted the communicator") != std::string::npos ||
+      failure.find("revoked the communicator") != std::string::npos)
     return;
-  const bool died = failure.find(") exited while rank ") != std::string::npos ||
+  const bool died = failure.find(") exited") != std::string::npos ||
                     failure.find("lost rank ") != std::string::npos;
   {
     std::lock_guard<std::mutex> lock(comm->mutex);

@@ -446,14 +446,15 @@ COLL_NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags),
     return ncclSuccess;
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return failWith(comm, ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
-  // Coll's side stops its calls in flight; the communicator then reports the
-  // error and can only be destroyed or aborted, as a revoked one.
-  if (Communicator *impl = comm->impl())
-    impl->abort();
-  if (comm->real) {
-    COLL_NEED_REAL(comm, ncclCommRevoke);
+  // Coll's side ends its calls in flight on every rank (collCommRevoke);
+  // the communicator then reports the error, and can be shrunk, split's
+  // successor, or destroyed.
+  if (comm->coll)
+    if (collResult_t r = collCommRevoke(comm->coll, COLL_REVOKE_DEFAULT); r != collSuccess)
+      return failWith(comm, toNccl(r), std::string("ncclCommRevoke: ") +
+                                           collGetLastError(comm->coll));
+  if (comm->real && real().ncclCommRevoke)
     return fromReal(comm, "ncclCommRevoke", real().ncclCommRevoke(comm->real, revokeFlags));
-  }
   return ncclSuccess;
 }
 
@@ -521,35 +522,124 @@ COLL_NCCL_API(ncclResult_t, ncclCommShrink,
   if (!comm || !newcomm || (excludeRanksCount > 0 && !excludeRanksList))
     return failWith(comm, ncclInvalidArgument, "ncclCommShrink: NULL argument");
   *newcomm = nullptr;
-  // Coll's communicators are remade only with every rank (split); the
-  // excluded ranks do not call this, so the new communicator is the real
-  // NCCL's alone.
-  if (!comm->real)
-    return failWith(comm, ncclInvalidUsage,
-                    "ncclCommShrink: Coll cannot shrink a communicator without its excluded "
-                    "ranks, and the real NCCL has none here: " + whyNoReal(comm));
-  COLL_NEED_REAL(comm, ncclCommShrink);
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return failWith(comm, ncclInvalidArgument,
+                    "ncclCommShrink: shrinkFlags must be NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT");
+  // Coll's side shrinks over its own bootstrap (collCommShrink), whether
+  // or not a call failed on it: the new communicator is Coll's again. The
+  // real NCCL's, where there is one, shrinks beside it.
+  collComm_t child = nullptr;
+  std::string noColl;
+  if (!comm->coll) {
+    noColl = "the communicator has no Coll side";
+  } else if (collResult_t r =
+                 collCommShrink(comm->coll, excludeRanksList, excludeRanksCount, &child, nullptr,
+                                shrinkFlags == NCCL_SHRINK_ABORT ? COLL_SHRINK_ABORT
+                                                                 : COLL_SHRINK_DEFAULT);
+             r != collSuccess) {
+    if (!comm->real)
+      return failWith(comm, toNccl(r),
+                      std::string("ncclCommShrink: ") + collGetLastError(comm->coll));
+    noColl = collGetLastError(comm->coll);
+  }
   ncclComm_t realChild = nullptr;
-  if (ncclResult_t r = real().ncclCommShrink(comm->real, excludeRanksList, excludeRanksCount,
-                                             &realChild, config, shrinkFlags);
-      r != ncclSuccess)
-    return fromReal(comm, "ncclCommShrink", r);
+  std::string noReal = comm->noReal;
+  if (comm->real) {
+    if (!real().ncclCommShrink) {
+      noReal = "the real NCCL at " + real().path + " lacks ncclCommShrink";
+    } else if (ncclResult_t r = real().ncclCommShrink(comm->real, excludeRanksList,
+                                                      excludeRanksCount, &realChild, config,
+                                                      shrinkFlags);
+               r != ncclSuccess) {
+      if (!child)
+        return fromReal(comm, "ncclCommShrink", r);
+      noReal = std::string("the real ncclCommShrink failed: ") + real().ncclGetErrorString(r);
+      realChild = nullptr;
+    }
+  }
+  if (!child && !realChild)
+    return failWith(comm, ncclInvalidUsage,
+                    "ncclCommShrink: neither Coll (" + noColl + ") nor the real NCCL (" + noReal +
+                        ") could shrink the communicator");
   auto *c = new ncclComm;
+  c->coll = child;
   c->real = realChild;
+  c->noReal = realChild ? std::string() : noReal;
   c->device = comm->device;
-  c->rank = -1;
-  int count = 0, rank = 0;
-  // Rank and size from the real communicator; excluded ranks get NULL.
-  const RealNccl &r = real();
-  if (realChild && r.ncclCommUserRank && r.ncclCommCount &&
-      r.ncclCommUserRank(realChild, &rank) == ncclSuccess &&
-      r.ncclCommCount(realChild, &count) == ncclSuccess) {
-    c->rank = rank;
-    c->nranks = count;
+  if (child) {
+    collCommUserRank(child, &c->rank);
+    collCommCount(child, &c->nranks);
+    if (Communicator *impl = c->impl(); impl && comm->device >= 0 && comm->impl() &&
+                                        comm->impl()->boundDevice() >= 0)
+      impl->bindDevice(comm->impl()->boundDevice());
+  } else {
+    // Rank and size from the real communicator.
+    c->rank = -1;
+    int count = 0, rank = 0;
+    const RealNccl &r = real();
+    if (r.ncclCommUserRank && r.ncclCommCount &&
+        r.ncclCommUserRank(realChild, &rank) == ncclSuccess &&
+        r.ncclCommCount(realChild, &count) == ncclSuccess) {
+      c->rank = rank;
+      c->nranks = count;
+    }
   }
   *newcomm = c;
   return ncclSuccess;
 }
+
+#if NCCL_VERSION_CODE >= 22900
+// NCCL 2.29's grow, where nccl.h declares it. Coll's communicator grows
+// (collCommGrow: the existing ranks keep their numbers, the root's id,
+// made by ncclCommGetUniqueId, reaches the others over the communicator);
+// the real NCCL's does not, since its grow needs its own id, which the one
+// id the program hands round cannot carry beside Coll's: the grown
+// communicator is Coll's alone, and a call Coll cannot serve on it fails
+// with ncclInvalidUsage saying so.
+COLL_NCCL_API(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *uniqueId),
+              (comm, uniqueId)) {
+  if (!comm || !uniqueId || !comm->coll)
+    return failWith(comm, ncclInvalidArgument,
+                    "ncclCommGetUniqueId: NULL argument, or a communicator without Coll's side");
+  collUniqueId id;
+  if (collResult_t r = collCommGetUniqueId(comm->coll, &id); r != collSuccess)
+    return failWith(comm, toNccl(r),
+                    std::string("ncclCommGetUniqueId: ") + collGetLastError(comm->coll));
+  std::memcpy(uniqueId->internal, id.internal, sizeof id.internal);
+  return ncclSuccess;
+}
+
+COLL_NCCL_API(ncclResult_t, ncclCommGrow,
+              (ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+               ncclComm_t *newcomm, ncclConfig_t *config),
+              (comm, nRanks, uniqueId, rank, newcomm, config)) {
+  (void)config;
+  if (!newcomm)
+    return failWith(comm, ncclInvalidArgument, "ncclCommGrow: newcomm is NULL");
+  *newcomm = nullptr;
+  collUniqueId id;
+  if (uniqueId)
+    std::memcpy(id.internal, uniqueId->internal, sizeof id.internal);
+  if (comm && !comm->coll)
+    return failWith(comm, ncclInvalidUsage, "ncclCommGrow: the communicator has no Coll side");
+  collComm_t child = nullptr;
+  if (collResult_t r = collCommGrow(comm ? comm->coll : nullptr, nRanks, uniqueId ? &id : nullptr,
+                                    rank, &child, nullptr);
+      r != collSuccess)
+    return failWith(comm, toNccl(r),
+                    std::string("ncclCommGrow: ") + collGetLastError(comm ? comm->coll : nullptr));
+  auto *c = new ncclComm;
+  c->coll = child;
+  c->noReal = "ncclCommGrow makes Coll's communicator alone (the real NCCL's grow needs an id of "
+              "its own)";
+  std::string noDevice;
+  c->device = comm ? comm->device : currentDevice(noDevice);
+  collCommUserRank(child, &c->rank);
+  collCommCount(child, &c->nranks);
+  *newcomm = c;
+  return ncclSuccess;
+}
+#endif
 
 //===----------------------------------------------------------------------===//
 // The API: results, errors, what a communicator is

@@ -70,7 +70,14 @@
   X(ncclRedOpDestroy) X(ncclReduce) X(ncclBroadcast) X(ncclAllReduce) X(ncclReduceScatter)     \
   X(ncclAllGather) X(ncclAlltoAll) X(ncclGather) X(ncclScatter) X(ncclSend) X(ncclRecv)        \
   X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd) X(ncclCommInitRank)                \
-  X(ncclCommInitRankScalable) X(ncclBcast)
+  X(ncclCommInitRankScalable) X(ncclBcast) COLL_NCCL_REAL_GROW(X)
+
+/// NCCL 2.29's grow, where the nccl.h the shim is built against has it.
+#if NCCL_VERSION_CODE >= 22900
+#define COLL_NCCL_REAL_GROW(X) X(ncclCommGrow) X(ncclCommGetUniqueId)
+#else
+#define COLL_NCCL_REAL_GROW(X)
+#endif
 
 /// An op of ncclRedOpCreatePreMulSum made on Coll's side, where no real
 /// NCCL is loaded (PreMulSum.cpp).

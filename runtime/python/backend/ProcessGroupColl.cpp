@@ -32,6 +32,7 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/chrono.h>
@@ -40,6 +41,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string_view>
@@ -135,6 +137,107 @@ public:
     auto child = c10::make_intrusive<ProcessGroupColl>(comm, rank, size, std::move(fallback),
                                                        fallbackName_, opts->timeout);
     child->options_ = opts;
+    return child;
+  }
+
+  // -- shrink_group ----------------------------------------------------------
+
+  bool supportsShrinking() const override { return true; }
+
+  /// dist.shrink_group: the group without `ranksToExclude`, called by the
+  /// others only (docs/PYTORCH.md, "Lost ranks"). The communicator shrinks
+  /// on Coll's side (collCommShrink: over the listeners its ranks opened,
+  /// no store, whether or not a call failed on it); gloo underneath has no
+  /// shrink, so the survivors split the parent's gloo through a store of
+  /// their own, which the new rank 0 serves (the job's store may have died
+  /// with the rank that served it) and whose address the new communicator
+  /// carries. `shrinkFlags` 1 (SHRINK_ABORT): the calls in flight here end
+  /// first.
+  BackendPtr shrink(const std::vector<int64_t> &ranksToExclude, int shrinkFlags,
+                    const c10::intrusive_ptr<Options> &optsOverride) override {
+    std::vector<int> exclude(ranksToExclude.begin(), ranksToExclude.end());
+    collComm_t parent;
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      parent = comm_;
+    }
+    TORCH_CHECK(parent, "coll: shrink_group on a group that was aborted or destroyed");
+    BackendPtr parentFallback = currentFallback();
+    TORCH_CHECK(parentFallback, "coll: shrink_group after destroy_process_group");
+    collComm_t comm = nullptr;
+    call(collCommShrink(parent, exclude.data(), static_cast<int>(exclude.size()), &comm, nullptr,
+                        (shrinkFlags & 1) ? COLL_SHRINK_ABORT : COLL_SHRINK_DEFAULT),
+         parent);
+    int rank = 0, size = 1;
+    collCommUserRank(comm, &rank);
+    collCommCount(comm, &size);
+    const std::chrono::milliseconds timeout = optsOverride ? optsOverride->timeout
+                                                           : options_->timeout;
+    // The survivors' store: "host:port" of the new rank 0's, broadcast.
+    char where[256] = {};
+    c10::intrusive_ptr<c10d::Store> store;
+    try {
+      if (rank == 0) {
+        char host[200] = "";
+        if (gethostname(host, sizeof host - 1) != 0 || !*host)
+          std::snprintf(host, sizeof host, "127.0.0.1");
+        c10d::TCPStoreOptions o;
+        o.port = 0;
+        o.isServer = true;
+        o.numWorkers = static_cast<size_t>(size);
+        o.waitWorkers = false;
+        o.timeout = timeout;
+        auto server = c10::make_intrusive<c10d::TCPStore>(host, o);
+        std::snprintf(where, sizeof where, "%s:%u", host, unsigned(server->getPort()));
+        store = server;
+      }
+      call(collBroadcast(where, where, sizeof where, collInt8, 0, comm, nullptr), comm);
+      if (rank != 0) {
+        std::string text(where, strnlen(where, sizeof where));
+        const size_t colon = text.rfind(':');
+        TORCH_CHECK(colon != std::string::npos, "coll: shrink_group: no store address");
+        c10d::TCPStoreOptions o;
+        o.port = static_cast<std::uint16_t>(std::stoul(text.substr(colon + 1)));
+        o.isServer = false;
+        o.numWorkers = static_cast<size_t>(size);
+        o.waitWorkers = false;
+        o.timeout = timeout;
+        store = c10::make_intrusive<c10d::TCPStore>(text.substr(0, colon), o);
+      }
+    } catch (...) {
+      collCommDestroy(comm);
+      throw;
+    }
+    std::vector<int> survivors;
+    for (int r = 0; r < getSize(); ++r)
+      if (std::find(exclude.begin(), exclude.end(), r) == exclude.end())
+        survivors.push_back(r);
+    auto fallbackOpts = parentFallback->getBackendOptions()->clone();
+    if (optsOverride) {
+      fallbackOpts->group_name = optsOverride->group_name;
+      fallbackOpts->group_desc = optsOverride->group_desc;
+    }
+    fallbackOpts->timeout = timeout;
+    BackendPtr fallback;
+    try {
+      fallback = parentFallback->split(
+          c10::make_intrusive<c10d::PrefixStore>("coll-shrink/", store), survivors, fallbackOpts);
+    } catch (...) {
+      collCommDestroy(comm);
+      throw;
+    }
+    if (!fallback) {
+      collCommDestroy(comm);
+      TORCH_CHECK(false, "coll: ", fallbackName_, " did not split for the survivors");
+    }
+    auto child = c10::make_intrusive<ProcessGroupColl>(comm, rank, size, std::move(fallback),
+                                                       fallbackName_, timeout);
+    if (optsOverride)
+      child->options_ = optsOverride;
+    // The server lives in rank 0's store object: kept while the group
+    // lives, since the others may still read from it after rank 0 is done
+    // (gloo keeps clones, which are clients).
+    child->shrinkStore_ = std::move(store);
     return child;
   }
 
@@ -577,7 +680,9 @@ private:
   Decision coalesced(const char *collective, std::vector<at::Tensor> &outputs,
                      std::vector<at::Tensor> &inputs, const c10d::ReduceOp *op, Sizes &&sizes) {
     Decision all;
-    if (outputs.size() != inputs.size() || outputs.empty())
+    if (retired_) // every call is gloo's: this one whole, as gloo's own
+      all.unsupported = "a call of Coll's failed before";
+    else if (outputs.size() != inputs.size() || outputs.empty())
       all.unsupported = "not one output per input";
     for (size_t i = 0; i < outputs.size() && all.unsupported.empty(); ++i) {
       Decision d = check({outputs[i], inputs[i]});
@@ -818,15 +923,24 @@ private:
   template <typename HandDown>
   WorkPtr failed(uint64_t number, const std::string &message, bool ranColl, HandDown &handDown,
                  c10d::OpType type, std::vector<at::Tensor> &outputs) {
+    // Revoked, not freed: the other ranks' calls on it end at once, and
+    // shrink_group can still make the survivors' communicator from it.
+    bool lost = false;
     {
       std::lock_guard<std::mutex> lock(commMutex_);
-      if (comm_)
-        collCommAbort(comm_);
-      comm_ = nullptr;
+      if (comm_) {
+        collCommRevoke(comm_, COLL_REVOKE_DEFAULT);
+        // A rank that died (the liveness watch's report): gloo would wait
+        // for it, so there is no agreement and no call on gloo; the error
+        // is the caller's, who may shrink the group.
+        lost = message.find(" exited") != std::string::npos ||
+               std::string_view(collGetLastError(comm_)).find(" exited") !=
+                   std::string_view::npos;
+      }
     }
     uint64_t first = number;
     std::string agreement;
-    if (BackendPtr fallback = currentFallback()) {
+    if (BackendPtr fallback = lost ? nullptr : currentFallback()) {
       try {
         std::vector<at::Tensor> t{at::full({1}, static_cast<int64_t>(number), at::kLong)};
         c10d::AllreduceOptions o;
@@ -851,7 +965,7 @@ private:
                    message.c_str(), agreement.c_str());
       std::fflush(stderr);
     }
-    if (!ranColl || first < number)
+    if (!lost && (!ranColl || first < number))
       return handDown();
     return c10::make_intrusive<CollWork>(getRank(), type, std::move(outputs),
                                          backendError(message), std::nullopt);
@@ -897,6 +1011,8 @@ private:
   }
 
   collComm_t comm_;
+  /// shrink(): the survivors' store (on the new rank 0, its server).
+  c10::intrusive_ptr<c10d::Store> shrinkStore_;
   std::mutex commMutex_;
   std::mutex fallbackMutex_;
   bool shutDown_ = false;

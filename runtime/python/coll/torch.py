@@ -160,3 +160,47 @@ def create_backend(store, rank, size, timeout):
 # CUDA tensors too: Coll's GPU backend where libcoll has one, else gloo
 # (each call says which, at COLL_DEBUG=INFO).
 dist.Backend.register_backend("coll", create_backend, devices=["cpu", "cuda"])
+
+
+def _patch_shrunk_group():
+    """dist.shrink_group registers the shrunk backend as torch's own (GLOO on
+    the CPU, NCCL on CUDA: PyTorch 2.15's _create_shrunk_process_group), which
+    DDP's logger then casts to ProcessGroupGloo, a crash for any other
+    backend. A "coll" group is registered as every "coll" group is: a CUSTOM
+    backend on the CPU and CUDA, as new_group registers it (docs/PYTORCH.md,
+    "Lost ranks"). Other backends' shrinks go to torch's function."""
+    import torch.distributed.distributed_c10d as c10d
+
+    original = getattr(c10d, "_create_shrunk_process_group", None)
+    if original is None or getattr(original, "_coll", False):
+        return
+
+    def create(new_backend, remaining_ranks, metadata, is_default_group):
+        if new_backend.name() != "coll":
+            return original(new_backend, remaining_ranks, metadata, is_default_group)
+        group_name = metadata["new_group_name"]
+        group_desc = ("default:shrunken" if is_default_group
+                      else f"{metadata['original_group_name']}:shrunk")
+        try:
+            store = metadata["store"].clone()
+        except Exception:  # the store died with the rank that served it
+            store = dist.HashStore()
+        pg = dist.ProcessGroup(dist.PrefixStore(f"{group_name}/", store), new_backend.rank(),
+                               new_backend.size())
+        custom = dist.ProcessGroup.BackendType.CUSTOM
+        for device in ("cpu", "cuda"):
+            pg._register_backend(torch.device(device), custom, new_backend)
+        pg._set_default_backend(custom)
+        if metadata.get("bound_device_id") is not None:
+            pg.bound_device_id = metadata["bound_device_id"]
+        pg._set_group_name(group_name)
+        pg._set_group_desc(group_desc)
+        if metadata.get("backend_config") is not None:
+            c10d._world.pg_backend_config[pg] = metadata["backend_config"]
+        return pg
+
+    create._coll = True
+    c10d._create_shrunk_process_group = create
+
+
+_patch_shrunk_group()

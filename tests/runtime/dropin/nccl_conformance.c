@@ -17,7 +17,8 @@
  * device, a GPU's with the real CUDA runtime; rank r uses device r modulo
  * the device count); `failure-watchdog`, `failure-mismatch`,
  * `failure-late`, `failure-died`: a call Coll serves fails on purpose, and
- * the job goes on (failure(), below); `device-failure-KIND`, the same with
+ * the job goes on (failure(), below); `failure-shrink`: a rank is killed,
+ * and the others revoke, shrink and go on (shrinkAfterLoss()); `device-failure-KIND`, the same with
  * the failing call on device buffers.
  *
  * UNDERNEATH: what runs the calls Coll does not: `standin` (the stand-in of
@@ -64,6 +65,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1279,6 +1282,106 @@ static void failure(int rank, int n, int idFd[2], const char *how) {
          said);
 }
 
+/* failure-shrink: rank 1 kills itself (SIGKILL) in the middle of a stream
+ * of allreduces Coll serves; each survivor's call fails with
+ * ncclRemoteError within 2 s of the kill (the kill's CLOCK_MONOTONIC time
+ * is in `killedAt`, a page the ranks share), ncclCommGetAsyncError says
+ * so, and the survivors ncclCommRevoke and ncclCommShrink without it, with
+ * or without a real NCCL: the new communicator is Coll's (no unique id),
+ * numbered densely in the old order, and 100 calls of every kind on it are
+ * checked byte for byte (docs/RUNTIME.md, "Lost ranks"). */
+static volatile int64_t *killedAt;
+
+static int64_t nowNs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void shrinkAfterLoss(int rank, int n, int idFd[2]) {
+  const int victim = 1;
+  ncclComm_t comm = init(rank, n, idFd);
+  int32_t *in = NULL, *out = NULL;
+  const size_t count = 4096;
+  int32_t hostIn[4096];
+  memset(hostIn, 0, sizeof hostIn);
+  if (deviceMode) {
+    CUDA(cudaMalloc((void **)&in, sizeof hostIn));
+    CUDA(cudaMalloc((void **)&out, sizeof hostIn));
+    CUDA(cudaMemcpy(in, hostIn, sizeof hostIn, cudaMemcpyHostToDevice));
+  } else {
+    in = malloc(sizeof hostIn);
+    out = malloc(sizeof hostIn);
+    memcpy(in, hostIn, sizeof hostIn);
+  }
+  ncclResult_t r = ncclSuccess;
+  ncclResult_t async = ncclSuccess;
+  for (int i = 0; r == ncclSuccess && async == ncclSuccess && i < 1000000; ++i) {
+    if (rank == victim && i == 20) {
+      *killedAt = nowNs();
+      raise(SIGKILL);
+    }
+    r = ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL);
+    if (r == ncclSuccess && deviceMode) {
+      /* Device calls return once enqueued: the stream ends (its kernel
+       * stopped, where a peer died), and the communicator tells. */
+      (void)cudaStreamSynchronize(NULL);
+      OK(ncclCommGetAsyncError(comm, &async));
+    }
+  }
+  if (r == ncclSuccess)
+    r = async;
+  const int64_t at = *killedAt;
+  const double ms = at ? (double)(nowNs() - at) / 1e6 : -1.0;
+  if (r != ncclRemoteError)
+    FAIL("the call after rank %d died returned %d (%s), not ncclRemoteError", victim, (int)r,
+         ncclGetLastError(comm));
+  if (!at || ms > coll_test_scaled(2000))
+    FAIL("the loss was seen %.1f ms after the kill (at most 2000 ms)", ms);
+  if (!strstr(ncclGetLastError(comm), "rank 1"))
+    FAIL("the error does not name rank 1: %s", ncclGetLastError(comm));
+  /* With a real NCCL beside it, the communicator's state after a failed
+   * call is the real one's (docs/DROPIN.md, "After a failed call"). */
+  OK(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclRemoteError && !(underneath != None && async == ncclSuccess))
+    FAIL("ncclCommGetAsyncError gave %d after the loss, not ncclRemoteError", (int)async);
+  printf("rank %d: error %d %.1f ms after the kill: %s\n", rank, (int)r, ms,
+         ncclGetLastError(comm));
+  OK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+  int exclude[1] = {victim};
+  ncclComm_t shrunk = NULL;
+  const int64_t t0 = nowNs();
+  OK(ncclCommShrink(comm, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+  const double shrinkMs = (double)(nowNs() - t0) / 1e6;
+  int newRank = -1, newSize = -1;
+  OK(ncclCommUserRank(shrunk, &newRank));
+  OK(ncclCommCount(shrunk, &newSize));
+  if (newSize != n - 1 || newRank != rank - (rank > victim))
+    FAIL("shrink: rank %d of %d for rank %d of %d", newRank, newSize, rank, n);
+  OK(ncclCommDestroy(comm));
+  if (deviceMode) {
+    cudaFree(in);
+    cudaFree(out);
+  } else {
+    free(in);
+    free(out);
+  }
+  printf("rank %d: shrunk to rank %d of %d in %.1f ms\n", rank, newRank, newSize, shrinkMs);
+  const ncclDataType_t types[] = {ncclInt8,  ncclUint8,   ncclInt32,   ncclUint32, ncclInt64,
+                                  ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
+  for (int i = 0; i < 100; ++i)
+    for (int kind = AllReduce; kind <= Scatter; ++kind) {
+      const int inPlace = kind == Bcast || (kind != AlltoAll && i % 2);
+      Call c = {(enum Kind)kind, types[(i + kind) % 10], BuiltinOps[(i + kind) % 5], 1,
+                1 + (size_t)(i * 37 + kind) % 1031, (i + kind) % newSize, inPlace};
+      runCall(&c, shrunk, newRank, newSize);
+    }
+  if (newRank == 0)
+    printf("rank 0: 100 calls of every kind right on the shrunk communicator\n");
+  OK(ncclCommFinalize(shrunk));
+  OK(ncclCommDestroy(shrunk));
+}
+
 static const char *failureKind; /* failure-KIND, else NULL */
 
 static int rankMain(int r, int n, int idFd[2]) {
@@ -1288,7 +1391,9 @@ static int rankMain(int r, int n, int idFd[2]) {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1)
       return 77;
   }
-  if (failureKind)
+  if (failureKind && !strcmp(failureKind, "shrink"))
+    shrinkAfterLoss(r, n, idFd);
+  else if (failureKind)
     failure(r, n, idFd, failureKind);
   else
     conformance(r, n, idFd);
@@ -1300,7 +1405,7 @@ static int rankMain(int r, int n, int idFd[2]) {
 int main(int argc, char **argv) {
   huge = argc == 5 && !strcmp(argv[4], "huge");
   if (argc != 4 && !huge) {
-    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS "
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late,shrink} NRANKS "
                     "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
@@ -1319,9 +1424,9 @@ int main(int argc, char **argv) {
     n = 0;
   if ((!deviceMode && !how && strcmp(argv[1], "host")) ||
       (how && strcmp(how, "watchdog") && strcmp(how, "mismatch") && strcmp(how, "died") &&
-       strcmp(how, "late")) ||
+       strcmp(how, "late") && strcmp(how, "shrink")) ||
       n < 1 || n > 8) {
-    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late} NRANKS(1-8) "
+    fprintf(stderr, "usage: %s host|device|failure-{watchdog,mismatch,died,late,shrink} NRANKS(1-8) "
                     "standin|none|real [huge]\n", argv[0]);
     return 2;
   }
@@ -1339,6 +1444,13 @@ int main(int argc, char **argv) {
       setenv("COLL_DEBUG", "WARN", 1); /* the WARN counted */
   }
   int skipped = 0;
+  if (how && !strcmp(how, "shrink")) {
+    killedAt = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (killedAt == MAP_FAILED)
+      return 1;
+    *killedAt = 0;
+    forkVictim = 1; /* killed on purpose: SIGKILL is its pass */
+  }
   int bad = forkRanks(n, 300, rankMain, &skipped);
   if (how) { /* shown, then removed */
     char cmd[256];

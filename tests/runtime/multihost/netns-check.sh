@@ -8,9 +8,12 @@
 # WORLD_SIZE) and the TCP bootstrap at host 0's address.
 #
 # FAULT: none (every rank must print "ok"), kill (the scenario kills the last
-# rank mid-call: the others must end with an error), or linkdown (SCENARIO
+# rank mid-call: the others must end with an error), linkdown (SCENARIO
 # loop: once every rank runs, the last host's link goes down; every rank must
-# end with an error within the watchdog period, plus slack).
+# end with an error within the watchdog period, plus slack), or lost-host
+# (SCENARIO lost-rank with COLL_TEST_VICTIMS set to every rank of the last
+# host, which are killed mid-call: every rank of the others must see the
+# error within 2 s, shrink without them and print "ok").
 #
 # Extra environment for the ranks: COLL_NETNS_ENV ("A=1 B=2"). The test
 # checks COLL_DEBUG=INFO's report that UCX carries the cross-host
@@ -41,6 +44,10 @@ cleanup() {
 trap cleanup EXIT
 why=$(netns_make "$tag" "$hosts") || skip "$why"
 
+victims=""
+if [ "$fault" = lost-host ]; then
+  victims=$(seq -s, $((n - per)) $((n - 1)))
+fi
 port=$((20000 + $$ % 20000))
 start=$(date +%s%N)
 for r in $(seq 0 $((n - 1))); do
@@ -49,7 +56,7 @@ for r in $(seq 0 $((n - 1))); do
   ip netns exec "${tag}h$h" env COLL_HOSTID="host$h" RANK="$r" WORLD_SIZE="$n" COLL_TEST_DIR="$work" \
     COLL_COMM_ID="10.77.0.1:$port" COLL_SOCKET_IFNAME=eth0 UCX_NET_DEVICES=eth0 \
     COLL_WATCHDOG_MS=$watchdog_ms COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
-    ${COLL_NETNS_ENV:-} timeout "$(scaled 300)" "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
+    COLL_TEST_VICTIMS="$victims" ${COLL_NETNS_ENV:-} timeout "$(scaled 300)" "$prog" "$scenario" --env >"$work/rank$r.log" 2>&1 &
   pids+=($!)
 done
 
@@ -95,6 +102,18 @@ case "$fault" in
   kill)
     errs=$(grep -c "^rank [0-9]*: error " <<<"$all")
     [ "$errs" -eq $((n - 1)) ] || fail "$errs of $((n - 1)) surviving ranks reported an error"
+    ;;
+  lost-host)
+    survivors=$((n - per))
+    ok=$(grep -c "^rank [0-9]*: ok " <<<"$all")
+    [ "$ok" -eq "$survivors" ] || fail "$ok of $survivors surviving ranks finished"
+    while read -r ms; do
+      [ "$ms" -le "$(scaled 2000)" ] || fail "a survivor saw the loss $ms ms after the kill"
+    done < <(sed -nE 's/^rank [0-9]+: error 6 after (-?[0-9]+) ms: .*/\1/p' <<<"$all")
+    errs=$(grep -c "^rank [0-9]*: error 6 after" <<<"$all")
+    [ "$errs" -eq "$survivors" ] || fail "$errs of $survivors survivors reported the loss"
+    shrunk=$(grep -c "^rank [0-9]*: shrunk to rank [0-9]* of $survivors in" <<<"$all")
+    [ "$shrunk" -eq "$survivors" ] || fail "$shrunk of $survivors survivors shrank to $survivors ranks"
     ;;
   linkdown)
     errs=$(grep -c "^rank [0-9]*: error " <<<"$all")

@@ -266,6 +266,14 @@ void collectives(bool small) {
         runOne(coll, 1001, t, red, false, nranks - 1);
 }
 
+void everyCollectiveRounds(int rounds) {
+  const Coll all[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll,
+                      Coll::Broadcast, Coll::Reduce,    Coll::Gather,        Coll::Scatter};
+  for (int round = 0; round < rounds; ++round)
+    for (Coll coll : all)
+      runOne(coll, 1000 + size_t(round % 7), Type::F32, Red::Sum, round % 2 == 1, round % nranks);
+}
+
 void splitScenario() {
   // Even and odd ranks form two communicators, ordered by descending rank.
   collComm_t half = nullptr;

@@ -108,6 +108,8 @@ struct Scenario {
   int watchdogMs = 0;
   /// --fork: the last rank is meant to die (SIGKILL), which counts as a pass.
   bool lastRankDies = false;
+  /// --fork: this rank is meant to die, likewise (-1: none).
+  int victim = -1;
   /// Run before init (after the device check) and after destroy.
   void (*beforeInit)() = nullptr;
   void (*afterDestroy)() = nullptr;
@@ -159,6 +161,15 @@ const Scenario scenarios[] = {
    .run = [](bool) { mismatchFits(); }},
   {.name = "errors", .summary = "bad arguments are errors with their reason, not crashes",
    .run = [](bool) { errors(); }},
+  {.name = "lost-rank",
+   .summary = "rank 1 is killed mid-stream; the others revoke, shrink and run every collective",
+   .run = [](bool) { lostRank(false); }, .victim = 1},
+  {.name = "lost-rank-idle",
+   .summary = "likewise, rank 1 killed while the others are in no call (collCommGetAsyncError)",
+   .run = [](bool) { lostRank(true); }, .victim = 1},
+  {.name = "grow",
+   .summary = "the last rank is killed; the others shrink, then grow back with a fresh process",
+   .run = [](bool) { growScenario(); }, .lastRankDies = true},
   // Device.cpp
   {.name = "device",
    .summary = "every collective on the emulated device against the host, bit for bit",
@@ -218,7 +229,8 @@ void usage(std::FILE *out, const char *self) {
 /// `--fork N`: rank 0's id here, then N children run the scenario as ranks
 /// 0..N-1 (no CUDA is touched before the fork). Exit status: 0 when all
 /// passed, 77 when all skipped, else 1.
-int forkRanks(const char *self, const std::string &scenario, int n, bool lastRankDies) {
+int forkRanks(const char *self, const std::string &scenario, int n, bool lastRankDies,
+              int victimRank) {
   if (n < 1)
     return 2;
   collUniqueId id;
@@ -251,7 +263,7 @@ int forkRanks(const char *self, const std::string &scenario, int n, bool lastRan
   for (size_t r = 0; r < children.size(); ++r) {
     int status = 0;
     waitpid(children[r], &status, 0);
-    const bool victim = lastRankDies && int(r) == n - 1;
+    const bool victim = (lastRankDies && int(r) == n - 1) || int(r) == victimRank;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       ++passed;
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
@@ -287,6 +299,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::string name = argv[1], mode = argv[2];
+  // The fresh rank that the grow scenario's rank 0 launches.
+  if (name == "grow-new" && mode == "--id" && argc >= 8) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    return growNewRank(argv[3], std::atoi(argv[5]), std::atoi(argv[7]));
+  }
   const Scenario *scenario = findScenario(name);
   if (!scenario) {
     std::fprintf(stderr, "%s: unknown scenario %s\n", argv[0], name.c_str());
@@ -307,7 +324,8 @@ int main(int argc, char **argv) {
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "--fork" && argc >= 4)
-    return forkRanks(argv[0], name, std::atoi(argv[3]), scenario->lastRankDies);
+    return forkRanks(argv[0], name, std::atoi(argv[3]), scenario->lastRankDies,
+                     scenario->victim);
   if (mode == "--all") {
     if (argc < 4) {
       usage(stderr, argv[0]);

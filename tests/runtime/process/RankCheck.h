@@ -55,6 +55,9 @@ const char *collName(Coll c);
 
 // Collectives.cpp
 void collectives(bool small);
+/// `rounds` calls of every collective (fp32 sums of about 1000 elements,
+/// in place every other round, the root moving), each checked.
+void everyCollectiveRounds(int rounds);
 void splitScenario();
 void traceScenario();
 void windowsScenario(bool small);
@@ -74,6 +77,17 @@ void abortScenario();
 void mismatch();
 void mismatchFits();
 void errors();
+/// A rank is killed (SIGKILL) 300 ms into a stream of allreduces (`idle`:
+/// while the others wait outside any call, asking collCommGetAsyncError);
+/// the survivors see the error, revoke, shrink without it and run 100
+/// calls of every collective on the new communicator.
+void lostRank(bool idle);
+/// 4 ranks: the last is killed, the survivors shrink to 3, then grow back
+/// to 4 with a fresh process (which rank 0 launches: "grow-new").
+void growScenario();
+/// The fresh rank of growScenario (--id HEX --rank R --nranks N from the
+/// root, joining through collCommGrow).
+int growNewRank(const char *id, int rank, int nranks);
 
 // Device.cpp
 /// Where the compared calls run: a second communicator on the emulated

@@ -18,7 +18,10 @@
 # per rank and group that names it.
 # MODE kill starts the ranks of tests/runtime/python/torch_kill.py itself
 # (env://) and passes when every survivor raised Coll's error within the
-# watchdog period. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
+# watchdog period. MODE shrink runs tests/runtime/python/torch_shrink.py
+# likewise: a DDP loop that loses a rank and dist.shrink_group()s on "coll",
+# then on gloo with a survivors' group made in advance; the survivors'
+# parameters must match. MODE progress runs tests/benchmarks/torch_vs_gloo.py on a
 # pseudo-terminal and passes when rank 0 shows its progress line there, and
 # not with its output redirected. Exits 77 (skipped) when PYTHON has no torch.
 # With COLL_TORCH_INSTALLED=PY (scripts/test.sh sets it once `pip install .`
@@ -123,6 +126,35 @@ if [ "$mode" = progress ]; then
     --master_port $((port + 1)) "$bench" --max-bytes $((4 * n)) 2>&1) ||
     { echo "$out"; echo "torch-check: the redirected run failed" >&2; exit 1; }
   case $out in *$'\r'* | *torch-vs-gloo:*) echo "$out"; echo "torch-check: a progress line off a terminal" >&2; status=1 ;; esac
+  exit $status
+fi
+if [ "$mode" = shrink ]; then
+  # tests/runtime/python/torch_shrink.py: a DDP loop whose rank 2 is killed
+  # (SIGKILL) at step 3 on "coll", where the survivors shrink_group and go
+  # on; then the gloo reference (a survivors' group made in advance); the
+  # survivors' parameters must match. Plain processes (env://).
+  status=0
+  for backend in coll gloo; do
+    export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 2000)) WORLD_SIZE=$n
+    pids=()
+    for r in $(seq 0 $((n - 1))); do
+      (cd "$tmp" && RANK=$r LOCAL_RANK=$r timeout "$(scaled 300)" "$py" "$here/torch_shrink.py" \
+        "$backend" "$tmp" >"$tmp/$backend.out.$r" 2>&1) &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    cat "$tmp/$backend".out.*
+    for r in $(seq 0 $((n - 1))); do
+      [ "$r" = 2 ] && continue
+      grep -q "^rank $r: done" "$tmp/$backend.out.$r" ||
+        { echo "torch-check: rank $r of the $backend run did not finish" >&2; status=1; }
+    done
+  done
+  grep -q "^rank 0: shrank to rank 0 of $((n - 1))" "$tmp/coll.out.0" ||
+    { echo "torch-check: rank 0 did not shrink the group" >&2; status=1; }
+  [ $status = 0 ] && { "$py" "$here/torch_shrink.py" compare "$tmp" "$n" 2 || status=1; }
+  left=$(ls /dev/shm 2>/dev/null | grep '^coll-' || true)
+  [ -z "$left" ] || { echo "torch-check: left in /dev/shm: $left" >&2; status=1; }
   exit $status
 fi
 if [ "$mode" = kill ]; then

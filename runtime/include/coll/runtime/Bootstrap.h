@@ -81,6 +81,30 @@ public:
   virtual llvm::Error allgather(void *data, size_t bytes) = 0;
   llvm::Error barrier();
 
+  /// The liveness ring (docs/RUNTIME.md, "Lost ranks"): a connection to the
+  /// next rank and one from the previous, which carry nothing but notices
+  /// (a goodbye, a death, a revoke), so that a process that dies is seen by
+  /// its neighbours at once. Collective; `nonce` tells this communicator's
+  /// from others'. Ranks of one process (the in-process bootstrap) have
+  /// none: both sockets invalid.
+  struct LivenessLinks {
+    Socket next, prev;
+  };
+  virtual llvm::Expected<LivenessLinks> connectLiveness(uint64_t nonce) {
+    (void)nonce;
+    return LivenessLinks{};
+  }
+
+  /// The bootstrap of the ranks `survivors` (ranks of this one, ascending,
+  /// this rank among them), renumbered densely in that order, made without
+  /// a new unique id: over the listeners the ranks opened at creation
+  /// (collCommShrink). Called by the survivors only; `self` is this rank's
+  /// PeerInfo for the new table; `nonce` tells the new ring from others.
+  /// By default an error: a bootstrap over another library (the MPI
+  /// drop-in's) cannot leave ranks out.
+  virtual llvm::Expected<std::unique_ptr<Bootstrap>>
+  shrink(const std::vector<int> &survivors, uint64_t nonce, PeerInfo self);
+
 protected:
   int myRank = 0, numRanks = 1;
   std::vector<PeerInfo> table;

@@ -154,8 +154,30 @@ public:
   /// Collective over this communicator (color COLL_SPLIT_NOCOLOR: null).
   llvm::Expected<std::unique_ptr<Communicator>> split(int color, int key, const Config &config);
   llvm::Error finalize();
-  /// Stops every call in flight on this communicator's local ranks.
+  /// Stops every call in flight on this communicator's local ranks, and
+  /// tells the other ranks (the liveness ring, docs/RUNTIME.md "Lost
+  /// ranks").
   void abort();
+  /// collCommRevoke: ends the calls in flight on every rank of this
+  /// communicator with an error (this host's at once, the others' through
+  /// the liveness ring) and breaks it, so that later calls fail at once;
+  /// returns when this rank's calls have ended. Resources stay until
+  /// destroy.
+  void revoke();
+  /// collCommShrink, called by the ranks not in `exclude` (each a rank
+  /// here, this one not among them): a communicator of those ranks,
+  /// renumbered densely in their order here, made over the listeners they
+  /// opened at creation (no unique id). `abortFirst`: the calls in flight
+  /// here end first, as revoke() ends them.
+  llvm::Expected<std::unique_ptr<Communicator>>
+  shrink(const std::vector<int> &exclude, const Config &config, bool abortFirst);
+  /// collCommGrow for a rank of this communicator: `id` (the root's, from
+  /// growId(); null on the others, which receive it from the root over
+  /// this communicator) names the new communicator of `nranks` ranks, where
+  /// this rank keeps its number. Collective over this communicator, and
+  /// with the new ranks, which join as collCommInitRank does.
+  llvm::Expected<std::unique_ptr<Communicator>> grow(int nranks, const char *id,
+                                                     const Config &config);
   /// collSuccess, or the error that broke this communicator.
   collResult_t asyncError() const;
   /// The report of the call that set this host's stop word (a failure of
@@ -164,6 +186,10 @@ public:
   /// while none did. The NCCL drop-in asks before it leaves a communicator
   /// (docs/DROPIN.md, "After a failed call").
   std::optional<std::string> stopReport() const;
+  /// The first failure recorded on this communicator's host, as its
+  /// reporter wrote it (a lost rank: "rank 1 (process P on H) exited"),
+  /// whether or not any call was stopped by it; nullopt while none was.
+  std::optional<std::string> firstFailure() const;
   /// Looks whether kernels it enqueued on a GPU have ended, and breaks the
   /// communicator when one stopped at its watchdog (without waiting; not
   /// while a call runs on another thread); then asyncError().

@@ -61,6 +61,9 @@ struct alignas(64) RankSlot {
   alignas(64) std::atomic<uint32_t> stop{0};
   /// The number of the call this rank runs, or ran last.
   std::atomic<uint64_t> current{0};
+  /// Raised when the rank destroys its communicator: its process may exit
+  /// after that without being a lost rank (runtime/lib/Liveness.cpp).
+  std::atomic<uint32_t> left{0};
 };
 
 struct alignas(64) ControlHeader {
