@@ -15,6 +15,7 @@
 //   PointToPoint.cpp  sends and receives
 //   Round.cpp         calls that run together; mismatches and dead peers
 //   Trace.cpp         COLL_TRACE files
+//   Liveness.cpp      lost ranks: the liveness watch, revoke, shrink, grow
 //   Comm.cpp          creation, split, finalize, abort, errors
 //
 //===----------------------------------------------------------------------===//
