@@ -627,6 +627,10 @@ public:
   /// word, the device runners), and breaks this communicator with `why` as
   /// its last error. From any thread (the liveness watch's).
   void lose(collResult_t result, const std::string &why, int subject);
+  /// Breaks this communicator with `result` unless it is broken, its last
+  /// error the host's first failure, else `why`: set before the error, so
+  /// that whoever sees the error reads its message.
+  void breakFor(collResult_t result, const std::string &why);
   /// Starts the liveness watch (collective: the ring's connections).
   llvm::Error startLiveness();
   /// Whether this communicator has retired (docs/RUNTIME.md, "Retiring"):

@@ -104,12 +104,7 @@ void Liveness::notice(Kind kind, int rank, const std::string &why) {
   // process of this host, a lost connection), or, at the latest, when the
   // grace period is over, at the stop word.
   c.stop->record(collRemoteError, why, rank);
-  int expected = collSuccess;
-  if (c.asyncError.compare_exchange_strong(expected, collRemoteError)) {
-    std::string first = c.stop->firstReport();
-    std::lock_guard<std::mutex> lock(c.errorMutex);
-    c.lastError = first.empty() ? why : first;
-  }
+  c.breakFor(collRemoteError, why);
   sendBoth(kind, rank);
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(DeathGraceMs);
   while (c.inCall.load(std::memory_order_acquire) != 0 && std::chrono::steady_clock::now() < end)
@@ -241,19 +236,28 @@ void Liveness::run() {
 
 void Communicator::Impl::lose(collResult_t result, const std::string &why, int subject) {
   stop->failAll(result, why, subject);
-  int expected = collSuccess;
-  if (asyncError.compare_exchange_strong(expected, result)) {
-    // The host's first failure is the cause (a peer's abort that follows a
-    // death, say, is not), as every rank of the host reports it.
-    std::string first = stop->firstReport();
-    std::lock_guard<std::mutex> lock(errorMutex);
-    lastError = first.empty() ? why : first;
-  }
+  breakFor(result, why);
   // Kernels in flight stop at their next poll instead of at their watchdog.
   std::lock_guard<std::mutex> lock(devicesMapMutex);
   for (auto &[plan, runner] : devices)
     if (llvm::Error err = runner->abort())
       COLL_LOG(Warn, Coll, rank, "lost rank: " + llvm::toString(std::move(err)));
+}
+
+void Communicator::Impl::breakFor(collResult_t result, const std::string &why) {
+  // The host's first failure is the cause (a peer's abort that follows a
+  // death, say, is not), as every rank of the host reports it. The message
+  // is in place before the error is: a thread that sees the error and asks
+  // for the last error (under errorMutex) gets it.
+  const std::string first = stop->raised() ? stop->firstReport() : std::string();
+  std::lock_guard<std::mutex> lock(errorMutex);
+  if (asyncError.load(std::memory_order_acquire) != collSuccess)
+    return;
+  std::string before = std::move(lastError);
+  lastError = first.empty() ? why : first;
+  int expected = collSuccess;
+  if (!asyncError.compare_exchange_strong(expected, result))
+    lastError = std::move(before); // another failure broke it first
 }
 
 llvm::Error Communicator::Impl::startLiveness() {
