@@ -624,7 +624,7 @@ public:
   void breakWith(collResult_t result, const std::string &message);
   /// A rank was lost, or the communicator revoked or aborted (`why`): ends
   /// every call in flight of the host's ranks, host and device (the stop
-  /// word, the device runners), and breaks this communicator with `why` as
+  /// word, which kernels poll too), and breaks this communicator with `why` as
   /// its last error. From any thread (the liveness watch's).
   void lose(collResult_t result, const std::string &why, int subject);
   /// Breaks this communicator with `result` unless it is broken, its last

@@ -235,13 +235,12 @@ void Liveness::run() {
 }
 
 void Communicator::Impl::lose(collResult_t result, const std::string &why, int subject) {
+  // Kernels in flight, on a GPU or the emulation, poll the host's stop
+  // word (KernelParams::hostStop) and stop at it. (Not the runners'
+  // abort(), which collCommAbort uses: it writes a flag the kernel reads
+  // from another thread, which the emulation does with a plain memset.)
   stop->failAll(result, why, subject);
   breakFor(result, why);
-  // Kernels in flight stop at their next poll instead of at their watchdog.
-  std::lock_guard<std::mutex> lock(devicesMapMutex);
-  for (auto &[plan, runner] : devices)
-    if (llvm::Error err = runner->abort())
-      COLL_LOG(Warn, Coll, rank, "lost rank: " + llvm::toString(std::move(err)));
 }
 
 void Communicator::Impl::breakFor(collResult_t result, const std::string &why) {
