@@ -520,7 +520,7 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                 : (!op.readsSend(c.rank) || c.windowSlotOf(op.send, bytes)) &&
                       (!op.writesRecv(c.rank) || c.windowSlotOf(op.recv, bytes)));
   auto chosen = c.select(coll, bytes, ir::collectiveInfo(coll).hasRoot ? op.root : 0, onDevice,
-                         windowed);
+                         windowed, /*compile=*/true);
   if (!chosen) {
     // The same answer on every rank (the same algorithms, rules and
     // refusals): the call may go to a library underneath (CollError::agreed).

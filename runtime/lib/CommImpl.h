@@ -569,8 +569,24 @@ public:
   /// device call, the communicator (of one host) holds windows of its
   /// buffers' kind (deviceWindowsRegistered), where deviceWindowTuningRules
   /// come first.
+  /// `compile`: for a call, which every rank makes (prepareCollective): a
+  /// built-in not compiled yet that it would choose is compiled first
+  /// (compileOnFirstUse); otherwise, a query, such a choice is given
+  /// without its program.
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
-                                        bool device = false, bool windowed = false);
+                                        bool device = false, bool windowed = false,
+                                        bool compile = false);
+  /// One pass of select(); with `pending`, a choice of a program not
+  /// compiled yet is not made: *pending names it instead.
+  llvm::Expected<const Choice *> selectOnce(ir::Collective coll, uint64_t bytes, int root,
+                                            bool device, bool windowed,
+                                            const LoadedAlgorithm **pending);
+  /// Collective, from a call: compiles a deferred built-in on every rank
+  /// (the first rank of each host first, with a program cache), and the
+  /// ranks agree on the outcome and compare the programs. A program that
+  /// does not compile on some rank serves nothing on any; the error is
+  /// only for a rank that cannot reach the others.
+  llvm::Error compileOnFirstUse(const LoadedAlgorithm &algo);
   /// Calls `f` with each built-in rule for buffers in windows (`device`:
   /// for device calls with windows) and what it chooses (an algorithm) for
   /// a call at its smallest size; stops at the first error `f` returns.

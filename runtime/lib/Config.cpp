@@ -50,7 +50,8 @@ std::string envString(const char *name) {
 } // namespace
 
 uint64_t Config::agreedHash() const {
-  return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin, emulatedDevice);
+  return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin, emulatedDevice,
+                            compileOnFirstUse);
 }
 
 llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
@@ -87,6 +88,15 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
                                      "on the CPU emulation)",
                                      *v));
     c.emulatedDevice = *v == 1;
+  }
+  if (auto v = envUnsigned("COLL_COMPILE_ON_FIRST_USE", error)) {
+    if (*v > 1)
+      return collError(collInvalidArgument,
+                       llvm::formatv("COLL_COMPILE_ON_FIRST_USE={0}: 1 (the built-in programs "
+                                     "are compiled at a call's first use of each) or 0 (at "
+                                     "creation); unset, on first use above {1} ranks",
+                                     *v, FirstUseCompileRanks));
+    c.compileOnFirstUse = static_cast<int>(*v);
   }
   if (!error.empty())
     return collError(collInvalidArgument, error);

@@ -113,10 +113,68 @@ std::string paramKey(const std::vector<std::pair<std::string, int64_t>> &params)
   return key;
 }
 
-/// The params a program declares.
+/// The params a program declares, and its header where literals write it.
 struct ProgramInfo {
   std::vector<std::string> params;
   std::string error; ///< set when the program does not parse
+  /// Its `collective` and its options `name`, `protocol`, `min_bytes` and
+  /// `max_bytes` are literals (or absent), so they are known below without
+  /// tracing it: a built-in may then be compiled on first use.
+  bool literalHeader = false;
+  ir::Collective collective = ir::Collective::Custom;
+  std::string name;
+  std::optional<ir::Protocol> protocol;
+  uint64_t minBytes = 0, maxBytes = 0;
+
+  bool declares(llvm::StringRef param) const {
+    return std::find(params.begin(), params.end(), param) != params.end();
+  }
+  /// As the program cache keeps it (inspectCached), one item a line.
+  std::string note() const {
+    std::string text;
+    for (const std::string &p : params)
+      text += "param " + p + "\n";
+    if (literalHeader) {
+      text += "collective " + ir::collectiveName(collective).str() + "\n";
+      if (!name.empty())
+        text += "name " + name + "\n";
+      if (protocol)
+        text += "protocol " + ir::protocolName(*protocol).str() + "\n";
+      text += "bytes " + std::to_string(minBytes) + " " + std::to_string(maxBytes) + "\n";
+    }
+    return text;
+  }
+  /// note() read back; nullopt when the text is not one.
+  static std::optional<ProgramInfo> fromNote(llvm::StringRef text) {
+    ProgramInfo info;
+    llvm::SmallVector<llvm::StringRef, 8> lines;
+    text.split(lines, '\n', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef line : lines) {
+      auto [key, value] = line.split(' ');
+      if (key == "param") {
+        info.params.push_back(value.str());
+      } else if (key == "collective") {
+        auto c = ir::parseCollective(value);
+        if (!c)
+          return std::nullopt;
+        info.collective = *c;
+        info.literalHeader = true;
+      } else if (key == "name") {
+        info.name = value.str();
+      } else if (key == "protocol") {
+        info.protocol = ir::parseProtocol(value);
+        if (!info.protocol)
+          return std::nullopt;
+      } else if (key == "bytes") {
+        auto [lo, hi] = value.split(' ');
+        if (lo.getAsInteger(10, info.minBytes) || hi.getAsInteger(10, info.maxBytes))
+          return std::nullopt;
+      } else {
+        return std::nullopt;
+      }
+    }
+    return info;
+  }
 };
 
 /// A program as the registry compiles it: `protocol` and `name` (where set)
@@ -152,9 +210,44 @@ ProgramInfo inspectProgram(llvm::StringRef source, llvm::StringRef origin) {
     info.error = src.firstError();
     return info;
   }
-  for (const auto &item : program->items)
-    if (auto *param = llvm::dyn_cast<lang::ast::ParamDecl>(item.get()))
+  namespace ast = lang::ast;
+  bool literal = true, collective = false;
+  for (const auto &item : program->items) {
+    if (auto *param = llvm::dyn_cast<ast::ParamDecl>(item.get())) {
       info.params.push_back(param->name);
+    } else if (auto *decl = llvm::dyn_cast<ast::CollectiveDecl>(item.get())) {
+      info.collective = decl->kind;
+      collective = true;
+    } else if (auto *options = llvm::dyn_cast<ast::OptionDecl>(item.get())) {
+      for (const ast::OptionDecl::Item &option : options->items) {
+        const ast::Expr *value = option.value.get();
+        switch (option.kind) {
+        case ast::OptionKind::Name:
+          if (auto *text = llvm::dyn_cast_or_null<ast::StringExpr>(value))
+            info.name = text->value;
+          else
+            literal = false;
+          break;
+        case ast::OptionKind::Protocol:
+          if (auto *word = llvm::dyn_cast_or_null<ast::NameExpr>(value))
+            info.protocol = ir::parseProtocol(word->name);
+          literal = literal && info.protocol;
+          break;
+        case ast::OptionKind::MinBytes:
+        case ast::OptionKind::MaxBytes:
+          if (auto *number = llvm::dyn_cast_or_null<ast::IntExpr>(value); number && number->value >= 0)
+            (option.kind == ast::OptionKind::MinBytes ? info.minBytes : info.maxBytes) =
+                static_cast<uint64_t>(number->value);
+          else
+            literal = false;
+          break;
+        default: // threadblocks, instances, fusion: no part of the selection
+          break;
+        }
+      }
+    }
+  }
+  info.literalHeader = literal && collective;
   return info;
 }
 
@@ -166,20 +259,16 @@ ProgramInfo inspectCached(llvm::StringRef source, llvm::StringRef origin,
                           const ProgramCache *disk, int &parsed) {
   std::string key;
   if (disk && disk->enabled()) {
-    key = disk->key(source, llvm::StringRef("\0declared parameters", 20));
-    if (std::optional<std::string> note = disk->loadNote(key)) {
-      ProgramInfo info;
-      llvm::SmallVector<llvm::StringRef, 4> names;
-      llvm::StringRef(*note).split(names, '\n', -1, /*KeepEmpty=*/false);
-      for (llvm::StringRef name : names)
-        info.params.push_back(name.str());
-      return info;
-    }
+    static constexpr char what[] = "\0declared parameters and header";
+    key = disk->key(source, llvm::StringRef(what, sizeof what - 1));
+    if (std::optional<std::string> note = disk->loadNote(key))
+      if (std::optional<ProgramInfo> info = ProgramInfo::fromNote(*note))
+        return *info;
   }
   ProgramInfo info = inspectProgram(source, origin);
   ++parsed;
   if (!key.empty() && info.error.empty())
-    disk->storeNote(key, llvm::join(info.params, "\n"));
+    disk->storeNote(key, info.note());
   return info;
 }
 
@@ -402,6 +491,9 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     la.anyRoot = anyRoot;
     la.source = source;
     la.params = std::move(params);
+    la.minBytes = plan.minBytes;
+    la.maxBytes = plan.maxBytes;
+    la.root = plan.root;
     reg.algos.push_back(std::move(la));
   };
 
@@ -421,6 +513,46 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
     auto params = shapeParams(info.params, shape);
     if (!params) {
       reg.rejected.push_back({name, origin, llvm::toString(params.takeError())});
+      return;
+    }
+    // A built-in whose header is known without tracing it, for this shape
+    // (N, or NODES and GPUS), and for any root: compiled on first use. The
+    // built-ins for windows make the host's shared areas at registration
+    // (hasDirectPrograms), so they are compiled now, as are those a tuning
+    // rule names, whose errors the user would want at creation.
+    const std::string algoName = !variant.name.empty() ? variant.name
+                                 : !info.name.empty()  ? info.name
+                                                       : llvm::sys::path::stem(origin).str();
+    const bool deferrable =
+        builtin && options.deferBuiltins && info.literalHeader &&
+        info.collective != ir::Collective::Custom &&
+        (info.declares("N") || (info.declares("NODES") && info.declares("GPUS"))) &&
+        (!ir::collectiveInfo(info.collective).hasRoot || info.declares("root")) &&
+        !isWindowOnlyBuiltin(algoName) &&
+        std::find(options.namedByRules.begin(), options.namedByRules.end(), algoName) ==
+            options.namedByRules.end();
+    if (deferrable) {
+      LoadedAlgorithm la;
+      la.name = algoName;
+      la.origin = origin;
+      la.builtin = true;
+      la.collective = info.collective;
+      la.protocol = variant.protocol ? *variant.protocol
+                                     : info.protocol.value_or(ir::Protocol::Simple);
+      la.anyRoot = info.declares("root");
+      la.source = source.str();
+      la.params = *params;
+      la.protocolOverride = variant.protocol;
+      la.minBytes = info.minBytes;
+      la.maxBytes = info.maxBytes;
+      la.root = ir::collectiveInfo(info.collective).hasRoot ? 0 : -1;
+      la.deferred = std::make_shared<DeferredProgram>();
+      la.deferred->source = la.source;
+      la.deferred->params = *params;
+      la.deferred->protocol = variant.protocol;
+      la.deferred->variantName = variant.name;
+      reg.algos.push_back(std::move(la));
+      ++reg.deferredHere;
       return;
     }
     CacheEntry entry = compileCached(source, origin, *params, variant, reg.disk.get(), reg.rank);
@@ -556,23 +688,116 @@ llvm::Error Registry::addSynthesized(const ir::Algorithm &alg, const std::string
 uint64_t Registry::fingerprint() const {
   llvm::hash_code h = llvm::hash_value(algos.size());
   for (const LoadedAlgorithm &a : algos)
-    h = llvm::hash_combine(h, a.name, a.compiled->hash, a.anyRoot);
+    h = a.deferred ? llvm::hash_combine(h, a.name, llvm::hash_value(a.source), paramKey(a.params),
+                                        static_cast<int>(a.protocol), a.anyRoot)
+                   : llvm::hash_combine(h, a.name, a.compiled->hash, a.anyRoot);
   return h;
 }
 
 int32_t Registry::maxChannel() const {
   int32_t channel = 0;
   for (const LoadedAlgorithm &a : algos)
-    channel = std::max(channel, a.compiled->maxChannel);
+    // A deferred program is not compiled yet: its channels are promised
+    // to stay below the rank count, as every built-in's do (each chunk's
+    // flow gets at most a channel per rank); compileDeferred holds it to
+    // that.
+    channel = std::max(channel, a.deferred ? deferredChannelLimit() : a.compiled->maxChannel);
   return channel;
+}
+
+int32_t Registry::deferredChannelLimit() const { return std::max(shape.nranks - 1, 0); }
+
+std::shared_ptr<const Compiled> LoadedAlgorithm::program() const {
+  if (compiled || !deferred)
+    return compiled;
+  std::lock_guard<std::mutex> lock(deferred->mutex);
+  return deferred->compiled;
+}
+
+std::string LoadedAlgorithm::failure() const {
+  if (!deferred || !deferred->settled.load(std::memory_order_acquire))
+    return {};
+  std::lock_guard<std::mutex> lock(deferred->mutex);
+  return deferred->compiled ? std::string() : deferred->error;
+}
+
+bool Registry::anyPending() const {
+  if (!deferredHere)
+    return false;
+  return std::any_of(algos.begin(), algos.end(),
+                     [](const LoadedAlgorithm &a) { return a.pending(); });
+}
+
+void Registry::settle(const LoadedAlgorithm &algo, std::shared_ptr<const Compiled> program,
+                      std::string error) {
+  if (!algo.deferred)
+    return;
+  std::lock_guard<std::mutex> lock(algo.deferred->mutex);
+  algo.deferred->compiled = std::move(program);
+  algo.deferred->error = algo.deferred->compiled ? std::string() : std::move(error);
+  algo.deferred->settled.store(true, std::memory_order_release);
+}
+
+llvm::Expected<std::shared_ptr<const Compiled>>
+Registry::compileDeferred(const LoadedAlgorithm &algo) const {
+  if (!algo.deferred) {
+    if (!algo.compiled)
+      return fail(algo.name + " has no program");
+    return algo.compiled;
+  }
+  const DeferredProgram &d = *algo.deferred;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    if (d.settled.load(std::memory_order_relaxed)) {
+      if (d.compiled)
+        return d.compiled;
+      return fail(d.error);
+    }
+  }
+  ProgramVariant variant;
+  variant.protocol = d.protocol;
+  variant.name = d.variantName;
+  std::optional<PhaseTimer> timer(std::in_place, "first-use", "compiling on first use");
+  CacheEntry entry = compileCached(d.source, algo.origin, d.params, variant, disk.get(), rank);
+  timer.reset();
+  if (!entry.compiled)
+    return fail(llvm::formatv("does not compile for {0} ranks: {1}", shape.nranks, entry.error));
+  const Compiled &c = *entry.compiled;
+  const interp::Plan &plan = c.plan;
+  // What load() checks of a compiled program, and that the header read
+  // without tracing it was the program's.
+  if (plan.nranks != shape.nranks)
+    return fail(llvm::formatv("written for {0} ranks; the communicator has {1}", plan.nranks,
+                              shape.nranks));
+  if (plan.collective != algo.collective || plan.protocol != algo.protocol ||
+      plan.minBytes != algo.minBytes || plan.maxBytes != algo.maxBytes)
+    return fail(llvm::formatv("compiled as a {0} ({1}, sizes {2}-{3}), where its header said a "
+                              "{4} ({5}, sizes {6}-{7})",
+                              ir::collectiveName(plan.collective), ir::protocolName(plan.protocol),
+                              plan.minBytes, plan.maxBytes, ir::collectiveName(algo.collective),
+                              ir::protocolName(algo.protocol), algo.minBytes, algo.maxBytes));
+  if (!plan.signals.empty() && shape.nodes > 1)
+    return fail(llvm::formatv("it has direct steps (put, get, getre, signal, wait), which need "
+                              "every rank on one host; the communicator spans {0} hosts",
+                              shape.nodes));
+  if (c.maxChannel > deferredChannelLimit())
+    return fail(llvm::formatv("it uses channel {0}, and the communicator's FIFOs were laid out "
+                              "at its creation for channels up to {1} in programs compiled on "
+                              "first use",
+                              c.maxChannel, deferredChannelLimit()));
+  return entry.compiled;
 }
 
 llvm::Expected<std::shared_ptr<const Compiled>> Registry::forRoot(const LoadedAlgorithm &algo,
                                                                   int root) const {
-  if (algo.compiled->plan.root == root || (algo.compiled->plan.root < 0 && root == 0))
-    return algo.compiled;
+  std::shared_ptr<const Compiled> own = algo.program();
+  if (!own)
+    return fail(algo.pending() ? "it is not compiled yet (compiled on first use)"
+                               : algo.failure());
+  if (own->plan.root == root || (own->plan.root < 0 && root == 0))
+    return own;
   if (!algo.anyRoot)
-    return fail(llvm::formatv("its file is for root {0}", std::max(algo.compiled->plan.root, 0)));
+    return fail(llvm::formatv("its file is for root {0}", std::max(own->plan.root, 0)));
   auto params = algo.params;
   for (auto &p : params)
     if (p.first == "root")

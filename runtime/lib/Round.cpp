@@ -307,9 +307,11 @@ private:
       runs[u] = true;
       anyOnDevice = anyOnDevice || c.config.emulatedDevice || units[u].ops.front().device >= 0;
       // The first program with direct steps makes the host's shared areas,
-      // collectively: until then, ranks driven by one thread prepare side
-      // by side too.
-      anyCollectiveSetup = anyCollectiveSetup || (!c.directArea && c.hasDirectPrograms());
+      // collectively, and a built-in is compiled at its first use, with the
+      // other ranks (compileOnFirstUse): until then, ranks driven by one
+      // thread prepare side by side too.
+      anyCollectiveSetup = anyCollectiveSetup || (!c.directArea && c.hasDirectPrograms()) ||
+                           (c.registry && c.registry->anyPending());
     }
   }
 

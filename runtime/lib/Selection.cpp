@@ -206,7 +206,10 @@ bool isCrowdedRule(const TuningRule &rule) {
 
 bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int root,
                                  bool device, std::string &reason) const {
-  const interp::Plan &plan = a.compiled->plan;
+  if (std::string failed = a.failure(); !failed.empty()) {
+    reason = "it was compiled on its first use and serves nothing: " + failed;
+    return false;
+  }
   // What the devices refused holds for device calls only: the host backend
   // runs every program.
   if (device && a.protocol == ir::Protocol::LL128 &&
@@ -222,25 +225,41 @@ bool Communicator::Impl::applies(const LoadedAlgorithm &a, uint64_t bytes, int r
       return false;
     }
   }
-  if (plan.minBytes && bytes < plan.minBytes) {
-    reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, plan.minBytes);
+  if (a.minBytes && bytes < a.minBytes) {
+    reason = llvm::formatv("{0} B is below its minBytes {1}", bytes, a.minBytes);
     return false;
   }
-  if (plan.maxBytes && bytes > plan.maxBytes) {
-    reason = llvm::formatv("{0} B is above its maxBytes {1}", bytes, plan.maxBytes);
+  if (a.maxBytes && bytes > a.maxBytes) {
+    reason = llvm::formatv("{0} B is above its maxBytes {1}", bytes, a.maxBytes);
     return false;
   }
-  if (ir::collectiveInfo(a.collective).hasRoot && !a.anyRoot &&
-      std::max(plan.root, 0) != root) {
-    reason = llvm::formatv("it is written for root {0}", std::max(plan.root, 0));
+  if (ir::collectiveInfo(a.collective).hasRoot && !a.anyRoot && std::max(a.root, 0) != root) {
+    reason = llvm::formatv("it is written for root {0}", std::max(a.root, 0));
     return false;
   }
   return true;
 }
 
 llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, uint64_t bytes,
-                                                          int root, bool device,
-                                                          bool windowed) {
+                                                          int root, bool device, bool windowed,
+                                                          bool compile) {
+  // A choice of a built-in not compiled yet: a call compiles it, with the
+  // other ranks (compileOnFirstUse), and selects again, for it may not
+  // compile; a query says what a call would try first.
+  for (;;) {
+    const LoadedAlgorithm *pending = nullptr;
+    auto chosen = selectOnce(coll, bytes, root, device, windowed, compile ? &pending : nullptr);
+    if (!pending)
+      return chosen;
+    llvm::cantFail(std::move(chosen));
+    if (llvm::Error err = compileOnFirstUse(*pending))
+      return err;
+  }
+}
+
+llvm::Expected<const Choice *>
+Communicator::Impl::selectOnce(ir::Collective coll, uint64_t bytes, int root, bool device,
+                               bool windowed, const LoadedAlgorithm **pending) {
   // A loop of one call is the common case: the calling thread's last
   // answer, without the lock (entries of `choices` are never erased).
   struct Last {
@@ -270,6 +289,17 @@ llvm::Expected<const Choice *> Communicator::Impl::select(ir::Collective coll, u
   // A choice of an algorithm carries its program for the call's root,
   // compiled on first use by the registry (so no call path compiles).
   auto remember = [&](Choice c) -> llvm::Expected<const Choice *> {
+    if (c.algo && c.algo->pending()) {
+      if (pending) { // the caller compiles it, and selects again
+        *pending = c.algo;
+        return nullptr;
+      }
+      // A query: not kept, for the program may yet fail to compile.
+      thread_local Choice query;
+      query = std::move(c);
+      query.why += " (compiled at its first use by a call)";
+      return &query;
+    }
     if (c.algo) {
       auto program = registry->forRoot(*c.algo, root);
       if (!program)
@@ -455,9 +485,9 @@ void Communicator::Impl::logSelection() {
         }
     for (const LoadedAlgorithm &a : registry->algorithms())
       if (a.collective == coll) {
-        cuts.insert(a.compiled->plan.minBytes);
-        if (a.compiled->plan.maxBytes)
-          cuts.insert(a.compiled->plan.maxBytes + 1);
+        cuts.insert(a.minBytes);
+        if (a.maxBytes)
+          cuts.insert(a.maxBytes + 1);
       }
     std::vector<uint64_t> bounds(cuts.begin(), cuts.end());
     std::string last;

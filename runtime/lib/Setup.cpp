@@ -10,6 +10,8 @@
 #include "llvm/ADT/Hashing.h"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <set>
 
 #include <sys/syscall.h>
@@ -155,6 +157,8 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
   ro.builtin = config.builtin;
   ro.cacheDir = config.cacheDir;
   ro.rank = rank; // a plan read from the program cache: this rank's only
+  ro.deferBuiltins = config.compileOnFirstUse == 1 ||
+                     (config.compileOnFirstUse < 0 && nranks > FirstUseCompileRanks);
   for (const TuningRule &r : userRules)
     if (r.kind == TuningRule::Target::Algorithm)
       ro.namedByRules.push_back(r.target);
@@ -191,6 +195,16 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
                                registry->programsCompiled(), registry->programsFromCache(),
                                registry->cacheDirectory(), registry->programsInspected())
                      .str());
+  if (registry->programsDeferred())
+    COLL_LOG(Info, Init, rank,
+             llvm::formatv("{0} built-in programs are compiled at their first use by a call "
+                           "(COLL_COMPILE_ON_FIRST_USE{1})",
+                           registry->programsDeferred(),
+                           config.compileOnFirstUse == 1
+                               ? "=1"
+                               : llvm::formatv(" unset, and more than {0} ranks",
+                                               FirstUseCompileRanks)
+                                     .str()));
   if (llvm::Error err = agree(llvm::Error::success(), "loading algorithms"))
     return err;
   std::vector<uint64_t> prints(static_cast<size_t>(nranks));
@@ -204,6 +218,71 @@ llvm::Error Communicator::Impl::loadAlgorithms() {
                                      "(COLL_ALGO_DIR, COLL_ALGO_FILES, COLL_TUNING_FILE and the "
                                      "files must be the same on every rank)",
                                      r, rank));
+  return llvm::Error::success();
+}
+
+llvm::Error Communicator::Impl::compileOnFirstUse(const LoadedAlgorithm &algo) {
+  const std::string what =
+      llvm::formatv("compiling {0} ({1}) for {2} ranks at its first use", algo.name, algo.origin,
+                    nranks)
+          .str();
+  const auto start = std::chrono::steady_clock::now();
+  // As at creation (loadAlgorithms): with a program cache, the first rank
+  // of each host compiles and stores the program while the host's other
+  // ranks wait, then they read their own plans.
+  const bool hostLeader =
+      std::find(hostOf.begin(), hostOf.end(), hostOf[rank]) - hostOf.begin() == rank;
+  const bool staged = !config.cacheDir.empty();
+  std::optional<llvm::Expected<std::shared_ptr<const Compiled>>> first;
+  if (staged && hostLeader)
+    first.emplace(registry->compileDeferred(algo));
+  if (staged)
+    if (llvm::Error err = agree(llvm::Error::success(),
+                                "waiting for the first rank of each host: " + what)) {
+      if (first && !*first)
+        llvm::consumeError(first->takeError());
+      return err;
+    }
+  llvm::Expected<std::shared_ptr<const Compiled>> mine =
+      first ? std::move(*first) : registry->compileDeferred(algo);
+  std::shared_ptr<const Compiled> program;
+  llvm::Error local = llvm::Error::success();
+  if (mine)
+    program = *mine;
+  else
+    local = mine.takeError();
+  // The same program on every rank, or none: the outcomes, then the IR's
+  // hashes (as loadAlgorithms compares the registries).
+  bool together = false;
+  if (llvm::Error err = agree(std::move(local), what, &together)) {
+    if (!together) // the ranks could not compare: nothing is settled
+      return err;
+    std::string message;
+    takeResult(std::move(err), message);
+    COLL_LOG(Info, Init, rank, message + "; it serves nothing on this communicator");
+    Registry::settle(algo, nullptr, message);
+    return llvm::Error::success();
+  }
+  std::vector<uint64_t> hashes(static_cast<size_t>(nranks));
+  hashes[rank] = program->hash;
+  if (llvm::Error err = boot->allgather(hashes.data(), sizeof(uint64_t)))
+    return collError(collRemoteError, llvm::formatv("{0}: lost contact with the other ranks: {1}",
+                                                    what, llvm::toString(std::move(err))));
+  for (int r = 0; r < nranks; ++r)
+    if (hashes[r] != hashes[rank]) {
+      std::string message = llvm::formatv("{0}: rank {1} compiled another program than rank {2} "
+                                          "(the same build of Coll must run on every rank)",
+                                          what, r, rank);
+      COLL_LOG(Info, Init, rank, message);
+      Registry::settle(algo, nullptr, message);
+      return llvm::Error::success();
+    }
+  Registry::settle(algo, program, "");
+  COLL_LOG(Info, Init, rank,
+           llvm::formatv("{0}: {1:f3} s, {2} plan steps held", what,
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                             .count(),
+                         program->plan.steps.size()));
   return llvm::Error::success();
 }
 

@@ -9,10 +9,17 @@
 // memory of the process, and how many algorithms were loaded and rejected.
 //
 //   build/bin/comm-creation RANKS [GPUS_PER_NODE] [--rank R] [--program FILE.coll]
+//                           [--at-creation | --first-use]
 //
 // --rank R builds rank R's registry (0 by default): a program read from the
 // program cache holds that rank's steps only, as at a communicator's
 // creation. --program loads FILE.coll alone instead of the built-in set.
+// As the runtime does with COLL_COMPILE_ON_FIRST_USE unset, the built-ins
+// are compiled on first use above 64 ranks (Registry.h), so creation only
+// parses them; --at-creation compiles them all at creation, as
+// COLL_COMPILE_ON_FIRST_USE=0 does. --first-use then compiles each
+// deferred program as a call's first use would, one after the other, and
+// prints the time of each (the peak memory is then that of them all).
 //
 // COLL_TIME_PHASES=1 adds the compiler's time per phase (collc
 // --time-phases), summed over the programs.
@@ -36,9 +43,13 @@ int main(int argc, char **argv) {
   std::vector<const char *> positional;
   int rank = 0;
   const char *program = nullptr;
-  bool usage = false;
+  bool usage = false, atCreation = false, firstUse = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--rank") && i + 1 < argc)
+    if (!std::strcmp(argv[i], "--at-creation"))
+      atCreation = true;
+    else if (!std::strcmp(argv[i], "--first-use"))
+      firstUse = true;
+    else if (!std::strcmp(argv[i], "--rank") && i + 1 < argc)
       rank = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--program") && i + 1 < argc)
       program = argv[++i];
@@ -47,8 +58,9 @@ int main(int argc, char **argv) {
     else
       positional.push_back(argv[i]);
   }
-  if (usage || positional.empty() || positional.size() > 2) {
-    llvm::errs() << "usage: comm-creation RANKS [GPUS_PER_NODE] [--rank R] [--program FILE.coll]\n";
+  if (usage || positional.empty() || positional.size() > 2 || (atCreation && firstUse)) {
+    llvm::errs() << "usage: comm-creation RANKS [GPUS_PER_NODE] [--rank R] [--program FILE.coll] "
+                    "[--at-creation | --first-use]\n";
     return 2;
   }
   coll::rt::Shape shape;
@@ -68,6 +80,7 @@ int main(int argc, char **argv) {
   coll::rt::RegistryOptions options;
   options.cacheDir = coll::rt::programCacheFromEnvironment();
   options.rank = rank;
+  options.deferBuiltins = !atCreation && shape.nranks > coll::rt::FirstUseCompileRanks;
   if (program) {
     options.algoFiles = program;
     options.builtin = false;
@@ -82,16 +95,41 @@ int main(int argc, char **argv) {
   getrusage(RUSAGE_SELF, &ru);
   size_t steps = 0;
   for (const coll::rt::LoadedAlgorithm &a : registry->algorithms())
-    steps += a.compiled->plan.steps.size();
+    if (a.compiled)
+      steps += a.compiled->plan.steps.size();
   llvm::outs() << llvm::format("ranks %d nodes %d rank %d: %.3f s, %ld MB peak, %zu algorithms "
                                "(%zu plan steps held), %zu rejected; %d programs compiled, %d "
-                               "from the program cache, %d parsed for their parameters\n",
+                               "from the program cache, %d parsed for their parameters, %d "
+                               "compiled on first use\n",
                                shape.nranks, shape.nodes, rank, seconds, ru.ru_maxrss / 1024,
                                registry->algorithms().size(), steps,
                                registry->rejections().size(),
                                registry->programsCompiled(), registry->programsFromCache(),
-                               registry->programsInspected());
+                               registry->programsInspected(), registry->programsDeferred());
   for (const coll::rt::Rejection &r : registry->rejections())
     llvm::outs() << "  rejected " << r.name << ": " << r.reason.substr(0, 120) << "\n";
-  return 0;
+  if (!firstUse)
+    return 0;
+  int failed = 0;
+  for (const coll::rt::LoadedAlgorithm &a : registry->algorithms()) {
+    if (!a.deferred)
+      continue;
+    auto begin = std::chrono::steady_clock::now();
+    auto compiled = registry->compileDeferred(a);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    getrusage(RUSAGE_SELF, &ru);
+    if (!compiled) {
+      ++failed;
+      llvm::outs() << llvm::format("  first use of %s: %.3f s, does not serve: ", a.name.c_str(),
+                                   took)
+                   << llvm::toString(compiled.takeError()).substr(0, 120) << "\n";
+      continue;
+    }
+    llvm::outs() << llvm::format("  first use of %s: %.3f s, %zu plan steps, %ld MB peak so far\n",
+                                 a.name.c_str(), took, (*compiled)->plan.steps.size(),
+                                 ru.ru_maxrss / 1024);
+    // Released, as a communicator holds only the programs its calls use.
+    coll::rt::Registry::settle(a, nullptr, "released by comm-creation");
+  }
+  return failed ? 1 : 0;
 }

@@ -373,3 +373,116 @@ TEST(Registry, TuningOnlyBuiltinsAreCompiledWhereATuningRuleNamesThem) {
   EXPECT_FALSE(has(names, "allreduce_hierarchical"));
   EXPECT_FALSE(has(names, "alltoall_hierarchical"));
 }
+
+// Compiling on first use (RegistryOptions::deferBuiltins): what a deferred
+// built-in says of itself before it is compiled (its name, collective,
+// protocol, size range and roots, read from its header without tracing)
+// is what compiling it at creation gives, and compiling it on first use
+// gives the same program. At 6 ranks the power-of-two programs do not
+// compile: on first use they are errors, as they are rejections at
+// creation.
+TEST(Registry, ABuiltinCompiledOnFirstUseIsTheOneCompiledAtCreation) {
+  for (rt::Shape shape : {shapeOf(1, 4), shapeOf(1, 6), shapeOf(2, 4)}) {
+    SCOPED_TRACE(shape.nranks);
+    rt::RegistryOptions options;
+    options.namedByRules = TuningOnly;
+    auto eager = rt::Registry::load(options, shape);
+    ASSERT_TRUE(static_cast<bool>(eager)) << llvm::toString(eager.takeError());
+    options.deferBuiltins = true;
+    auto lazy = rt::Registry::load(options, shape);
+    ASSERT_TRUE(static_cast<bool>(lazy)) << llvm::toString(lazy.takeError());
+    EXPECT_GT(lazy->programsDeferred(), 0);
+    // Every program compiled at creation (those that did not compile too) is
+    // compiled at creation or deferred.
+    EXPECT_EQ(lazy->programsCompiled() + lazy->programsDeferred(), eager->programsCompiled());
+    EXPECT_GE(lazy->maxChannel(), eager->maxChannel());
+    for (const rt::LoadedAlgorithm &a : lazy->algorithms()) {
+      SCOPED_TRACE(a.name);
+      auto same = std::find_if(eager->algorithms().begin(), eager->algorithms().end(),
+                               [&](const rt::LoadedAlgorithm &e) { return e.name == a.name; });
+      auto compiled = lazy->compileDeferred(a);
+      if (same == eager->algorithms().end()) {
+        // Not loaded at creation: it must not compile now either.
+        ASSERT_TRUE(a.deferred);
+        ASSERT_FALSE(compiled) << "compiled on first use, rejected at creation";
+        EXPECT_NE(llvm::toString(compiled.takeError()).find("does not compile for"),
+                  std::string::npos);
+        continue;
+      }
+      ASSERT_TRUE(static_cast<bool>(compiled)) << llvm::toString(compiled.takeError());
+      EXPECT_EQ(a.collective, same->collective);
+      EXPECT_EQ(a.protocol, same->protocol);
+      EXPECT_EQ(a.anyRoot, same->anyRoot);
+      EXPECT_EQ(a.minBytes, same->minBytes);
+      EXPECT_EQ(a.maxBytes, same->maxBytes);
+      EXPECT_EQ(std::max(a.root, 0), std::max(same->root, 0));
+      EXPECT_EQ((*compiled)->hash, same->compiled->hash);
+      EXPECT_EQ(planDifference((*compiled)->plan, same->compiled->plan), "");
+      if (!a.deferred)
+        continue;
+      // Until it is settled, the program is pending and holds nothing.
+      EXPECT_TRUE(a.pending());
+      EXPECT_FALSE(a.program());
+      rt::Registry::settle(a, *compiled, "");
+      EXPECT_FALSE(a.pending());
+      EXPECT_EQ(a.program(), *compiled);
+      // Another root compiles from the same source.
+      if (a.anyRoot && shape.nranks > 1) {
+        auto other = lazy->forRoot(a, 1);
+        ASSERT_TRUE(static_cast<bool>(other)) << llvm::toString(other.takeError());
+        EXPECT_EQ((*other)->plan.root, 1);
+      }
+    }
+  }
+}
+
+// The agreed outcome of a program that does not compile: it serves
+// nothing, and says why; the registries of two ranks agree before and
+// after (the fingerprint names the programs, not their compiled IR).
+TEST(Registry, ADeferredProgramThatFailsIsSettledAsAnError) {
+  rt::RegistryOptions options;
+  options.deferBuiltins = true;
+  auto one = rt::Registry::load(options, shapeOf(1, 6));
+  auto two = rt::Registry::load(options, shapeOf(1, 6));
+  ASSERT_TRUE(one && two);
+  EXPECT_EQ(one->fingerprint(), two->fingerprint());
+  auto rhd = std::find_if(one->algorithms().begin(), one->algorithms().end(),
+                          [](const rt::LoadedAlgorithm &a) { return a.name == "allreduce_rhd"; });
+  ASSERT_NE(rhd, one->algorithms().end());
+  auto compiled = one->compileDeferred(*rhd);
+  ASSERT_FALSE(compiled);
+  std::string why = llvm::toString(compiled.takeError());
+  rt::Registry::settle(*rhd, nullptr, why);
+  EXPECT_FALSE(rhd->pending());
+  EXPECT_EQ(rhd->failure(), why);
+  auto again = one->compileDeferred(*rhd);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(llvm::toString(again.takeError()), why);
+  EXPECT_FALSE(one->forRoot(*rhd, 0));
+  EXPECT_EQ(one->fingerprint(), two->fingerprint());
+}
+
+// With a program cache, the header is kept beside the parameters: a second
+// load parses nothing, and defers the same programs with the same header.
+TEST(Registry, TheProgramCacheKeepsTheHeadersOfDeferredPrograms) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("coll-cache-test", dir));
+  rt::RegistryOptions options;
+  options.deferBuiltins = true;
+  options.cacheDir = std::string(dir);
+  auto first = rt::Registry::load(options, shapeOf(2, 8));
+  auto second = rt::Registry::load(options, shapeOf(2, 8));
+  ASSERT_TRUE(first && second);
+  EXPECT_GT(first->programsInspected(), 0);
+  EXPECT_EQ(second->programsInspected(), 0);
+  EXPECT_EQ(first->fingerprint(), second->fingerprint());
+  ASSERT_EQ(first->algorithms().size(), second->algorithms().size());
+  for (size_t i = 0; i < first->algorithms().size(); ++i) {
+    const rt::LoadedAlgorithm &a = first->algorithms()[i], &b = second->algorithms()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.collective, b.collective);
+    EXPECT_EQ(a.protocol, b.protocol);
+    EXPECT_EQ(static_cast<bool>(a.deferred), static_cast<bool>(b.deferred));
+  }
+  llvm::sys::fs::remove_directories(dir);
+}

@@ -83,6 +83,10 @@ struct Config {
   /// (%h host, %p pid, %r rank; docs/RUNTIME.md).
   std::string traceFile;
   bool builtin = true;
+  /// COLL_COMPILE_ON_FIRST_USE: 1 compiles the built-in programs at a
+  /// call's first use of each, 0 at creation; unset (-1), on first use for
+  /// more than FirstUseCompileRanks ranks (Registry.h).
+  int compileOnFirstUse = -1;
   unsigned hostThreads = 0;
   /// COLL_EMULATED_DEVICE: collectives run the CUDA kernel on the CPU
   /// emulation of the GPU (docs/RUNTIME.md "The emulated device").

@@ -29,6 +29,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,21 @@ struct Shape {
                  ///< ranks are numbered host by host; else 0
 };
 
+/// A built-in program loaded without compiling it (RegistryOptions::
+/// deferBuiltins): what it needs to be compiled on first use, and then the
+/// outcome, shared by every copy of the registry.
+struct DeferredProgram {
+  std::string source;
+  std::vector<std::pair<std::string, int64_t>> params;
+  std::optional<ir::Protocol> protocol; ///< the variant's protocol
+  std::string variantName;              ///< the variant's name, or empty
+  mutable std::mutex mutex;
+  /// Set once it was compiled (or found not to compile) on every rank.
+  std::atomic<bool> settled{false};
+  std::shared_ptr<const Compiled> compiled;
+  std::string error; ///< why it serves nothing, once settled without a program
+};
+
 struct LoadedAlgorithm {
   std::string name;
   std::string origin; ///< a path, or "built-in NAME.coll"
@@ -70,6 +86,22 @@ struct LoadedAlgorithm {
   /// A program built in a second time with another protocol: the one that
   /// replaces its own (compiling it for another root keeps it).
   std::optional<ir::Protocol> protocolOverride;
+  /// The plan's size range and root (-1: none), known before a deferred
+  /// program is compiled: its `option min_bytes` and `max_bytes`.
+  uint64_t minBytes = 0, maxBytes = 0;
+  int root = -1;
+  /// Set for a built-in program compiled on first use (`compiled` stays
+  /// null; the program is deferred->compiled once it is settled).
+  std::shared_ptr<DeferredProgram> deferred;
+
+  /// The program for its own root: `compiled`, or the deferred program
+  /// once compiled (null before, or when it did not compile).
+  std::shared_ptr<const Compiled> program() const;
+  /// Deferred and not yet compiled.
+  bool pending() const { return deferred && !deferred->settled.load(std::memory_order_acquire); }
+  /// Why a deferred program serves nothing (it did not compile); empty
+  /// otherwise.
+  std::string failure() const;
 };
 
 struct Rejection {
@@ -94,7 +126,16 @@ struct RegistryOptions {
   /// The algorithms the user's tuning rules name: the built-ins that only
   /// a tuning table picks (isTuningOnlyBuiltin) are compiled only then.
   std::vector<std::string> namedByRules;
+  /// Built-in programs are loaded without compiling them, and compiled on
+  /// a call's first use (compileDeferred): creation then parses them only
+  /// (docs/RUNTIME.md, "Compiling on first use"). The built-ins for
+  /// windows and those a tuning rule names are compiled at load still.
+  bool deferBuiltins = false;
 };
+
+/// Communicators of more than this many ranks compile their built-in
+/// programs on first use unless COLL_COMPILE_ON_FIRST_USE says otherwise.
+constexpr int FirstUseCompileRanks = 64;
 
 class ProgramCache;
 
@@ -114,6 +155,19 @@ public:
   llvm::Expected<std::shared_ptr<const Compiled>> forRoot(const LoadedAlgorithm &algo,
                                                           int root) const;
 
+  /// Compiles a deferred program (`algo.deferred`) for this rank, or gives
+  /// what an earlier call found: the same on every rank, as the compile is
+  /// (the caller agrees with the other ranks before settle()). Checks what
+  /// load() checks of a compiled program, and that its channels fit those
+  /// maxChannel() promised.
+  llvm::Expected<std::shared_ptr<const Compiled>> compileDeferred(const LoadedAlgorithm &algo) const;
+  /// Records the ranks' agreed outcome of a deferred program: `program`, or
+  /// (null) that it serves nothing, because of `error`.
+  static void settle(const LoadedAlgorithm &algo, std::shared_ptr<const Compiled> program,
+                     std::string error);
+  /// Whether any deferred program is not compiled yet.
+  bool anyPending() const;
+
   /// Adds a program synthesized for this communicator (docs/SYNTHESIS.md,
   /// COLL_TOPO_FILE) as a candidate like a loaded file, from `origin`.
   llvm::Error addSynthesized(const ir::Algorithm &alg, const std::string &origin);
@@ -123,6 +177,8 @@ public:
 
   /// Programs read from the program cache, and compiled here, by load().
   int programsFromCache() const { return fromCache; }
+  /// Built-in programs loaded without compiling (deferBuiltins).
+  int programsDeferred() const { return deferredHere; }
   int programsCompiled() const { return compiledHere; }
   /// Programs parsed for the parameters they declare, by load(): those the
   /// program cache did not know yet (it keeps them beside the plans).
@@ -131,12 +187,15 @@ public:
   std::string cacheDirectory() const;
 
 private:
+  /// The highest channel a program compiled on first use may have.
+  int32_t deferredChannelLimit() const;
+
   std::vector<LoadedAlgorithm> algos;
   std::vector<Rejection> rejected;
   Shape shape;
   int rank = -1; ///< RegistryOptions::rank
   std::shared_ptr<const ProgramCache> disk;
-  int fromCache = 0, compiledHere = 0, inspectedHere = 0;
+  int fromCache = 0, compiledHere = 0, inspectedHere = 0, deferredHere = 0;
 };
 
 /// The program cache's directory as the environment sets it
