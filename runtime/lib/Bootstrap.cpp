@@ -51,6 +51,15 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// Where rank `me` of the communicator being shrunk stands among the
+/// survivors: its new rank.
+llvm::Expected<int> survivorIndex(const std::vector<int> &survivors, int me) {
+  auto at = std::find(survivors.begin(), survivors.end(), me);
+  if (at == survivors.end())
+    return fail(llvm::formatv("rank {0} is not among the survivors", me));
+  return static_cast<int>(at - survivors.begin());
+}
+
 Deadline deadlineIn(std::chrono::milliseconds ms) { return std::chrono::steady_clock::now() + ms; }
 
 SockAddr ringAddress(const PeerInfo &info) {
@@ -261,10 +270,10 @@ public:
   llvm::Expected<std::unique_ptr<Bootstrap>> shrink(const std::vector<int> &survivors,
                                                     uint64_t nonce, PeerInfo self) override {
     const int n = static_cast<int>(survivors.size());
-    auto at = std::find(survivors.begin(), survivors.end(), myRank);
-    if (at == survivors.end())
-      return fail(llvm::formatv("rank {0} is not among the survivors", myRank).str());
-    const int mine = static_cast<int>(at - survivors.begin());
+    auto found = survivorIndex(survivors, myRank);
+    if (!found)
+      return found.takeError();
+    const int mine = *found;
     std::vector<PeerInfo> peers;
     for (int r : survivors)
       peers.push_back(table[static_cast<size_t>(r)]);
@@ -501,10 +510,10 @@ public:
   llvm::Expected<std::unique_ptr<Bootstrap>> shrink(const std::vector<int> &survivors,
                                                     uint64_t nonce, PeerInfo self) override {
     const int n = static_cast<int>(survivors.size());
-    auto at = std::find(survivors.begin(), survivors.end(), myRank);
-    if (at == survivors.end())
-      return fail(llvm::formatv("rank {0} is not among the survivors", myRank).str());
-    const int mine = static_cast<int>(at - survivors.begin());
+    auto found = survivorIndex(survivors, myRank);
+    if (!found)
+      return found.takeError();
+    const int mine = *found;
     std::shared_ptr<LocalBootstrapGroup::Impl> shrunk;
     {
       static std::mutex mutex;
