@@ -694,8 +694,24 @@ COLL_NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_
   }
   // After a failed call, Coll serves no more calls: the real NCCL's state
   // is the communicator's.
-  if (Communicator *impl = comm->impl(); impl && !retired)
+  if (Communicator *impl = comm->impl(); impl && !retired) {
     *asyncError = toNccl(impl->checkAsyncError()); // kernels of Coll stopped by the watchdog too
+    // An error found between calls (a peer lost, a kernel stopped): NCCL's
+    // thread that finds it WARNs, which makes it ncclGetLastError's
+    // message; so here, once.
+    bool say = false;
+    if (*asyncError != ncclSuccess) {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      say = !comm->asyncSaid;
+      comm->asyncSaid = true;
+    }
+    if (say) {
+      std::optional<std::string> cause = impl->firstFailure();
+      (void)failWith(comm, *asyncError,
+                     "ncclCommGetAsyncError: " +
+                         (cause ? *cause : std::string(ncclGetErrorString(*asyncError))));
+    }
+  }
   if (*asyncError == ncclSuccess && comm->real) {
     COLL_NEED_REAL(comm, ncclCommGetAsyncError);
     return fromReal(comm, "ncclCommGetAsyncError",

@@ -108,6 +108,9 @@ struct ncclComm {
   uint64_t failedAt = 0;    ///< the number of the call that failed here
   bool agreed = false;      ///< the ranks' agreement on the last failed call
   uint64_t agreedUntil = 0; ///< calls up to this number fail, on every rank
+  /// ncclCommGetAsyncError has said the error that broke Coll's side (as
+  /// NCCL's WARN, once: the newest error's message from then on).
+  bool asyncSaid = false;
 
   ::coll::rt::Communicator *impl() const { return ::coll::rt::communicatorOf(coll); }
 };
