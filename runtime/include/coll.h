@@ -251,6 +251,37 @@ collResult_t collSend(const void *sendbuff, size_t count, collDataType_t datatyp
 collResult_t collRecv(void *recvbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, void *stream);
 
+/* Tagged point-to-point, with MPI's matching rules (docs/RUNTIME.md,
+ * "Tagged point-to-point"): a receive takes the first message, in the
+ * order each sender posted them, whose source and tag it names (or
+ * COLL_ANY_SOURCE, COLL_ANY_TAG). Nonblocking: sends and receives posted
+ * in any order by any ranks complete at every size. A request is complete
+ * when collTest says so or collWait returns, which free it and set it to
+ * NULL; its status (which may be NULL) gives a receive's source, tag and
+ * element count. A receive whose message is larger than its buffer fails
+ * with collInvalidUsage and writes nothing (MPI_ERR_TRUNCATE). Host
+ * buffers. Tags are 0 to COLL_TAG_UB. Not part of groups. */
+#define COLL_ANY_SOURCE (-1)
+#define COLL_ANY_TAG (-1)
+#define COLL_TAG_UB 0x7fffffff
+typedef struct collRequest *collRequest_t;
+typedef struct {
+  int source;          /* the sender (a receive), or COLL_ANY_SOURCE (a send) */
+  int tag;             /* the message's tag */
+  size_t count;        /* elements of the request's datatype received (sent) */
+  collResult_t error;  /* the request's outcome */
+} collStatus_t;
+collResult_t collIsend(const void *sendbuff, size_t count, collDataType_t datatype, int peer,
+                       int tag, collComm_t comm, collRequest_t *request);
+collResult_t collIrecv(void *recvbuff, size_t count, collDataType_t datatype, int peer, int tag,
+                       collComm_t comm, collRequest_t *request);
+/* *flag: 1 when the request is complete (then freed, *request NULL). */
+collResult_t collTest(collRequest_t *request, int *flag, collStatus_t *status);
+collResult_t collWait(collRequest_t *request, collStatus_t *status);
+/* Waits for every request; statuses (may be NULL) has count entries. The
+ * first failure's result. */
+collResult_t collWaitAll(int count, collRequest_t *requests, collStatus_t *statuses);
+
 /* Calls between collGroupStart and collGroupEnd (per thread, nestable) are
  * queued and run together at the outermost collGroupEnd, which returns when
  * all are complete. */

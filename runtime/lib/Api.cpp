@@ -2,6 +2,8 @@
 
 #include "coll.h"
 
+#include "Tagged.h"
+
 #include "coll/runtime/Bootstrap.h"
 #include "coll/runtime/Comm.h"
 #include "coll/runtime/Debug.h"
@@ -27,6 +29,11 @@
 
 using namespace coll;
 using namespace coll::rt;
+
+struct collRequest {
+  std::shared_ptr<coll::rt::TaggedEngine> engine;
+  std::shared_ptr<coll::rt::TaggedRequest> request;
+};
 
 struct collComm {
   std::unique_ptr<Communicator> impl;
@@ -204,6 +211,86 @@ collResult_t checkInitArgs(collComm_t *comm, int nranks, int rank) {
   if (rank < 0 || rank >= nranks)
     return failWith(nullptr, collInvalidArgument,
                     llvm::formatv("rank {0} is out of range for {1} ranks", rank, nranks));
+  return collSuccess;
+}
+
+/// The settings of a communicator made from `comm` (split, shrink, grow):
+/// `config` over the environment where it is given, else comm's own.
+llvm::Expected<Config> configFor(collComm_t comm, const collConfig_t *config) {
+  if (!config)
+    return comm->impl->config();
+  return resolveConfig(config);
+}
+
+/// collIsend and collIrecv.
+collResult_t postTagged(bool send, void *buff, size_t count, collDataType_t datatype, int peer,
+                        int tag, collComm_t comm, collRequest_t *request, const char *fn) {
+  if (!comm || !comm->impl)
+    return failWith(nullptr, collInvalidArgument, llvm::formatv("{0}: comm is NULL", fn));
+  if (!request)
+    return failWith(comm, collInvalidArgument, llvm::formatv("{0}: request is NULL", fn));
+  *request = nullptr;
+  auto type = dataTypeOf(datatype);
+  if (!type)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: datatype {1} is not one Coll has", fn,
+                                  static_cast<int>(datatype)));
+  const int n = comm->impl->nranks();
+  if (!(peer >= 0 && peer < n) && !(peer == COLL_ANY_SOURCE && !send))
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: peer {1} is out of range for {2} ranks{3}", fn, peer, n,
+                                  send ? "" : " (or COLL_ANY_SOURCE)"));
+  if (tag < 0 && !(tag == COLL_ANY_TAG && !send))
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: tag {1} must be in [0, COLL_TAG_UB]{2}", fn, tag,
+                                  send ? "" : " or COLL_ANY_TAG"));
+  const uint64_t bytes = static_cast<uint64_t>(count) * interp::dataTypeSize(*type);
+  if (bytes && !buff)
+    return failWith(comm, collInvalidArgument,
+                    llvm::formatv("{0}: the buffer is NULL for {1} elements", fn, count));
+  if (std::optional<std::string> failure = comm->impl->firstFailure())
+    return failWith(comm, collRemoteError,
+                    llvm::formatv("{0}: the communicator has failed: {1}", fn, *failure));
+  auto engine = comm->impl->tagged();
+  if (!engine)
+    return failWith(comm, engine.takeError());
+  auto r = std::make_shared<TaggedRequest>();
+  r->send = send;
+  r->peer = peer;
+  r->tag = tag;
+  r->type = *type;
+  r->bytes = bytes;
+  if (send)
+    r->from = static_cast<const std::byte *>(buff);
+  else
+    r->to = static_cast<std::byte *>(buff);
+  if (llvm::Error err = (*engine)->post(r))
+    return failWith(comm, std::move(err));
+  *request = new collRequest{*engine, std::move(r)};
+  return collSuccess;
+}
+
+/// A complete request's status and result; frees it.
+collResult_t finishTagged(collRequest_t *request, collStatus_t *status, const char *fn) {
+  if (!*request) { // MPI_REQUEST_NULL: an empty status
+    if (status)
+      *status = collStatus_t{COLL_ANY_SOURCE, COLL_ANY_TAG, 0, collSuccess};
+    return collSuccess;
+  }
+  const TaggedRequest &r = *(*request)->request;
+  const uint64_t size = interp::dataTypeSize(r.type);
+  if (status) {
+    status->source = r.send ? COLL_ANY_SOURCE : r.source;
+    status->tag = r.send ? r.tag : r.gotTag;
+    status->count = static_cast<size_t>((r.send ? r.bytes : r.gotBytes) / size);
+    status->error = r.result;
+  }
+  const collResult_t result = r.result;
+  const std::string error = r.error;
+  delete *request;
+  *request = nullptr;
+  if (result != collSuccess)
+    return failWith(nullptr, result, llvm::formatv("{0}: {1}", fn, error));
   return collSuccess;
 }
 
@@ -469,19 +556,15 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t *newc
                     llvm::formatv("collCommSplit: color {0} must be non-negative or "
                                   "COLL_SPLIT_NOCOLOR",
                                   color));
-  Config resolved = comm->impl->config();
-  if (config) {
-    auto c = resolveConfig(config);
-    if (!c)
-      return failWith(comm, c.takeError());
-    resolved = *c;
-  }
+  auto resolved = configFor(comm, config);
+  if (!resolved)
+    return failWith(comm, resolved.takeError());
   *newcomm = nullptr;
   if (group.depth > 0) {
-    group.splits.push_back({comm, color, key, newcomm, resolved});
+    group.splits.push_back({comm, color, key, newcomm, *resolved});
     return collSuccess;
   }
-  auto made = comm->impl->split(color, key, resolved);
+  auto made = comm->impl->split(color, key, *resolved);
   if (!made)
     return failWith(comm, made.takeError());
   if (*made)
@@ -565,14 +648,10 @@ collResult_t collCommShrink(collComm_t comm, int *excludeRanks, int excludeRanks
                       llvm::formatv("collCommShrink: rank {0} is excluded twice", r));
     exclude.push_back(r);
   }
-  Config resolved = comm->impl->config();
-  if (config) {
-    auto c = resolveConfig(config);
-    if (!c)
-      return failWith(comm, c.takeError());
-    resolved = *c;
-  }
-  auto made = comm->impl->shrink(exclude, resolved, shrinkFlags == COLL_SHRINK_ABORT);
+  auto resolved = configFor(comm, config);
+  if (!resolved)
+    return failWith(comm, resolved.takeError());
+  auto made = comm->impl->shrink(exclude, *resolved, shrinkFlags == COLL_SHRINK_ABORT);
   if (!made)
     return failWith(comm, made.takeError());
   *newcomm = new collComm{std::move(*made)};
@@ -608,18 +687,56 @@ collResult_t collCommGrow(collComm_t comm, int nRanks, const collUniqueId *uniqu
     return failWith(comm, collInvalidArgument,
                     llvm::formatv("collCommGrow: nRanks {0} must be larger than comm's {1} ranks",
                                   nRanks, comm->impl->nranks()));
-  Config resolved = comm->impl->config();
-  if (config) {
-    auto c = resolveConfig(config);
-    if (!c)
-      return failWith(comm, c.takeError());
-    resolved = *c;
-  }
-  auto made = comm->impl->grow(nRanks, uniqueId ? uniqueId->internal : nullptr, resolved);
+  auto resolved = configFor(comm, config);
+  if (!resolved)
+    return failWith(comm, resolved.takeError());
+  auto made = comm->impl->grow(nRanks, uniqueId ? uniqueId->internal : nullptr, *resolved);
   if (!made)
     return failWith(comm, made.takeError());
   *newcomm = new collComm{std::move(*made)};
   return collSuccess;
+}
+
+collResult_t collIsend(const void *sendbuff, size_t count, collDataType_t datatype, int peer,
+                       int tag, collComm_t comm, collRequest_t *request) {
+  return postTagged(true, const_cast<void *>(sendbuff), count, datatype, peer, tag, comm, request,
+                    "collIsend");
+}
+
+collResult_t collIrecv(void *recvbuff, size_t count, collDataType_t datatype, int peer, int tag,
+                       collComm_t comm, collRequest_t *request) {
+  return postTagged(false, recvbuff, count, datatype, peer, tag, comm, request, "collIrecv");
+}
+
+collResult_t collTest(collRequest_t *request, int *flag, collStatus_t *status) {
+  if (!request || !flag)
+    return failWith(nullptr, collInvalidArgument, "collTest: request or flag is NULL");
+  *flag = 0;
+  if (*request && !(*request)->engine->test(*(*request)->request))
+    return collSuccess;
+  *flag = 1;
+  return finishTagged(request, status, "collTest");
+}
+
+collResult_t collWait(collRequest_t *request, collStatus_t *status) {
+  if (!request)
+    return failWith(nullptr, collInvalidArgument, "collWait: request is NULL");
+  if (*request)
+    (*request)->engine->wait(*(*request)->request);
+  return finishTagged(request, status, "collWait");
+}
+
+collResult_t collWaitAll(int count, collRequest_t *requests, collStatus_t *statuses) {
+  if (count < 0 || (count > 0 && !requests))
+    return failWith(nullptr, collInvalidArgument,
+                    "collWaitAll: requests is NULL or count negative");
+  collResult_t first = collSuccess;
+  for (int i = 0; i < count; ++i) {
+    collResult_t r = collWait(&requests[i], statuses ? &statuses[i] : nullptr);
+    if (first == collSuccess)
+      first = r;
+  }
+  return first;
 }
 
 collResult_t collCommCount(const collComm_t comm, int *count) {

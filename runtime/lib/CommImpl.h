@@ -28,6 +28,7 @@
 #include "coll/runtime/Device.h"
 
 #include "Selection.h"
+#include "Tagged.h"
 
 #include "coll/interpreter/HostExecutor.h"
 #include "coll/interpreter/Timeline.h"
@@ -496,11 +497,19 @@ public:
   /// The liveness watch (null where there is nothing to watch: ranks of one
   /// process); stopped first at destroy.
   std::unique_ptr<Liveness> liveness;
+  /// Tagged sends and receives (Tagged.h): null before the first; shut
+  /// down first at destroy, while its connections are there.
+  std::shared_ptr<TaggedEngine> taggedEngine;
+  std::mutex taggedMutex;
+  /// The channel of the tagged connections: after the grouped sends'.
+  int taggedChannel() const { return p2pChannel + 1; }
   /// Shrinks made from this communicator so far: part of each new one's
   /// nonce, the same on every survivor.
   uint64_t shrinks = 0;
 
   ~Impl() {
+    if (taggedEngine)
+      taggedEngine->shutdown("the communicator was destroyed");
     // This rank leaves on purpose: its process's exit is no loss to the
     // host's liveness watches, and its ring neighbours get a goodbye.
     if (transport)

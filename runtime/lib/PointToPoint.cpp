@@ -233,3 +233,48 @@ llvm::Error DeviceP2PStaging::stageOut() {
 }
 
 } // namespace coll::rt
+
+namespace coll::rt {
+
+llvm::Expected<std::shared_ptr<TaggedEngine>> Communicator::tagged() {
+  Impl &c = *impl;
+  std::lock_guard<std::mutex> lock(c.taggedMutex);
+  if (c.taggedEngine)
+    return c.taggedEngine;
+  if (c.config.slotBytes[0] < 2 * TaggedEngine::HeaderBytes)
+    return collError(collInvalidUsage,
+                     llvm::formatv("tagged point-to-point needs Simple slots of at least {0} B; "
+                                   "COLL_SIMPLE_SLOT_BYTES is {1}",
+                                   2 * TaggedEngine::HeaderBytes, c.config.slotBytes[0]));
+  auto ends = [&c](int peer, ConnectionEnd &out, ConnectionEnd &in) -> llvm::Error {
+    auto o = c.connectionEnd(c.rank, peer, c.taggedChannel(), ir::Protocol::Simple);
+    if (!o)
+      return collError(collInvalidUsage, llvm::toString(o.takeError()));
+    auto i = c.connectionEnd(peer, c.rank, c.taggedChannel(), ir::Protocol::Simple);
+    if (!i)
+      return collError(collInvalidUsage, llvm::toString(i.takeError()));
+    out = *o;
+    in = *i;
+    return llvm::Error::success();
+  };
+  // The communicator's failures end the requests: a peer lost, a revoke,
+  // an abort, a failed call (the host's first report).
+  auto failed = [&c](collResult_t &kind, std::string &why) {
+    if (!c.stop || !c.stop->raised())
+      return false;
+    kind = collRemoteError;
+    why = c.stop->firstReport();
+    if (why.empty())
+      why = "the communicator failed";
+    return true;
+  };
+  c.taggedEngine = std::make_shared<TaggedEngine>(c.rank, c.nranks, c.config.slotBytes[0],
+                                                  std::move(ends), std::move(failed));
+  COLL_LOG(Info, P2P, c.rank,
+           llvm::formatv("tagged point-to-point: a progress thread; messages up to {0} B go "
+                         "eagerly, larger ones when their receive is posted",
+                         c.taggedEngine->eagerBytes()));
+  return c.taggedEngine;
+}
+
+} // namespace coll::rt

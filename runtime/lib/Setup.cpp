@@ -313,7 +313,7 @@ llvm::Error Communicator::Impl::createTransport(const LocalRanks &here) {
   transport::FifoLayout layout;
   layout.nranks = nranks;
   p2pChannel = registry->maxChannel() + 1;
-  layout.channels = p2pChannel + 1;
+  layout.channels = p2pChannel + 2; // the grouped sends', then the tagged ones
   layout.slotBytes = config.slotBytes;
   layout.used[static_cast<int>(ir::Protocol::Simple)] = true; // point to point
   for (const LoadedAlgorithm &a : registry->algorithms())

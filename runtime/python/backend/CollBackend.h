@@ -103,6 +103,37 @@ private:
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+/// A send or a receive Coll runs (collIsend, collIrecv on `host`, the
+/// tensor's bytes in host memory): complete when its request is. A receive
+/// into another tensor than `host` (a CUDA or non-contiguous one) copies
+/// into it when it completes; a send from one was copied to `host` before.
+class TaggedWork : public c10d::Work {
+public:
+  TaggedWork(int rank, c10d::OpType type, collRequest_t request, at::Tensor host,
+             at::Tensor target, std::chrono::milliseconds timeout);
+  ~TaggedWork() override;
+
+  bool isCompleted() override;
+  /// Waits until the request completes or, where `timeout` is kNoTimeout,
+  /// the group's timeout passes (as gloo's): then raises.
+  bool wait(std::chrono::milliseconds timeout) override;
+  /// The sender of a receive (recv without src: torch's return value).
+  int sourceRank() const override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+
+private:
+  /// Tests the request; when complete, finishes the Work. Under mutex_.
+  bool poll();
+
+  collRequest_t request_;
+  at::Tensor host_, target_;
+  std::chrono::milliseconds timeout_;
+  int source_ = -1;
+  bool done_ = false;
+  std::mutex pollMutex_;
+};
+
 /// Several calls' Works as one (the coalesced forms): done when all are.
 class JoinedWork : public c10d::Work {
 public:

@@ -597,24 +597,31 @@ public:
 
   // -- point to point --------------------------------------------------------
 
-  // gloo runs every send and receive: it pairs them by (peer, tag) and
-  // takes a receive from any source, where Coll pairs them by peer in call
-  // order, so a send Coll ran could meet a receive from any source that only
-  // gloo runs, or the other of two receives with different tags.
+  // Coll runs sends and receives with MPI's matching rules, as gloo does
+  // (collIsend, collIrecv: by peer and tag, in posting order, from any
+  // source), on CPU tensors and, through a host copy, CUDA ones. gloo runs
+  // those it refuses (onGloo), and all of them once Coll has retired from
+  // the group (a failed call, agreed by every rank).
   WorkPtr send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
-    return route("send", c10d::OpType::SEND, 0, 0, pointToPoint(), tensors, tensors, [] {},
-                 [&](c10d::Backend &fb) { return fb.send(tensors, dst, tag); });
+    if (onGloo(tensors))
+      return route("send", c10d::OpType::SEND, 0, 0, pointToPoint(), tensors, tensors, [] {},
+                   [&](c10d::Backend &fb) { return fb.send(tensors, dst, tag); });
+    return tagged(c10d::OpType::SEND, tensors[0], dst, tag);
   }
 
   WorkPtr recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
-    return route("recv", c10d::OpType::RECV, 0, 0, pointToPoint(), tensors, tensors, [] {},
-                 [&](c10d::Backend &fb) { return fb.recv(tensors, src, tag); });
+    if (onGloo(tensors))
+      return route("recv", c10d::OpType::RECV, 0, 0, pointToPoint(), tensors, tensors, [] {},
+                   [&](c10d::Backend &fb) { return fb.recv(tensors, src, tag); });
+    return tagged(c10d::OpType::RECV, tensors[0], src, tag);
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override {
-    return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, pointToPoint(),
-                 tensors, tensors, [] {},
-                 [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
+    if (onGloo(tensors))
+      return route("recv from any source", c10d::OpType::RECVANYSOURCE, 0, 0, pointToPoint(),
+                   tensors, tensors, [] {},
+                   [&](c10d::Backend &fb) { return fb.recvAnysource(tensors, tag); });
+    return tagged(c10d::OpType::RECVANYSOURCE, tensors[0], COLL_ANY_SOURCE, tag);
   }
 
   // -- lifetime ------------------------------------------------------------
@@ -666,10 +673,45 @@ private:
     return route(what, type, 0, 0, d, {}, {}, [] {}, std::forward<ViaFallback>(viaFallback));
   }
 
+  /// The sends and receives gloo runs: all of them once Coll has retired
+  /// from the group; those gloo refuses (several tensors, a non-contiguous
+  /// or sparse one), so that the error is gloo's own.
+  bool onGloo(const std::vector<at::Tensor> &tensors) const {
+    return retired_ || tensors.size() != 1 || !tensors[0].is_contiguous() ||
+           tensors[0].is_sparse();
+  }
+
+  /// A send or receive of `t`'s bytes on Coll (TaggedWork).
+  WorkPtr tagged(c10d::OpType type, at::Tensor &t, int peer, int tag) {
+    if (auto closed = shutDownWork(type))
+      return closed;
+    const bool send = type == c10d::OpType::SEND;
+    const bool direct = t.device().is_cpu();
+    at::Tensor host = direct ? t
+                             : (send ? t.to(at::kCPU).contiguous()
+                                     : at::empty(t.sizes(), t.options().device(at::kCPU)));
+    collRequest_t request = nullptr;
+    collResult_t r;
+    {
+      std::lock_guard<std::mutex> lock(commMutex_);
+      r = !comm_ ? collInvalidUsage
+          : send ? collIsend(host.data_ptr(), host.nbytes(), collUint8, peer, tag, comm_, &request)
+                 : collIrecv(host.data_ptr(), host.nbytes(), collUint8, peer, tag, comm_, &request);
+    }
+    if (r != collSuccess)
+      return c10::make_intrusive<CollWork>(getRank(), type, std::vector<at::Tensor>{t},
+                                           backendError(failureMessage(r, comm_)), std::nullopt);
+    ++served_; // a call of the group's, as gloo counts its sends and receives
+    if (info_)
+      logOnce(std::string(send ? "send" : "recv") + ": Coll runs it (collIsend/collIrecv: by "
+              "peer and tag, any source)" + (direct ? "" : ", through a host copy"));
+    return c10::make_intrusive<TaggedWork>(getRank(), type, request, host, send ? at::Tensor() : t,
+                                           options_->timeout);
+  }
+
   static Decision pointToPoint() {
     Decision d;
-    d.unsupported = "point to point (gloo pairs sends and receives by tag and takes any "
-                    "source; Coll pairs them by peer, in call order)";
+    d.unsupported = "a send or receive of several tensors (Coll's take one)";
     return d;
   }
 

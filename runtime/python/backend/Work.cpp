@@ -14,6 +14,8 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <thread>
+
 namespace coll::pytorch {
 
 std::exception_ptr backendError(const std::string &message) {
@@ -71,6 +73,85 @@ CollWork::makeFuture(std::vector<c10::Device> devices) {
   else
     future->markCompleted(c10::IValue(outputs_));
   return future;
+}
+
+//===- TaggedWork ---------------------------------------------------------===//
+
+TaggedWork::TaggedWork(int rank, c10d::OpType type, collRequest_t request, at::Tensor host,
+                       at::Tensor target, std::chrono::milliseconds timeout)
+    : Work(rank, type), request_(request), host_(std::move(host)), target_(std::move(target)),
+      timeout_(timeout) {}
+
+TaggedWork::~TaggedWork() {
+  // Its buffer must outlive the request: a Work dropped unwaited (torch's
+  // isend without wait) waits here, as a request must complete.
+  std::lock_guard<std::mutex> lock(pollMutex_);
+  if (request_)
+    collWait(&request_, nullptr);
+}
+
+bool TaggedWork::poll() {
+  if (done_)
+    return true;
+  int flag = 0;
+  collStatus_t status;
+  collResult_t r = collTest(&request_, &flag, &status);
+  if (!flag && r == collSuccess)
+    return false;
+  done_ = true;
+  request_ = nullptr;
+  std::exception_ptr error;
+  if (r != collSuccess) {
+    error = backendError(failureMessage(r, nullptr));
+  } else {
+    source_ = status.source;
+    if (target_.defined() && !target_.is_same(host_))
+      target_.copy_(host_);
+  }
+  finish(error);
+  return true;
+}
+
+bool TaggedWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(pollMutex_);
+  return poll();
+}
+
+bool TaggedWork::wait(std::chrono::milliseconds timeout) {
+  const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned spins = 0;; ++spins) {
+    {
+      std::lock_guard<std::mutex> lock(pollMutex_);
+      if (poll())
+        break;
+    }
+    if (std::chrono::steady_clock::now() - start > limit)
+      C10_THROW_ERROR(DistBackendError,
+                      "Coll: a " + std::string(c10d::opTypeToString(retrieveOpType())) +
+                          " did not complete within the timeout of " +
+                          std::to_string(limit.count()) + " ms");
+    if (spins < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  Work::wait(timeout); // throws the call's error
+  return true;
+}
+
+int TaggedWork::sourceRank() const { return source_; }
+
+c10::intrusive_ptr<c10::ivalue::Future> TaggedWork::getFuture() {
+  wait(kNoTimeout);
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  auto future = c10::make_intrusive<c10::ivalue::Future>(type);
+  future->markCompleted(c10::IValue(result()));
+  return future;
+}
+
+std::vector<at::Tensor> TaggedWork::result() {
+  return {target_.defined() ? target_ : host_};
 }
 
 //===- JoinedWork ---------------------------------------------------------===//

@@ -146,6 +146,12 @@ const Scenario scenarios[] = {
   // PointToPoint.cpp
   {.name = "p2p", .summary = "a ring exchange, sends to itself, messages to one peer in order",
    .run = [](bool small) { p2p(small); }},
+  {.name = "tagged",
+   .summary = "collIsend/collIrecv: tags out of order, any source, both posting orders, truncation",
+   .run = [](bool small) { tagged(small); }},
+  {.name = "tagged-lost",
+   .summary = "the last rank dies while the others wait on tagged sends and receives with it",
+   .run = [](bool) { taggedLost(); }, .lastRankDies = true},
   // Faults.cpp
   {.name = "kill", .summary = "the last rank dies mid-stream; the others must end with an error",
    .run = [](bool) { fault(false); }},

@@ -265,6 +265,14 @@ TEST_P(Ranks, PointToPoint) {
   expectAllOk(runJob("p2p", GetParam(), withAlgorithms(dir)));
 }
 
+// collIsend/collIrecv (docs/RUNTIME.md, "Tagged point-to-point"): a ring in
+// both posting orders at 7 elements and 4 MiB, tags received out of order,
+// any source from every peer, any tag, to itself, a truncated receive.
+TEST_P(Ranks, TaggedPointToPointMatchesAsMpi) {
+  AlgoDir dir(GetParam());
+  expectAllOk(runJob("tagged", GetParam(), withAlgorithms(dir)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Runtime, Ranks, ::testing::Values(2, 3, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
 
@@ -710,18 +718,34 @@ std::optional<Failure> failureOf(const RankResult &r) {
   return Failure{std::stoi(m[1]), std::stol(m[2]), m[3]};
 }
 
+/// The last rank of `results` was killed (SIGKILL) and the others exited
+/// and printed their error: those errors, in rank order (empty after a
+/// failed expectation).
+std::vector<Failure> errorsOfSurvivors(const std::vector<RankResult> &results) {
+  const int n = static_cast<int>(results.size());
+  EXPECT_TRUE(WIFSIGNALED(results[n - 1].status) && WTERMSIG(results[n - 1].status) == SIGKILL)
+      << describe(results);
+  std::vector<Failure> errors;
+  for (int r = 0; r < n - 1; ++r) {
+    EXPECT_TRUE(results[r].exitedOk()) << describe(results);
+    auto f = failureOf(results[r]);
+    EXPECT_TRUE(f) << describe(results);
+    if (!f)
+      return {};
+    errors.push_back(*f);
+  }
+  return errors;
+}
+
 TEST(Runtime, AKilledRankEndsTheOthersWithAnError) {
   const int n = 3, watchdog = smallSizes() ? 8000 : 3000;
   AlgoDir dir(n);
   JobOptions o = withAlgorithms(dir);
   o.watchdogMs = watchdog;
   auto results = runJob("kill", n, o);
-  EXPECT_TRUE(WIFSIGNALED(results[n - 1].status) && WTERMSIG(results[n - 1].status) == SIGKILL)
-      << describe(results);
-  for (int r = 0; r < n - 1; ++r) {
-    EXPECT_TRUE(results[r].exitedOk()) << describe(results);
-    auto f = failureOf(results[r]);
-    ASSERT_TRUE(f) << describe(results);
+  std::vector<Failure> errors = errorsOfSurvivors(results);
+  for (int r = 0; r < static_cast<int>(errors.size()); ++r) {
+    const Failure *f = &errors[r];
     EXPECT_TRUE(f->code == collRemoteError || f->code == collTimeout) << describe(results);
     EXPECT_LE(f->ms, coll::testing::scaledMs(watchdog + 2000)) << describe(results);
     EXPECT_NE(results[r].output.find("exited"), std::string::npos) << describe(results);
@@ -764,6 +788,22 @@ void expectSurvivorsShrank(const std::vector<RankResult> &results, int victim, i
         << describe(results);
     EXPECT_NE(results[r].output.find(std::to_string(calls) + " rounds of every collective"),
               std::string::npos)
+        << describe(results);
+  }
+  EXPECT_EQ(shmLeftovers(), "");
+}
+
+// Tagged requests to and from a rank that dies end with collRemoteError,
+// naming it, within 2 s; later posts fail at once.
+TEST(Runtime, TaggedRequestsWithALostRankFail) {
+  const int n = 3;
+  AlgoDir dir(n);
+  auto results = runJob("tagged-lost", n, withAlgorithms(dir));
+  for (const Failure &e : errorsOfSurvivors(results)) {
+    const Failure *f = &e;
+    EXPECT_EQ(f->code, collRemoteError) << describe(results);
+    EXPECT_LE(f->ms, coll::testing::scaledMs(2000)) << describe(results);
+    EXPECT_NE(f->message.find("rank " + std::to_string(n - 1)), std::string::npos)
         << describe(results);
   }
   EXPECT_EQ(shmLeftovers(), "");

@@ -69,6 +69,10 @@ void alltoallWithoutProgramsScenario();
 
 // PointToPoint.cpp
 void p2p(bool small);
+/// collIsend, collIrecv: tags, any source, both posting orders, truncation.
+void tagged(bool small);
+/// The last rank dies while the others wait on tagged requests to and from it.
+void taggedLost();
 
 // Faults.cpp
 void fault(bool stop);

@@ -91,7 +91,8 @@ collectives|all)
   # oneself); its all-to-all with split sizes is not checked for.
   if [ "$n" -gt 1 ]; then
     expect+=("torch alltoall: falls back to gloo: split sizes given"
-             "torch send: falls back to gloo: point to point")
+             "torch send: Coll runs it (collIsend/collIrecv: by peer and tag, any source)"
+             "torch recv: Coll runs it (collIsend/collIrecv: by peer and tag, any source)")
   else
     expect+=("torch allreduce: Coll runs it as a copy (one rank")
   fi ;;

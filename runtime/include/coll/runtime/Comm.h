@@ -124,6 +124,8 @@ struct Choice {
   std::shared_ptr<const Compiled> program;
 };
 
+class TaggedEngine;
+
 class Communicator {
 public:
   /// Sets up rank `boot->rank()` of a communicator whose ranks found each
@@ -154,6 +156,10 @@ public:
   /// choice is the communicator's cached one, valid until the next select.
   llvm::Expected<const Choice *> select(ir::Collective coll, uint64_t bytes, int root,
                                         bool device = false);
+
+  /// The engine of tagged sends and receives (collIsend, collIrecv;
+  /// docs/RUNTIME.md "Tagged point-to-point"), started at the first.
+  llvm::Expected<std::shared_ptr<TaggedEngine>> tagged();
 
   /// Collective over this communicator (color COLL_SPLIT_NOCOLOR: null).
   llvm::Expected<std::unique_ptr<Communicator>> split(int color, int key, const Config &config);
