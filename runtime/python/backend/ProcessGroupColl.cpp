@@ -541,16 +541,56 @@ public:
                  [&](c10d::Backend &fb) { return fb.scatter(outputs, inputLists, opts); });
   }
 
-  // -- what gloo alone runs --------------------------------------------------
-
+  /// all_gather_coalesced: gloo's concatenates the inputs, gathers that
+  /// once and cuts each rank's part back into the lists; so does Coll, in
+  /// one collAllGather (one call of the group's, as gloo's).
   WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
                               std::vector<at::Tensor> &inputs,
                               const c10d::AllgatherOptions &opts) override {
-    return handedDown("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED,
-                      [&](c10d::Backend &fb) {
-                        return fb.allgather_coalesced(outputLists, inputs, opts);
-                      });
+    std::vector<at::Tensor> all = inputs, outs;
+    for (const auto &list : outputLists)
+      for (const auto &o : list) {
+        all.push_back(o);
+        outs.push_back(o);
+      }
+    // outputLists[r][i]: rank r's input i, as gloo's lists are.
+    Decision d = check(all);
+    if (d.unsupported.empty() &&
+        (inputs.empty() || outputLists.size() != static_cast<size_t>(getSize())))
+      d.unsupported = "not one output list per rank";
+    for (size_t r = 0; r < outputLists.size() && d.unsupported.empty(); ++r) {
+      if (outputLists[r].size() != inputs.size()) {
+        d.unsupported = "not one output per input";
+        break;
+      }
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (outputLists[r][i].numel() != inputs[i].numel())
+          d.unsupported = "outputs of another size than their input";
+    }
+    const size_t nbytes = bytes(inputs) * getSize();
+    return route("allgather", c10d::OpType::ALLGATHER_COALESCED, nbytes, 0, d, outs, all,
+                 [&] {
+                   at::Tensor flat = flatten(inputs);
+                   const int64_t k = flat.numel();
+                   at::Tensor gathered = at::empty({k * getSize()}, flat.options());
+                   call(collAllGather(flat.data_ptr(), gathered.data_ptr(), k, d.dtype, comm_,
+                                      streamHandle(flat)));
+                   for (int r = 0; r < getSize(); ++r) {
+                     int64_t offset = r * k;
+                     for (size_t i = 0; i < inputs.size(); ++i) {
+                       const int64_t n = inputs[i].numel();
+                       outputLists[r][i].copy_(
+                           gathered.narrow(0, offset, n).view_as(outputLists[r][i]));
+                       offset += n;
+                     }
+                   }
+                 },
+                 [&](c10d::Backend &fb) {
+                   return fb.allgather_coalesced(outputLists, inputs, opts);
+                 });
   }
+
+  // -- what gloo alone runs --------------------------------------------------
 
   WorkPtr allreduce_sparse(std::vector<at::Tensor> &tensors,
                            const c10d::AllreduceOptions &opts) override {
