@@ -105,8 +105,10 @@ private:
 
 /// A send or a receive Coll runs (collIsend, collIrecv on `host`, the
 /// tensor's bytes in host memory): complete when its request is. A receive
-/// into another tensor than `host` (a CUDA or non-contiguous one) copies
-/// into it when it completes; a send from one was copied to `host` before.
+/// into another tensor than `host` (a CUDA one) copies into it when it
+/// completes; a send from one was copied to `host` before. A Work that goes
+/// before its request completes leaves the request and `host` to be let go
+/// when it does.
 class TaggedWork : public c10d::Work {
 public:
   TaggedWork(int rank, c10d::OpType type, collRequest_t request, at::Tensor host,

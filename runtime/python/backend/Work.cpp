@@ -77,17 +77,50 @@ CollWork::makeFuture(std::vector<c10::Device> devices) {
 
 //===- TaggedWork ---------------------------------------------------------===//
 
+namespace {
+
+/// Requests whose Work went before they completed (an isend never waited
+/// for, a wait that timed out), each with the buffer it reads or writes,
+/// which must stay until it completes: tested, and let go once complete,
+/// whenever a TaggedWork is made or goes. A communicator's destroy
+/// completes its requests (with an error).
+struct Orphans {
+  std::mutex mutex;
+  std::vector<std::pair<collRequest_t, at::Tensor>> pending;
+
+  void sweep() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(pending, [](auto &p) {
+      int flag = 0;
+      collTest(&p.first, &flag, nullptr);
+      return flag != 0;
+    });
+  }
+  void adopt(collRequest_t request, at::Tensor buffer) {
+    std::lock_guard<std::mutex> lock(mutex);
+    pending.emplace_back(request, std::move(buffer));
+  }
+};
+
+Orphans &orphans() {
+  static Orphans *all = new Orphans; // used until the process ends
+  return *all;
+}
+
+} // namespace
+
 TaggedWork::TaggedWork(int rank, c10d::OpType type, collRequest_t request, at::Tensor host,
                        at::Tensor target, std::chrono::milliseconds timeout)
     : Work(rank, type), request_(request), host_(std::move(host)), target_(std::move(target)),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  orphans().sweep();
+}
 
 TaggedWork::~TaggedWork() {
-  // Its buffer must outlive the request: a Work dropped unwaited (torch's
-  // isend without wait) waits here, as a request must complete.
   std::lock_guard<std::mutex> lock(pollMutex_);
   if (request_)
-    collWait(&request_, nullptr);
+    orphans().adopt(request_, host_);
+  orphans().sweep();
 }
 
 bool TaggedWork::poll() {

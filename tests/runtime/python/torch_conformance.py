@@ -358,8 +358,8 @@ def point_to_point_orders(seed):
     """Issue 68's cases, each at 7 elements and at 4 MiB (1M floats): the
     ring with every rank's receive posted before its send, and with sends
     first; two messages to one peer received in the other order of their
-    tags; a receive from any source on rank 0 for a message from every other
-    rank. gloo gives each at every size, so coll must too."""
+    tags; an isend whose Work is dropped unwaited (coll only); a receive from
+    any source on rank 0 for a message from every other rank. gloo gives each at every size, so coll must too."""
     global compared
     if n < 2:
         return
@@ -393,6 +393,17 @@ def point_to_point_orders(seed):
             return []
 
         conform("tags received out of order", tags_swapped, mk, **kw)
+
+        # An isend whose Work is let go unwaited, then the receive: on coll
+        # only, as gloo's send may be cancelled with its Work (it timed out
+        # so at 7 floats): the message arrives whole.
+        compared += 1
+        dist.isend(torch.full((count,), float(rank), device=device), dst=nxt, group=COLL)
+        r = torch.empty(count, dtype=torch.float32, device=device)
+        dist.recv(r, src=prev, group=COLL)
+        if not torch.equal(r, torch.full((count,), float(prev), device=device)):
+            report("isend never waited for, then recv", dict(group="coll", **kw),
+                   f"rank {prev}'s message differs")
 
         # Any source: the order in which messages arrive is not fixed, so each
         # group is checked on its own: every peer's message is received once,
