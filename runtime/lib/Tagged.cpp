@@ -11,7 +11,12 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <random>
+
+#include <sys/uio.h>
+#include <unistd.h>
 
 namespace coll::rt {
 
@@ -20,7 +25,13 @@ using interp::host::ConnectionEnd;
 
 /// The header of every frame.
 struct TaggedEngine::Frame {
-  enum Kind : uint32_t { Eager = 0x45414752, Rts = 0x52545320, Cts = 0x43545320, Data = 0x44415441 };
+  enum Kind : uint32_t {
+    Eager = 0x45414752,
+    Rts = 0x52545320,
+    Cts = 0x43545320,
+    Data = 0x44415441,
+    Done = 0x444f4e45, ///< a single copy read the message: the send is complete
+  };
   uint32_t kind = 0;
   int32_t tag = 0;
   uint64_t id = 0;
@@ -31,8 +42,13 @@ static_assert(sizeof(uint32_t) + sizeof(int32_t) + 3 * sizeof(uint64_t) ==
               TaggedEngine::HeaderBytes);
 
 TaggedEngine::TaggedEngine(int rank, int nranks, uint64_t slotBytes, Ends ends, Failed failed)
-    : rank(rank), nranks(nranks), slotBytes(slotBytes), ends(std::move(ends)),
-      failed(std::move(failed)) {
+    : rank(rank), nranks(nranks), slotBytes(slotBytes), singleCopyOn([] {
+        const char *v = std::getenv("COLL_P2P_SINGLE_COPY");
+        return !v || std::strcmp(v, "0") != 0;
+      }()),
+      ends(std::move(ends)), failed(std::move(failed)) {
+  std::random_device random;
+  cookie = (uint64_t(random()) << 32) ^ random() ^ uint64_t(getpid());
   thread = std::thread([this] { run(); });
 }
 
@@ -47,6 +63,7 @@ void TaggedEngine::shutdown(const std::string &why) {
     failAll(collInvalidUsage, why);
   }
   changed.notify_all();
+  work.notify_all();
   if (thread.joinable())
     thread.join();
 }
@@ -63,7 +80,8 @@ void TaggedEngine::complete(TaggedRequest &r, collResult_t result, std::string e
   r.result = result;
   r.error = std::move(error);
   --pending;
-  changed.notify_all();
+  if (napping)
+    changed.notify_all();
 }
 
 void TaggedEngine::failAll(collResult_t result, const std::string &why) {
@@ -72,6 +90,7 @@ void TaggedEngine::failAll(collResult_t result, const std::string &why) {
       complete(*r, result, why);
     p.sends.clear();
     p.clears.clear();
+    p.dones.clear();
   }
   for (auto &r : posted)
     complete(*r, result, why);
@@ -98,8 +117,47 @@ static std::string truncation(const TaggedRequest &recv, int me) {
                        interp::dataTypeName(recv.type));
 }
 
+/// Reads `bytes` at `offer.address` in the offering process into `to`,
+/// once the cookie there is the one offered: whether it did.
+static bool readAcross(const TaggedEngine::Offer &offer, std::byte *to, uint64_t bytes) {
+  const pid_t pid = static_cast<pid_t>(offer.pid);
+  uint64_t seen = 0;
+  iovec local{&seen, sizeof seen};
+  iovec remote{reinterpret_cast<void *>(offer.cookieAddress), sizeof seen};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != ssize_t(sizeof seen) ||
+      seen != offer.cookie)
+    return false; // not this host's process, or not allowed to read it
+  for (uint64_t done = 0; done < bytes;) {
+    iovec l{to + done, bytes - done};
+    iovec r{reinterpret_cast<void *>(offer.address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n <= 0)
+      return false;
+    done += uint64_t(n);
+  }
+  return true;
+}
+
+void TaggedEngine::pull(const std::shared_ptr<TaggedRequest> &recv, int source, uint64_t id,
+                        uint64_t bytes, const Offer *offer) {
+  Peer &p = peers[source];
+  if (offer && singleCopyOn && !p.noSingleCopy) {
+    if (recv->truncated) { // nothing is read; the send completes
+      p.dones.push_back(id);
+      return complete(*recv, collInvalidUsage, truncation(*recv, rank));
+    }
+    if (readAcross(*offer, recv->to, bytes)) {
+      p.dones.push_back(id);
+      return complete(*recv);
+    }
+    p.noSingleCopy = true; // and through the FIFO from now on
+  }
+  p.clears.push_back(id);
+  incoming[{source, id}] = Incoming{recv, bytes};
+}
+
 void TaggedEngine::arrived(int source, int tag, uint64_t id, uint64_t bytes,
-                           const std::byte *eager, bool isEager) {
+                           const std::byte *eager, bool isEager, const Offer *offer) {
   std::shared_ptr<TaggedRequest> recv;
   for (auto it = posted.begin(); it != posted.end(); ++it)
     if (fits(**it, source, tag)) {
@@ -116,6 +174,10 @@ void TaggedEngine::arrived(int source, int tag, uint64_t id, uint64_t bytes,
     w.eager = isEager;
     if (isEager && bytes)
       w.data.assign(eager, eager + bytes);
+    if (offer) {
+      w.offered = true;
+      w.offer = *offer;
+    }
     waiting.push_back(std::move(w));
     return;
   }
@@ -127,8 +189,7 @@ void TaggedEngine::arrived(int source, int tag, uint64_t id, uint64_t bytes,
       std::memcpy(recv->to, eager, bytes);
     return complete(*recv);
   }
-  peers[source].clears.push_back(id);
-  incoming[{source, id}] = Incoming{recv, bytes};
+  pull(recv, source, id, bytes, offer);
 }
 
 llvm::Error TaggedEngine::post(const std::shared_ptr<TaggedRequest> &r) {
@@ -172,7 +233,9 @@ llvm::Error TaggedEngine::post(const std::shared_ptr<TaggedRequest> &r) {
       complete(*r);
       return llvm::Error::success();
     }
-    peers[r->peer].sends.push_back(r);
+    Peer &to = peers[r->peer];
+    to.sends.push_back(r);
+    writeTo(r->peer, to); // at once where there is room (an eager send completes)
   } else {
     auto found = waiting.begin();
     while (found != waiting.end() && !fits(*r, found->source, found->tag))
@@ -192,23 +255,59 @@ llvm::Error TaggedEngine::post(const std::shared_ptr<TaggedRequest> &r) {
           complete(*r);
         }
       } else {
-        peers[w.source].clears.push_back(w.id);
-        incoming[{w.source, w.id}] = Incoming{r, w.bytes};
+        pull(r, w.source, w.id, w.bytes, w.offered ? &w.offer : nullptr);
+        writeTo(w.source, peers[w.source]); // its CTS or DONE at once
       }
     }
   }
-  changed.notify_all();
   return llvm::Error::success();
+}
+
+bool TaggedEngine::progress() {
+  if (!pending || quit)
+    return false;
+  collResult_t kind = collSuccess;
+  std::string why;
+  if (failed(kind, why)) {
+    failAll(kind, why);
+    return true;
+  }
+  return pass();
 }
 
 bool TaggedEngine::test(const TaggedRequest &r) {
   std::lock_guard<std::mutex> lock(mutex);
+  if (!r.done)
+    progress();
   return r.done;
 }
 
+/// How long a thread that moved nothing spins (yielding) before it naps.
+static constexpr auto SpinFor = std::chrono::microseconds(2000);
+static constexpr auto Nap = std::chrono::microseconds(50);
+/// How soon the progress thread takes up requests nobody waits for.
+static constexpr auto Idle = std::chrono::microseconds(1000);
+
 void TaggedEngine::wait(const TaggedRequest &r) {
   std::unique_lock<std::mutex> lock(mutex);
-  changed.wait(lock, [&] { return r.done; });
+  ++drivers;
+  auto lastMoved = std::chrono::steady_clock::now();
+  while (!r.done) {
+    if (progress()) {
+      lastMoved = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - lastMoved < SpinFor) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    } else {
+      ++napping;
+      changed.wait_for(lock, Nap);
+      --napping;
+    }
+  }
+  --drivers;
 }
 
 bool TaggedEngine::readFrom(int source, Peer &p) {
@@ -234,15 +333,27 @@ bool TaggedEngine::readFrom(int source, Peer &p) {
         if (good)
           arrived(source, f.tag, f.id, f.bytes, payload, true);
         break;
-      case Frame::Rts:
-        good = n == 0;
+      case Frame::Rts: {
+        good = n == 0 || n == sizeof(Offer);
+        Offer offer;
+        if (n == sizeof(Offer))
+          std::memcpy(&offer, payload, sizeof offer);
         if (good)
-          arrived(source, f.tag, f.id, f.bytes, nullptr, false);
+          arrived(source, f.tag, f.id, f.bytes, nullptr, false, n ? &offer : nullptr);
         break;
+      }
       case Frame::Cts:
         for (auto &r : p.sends)
           if (r->id == f.id)
             r->cleared = true;
+        break;
+      case Frame::Done:
+        for (auto it = p.sends.begin(); it != p.sends.end(); ++it)
+          if ((*it)->id == f.id) {
+            complete(**it);
+            p.sends.erase(it);
+            break;
+          }
         break;
       case Frame::Data: {
         auto found = incoming.find({source, f.id});
@@ -301,16 +412,17 @@ bool TaggedEngine::writeTo(int, Peer &p) {
     out.peerBell->ring();
     moved = true;
   };
-  while (!p.clears.empty()) {
-    std::byte *s = claim();
-    if (!s)
-      return moved;
-    Frame f;
-    f.kind = Frame::Cts;
-    f.id = p.clears.front();
-    publish(s, f, nullptr, 0);
-    p.clears.pop_front();
-  }
+  for (auto [queue, kind] : {std::pair{&p.clears, Frame::Cts}, std::pair{&p.dones, Frame::Done}})
+    while (!queue->empty()) {
+      std::byte *s = claim();
+      if (!s)
+        return moved;
+      Frame f;
+      f.kind = kind;
+      f.id = queue->front();
+      publish(s, f, nullptr, 0);
+      queue->pop_front();
+    }
   const uint64_t room = slot - HeaderBytes;
   for (auto it = p.sends.begin(); it != p.sends.end();) {
     TaggedRequest &r = **it;
@@ -331,7 +443,13 @@ bool TaggedEngine::writeTo(int, Peer &p) {
         continue;
       }
       f.kind = Frame::Rts;
-      publish(s, f, nullptr, 0);
+      if (singleCopyOn) { // the receiver may read it straight from here
+        Offer offer{uint64_t(getpid()), reinterpret_cast<uint64_t>(r.from),
+                    reinterpret_cast<uint64_t>(&cookie), cookie};
+        publish(s, f, reinterpret_cast<const std::byte *>(&offer), sizeof offer);
+      } else {
+        publish(s, f, nullptr, 0);
+      }
     }
     if (r.cleared) {
       while (r.sent < r.bytes) {
@@ -368,24 +486,25 @@ void TaggedEngine::run() {
   std::unique_lock<std::mutex> lock(mutex);
   unsigned idle = 0;
   while (!quit) {
-    collResult_t kind = collSuccess;
-    std::string why;
-    if (pending && failed(kind, why))
-      failAll(kind, why);
-    if (pending && pass()) {
+    // Posts and waits do not wake the thread (a wake costs the poster a
+    // system call and the peer a core): it looks again within Idle.
+    if (drivers || !pending) { // a waiting thread moves everything meanwhile
+      work.wait_for(lock, Idle);
+      idle = 0;
+      continue;
+    }
+    if (progress()) {
       idle = 0;
       continue;
     }
     // Nothing moved: spin a little (yielding the lock to posting threads),
-    // then sleep in short naps while requests wait, long ones otherwise
-    // (a post wakes the thread at once).
-    if (pending && ++idle < 256) {
+    // then sleep in short naps while requests wait for a peer.
+    if (++idle < 256) {
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
     } else {
-      changed.wait_for(lock, pending ? std::chrono::microseconds(50)
-                                     : std::chrono::microseconds(20000));
+      work.wait_for(lock, Nap);
     }
   }
 }

@@ -6,9 +6,10 @@
  *
  *   mpirun -np 2 build/bin/coll-vs-mpi [--min 4] [--max 64M] [--op allreduce,...]
  *                                      [--isolated N] [--skew-us T] [--plot FILE.svg]
- *                                      [--windows] [--in-place]
+ *                                      [--windows] [--in-place] [--factor 4]
  *
- * Sizes are nccl-tests' (the larger buffer: allgather, alltoall and
+ * Sizes go from --min to --max, each --factor times the last (4 unless
+ * told). They are nccl-tests' (the larger buffer: allgather, alltoall and
  * reduce-scatter count
  * every rank's block). Each point runs a few warm-up calls, then as many
  * calls as fit in about 0.2 s (at least 5, at most 2000), separated by
@@ -31,6 +32,15 @@
  * checked once per point, so that a fast wrong answer cannot win. On a
  * terminal, rank 0 shows the point running and the time left (Progress.h).
  *
+ * Point-to-point (--op pingpong,exchange; even process counts, rank r paired
+ * with r^1), as OSU's osu_latency and osu_bibw measure it: "pingpong" is
+ * one round trip (the even rank sends, the odd one receives and sends the
+ * message back; half of it is the one-way latency), "exchange" is each
+ * rank of a pair sending to the other and receiving from it at once
+ * (isend and irecv, then both waited for). Coll's side is collIsend,
+ * collIrecv and collWait (tag 7), Open MPI's MPI_Isend, MPI_Irecv and
+ * MPI_Wait*. Neither is in the default --op list.
+ *
  *===----------------------------------------------------------------------===*/
 
 #include <CollPlot.h>
@@ -47,13 +57,54 @@ static int rank, nranks;
 static collComm_t comm;
 static int inPlace; /* --in-place */
 
-enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, REDUCESCATTER, NCOLL };
-static const char *names[NCOLL] = {"allreduce", "allgather", "alltoall", "bcast",
-                                   "reducescatter"};
+enum Coll { ALLREDUCE, ALLGATHER, ALLTOALL, BCAST, REDUCESCATTER, PINGPONG, EXCHANGE, NCOLL };
+static const char *names[NCOLL] = {"allreduce", "allgather",     "alltoall", "bcast",
+                                   "reducescatter", "pingpong", "exchange"};
 
 static void die(const char *what) {
   fprintf(stderr, "rank %d: %s: %s\n", rank, what, collGetLastError(comm));
   MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One pingpong or exchange with rank^1 (see the header): lib 0 is Coll. */
+static collResult_t pointToPoint(int lib, enum Coll c, float *send, float *recv, size_t count) {
+  const int peer = rank ^ 1, tag = 7, ic = (int)count;
+  collResult_t r = collSuccess;
+  if (c == EXCHANGE) {
+    if (lib == 0) {
+      collRequest_t req[2] = {NULL, NULL};
+      if ((r = collIrecv(recv, count, collFloat32, peer, tag, comm, &req[0])) == collSuccess &&
+          (r = collIsend(send, count, collFloat32, peer, tag, comm, &req[1])) == collSuccess)
+        r = collWaitAll(2, req, NULL);
+    } else {
+      MPI_Request req[2];
+      MPI_Irecv(recv, ic, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req[0]);
+      MPI_Isend(send, ic, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req[1]);
+      MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+    }
+    return r;
+  }
+  /* pingpong: the even rank sends `send` and receives the reply into recv;
+   * the odd one receives into recv and sends recv back. */
+  for (int leg = 0; leg < 2 && r == collSuccess; ++leg) {
+    const int sending = (leg == 0) == (rank % 2 == 0);
+    float *buf = sending ? (rank % 2 == 0 ? send : recv) : recv;
+    if (lib == 0) {
+      collRequest_t req = NULL;
+      r = sending ? collIsend(buf, count, collFloat32, peer, tag, comm, &req)
+                  : collIrecv(buf, count, collFloat32, peer, tag, comm, &req);
+      if (r == collSuccess)
+        r = collWait(&req, NULL);
+    } else {
+      MPI_Request req;
+      if (sending)
+        MPI_Isend(buf, ic, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+      else
+        MPI_Irecv(buf, ic, MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+  }
+  return r;
 }
 
 /* One call; lib 0 is Coll, 1 is MPI. count is per rank block in floats. */
@@ -84,6 +135,10 @@ static void call(int lib, enum Coll c, float *send, float *recv, size_t count) {
       r = collBroadcast(recv, recv, count, collFloat32, 0, comm, NULL);
     else
       MPI_Bcast(recv, ic, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    break;
+  case PINGPONG:
+  case EXCHANGE:
+    r = pointToPoint(lib, c, send, recv, count);
     break;
   case REDUCESCATTER:
     /* In place: the input is sendbuff for both (see resultOf). */
@@ -132,6 +187,14 @@ static int check(enum Coll c, const float *recv, size_t count) {
       break;
     case BCAST:
       if (recv[i] != (float)(i % 7))
+        return 0;
+      break;
+    case PINGPONG: /* the even rank's message, there and back */
+      if (recv[i] != (float)(((rank & ~1) + i) % 7))
+        return 0;
+      break;
+    case EXCHANGE:
+      if (recv[i] != (float)(((rank ^ 1) + i) % 7))
         return 0;
       break;
     case REDUCESCATTER:
@@ -260,12 +323,14 @@ static double busFactor(enum Coll c, int n) {
   case ALLGATHER:
   case ALLTOALL:
   case REDUCESCATTER: return (double)(n - 1) / n;
+  case PINGPONG: return 2.0; /* the message crosses twice per round trip */
+  case EXCHANGE: return 2.0; /* both directions at once: osu_bibw's bandwidth */
   default: return 1.0;
   }
 }
 
 int main(int argc, char **argv) {
-  size_t minBytes = 4, maxBytes = 64u << 20, bytes;
+  size_t minBytes = 4, maxBytes = 64u << 20, bytes, factor = 4;
   const char *ops = "allreduce,allgather,alltoall,bcast,reducescatter";
   const char *plot = NULL;
   collPlotPoint points[512];
@@ -293,6 +358,8 @@ int main(int argc, char **argv) {
       maxBytes = parseSize(argv[a + 1]);
     else if (!strcmp(argv[a], "--op"))
       ops = argv[a + 1];
+    else if (!strcmp(argv[a], "--factor"))
+      factor = strtoull(argv[a + 1], NULL, 10);
     else if (!strcmp(argv[a], "--plot"))
       plot = argv[a + 1];
     else if (!strcmp(argv[a], "--isolated"))
@@ -303,6 +370,19 @@ int main(int argc, char **argv) {
   if (inPlace && (strstr(ops, "allgather") || strstr(ops, "alltoall") || strstr(ops, "bcast"))) {
     if (rank == 0)
       fprintf(stderr, "coll-vs-mpi: --in-place runs allreduce and reducescatter only (--op)\n");
+    MPI_Finalize();
+    return 2;
+  }
+  if ((strstr(ops, "pingpong") || strstr(ops, "exchange")) && (nranks % 2 || inPlace)) {
+    if (rank == 0)
+      fprintf(stderr, "coll-vs-mpi: pingpong and exchange pair the ranks: an even number of "
+                      "processes, not --in-place\n");
+    MPI_Finalize();
+    return 2;
+  }
+  if (factor < 2) {
+    if (rank == 0)
+      fprintf(stderr, "coll-vs-mpi: --factor takes a whole number from 2 up\n");
     MPI_Finalize();
     return 2;
   }
@@ -342,7 +422,7 @@ int main(int argc, char **argv) {
     /* Every point is timed for about as long: each weighs 1. */
     size_t steps = 0;
     for (c = 0; c < NCOLL; ++c)
-      for (bytes = minBytes; strstr(ops, names[c]) && bytes <= maxBytes; bytes *= 4)
+      for (bytes = minBytes; strstr(ops, names[c]) && bytes <= maxBytes; bytes *= factor)
         steps += (perRankBlocks((enum Coll)c) ? bytes / (size_t)nranks : bytes) >=
                  sizeof(float);
     progress = collProgressStart("coll-vs-mpi", steps, (double)steps);
@@ -357,7 +437,7 @@ int main(int argc, char **argv) {
         printf(" %14s %13s %10s", "coll-alone(us)", "mpi-alone(us)", "alone c/m");
       printf("\n");
     }
-    for (bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
+    for (bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
       /* bytes is the larger buffer; count is per rank block. */
       size_t perBlock = perRankBlocks((enum Coll)c) ? bytes / (size_t)nranks : bytes;
       size_t count = perBlock / sizeof(float);

@@ -13,13 +13,23 @@ bandwidth.
 
     PYTHONPATH=runtime/python torchrun --nproc_per_node 2 \\
         tests/benchmarks/torch_vs_gloo.py [--max-bytes 64M] [--plot FILE.svg]
+            [--op all_reduce,all_gather_into_tensor,reduce_scatter_tensor,pingpong,exchange]
+            [--min-bytes 4n] [--factor 4]
 
 For all_reduce, all_gather_into_tensor and reduce_scatter_tensor, from 4 B
 to --max-bytes (nccl-tests' size: the larger buffer), it prints the time per call
 (the slowest rank's average over as many calls as fit in about 0.2 s, after
 as many warm-up calls as fit in about 0.05 s, at most 300) on each backend and the ratio coll/gloo. Results are checked once
 per size. On a terminal, rank 0 shows on standard error the size running and
-the time left, on one line that it clears before each row. --plot draws the run with collplot (tools/collplot: $COLL_PLOT,
+the time left, on one line that it clears before each row.
+
+Point-to-point (--op pingpong,exchange; an even number of processes, rank
+r paired with r^1), as OSU's osu_latency and osu_bibw: "pingpong" is one
+round trip of dist.isend and dist.irecv, each waited for (the even rank
+sends first), "exchange" each rank of a pair isend-ing to the other and
+irecv-ing from it at once, both then waited for. "coll-direct" makes them
+on the backend object (send, recv). Their bandwidth counts the bytes that
+cross: twice the message per round trip, or per exchange. --plot draws the run with collplot (tools/collplot: $COLL_PLOT,
 else on PATH, else build/bin beside this file's repository): time per call
 and bus bandwidth against size, a line per collective for coll and dashed
 ones for the other backends.
@@ -50,7 +60,10 @@ BUS_FACTOR = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
     "all_gather_into_tensor": lambda n: (n - 1) / n,
     "reduce_scatter_tensor": lambda n: (n - 1) / n,
+    "pingpong": lambda n: 2.0,
+    "exchange": lambda n: 2.0,
 }
+POINT_TO_POINT = ("pingpong", "exchange")
 
 
 def collplot():
@@ -106,7 +119,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-bytes", default="64M")
     ap.add_argument("--plot", metavar="FILE.svg")
+    ap.add_argument("--op", default="all_reduce,all_gather_into_tensor,reduce_scatter_tensor")
+    ap.add_argument("--min-bytes", help="the first size (default 4 B per process)")
+    ap.add_argument("--factor", type=int, default=4, help="each size this times the last")
     args = ap.parse_args()
+    collectives = tuple(args.op.split(","))
+    for c in collectives:
+        if c not in BUS_FACTOR:
+            raise SystemExit(f"torch_vs_gloo.py: --op {c} is not one of {', '.join(BUS_FACTOR)}")
+    if args.factor < 2:
+        raise SystemExit("torch_vs_gloo.py: --factor takes a whole number from 2 up")
     if args.plot:
         collplot()  # missing: say so before the run
     points = []
@@ -130,7 +152,47 @@ def main():
         except Exception:
             pass
 
+    def point_to_point(name, group, size):
+        """A pingpong or an exchange with rank ^ 1 (see the module's doc)."""
+        peer = rank ^ 1
+        send, recv = torch.full((size // 4,), float(rank + 1)), torch.empty(size // 4)
+        want = float((rank & ~1) + 1 if name == "pingpong" else peer + 1)
+        if group is direct:
+            def isend(t):
+                return direct.send([t], peer, 0)
+
+            def irecv(t):
+                return direct.recv([t], peer, 0)
+        else:
+            def isend(t):
+                return dist.isend(t, dst=peer, group=group)
+
+            def irecv(t):
+                return dist.irecv(t, src=peer, group=group)
+        if name == "exchange":
+            def call():
+                works = [irecv(recv), isend(send)]
+                for w in works:
+                    w.wait()
+        elif rank % 2 == 0:
+            def call():
+                isend(send).wait()
+                irecv(recv).wait()
+        else:
+            def call():
+                irecv(recv).wait()
+                isend(recv).wait()
+        return call, lambda: recv, want
+
     def run(name, group, size):
+        """A call and its result, with the value every element must hold."""
+        if name in POINT_TO_POINT:
+            return point_to_point(name, group, size)
+        want = 1.0 if name == "all_gather_into_tensor" else float(n)
+        call, result = collective(name, group, size)
+        return call, result, want
+
+    def collective(name, group, size):
         if group is direct:
             if name == "all_reduce":
                 t = torch.ones(size // 4)
@@ -173,12 +235,14 @@ def main():
 
     top = parse_size(args.max_bytes)
     names = list(groups)
-    collectives = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+    if n % 2 and any(c in POINT_TO_POINT for c in collectives):
+        raise SystemExit("torch_vs_gloo.py: pingpong and exchange pair the ranks: run an even "
+                         "number of processes")
     sizes = []
-    size = 4 * n
+    size = parse_size(args.min_bytes) if args.min_bytes else 4 * n
     while size <= top:
         sizes.append(size)
-        size *= 4
+        size *= args.factor
     progress = Progress(len(collectives) * len(sizes)) if rank == 0 else None
     if rank == 0:
         print(f"# torch {torch.__version__}, {n} processes, fp32 CPU tensors; us per call, "
@@ -193,9 +257,8 @@ def main():
                 progress.show(f"{coll_name} of {size} bytes")
             times = {}
             for b in names:
-                call, result = run(coll_name, groups[b], size)
+                call, result, want = run(coll_name, groups[b], size)
                 call()
-                want = 1.0 if coll_name == "all_gather_into_tensor" else float(n)
                 if b != "torch-floor" and not torch.all(result() == want):
                     raise SystemExit(f"{b} {coll_name} of {size} B: wrong result")
                 # all_reduce keeps accumulating in place while timed; the

@@ -273,6 +273,16 @@ TEST_P(Ranks, TaggedPointToPointMatchesAsMpi) {
   expectAllOk(runJob("tagged", GetParam(), withAlgorithms(dir)));
 }
 
+// The same with COLL_P2P_SINGLE_COPY=0: large messages in DATA frames
+// through the FIFO, where by default the receiver reads them from the
+// sender's memory in one copy.
+TEST(Runtime, TaggedPointToPointThroughTheFifo) {
+  AlgoDir dir(3);
+  JobOptions o = withAlgorithms(dir);
+  o.env["COLL_P2P_SINGLE_COPY"] = "0";
+  expectAllOk(runJob("tagged", 3, o));
+}
+
 INSTANTIATE_TEST_SUITE_P(Runtime, Ranks, ::testing::Values(2, 3, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
 
