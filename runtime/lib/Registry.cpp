@@ -644,15 +644,29 @@ llvm::Expected<Registry> Registry::load(const RegistryOptions &options, const Sh
              "not compiled"});
         continue;
       }
-      if (isDeviceOnlyBuiltin(p.name) && !deviceRulesCover(p.name, shape.nranks) &&
-          std::find(options.namedByRules.begin(), options.namedByRules.end(), p.name) ==
-              options.namedByRules.end()) {
+      const bool namedByRule =
+          std::find(options.namedByRules.begin(), options.namedByRules.end(), p.name) !=
+          options.namedByRules.end();
+      if (isDeviceOnlyBuiltin(p.name) && !deviceRulesCover(p.name, shape.nranks) && !namedByRule) {
         reg.rejected.push_back(
             {p.name, std::string("built-in ") + p.file + ".coll",
              llvm::formatv("the built-in rules for device calls name it for other rank counts "
                            "than {0}, and no tuning rule names it (COLL_TUNING_FILE): not "
                            "compiled",
                            shape.nranks)
+                 .str()});
+        continue;
+      }
+      // Above FirstUseCompileRanks, a device variant compiled at creation
+      // (COLL_COMPILE_ON_FIRST_USE=0) would cost every communicator what
+      // only device calls use: there, only on first use.
+      if (isDeviceOnlyBuiltin(p.name) && !options.deferBuiltins &&
+          shape.nranks > FirstUseCompileRanks && !namedByRule) {
+        reg.rejected.push_back(
+            {p.name, std::string("built-in ") + p.file + ".coll",
+             llvm::formatv("a variant for device calls, compiled above {0} ranks only at its "
+                           "first use, which COLL_COMPILE_ON_FIRST_USE=0 turns off: not compiled",
+                           FirstUseCompileRanks)
                  .str()});
         continue;
       }

@@ -12,6 +12,8 @@
 
 #include "coll/support/Bytes.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include <set>
 
 namespace coll::rt {
@@ -112,19 +114,28 @@ allreduce      *   4M-*    allreduce_twoshot_direct
 // took 9.5-10.5 in LL128 (the Simple one-shot was not timed; Simple's hop
 // cost 1.05-1.13 us of step time against LL's 0.66-0.70); among 8 ranks at
 // 8 KiB the LL all-pairs took 16.7-17.8 us where Simple took 17.6-19.1.
-// The ranks bound the programs these rules add to what a communicator
-// compiles (isDeviceOnlyBuiltin).
+// No GPU run has timed LL losing to Simple or LL128 at a size below that,
+// so every device allreduce below DeviceLLBelowBytes (16 KiB, where the
+// all-pairs LL rule ended) runs an LL program: the ring between 2 ranks,
+// the one-shot (one hand-off) among more up to 8 KiB, the all-pairs from
+// there (DeviceCallsChooseLLForSmallAllreduces, and DeviceRules.* in the
+// unit tests, which fail where a rule gives such a call Simple or LL128).
+// The variants are compiled for a communicator only where a rule here
+// names them for its ranks (isDeviceOnlyBuiltin), and above 64 ranks at
+// their first use, like every built-in; one that cannot compile there (too
+// large for the front end) is passed over for the built-in rules.
 constexpr const char *DeviceTable = R"(# Coll's built-in rules for device calls (docs/RUNTIME.md)
-allreduce      2      0-4K    allreduce_ring_ll
-allreduce      3-64   8K-16K  allreduce_allpairs_ll
+allreduce      2      0-16K   allreduce_ring_ll
+allreduce      3-     0-8K    allreduce_oneshot_ll
+allreduce      3-     8K-16K  allreduce_allpairs_ll
 )";
 
 std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {
+  // The tables are this file's text: an error is a bug of the build, which
+  // must not pass as a table without rules.
   auto parsed = parseTuningTable(text, name);
-  if (!parsed) {
-    llvm::consumeError(parsed.takeError());
-    return {};
-  }
+  if (!parsed)
+    llvm::report_fatal_error(llvm::Twine("Coll: ") + llvm::toString(parsed.takeError()));
   return std::move(*parsed);
 }
 

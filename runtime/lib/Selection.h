@@ -41,6 +41,11 @@ bool isWindowRule(const TuningRule &rule);
 /// The built-in rules for device calls (docs/RUNTIME.md, "Built-in rules"):
 /// after the user's and the window rules, before builtinTuningRules().
 const std::vector<TuningRule> &deviceTuningRules();
+/// Below this size the built-in rules give a device allreduce an LL
+/// program, whatever its ranks (issue 66: LL's hop, its flag in the data,
+/// is the only one near 0.6 us; Simple and LL128 pay an acquire and a
+/// release per hop). deviceTuningRules() says where the figure comes from.
+constexpr uint64_t DeviceLLBelowBytes = uint64_t(16) << 10;
 /// Whether `rule` is one of deviceTuningRules().
 bool isDeviceRule(const TuningRule &rule);
 /// Built-in protocol variants that deviceTuningRules() names: chosen for

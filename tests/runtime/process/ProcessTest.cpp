@@ -491,9 +491,10 @@ TEST(Runtime, DeviceCallsWithWindowsRunTheDirectTwoShot) {
 }
 
 // The built-in rules for device calls (docs/RUNTIME.md, "Built-in rules"):
-// on the emulated device, 2 ranks run 1 KiB on the LL ring and 3 ranks
-// 8 KiB on the LL all-pairs; the sizes no device rule names, and every
-// size on host buffers, follow the built-in rules. Where no device rule
+// on the emulated device, 2 ranks run 1 and 8 KiB on the LL ring, 3 ranks
+// 1 KiB on the LL one-shot and 8 KiB on the LL all-pairs; the sizes no
+// device rule names (64 KiB), and every size on host buffers, follow the
+// built-in rules. Where no device rule
 // names a variant for the communicator's ranks, it is not compiled.
 TEST(Runtime, DeviceCallsChooseLLForSmallAllreduces) {
   if (!COLL_TEST_HAVE_LANG || !COLL_TEST_HAVE_EMU)
@@ -505,8 +506,8 @@ TEST(Runtime, DeviceCallsChooseLLForSmallAllreduces) {
     const char *notLoaded;
   };
   const Case cases[] = {
-      {2, true, {"allreduce_ring_ll", "allreduce_ring", "allreduce_ring"}, "allreduce_allpairs_ll"},
-      {3, true, {"allreduce_oneshot", "allreduce_allpairs_ll", "allreduce_ring"}, "allreduce_ring_ll"},
+      {2, true, {"allreduce_ring_ll", "allreduce_ring_ll", "allreduce_ring"}, "allreduce_allpairs_ll"},
+      {3, true, {"allreduce_oneshot_ll", "allreduce_allpairs_ll", "allreduce_ring"}, "allreduce_ring_ll"},
       {2, false, {"allreduce_oneshot", "allreduce_ring", "allreduce_ring"}, nullptr},
       {3, false, {"allreduce_oneshot", "allreduce_allpairs", "allreduce_ring"}, nullptr}};
   for (const Case &c : cases) {
