@@ -115,11 +115,14 @@ allreduce      *   4M-*    allreduce_twoshot_direct
 // cost 1.05-1.13 us of step time against LL's 0.66-0.70); among 8 ranks at
 // 8 KiB the LL all-pairs took 16.7-17.8 us where Simple took 17.6-19.1.
 // No GPU run has timed LL losing to Simple or LL128 at a size below that,
-// so every device allreduce below DeviceLLBelowBytes (16 KiB, where the
-// all-pairs LL rule ended) runs an LL program: the ring between 2 ranks,
-// the one-shot (one hand-off) among more up to 8 KiB, the all-pairs from
-// there (DeviceCallsChooseLLForSmallAllreduces, and DeviceRules.* in the
-// unit tests, which fail where a rule gives such a call Simple or LL128).
+// so every device call below DeviceLLBelowBytes (16 KiB, where the
+// all-pairs LL rule ended) runs an LL program: for allreduce the ring
+// between 2 ranks, the one-shot (one hand-off) among more up to 8 KiB, the
+// all-pairs from there; for the others the program the built-in rules
+// choose at that size, in LL (recursive doubling for allgather where the
+// ranks are a power of 2, else the ring). DeviceCallsChooseLLForSmallAllreduces
+// and DeviceRules.* in the unit tests fail where a rule gives such a call
+// Simple or LL128.
 // The variants are compiled for a communicator only where a rule here
 // names them for its ranks (isDeviceOnlyBuiltin), and above 64 ranks at
 // their first use, like every built-in; one that cannot compile there (too
@@ -128,6 +131,14 @@ constexpr const char *DeviceTable = R"(# Coll's built-in rules for device calls 
 allreduce      2      0-16K   allreduce_ring_ll
 allreduce      3-     0-8K    allreduce_oneshot_ll
 allreduce      3-     8K-16K  allreduce_allpairs_ll
+allgather      *      0-16K   allgather_recursive_doubling_ll
+allgather      *      0-16K   allgather_ring_ll
+reducescatter  *      0-16K   reducescatter_allpairs_ll
+alltoall       *      0-16K   alltoall_allpairs_ll
+broadcast      *      0-16K   broadcast_binomial_ll
+reduce         *      0-16K   reduce_binomial_ll
+gather         *      0-16K   gather_direct_ll
+scatter        *      0-16K   scatter_direct_ll
 )";
 
 std::vector<TuningRule> parseBuiltin(const char *text, const char *name) {

@@ -41,8 +41,8 @@ bool isWindowRule(const TuningRule &rule);
 /// The built-in rules for device calls (docs/RUNTIME.md, "Built-in rules"):
 /// after the user's and the window rules, before builtinTuningRules().
 const std::vector<TuningRule> &deviceTuningRules();
-/// Below this size the built-in rules give a device allreduce an LL
-/// program, whatever its ranks (issue 66: LL's hop, its flag in the data,
+/// Below this size the built-in rules give a device call an LL program,
+/// whatever its collective and ranks (issue 66: LL's hop, its flag in the data,
 /// is the only one near 0.6 us; Simple and LL128 pay an acquire and a
 /// release per hop). deviceTuningRules() says where the figure comes from.
 constexpr uint64_t DeviceLLBelowBytes = uint64_t(16) << 10;

@@ -488,47 +488,49 @@ TEST(Registry, TheProgramCacheKeepsTheHeadersOfDeferredPrograms) {
   llvm::sys::fs::remove_directories(dir);
 }
 
-// Issue 66, item 5: below rt::DeviceLLBelowBytes a device allreduce runs
-// an LL program, at any number of ranks. The first built-in rule for device
-// calls that matches the call must name a program the communicator loads,
-// for that size, whose protocol is LL (where the rules run out, the host's
-// rules would give Simple or LL128).
-TEST(DeviceRules, NoDeviceAllreduceBelowTheLLCrossoverGetsSimpleOrLL128) {
+// Issue 66, item 5: below rt::DeviceLLBelowBytes a device call runs an LL
+// program, whatever its collective and ranks. The first built-in rule for
+// device calls that matches the call must name a program the communicator
+// loads, for that size and root 0, whose protocol is LL (where the rules
+// run out, the host's rules would give Simple or LL128).
+TEST(DeviceRules, NoDeviceCallBelowTheLLCrossoverGetsSimpleOrLL128) {
   rt::RegistryOptions options;
   options.builtin = true;
   options.deferBuiltins = true; // headers only: the protocol without a compile
+  const ir::Collective collectives[] = {
+      ir::Collective::AllReduce, ir::Collective::AllGather, ir::Collective::ReduceScatter,
+      ir::Collective::AllToAll,  ir::Collective::Broadcast, ir::Collective::Reduce,
+      ir::Collective::Gather,    ir::Collective::Scatter};
   for (rt::Shape shape : {shapeOf(1, 2), shapeOf(1, 3), shapeOf(1, 4), shapeOf(1, 7),
                           shapeOf(1, 8), shapeOf(8, 8), shapeOf(128, 8)}) {
     SCOPED_TRACE(std::to_string(shape.nranks) + " ranks");
     auto reg = rt::Registry::load(options, shape);
     ASSERT_TRUE(static_cast<bool>(reg)) << llvm::toString(reg.takeError());
     const uint64_t below = rt::DeviceLLBelowBytes;
-    for (uint64_t bytes : {uint64_t(0), uint64_t(4), uint64_t(1) << 10, uint64_t(4) << 10,
-                           (uint64_t(8) << 10) - 4, uint64_t(8) << 10, below / 2 * 3 / 2,
-                           below - 4}) {
-      SCOPED_TRACE(std::to_string(bytes) + " B");
-      const rt::LoadedAlgorithm *served = nullptr;
-      const rt::TuningRule *by = nullptr;
-      for (const rt::TuningRule &rule : rt::deviceTuningRules()) {
-        if (!rule.matches(ir::Collective::AllReduce, shape.nranks, bytes))
-          continue;
-        for (const rt::LoadedAlgorithm &a : reg->algorithms())
-          if (a.name == rule.target && a.collective == ir::Collective::AllReduce &&
-              (!a.minBytes || bytes >= a.minBytes) && (!a.maxBytes || bytes <= a.maxBytes))
-            served = &a;
-        if (served) {
-          by = &rule;
-          break;
+    for (ir::Collective coll : collectives)
+      for (uint64_t bytes : {uint64_t(0), uint64_t(4), uint64_t(1) << 10, uint64_t(4) << 10,
+                             (uint64_t(8) << 10) - 4, uint64_t(8) << 10, below / 2 * 3 / 2,
+                             below - 4}) {
+        SCOPED_TRACE(ir::collectiveName(coll).str() + " of " + std::to_string(bytes) + " B");
+        const rt::LoadedAlgorithm *served = nullptr;
+        const rt::TuningRule *by = nullptr;
+        for (const rt::TuningRule &rule : rt::deviceTuningRules()) {
+          if (!rule.matches(coll, shape.nranks, bytes))
+            continue;
+          for (const rt::LoadedAlgorithm &a : reg->algorithms())
+            if (a.name == rule.target && a.collective == coll &&
+                (!a.minBytes || bytes >= a.minBytes) && (!a.maxBytes || bytes <= a.maxBytes) &&
+                (a.anyRoot || a.root <= 0))
+              served = &a;
+          if (served) {
+            by = &rule;
+            break;
+          }
         }
+        ASSERT_NE(served, nullptr)
+            << "no built-in rule for device calls serves it: the host's rules would";
+        EXPECT_EQ(served->protocol, ir::Protocol::LL)
+            << served->name << " by \"" << by->text << "\"";
       }
-      std::string loaded;
-      for (const rt::LoadedAlgorithm &a : reg->algorithms())
-        loaded += " " + a.name;
-      ASSERT_NE(served, nullptr) << "no built-in rule for device calls serves it: the host's "
-                                    "rules would; loaded:"
-                                 << loaded;
-      EXPECT_EQ(served->protocol, ir::Protocol::LL)
-          << served->name << " by \"" << by->text << "\"";
-    }
   }
 }
