@@ -13,6 +13,7 @@ pkgs=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
   openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy python3-venv libucx-dev iproute2 pkg-config
+  gdb # the process tests show where a rank that outlives its timeout waits
 )
 
 missing=()

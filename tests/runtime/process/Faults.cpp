@@ -291,9 +291,11 @@ void growScenario() {
       hex += two;
     }
     std::fflush(stdout);
+    // Made before the fork: the child of a process with threads may not
+    // allocate (ProcessTest.cpp's runJob).
+    const std::string rs = std::to_string(victim), ns = std::to_string(victim + 1);
     fresh = fork();
     if (fresh == 0) {
-      const std::string rs = std::to_string(victim), ns = std::to_string(victim + 1);
       execl("/proc/self/exe", "coll-rank-check", "grow-new", "--id", hex.c_str(), "--rank",
             rs.c_str(), "--nranks", ns.c_str(), static_cast<char *>(nullptr));
       std::_Exit(127);

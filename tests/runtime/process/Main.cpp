@@ -251,14 +251,16 @@ int forkRanks(const char *self, const std::string &scenario, int n, bool lastRan
     hex += two;
   }
   std::vector<pid_t> children;
+  const std::string ns = std::to_string(n);
   for (int r = 0; r < n; ++r) {
+    // Made before the fork, as the child may not allocate (runJob).
+    const std::string rs = std::to_string(r);
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("fork");
       return 1;
     }
     if (pid == 0) {
-      const std::string rs = std::to_string(r), ns = std::to_string(n);
       execl(self, self, scenario.c_str(), "--id", hex.c_str(), "--rank", rs.c_str(), "--nranks",
             ns.c_str(), static_cast<char *>(nullptr));
       std::_Exit(127);

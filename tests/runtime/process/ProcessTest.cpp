@@ -32,6 +32,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -116,6 +117,27 @@ struct JobOptions {
   int stragglerSeconds = 0;
 };
 
+/// Every thread's stack of the process `pid`, by gdb where it is installed
+/// (scripts/setup.sh installs it), for a rank that outlived its job's
+/// timeout: the failure then shows where each rank waits.
+std::string stacksOf(pid_t pid) {
+  if (std::system("command -v gdb >/dev/null 2>&1") != 0)
+    return "(no gdb to show the stacks)\n";
+  const std::string command = "timeout 60 gdb -p " + std::to_string(pid) +
+                              " -batch -nx -ex 'thread apply all bt 40' 2>&1";
+  FILE *in = popen(command.c_str(), "r");
+  if (!in)
+    return "(gdb did not start)\n";
+  std::string stacks;
+  char line[1024];
+  size_t kept = 0;
+  while (std::fgets(line, sizeof line, in))
+    if ((line[0] == '#' || std::strncmp(line, "Thread ", 7) == 0) && kept++ < 400)
+      stacks += line;
+  pclose(in);
+  return stacks.empty() ? "(gdb showed no stack)\n" : stacks;
+}
+
 /// Runs `scenario` on `n` ranks; returns each rank's result.
 std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOptions &options) {
   collUniqueId id;
@@ -133,21 +155,35 @@ std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOpti
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
     std::vector<std::string> args = {COLL_RANK_CHECK, scenario, "--id", hex, "--rank",
                                      std::to_string(r), "--nranks", std::to_string(n)};
-    std::vector<std::string> env = {"COLL_WATCHDOG_MS=" +
-                                    std::to_string(coll::testing::scaledMs(options.watchdogMs))};
-    for (const auto &[k, v] : options.env)
+    std::map<std::string, std::string> vars = options.env;
+    vars.emplace("COLL_WATCHDOG_MS", // unless the job sets it itself
+                 std::to_string(coll::testing::scaledMs(options.watchdogMs)));
+    // This process's environment, less what the job sets, then the job's.
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e) {
+      const char *eq = std::strchr(*e, '=');
+      if (!eq || !vars.count(std::string(*e, size_t(eq - *e))))
+        env.push_back(*e);
+    }
+    for (const auto &[k, v] : vars)
       env.push_back(k + "=" + v);
+    // Everything the child needs is made before the fork: the child of a
+    // process with threads (the bootstrap root's) may not allocate, as a
+    // lock another thread held at the fork stays held there. Under
+    // AddressSanitizer that lock is its allocator's, and the rank hung
+    // before it ran (while the others waited for it in the bootstrap).
+    std::vector<char *> argv, envp;
+    for (std::string &a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string &e : env)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
       dup2(fds[1], 1);
       dup2(fds[1], 2);
-      for (const std::string &e : env)
-        putenv(const_cast<char *>(e.c_str()));
-      std::vector<char *> argv;
-      for (std::string &a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     close(fds[1]);
@@ -201,9 +237,11 @@ std::vector<RankResult> runJob(const std::string &scenario, int n, const JobOpti
     if (Clock::now() > deadline || straggling) {
       for (int r = 0; r < n; ++r)
         if (!done[r]) {
-          if (!straggling)
+          if (!straggling) {
             ADD_FAILURE() << "rank " << r << " still runs after " << timeoutSeconds
                           << " s; killed";
+            results[r].output += "--- its threads when it was killed:\n" + stacksOf(pids[r]);
+          }
           kill(pids[r], SIGKILL);
           waitpid(pids[r], &results[r].status, 0);
           done[r] = true;
@@ -594,6 +632,7 @@ TEST(Runtime, SplitMakesWorkingCommunicators) {
       files += (files.empty() ? "" : ":") + it->path();
   }
   o.env["COLL_ALGO_FILES"] = files;
+  o.env["COLL_DEBUG"] = "INFO"; // each rank's steps, should one fail
   expectAllOk(runJob("split", 4, o));
 }
 
