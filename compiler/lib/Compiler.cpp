@@ -68,8 +68,12 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
     PhaseTimer timer("emit", "emitting the IR");
     schedule = emit(prog, spread);
   }
-  PhaseTimer timer("prune-signals", "signals the tb order made redundant");
-  pruneSignals(*schedule);
+  {
+    PhaseTimer timer("prune-signals", "signals the tb order made redundant");
+    pruneSignals(*schedule);
+  }
+  PhaseTimer timer("join-fused", "getre and put runs the runtimes fuse");
+  joinFusedEnds(*schedule);
   return schedule;
 }
 

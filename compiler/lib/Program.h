@@ -284,6 +284,15 @@ void insertSignals(Program &prog);
 /// 512 signals keep theirs.
 void pruneSignals(Schedule &schedule);
 
+/// Lets the runtimes fuse a run of `getre` steps into one destination (one
+/// read of each source, one write of the sum) or of `put` steps of one
+/// source to several peers (one read, a write to each; interp::buildPlan)
+/// where an earlier member is waited on (the end signal to its peer, say):
+/// what waits on a member then waits on the run's last member instead,
+/// where the whole-job race check and the deadlock simulation still pass
+/// (Signals.cpp).
+void joinFusedEnds(Schedule &schedule);
+
 class ThreadblockAssigner;
 
 /// r+s -> rcs, rrc+s -> rrcs where legal; rrcs with a dead store -> rrs;

@@ -42,6 +42,9 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <optional>
 
 namespace coll::compiler {
 namespace {
@@ -239,6 +242,28 @@ void insertSignals(Program &prog) {
 
 namespace {
 
+/// Drops a dependency that an earlier step of the same tb implies (one that
+/// waits for that step or a later one of its tb), then sets `hasdep` on
+/// exactly the steps something waits for.
+void tidyDependencies(ir::Gpu &gpu) {
+  std::vector<int32_t> known(gpu.tbs.size());
+  for (ir::ThreadBlock &tb : gpu.tbs) {
+    std::fill(known.begin(), known.end(), -1);
+    for (ir::Step &step : tb.steps) {
+      if (!step.hasDependency())
+        continue;
+      if (known[step.depTb] >= step.depStep)
+        step.depTb = step.depStep = -1;
+      else
+        known[step.depTb] = step.depStep;
+    }
+  }
+  for (ir::ThreadBlock &tb : gpu.tbs)
+    for (const ir::Step &step : tb.steps)
+      if (step.hasDependency())
+        gpu.tbs[step.depTb].steps[step.depStep].hasDep = true;
+}
+
 /// Removes step `s` of tb `t` on rank `g`. A step that depended on it
 /// depends on the step before it in that tb instead (which completes no
 /// later), or on nothing when it was the first.
@@ -258,24 +283,61 @@ void removeStep(Schedule &schedule, int32_t g, int32_t t, int32_t s) {
       else if (step.depStep >= s)
         --step.depStep;
     }
-  // A redirected dependency may now be implied by an earlier step of the
-  // same tb that waits for that step or a later one of its tb.
-  std::vector<int32_t> known(gpu.tbs.size());
-  for (ir::ThreadBlock &tb : gpu.tbs) {
-    std::fill(known.begin(), known.end(), -1);
-    for (ir::Step &step : tb.steps) {
-      if (!step.hasDependency())
-        continue;
-      if (known[step.depTb] >= step.depStep)
-        step.depTb = step.depStep = -1;
-      else
-        known[step.depTb] = step.depStep;
+  tidyDependencies(gpu);
+}
+
+/// Whether step `b` may join the run whose last member is `a`: `getre`
+/// steps into one destination, or `put` steps of one source to several
+/// peers (the runtimes' rule, interp::buildPlan's fusesWith, but for
+/// `hasdep`).
+bool sameGroup(const ir::Step &a, const ir::Step &b) {
+  if (a.type != b.type || b.dstBuf != a.dstBuf || b.dstOff != a.dstOff ||
+      b.srcBuf != a.srcBuf || b.count != a.count)
+    return false;
+  if (a.type == ir::StepType::Put)
+    return b.srcOff == a.srcOff && b.peer != a.peer;
+  return a.type == ir::StepType::GetReduce;
+}
+
+/// The runs of `getre` or `put` steps that the runtimes would fuse but for
+/// an earlier member that others wait on, as (rank, tb, first, end): a run
+/// of more than MaxReduceSources in pieces of at most that.
+struct ReductionRun {
+  int32_t rank, tb, first, end;
+};
+std::vector<ReductionRun> splitReductionRuns(const ir::Algorithm &alg) {
+  std::vector<ReductionRun> runs;
+  for (int32_t g = 0; g < static_cast<int32_t>(alg.gpus.size()); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(alg.gpus[g].tbs.size()); ++t) {
+      const std::vector<ir::Step> &steps = alg.gpus[g].tbs[t].steps;
+      const int32_t n = static_cast<int32_t>(steps.size());
+      for (int32_t s = 0; s < n;) {
+        int32_t end = s + 1;
+        while (end < n && end - s < MaxReduceSources && sameGroup(steps[end - 1], steps[end]))
+          ++end;
+        bool split = false;
+        for (int32_t i = s; i + 1 < end; ++i)
+          split |= steps[i].hasDep;
+        if (split)
+          runs.push_back({g, t, s, end});
+        s = end;
+      }
     }
-  }
+  return runs;
+}
+
+/// Moves what waits on a member of `run` onto its last member, which
+/// completes no earlier.
+void joinRun(ir::Algorithm &alg, const ReductionRun &run) {
+  ir::Gpu &gpu = alg.gpus[run.rank];
   for (ir::ThreadBlock &tb : gpu.tbs)
-    for (const ir::Step &step : tb.steps)
-      if (step.hasDependency())
-        gpu.tbs[step.depTb].steps[step.depStep].hasDep = true;
+    for (ir::Step &step : tb.steps)
+      if (step.depTb == run.tb && step.depStep >= run.first && step.depStep < run.end - 1)
+        step.depStep = run.end - 1;
+  for (ir::ThreadBlock &tb : gpu.tbs)
+    for (ir::Step &step : tb.steps)
+      step.hasDep = false;
+  tidyDependencies(gpu);
 }
 
 /// Programs with more signals than this keep all of theirs: each attempt
@@ -285,25 +347,64 @@ constexpr size_t MaxPrunedSignals = 512;
 
 } // namespace
 
-void pruneSignals(Schedule &schedule) {
-  const ir::Algorithm &alg = schedule.algorithm;
-  if (!alg.hasDirectSteps())
-    return;
+namespace {
+
+/// Whether a schedule changed from `alg` keeps what the IR's checks prove of
+/// `alg`: every mode race-free that is now, and no deadlock. Null when
+/// `alg` is too large to check over and over (more than MaxPrunedSignals
+/// signals), or races in both modes (verification reports that).
+std::optional<std::function<bool(const ir::Algorithm &)>> trialCheck(const ir::Algorithm &alg) {
   size_t total = 0;
   for (const ir::SignalPair &pair : ir::signalPairs(alg))
     total += pair.signalSteps.size();
   if (total == 0 || total > MaxPrunedSignals)
-    return;
-  // A pruned schedule keeps every mode that is race-free now.
-  bool raceFree[2] = {!ir::findRace(alg, false), !ir::findRace(alg, true)};
+    return std::nullopt;
+  std::array<bool, 2> raceFree = {!ir::findRace(alg, false), !ir::findRace(alg, true)};
   if (!raceFree[0] && !raceFree[1])
-    return; // verification reports it
-  auto keeps = [&](const ir::Algorithm &trial) {
+    return std::nullopt;
+  return [raceFree](const ir::Algorithm &trial) {
     for (bool inplace : {false, true})
       if (raceFree[inplace] && ir::findRace(trial, inplace))
         return false;
     return !ir::findDeadlock(trial, FifoSlots);
   };
+}
+
+} // namespace
+
+void joinFusedEnds(Schedule &schedule) {
+  ir::Algorithm &alg = schedule.algorithm;
+  if (!alg.hasDirectSteps())
+    return;
+  std::vector<ReductionRun> runs = splitReductionRuns(alg);
+  if (runs.empty())
+    return;
+  auto keeps = trialCheck(alg);
+  if (!keeps)
+    return;
+  // All at once, as they usually pass together; else one by one.
+  ir::Algorithm all = alg;
+  for (const ReductionRun &run : runs)
+    joinRun(all, run);
+  if ((*keeps)(all)) {
+    alg = std::move(all);
+    return;
+  }
+  for (const ReductionRun &run : runs) {
+    ir::Algorithm trial = alg;
+    joinRun(trial, run);
+    if ((*keeps)(trial))
+      alg = std::move(trial);
+  }
+}
+
+void pruneSignals(Schedule &schedule) {
+  const ir::Algorithm &alg = schedule.algorithm;
+  if (!alg.hasDirectSteps())
+    return;
+  auto keeps = trialCheck(alg);
+  if (!keeps)
+    return;
   // Candidates in (sender, receiver, channel, ordinal) order; `kept` counts
   // those tried and kept, which stay in front of the ones still to try.
   size_t kept = 0;
@@ -326,7 +427,7 @@ void pruneSignals(Schedule &schedule) {
     Schedule trial = schedule;
     removeStep(trial, pair->receiver, pair->waitTb, pair->waitSteps[k]);
     removeStep(trial, pair->sender, pair->signalTb, pair->signalSteps[k]);
-    if (keeps(trial.algorithm))
+    if ((*keeps)(trial.algorithm))
       schedule = std::move(trial);
     else
       ++kept;

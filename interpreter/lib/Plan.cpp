@@ -41,8 +41,30 @@ bool fusesWith(const ir::Step &prev, const ir::Step &next, int groupSize) {
     return false;
   if (prev.type == StepType::Reduce)
     return !next.hasDependency();
+  // A put's members read one source once: the same chunks.
+  if (prev.type == StepType::Put)
+    return next.srcOff == prev.srcOff && next.peer != prev.peer;
   return prev.type == StepType::GetReduce;
 }
+
+/// Whether step s of `tb` is a copy that folds into the `getre` group after
+/// it: into the group's destination, from the src buffer the group reads in
+/// its peers (this rank's own part of the same sum, out of place), and
+/// nothing waits for the copy itself.
+bool foldsCopy(const ir::ThreadBlock &tb, int32_t s) {
+  if (s + 1 >= static_cast<int32_t>(tb.steps.size()))
+    return false;
+  const ir::Step &copy = tb.steps[s];
+  const ir::Step &next = tb.steps[s + 1];
+  return copy.type == StepType::Copy && next.type == StepType::GetReduce && !copy.hasDep &&
+         next.dstBuf == copy.dstBuf && next.dstOff == copy.dstOff && next.count == copy.count &&
+         next.srcBuf == copy.srcBuf;
+}
+
+/// Steps whose fused group's members are each its own peer's (getre: the
+/// sources; put: the destinations), and which wait for all the members'
+/// dependencies before they start.
+bool fusesPeers(StepType t) { return t == StepType::GetReduce || t == StepType::Put; }
 
 /// Whether member `r` of the group [s, end)'s dependency is met whenever a
 /// later member's is (one on the same tb at that step or later).
@@ -450,21 +472,28 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
 
       for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size());) {
         const ir::Step &first = tb.steps[s];
+        const int32_t nSteps = static_cast<int32_t>(tb.steps.size());
+        // A copy into the destination of the getre group right after it
+        // joins the group as its first source (FoldedCopy, Plan.h).
+        const bool folded = foldsCopy(tb, s);
         // Gather the fused group starting at s (a single step when no fusion).
-        int32_t end = s + 1;
-        while (end < static_cast<int32_t>(tb.steps.size()) &&
-               fusesWith(tb.steps[end - 1], tb.steps[end], end - s))
+        int32_t end = folded ? s + 2 : s + 1;
+        // Fused puts only in Simple programs: the LL and LL128 kernels do
+        // not carry their loop (device/Prims.h, FusedPuts).
+        while (end < nSteps && fusesWith(tb.steps[end - 1], tb.steps[end], end - s) &&
+               (first.type != StepType::Put || alg.protocol == ir::Protocol::Simple))
           ++end;
         const ir::Step &last = tb.steps[end - 1];
+        const ir::Step &head = folded ? tb.steps[s + 1] : first; // its kind and peer
         int32_t nsrc = end - s;
-        ir::StepTypeInfo firstInfo = ir::stepTypeInfo(first.type);
+        ir::StepTypeInfo firstInfo = ir::stepTypeInfo(head.type);
         bool moves = firstInfo.readsSrc || firstInfo.writesDst || firstInfo.sends ||
                      firstInfo.receives;
         // A fused getre waits for its members' dependencies before it: the
         // last member's itself, each earlier one's that no later one's
         // implies in a nop of its own (Plan.h).
-        const ir::Step &waits = first.type == StepType::GetReduce ? last : first;
-        if (first.type == StepType::GetReduce)
+        const ir::Step &waits = fusesPeers(head.type) ? last : first;
+        if (fusesPeers(head.type))
           for (int32_t r = s; r < end - 1; ++r) {
             if (impliedLater(tb, r, end))
               continue;
@@ -480,7 +509,7 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
             ++ptb.nSteps;
           }
         PlanStep ps{};
-        ps.type = static_cast<StepKind>(first.type);
+        ps.type = static_cast<StepKind>(head.type);
         ps.srcBuf = static_cast<uint8_t>(first.srcBuf);
         ps.dstBuf = static_cast<uint8_t>(first.dstBuf);
         ps.nsrc = static_cast<uint8_t>(nsrc);
@@ -496,10 +525,11 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
           int32_t members = -1;
           if (nsrc > 1) {
             members = static_cast<int32_t>(plan.memberPeers.size());
-            for (int32_t r = s; r < end; ++r)
+            for (int32_t r = folded ? s + 1 : s; r < end; ++r)
               plan.memberPeers.push_back(tb.steps[r].peer);
           }
-          plan.stepPeers.push_back(PlanStepPeer{first.peer, -1, 0, members});
+          plan.stepPeers.push_back(
+              PlanStepPeer{head.peer, -1, folded ? FoldedCopy : 0, members});
         }
         for (int32_t c = 0; c < ps.count; ++c)
           for (int32_t r = 0; r < nsrc; ++r)
@@ -669,15 +699,24 @@ bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t
     return d.peer == -1 && d.ordinal == 0 && d.members == -1;
   if (d.peer >= p.nranks || d.peer == rank)
     return false;
-  // Several sources: a fused getre, each source a peer of its own.
+  // Several members: a fused getre, each source a peer of its own, or a
+  // fused put, each destination.
   if ((s.nsrc > 1) != (d.members >= 0) || d.members < -1)
     return false;
+  // A folded copy: a fused getre's only ordinal of its own.
+  if (!sync && d.ordinal != 0 &&
+      (d.ordinal != FoldedCopy || s.type != StepKind::GetReduce || d.members < 0))
+    return false;
   if (d.members >= 0) {
-    if (s.type != StepKind::GetReduce ||
-        int64_t(d.members) + s.nsrc > static_cast<int64_t>(p.memberPeers.size()) ||
+    const int32_t peers = stepPeerCount(d, s.nsrc);
+    // Fused puts in Simple plans only (buildPlan): no other kernel runs them.
+    if ((s.type != StepKind::GetReduce &&
+         (s.type != StepKind::Put || p.protocol != ir::Protocol::Simple)) ||
+        peers < 1 ||
+        int64_t(d.members) + peers > static_cast<int64_t>(p.memberPeers.size()) ||
         p.memberPeers[d.members] != d.peer)
       return false;
-    for (int r = 0; r < s.nsrc; ++r) {
+    for (int r = 0; r < peers; ++r) {
       const int32_t m = p.memberPeers[d.members + r];
       if (m < 0 || m >= p.nranks || m == rank)
         return false;
@@ -823,18 +862,21 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
       // A direct step's remote operand is bounded by its peer's scratch (a
       // fused getre's source r by its own peer's).
       const PlanStepPeer d = plan.stepPeer(size_t(tb.stepBegin + i));
+      const bool folded = d.members >= 0 && d.ordinal == FoldedCopy;
       auto limitOf = [&](BufferKind buffer, bool remote, int32_t member) {
-        int32_t owner = !remote         ? tb.rank
+        int32_t owner = !remote || (folded && member == 0)
+                            ? tb.rank
                         : d.members < 0 ? d.peer
-                                        : plan.memberPeers[d.members + member];
+                                        : plan.memberPeers[d.members + member - (folded ? 1 : 0)];
         return buffer == BufferKind::Input    ? call.inputElems
                : buffer == BufferKind::Output ? call.outputElems
                                               : call.scratchElems[owner];
       };
-      const uint64_t dstLimit = limitOf(dst, info.direct == ir::DirectRole::RemoteDst, 0);
       for (int32_t k = 0; k < ps.count * ps.nsrc; ++k) {
         const uint64_t srcLimit =
             limitOf(src, info.direct == ir::DirectRole::RemoteSrc, k % ps.nsrc);
+        const uint64_t dstLimit =
+            limitOf(dst, info.direct == ir::DirectRole::RemoteDst, k % ps.nsrc);
         const PlanSlice &slice = plan.slices[ps.sliceBegin + k];
         CallSlice &out = call.slices[ps.sliceBegin + k];
         out.nelem = layout.classSize(slice.cls);

@@ -338,19 +338,37 @@ ir::Algorithm peerTwoShotAllReduce(int n) {
   return b.alg;
 }
 
+/// A tb per peer of rank r (the others -1) that signals the peer that r
+/// has started and waits for the peer's own start signal.
+static std::vector<int> startTbs(Builder &b, int r, int n) {
+  std::vector<int> sync(n, -1);
+  for (int p = 0; p < n; ++p)
+    if (p != r) {
+      sync[p] = b.tb(r, -1, -1);
+      b.peerStep(r, sync[p], StepType::Signal, p); // this rank has started
+      b.hasDep(r, sync[p], b.peerStep(r, sync[p], StepType::Wait, p)); // so has p
+    }
+  return sync;
+}
+
+/// After step `last` of tb `data`, each peer's tb signals that r is done
+/// with it and waits until the peer is done with r.
+static void endOnTbs(Builder &b, int r, int n, const std::vector<int> &sync, int data, int last) {
+  b.hasDep(r, data, last);
+  for (int p = 0; p < n; ++p)
+    if (p != r) {
+      b.peerStep(r, sync[p], StepType::Signal, p, I, 0, I, 0, data, last); // done with p
+      b.peerStep(r, sync[p], StepType::Wait, p);                           // p done with me
+    }
+}
+
 ir::Algorithm peerGetTwoShotAllReduce(int n) {
   Builder b("peer_get_twoshot_allreduce", ir::Collective::AllReduce, n, n, ir::Protocol::Simple,
             true, false);
   b.chunks(n, n, 0);
   for (int r = 0; r < n; ++r) {
     const int data = b.tb(r, -1, -1);
-    std::vector<int> sync(n, -1);
-    for (int p = 0; p < n; ++p)
-      if (p != r) {
-        sync[p] = b.tb(r, -1, -1);
-        b.peerStep(r, sync[p], StepType::Signal, p); // this rank has started
-        b.hasDep(r, sync[p], b.peerStep(r, sync[p], StepType::Wait, p)); // so has p
-      }
+    const std::vector<int> sync = startTbs(b, r, n);
     int last = -1;
     for (int p = 0; p < n; ++p)
       if (p != r)
@@ -358,18 +376,34 @@ ir::Algorithm peerGetTwoShotAllReduce(int n) {
     for (int p = 0; p < n; ++p)
       if (p != r)
         last = b.peerStep(r, data, StepType::Put, p, I, r, I, r);
-    b.hasDep(r, data, last);
+    endOnTbs(b, r, n, sync, data, last);
+  }
+  return b.alg;
+}
+
+ir::Algorithm peerCopyGetTwoShotAllReduce(int n) {
+  Builder b("peer_copy_get_twoshot_allreduce", ir::Collective::AllReduce, n, n,
+            ir::Protocol::Simple, true, true);
+  b.chunks(n, n, 0);
+  for (int r = 0; r < n; ++r) {
+    const int data = b.tb(r, -1, -1);
+    const std::vector<int> sync = startTbs(b, r, n);
+    b.step(r, data, StepType::Copy, I, r, O, r);
+    int last = -1;
     for (int p = 0; p < n; ++p)
-      if (p != r) {
-        b.peerStep(r, sync[p], StepType::Signal, p, I, 0, I, 0, data, last); // done with p
-        b.peerStep(r, sync[p], StepType::Wait, p);                           // p done with me
-      }
+      if (p != r)
+        last = b.peerStep(r, data, StepType::GetReduce, p, I, r, O, r, sync[p], 1);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        last = b.peerStep(r, data, StepType::Put, p, O, r, O, r);
+    endOnTbs(b, r, n, sync, data, last);
   }
   return b.alg;
 }
 
 std::vector<ir::Algorithm> peerAllReduces(int n) {
-  return {peerOneShotAllReduce(n), peerTwoShotAllReduce(n), peerGetTwoShotAllReduce(n)};
+  return {peerOneShotAllReduce(n), peerTwoShotAllReduce(n), peerGetTwoShotAllReduce(n),
+          peerCopyGetTwoShotAllReduce(n)};
 }
 
 std::vector<std::pair<std::string, ir::Algorithm>> allTestAlgorithms(int n, ir::Protocol proto) {

@@ -73,6 +73,12 @@ ir::Algorithm peerTwoShotAllReduce(int n);
 /// behind a nop per wait but the last, interp/Plan.h), then puts block r
 /// into every peer and signals each when done.
 ir::Algorithm peerGetTwoShotAllReduce(int n);
+/// The same in both modes, as the built-in two-shot: rank r copies block r
+/// of its input into its output, adds every peer's input block r into it,
+/// then puts it into every peer's output, all on one tb, so that the plan
+/// folds the copy into the fused getre (FoldedCopy) and fuses the puts into
+/// one (interp/Plan.h).
+ir::Algorithm peerCopyGetTwoShotAllReduce(int n);
 /// The direct allreduces above, for the backend tests to sweep.
 std::vector<ir::Algorithm> peerAllReduces(int n);
 

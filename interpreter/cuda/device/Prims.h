@@ -173,15 +173,32 @@ public:
     __syncthreads();
   }
 
-  /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)), as the host computes it.
-  __device__ void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
+  /// Fused puts (StepSemantics.h) in the Simple kernels only, whose
+  /// programs the plan fuses them in (buildPlan): src read once, stored to
+  /// each of dsts.
+  static constexpr bool FusedPuts = P == Proto::Simple;
+  __device__ void copyMany(const T *src, T *const *dsts, int ndst, uint64_t n) {
+    spread<T>(src, dsts, ndst, sliceCount(n), tid, nthreads);
+    __syncthreads();
+  }
+
+  __device__ bool foldedCopy(const PlanStep &) const { return stepPeer().ordinal == FoldedCopy; }
+
+  /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)), as the host computes it;
+  /// `from` (a fused getre with a folded copy, FoldedCopy): dst =
+  /// srcs[nsrc-1] ⊕ (… ⊕ srcs[0]), dst not read. One call of the element
+  /// loop for both: two made every kernel's local loads twice as many
+  /// (scripts/cuda-resources.sh).
+  __device__ void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n, bool from) {
     const T *in[MaxReduceSources + 1];
-    in[0] = dst;
+    int nin = 0;
+    if (!from)
+      in[nin++] = dst;
 #pragma unroll 1 // unrolled, its remainder was computed on every step's path
     for (int r = 0; r < nsrc; ++r)
-      in[r + 1] = srcs[r];
+      in[nin++] = srcs[r];
     withOp<T>(p.op, [&](auto op) {
-      transform<T, 0, 1>(in, nsrc + 1, &dst, sliceCount(n), tid, nthreads, op);
+      transform<T, 0, 1>(in, nin, &dst, sliceCount(n), tid, nthreads, op);
     });
     __syncthreads();
   }

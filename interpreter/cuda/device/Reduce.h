@@ -181,6 +181,49 @@ __device__ void transform(const T *const *in, int nin, T *const *out, uint32_t n
   }
 }
 
+/// A fused put's element loop (StepSemantics.h): out[j][i] = in[i] for each
+/// of the `nout` outputs, `in` read once. Lean, one 16-byte pack in flight
+/// per thread and no scalar path but the unaligned one, as every Simple
+/// kernel carries it and only fused puts run it (the pointers come from a
+/// run-time count, so they live in local memory: scripts/cuda-resources.sh).
+template <class T>
+__device__ void spread(const T *in, T *const *out, int nout, uint32_t n, uint32_t tid,
+                       uint32_t nthreads) {
+#if COLL_CUDA_EMULATION
+  if (tid == 0) { // docs/CUDA.md, "Traffic"
+    ptx::traffic(in, uint64_t(n) * sizeof(T), false);
+    for (int j = 0; j < nout; ++j)
+      ptx::traffic(out[j], uint64_t(n) * sizeof(T), true);
+  }
+#endif
+  constexpr uint32_t E = 16 / sizeof(T);
+  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(in) % 16);
+  bool aligned = true;
+#pragma unroll 1
+  for (int j = 0; j < nout; ++j)
+    aligned &= reinterpret_cast<uintptr_t>(out[j]) % 16 == mis;
+  const uint32_t toAlign = (16 - mis) % 16 / uint32_t(sizeof(T));
+  const uint32_t head = aligned ? (n < toAlign ? n : toAlign) : n;
+  const uint32_t packs = (n - head) / E;
+  auto scalar = [&](uint32_t i) {
+    const T v = in[i];
+#pragma unroll 1
+    for (int j = 0; j < nout; ++j)
+      out[j][i] = v;
+  };
+  for (uint32_t i = tid; i < head; i += nthreads)
+    scalar(i);
+  for (uint32_t i = head + packs * E + tid; i < n; i += nthreads)
+    scalar(i);
+  const Pack<T> *from = reinterpret_cast<const Pack<T> *>(in + head);
+  for (uint32_t i = tid; i < packs; i += nthreads) {
+    const Pack<T> v = from[i];
+#pragma unroll 1
+    for (int j = 0; j < nout; ++j)
+      reinterpret_cast<Pack<T> *>(out[j] + head)[i] = v;
+  }
+}
+
 /// Combines a line's worth of elements: v holds what was received (if
 /// Recv); the first `cnt` elements become op(received, src[first + k]) or
 /// src[first + k]. Past `cnt`, received padding is forwarded as is and local

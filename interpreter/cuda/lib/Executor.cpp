@@ -240,8 +240,9 @@ void CudaExecutor::findDirectPeers() {
       if (d.peer < 0)
         continue;
       const bool loads = step.type == StepKind::Get || step.type == StepKind::GetReduce;
-      // Every source's peer of a fused getre.
-      for (int r = 0; r < (d.members < 0 ? 1 : step.nsrc); ++r) {
+      // Every source's peer of a fused getre, every destination's of a
+      // fused put.
+      for (int r = 0; r < stepPeerCount(d, step.nsrc); ++r) {
         const int32_t peer = d.members < 0 ? d.peer : plan_.memberPeers[size_t(d.members + r)];
         directPeers.push_back(peer);
         if (loads || step.type == StepKind::Put)

@@ -189,10 +189,28 @@ public:
     data::move(dst, src, n);
   }
 
-  void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n) {
+  static constexpr bool FusedPuts = true;
+  /// A fused put: a copy to each destination, one after another, while
+  /// the source is still in the cache (the host's copies are memcpy).
+  void copyMany(const T *src, T *const *dsts, int ndst, uint64_t n) {
     traceElems(n);
+    for (int j = 0; j < ndst; ++j)
+      data::move(dsts[j], src, n);
+  }
+
+  /// dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)); `from` (a fused getre
+  /// with a folded copy): the copy of srcs[0], then the others onto it.
+  void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n, bool from) {
+    traceElems(n);
+    if (from) {
+      data::move(dst, srcs[0], n);
+      ++srcs;
+      --nsrc;
+    }
     withOp<T>(op, [&](auto o) { data::reduceInto(dst, srcs, nsrc, n, o); });
   }
+
+  bool foldedCopy(const PlanStep &step) const { return peerOf(step).ordinal == FoldedCopy; }
 
   // Direct steps (StepSemantics.h): the peers' buffers and the signal
   // counters are the executor's (DirectTable). A signal releases what this

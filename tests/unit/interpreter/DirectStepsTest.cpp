@@ -31,7 +31,8 @@ namespace {
 std::vector<std::pair<std::string, ir::Algorithm>> peerAlgorithms(int n) {
   return {{"oneshot", coll::testing::peerOneShotAllReduce(n)},
           {"twoshot", coll::testing::peerTwoShotAllReduce(n)},
-          {"get-twoshot", coll::testing::peerGetTwoShotAllReduce(n)}};
+          {"get-twoshot", coll::testing::peerGetTwoShotAllReduce(n)},
+          {"copy-get-twoshot", coll::testing::peerCopyGetTwoShotAllReduce(n)}};
 }
 
 Plan planOf(const ir::Algorithm &alg) {
@@ -173,6 +174,66 @@ TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
       for (int32_t t = plan.rankTbBegin[r] + 1; t < plan.rankTbBegin[r + 1]; ++t)
         syncTbs.insert(t);
       EXPECT_EQ(waited, syncTbs) << "rank " << r;
+    }
+  }
+}
+
+// A copy into the destination of the getre group after it joins the group
+// as its first source (FoldedCopy), and a run of puts of one chunk to the
+// peers is one step that reads it once (interp/Plan.h): on the data tb of
+// every rank one getre of n sources and one put of n-1 destinations, each
+// peer once. A damaged record is refused: a folded copy on a put, a fused
+// put in a plan of another protocol, whose kernels do not run them.
+TEST(DirectSteps, PlanFoldsTheCopyAndFusesThePuts) {
+  for (int n : {2, 3, 5}) {
+    Plan plan = planOf(coll::testing::peerCopyGetTwoShotAllReduce(n));
+    ASSERT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
+    for (int r = 0; r < n; ++r) {
+      const PlanTb &data = plan.tbs[plan.rankTbBegin[r]];
+      int getres = 0, puts = 0, copies = 0;
+      for (int32_t i = 0; i < data.nSteps; ++i) {
+        const int32_t at = data.stepBegin + i;
+        const PlanStep &step = plan.steps[at];
+        const PlanStepPeer &d = plan.stepPeers[at];
+        copies += step.type == StepKind::Copy;
+        std::set<int32_t> peers;
+        for (int32_t m = 0; m < stepPeerCount(d, step.nsrc); ++m)
+          peers.insert(d.members < 0 ? d.peer : plan.memberPeers[d.members + m]);
+        if (step.type == StepKind::GetReduce) {
+          ++getres;
+          EXPECT_EQ(step.nsrc, n) << "the copy and n-1 peers";
+          EXPECT_EQ(d.ordinal, FoldedCopy);
+          EXPECT_EQ(peers.size(), size_t(n - 1));
+          EXPECT_EQ(peers.count(r), 0u);
+        }
+        if (step.type == StepKind::Put) {
+          ++puts;
+          EXPECT_EQ(step.nsrc, n - 1);
+          EXPECT_EQ(d.ordinal, 0);
+          EXPECT_EQ(peers.size(), size_t(n - 1));
+          EXPECT_EQ(peers.count(r), 0u);
+        }
+      }
+      EXPECT_EQ(copies, 0) << "rank " << r;
+      EXPECT_EQ(getres, 1) << "rank " << r;
+      EXPECT_EQ(puts, 1) << "rank " << r;
+    }
+    auto refused = [](const Plan &damaged) {
+      llvm::Error err = checkPlanIndices(damaged);
+      bool failed = static_cast<bool>(err);
+      llvm::consumeError(std::move(err));
+      return failed;
+    };
+    const int32_t first = plan.tbs[plan.rankTbBegin[0]].stepBegin;
+    for (int32_t i = first; i < first + plan.tbs[plan.rankTbBegin[0]].nSteps; ++i) {
+      if (plan.steps[i].type == StepKind::Put && n > 2) {
+        Plan ll = plan;
+        ll.protocol = ir::Protocol::LL;
+        EXPECT_TRUE(refused(ll)) << "a fused put in an LL plan";
+        Plan folded = plan;
+        folded.stepPeers[i].ordinal = FoldedCopy;
+        EXPECT_TRUE(refused(folded)) << "a folded copy on a put";
+      }
     }
   }
 }

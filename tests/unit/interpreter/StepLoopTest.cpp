@@ -53,8 +53,8 @@ struct Recorder {
     add("copy " + std::to_string(off(s)) + "->" + std::to_string(off(d)) + " " +
         std::to_string(n));
   }
-  void reduce(float *d, const float *const *srcs, int nsrc, uint64_t n) {
-    std::string line = "reduce " + std::to_string(off(d)) + " <-";
+  void reduce(float *d, const float *const *srcs, int nsrc, uint64_t n, bool from) {
+    std::string line = "reduce " + std::to_string(off(d)) + (from ? " <=" : " <-");
     for (int r = 0; r < nsrc; ++r)
       line += " " + std::to_string(off(srcs[r]));
     add(line + " " + std::to_string(n));

@@ -24,7 +24,10 @@
 // (same dst buffer and offset, same src buffer and cnt, no dependency of
 // their own, no `hasdep` before the last, at most 16 sources). Consecutive
 // `getre` steps fuse the same way, each source its own peer's
-// (PlanStepPeer::members), except that members may have dependencies: the
+// (PlanStepPeer::members), and so do consecutive `put` steps of one source
+// chunk range to the same chunks of different peers, each destination its
+// own peer's (a put to several peers from one read of the source: the
+// backends' copyMany), except that members may have dependencies: the
 // fused step waits for the last member's, and a nop before it for each
 // earlier member's that no later member's dependency implies (one on the
 // same tb at that step or later). The group then reads every peer after

@@ -44,7 +44,7 @@ struct PlanStep {
   StepKind type;
   uint8_t srcBuf;     ///< ir::BufferKind: 0 input, 1 output, 2 scratch
   uint8_t dstBuf;     ///< ir::BufferKind
-  uint8_t nsrc;       ///< sources of a fused `re` (1..MaxReduceSources); else 1
+  uint8_t nsrc;       ///< sources of a fused `re` or `getre`, destinations of a fused `put` (1..MaxReduceSources); else 1
   int32_t count;      ///< chunks (the IR's cnt); 0 for nops
   int32_t sliceBegin; ///< first of count*nsrc entries in the slice arrays
   /// What the step waits for before it runs: -1 nothing; a global tb index
@@ -71,11 +71,25 @@ struct PlanDep {
 struct PlanStepPeer {
   int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
   int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
-  int32_t ordinal; ///< signal, wait: which of its pair's signals or waits in one iteration, from 0
+  /// signal, wait: which of its pair's signals or waits in one iteration,
+  /// from 0; a fused getre: FoldedCopy or 0; else 0.
+  int32_t ordinal;
   /// A fused `getre` (nsrc > 1): source r is the peer Plan::memberPeers[members
-  /// + r] (the first is `peer`); else -1.
+  /// + r] (the first is `peer`; with FoldedCopy source r + 1); a fused `put`:
+  /// destination r; else -1.
   int32_t members;
 };
+
+/// PlanStepPeer::ordinal of a fused `getre` whose first source is this
+/// rank's own, in its src buffer: a copy into the group's destination just
+/// before it, folded in (Plan.h), so that the sum is stored once and the
+/// destination never read. Its peers are sources 1 .. nsrc-1.
+inline constexpr int32_t FoldedCopy = 1;
+
+/// The peers of a direct step's record: one, or a fused step's members.
+inline int32_t stepPeerCount(const PlanStepPeer &d, int32_t nsrc) {
+  return d.members < 0 ? 1 : d.ordinal == FoldedCopy ? nsrc - 1 : nsrc;
+}
 
 /// Signals from one rank to another on one channel (ir::SignalPair): the
 /// counter a `signal` step bumps and a `wait` step polls.

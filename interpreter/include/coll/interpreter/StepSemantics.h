@@ -28,7 +28,10 @@
 //   void copy(const T *src, T *dst, uint64_t n);
 //       // with HoldSteps (the device's wide build): copy<true>(src, dst, n),
 //       // its pack loop's first pass untested (device/Reduce.h)
-//   void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n);
+//   void reduce(T *dst, const T *const *srcs, int nsrc, uint64_t n, bool from);
+//       // dst = srcs[nsrc-1] ⊕ (… ⊕ (srcs[0] ⊕ dst)); from: the same
+//       // without dst (… ⊕ srcs[0]), which is not read (a fused getre with
+//       // a folded copy, FoldedCopy)
 //
 // Waiting operations return false when the call is being aborted (watchdog);
 // the loop then stops.
@@ -39,7 +42,12 @@
 //
 //   T *peerBase(const PlanStep &step, uint8_t buffer, int member);
 //       // the buffer of the step's peer (of source `member`'s peer in a fused
-//       // getre: PlanStepPeer::members); null: stop (reported)
+//       // getre, of destination `member`'s in a fused put:
+//       // PlanStepPeer::members); null: stop (reported)
+//   void copyMany(const T *src, T *const *dsts, int ndst, uint64_t n);
+//       // a fused put: src read once, stored to each of dsts
+//   bool foldedCopy(const PlanStep &step);
+//       // a fused getre's first source is this rank's own (FoldedCopy)
 //   void signal(const PlanStep &step);
 //   bool waitSignal(const PlanStep &step, uint64_t iteration);
 //
@@ -70,6 +78,12 @@ namespace coll::interp {
 template <class P, class = void> struct HasDirectSteps : std::false_type {};
 template <class P>
 struct HasDirectSteps<P, std::void_t<decltype(&P::signal)>> : std::true_type {};
+
+/// Whether a backend's Prims run fused puts (PlanStep::nsrc > 1 on a put:
+/// copyMany): `static constexpr bool FusedPuts = true`.
+template <class P, class = void> struct FusesPuts : std::false_type {};
+template <class P>
+struct FusesPuts<P, std::void_t<decltype(P::FusedPuts)>> : std::bool_constant<P::FusedPuts> {};
 
 /// Whether a backend's Prims record a step in a timeline apart from at():
 /// the device's, whose at() only notes where the block is. They have
@@ -229,6 +243,7 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       // A step with no chunks (nop, signal, wait) is one too, so that the
       // chunk loop below needs no test before its first chunk.
       bool slow = (flags & step_flag::Slow) != 0;
+      bool folded = false; // a fused getre's first source is this rank's (FoldedCopy)
       if constexpr (TracesSteps<Prims>::value)
         slow |= prims.tracingSteps();
       if (slow) {
@@ -245,8 +260,13 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           // Direct steps: one operand is the peer's buffer of this call, at
           // the same slice offsets; the data moves as a copy or reduction
           // does, so that they add no code of their own to the chunk loop.
+          // A fused getre with a folded copy keeps its own src buffer as its
+          // first source (FoldedCopy).
           const bool put = step.type == StepKind::Put;
-          if (put || step.type == StepKind::Get || step.type == StepKind::GetReduce) {
+          if (step.type == StepKind::GetReduce)
+            folded = prims.foldedCopy(step);
+          if (!folded &&
+              (put || step.type == StepKind::Get || step.type == StepKind::GetReduce)) {
             T *peer = prims.peerBase(step, put ? step.dstBuf : step.srcBuf, 0);
             if (!peer)
               return false; // the backend reported why (a peer's window not found)
@@ -275,26 +295,46 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
         // Copies first, in one test (copy, put, get): the local steps that
         // need no ordering are mostly copies (the step-cost benchmark's
         // are). Then the local reductions, then the FIFO kinds.
+        // A fused put's destinations, or a fused reduction's sources: one
+        // array for both, so that a kernel's stack holds one.
+        T *ptrs[MaxReduceSources];
         if (isCopyKind(step.type)) {
-          if constexpr (HoldSteps)
+          bool many = false;
+          if constexpr (FusesPuts<Prims>::value)
+            many = step.nsrc > 1; // a fused put: one read, a store to each peer
+          if (many) {
+            if constexpr (FusesPuts<Prims>::value) {
+              ptrs[0] = d;
+              COLL_NO_UNROLL
+              for (int r = 1; r < step.nsrc; ++r) {
+                T *base = prims.peerBase(step, step.dstBuf, r);
+                if (!base)
+                  return false;
+                ptrs[r] = base + slice[r].dst + at;
+              }
+              prims.copyMany(s, ptrs, step.nsrc, n);
+            }
+          } else if constexpr (HoldSteps) {
             prims.template copy<true>(s, d, n);
-          else
+          } else {
             prims.copy(s, d, n);
+          }
         } else if (isReduceKind(step.type)) {
-          const T *srcs[MaxReduceSources];
+          const T **srcs = const_cast<const T **>(ptrs);
           // Rolled: unrolled, its remainder's arithmetic was hoisted onto
           // every step's path, copies' too.
           COLL_NO_UNROLL
           for (int r = 0; r < step.nsrc; ++r) {
             const T *base = src;
-            // A fused getre: source r lies in its own peer's buffer.
+            // A fused getre: source r lies in its own peer's buffer (with a
+            // folded copy, source 0 in this rank's and r in peer r - 1's).
             if constexpr (HasDirectSteps<Prims>::value)
               if (r > 0 && step.type == StepKind::GetReduce &&
-                  !(base = prims.peerBase(step, step.srcBuf, r)))
+                  !(base = prims.peerBase(step, step.srcBuf, folded ? r - 1 : r)))
                 return false;
             srcs[r] = base + slice[r].src + at;
           }
-          prims.reduce(d, srcs, step.nsrc, n);
+          prims.reduce(d, srcs, step.nsrc, n, folded);
         } else if (moves) {
           bool ok = true;
           switch (step.type) {
