@@ -17,12 +17,17 @@
 #      PyTorch, on its C++ backend (built there against that PyTorch) and
 #      on its Python one (the ctest label `cuda` runs the same);
 #   4. the GPU measurements of docs/performance/gpu.md (collbench, and the
-#      step-cost benchmark tests/benchmarks/step-cost.py; --quick skips
-#      the 1 GiB ring allreduce, which checks its result on the host);
+#      step-cost benchmark tests/benchmarks/step-cost.py), among them issue
+#      66's: the direct two-shot allreduce, allgather and reduce-scatter at
+#      the memory floor, 8 ranks, 1 KiB to 16 MiB and 1 GiB, beside
+#      collbench's references (the bench-floor-* steps; --steps bench-floor
+#      runs only them); --quick skips the 1 GiB steps, each of which checks
+#      its result on the host;
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
 #      protocol, small sizes;
-#   6. issues 27's and 28's targets, read back from the report (gpu-targets.py).
+#   6. issues 27's, 28's and 66's targets, read back from the report
+#      (gpu-targets.py).
 # With a comparison plugin staged (gpu-stage.sh --compare-plugin), step 4
 # also times the step costs and three small calls with it, beside this
 # build's in the same run (the steps ending in -compare); with a comparison
@@ -267,6 +272,20 @@ step bench-ring-8ranks-1M-16M 600 "$bench" "$alg/ring_allreduce_8ranks_simple_8c
 for c in allgather_direct allgather_ring alltoall_direct alltoall_allpairs; do
   step "bench-$c-8ranks-64K-16M" 600 "$bench" "$alg/${c}_8ranks.xml" --size 64K,1M,16M --iters 50 --warmup 10
 done
+# Issue 66, items 2 and 3: the direct programs at the memory floor (fused
+# puts, the folded copy; docs/CUDA.md "Traffic" counts them at 1.06, 0.89
+# and 1.00 x the reference kernel's bytes), compiled as the runtime compiles
+# them (one lane), at 8 ranks, in every mode the program has (the
+# allgather: in place only), beside the references collbench times in the
+# same run: d2d, and for the two-shot exchange (to 1 MiB) and reduce, the
+# reference kernel of the count. collbench has no kernel reference for an
+# allgather or a reduce-scatter: gpu-targets.py reads their 1 GiB rows
+# against d2d (its docstring says how). The 1 GiB steps are below, with
+# --quick's. Item 4 (copy-engine steps) has no program yet, so no step.
+for c in twoshot allgather reducescatter; do
+  step "bench-floor-$c-8ranks-1K-16M" 300 "$bench" "$alg/${c}_direct_8ranks.xml" --size 1K,64K,1M,16M \
+    --iters 50 --warmup 10
+done
 # The direct steps under compute-sanitizer: peers' loads and stores, and
 # the signals between ranks' blocks.
 if sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null); then
@@ -278,6 +297,13 @@ fi
 if [ "$quick" = 0 ]; then
   step bench-direct-twoshot-1G 1800 "$bench" "$alg/twoshot_direct_8ranks_4lanes.xml" --size 1G --mode inplace --iters 10 --warmup 2
   step bench-ring-allreduce-1G 1800 "$bench" "$alg/ring_allreduce_8ranks_simple_8ch.xml" --size 1G --mode inplace --iters 10 --warmup 2
+  # Issue 66's verdict rows (gpu-targets.py): 12 calls of each mode and of
+  # each reference, some ms each on the GPU; the host's filling and check
+  # of up to 8 GiB of buffers a call will likely take longer (not yet
+  # measured).
+  for c in twoshot allgather reducescatter; do
+    step "bench-floor-$c-8ranks-1G" 600 "$bench" "$alg/${c}_direct_8ranks.xml" --size 1G --iters 10 --warmup 2
+  done
 fi
 
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -297,8 +323,8 @@ else
 fi
 
 rm -rf "$torchlib"
-# Issues 27's and 28's targets, read back from this report: a row per reading, a
-# verdict per target (gpu-targets.py; it changes no step's status).
+# Issues 27's, 28's and 66's targets, read back from this report: a row per
+# reading, a verdict per target (gpu-targets.py; it changes no step's status).
 if [ -f "$here/gpu-targets.py" ]; then
   targets=$(python3 "$here/gpu-targets.py" "$report" 2>&1)
   log ""

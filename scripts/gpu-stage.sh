@@ -17,7 +17,8 @@
 #          builds against that PyTorch
 #   algorithms/  the programs of docs/performance/gpu.md, compiled here by
 #          collc, and the shared MSCCL corpus (msccl-xml/)
-#   gpu-check.sh, gpu-targets.py (issue 27's targets from its report),
+#   gpu-check.sh, gpu-targets.py (issues 27's, 28's and 66's targets from
+#          its report),
 #          STAGED (commit, nvcc, sizes)
 #   compare/  with --compare-plugin FILE LABEL: another build's GPU plugin
 #          libcoll_cuda.so, which gpu-check.sh times beside this one in the
@@ -25,7 +26,7 @@
 #          change to the kernels measured against what it changed, on one
 #          machine and in one run. LABEL (e.g. the commit it was built at)
 #          goes into STAGED and the report. It must have this build's plugin
-#          ABI (COLL_DEVICE_PLUGIN_ABI, 13 since Plan::deps); libcoll.so
+#          ABI (COLL_DEVICE_PLUGIN_ABI, 14 since the fused puts); libcoll.so
 #          refuses another, naming both. With --compare-build DIR LABEL
 #          instead: another build's collbench, libcoll.so and plugin
 #          (compare/bin, compare/lib), which the *-compare steps run whole,
@@ -55,7 +56,7 @@ while [ $# -gt 0 ]; do
     done
     shift 3
     ;;
-  -h | --help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,/^set /p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
   *) echo "gpu-stage: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -153,8 +154,9 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allreduce_ring.coll" -D N=2 -o "$out/algorithms/ring_allreduce_2ranks.xml"
 "$collc" "$root/algorithms/allreduce_oneshot.coll" -D N=8 --protocol LL -o "$out/algorithms/oneshot_allreduce_8ranks_ll.xml"
 # Direct access (issue 28): the two-shot and one-shot with every rank in
-# one launch, and the two-shot on 4 lanes for large messages (15 tbs a lane
-# at 8 ranks: 480 blocks, which fit 132 SMs at 4 blocks of 128 threads).
+# one launch, and the two-shot on 4 lanes for large messages (14 tbs a lane
+# at 8 ranks since issue 66's parts, 7 data and 7 signal: 448 blocks, which
+# fit 132 SMs at 4 blocks of 128 threads).
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 -o "$out/algorithms/twoshot_direct_8ranks.xml"
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=8 --instances 4 -o "$out/algorithms/twoshot_direct_8ranks_4lanes.xml"
 "$collc" "$root/algorithms/allreduce_oneshot_direct.coll" -D N=8 -o "$out/algorithms/oneshot_direct_8ranks.xml"
@@ -163,6 +165,11 @@ collc=$build/bin/collc
 "$collc" "$root/algorithms/allgather_direct.coll" -D N=8 -o "$out/algorithms/allgather_direct_8ranks.xml"
 "$collc" "$root/algorithms/alltoall_direct.coll" -D N=8 -o "$out/algorithms/alltoall_direct_8ranks.xml"
 "$collc" "$root/algorithms/allgather_ring.coll" -D N=8 -o "$out/algorithms/allgather_ring_8ranks.xml"
+# Issue 66: the direct programs at the memory floor, compiled as the runtime
+# compiles them (one lane) and as docs/CUDA.md "Traffic" counts them: the
+# two-shot and the allgather above, and the reduce-scatter (gpu-check.sh's
+# bench-floor-* steps).
+"$collc" "$root/algorithms/reducescatter_direct.coll" -D N=8 -o "$out/algorithms/reducescatter_direct_8ranks.xml"
 "$collc" "$root/algorithms/alltoall_allpairs.coll" -D N=8 -o "$out/algorithms/alltoall_allpairs_8ranks.xml"
 # The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
 python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issues 27's and 28's GPU targets, read from a report of gpu-check.sh.
+"""Issues 27's, 28's and 66's GPU targets, read from a report of gpu-check.sh.
 
     gpu-targets.py REPORT
 
@@ -31,7 +31,28 @@ and issue 28's, for the direct two-shot allreduce of 8 ranks on windows
   - from 1 to 16 MiB, at least 2 x the bus bandwidth of the FIFO ring of
     the same run (its time over the ring's <= 0.5, size by size and mode by
     mode, from two steps);
-  - at 8 KiB, at most 1.2 x the one-launch `exchange` reference.
+  - at 8 KiB, at most 1.2 x the one-launch `exchange` reference;
+and issue 66's, item 3 in GPU time: the direct programs at the memory floor
+(docs/CUDA.md, "Traffic": counted on the emulation at 8 ranks, two-shot
+1.06, allgather 0.89, reduce-scatter 1.00 x the reference kernel's bytes),
+timed at 8 ranks and 1 GiB as the runtime compiles them (one lane; the
+bench-floor-*-1G steps, every mode the program has):
+  - the direct two-shot allreduce at most 1.15 x the one-launch `reduce`
+    reference, the reference kernel of the count itself (t/reduce <= 1.15,
+    at least 0.87 x its bandwidth);
+  - the direct allgather and the direct reduce-scatter at most 1.1 x a
+    reference kernel that moves each input and output once. collbench has
+    no kernel reference for these collectives: the one it prints beside
+    them is `d2d`, a copy of the row's size S (the larger side: a rank's
+    output of the allgather, its input of the reduce-scatter), S read and
+    S written. The reference kernel's bytes are 4N(N+1) per element of
+    the count S/4N, (N+1) S in all, (N+1)/2 = 4.5 copies at 8 ranks; so
+    the bound is t/d2d <= 1.1 x 4.5 = 4.95. That assumes the reference
+    kernel would move its bytes at the copy's rate, which no run has
+    checked (the two-shot's 1 GiB step times `reduce`, 2N S bytes, and
+    d2d side by side: their ratio against N says how far a kernel's rate
+    is from the copy's).
+Item 4 of issue 66 (copy-engine steps) has no program yet, and no row.
 Exit status: 0 when the report was read (whatever the verdicts), 2 when it
 could not be."""
 import re
@@ -53,6 +74,12 @@ COLLBENCH_TARGETS = [
      ["bench-direct-twoshot-1G"], 1 << 30, "t/reduce", 1 / 0.8),
     ("issue 28: 8-rank 8 KiB direct two-shot: t/exchange <= 1.2",
      ["bench-direct-twoshot-8ranks-8K"], 8192, "t/exchange", 1.2),
+    ("issue 66: 8-rank 1 GiB direct two-shot at the floor: t/reduce <= 1.15",
+     ["bench-floor-twoshot-8ranks-1G"], 1 << 30, "t/reduce", 1.15),
+    ("issue 66: 8-rank 1 GiB direct allgather at the floor: t/d2d <= 4.95 (1.1 x 4.5 copies)",
+     ["bench-floor-allgather-8ranks-1G"], 1 << 30, "t/d2d", 1.1 * (8 + 1) / 2),
+    ("issue 66: 8-rank 1 GiB direct reduce-scatter at the floor: t/d2d <= 4.95 (1.1 x 4.5 copies)",
+     ["bench-floor-reducescatter-8ranks-1G"], 1 << 30, "t/d2d", 1.1 * (8 + 1) / 2),
 ]
 # (title, the step of the program, the step of the one it is compared with,
 #  the sizes, the bound on the program's time over the other's at each size
@@ -248,7 +275,7 @@ def main(argv):
                     add(title, step, protocol, None, bound, compare, "no row", group)
                 else:
                     add(title, step, protocol, value, bound, compare, group=group)
-    print("Issues 27's and 28's GPU targets in this report (scripts/gpu-targets.py):")
+    print("Issues 27's, 28's and 66's GPU targets in this report (scripts/gpu-targets.py):")
     print()
     print("\n".join(out))
     print()
