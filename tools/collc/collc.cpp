@@ -1,7 +1,7 @@
 //===- collc.cpp - The .coll compiler driver ------------------------------===//
 //
 //   collc PROGRAM.coll [-o OUT] [-D NAME=VALUE]...
-//         [--emit=ast|dag|schedule|xml|dot|svg] [--svg-ranks N] [--instances N]
+//         [--emit=ast|dag|schedule|xml|dot|svg|mscclpp] [--svg-ranks N] [--instances N]
 //         [--protocol Simple|LL|LL128] [--inplace|--outofplace]
 //         [--min-bytes N] [--max-bytes N] [--target coll|msccl]
 //
@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "coll/compiler/Compiler.h"
+#include "coll/ir/Mscclpp.h"
 #include "coll/ir/Svg.h"
 #include "coll/ir/Verifier.h"
 #include "coll/ir/XML.h"
@@ -33,7 +34,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Emit { Ast, Dag, Schedule, Xml, Dot, Svg };
+enum class Emit { Ast, Dag, Schedule, Xml, Dot, Svg, Mscclpp };
 
 cl::OptionCategory category("collc options");
 
@@ -70,7 +71,11 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Dot, "dot", "the chunk DAG for Graphviz"),
                clEnumValN(Emit::Svg, "svg",
                           "the compiled schedule as a picture (SVG): a lane per rank "
-                          "and tb, arrows for sends, each step's source on hover")),
+                          "and tb, arrows for sends, each step's source on hover"),
+               clEnumValN(Emit::Mscclpp, "mscclpp",
+                          "an MSCCL++ v0.10 execution plan (JSON): direct and local "
+                          "steps on memory channels, read back and compared before "
+                          "it is written")),
     cl::cat(category));
 cl::opt<compiler::Target> target(
     "target", cl::init(compiler::Target::Coll),
@@ -194,7 +199,8 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   }
 
   std::optional<compiler::Schedule> schedule;
-  if (req->emit == Emit::Schedule || req->emit == Emit::Xml || req->emit == Emit::Svg) {
+  if (req->emit == Emit::Schedule || req->emit == Emit::Xml || req->emit == Emit::Svg ||
+      req->emit == Emit::Mscclpp) {
     // An algorithm without a name is named after its file.
     if (dag->options.name.empty() && req->input != "-")
       dag->options.name = llvm::sys::path::stem(req->input).str();
@@ -229,6 +235,34 @@ int run(llvm::SourceMgr &srcMgr, lang::DiagnosticEngine &diags) {
   case Emit::Xml:
     ir::writeAlgorithm(schedule->algorithm, out.os());
     break;
+  case Emit::Mscclpp: {
+    // Written to a string first: the plan is read back, and written only
+    // when its steps are the program's (a writer bug is an internal error,
+    // never a plan that runs something else).
+    const ir::Algorithm &alg = schedule->algorithm;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    ir::DiagnosticList list(req->input == "-" ? "<stdin>" : req->input);
+    if (llvm::Error err = ir::mscclpp::writePlan(alg, os, list)) {
+      diags.error(llvm::SMLoc(), "--emit=mscclpp: " + llvm::toString(std::move(err)));
+      return 1;
+    }
+    os.flush();
+    ir::DiagnosticList back("<written plan>");
+    llvm::Expected<ir::Algorithm> read = ir::mscclpp::parsePlanAlgorithm(text, back);
+    if (!read) {
+      diags.error(llvm::SMLoc(), "internal compiler error: the written MSCCL++ plan does not "
+                                 "read back: " + llvm::toString(read.takeError()));
+      return 1;
+    }
+    if (std::optional<std::string> diff = ir::mscclpp::stepDifference(alg, *read)) {
+      diags.error(llvm::SMLoc(), "internal compiler error: the written MSCCL++ plan reads back "
+                                 "as other steps: " + *diff);
+      return 1;
+    }
+    out.os() << text;
+    break;
+  }
   case Emit::Svg: {
     const ir::Algorithm &alg = schedule->algorithm;
     ir::DiagnosticList list("<compiled>");

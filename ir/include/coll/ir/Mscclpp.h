@@ -22,6 +22,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <optional>
@@ -185,6 +186,22 @@ llvm::Expected<Algorithm> translatePlan(const Plan &plan, DiagnosticList &diags)
 
 /// parsePlan, then translatePlan.
 llvm::Expected<Algorithm> parsePlanAlgorithm(llvm::StringRef text, DiagnosticList &diags);
+
+/// Writes `alg` as a plan in the format MSCCL++ v0.10's DSL writes
+/// (MscclppWriter.cpp; docs/IR.md, "Writing plans"): direct and local steps
+/// only, each an op on a memory channel or a local op, dependencies between
+/// tbs as device semaphores, and a `nop` wherever the executor's threads
+/// would otherwise run two ops at once. Anything the format cannot carry
+/// (FIFO steps, LL128, a root, a custom condition, a signal pair raised or
+/// waited on by several tbs, a `get` between different chunks) is an error
+/// naming the step, and nothing is written.
+llvm::Error writePlan(const Algorithm &alg, llvm::raw_ostream &os, DiagnosticList &diags);
+
+/// Where the steps of `a` and `b` differ, nops left out (the ones that a
+/// plan's semaphores and `nop`s add or take away), and tb channels (which the
+/// translation assigns afresh); none when each tb of each rank has the same
+/// steps in the same order.
+std::optional<std::string> stepDifference(const Algorithm &a, const Algorithm &b);
 
 } // namespace coll::ir::mscclpp
 
