@@ -21,7 +21,9 @@
 #      66's: the direct two-shot allreduce, allgather and reduce-scatter at
 #      the memory floor, 8 ranks, 1 KiB to 16 MiB and 1 GiB, beside
 #      collbench's references (the bench-floor-* steps; --steps bench-floor
-#      runs only them); --quick skips the 1 GiB steps, each of which checks
+#      runs only them), and the direct allgather and alltoall with their
+#      copies on the copy engines (bench-copy-engine-*: collbench
+#      --copy-engine); --quick skips the 1 GiB steps, each of which checks
 #      its result on the host;
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
@@ -281,10 +283,19 @@ done
 # reference kernel of the count. collbench has no kernel reference for an
 # allgather or a reduce-scatter: gpu-targets.py reads their 1 GiB rows
 # against d2d (its docstring says how). The 1 GiB steps are below, with
-# --quick's. Item 4 (copy-engine steps) has no program yet, so no step.
+# --quick's.
 for c in twoshot allgather reducescatter; do
   step "bench-floor-$c-8ranks-1K-16M" 300 "$bench" "$alg/${c}_direct_8ranks.xml" --size 1K,64K,1M,16M \
     --iters 50 --warmup 10
+done
+# Issue 66, item 4: the direct allgather and alltoall with their copies on
+# the copy engines (collbench --copy-engine: cudaMemcpyAsync between two
+# kernels of the signals; docs/CUDA.md, "Copy engines"), beside the same
+# programs' kernels above (bench-floor-allgather-*, bench-alltoall_direct-*)
+# and d2d. No target yet: the first GPU figures.
+for c in allgather alltoall; do
+  step "bench-copy-engine-$c-8ranks-64K-16M" 300 "$bench" "$alg/${c}_direct_8ranks.xml" --copy-engine \
+    --size 64K,1M,16M --iters 50 --warmup 10
 done
 # The direct steps under compute-sanitizer: peers' loads and stores, and
 # the signals between ranks' blocks.
@@ -304,6 +315,8 @@ if [ "$quick" = 0 ]; then
   for c in twoshot allgather reducescatter; do
     step "bench-floor-$c-8ranks-1G" 600 "$bench" "$alg/${c}_direct_8ranks.xml" --size 1G --iters 10 --warmup 2
   done
+  step bench-copy-engine-allgather-8ranks-1G 600 "$bench" "$alg/allgather_direct_8ranks.xml" --copy-engine \
+    --size 1G --iters 10 --warmup 2
 fi
 
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -26,7 +26,7 @@
 #          change to the kernels measured against what it changed, on one
 #          machine and in one run. LABEL (e.g. the commit it was built at)
 #          goes into STAGED and the report. It must have this build's plugin
-#          ABI (COLL_DEVICE_PLUGIN_ABI, 14 since the fused puts); libcoll.so
+#          ABI (COLL_DEVICE_PLUGIN_ABI, 15 since the copy engines); libcoll.so
 #          refuses another, naming both. With --compare-build DIR LABEL
 #          instead: another build's collbench, libcoll.so and plugin
 #          (compare/bin, compare/lib), which the *-compare steps run whole,

@@ -52,7 +52,8 @@ bench-floor-*-1G steps, every mode the program has):
     checked (the two-shot's 1 GiB step times `reduce`, 2N S bytes, and
     d2d side by side: their ratio against N says how far a kernel's rate
     is from the copy's).
-Item 4 of issue 66 (copy-engine steps) has no program yet, and no row.
+Item 4 of issue 66 (copy engines) has steps (bench-copy-engine-*) and no row:
+no target is set for it yet; its first GPU figures are recorded, not judged.
 Exit status: 0 when the report was read (whatever the verdicts), 2 when it
 could not be."""
 import re

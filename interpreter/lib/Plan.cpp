@@ -825,6 +825,129 @@ llvm::Error checkPlanIndices(const Plan &p) {
   return llvm::Error::success();
 }
 
+llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
+  auto refuse = [&](const llvm::Twine &why) {
+    return planError(plan.fileName, 0, "copy engines: " + why);
+  };
+  auto refuseAt = [&](int32_t t, int32_t i, const llvm::Twine &why) {
+    const PlanTb &tb = plan.tbs[t];
+    return refuse(llvm::formatv("rank {0} tb {1} step {2} ('{3}'): ", tb.rank, tb.tb, i,
+                                ir::stepTypeName(static_cast<StepType>(plan.steps[tb.stepBegin + i].type)))
+                      .str() +
+                  why);
+  };
+  if (plan.planRank >= 0)
+    return refuse("a plan of one rank: the split needs every rank's steps");
+  if (plan.protocol != ir::Protocol::Simple)
+    return refuse("protocol " + ir::protocolName(plan.protocol) + ": only Simple plans");
+  auto isCopy = [](StepKind k) {
+    return k == StepKind::Copy || k == StepKind::Put || k == StepKind::Get;
+  };
+  const int32_t ntbs = static_cast<int32_t>(plan.tbs.size());
+  // 0: before the copies, 1: the copies, 2: after them.
+  std::vector<int8_t> phase(plan.steps.size(), 0);
+  // Per signal pair and ordinal (a pair's k-th signal and k-th wait of an
+  // iteration: one event; a pair may carry a start and an end).
+  std::vector<size_t> firstOrdinal(plan.signals.size() + 1, 0);
+  for (size_t g = 0; g < plan.signals.size(); ++g)
+    firstOrdinal[g + 1] = firstOrdinal[g] + static_cast<size_t>(std::max(plan.signals[g].perIteration, 1));
+  std::vector<int8_t> pairPhase(firstOrdinal.back(), 0);
+  bool anyCopy = false;
+  for (int32_t t = 0; t < ntbs; ++t)
+    for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i) {
+      const StepKind k = plan.steps[plan.tbs[t].stepBegin + i].type;
+      if (isCopy(k)) {
+        phase[plan.tbs[t].stepBegin + i] = 1;
+        anyCopy = true;
+      } else if (k != StepKind::Signal && k != StepKind::Wait && k != StepKind::Nop) {
+        return refuseAt(t, i, "neither a copy (cpy, put, get) nor a signal, wait or nop");
+      }
+    }
+  if (!anyCopy)
+    return refuse("the plan has no copies");
+  // The step that publishes what a dependency waits for: the first of its
+  // tb at or past the IR step (flags count up through a tb's steps).
+  auto stepOf = [&](const PlanDep &d) {
+    const PlanTb &tb = plan.tbs[d.tb];
+    const PlanStep *first = plan.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
+    const PlanStep *at = std::lower_bound(
+        first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
+    return at == last ? -1 : static_cast<int32_t>(at - plan.steps.data());
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t t = 0; t < ntbs; ++t)
+      for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i) {
+        const int32_t k = plan.tbs[t].stepBegin + i;
+        const PlanStep &s = plan.steps[k];
+        int8_t p = phase[k];
+        if (i > 0)
+          p = std::max(p, phase[k - 1]);
+        for (const PlanDep &d : plan.dependencies(s))
+          if (int32_t j = stepOf(d); j >= 0)
+            p = std::max(p, phase[j]);
+        const PlanStepPeer d = plan.stepPeer(k);
+        const bool sync = s.type == StepKind::Signal || s.type == StepKind::Wait;
+        const size_t event =
+            sync && d.signal >= 0 ? firstOrdinal[d.signal] + static_cast<size_t>(d.ordinal) : 0;
+        if (sync && d.signal >= 0)
+          p = std::max(p, pairPhase[event]);
+        if (p == 1 && sync)
+          p = 2; // a signal or wait after copies: after all of them
+        if (p == 2 && isCopy(s.type))
+          return refuseAt(t, i, "a copy after a signal or wait that follows copies (its own "
+                                "tb's, or what it waits for): the copies are not one run");
+        if (p != phase[k]) {
+          phase[k] = p;
+          changed = true;
+        }
+        if (sync && d.signal >= 0 && pairPhase[event] < p) {
+          pairPhase[event] = p;
+          changed = true;
+        }
+      }
+  }
+  CopyPhases out;
+  out.begin.resize(ntbs);
+  out.end.resize(ntbs);
+  for (int32_t t = 0; t < ntbs; ++t) {
+    const PlanTb &tb = plan.tbs[t];
+    int32_t i = 0;
+    while (i < tb.nSteps && phase[tb.stepBegin + i] == 0)
+      ++i;
+    out.begin[t] = i;
+    while (i < tb.nSteps && phase[tb.stepBegin + i] == 1)
+      ++i;
+    out.end[t] = i;
+  }
+  // The copies in an order that keeps each after the copies it waits for:
+  // each tb's in its order, a tb waiting where its next step depends on a
+  // middle-run step not yet taken.
+  std::vector<uint8_t> taken(plan.steps.size(), 0);
+  std::vector<int32_t> at(out.begin);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int32_t t = 0; t < ntbs; ++t)
+      for (; at[t] < out.end[t]; ++at[t]) {
+        const int32_t k = plan.tbs[t].stepBegin + at[t];
+        bool ready = true;
+        for (const PlanDep &d : plan.dependencies(plan.steps[k]))
+          if (int32_t j = stepOf(d); j >= 0 && phase[j] == 1 && !taken[j])
+            ready = false;
+        if (!ready)
+          break;
+        taken[k] = 1;
+        progress = true;
+        if (isCopy(plan.steps[k].type))
+          out.copies.push_back({t, k});
+      }
+  }
+  for (int32_t t = 0; t < ntbs; ++t)
+    if (at[t] < out.end[t])
+      return refuseAt(t, at[t], "its copies wait for each other in a cycle");
+  return out;
+}
+
 llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
   // Keeps every element offset, in elements and in bytes, far from overflow.
   constexpr uint64_t maxCount = uint64_t(1) << 44;

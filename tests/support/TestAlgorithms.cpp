@@ -401,6 +401,38 @@ ir::Algorithm peerCopyGetTwoShotAllReduce(int n) {
   return b.alg;
 }
 
+ir::Algorithm peerAllGather(int n) {
+  Builder b("peer_allgather", ir::Collective::AllGather, n, n, ir::Protocol::Simple, false, true);
+  b.chunks(1, n, 0);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, -1, -1);
+    handshake(b, r, t, n);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, StepType::Put, p, I, 0, O, r);
+    b.step(r, t, StepType::Copy, I, 0, O, r);
+    handshake(b, r, t, n);
+  }
+  return b.alg;
+}
+
+ir::Algorithm peerAllGatherOnTbs(int n) {
+  Builder b("peer_allgather_tbs", ir::Collective::AllGather, n, n, ir::Protocol::Simple, false,
+            true);
+  b.chunks(1, n, 0);
+  for (int r = 0; r < n; ++r) {
+    const int data = b.tb(r, -1, -1);
+    const std::vector<int> sync = startTbs(b, r, n);
+    int last = -1;
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        last = b.peerStep(r, data, StepType::Put, p, I, 0, O, r, sync[p], 1);
+    last = b.step(r, data, StepType::Copy, I, 0, O, r);
+    endOnTbs(b, r, n, sync, data, last);
+  }
+  return b.alg;
+}
+
 std::vector<ir::Algorithm> peerAllReduces(int n) {
   return {peerOneShotAllReduce(n), peerTwoShotAllReduce(n), peerGetTwoShotAllReduce(n),
           peerCopyGetTwoShotAllReduce(n)};

@@ -79,6 +79,14 @@ ir::Algorithm peerGetTwoShotAllReduce(int n);
 /// folds the copy into the fused getre (FoldedCopy) and fuses the puts into
 /// one (interp/Plan.h).
 ir::Algorithm peerCopyGetTwoShotAllReduce(int n);
+/// A direct allgather, out of place, one tb per rank: after the start
+/// handshake rank r puts its input into block r of every peer's output
+/// (one fused put), copies it into block r of its own, then signals each
+/// peer (a peer's start and end signals are one pair, ordinals 0 and 1).
+ir::Algorithm peerAllGather(int n);
+/// The same with the signals on a tb per peer (startTbs, endOnTbs): the
+/// puts wait for the start waits there, and the end signals for the copy.
+ir::Algorithm peerAllGatherOnTbs(int n);
 /// The direct allreduces above, for the backend tests to sweep.
 std::vector<ir::Algorithm> peerAllReduces(int n);
 

@@ -112,6 +112,13 @@ cl::opt<bool> traffic("traffic", cl::init(false),
                                "reference (docs/CUDA.md, \"Traffic\")"),
                       cl::cat(run.category));
 
+cl::opt<bool> copyEngine("copy-engine", cl::init(false),
+                         cl::desc("Run the copies of a program whose copies split from its "
+                                  "signals on the copy engines (cudaMemcpyAsync) between two "
+                                  "kernels of its signals, as collrun --copy-engine "
+                                  "(docs/CUDA.md, \"Copy engines\")"),
+                         cl::cat(run.category));
+
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
   std::vector<uint64_t> result;
@@ -241,6 +248,20 @@ int main(int argc, char **argv) {
 
   CudaOptions options = run.backendOptions<CudaOptions>();
   options.threadsPerBlock = threads;
+  std::string copyEngineNote;
+  if (copyEngine) {
+    if (traffic)
+      return fail("collbench", BadInput,
+                  "--traffic counts what the kernels read and write; with --copy-engine the "
+                  "copies run outside them: use one or the other");
+    options.copyEngineBytes = 1;
+    auto split = copyEnginePhases(*plan);
+    copyEngineNote = split ? llvm::formatv("copy engines: {0} copy steps per call as "
+                                           "cudaMemcpyAsync between two kernels of the signals",
+                                           split->copies.size())
+                                 .str()
+                           : "copy engines: not used: " + llvm::toString(split.takeError());
+  }
   auto executor = backend.create(*plan, options);
   if (!executor) {
     llvm::logAllUnhandledErrors(executor.takeError(), llvm::errs());
@@ -282,6 +303,8 @@ int main(int argc, char **argv) {
       backendName == "cuda-emu" ? "\n# the CPU emulation of the CUDA backend: its times are the "
                                   "emulation's, not a GPU's"
                                 : "");
+  if (!copyEngineNote.empty())
+    out << "# " << copyEngineNote << "\n";
   // A plot that cannot be written is known before the run, not after it.
   if (!run.plotFile.empty())
     if (llvm::Error err = writePlotFile(run.plotFile, "", {}))

@@ -3,7 +3,7 @@
 //   collrun ALGO.xml [--size S[,S...]] [--dtype T] [--op O]
 //                    [--mode inplace|outofplace] [--iters N] [--seed K]
 //                    [--backend host|cuda|cuda-emu] [--trace FILE.json] [--threads N]
-//                    [--step-costs] [--traffic] [--no-check]
+//                    [--step-costs] [--traffic] [--copy-engine] [--no-check]
 //
 // Reads, verifies and checks (collir --check) an MSCCL XML algorithm, runs it
 // on the host backend (every rank in this process), on the current GPU (every
@@ -87,6 +87,13 @@ cl::opt<bool> traffic("traffic", cl::init(false),
                                "'traffic: B bytes per element, reference R, ratio X' "
                                "(docs/CUDA.md, \"Traffic\")"),
                       cl::cat(run.category));
+cl::opt<bool> copyEngine("copy-engine", cl::init(false),
+                         cl::desc("cuda and cuda-emu: run the copies of a program whose "
+                                  "copies split from its signals as cudaMemcpyAsync on the "
+                                  "copy engines, between a kernel of the signals before them "
+                                  "and one of those after (docs/CUDA.md, \"Copy engines\"); "
+                                  "says whether the program splits, and why not"),
+                         cl::cat(run.category));
 cl::opt<unsigned> threads("threads", cl::init(0),
                           cl::desc("Most threads that run the tbs on the host backend, the "
                                    "calling one included (default: one per CPU, or "
@@ -175,6 +182,14 @@ int main(int argc, char **argv) {
     return fail("collrun", BadInput,
                 "--traffic counts on the CPU emulation only: use --backend cuda-emu, not '" +
                     backendName + "'");
+  if (copyEngine && backendName == "host")
+    return fail("collrun", BadInput,
+                "--copy-engine runs copies on a GPU's copy engines: use --backend cuda or "
+                "cuda-emu, not 'host'");
+  if (copyEngine && traffic)
+    return fail("collrun", BadInput,
+                "--traffic counts what the kernels read and write; with --copy-engine the "
+                "copies run outside them: use one or the other");
 #if !COLL_HAVE_CUDA
   if (backendName == "cuda")
     return fail("collrun", BadInput,
@@ -191,6 +206,7 @@ int main(int argc, char **argv) {
   Timeline *recording = tracePath.empty() ? nullptr : &timeline;
   std::unique_ptr<SweepTarget> target;
   std::string backendNote = "host backend";
+  std::string copyEngineNote; // --copy-engine: whether the plan splits
   if (backendName == "host") {
     HostOptions options = run.backendOptions<HostOptions>();
     options.threads = threads;
@@ -214,6 +230,17 @@ int main(int argc, char **argv) {
       return fail("collrun", BadInput,
                   "--backend " + backendName + ": " + llvm::toString(device.takeError()));
     CudaOptions options = run.backendOptions<CudaOptions>();
+    if (copyEngine) {
+      options.copyEngineBytes = 1; // every call
+      auto split = copyEnginePhases(*plan);
+      if (split)
+        copyEngineNote = llvm::formatv("copy engines: {0} copy steps per call as cudaMemcpyAsync, "
+                                       "between a kernel of the signals before them and one of "
+                                       "those after",
+                                       split->copies.size());
+      else
+        copyEngineNote = "copy engines: not used: " + llvm::toString(split.takeError());
+    }
     auto executor = (*backend)->create(*plan, options);
     if (!executor) {
       llvm::errs() << llvm::toString(executor.takeError()) << "\n";
@@ -239,6 +266,8 @@ int main(int argc, char **argv) {
                                 plan->nranks, ir::protocolName(plan->protocol),
                                 alg->nchunksPerLoop, alg->nchannels, plan->tbs.size(),
                                 backendNote);
+  if (!copyEngineNote.empty())
+    out << "# " << copyEngineNote << "\n";
   // A plot or report that cannot be written is known before the run, not
   // after it.
   if (!run.plotFile.empty())

@@ -213,6 +213,8 @@ llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
     if (rootOnly && oneRank() && options.rank != plan_.root)
       averageKernel = nullptr; // only the root's output holds the result
   }
+  if (llvm::Error err = prepareCopyEngines(args, result))
+    return err;
 #if COLL_CUDA_EMULATION
   if (simt::countingTraffic.load(std::memory_order_relaxed))
     describeTraffic(args);
@@ -381,13 +383,8 @@ llvm::Error CudaExecutor::chooseKernel(uint8_t type, bool onWindows, uint32_t ca
   return llvm::Error::success();
 }
 
-llvm::Error CudaExecutor::launchOn(cudaStream_t s) {
-  if (!prepared)
-    return fail("CudaExecutor::launch: no call is prepared");
-  COLL_CUDA_TRY(cudaSetDevice(deviceInfo.device));
-  if (params.iterations == 0 || shape.blocks == 0)
-    return llvm::Error::success();
-  void *args[] = {&params};
+llvm::Error CudaExecutor::launchKernel(const KernelParams &p, cudaStream_t s) {
+  void *args[] = {const_cast<KernelParams *>(&p)};
   // Cooperative: the driver refuses a grid whose blocks cannot all be
   // resident at once, which the persistent blocks need (they wait for each
   // other), instead of relying on the occupancy query alone.
@@ -402,6 +399,19 @@ llvm::Error CudaExecutor::launchOn(cudaStream_t s) {
   config.attrs = &cooperative;
   config.numAttrs = 1;
   COLL_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::launchOn(cudaStream_t s) {
+  if (!prepared)
+    return fail("CudaExecutor::launch: no call is prepared");
+  COLL_CUDA_TRY(cudaSetDevice(deviceInfo.device));
+  if (params.iterations == 0 || shape.blocks == 0)
+    return llvm::Error::success();
+  if (copyEngineCall)
+    return launchCopyEngines(s);
+  if (llvm::Error err = launchKernel(params, s))
+    return err;
   if (averageKernel) {
     constexpr uint32_t Threads = 256;
     const uint64_t blocks = std::clamp<uint64_t>((averageElems + Threads - 1) / Threads, 1, 1024);

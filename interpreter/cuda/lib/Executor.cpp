@@ -176,7 +176,8 @@ llvm::Error CudaExecutor::start() {
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
                           &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable, &deps,
-                          &windowDescriptorTable, &windowBaseTable})
+                          &windowDescriptorTable, &windowBaseTable, &preTbs, &postTbs, &postSteps,
+                          &postDeps})
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.
@@ -218,6 +219,8 @@ llvm::Error CudaExecutor::start() {
   if (direct)
     if (llvm::Error err = uploadSignals())
       return err;
+  if (llvm::Error err = startCopyEngines())
+    return err;
   COLL_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void **>(&report), sizeof(WatchdogReport),
                               cudaHostAllocMapped));
   std::memset(report, 0, sizeof(WatchdogReport));

@@ -15,6 +15,7 @@
 //   Call.cpp         a call: preparation (tables, block size, kernel
 //                    build), launch, enqueue, finish, poll, abort, timing
 //   Timeline.cpp     the device's timeline of a call
+//   CopyEngines.cpp  a call's copies on copy engines between two kernels
 //
 // and beside it, Device.h (allocations, uploads, timing, the current
 // device), TimeReference.cpp (collbench's reference kernels) and
@@ -152,6 +153,8 @@ private:
   llvm::Error chooseKernel(uint8_t type, bool onWindows, uint32_t cap);
   /// The prepared call's kernels on `s`, without the executor's scope.
   llvm::Error launchOn(cudaStream_t s);
+  /// The collective kernel with `p`, cooperatively, at the prepared shape.
+  llvm::Error launchKernel(const KernelParams &p, cudaStream_t s);
   /// Waits for `s`; a watchdog stop becomes the error.
   llvm::Error finishOn(cudaStream_t s);
   /// The watchdog's report of a stopped launch as an error, the state
@@ -162,6 +165,12 @@ private:
   /// prepared call's memory is (docs/CUDA.md, "Traffic").
   void describeTraffic(const CallArgs &args) const;
 #endif
+
+  /// Copy engines: the plan's split (start), and for the prepared call
+  /// the copies (prepare) that launchOn runs between its two kernels.
+  llvm::Error startCopyEngines();
+  llvm::Error prepareCopyEngines(const CallArgs &args, CallResult &result);
+  llvm::Error launchCopyEngines(cudaStream_t s);
 
   //--- Timeline.cpp ---------------------------------------------------------
   /// Stores the timeline's buffers in the device state (null: none).
@@ -255,6 +264,20 @@ private:
   /// Blocks of other executors that share this GPU and run at the same
   /// time (importConnections): they must be resident together.
   uint64_t coResidentTbs = 0;
+
+  /// Copy engines (CudaOptions::copyEngineBytes): the plan's split, and
+  /// the tbs of its first and last runs, and the steps and dependencies of
+  /// the last (those on copies dropped), on the device.
+  std::optional<CopyPhases> copyPhases;
+  DeviceMemory preTbs, postTbs, postSteps, postDeps;
+  /// The prepared call runs its copies on copy engines: these, in order.
+  struct EngineCopy {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+  };
+  std::vector<EngineCopy> engineCopies;
+  bool copyEngineCall = false;
 
   std::optional<CallLayout> layout;
   uint64_t layoutCount = 0;

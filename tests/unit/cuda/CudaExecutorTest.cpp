@@ -151,6 +151,50 @@ TEST_F(GpuExecutor, DirectStepsMatchTheHost) {
   }
 }
 
+// Copy engines (docs/CUDA.md, "Copy engines"): an executor of every rank
+// whose plan splits runs a call's copies as cudaMemcpyAsync between a
+// kernel of the signals before them and one of those after; the results
+// equal the host's, call after call (each call takes two generations of
+// the device state), below the size the option names the kernel moves the
+// data, and a plan that does not split keeps its kernel.
+TEST_F(GpuExecutor, CopyEnginesRunTheCopiesBetweenTwoKernels) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+  gpuOptions.copyEngineBytes = 4096;
+  for (int n : {2, 3, 5})
+    for (const ir::Algorithm &alg :
+         {coll::testing::peerAllGather(n), coll::testing::peerAllGatherOnTbs(n)}) {
+      Plan plan = planOf(alg);
+      auto ex = makeExecutors(plan, hostOptions, gpuOptions);
+      for (uint64_t count : {1, 1001, 1024, 20000, 3}) {
+        const std::string what =
+            plan.name + " n=" + std::to_string(n) + " count=" + std::to_string(count);
+        expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, count, false, what);
+        // The same call once more, to see which way it ran.
+        CollectiveDesc desc = CollectiveDesc::of(plan);
+        CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 7);
+        uint32_t copies = 0;
+        llvm::Error err = coll::testing::runOnDevice(
+            call, DataType::Float32, [&](const CallArgs &args) -> llvm::Error {
+              auto result = ex.gpu->run(args);
+              if (!result)
+                return result.takeError();
+              copies = result->copyEngineCopies;
+              return llvm::Error::success();
+            });
+        ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+        EXPECT_EQ(call.check().wrong, 0u) << what;
+        // Each rank's copy and its puts to n-1 peers, where the call's
+        // output (n blocks of `count` floats) reaches 4096 bytes.
+        const bool engines = count * n * sizeof(float) >= 4096;
+        EXPECT_EQ(copies, engines ? uint32_t(n * n) : 0u) << what;
+      }
+    }
+  // The two-shot reduces: its kernel moves the data.
+  Plan twoShot = planOf(coll::testing::peerTwoShotAllReduce(3));
+  auto ex = makeExecutors(twoShot, hostOptions, gpuOptions);
+  expectSameAsHost(ex, DataType::Float32, ReduceOp::Sum, 20000, false, "two-shot");
+}
+
 /// Every rank's scratch for a float call of `count` elements on `plan`, in
 /// device memory of this process (which the other ranks' executors reach).
 struct SharedScratch {

@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 using namespace coll;
@@ -241,6 +242,80 @@ TEST(DirectSteps, PlanFoldsTheCopyAndFusesThePuts) {
 // Many calls on one executor, sizes from one element to several pipeline
 // iterations of tiny slots, every type and operator: the counters' bases
 // must carry over from call to call, whatever each call's iterations.
+// Copy engines (docs/CUDA.md, "Copy engines"): a plan splits where each
+// tb's copies are one run between the signals before and after them, a
+// signal and the wait that takes it in one run; the copies come out in an
+// order that keeps each after what it waits for; anything else is refused
+// at the step that shows it.
+TEST(DirectSteps, CopyEnginePhasesSplitCopiesFromSignals) {
+  for (int n : {2, 3, 5}) {
+    Plan plan = planOf(coll::testing::peerAllGather(n));
+    auto split = copyEnginePhases(plan);
+    ASSERT_TRUE(static_cast<bool>(split)) << llvm::toString(split.takeError());
+    ASSERT_EQ(split->begin.size(), plan.tbs.size());
+    // Per tb: n-1 start signals and waits, the fused put and the copy, n-1
+    // end signals and waits.
+    for (size_t t = 0; t < plan.tbs.size(); ++t) {
+      EXPECT_EQ(split->begin[t], 2 * (n - 1)) << "n=" << n << " tb " << t;
+      EXPECT_EQ(split->end[t], 2 * (n - 1) + 2) << "n=" << n << " tb " << t;
+      EXPECT_EQ(plan.tbs[t].nSteps, 4 * (n - 1) + 2);
+    }
+    ASSERT_EQ(split->copies.size(), size_t(2 * n));
+    for (const CopyPhases::Copy &c : split->copies) {
+      const PlanStep &s = plan.steps[size_t(c.step)];
+      EXPECT_TRUE(s.type == StepKind::Put || s.type == StepKind::Copy);
+      EXPECT_EQ(s.nsrc, s.type == StepKind::Put ? n - 1 : 1); // the fused put
+    }
+  }
+  // With the signals on tbs of their own, the puts wait for the start
+  // waits there and the end signals for the copy: the same split.
+  for (int n : {2, 4}) {
+    Plan plan = planOf(coll::testing::peerAllGatherOnTbs(n));
+    auto split = copyEnginePhases(plan);
+    ASSERT_TRUE(static_cast<bool>(split)) << llvm::toString(split.takeError());
+    for (int32_t r = 0; r < n; ++r) {
+      const int32_t data = plan.rankTbBegin[r];
+      EXPECT_EQ(split->begin[data], 0);
+      EXPECT_EQ(split->end[data], plan.tbs[data].nSteps); // nops, the fused put, the copy
+      for (int32_t t = data + 1; t < plan.rankTbBegin[r + 1]; ++t) {
+        EXPECT_EQ(split->begin[t], 2); // start signal and wait
+        EXPECT_EQ(split->end[t], 2);   // no copies; end signal and wait after them
+        EXPECT_EQ(plan.tbs[t].nSteps, 4);
+      }
+    }
+    EXPECT_EQ(split->copies.size(), size_t(2 * n));
+  }
+  // A reduction is not a copy.
+  auto twoShot = copyEnginePhases(planOf(coll::testing::peerTwoShotAllReduce(3)));
+  ASSERT_FALSE(static_cast<bool>(twoShot));
+  std::string why = llvm::toString(twoShot.takeError());
+  EXPECT_NE(why.find("copy engines: rank 0 tb 0 step "), std::string::npos) << why;
+  EXPECT_NE(why.find("('re'): neither a copy (cpy, put, get) nor a signal, wait or nop"),
+            std::string::npos)
+      << why;
+  // A copy before the start signals: the signals after it could publish
+  // what it wrote, so it cannot move past them.
+  ir::Algorithm early = coll::testing::peerAllGather(2);
+  for (ir::Gpu &g : early.gpus) {
+    std::vector<ir::Step> &steps = g.tbs[0].steps;
+    auto copy = std::find_if(steps.begin(), steps.end(),
+                             [](const ir::Step &s) { return s.type == ir::StepType::Copy; });
+    ir::Step moved = *copy;
+    steps.erase(copy);
+    steps.insert(steps.begin(), moved);
+  }
+  auto refused = copyEnginePhases(planOf(early));
+  ASSERT_FALSE(static_cast<bool>(refused));
+  why = llvm::toString(refused.takeError());
+  EXPECT_NE(why.find("('put'): a copy after a signal or wait that follows copies"),
+            std::string::npos)
+      << why;
+  // A plan of one rank lacks the other ranks' steps.
+  auto one = copyEnginePhases(slicePlan(planOf(coll::testing::peerAllGather(2)), 0));
+  ASSERT_FALSE(static_cast<bool>(one));
+  EXPECT_NE(llvm::toString(one.takeError()).find("a plan of one rank"), std::string::npos);
+}
+
 TEST(DirectSteps, HostExecutorRunsThemCallAfterCall) {
   for (int n : {2, 3, 4})
     for (auto &[name, alg] : peerAlgorithms(n))

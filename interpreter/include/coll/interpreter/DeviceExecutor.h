@@ -63,6 +63,12 @@ struct CudaOptions : ExecutorOptions {
   /// maps its page for the GPU (cudaHostRegister, counted per process);
   /// where that fails it runs without it.
   const void *hostStop = nullptr;
+  /// Copy engines (docs/CUDA.md, "Copy engines"): an executor of every rank
+  /// whose plan splits (copyEnginePhases) runs the copies of a call of at
+  /// least this many bytes (a rank's larger buffer) as cudaMemcpyAsync on
+  /// the call's stream, between a kernel of the signals before them and one
+  /// of those after; 0: never (the default).
+  uint64_t copyEngineBytes = 0;
 };
 
 /// What an executor of one rank tells the executors of the other ranks so

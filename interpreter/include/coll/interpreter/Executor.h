@@ -60,6 +60,9 @@ struct CallResult {
   bool inplace = false;
   uint64_t iterations = 0; ///< pipeline iterations the call took
   double seconds = 0;      ///< wall time of the collective itself
+  /// The copies the call runs on copy engines (CudaOptions::copyEngineBytes):
+  /// cudaMemcpyAsync calls per call; 0 where its kernels move the data.
+  uint32_t copyEngineCopies = 0;
 };
 
 /// What every backend's options share.

@@ -203,6 +203,43 @@ llvm::Error checkPlanIndices(const Plan &plan);
 llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &analysis,
                                llvm::StringRef fileName);
 
+/// Copy engines (docs/CUDA.md, "Copy engines"): a plan whose copies can run
+/// as copies of the GPU's copy engines (cudaMemcpyAsync), with kernels for
+/// its signals only. Each tb's steps split in three runs: what comes before
+/// its copies (signals, waits, nops), its copies (cpy, put, get and nops:
+/// no reduction, no FIFO), and what comes after them (signals, waits,
+/// nops). A step's run is the latest of its tb's previous step's and of
+/// its dependencies' (a signal, wait or nop after a copy is after the
+/// copies), and a signal and the wait that takes it (one ordinal of one
+/// signal pair) are in one run.
+/// A plan splits when every copy is then in the middle run.
+///
+/// Run so, a call is: a kernel of every tb's first run, then the copies in
+/// an order that keeps each after the copies it depends on, then a kernel
+/// of the last runs, where a dependency on a copy (done, by the stream's
+/// order) is dropped. That is a schedule the program allows: the first
+/// runs are closed under what they wait for (their dependencies and the
+/// signals their waits take are in them), so they complete as they would in the whole
+/// program; everything a copy waits for is done before it, and everything
+/// that waits for a copy comes after it. The checker's proof of the
+/// program (no race, no deadlock, the result) holds for it.
+struct CopyPhases {
+  /// Per tb of the plan: its middle run is steps [begin, end) of the tb.
+  std::vector<int32_t> begin, end;
+  /// The steps of the middle runs that move data (not nops): the global tb
+  /// and the index into Plan::steps, in an order that keeps each after
+  /// every copy it depends on.
+  struct Copy {
+    int32_t tb, step;
+  };
+  std::vector<Copy> copies;
+};
+
+/// The copy-engine split of `plan` (which holds every rank: planRank < 0,
+/// as an executor of every rank has it); an error naming the first step
+/// that prevents it (and why) otherwise.
+llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan);
+
 /// A plan resolved for one element count.
 struct CallLayout {
   ir::ChunkLayout layout;

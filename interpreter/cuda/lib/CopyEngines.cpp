@@ -1,0 +1,165 @@
+//===- CopyEngines.cpp - A call's copies on the GPU's copy engines --------===//
+//
+// A plan whose copies split from its signals (copyEnginePhases, Plan.h) can
+// run a call's copies as cudaMemcpyAsync on the call's stream, which the
+// copy engines carry out without SMs, as NCCL 2.28's copy-engine
+// collectives do. The call is then three things in stream order:
+//
+//   1. a kernel of every tb's first run: the signals and waits before its
+//      copies (a peer's "I have started");
+//   2. the copies, one cudaMemcpyAsync per chunk and destination, in an
+//      order that keeps each after the copies it waits for;
+//   3. a kernel of every tb's last run: the signals and waits after its
+//      copies ("I have written you"), whose dependencies on copies are
+//      dropped (done, by the stream's order).
+//
+// Both kernels are the collective kernel itself, given tables of the runs'
+// tbs (and for the last, its steps and dependencies), with one pipeline
+// iteration: their steps move no data. Each kernel ends by advancing the
+// device state's generation, so a call takes two generations; the signals
+// of one run are all raised and waited on in one kernel (the split puts a
+// signal pair's steps in one run), and the flags a step of the last run
+// waits on are those of its own kernel. Only an executor of every rank
+// (CudaOptions::rank -1) runs so: it holds every rank's buffers, and its
+// kernels are every rank's, so every rank moves a generation per kernel.
+// An executor of one rank (a process of a job) keeps its kernels: the
+// peers' buffers of the call are known on its device, not on the host
+// (docs/CUDA.md, "Copy engines", says what it would take).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Executor.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+namespace coll::interp::cuda {
+
+llvm::Error CudaExecutor::startCopyEngines() {
+  copyPhases.reset();
+  if (!options.copyEngineBytes || oneRank() || !direct || proto != Proto::Simple)
+    return llvm::Error::success();
+  auto split = copyEnginePhases(plan_);
+  if (!split) {
+    // The plan does not split: its calls run their kernel, as without the
+    // option (collrun says why, from copyEnginePhases, where it asks).
+    llvm::consumeError(split.takeError());
+    return llvm::Error::success();
+  }
+  std::vector<PlanTb> pre(plan_.tbs), post(plan_.tbs);
+  for (size_t t = 0; t < plan_.tbs.size(); ++t) {
+    pre[t].nSteps = split->begin[t];
+    post[t].stepBegin += split->end[t];
+    post[t].nSteps -= split->end[t];
+  }
+  // The last runs' dependencies, without those on the middle runs (the
+  // step that publishes a dependency's IR step: the first of its tb at or
+  // past it).
+  auto middle = [&](const PlanDep &d) {
+    const PlanTb &tb = plan_.tbs[static_cast<size_t>(d.tb)];
+    const PlanStep *first = plan_.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
+    const PlanStep *at = std::lower_bound(
+        first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
+    const int32_t i = static_cast<int32_t>(at - first);
+    return i >= split->begin[static_cast<size_t>(d.tb)] &&
+           i < split->end[static_cast<size_t>(d.tb)];
+  };
+  std::vector<PlanStep> steps2(plan_.steps);
+  std::vector<PlanDep> deps2;
+  for (size_t t = 0; t < plan_.tbs.size(); ++t)
+    for (int32_t i = split->end[t]; i < plan_.tbs[t].nSteps; ++i) {
+      PlanStep &s = steps2[static_cast<size_t>(plan_.tbs[t].stepBegin + i)];
+      std::vector<PlanDep> kept;
+      for (const PlanDep &d : plan_.dependencies(s))
+        if (!middle(d))
+          kept.push_back(d);
+      if (kept.empty()) {
+        s.depTb = -1;
+        s.depStep = -1;
+      } else if (kept.size() == 1) {
+        s.depTb = kept[0].tb;
+        s.depStep = kept[0].step;
+      } else {
+        s.depTb = -static_cast<int32_t>(kept.size());
+        s.depStep = static_cast<int32_t>(deps2.size());
+        deps2.insert(deps2.end(), kept.begin(), kept.end());
+      }
+    }
+  if (llvm::Error err = upload(preTbs, pre.data(), pre.size(), stream))
+    return err;
+  if (llvm::Error err = upload(postTbs, post.data(), post.size(), stream))
+    return err;
+  if (llvm::Error err = upload(postSteps, steps2.data(), steps2.size(), stream))
+    return err;
+  if (llvm::Error err = upload(postDeps, deps2.data(), deps2.size(), stream))
+    return err;
+  copyPhases = std::move(*split);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, CallResult &result) {
+  copyEngineCall = false;
+  engineCopies.clear();
+  const uint64_t es = dataTypeSize(args.type);
+  const uint64_t bytes = std::max(layout->inputElems, layout->outputElems) * es;
+  if (!copyPhases || bytes < options.copyEngineBytes || result.iterations == 0)
+    return llvm::Error::success();
+  auto base = [&](int32_t rank, uint8_t buffer) {
+    const RankPointers &r = rankTable[static_cast<size_t>(rank)];
+    return static_cast<unsigned char *>(buffer == 0 ? r.input : buffer == 1 ? r.output : r.scratch);
+  };
+  for (const CopyPhases::Copy &c : copyPhases->copies) {
+    const PlanStep &step = plan_.steps[static_cast<size_t>(c.step)];
+    const PlanStepPeer d = plan_.stepPeer(static_cast<size_t>(c.step));
+    const int32_t rank = plan_.tbs[static_cast<size_t>(c.tb)].rank;
+    const bool put = step.type == StepKind::Put, get = step.type == StepKind::Get;
+    const int32_t ndst = put ? step.nsrc : 1;
+    for (int32_t chunk = 0; chunk < step.count; ++chunk) {
+      const CallSlice *slice =
+          layout->slices.data() + step.sliceBegin + static_cast<int64_t>(chunk) * step.nsrc;
+      if (!slice->nelem)
+        continue;
+      const unsigned char *src = base(get ? d.peer : rank, step.srcBuf) + slice->src * es;
+      for (int32_t r = 0; r < ndst; ++r) {
+        const int32_t to =
+            !put ? rank : r == 0 ? d.peer : plan_.memberPeers[static_cast<size_t>(d.members + r)];
+        unsigned char *dst = base(to, step.dstBuf) + slice[r].dst * es;
+        const uint64_t n = slice->nelem * es;
+        // A copy that continues the previous one on both sides joins it.
+        if (!engineCopies.empty()) {
+          EngineCopy &last = engineCopies.back();
+          if (static_cast<unsigned char *>(last.dst) + last.bytes == dst &&
+              static_cast<const unsigned char *>(last.src) + last.bytes == src) {
+            last.bytes += n;
+            continue;
+          }
+        }
+        if (src != dst) // an in-place rank's own block: nothing to move
+          engineCopies.push_back({dst, src, n});
+      }
+    }
+  }
+  copyEngineCall = true;
+  result.copyEngineCopies = static_cast<uint32_t>(engineCopies.size());
+  return llvm::Error::success();
+}
+
+llvm::Error CudaExecutor::launchCopyEngines(cudaStream_t s) {
+  // One iteration: the runs' steps move no data.
+  KernelParams before = params;
+  before.tbs = preTbs.as<PlanTb>();
+  before.iterations = 1;
+  if (llvm::Error err = launchKernel(before, s))
+    return err;
+  for (const EngineCopy &c : engineCopies)
+    COLL_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s));
+  KernelParams after = params;
+  after.tbs = postTbs.as<PlanTb>();
+  after.steps = postSteps.as<PlanStep>();
+  after.deps = postDeps.as<PlanDep>();
+  after.iterations = 1;
+  return launchKernel(after, s);
+}
+
+} // namespace coll::interp::cuda
