@@ -580,6 +580,16 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
   plan.sliceClasses.erase(std::unique(plan.sliceClasses.begin(), plan.sliceClasses.end()),
                           plan.sliceClasses.end());
   waitDirectly(plan);
+  // Copy engines: where the whole job's copies split from its signals, each
+  // tb's runs, for the executors of every rank and of one (CopyEngines.cpp).
+  if (!plan.stepPeers.empty() && plan.protocol == ir::Protocol::Simple) {
+    if (auto split = copyEnginePhases(plan)) {
+      plan.copyBegin = std::move(split->begin);
+      plan.copyEnd = std::move(split->end);
+    } else {
+      llvm::consumeError(split.takeError());
+    }
+  }
   return plan;
 }
 
@@ -676,6 +686,10 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
     }
   }
   plan.tbs.assign(whole.tbs.begin() + first, whole.tbs.begin() + last);
+  if (!whole.copyBegin.empty()) {
+    plan.copyBegin.assign(whole.copyBegin.begin() + first, whole.copyBegin.begin() + last);
+    plan.copyEnd.assign(whole.copyEnd.begin() + first, whole.copyEnd.begin() + last);
+  }
   for (PlanTb &tb : plan.tbs) {
     tb.stepBegin -= stepBase;
     tb.sliceBegin -= sliceBase;
@@ -744,6 +758,12 @@ llvm::Error checkPlanIndices(const Plan &p) {
   const auto nconns = static_cast<int64_t>(p.connections.size());
   if (!p.stepPeers.empty() && p.stepPeers.size() != p.steps.size())
     return bad("its direct steps' records");
+  if (p.copyBegin.size() != p.copyEnd.size() ||
+      (!p.copyBegin.empty() && p.copyBegin.size() != p.tbs.size()))
+    return bad("its copy-engine runs");
+  for (size_t t = 0; t < p.copyBegin.size(); ++t)
+    if (p.copyBegin[t] < 0 || p.copyBegin[t] > p.copyEnd[t] || p.copyEnd[t] > p.tbs[t].nSteps)
+      return bad("the copy-engine runs of tb " + llvm::Twine(t));
   auto directOk = [&](const PlanStep &s, const PlanStepPeer &d, int32_t rank) {
     return directOkIn(p, s, d, rank);
   };
@@ -825,6 +845,67 @@ llvm::Error checkPlanIndices(const Plan &p) {
   return llvm::Error::success();
 }
 
+namespace {
+
+/// The step that publishes what a dependency waits for: the first of its tb
+/// at or past the IR step (flags count up through a tb's steps); -1 past
+/// the tb's end.
+int32_t publisherOf(const Plan &plan, const PlanDep &d) {
+  const PlanTb &tb = plan.tbs[static_cast<size_t>(d.tb)];
+  const PlanStep *first = plan.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
+  const PlanStep *at = std::lower_bound(
+      first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
+  return at == last ? -1 : static_cast<int32_t>(at - plan.steps.data());
+}
+
+/// CopyPhases::copies from begin and end: each tb's middle run in its order,
+/// a tb waiting where its next step depends on a middle-run step not yet
+/// taken.
+llvm::Error orderCopies(const Plan &plan, CopyPhases &out) {
+  const int32_t ntbs = static_cast<int32_t>(plan.tbs.size());
+  std::vector<int32_t> tbOf(plan.steps.size(), -1);
+  for (int32_t t = 0; t < ntbs; ++t)
+    for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i)
+      tbOf[static_cast<size_t>(plan.tbs[t].stepBegin + i)] = t;
+  auto middle = [&](int32_t k) {
+    const int32_t t = tbOf[static_cast<size_t>(k)];
+    const int32_t i = k - plan.tbs[t].stepBegin;
+    return i >= out.begin[t] && i < out.end[t];
+  };
+  std::vector<uint8_t> taken(plan.steps.size(), 0);
+  std::vector<int32_t> at(out.begin);
+  out.copies.clear();
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int32_t t = 0; t < ntbs; ++t)
+      for (; at[t] < out.end[t]; ++at[t]) {
+        const int32_t k = plan.tbs[t].stepBegin + at[t];
+        bool ready = true;
+        for (const PlanDep &d : plan.dependencies(plan.steps[k]))
+          if (int32_t j = publisherOf(plan, d); j >= 0 && middle(j) && !taken[j])
+            ready = false;
+        if (!ready)
+          break;
+        taken[k] = 1;
+        progress = true;
+        const StepKind kind = plan.steps[k].type;
+        if (kind == StepKind::Copy || kind == StepKind::Put || kind == StepKind::Get)
+          out.copies.push_back({t, k});
+      }
+  }
+  for (int32_t t = 0; t < ntbs; ++t)
+    if (at[t] < out.end[t]) {
+      const PlanTb &tb = plan.tbs[t];
+      return planError(plan.fileName, 0,
+                       llvm::formatv("copy engines: rank {0} tb {1} step {2}: its copies wait "
+                                     "for each other in a cycle",
+                                     tb.rank, tb.tb, at[t]));
+    }
+  return llvm::Error::success();
+}
+
+} // namespace
+
 llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
   auto refuse = [&](const llvm::Twine &why) {
     return planError(plan.fileName, 0, "copy engines: " + why);
@@ -865,15 +946,7 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
     }
   if (!anyCopy)
     return refuse("the plan has no copies");
-  // The step that publishes what a dependency waits for: the first of its
-  // tb at or past the IR step (flags count up through a tb's steps).
-  auto stepOf = [&](const PlanDep &d) {
-    const PlanTb &tb = plan.tbs[d.tb];
-    const PlanStep *first = plan.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
-    const PlanStep *at = std::lower_bound(
-        first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
-    return at == last ? -1 : static_cast<int32_t>(at - plan.steps.data());
-  };
+  auto stepOf = [&](const PlanDep &d) { return publisherOf(plan, d); };
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t t = 0; t < ntbs; ++t)
@@ -920,31 +993,22 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
       ++i;
     out.end[t] = i;
   }
-  // The copies in an order that keeps each after the copies it waits for:
-  // each tb's in its order, a tb waiting where its next step depends on a
-  // middle-run step not yet taken.
-  std::vector<uint8_t> taken(plan.steps.size(), 0);
-  std::vector<int32_t> at(out.begin);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int32_t t = 0; t < ntbs; ++t)
-      for (; at[t] < out.end[t]; ++at[t]) {
-        const int32_t k = plan.tbs[t].stepBegin + at[t];
-        bool ready = true;
-        for (const PlanDep &d : plan.dependencies(plan.steps[k]))
-          if (int32_t j = stepOf(d); j >= 0 && phase[j] == 1 && !taken[j])
-            ready = false;
-        if (!ready)
-          break;
-        taken[k] = 1;
-        progress = true;
-        if (isCopy(plan.steps[k].type))
-          out.copies.push_back({t, k});
-      }
+  if (llvm::Error err = orderCopies(plan, out))
+    return err;
+  return out;
+}
+
+std::optional<CopyPhases> storedCopyPhases(const Plan &plan) {
+  if (plan.copyBegin.empty() || plan.copyBegin.size() != plan.tbs.size() ||
+      plan.copyEnd.size() != plan.tbs.size())
+    return std::nullopt;
+  CopyPhases out;
+  out.begin = plan.copyBegin;
+  out.end = plan.copyEnd;
+  if (llvm::Error err = orderCopies(plan, out)) { // checkPlanIndices keeps it from a damaged plan
+    llvm::consumeError(std::move(err));
+    return std::nullopt;
   }
-  for (int32_t t = 0; t < ntbs; ++t)
-    if (at[t] < out.end[t])
-      return refuseAt(t, at[t], "its copies wait for each other in a cycle");
   return out;
 }
 

@@ -128,6 +128,7 @@ Communicator::Impl::deviceFor(const std::shared_ptr<const Compiled> &compiled, i
     options.simpleSlotBytes = static_cast<uint32_t>(config.slotBytes[0]);
     options.llSlotBytes = static_cast<uint32_t>(config.slotBytes[1]);
     options.ll128SlotBytes = static_cast<uint32_t>(config.slotBytes[2]);
+    options.copyEngineBytes = config.copyEngineBytes;
     auto made = backend->create(compiled->plan, options, device);
     if (made) {
       created = std::move(*made);
@@ -320,7 +321,7 @@ struct PlanBuffers {
 llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                          const interp::Plan &plan, std::array<bool, 3> uses,
                                          DeviceExecutor *device, PreparedCollective &out,
-                                         bool shared, bool gpuArea = false) {
+                                         bool shared, bool gpuArea = false, bool alike = false) {
   const ir::CollectiveInfo info = ir::collectiveInfo(collectiveOf(op.kind));
   const size_t es = interp::dataTypeSize(op.type);
   const uint64_t n = static_cast<uint64_t>(c.nranks);
@@ -350,11 +351,16 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
                                      : off.outputInInput ? "recvbuff == sendbuff + rank*count"
                                                          : "sendbuff == recvbuff"));
   }
-  const bool inPlace = inMeaningful && outMeaningful
+  // `alike` (copy engines, decided alike on every rank): every rank's call
+  // goes through its area in the same mode, out of place where the plan
+  // has it, whatever the caller's buffers, so that each rank's host can
+  // name its peers' (CallArgs::peersAlike).
+  const bool inPlace = alike ? !plan.outofplace
+                       : inMeaningful && outMeaningful
                            ? (b.userInPlace ? plan.inplace : !plan.outofplace)
                            : plan.inplace;
   // Direct steps on buffers the peers cannot reach: through the area.
-  const bool windowed = shared && (inMeaningful || outMeaningful) &&
+  const bool windowed = !alike && shared && (inMeaningful || outMeaningful) &&
                         (!inMeaningful || c.windowSlotOf(userIn, inElems * es)) &&
                         (!outMeaningful || c.windowSlotOf(userOut, outElems * es));
   const bool copies = shared && !windowed;
@@ -439,6 +445,28 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
     b.windowed = windowed;
   return b;
 }
+
+} // namespace
+
+void Communicator::Impl::sayCopyEngines(const Op &op, const std::string &algo, uint64_t bytes,
+                                        uint32_t copies) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(refusedMutex);
+    first = copyEnginesSaid.emplace(algo, bytes).second;
+  }
+  const std::string text = llvm::formatv(
+      "{0} of {1} B: {2}'s copies on the copy engines ({3} cudaMemcpyAsync between a kernel of "
+      "its signals before them and one of those after; every rank's buffers staged in its "
+      "area; COLL_COPY_ENGINE={4})",
+      opKindName(op.kind), bytes, algo, copies, config.copyEngineBytes);
+  if (first)
+    COLL_LOG(Info, Coll, rank, text);
+  else
+    COLL_LOG(Trace, Coll, rank, text);
+}
+
+namespace {
 
 /// At COLL_DEBUG=TRACE: the call, what serves it, and how its buffers fit.
 void logCall(const Communicator::Impl &c, const Op &op, const Choice &choice,
@@ -605,7 +633,16 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
                                              plan.fileName + ": direct steps on GPU buffers"))
       return err;
   }
-  auto buffers = adaptBuffers(c, op, plan, uses, device, out, direct || deviceDirect, gpuArea);
+  // Copy engines (COLL_COPY_ENGINE; docs/RUNTIME.md): a call large enough
+  // on a program that splits (the same on every rank: the plan, the count
+  // and the agreed setting) stages every rank's buffers in its area.
+  const uint64_t callBytes =
+      std::max((*layout)->inputElems, (*layout)->outputElems) * interp::dataTypeSize(op.type);
+  const bool engines = deviceDirect && c.config.copyEngineBytes &&
+                       callBytes >= c.config.copyEngineBytes && !plan.copyBegin.empty() &&
+                       plan.protocol == ir::Protocol::Simple;
+  auto buffers =
+      adaptBuffers(c, op, plan, uses, device, out, direct || deviceDirect, gpuArea, engines);
   if (!buffers)
     return buffers.takeError();
   logCall(c, op, choice, plan, *buffers, device != nullptr);
@@ -635,8 +672,12 @@ llvm::Error prepareCollective(Communicator::Impl &c, const Op &op, PreparedColle
           return region.takeError();
       }
     }
-    if (auto prepared = device->prepare(args); !prepared)
+    args.peersAlike = engines;
+    auto prepared = device->prepare(args);
+    if (!prepared)
       return collError(collInvalidUsage, llvm::toString(prepared.takeError()));
+    if (prepared->copyEngineCopies)
+      c.sayCopyEngines(op, choice.algo->name, callBytes, prepared->copyEngineCopies);
     if (out.postBytes) {
       out.after.push_back({out.postDst, out.postSrc, out.postBytes});
       out.postBytes = 0;

@@ -469,6 +469,11 @@ public:
   /// Algorithms whose executor could not be made on this communicator's
   /// devices, with why (every rank learns it at the same call, through
   /// agree(); deviceFor): the selection passes over them from then on.
+  /// Copy engines (COLL_COPY_ENGINE): says at COLL_DEBUG=INFO, once per
+  /// program and size, that a call runs its copies on the copy engines
+  /// (every call at TRACE).
+  void sayCopyEngines(const Op &op, const std::string &algo, uint64_t bytes, uint32_t copies);
+  std::set<std::pair<std::string, uint64_t>> copyEnginesSaid; ///< refusedMutex
   std::map<const LoadedAlgorithm *, std::string> refusedOnDevice; ///< refusedMutex
   mutable std::mutex refusedMutex;
   /// Bumped whenever the selection's answers may change (avoidLL128,

@@ -51,7 +51,7 @@ std::string envString(const char *name) {
 
 uint64_t Config::agreedHash() const {
   return llvm::hash_combine(slotBytes[0], slotBytes[1], slotBytes[2], builtin, emulatedDevice,
-                            compileOnFirstUse);
+                            compileOnFirstUse, copyEngineBytes);
 }
 
 llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
@@ -72,6 +72,8 @@ llvm::Expected<Config> resolveConfig(const collConfig_t *cfg) {
                                        slotVars[p], std::getenv(slotVars[p])));
       c.slotBytes[p] = *v;
     }
+  if (auto v = envBytes("COLL_COPY_ENGINE", error))
+    c.copyEngineBytes = *v;
   if (!error.empty())
     return collError(collInvalidArgument, error);
   c.algoDir = envString("COLL_ALGO_DIR");

@@ -242,6 +242,8 @@ template <typename IO, typename P> void rankRecords(IO &io, P &plan) {
   io.records(plan.stepPeers);
   io.records(plan.deps);
   io.records(plan.slices);
+  io.records(plan.copyBegin);
+  io.records(plan.copyEnd);
 }
 
 /// Where rank r's part is, after the common part.

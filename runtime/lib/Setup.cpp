@@ -75,7 +75,9 @@ llvm::Error Communicator::Impl::setup() {
     if (p.configHash != me.configHash)
       return collError(collInvalidUsage,
                        llvm::formatv("rank {0} and rank {1} run with different settings "
-                                     "(COLL_*_SLOT_BYTES or the built-in algorithm set)",
+                                     "(COLL_*_SLOT_BYTES, COLL_COPY_ENGINE, "
+                                     "COLL_EMULATED_DEVICE, COLL_COMPILE_ON_FIRST_USE or the "
+                                     "built-in algorithm set)",
                                      rank, p.rank));
   findShape();
   const LocalRanks here = findLocalRanks();

@@ -213,7 +213,7 @@ llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
     if (rootOnly && oneRank() && options.rank != plan_.root)
       averageKernel = nullptr; // only the root's output holds the result
   }
-  if (llvm::Error err = prepareCopyEngines(args, result))
+  if (llvm::Error err = prepareCopyEngines(args, own, result))
     return err;
 #if COLL_CUDA_EMULATION
   if (simt::countingTraffic.load(std::memory_order_relaxed))

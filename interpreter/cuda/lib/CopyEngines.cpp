@@ -19,16 +19,19 @@
 // device state's generation, so a call takes two generations; the signals
 // of one run are all raised and waited on in one kernel (the split puts a
 // signal pair's steps in one run), and the flags a step of the last run
-// waits on are those of its own kernel. Only an executor of every rank
-// (CudaOptions::rank -1) runs so: it holds every rank's buffers, and its
-// kernels are every rank's, so every rank moves a generation per kernel.
-// An executor of one rank (a process of a job) keeps its kernels: the
-// peers' buffers of the call are known on its device, not on the host
-// (docs/CUDA.md, "Copy engines", says what it would take).
+// waits on are those of its own kernel. Every rank must then run its call
+// so: an executor of every rank does; the executors of one rank each (a
+// job's processes) do when the runtime says so for the call
+// (CallArgs::peersAlike, which it decides alike on every rank): the
+// peers' buffers of the call are then where this rank's are in its window
+// slot 0 (the runtime's area), each moved by its own rank's in-place
+// offset, so that the host can name them (docs/CUDA.md, "Copy engines").
 //
 //===----------------------------------------------------------------------===//
 
 #include "Executor.h"
+
+#include "coll/ir/Geometry.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -38,15 +41,13 @@ namespace coll::interp::cuda {
 
 llvm::Error CudaExecutor::startCopyEngines() {
   copyPhases.reset();
-  if (!options.copyEngineBytes || oneRank() || !direct || proto != Proto::Simple)
+  if (!options.copyEngineBytes || !direct || proto != Proto::Simple)
     return llvm::Error::success();
-  auto split = copyEnginePhases(plan_);
-  if (!split) {
-    // The plan does not split: its calls run their kernel, as without the
-    // option (collrun says why, from copyEnginePhases, where it asks).
-    llvm::consumeError(split.takeError());
+  // Where the job splits (buildPlan), else its calls run their kernel as
+  // without the option (collrun says why: copyEnginePhases).
+  std::optional<CopyPhases> split = storedCopyPhases(plan_);
+  if (!split)
     return llvm::Error::success();
-  }
   std::vector<PlanTb> pre(plan_.tbs), post(plan_.tbs);
   for (size_t t = 0; t < plan_.tbs.size(); ++t) {
     pre[t].nSteps = split->begin[t];
@@ -98,21 +99,68 @@ llvm::Error CudaExecutor::startCopyEngines() {
   return llvm::Error::success();
 }
 
-llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, CallResult &result) {
+llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, const WindowDescriptor &own,
+                                             CallResult &result) {
   copyEngineCall = false;
   engineCopies.clear();
   const uint64_t es = dataTypeSize(args.type);
   const uint64_t bytes = std::max(layout->inputElems, layout->outputElems) * es;
   if (!copyPhases || bytes < options.copyEngineBytes || result.iterations == 0)
     return llvm::Error::success();
-  auto base = [&](int32_t rank, uint8_t buffer) {
-    const RankPointers &r = rankTable[static_cast<size_t>(rank)];
-    return static_cast<unsigned char *>(buffer == 0 ? r.input : buffer == 1 ? r.output : r.scratch);
+  // One rank: the peers' buffers of the call are where this rank's are in
+  // its window slot 0 (the runtime's area), each moved by its own rank's
+  // in-place offset (CallArgs::peersAlike); else the kernel runs.
+  if (oneRank() && (!args.peersAlike || peerWindows.empty()))
+    return llvm::Error::success();
+  // One rank: the buffers' offsets in slot 0, unshifted; where one is not
+  // in slot 0, a copy that reaches a peer's buffer of that kind fails.
+  uint64_t area[3] = {0, 0, 0};
+  bool placed[3] = {false, false, false};
+  auto shift = [&](int32_t rank, int buffer) -> uint64_t {
+    if (!result.inplace || buffer == 2)
+      return 0;
+    const ir::InPlaceOffsets off = ir::inPlaceOffsets(plan_.shape, rank, args.count);
+    return (buffer == 0 ? off.inputInOutput : off.outputInInput) * es;
+  };
+  if (oneRank())
+    for (int b = 0; b < 3; ++b)
+      if ((own.at[b] >> WindowOffsetBits) == 1) {
+        area[b] = (own.at[b] & ((uint64_t(1) << WindowOffsetBits) - 1)) - shift(options.rank, b);
+        placed[b] = true;
+      }
+  auto notPlaced = [&](uint8_t b) {
+    const char *name = b == 0 ? "input" : b == 1 ? "output" : "scratch";
+    return fail(own.at[b] == 0
+                    ? llvm::formatv("{0}: copy engines: rank {1}'s {2} buffer is in no window, "
+                                    "where its peers' are said to be in slot 0 "
+                                    "(CallArgs::peersAlike)",
+                                    plan_.fileName, options.rank, name)
+                          .str()
+                    : llvm::formatv("{0}: copy engines: rank {1}'s {2} buffer is in its window "
+                                    "slot {3}, not in slot 0 where its peers' are said to be "
+                                    "(CallArgs::peersAlike)",
+                                    plan_.fileName, options.rank, name,
+                                    (own.at[b] >> WindowOffsetBits) - 1)
+                          .str());
+  };
+  auto base = [&](int32_t rank, uint8_t buffer) -> unsigned char * {
+    if (!oneRank() || rank == options.rank) {
+      const RankPointers &r = rankTable[static_cast<size_t>(rank)];
+      return static_cast<unsigned char *>(buffer == 0   ? r.input
+                                          : buffer == 1 ? r.output
+                                                        : r.scratch);
+    }
+    const PeerWindows &w = peerWindows[static_cast<size_t>(rank)];
+    if (w.windows.empty() || !w.windows[0].base)
+      return nullptr;
+    return static_cast<unsigned char *>(w.windows[0].base) + area[buffer] + shift(rank, buffer);
   };
   for (const CopyPhases::Copy &c : copyPhases->copies) {
+    const int32_t rank = plan_.tbs[static_cast<size_t>(c.tb)].rank;
+    if (oneRank() && rank != options.rank)
+      continue;
     const PlanStep &step = plan_.steps[static_cast<size_t>(c.step)];
     const PlanStepPeer d = plan_.stepPeer(static_cast<size_t>(c.step));
-    const int32_t rank = plan_.tbs[static_cast<size_t>(c.tb)].rank;
     const bool put = step.type == StepKind::Put, get = step.type == StepKind::Get;
     const int32_t ndst = put ? step.nsrc : 1;
     for (int32_t chunk = 0; chunk < step.count; ++chunk) {
@@ -120,12 +168,24 @@ llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, CallResult &r
           layout->slices.data() + step.sliceBegin + static_cast<int64_t>(chunk) * step.nsrc;
       if (!slice->nelem)
         continue;
-      const unsigned char *src = base(get ? d.peer : rank, step.srcBuf) + slice->src * es;
+      if (oneRank() && get && !placed[step.srcBuf])
+        return notPlaced(step.srcBuf);
+      if (oneRank() && put && !placed[step.dstBuf])
+        return notPlaced(step.dstBuf);
+      const unsigned char *from = base(get ? d.peer : rank, step.srcBuf);
       for (int32_t r = 0; r < ndst; ++r) {
         const int32_t to =
             !put ? rank : r == 0 ? d.peer : plan_.memberPeers[static_cast<size_t>(d.members + r)];
-        unsigned char *dst = base(to, step.dstBuf) + slice[r].dst * es;
+        unsigned char *into = base(to, step.dstBuf);
+        if (!from || !into)
+          return fail(llvm::formatv("{0}: copy engines: rank {1} reaches rank {2}, whose "
+                                    "window slot 0 it was not given (setPeerWindows)",
+                                    plan_.fileName, rank, from ? to : d.peer));
+        const unsigned char *src = from + slice->src * es;
+        unsigned char *dst = into + slice[r].dst * es;
         const uint64_t n = slice->nelem * es;
+        if (src == dst) // an in-place rank's own block: nothing to move
+          continue;
         // A copy that continues the previous one on both sides joins it.
         if (!engineCopies.empty()) {
           EngineCopy &last = engineCopies.back();
@@ -135,8 +195,7 @@ llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, CallResult &r
             continue;
           }
         }
-        if (src != dst) // an in-place rank's own block: nothing to move
-          engineCopies.push_back({dst, src, n});
+        engineCopies.push_back({dst, src, n});
       }
     }
   }

@@ -169,7 +169,8 @@ private:
   /// Copy engines: the plan's split (start), and for the prepared call
   /// the copies (prepare) that launchOn runs between its two kernels.
   llvm::Error startCopyEngines();
-  llvm::Error prepareCopyEngines(const CallArgs &args, CallResult &result);
+  llvm::Error prepareCopyEngines(const CallArgs &args, const WindowDescriptor &own,
+                                 CallResult &result);
   llvm::Error launchCopyEngines(cudaStream_t s);
 
   //--- Timeline.cpp ---------------------------------------------------------

@@ -510,6 +510,82 @@ TEST_F(GpuExecutor, DirectStepsOnPeerWindows) {
   }
 }
 
+// Copy engines on executors of one rank each, as a job's processes run
+// them: with CallArgs::peersAlike every rank's buffers lie at the same
+// places of its window slot 0 (as the runtime stages them in its area), so
+// each rank's host names its peers' and enqueues its own copies; results
+// match the host backend's. Buffers outside slot 0 are refused by name,
+// and without peersAlike the kernel moves the data.
+TEST_F(GpuExecutor, CopyEnginesOnExecutorsOfOneRank) {
+  auto [hostOptions, gpuOptions] = optionsWithSlots(64);
+  gpuOptions.copyEngineBytes = 1;
+  gpuOptions.watchdogMs = static_cast<uint32_t>(coll::testing::scaledMs(20000));
+  const uint64_t count = 1001;
+  for (int n : {2, 3}) {
+    Plan plan = planOf(coll::testing::peerAllGatherOnTbs(n));
+    auto host = HostExecutor::create(plan, hostOptions);
+    ASSERT_TRUE(static_cast<bool>(host)) << llvm::toString(host.takeError());
+    coll::testing::RankExecutors ranks = oneRankEach(plan, gpuOptions);
+    ASSERT_EQ(ranks.size(), static_cast<size_t>(n));
+    RankWindows windows(n, 2 * (count * n * 4 + 4096));
+    CollectiveDesc desc = CollectiveDesc::of(plan);
+    for (int mode = 0; mode < 3; ++mode) { // 0: alike; 1: not said; 2: in slot 1
+      const std::string what = "n=" + std::to_string(n) + " mode " + std::to_string(mode);
+      CheckedCall reference(desc, DataType::Float32, ReduceOp::Sum, count, false, 5);
+      auto done = (*host)->run(reference.args());
+      ASSERT_TRUE(static_cast<bool>(done)) << llvm::toString(done.takeError());
+      CheckedCall call(desc, DataType::Float32, ReduceOp::Sum, count, false, 5);
+      const uint64_t inBytes = call.inputElems() * 4, outBytes = call.outputElems() * 4;
+      std::vector<std::string> failures(n);
+      std::vector<uint32_t> copies(n, 0);
+      llvm::Error err = coll::testing::runOnDevice(
+          call, DataType::Float32, [&](const CallArgs &a) -> llvm::Error {
+            for (int32_t r = 0; r < n; ++r) {
+              std::vector<PeerWindows> all = windows.ranks;
+              all[r].scratch = static_cast<unsigned char *>(windows.ranks[r].windows[1].base) +
+                               windows.bytes / 2;
+              if (llvm::Error e = ranks[r]->setPeerWindows(all))
+                return e;
+            }
+            std::vector<std::thread> threads;
+            for (int32_t r = 0; r < n; ++r)
+              threads.emplace_back([&, r] {
+                auto *slot = static_cast<unsigned char *>(
+                    windows.ranks[r].windows[mode == 2 ? 1 : 0].base);
+                RankWindows::Place at{slot, slot + (inBytes + 255) / 256 * 256, nullptr};
+                CallArgs mine = a;
+                std::tie(mine.input[r], mine.output[r]) =
+                    moveRank(a, r, false, inBytes, outBytes, at, false);
+                mine.peersAlike = mode != 1;
+                if (auto result = ranks[r]->run(mine); !result)
+                  failures[r] = llvm::toString(result.takeError());
+                else
+                  copies[r] = result->copyEngineCopies;
+                moveRank(a, r, false, inBytes, outBytes, at, true);
+              });
+            for (std::thread &t : threads)
+              t.join();
+            return llvm::Error::success();
+          });
+      ASSERT_FALSE(static_cast<bool>(err)) << what << ": " << llvm::toString(std::move(err));
+      for (int32_t r = 0; r < n; ++r) {
+        if (mode == 2) {
+          EXPECT_NE(failures[r].find("copy engines: rank " + std::to_string(r) +
+                                     "'s output buffer is in its window slot 1, not in slot 0"),
+                    std::string::npos)
+              << what << ": " << failures[r];
+          continue;
+        }
+        ASSERT_TRUE(failures[r].empty()) << what << ": rank " << r << ": " << failures[r];
+        // Its copy and its puts to n-1 peers, or the kernel's.
+        EXPECT_EQ(copies[r], mode == 0 ? uint32_t(n) : 0u) << what << ": rank " << r;
+        EXPECT_EQ(std::memcmp(reference.args().output[r], call.args().output[r], outBytes), 0)
+            << what << ": rank " << r << "'s output differs from the host backend's";
+      }
+    }
+  }
+}
+
 // On windows, a peer that published no window holding a buffer the
 // kernel reaches stops the call with a report naming the rank and the
 // buffer, not a fault; the wrong number of entries is refused at once.

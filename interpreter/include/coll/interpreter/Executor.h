@@ -44,6 +44,13 @@ struct CallArgs {
   /// defines. The call is in place when every rank's pointers alias as NCCL
   /// defines it (ir::inPlaceOffsets); otherwise they must not overlap.
   std::vector<void *> input, output;
+  /// Copy engines on an executor of one rank (CudaOptions::copyEngineBytes):
+  /// every rank's buffers of this call lie where this rank's do in its
+  /// window slot 0, each moved by its own rank's in-place offset
+  /// (ir::inPlaceOffsets) in an in-place call, so that the host can name
+  /// the peers' (the runtime stages every rank's call so in its area, and
+  /// says so on every rank alike).
+  bool peersAlike = false;
 };
 
 /// Checks `args` against `plan` resolved as `call` and decides, as NCCL

@@ -67,6 +67,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,11 @@ struct Plan {
   /// call's largest chunk (and so its pipeline iterations) is the same on
   /// every rank, whether its plan holds the whole job or one rank.
   std::vector<int32_t> sliceClasses;
+  /// Copy engines (copyEnginePhases): per tb, the first step of its copies
+  /// and the first after them, when the whole job splits (buildPlan works
+  /// it out on every rank's steps; a rank's plan keeps its tbs'); empty
+  /// when it does not.
+  std::vector<int32_t> copyBegin, copyEnd;
   /// The rank whose tbs, steps and slices this plan holds, or -1 when it
   /// holds every rank's. A rank's plan (slicePlan; the program cache) holds
   /// that rank's tbs (numbered from 0: rankTbBegin gives every other rank
@@ -236,9 +242,14 @@ struct CopyPhases {
 };
 
 /// The copy-engine split of `plan` (which holds every rank: planRank < 0,
-/// as an executor of every rank has it); an error naming the first step
-/// that prevents it (and why) otherwise.
+/// as buildPlan has it); an error naming the first step that prevents it
+/// (and why) otherwise.
 llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan);
+
+/// The split buildPlan stored (Plan::copyBegin, copyEnd) for the tbs `plan`
+/// holds, every rank's or one's, with their copies in order; none when the
+/// job does not split.
+std::optional<CopyPhases> storedCopyPhases(const Plan &plan);
 
 /// A plan resolved for one element count.
 struct CallLayout {

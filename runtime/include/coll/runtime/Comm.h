@@ -95,6 +95,12 @@ struct Config {
   /// for at creation; COLL_TOPO_GPUS: each rank's GPU in it (docs/SYNTHESIS.md).
   std::string topoFile, topoGpus;
   std::array<uint64_t, 3> slotBytes{128u << 10, 16u << 10, 120u * 256}; ///< Simple, LL, LL128
+  /// COLL_COPY_ENGINE: device calls of at least this many bytes (a rank's
+  /// larger buffer) on a direct program whose copies split from its
+  /// signals run those copies on the GPU's copy engines, every rank's
+  /// buffers staged in its area (docs/RUNTIME.md, "Copy engines"); 0: never
+  /// (the default). Every rank must set the same (agreedHash).
+  uint64_t copyEngineBytes = 0;
   /// Libraries underneath Coll that tuning rules may name (set by the
   /// drop-in libraries; empty for the C API).
   std::vector<std::string> underneath;
