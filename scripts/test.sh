@@ -74,5 +74,5 @@ cmake --build "$root/build-tsan" -j "$jobs" --target InterpreterTests RuntimePro
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir "$root/build-tsan" -L interpreter --output-on-failure -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir "$root/build-tsan" -L cuda-emu -R 'SimtLauncher|EmuFragile|GpuWatchdog|DirectSteps|EmuReferences' \
+  ctest --test-dir "$root/build-tsan" -L cuda-emu -R 'SimtLauncher|EmuFragile|GpuWatchdog|DirectSteps|CopyEngines|EmuReferences' \
   --output-on-failure -j "$jobs"
