@@ -116,9 +116,7 @@ void CudaExecutor::releaseAll() {
   if (stream)
     cudaStreamSynchronize(stream);
   // Stream-ordered memory goes back on the stream, before it is destroyed.
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable, &deps,
-                          &windowDescriptorTable, &windowBaseTable})
+  for (DeviceMemory *m : streamMemory())
     m->release();
   if (stream)
     cudaStreamSynchronize(stream);
@@ -174,10 +172,7 @@ llvm::Error CudaExecutor::start() {
                         : static_cast<int32_t>(plan_.tbs.size());
 
   COLL_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (DeviceMemory *m : {&tbs, &steps, &state, &slices, &ranks, &scratch, &connTable, &scopeTable, &temp[0],
-                          &temp[1], &traceEvents, &traceCounts, &stepPeers, &memberPeers, &signals, &signalTable, &deps,
-                          &windowDescriptorTable, &windowBaseTable, &preTbs, &postTbs, &postSteps,
-                          &postDeps})
+  for (DeviceMemory *m : streamMemory())
     m->orderOn(stream);
   connection = ConnectionLayout::of(proto, slotBytes(options, proto));
   // One rank: the connections live with their receivers, not in the state.

@@ -44,6 +44,7 @@
 
 #include "coll/interpreter/DeviceExecutor.h"
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -115,6 +116,16 @@ private:
   /// Everything the executor holds on the device and in the host (the
   /// destructor, on the executor's device).
   void releaseAll();
+  /// The allocations ordered on the executor's stream (start() orders them,
+  /// releaseAll() returns them before the stream is destroyed): one list,
+  /// so that none is left to its destructor after the stream is gone.
+  std::array<DeviceMemory *, 23> streamMemory() {
+    return {&tbs,         &steps,      &state,         &slices,         &ranks,
+            &scratch,     &connTable,  &scopeTable,    &temp[0],        &temp[1],
+            &traceEvents, &traceCounts, &stepPeers,    &memberPeers,    &signals,
+            &signalTable, &deps,       &windowDescriptorTable, &windowBaseTable, &preTbs,
+            &postTbs,     &postSteps,  &postDeps};
+  }
 
   //--- Connections.cpp ------------------------------------------------------
   /// Pinned host memory shared between processes: this rank's FIFOs from
