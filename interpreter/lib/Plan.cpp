@@ -845,18 +845,15 @@ llvm::Error checkPlanIndices(const Plan &p) {
   return llvm::Error::success();
 }
 
-namespace {
-
-/// The step that publishes what a dependency waits for: the first of its tb
-/// at or past the IR step (flags count up through a tb's steps); -1 past
-/// the tb's end.
-int32_t publisherOf(const Plan &plan, const PlanDep &d) {
+int32_t publishingStep(const Plan &plan, const PlanDep &d) {
   const PlanTb &tb = plan.tbs[static_cast<size_t>(d.tb)];
   const PlanStep *first = plan.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
   const PlanStep *at = std::lower_bound(
       first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
   return at == last ? -1 : static_cast<int32_t>(at - plan.steps.data());
 }
+
+namespace {
 
 /// CopyPhases::copies from begin and end: each tb's middle run in its order,
 /// a tb waiting where its next step depends on a middle-run step not yet
@@ -882,7 +879,7 @@ llvm::Error orderCopies(const Plan &plan, CopyPhases &out) {
         const int32_t k = plan.tbs[t].stepBegin + at[t];
         bool ready = true;
         for (const PlanDep &d : plan.dependencies(plan.steps[k]))
-          if (int32_t j = publisherOf(plan, d); j >= 0 && middle(j) && !taken[j])
+          if (int32_t j = publishingStep(plan, d); j >= 0 && middle(j) && !taken[j])
             ready = false;
         if (!ready)
           break;
@@ -946,7 +943,6 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
     }
   if (!anyCopy)
     return refuse("the plan has no copies");
-  auto stepOf = [&](const PlanDep &d) { return publisherOf(plan, d); };
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t t = 0; t < ntbs; ++t)
@@ -957,7 +953,7 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
         if (i > 0)
           p = std::max(p, phase[k - 1]);
         for (const PlanDep &d : plan.dependencies(s))
-          if (int32_t j = stepOf(d); j >= 0)
+          if (int32_t j = publishingStep(plan, d); j >= 0)
             p = std::max(p, phase[j]);
         const PlanStepPeer d = plan.stepPeer(k);
         const bool sync = s.type == StepKind::Signal || s.type == StepKind::Wait;

@@ -54,15 +54,11 @@ llvm::Error CudaExecutor::startCopyEngines() {
     post[t].stepBegin += split->end[t];
     post[t].nSteps -= split->end[t];
   }
-  // The last runs' dependencies, without those on the middle runs (the
-  // step that publishes a dependency's IR step: the first of its tb at or
-  // past it).
+  // The last runs' dependencies, without those on the middle runs.
   auto middle = [&](const PlanDep &d) {
-    const PlanTb &tb = plan_.tbs[static_cast<size_t>(d.tb)];
-    const PlanStep *first = plan_.steps.data() + tb.stepBegin, *last = first + tb.nSteps;
-    const PlanStep *at = std::lower_bound(
-        first, last, d.step, [](const PlanStep &s, int32_t ir) { return s.irStep < ir; });
-    const int32_t i = static_cast<int32_t>(at - first);
+    const int32_t k = publishingStep(plan_, d);
+    const int32_t i = k < 0 ? plan_.tbs[static_cast<size_t>(d.tb)].nSteps
+                            : k - plan_.tbs[static_cast<size_t>(d.tb)].stepBegin;
     return i >= split->begin[static_cast<size_t>(d.tb)] &&
            i < split->end[static_cast<size_t>(d.tb)];
   };

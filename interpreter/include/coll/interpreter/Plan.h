@@ -246,6 +246,11 @@ struct CopyPhases {
 /// (and why) otherwise.
 llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan);
 
+/// The step that publishes what dependency `d` waits for: the first of its
+/// tb at or past the IR step (a tb's flags count up through its steps), as
+/// an index into Plan::steps; -1 past the tb's end.
+int32_t publishingStep(const Plan &plan, const PlanDep &d);
+
 /// The split buildPlan stored (Plan::copyBegin, copyEnd) for the tbs `plan`
 /// holds, every rank's or one's, with their copies in order; none when the
 /// job does not split.
