@@ -450,20 +450,20 @@ llvm::Expected<PlanBuffers> adaptBuffers(Communicator::Impl &c, const Op &op,
 
 void Communicator::Impl::sayCopyEngines(const Op &op, const std::string &algo, uint64_t bytes,
                                         uint32_t copies) {
+  if (!logEnabled(Level::Info, Coll)) // nothing on a call's path below INFO
+    return;
   bool first;
   {
     std::lock_guard<std::mutex> lock(refusedMutex);
     first = copyEnginesSaid.emplace(algo, bytes).second;
   }
-  const std::string text = llvm::formatv(
-      "{0} of {1} B: {2}'s copies on the copy engines ({3} cudaMemcpyAsync between a kernel of "
-      "its signals before them and one of those after; every rank's buffers staged in its "
-      "area; COLL_COPY_ENGINE={4})",
-      opKindName(op.kind), bytes, algo, copies, config.copyEngineBytes);
-  if (first)
-    COLL_LOG(Info, Coll, rank, text);
-  else
-    COLL_LOG(Trace, Coll, rank, text);
+  if (!first && !logEnabled(Level::Trace, Coll))
+    return;
+  log(first ? Level::Info : Level::Trace, Coll, rank,
+      llvm::formatv("{0} of {1} B: {2}'s copies on the copy engines ({3} cudaMemcpyAsync between "
+                    "a kernel of its signals before them and one of those after; every rank's "
+                    "buffers staged in its area; COLL_COPY_ENGINE={4})",
+                    opKindName(op.kind), bytes, algo, copies, config.copyEngineBytes));
 }
 
 namespace {
