@@ -72,8 +72,17 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
     PhaseTimer timer("prune-signals", "signals the tb order made redundant");
     pruneSignals(*schedule);
   }
-  PhaseTimer timer("join-fused", "getre and put runs the runtimes fuse");
+  PhaseTimer timer("join-fused", "getre, put, signal and wait runs the runtimes fuse");
+  const ir::Algorithm pruned = schedule->algorithm;
   joinFusedEnds(*schedule);
+  // A join or a wait moved ahead can make a pair redundant (a signal now
+  // later implies another): prune again, then join what that parted.
+  if (!(schedule->algorithm == pruned)) {
+    const ir::Algorithm joined = schedule->algorithm;
+    pruneSignals(*schedule);
+    if (!(schedule->algorithm == joined))
+      joinFusedEnds(*schedule);
+  }
   return schedule;
 }
 

@@ -286,11 +286,16 @@ void removeStep(Schedule &schedule, int32_t g, int32_t t, int32_t s) {
   tidyDependencies(gpu);
 }
 
+bool isSync(ir::StepType t) { return t == ir::StepType::Signal || t == ir::StepType::Wait; }
+
 /// Whether step `b` may join the run whose last member is `a`: `getre`
-/// steps into one destination, or `put` steps of one source to several
-/// peers (the runtimes' rule, interp::buildPlan's fusesWith, but for
-/// `hasdep`).
+/// steps into one destination, `put` steps of one source to several peers,
+/// or signals or waits (the runtimes' rule, interp::buildPlan's fusesWith,
+/// but for `hasdep` and a later signal's dependency; the caller checks that
+/// a signal's or wait's peer is new to the run).
 bool sameGroup(const ir::Step &a, const ir::Step &b) {
+  if (isSync(a.type))
+    return b.type == a.type;
   if (a.type != b.type || b.dstBuf != a.dstBuf || b.dstOff != a.dstOff ||
       b.srcBuf != a.srcBuf || b.count != a.count)
     return false;
@@ -312,13 +317,31 @@ std::vector<ReductionRun> splitReductionRuns(const ir::Algorithm &alg) {
       const std::vector<ir::Step> &steps = alg.gpus[g].tbs[t].steps;
       const int32_t n = static_cast<int32_t>(steps.size());
       for (int32_t s = 0; s < n;) {
+        const bool sync = isSync(steps[s].type);
+        auto newPeer = [&](int32_t end) {
+          for (int32_t i = s; sync && i < end; ++i)
+            if (steps[i].peer == steps[end].peer)
+              return false;
+          return true;
+        };
         int32_t end = s + 1;
-        while (end < n && end - s < MaxReduceSources && sameGroup(steps[end - 1], steps[end]))
+        while (end < n && end - s < MaxReduceSources && sameGroup(steps[end - 1], steps[end]) &&
+               newPeer(end))
           ++end;
         bool split = false;
         for (int32_t i = s; i + 1 < end; ++i)
           split |= steps[i].hasDep;
-        if (split)
+        // A later signal's dependency: the run's first member takes it
+        // (joinRun), where all are on one tb.
+        int32_t depTb = steps[s].depTb;
+        bool oneTb = true;
+        for (int32_t i = s + 1; steps[s].type == ir::StepType::Signal && i < end; ++i)
+          if (steps[i].hasDependency()) {
+            split = true;
+            oneTb &= depTb < 0 || steps[i].depTb == depTb;
+            depTb = steps[i].depTb;
+          }
+        if (split && oneTb)
           runs.push_back({g, t, s, end});
         s = end;
       }
@@ -327,9 +350,22 @@ std::vector<ReductionRun> splitReductionRuns(const ir::Algorithm &alg) {
 }
 
 /// Moves what waits on a member of `run` onto its last member, which
-/// completes no earlier.
+/// completes no earlier; in a run of signals, the first member waits for
+/// the latest of the members' dependencies (all on one tb), which delays
+/// the earlier signals, so that the runtimes raise them in one step.
 void joinRun(ir::Algorithm &alg, const ReductionRun &run) {
   ir::Gpu &gpu = alg.gpus[run.rank];
+  std::vector<ir::Step> &steps = gpu.tbs[run.tb].steps;
+  if (steps[run.first].type == ir::StepType::Signal)
+    for (int32_t i = run.first + 1; i < run.end; ++i)
+      if (steps[i].hasDependency()) {
+        ir::Step &first = steps[run.first];
+        if (!first.hasDependency() || first.depStep < steps[i].depStep) {
+          first.depTb = steps[i].depTb;
+          first.depStep = steps[i].depStep;
+        }
+        steps[i].depTb = steps[i].depStep = -1;
+      }
   for (ir::ThreadBlock &tb : gpu.tbs)
     for (ir::Step &step : tb.steps)
       if (step.depTb == run.tb && step.depStep >= run.first && step.depStep < run.end - 1)
@@ -372,29 +408,127 @@ std::optional<std::function<bool(const ir::Algorithm &)>> trialCheck(const ir::A
 
 } // namespace
 
+namespace {
+
+/// Drops the nops that wait for nothing and that nothing waits for (a
+/// dependency tidyDependencies found implied leaves one), which would part
+/// a run of signals or waits the runtimes fuse. A tb keeps its last step.
+void dropIdleNops(Schedule &schedule) {
+  std::vector<ir::Gpu> &gpus = schedule.algorithm.gpus;
+  for (int32_t g = 0; g < static_cast<int32_t>(gpus.size()); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(gpus[g].tbs.size()); ++t)
+      for (int32_t s = static_cast<int32_t>(gpus[g].tbs[t].steps.size()) - 1; s >= 0; --s) {
+        const ir::Step &step = gpus[g].tbs[t].steps[s];
+        if (step.type == ir::StepType::Nop && !step.hasDependency() && !step.hasDep &&
+            gpus[g].tbs[t].steps.size() > 1)
+          removeStep(schedule, g, t, s);
+      }
+}
+
+/// Moves step `from` of tb `t` on rank `g` to `to` (< from), the steps
+/// between one later: what depended on a step depends on it where it now
+/// is (a step that moved later completes no earlier, and what waits on a
+/// later step of a tb also waits on the earlier ones).
+void moveStepEarlier(Schedule &schedule, int32_t g, int32_t t, int32_t from, int32_t to) {
+  ir::Gpu &gpu = schedule.algorithm.gpus[g];
+  std::vector<ir::Step> &steps = gpu.tbs[t].steps;
+  std::rotate(steps.begin() + to, steps.begin() + from, steps.begin() + from + 1);
+  std::vector<StepOrigin> &origins = schedule.origins[g][t];
+  std::rotate(origins.begin() + to, origins.begin() + from, origins.begin() + from + 1);
+  for (ir::ThreadBlock &tb : gpu.tbs)
+    for (ir::Step &step : tb.steps) {
+      if (step.depTb != t || step.depStep < to || step.depStep > from)
+        continue;
+      step.depStep = step.depStep == from ? to : step.depStep + 1;
+    }
+  for (ir::ThreadBlock &tb : gpu.tbs)
+    for (ir::Step &step : tb.steps)
+      step.hasDep = false;
+  tidyDependencies(gpu);
+}
+
+/// Puts a tb's waits for signals that need nothing ahead of the signals
+/// that wait for something, so that its signals and waits stand side by
+/// side and fuse: a wait with no dependency moves ahead of the run of
+/// signals before it when that run's first signal has a dependency (the
+/// list scheduler interleaves a rank's start waits with its end signals
+/// when one tb holds both). Returns whether it moved any.
+bool raiseWaits(Schedule &schedule) {
+  bool moved = false;
+  std::vector<ir::Gpu> &gpus = schedule.algorithm.gpus;
+  for (int32_t g = 0; g < static_cast<int32_t>(gpus.size()); ++g)
+    for (int32_t t = 0; t < static_cast<int32_t>(gpus[g].tbs.size()); ++t)
+      for (int32_t i = 1; i < static_cast<int32_t>(gpus[g].tbs[t].steps.size()); ++i) {
+        const std::vector<ir::Step> &steps = gpus[g].tbs[t].steps;
+        if (steps[i].type != ir::StepType::Wait || steps[i].hasDependency())
+          continue;
+        // A wait something waits for, itself or through a wait right after
+        // it: not a wait at the tb's end, which a signal before it may be
+        // what the peer waits for before it signals back.
+        bool gates = false;
+        for (int32_t j = i; !gates && j < static_cast<int32_t>(steps.size()) &&
+                            steps[j].type == ir::StepType::Wait;
+             ++j)
+          gates = steps[j].hasDep;
+        if (!gates)
+          continue;
+        int32_t run = i;
+        while (run > 0 && steps[run - 1].type == ir::StepType::Signal)
+          --run;
+        if (run == i || !steps[run].hasDependency())
+          continue;
+        moveStepEarlier(schedule, g, t, i, run);
+        moved = true;
+      }
+  return moved;
+}
+
+} // namespace
+
 void joinFusedEnds(Schedule &schedule) {
   ir::Algorithm &alg = schedule.algorithm;
   if (!alg.hasDirectSteps())
     return;
-  std::vector<ReductionRun> runs = splitReductionRuns(alg);
-  if (runs.empty())
-    return;
-  auto keeps = trialCheck(alg);
-  if (!keeps)
-    return;
-  // All at once, as they usually pass together; else one by one.
-  ir::Algorithm all = alg;
-  for (const ReductionRun &run : runs)
-    joinRun(all, run);
-  if ((*keeps)(all)) {
-    alg = std::move(all);
-    return;
+  dropIdleNops(schedule);
+  std::optional<std::function<bool(const ir::Algorithm &)>> keeps;
+  {
+    Schedule trial = schedule;
+    if (raiseWaits(trial)) {
+      if (!(keeps = trialCheck(alg)))
+        return;
+      if ((*keeps)(trial.algorithm))
+        schedule = std::move(trial);
+    }
   }
-  for (const ReductionRun &run : runs) {
-    ir::Algorithm trial = alg;
-    joinRun(trial, run);
-    if ((*keeps)(trial))
-      alg = std::move(trial);
+  // A join can leave a nop idle (its dependency now implied), whose removal
+  // brings two runs together: a few rounds.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<ReductionRun> runs = splitReductionRuns(alg);
+    if (runs.empty())
+      return;
+    if (!keeps && !(keeps = trialCheck(alg)))
+      return;
+    // All at once, as they usually pass together; else one by one.
+    bool joined = false;
+    ir::Algorithm all = alg;
+    for (const ReductionRun &run : runs)
+      joinRun(all, run);
+    if ((*keeps)(all)) {
+      alg = std::move(all);
+      joined = true;
+    } else {
+      for (const ReductionRun &run : runs) {
+        ir::Algorithm trial = alg;
+        joinRun(trial, run);
+        if ((*keeps)(trial)) {
+          alg = std::move(trial);
+          joined = true;
+        }
+      }
+    }
+    if (!joined)
+      return;
+    dropIdleNops(schedule);
   }
 }
 

@@ -34,6 +34,14 @@ llvm::Error planError(llvm::StringRef file, uint32_t line, const llvm::Twine &ms
 /// Whether step `next` joins the fused `re` or `getre` group whose last
 /// member is `prev` (see the file comment of Plan.h for the rule).
 bool fusesWith(const ir::Step &prev, const ir::Step &next, int groupSize) {
+  // Signals or waits to different peers (the caller checks every member's):
+  // their operands are unused. A later signal has no dependency of its
+  // own, since the group's would delay the earlier members' signals, which
+  // may be what that dependency waits for (through a peer); a wait delays
+  // nothing by waiting longer, so waits join as puts do.
+  if (prev.type == StepType::Signal || prev.type == StepType::Wait)
+    return next.type == prev.type && !prev.hasDep && groupSize < MaxReduceSources &&
+           (prev.type == StepType::Wait || !next.hasDependency());
   const bool same = next.type == prev.type && !prev.hasDep && next.dstBuf == prev.dstBuf &&
                     next.dstOff == prev.dstOff && next.srcBuf == prev.srcBuf &&
                     next.count == prev.count && groupSize < MaxReduceSources;
@@ -62,9 +70,24 @@ bool foldsCopy(const ir::ThreadBlock &tb, int32_t s) {
 }
 
 /// Steps whose fused group's members are each its own peer's (getre: the
-/// sources; put: the destinations), and which wait for all the members'
-/// dependencies before they start.
-bool fusesPeers(StepType t) { return t == StepType::GetReduce || t == StepType::Put; }
+/// sources; put: the destinations; wait: the signals waited for), and which
+/// wait for all the members' dependencies before they start.
+bool fusesPeers(StepType t) {
+  return t == StepType::GetReduce || t == StepType::Put || t == StepType::Wait;
+}
+
+/// Whether a signal or wait to `peer` may join the group [s, end) of `tb`:
+/// each member is its own pair's, so that one pair's flag has one writer
+/// and its waits are taken in order.
+bool newPeer(const ir::ThreadBlock &tb, int32_t s, int32_t end, int32_t peer) {
+  const ir::StepType t = tb.steps[s].type;
+  if (t != StepType::Signal && t != StepType::Wait)
+    return true;
+  for (int32_t r = s; r < end; ++r)
+    if (tb.steps[r].peer == peer)
+      return false;
+  return true;
+}
 
 /// Whether member `r` of the group [s, end)'s dependency is met whenever a
 /// later member's is (one on the same tb at that step or later).
@@ -481,6 +504,7 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
         // Fused puts only in Simple programs: the LL and LL128 kernels do
         // not carry their loop (device/Prims.h, FusedPuts).
         while (end < nSteps && fusesWith(tb.steps[end - 1], tb.steps[end], end - s) &&
+               newPeer(tb, s, end, tb.steps[end].peer) &&
                (first.type != StepType::Put || alg.protocol == ir::Protocol::Simple))
           ++end;
         const ir::Step &last = tb.steps[end - 1];
@@ -525,8 +549,10 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
           int32_t members = -1;
           if (nsrc > 1) {
             members = static_cast<int32_t>(plan.memberPeers.size());
-            for (int32_t r = folded ? s + 1 : s; r < end; ++r)
+            for (int32_t r = folded ? s + 1 : s; r < end; ++r) {
               plan.memberPeers.push_back(tb.steps[r].peer);
+              plan.memberSignals.push_back(PlanMemberSignal{-1, 0});
+            }
           }
           plan.stepPeers.push_back(
               PlanStepPeer{head.peer, -1, folded ? FoldedCopy : 0, members});
@@ -554,18 +580,21 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
     int32_t index = static_cast<int32_t>(plan.signals.size());
     plan.signals.push_back(PlanSignal{pair.sender, pair.receiver, pair.channel,
                                       static_cast<int32_t>(pair.signalSteps.size())});
-    for (size_t k = 0; k < pair.signalSteps.size(); ++k) {
-      PlanStepPeer &signal =
-          plan.stepPeers[where[pair.sender][pair.signalTb][pair.signalSteps[k]].planStep];
-      signal.signal = index;
-      signal.ordinal = static_cast<int32_t>(k);
-    }
-    for (size_t k = 0; k < pair.waitSteps.size(); ++k) {
-      PlanStepPeer &wait =
-          plan.stepPeers[where[pair.receiver][pair.waitTb][pair.waitSteps[k]].planStep];
-      wait.signal = index;
-      wait.ordinal = static_cast<int32_t>(k);
-    }
+    // A fused signal or wait: member 0's in its record too.
+    auto place = [&](StepSlot at, size_t k) {
+      PlanStepPeer &d = plan.stepPeers[at.planStep];
+      if (at.member == 0) {
+        d.signal = index;
+        d.ordinal = static_cast<int32_t>(k);
+      }
+      if (d.members >= 0)
+        plan.memberSignals[d.members + at.member] =
+            PlanMemberSignal{index, static_cast<int32_t>(k)};
+    };
+    for (size_t k = 0; k < pair.signalSteps.size(); ++k)
+      place(where[pair.sender][pair.signalTb][pair.signalSteps[k]], k);
+    for (size_t k = 0; k < pair.waitSteps.size(); ++k)
+      place(where[pair.receiver][pair.waitTb][pair.waitSteps[k]], k);
   }
 
   ClassPropagation propagation(alg, analysis, plan, where);
@@ -674,6 +703,7 @@ Plan slicePlan(const Plan &whole, int32_t rank, const std::vector<int32_t> *ofRa
                             whole.stepPeers.begin() + end.stepBegin + end.nSteps);
   }
   plan.memberPeers = whole.memberPeers;
+  plan.memberSignals = whole.memberSignals;
   for (PlanStep &step : plan.steps) {
     step.sliceBegin -= sliceBase;
     if (step.depTb >= 0) {
@@ -721,29 +751,46 @@ bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t
   if (!sync && d.ordinal != 0 &&
       (d.ordinal != FoldedCopy || s.type != StepKind::GetReduce || d.members < 0))
     return false;
+  // A signal or wait of `peer`'s pair `signal`, its ordinal-th.
+  auto pairOk = [&](int32_t peer, int32_t signal, int32_t ordinal) {
+    if (signal < 0 || signal >= static_cast<int64_t>(p.signals.size()) || ordinal < 0)
+      return false;
+    const PlanSignal &pair = p.signals[signal];
+    bool mine = s.type == StepKind::Signal ? pair.sender == rank && pair.receiver == peer
+                                           : pair.receiver == rank && pair.sender == peer;
+    return mine && ordinal < pair.perIteration;
+  };
   if (d.members >= 0) {
     const int32_t peers = stepPeerCount(d, s.nsrc);
     // Fused puts in Simple plans only (buildPlan): no other kernel runs them.
-    if ((s.type != StepKind::GetReduce &&
+    if ((s.type != StepKind::GetReduce && !sync &&
          (s.type != StepKind::Put || p.protocol != ir::Protocol::Simple)) ||
-        peers < 1 ||
+        peers < 1 || p.memberSignals.size() != p.memberPeers.size() ||
         int64_t(d.members) + peers > static_cast<int64_t>(p.memberPeers.size()) ||
         p.memberPeers[d.members] != d.peer)
       return false;
     for (int r = 0; r < peers; ++r) {
       const int32_t m = p.memberPeers[d.members + r];
+      const PlanMemberSignal &ms = p.memberSignals[d.members + r];
       if (m < 0 || m >= p.nranks || m == rank)
         return false;
+      if (!sync) {
+        if (ms.signal != -1 || ms.ordinal != 0)
+          return false;
+        continue;
+      }
+      // Each member its own pair's: one writer per flag, waits in order.
+      if (!pairOk(m, ms.signal, ms.ordinal) ||
+          (r == 0 && (ms.signal != d.signal || ms.ordinal != d.ordinal)))
+        return false;
+      for (int q = 0; q < r; ++q)
+        if (p.memberPeers[d.members + q] == m)
+          return false;
     }
   }
   if (!sync)
     return true;
-  if (d.signal >= static_cast<int64_t>(p.signals.size()))
-    return false;
-  const PlanSignal &pair = p.signals[d.signal];
-  bool mine = s.type == StepKind::Signal ? pair.sender == rank && pair.receiver == d.peer
-                                         : pair.receiver == rank && pair.sender == d.peer;
-  return mine && d.ordinal < pair.perIteration;
+  return pairOk(d.peer, d.signal, d.ordinal);
 }
 
 } // namespace
@@ -955,11 +1002,12 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
         for (const PlanDep &d : plan.dependencies(s))
           if (int32_t j = publishingStep(plan, d); j >= 0)
             p = std::max(p, phase[j]);
-        const PlanStepPeer d = plan.stepPeer(k);
         const bool sync = s.type == StepKind::Signal || s.type == StepKind::Wait;
-        const size_t event =
-            sync && d.signal >= 0 ? firstOrdinal[d.signal] + static_cast<size_t>(d.ordinal) : 0;
-        if (sync && d.signal >= 0)
+        // A fused signal or wait is each of its members' events.
+        std::vector<size_t> events;
+        for (const PlanMemberSignal &m : plan.stepSignals(size_t(k)))
+          events.push_back(firstOrdinal[m.signal] + static_cast<size_t>(m.ordinal));
+        for (size_t event : events)
           p = std::max(p, pairPhase[event]);
         if (p == 1 && sync)
           p = 2; // a signal or wait after copies: after all of them
@@ -970,10 +1018,11 @@ llvm::Expected<CopyPhases> copyEnginePhases(const Plan &plan) {
           phase[k] = p;
           changed = true;
         }
-        if (sync && d.signal >= 0 && pairPhase[event] < p) {
-          pairPhase[event] = p;
-          changed = true;
-        }
+        for (size_t event : events)
+          if (pairPhase[event] < p) {
+            pairPhase[event] = p;
+            changed = true;
+          }
       }
   }
   CopyPhases out;
@@ -1045,7 +1094,7 @@ llvm::Expected<CallLayout> resolveCall(const Plan &plan, uint64_t count) {
       // A direct step's remote operand is bounded by its peer's scratch (a
       // fused getre's source r by its own peer's).
       const PlanStepPeer d = plan.stepPeer(size_t(tb.stepBegin + i));
-      const bool folded = d.members >= 0 && d.ordinal == FoldedCopy;
+      const bool folded = d.members >= 0 && d.signal < 0 && d.ordinal == FoldedCopy;
       auto limitOf = [&](BufferKind buffer, bool remote, int32_t member) {
         int32_t owner = !remote || (folded && member == 0)
                             ? tb.rank

@@ -29,7 +29,7 @@ namespace coll::rt {
 namespace {
 
 /// The first line's first two words; the number changes with the format.
-constexpr llvm::StringLiteral Magic = "coll-program-cache 8";
+constexpr llvm::StringLiteral Magic = "coll-program-cache 9";
 
 std::string hexDigest(llvm::StringRef data) {
   llvm::SHA256 sha;
@@ -232,6 +232,7 @@ template <typename IO, typename P> void jobTables(IO &io, P &plan) {
   io.records(plan.sliceClasses);
   io.records(plan.signals);
   io.records(plan.memberPeers);
+  io.records(plan.memberSignals);
 }
 
 /// What only one rank's plan holds (interp::slicePlan), in one order.

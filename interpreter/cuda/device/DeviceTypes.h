@@ -326,7 +326,8 @@ struct KernelParams {
   /// FIFOs are), for the pairs this rank signals or waits on. Null when the
   /// plan has none.
   const PlanStepPeer *stepPeers;
-  const int32_t *memberPeers; ///< Plan::memberPeers (fused getre steps' peers)
+  const int32_t *memberPeers; ///< Plan::memberPeers (fused steps' peers)
+  const PlanMemberSignal *memberSignals; ///< Plan::memberSignals (fused signals' and waits' pairs)
   const PlanSignal *signals;
   uint64_t *const *signalFlags;
   /// Direct steps on windows (an executor of one rank given

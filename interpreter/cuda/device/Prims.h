@@ -244,29 +244,36 @@ public:
     const RankPointers &peer = p.ranks[rank];
     return static_cast<T *>(buffer == 0 ? peer.input : buffer == 1 ? peer.output : peer.scratch);
   }
-  __device__ void signal(const PlanStep &) {
-    if (tid == 0) {
-      const PlanStepPeer d = stepPeer();
+  //
+  // A fused signal or wait (nsrc > 1, at most MaxReduceSources members,
+  // fewer than any block's threads) is one step: thread r signals or waits
+  // for member r (Plan::memberSignals), all at once, so that a rank raises
+  // or waits on its peers' signals in one step instead of one per peer.
+  // Each signalling thread stores the descriptor itself, so that its own
+  // release carries it.
+  __device__ void signal(const PlanStep &step) {
+    if (tid < step.nsrc) {
+      const PlanMemberSignal m = memberSignal(tid);
       if (p.windowDescriptors) {
         uint64_t *own = p.windowDescriptors[p.windowRank]->at;
         for (int b = 0; b < 3; ++b)
           ptx::stRelaxed(own + b, p.windowOwn.at[b], signalScope());
       }
-      ptx::stRelease(signalFlag(d.signal),
-                     makeFlag(generation, signalProgress(d, iteration)), signalScope());
+      ptx::stRelease(signalFlag(m.signal),
+                     makeFlag(generation, signalProgress(m, iteration)), signalScope());
     }
   }
-  __device__ bool waitSignal(const PlanStep &, uint64_t it) {
+  __device__ bool waitSignal(const PlanStep &step, uint64_t it) {
     bool fail = false;
-    if (tid == 0) {
-      const PlanStepPeer d = stepPeer();
-      const uint64_t *flag = signalFlag(d.signal);
-      const uint32_t goal = signalProgress(d, it);
+    if (tid < step.nsrc) {
+      const PlanMemberSignal m = memberSignal(tid);
+      const uint64_t *flag = signalFlag(m.signal);
+      const uint32_t goal = signalProgress(m, it);
       uint64_t seen = 0;
       fail = !spin([&] { return signalReached(seen = ptx::ldAcquire(flag, signalScope()), generation, goal); },
                    [&](WatchdogReport &r) {
                      r.kind = WaitKind::Signal;
-                     r.depTb = d.signal;
+                     r.depTb = m.signal;
                      r.expected = goal;
                      r.observed = static_cast<uint32_t>(seen >> 32) == generation
                                       ? static_cast<uint32_t>(seen)
@@ -284,6 +291,11 @@ private:
   __device__ PlanStepPeer stepPeer() const {
     return p.stepPeers[tb.stepBegin + stepIndex];
   }
+  /// Member r's pair and ordinal of the signal or wait the block is at.
+  __device__ PlanMemberSignal memberSignal(int r) const {
+    const PlanStepPeer d = stepPeer();
+    return r == 0 ? PlanMemberSignal{d.signal, d.ordinal} : p.memberSignals[d.members + r];
+  }
   __device__ uint64_t *signalFlag(int32_t signal) const { return p.signalFlags[signal]; }
   __device__ Scope signalScope() const {
     if constexpr (CrossGpu)
@@ -292,7 +304,7 @@ private:
       return Scope::Gpu;
   }
   /// What the flag holds once signal `d.ordinal` of iteration `it` is sent.
-  __device__ uint32_t signalProgress(const PlanStepPeer &d, uint64_t it) const {
+  __device__ uint32_t signalProgress(const PlanMemberSignal &d, uint64_t it) const {
     return static_cast<uint32_t>(it * static_cast<uint64_t>(p.signals[d.signal].perIteration) +
                                  static_cast<uint64_t>(d.ordinal) + 1);
   }

@@ -173,6 +173,7 @@ llvm::Expected<CallResult> CudaExecutor::prepare(const CallArgs &args) {
   params.flagsOffset = stateLayout.flagsOffset;
   params.stepPeers = stepPeers.as<PlanStepPeer>();
   params.memberPeers = memberPeers.as<int32_t>();
+  params.memberSignals = memberSignals.as<PlanMemberSignal>();
   params.signals = signals.as<PlanSignal>();
   params.signalFlags = signalTable.as<uint64_t *const>();
   if (onWindows) {

@@ -190,6 +190,9 @@ llvm::Error CudaExecutor::start() {
     if (llvm::Error err =
             upload(memberPeers, plan_.memberPeers.data(), plan_.memberPeers.size(), stream))
       return err;
+    if (llvm::Error err = upload(memberSignals, plan_.memberSignals.data(),
+                                 plan_.memberSignals.size(), stream))
+      return err;
     if (llvm::Error err = upload(signals, plan_.signals.data(), plan_.signals.size(), stream))
       return err;
   }

@@ -119,12 +119,12 @@ private:
   /// The allocations ordered on the executor's stream (start() orders them,
   /// releaseAll() returns them before the stream is destroyed): one list,
   /// so that none is left to its destructor after the stream is gone.
-  std::array<DeviceMemory *, 23> streamMemory() {
+  std::array<DeviceMemory *, 24> streamMemory() {
     return {&tbs,         &steps,      &state,         &slices,         &ranks,
             &scratch,     &connTable,  &scopeTable,    &temp[0],        &temp[1],
-            &traceEvents, &traceCounts, &stepPeers,    &memberPeers,    &signals,
-            &signalTable, &deps,       &windowDescriptorTable, &windowBaseTable, &preTbs,
-            &postTbs,     &postSteps,  &postDeps};
+            &traceEvents, &traceCounts, &stepPeers,    &memberPeers,    &memberSignals,
+            &signals,     &signalTable, &deps,         &windowDescriptorTable, &windowBaseTable,
+            &preTbs,      &postTbs,    &postSteps,     &postDeps};
   }
 
   //--- Connections.cpp ------------------------------------------------------
@@ -211,8 +211,9 @@ private:
 
   DeviceMemory tbs, steps, state, slices, ranks, scratch;
   DeviceMemory deps; ///< Plan::deps: steps that wait on several
-  /// Direct steps (Plan::stepPeers, Plan::memberPeers, Plan::signals).
-  DeviceMemory stepPeers, memberPeers, signals;
+  /// Direct steps (Plan::stepPeers, Plan::memberPeers, Plan::memberSignals,
+  /// Plan::signals).
+  DeviceMemory stepPeers, memberPeers, memberSignals, signals;
   /// Direct steps: where each signal pair's flag lies (KernelParams::signalFlags).
   DeviceMemory signalTable;
   std::vector<uint64_t *> signalPointers; ///< as uploaded; null: not reached (one rank)

@@ -221,29 +221,41 @@ public:
     return static_cast<T *>(ex.direct->address(peer, buffer));
   }
 
+  // A fused signal or wait (nsrc > 1) is each of its members' in turn
+  // (Plan::memberSignals): a signal after all the tb did before the step,
+  // a wait before all it does after.
   void signal(const PlanStep &step) {
-    const int32_t pair = peerOf(step).signal;
-    ex.direct->sent[pair]->fetch_add(1, std::memory_order_release);
-    owe(ex.direct->wake.empty() ? ex.bell : *ex.direct->wake[pair]);
+    const PlanStepPeer d = peerOf(step);
+    for (int32_t r = 0; r < step.nsrc; ++r) {
+      const int32_t pair = r == 0 ? d.signal : ex.plan.memberSignals[d.members + r].signal;
+      ex.direct->sent[pair]->fetch_add(1, std::memory_order_release);
+      owe(ex.direct->wake.empty() ? ex.bell : *ex.direct->wake[pair]);
+    }
   }
 
   bool waitSignal(const PlanStep &step, uint64_t iteration) {
     const PlanStepPeer d = peerOf(step);
-    const PlanSignal &pair = ex.plan.signals[d.signal];
-    std::atomic<uint64_t> &sent = *ex.direct->sent[d.signal];
-    uint64_t target = ex.direct->base[d.signal] +
-                      iteration * static_cast<uint64_t>(pair.perIteration) +
-                      static_cast<uint64_t>(d.ordinal) + 1;
-    return await([&] { return sent.load(std::memory_order_acquire) >= target; },
+    for (int32_t r = 0; r < step.nsrc; ++r) {
+      const PlanMemberSignal m =
+          r == 0 ? PlanMemberSignal{d.signal, d.ordinal} : ex.plan.memberSignals[d.members + r];
+      const PlanSignal &pair = ex.plan.signals[m.signal];
+      std::atomic<uint64_t> &sent = *ex.direct->sent[m.signal];
+      uint64_t target = ex.direct->base[m.signal] +
+                        iteration * static_cast<uint64_t>(pair.perIteration) +
+                        static_cast<uint64_t>(m.ordinal) + 1;
+      if (!await([&] { return sent.load(std::memory_order_acquire) >= target; },
                  [&] {
                    return llvm::formatv("waiting for signal {0} of iteration {1} from rank {2} "
                                         "on channel {3}; rank {2} has sent {4} in this call",
-                                        d.ordinal, iteration, pair.sender, pair.channel,
+                                        m.ordinal, iteration, pair.sender, pair.channel,
                                         sent.load(std::memory_order_relaxed) -
-                                            ex.direct->base[d.signal])
+                                            ex.direct->base[m.signal])
                        .str();
                  },
-                 3);
+                 3))
+        return false;
+    }
+    return true;
   }
 
 private:

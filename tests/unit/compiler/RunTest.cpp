@@ -20,6 +20,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <map>
 #include <set>
 
 using namespace coll;
@@ -364,6 +365,15 @@ TEST(RunLitInputs, VerifyInEveryDeclaredMode) {
   }
 }
 
+/// The plan of a compiled program, or why there is none.
+llvm::Expected<interp::Plan> planOf(const ir::Algorithm &alg) {
+  ir::DiagnosticList diags("<test>");
+  auto analysis = ir::verify(alg, diags);
+  if (!analysis)
+    return analysis.takeError();
+  return interp::buildPlan(alg, *analysis, "<test>");
+}
+
 // Consecutive get_reduce steps into one chunk fuse into one step of the
 // plan, each source its own peer's (interp/Plan.h): their dependencies are
 // waits on n-1 different tbs, so the fused step waits for the last one's
@@ -377,10 +387,7 @@ TEST(RunPlan, GetReduceStepsFuseAcrossPeers) {
     Compilation c(PerPeerTwoShot, setup);
     ASSERT_TRUE(c.ok()) << c.text();
     const ir::Algorithm &alg = c.alg();
-    ir::DiagnosticList diags("<test>");
-    auto analysis = ir::verify(alg, diags);
-    ASSERT_TRUE(static_cast<bool>(analysis)) << llvm::toString(analysis.takeError());
-    auto built = interp::buildPlan(alg, *analysis, "<test>");
+    auto built = planOf(alg);
     ASSERT_TRUE(static_cast<bool>(built)) << llvm::toString(built.takeError());
     const interp::Plan &plan = *built;
     ASSERT_EQ(plan.stepPeers.size(), plan.steps.size());
@@ -501,3 +508,80 @@ TEST(RunCustom, OutputHoldsWhatThePostconditionSays) {
 }
 
 } // namespace
+
+// Signals and waits in one step (interp/Plan.h; docs/COMPILER.md,
+// "Signals"): the built-in direct programs put every signal on channel 0,
+// so one tb per rank raises and waits for them, and the compiler lines its
+// runs up so that each is one step of the plan, with a member per peer.
+// Per rank: every peer's start and end signal and wait, each once, in the
+// pinned number of fused steps; the plan checks, and the program computes
+// its collective.
+TEST(RunPlan, SignalsAndWaitsFuseInTheBuiltInDirectPrograms) {
+  struct Case {
+    const char *name;
+    /// Per rank, at 4 and 8 ranks, at most: reducescatter_direct's list
+    /// schedule places one end wait among the end signals on every rank
+    /// but the last (4 steps there), which parts that run in two.
+    int syncSteps;
+  };
+  for (const Case &k : {Case{"allgather_direct", 4}, Case{"allreduce_twoshot_direct", 4},
+                        Case{"reducescatter_direct", 6}}) {
+    auto file = llvm::MemoryBuffer::getFile(std::string(COLL_ALGORITHMS_DIR) + "/" + k.name +
+                                            ".coll");
+    ASSERT_TRUE(static_cast<bool>(file)) << k.name;
+    for (int n : {4, 8}) {
+      const std::string where = std::string(k.name) + " N=" + std::to_string(n);
+      Config setup;
+      setup.overrides.params["N"] = int64_t(n);
+      Compilation c((*file)->getBuffer().str(), setup);
+      ASSERT_TRUE(c.ok()) << where << "\n" << c.text();
+      const ir::Algorithm &alg = c.alg();
+      auto built = planOf(alg);
+      ASSERT_TRUE(static_cast<bool>(built)) << where << ": " << llvm::toString(built.takeError());
+      const interp::Plan &plan = *built;
+      EXPECT_FALSE(static_cast<bool>(interp::checkPlanIndices(plan))) << where;
+      for (int r = 0; r < n; ++r) {
+        std::set<int32_t> syncTbs;
+        int syncSteps = 0;
+        // Per kind (signal, wait): the peers of its members, in step order.
+        std::map<interp::StepKind, std::vector<int32_t>> members;
+        for (int32_t t = plan.rankTbBegin[r]; t < plan.rankTbBegin[r + 1]; ++t)
+          for (int32_t i = 0; i < plan.tbs[t].nSteps; ++i) {
+            const size_t at = size_t(plan.tbs[t].stepBegin + i);
+            const interp::PlanStep &step = plan.steps[at];
+            if (step.type != interp::StepKind::Signal && step.type != interp::StepKind::Wait)
+              continue;
+            syncTbs.insert(t);
+            ++syncSteps;
+            const interp::PlanStepPeer d = plan.stepPeers[at];
+            for (int32_t m = 0; m < step.nsrc; ++m)
+              members[step.type].push_back(m == 0 ? d.peer : plan.memberPeers[d.members + m]);
+            EXPECT_EQ(plan.stepSignals(at).size(), size_t(step.nsrc)) << where;
+          }
+        EXPECT_EQ(syncTbs.size(), 1u) << where << " rank " << r;
+        EXPECT_LE(syncSteps, k.syncSteps) << where << " rank " << r;
+        EXPECT_GE(syncSteps, 4) << where << " rank " << r;
+        // Every peer's start, and its end unless pruneSignals found the pair
+        // implied (reducescatter_direct's, once the waits moved).
+        for (auto kind : {interp::StepKind::Signal, interp::StepKind::Wait})
+          for (int p = 0; p < n; ++p) {
+            const auto times = llvm::count(members[kind], p);
+            if (p == r)
+              EXPECT_EQ(times, 0) << where << " rank " << r;
+            else
+              EXPECT_TRUE(times == 2 || (times == 1 && k.syncSteps > 4))
+                  << where << " rank " << r << " peer " << p << ": " << times;
+          }
+      }
+      for (bool inplace : {false, true}) {
+        if (inplace ? !alg.inplace : !alg.outofplace)
+          continue;
+        auto result = coll::testing::runChecked(alg, interp::DataType::Float32,
+                                                interp::ReduceOp::Sum, 1000, inplace,
+                                                interp::HostOptions{});
+        ASSERT_TRUE(static_cast<bool>(result)) << where << ": " << llvm::toString(result.takeError());
+        EXPECT_EQ(result->wrong, 0u) << where << ": " << result->firstWrong;
+      }
+    }
+  }
+}

@@ -68,9 +68,11 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   // Per pair, its signals and its waits are numbered 0, 1, 2 in tb order:
   // the k-th wait takes the k-th signal (the GPU's signal flags store the
   // signal's number).
+  // A handshake's signals to the two peers are one fused step, and so are
+  // its waits (Plan::memberSignals): each member its own pair's.
   std::vector<std::vector<int32_t>> signalOrdinals(plan.signals.size()),
       waitOrdinals(plan.signals.size());
-  int waits = 0;
+  int waits = 0, fusedSyncs = 0;
   for (const PlanTb &tb : plan.tbs)
     for (int32_t i = 0; i < tb.nSteps; ++i) {
       const PlanStep &step = plan.steps[tb.stepBegin + i];
@@ -79,18 +81,23 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
       EXPECT_EQ(sync, d.signal >= 0);
       EXPECT_EQ(sync ? 0 : 1, step.count);
       EXPECT_EQ(step.type == StepKind::Copy || step.type == StepKind::Reduce, d.peer < 0);
-      if (step.type == StepKind::Wait) {
-        EXPECT_EQ(plan.signals[d.signal].receiver, tb.rank);
-        EXPECT_EQ(plan.signals[d.signal].sender, d.peer);
+      if (!sync)
+        continue;
+      EXPECT_EQ(step.nsrc, 2) << "rank " << tb.rank << " step " << i;
+      fusedSyncs += step.nsrc > 1;
+      const std::vector<PlanMemberSignal> members = plan.stepSignals(size_t(tb.stepBegin + i));
+      ASSERT_EQ(members.size(), size_t(step.nsrc));
+      EXPECT_EQ(members[0].signal, d.signal);
+      EXPECT_EQ(members[0].ordinal, d.ordinal);
+      for (int32_t m = 0; m < step.nsrc; ++m) {
+        const int32_t peer = m == 0 ? d.peer : plan.memberPeers[d.members + m];
+        const PlanSignal &pair = plan.signals[members[m].signal];
+        EXPECT_EQ(step.type == StepKind::Wait ? pair.receiver : pair.sender, tb.rank);
+        EXPECT_EQ(step.type == StepKind::Wait ? pair.sender : pair.receiver, peer);
+        waits += step.type == StepKind::Wait;
+        (step.type == StepKind::Wait ? waitOrdinals : signalOrdinals)[members[m].signal].push_back(
+            members[m].ordinal);
       }
-      if (step.type == StepKind::Signal) {
-        EXPECT_EQ(plan.signals[d.signal].sender, tb.rank);
-        EXPECT_EQ(plan.signals[d.signal].receiver, d.peer);
-      }
-      waits += step.type == StepKind::Wait;
-      if (sync)
-        (step.type == StepKind::Wait ? waitOrdinals : signalOrdinals)[d.signal].push_back(
-            d.ordinal);
     }
   for (size_t s = 0; s < plan.signals.size(); ++s) {
     EXPECT_EQ(signalOrdinals[s], (std::vector<int32_t>{0, 1, 2})) << s;
@@ -100,6 +107,7 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
   // memory.
   static_assert(sizeof(PlanStep) == 28);
   EXPECT_EQ(waits, 18);
+  EXPECT_EQ(fusedSyncs, 18) << "per rank three handshakes, each a signal step and a wait step";
   EXPECT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
   EXPECT_TRUE(plan.hasDirectSteps(0));
   // A rank's plan keeps the job's signal pairs.
@@ -129,10 +137,28 @@ TEST(DirectSteps, PlanPairsSignalsWithWaits) {
       late.stepPeers[i].ordinal = 3;
       EXPECT_TRUE(refused(late)) << "step " << i;
     }
+    // A fused step's second member: past its pair's count, on its first
+    // member's pair (two writers of one flag), or to the first's peer.
+    const int32_t at = one.stepPeers[i].members + 1;
+    Plan past = one;
+    past.memberSignals[at].ordinal = 3;
+    EXPECT_TRUE(refused(past)) << "step " << i;
+    Plan samePair = one;
+    samePair.memberSignals[at] = samePair.memberSignals[at - 1];
+    EXPECT_TRUE(refused(samePair)) << "step " << i;
+    Plan samePeer = one;
+    samePeer.memberPeers[at] = samePeer.memberPeers[at - 1];
+    EXPECT_TRUE(refused(samePeer)) << "step " << i;
+    Plan unfused = one;
+    unfused.steps[i].nsrc = 1;
+    EXPECT_TRUE(refused(unfused)) << "step " << i;
   }
   Plan shorter = one;
   shorter.stepPeers.pop_back();
   EXPECT_TRUE(refused(shorter));
+  Plan noMembers = one;
+  noMembers.memberSignals.pop_back();
+  EXPECT_TRUE(refused(noMembers));
 }
 
 // A run of getre steps into one chunk is one fused step of the plan, each
@@ -239,6 +265,61 @@ TEST(DirectSteps, PlanFoldsTheCopyAndFusesThePuts) {
   }
 }
 
+// A signal after the first of a run that has a dependency of its own is
+// not fused (interp/Plan.h): the group would hold back the earlier
+// signals until that dependency is met. A wait with one is (waiting
+// longer delays nothing but the tb), and so are the signals once the
+// dependency is the run's first's. Every form runs right on the host.
+TEST(DirectSteps, SignalRunsFuseOnlyWhereNoLaterSignalWaits) {
+  const int n = 3;
+  auto withDependency = [&](ir::StepType type, int member) {
+    ir::Algorithm alg = coll::testing::peerAllGather(n);
+    ir::Gpu &gpu = alg.gpus[0];
+    ir::ThreadBlock extra;
+    ir::Step nop;
+    nop.type = ir::StepType::Nop;
+    nop.count = 0;
+    nop.hasDep = true;
+    extra.steps.push_back(nop);
+    gpu.tbs.push_back(extra);
+    // The first handshake's run of this type, its member-th step.
+    int seen = 0;
+    for (ir::Step &step : gpu.tbs[0].steps)
+      if (step.type == type && seen++ == member) {
+        step.depTb = 1;
+        step.depStep = 0;
+        break;
+      }
+    return alg;
+  };
+  auto syncSteps = [](const Plan &plan, StepKind kind) {
+    std::vector<int> sizes;
+    const PlanTb &tb = plan.tbs[plan.rankTbBegin[0]];
+    for (int32_t i = 0; i < tb.nSteps; ++i)
+      if (plan.steps[tb.stepBegin + i].type == kind)
+        sizes.push_back(plan.steps[tb.stepBegin + i].nsrc);
+    return sizes;
+  };
+  struct Case {
+    ir::StepType type;
+    int member;
+    std::vector<int> signals, waits;
+  };
+  for (const Case &k : {Case{ir::StepType::Signal, 0, {2, 2}, {2, 2}},
+                        Case{ir::StepType::Signal, 1, {1, 1, 2}, {2, 2}},
+                        Case{ir::StepType::Wait, 1, {2, 2}, {2, 2}}}) {
+    ir::Algorithm alg = withDependency(k.type, k.member);
+    Plan plan = planOf(alg);
+    EXPECT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
+    EXPECT_EQ(syncSteps(plan, StepKind::Signal), k.signals) << "member " << k.member;
+    EXPECT_EQ(syncSteps(plan, StepKind::Wait), k.waits) << "member " << k.member;
+    auto result = coll::testing::runChecked(alg, DataType::Float32, ReduceOp::Sum, 1000,
+                                            !alg.outofplace);
+    ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+    EXPECT_EQ(result->wrong, 0u) << result->firstWrong;
+  }
+}
+
 // Many calls on one executor, sizes from one element to several pipeline
 // iterations of tiny slots, every type and operator: the counters' bases
 // must carry over from call to call, whatever each call's iterations.
@@ -253,12 +334,12 @@ TEST(DirectSteps, CopyEnginePhasesSplitCopiesFromSignals) {
     auto split = copyEnginePhases(plan);
     ASSERT_TRUE(static_cast<bool>(split)) << llvm::toString(split.takeError());
     ASSERT_EQ(split->begin.size(), plan.tbs.size());
-    // Per tb: n-1 start signals and waits, the fused put and the copy, n-1
-    // end signals and waits.
+    // Per tb: the start signals and waits (a fused step each), the fused
+    // put and the copy, the end signals and waits.
     for (size_t t = 0; t < plan.tbs.size(); ++t) {
-      EXPECT_EQ(split->begin[t], 2 * (n - 1)) << "n=" << n << " tb " << t;
-      EXPECT_EQ(split->end[t], 2 * (n - 1) + 2) << "n=" << n << " tb " << t;
-      EXPECT_EQ(plan.tbs[t].nSteps, 4 * (n - 1) + 2);
+      EXPECT_EQ(split->begin[t], 2) << "n=" << n << " tb " << t;
+      EXPECT_EQ(split->end[t], 4) << "n=" << n << " tb " << t;
+      EXPECT_EQ(plan.tbs[t].nSteps, 6);
     }
     ASSERT_EQ(split->copies.size(), size_t(2 * n));
     for (const CopyPhases::Copy &c : split->copies) {

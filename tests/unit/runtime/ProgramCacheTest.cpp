@@ -241,10 +241,10 @@ struct Stored {
     std::ifstream f(path, std::ios::binary);
     std::string line;
     std::getline(f, line);
-    // "coll-program-cache 8 ok COMMON_BYTES CHECKSUM"
+    // "coll-program-cache 9 ok COMMON_BYTES CHECKSUM"
     unsigned long common = 0;
     char hex[40];
-    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 8 ok %lu %39s", &common, hex), 2);
+    EXPECT_EQ(std::sscanf(line.c_str(), "coll-program-cache 9 ok %lu %39s", &common, hex), 2);
     const long partsAt = static_cast<long>(line.size() + 1 + common);
     uint64_t entry[3] = {};
     f.seekg(partsAt - static_cast<long>((whole.nranks - r) * sizeof entry));

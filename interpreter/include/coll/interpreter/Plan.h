@@ -35,6 +35,14 @@
 // nothing new: no member but the last has `hasdep`, so no step of any rank
 // waits for an earlier member's completion except through the last; every
 // ordering the verifier proved still holds (docs/IR.md, "Direct steps").
+// Consecutive waits for different peers' signals fuse the same way (the
+// step waits for all its members' signals at once), and so do consecutive
+// signals to different peers, except that a signal after the first must
+// have no dependency of its own: the group would wait for it before
+// raising the earlier members' signals, and that dependency may itself be
+// waiting (through a peer) for one of them. Each member keeps its own pair
+// and ordinal (Plan::memberSignals), so that each pair's flag still has one
+// writer and its waits are taken in order.
 //
 // Dependencies. The IR gives a step one dependency; a step that needs
 // several waits for a nop, or for a chain of nops through other tbs
@@ -126,9 +134,13 @@ struct Plan {
   /// Per step, its peer, signal pair and ordinal (PlanStepPeer): as long as
   /// `steps` when the plan has direct steps, else empty.
   std::vector<PlanStepPeer> stepPeers;
-  /// The peers of fused `getre` steps' sources (PlanStepPeer::members):
-  /// the whole job's, in a rank's plan too.
+  /// The peers of fused steps' members (PlanStepPeer::members): `getre`
+  /// sources, `put` destinations, `signal` and `wait` peers; the whole
+  /// job's, in a rank's plan too.
   std::vector<int32_t> memberPeers;
+  /// Beside memberPeers, as long: a fused signal's or wait's members' pairs
+  /// and ordinals; {-1, 0} for the other fused steps' members.
+  std::vector<PlanMemberSignal> memberSignals;
   /// The dependencies of steps that wait on several (PlanStep::depTb < -1),
   /// each step's together, in step order.
   std::vector<PlanDep> deps;
@@ -171,6 +183,17 @@ struct Plan {
   /// The direct-step record of steps[index] (peer -1 when none).
   PlanStepPeer stepPeer(size_t index) const {
     return index < stepPeers.size() ? stepPeers[index] : PlanStepPeer{-1, -1, 0, -1};
+  }
+  /// The pairs and ordinals of a signal or wait at steps[index]: its own,
+  /// or a fused one's members', in member order; empty for other steps.
+  std::vector<PlanMemberSignal> stepSignals(size_t index) const {
+    const PlanStepPeer d = stepPeer(index);
+    if (d.signal < 0)
+      return {};
+    if (d.members < 0)
+      return {PlanMemberSignal{d.signal, d.ordinal}};
+    const auto first = memberSignals.begin() + d.members;
+    return std::vector<PlanMemberSignal>(first, first + steps[index].nsrc);
   }
   /// What a step with these PlanStep::depTb and depStep waits for.
   StepDependencies dependencies(int32_t depTb, int32_t depStep) const {

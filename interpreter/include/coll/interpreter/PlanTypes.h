@@ -72,12 +72,23 @@ struct PlanStepPeer {
   int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
   int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
   /// signal, wait: which of its pair's signals or waits in one iteration,
-  /// from 0; a fused getre: FoldedCopy or 0; else 0.
+  /// from 0 (a fused one: its first member's); a fused getre: FoldedCopy or
+  /// 0; else 0.
   int32_t ordinal;
   /// A fused `getre` (nsrc > 1): source r is the peer Plan::memberPeers[members
   /// + r] (the first is `peer`; with FoldedCopy source r + 1); a fused `put`:
-  /// destination r; else -1.
+  /// destination r; a fused `signal` or `wait`: the peer of member r, whose
+  /// pair and ordinal are Plan::memberSignals[members + r] (the first's are
+  /// `signal` and `ordinal`); else -1.
   int32_t members;
+};
+
+/// Member r of a fused `signal` or `wait` (Plan::memberSignals, beside
+/// Plan::memberPeers): its pair and its ordinal among the pair's signals or
+/// waits. {-1, 0} for the members of fused `put` and `getre` steps.
+struct PlanMemberSignal {
+  int32_t signal;
+  int32_t ordinal;
 };
 
 /// PlanStepPeer::ordinal of a fused `getre` whose first source is this
@@ -88,7 +99,7 @@ inline constexpr int32_t FoldedCopy = 1;
 
 /// The peers of a direct step's record: one, or a fused step's members.
 inline int32_t stepPeerCount(const PlanStepPeer &d, int32_t nsrc) {
-  return d.members < 0 ? 1 : d.ordinal == FoldedCopy ? nsrc - 1 : nsrc;
+  return d.members < 0 ? 1 : d.signal < 0 && d.ordinal == FoldedCopy ? nsrc - 1 : nsrc;
 }
 
 /// Signals from one rank to another on one channel (ir::SignalPair): the
