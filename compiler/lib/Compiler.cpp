@@ -73,11 +73,10 @@ std::optional<Schedule> attempt(const lang::ChunkDag &dag, bool fusion,
     pruneSignals(*schedule);
   }
   PhaseTimer timer("join-fused", "getre, put, signal and wait runs the runtimes fuse");
-  const ir::Algorithm pruned = schedule->algorithm;
-  joinFusedEnds(*schedule);
-  // A join or a wait moved ahead can make a pair redundant (a signal now
-  // later implies another): prune again, then join what that parted.
-  if (!(schedule->algorithm == pruned)) {
+  // Waits moved ahead or joined, or a signal delayed, can make a pair
+  // redundant (a signal now later implies another): prune again, then join
+  // what that parted.
+  if (joinFusedEnds(*schedule)) {
     const ir::Algorithm joined = schedule->algorithm;
     pruneSignals(*schedule);
     if (!(schedule->algorithm == joined))

@@ -290,8 +290,10 @@ void pruneSignals(Schedule &schedule);
 /// where an earlier member is waited on (the end signal to its peer, say):
 /// what waits on a member then waits on the run's last member instead,
 /// where the whole-job race check and the deadlock simulation still pass
-/// (Signals.cpp).
-void joinFusedEnds(Schedule &schedule);
+/// (Signals.cpp). Also lines up a tb's signals and waits so that runs of
+/// them fuse (docs/COMPILER.md, "Signals"); returns whether that moved or
+/// joined waits or delayed a signal, which can make a signal pair redundant.
+bool joinFusedEnds(Schedule &schedule);
 
 class ThreadblockAssigner;
 

@@ -376,6 +376,11 @@ void joinRun(ir::Algorithm &alg, const ReductionRun &run) {
   tidyDependencies(gpu);
 }
 
+/// Runs joined one by one (each try a whole-job check) in one call of
+/// joinFusedEnds, at most: the runs left then run member by member. A
+/// program whose runs pass together, or each kind's together, needs none.
+constexpr int MaxSingleJoins = 16;
+
 /// Programs with more signals than this keep all of theirs: each attempt
 /// runs the whole-job race check, whose cost grows with the steps times
 /// the tbs a tb learns of.
@@ -410,19 +415,31 @@ std::optional<std::function<bool(const ir::Algorithm &)>> trialCheck(const ir::A
 
 namespace {
 
-/// Drops the nops that wait for nothing and that nothing waits for (a
+/// Drops the nops that nothing waits for and that wait for nothing (a
 /// dependency tidyDependencies found implied leaves one), which would part
-/// a run of signals or waits the runtimes fuse. A tb keeps its last step.
+/// a run of signals or waits the runtimes fuse, or that end their tb (a
+/// join moved what waited on them elsewhere: they would delay nothing, and
+/// the IR's contract refuses them). A tb keeps its last step.
 void dropIdleNops(Schedule &schedule) {
   std::vector<ir::Gpu> &gpus = schedule.algorithm.gpus;
-  for (int32_t g = 0; g < static_cast<int32_t>(gpus.size()); ++g)
-    for (int32_t t = 0; t < static_cast<int32_t>(gpus[g].tbs.size()); ++t)
-      for (int32_t s = static_cast<int32_t>(gpus[g].tbs[t].steps.size()) - 1; s >= 0; --s) {
-        const ir::Step &step = gpus[g].tbs[t].steps[s];
-        if (step.type == ir::StepType::Nop && !step.hasDependency() && !step.hasDep &&
-            gpus[g].tbs[t].steps.size() > 1)
-          removeStep(schedule, g, t, s);
-      }
+  // A removal can leave another nop idle (removeStep's tidyDependencies
+  // drops a dependency that became implied, and the nop it waited on then
+  // has no waiter): passes until none is left.
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    for (int32_t g = 0; g < static_cast<int32_t>(gpus.size()); ++g)
+      for (int32_t t = 0; t < static_cast<int32_t>(gpus[g].tbs.size()); ++t)
+        for (int32_t s = static_cast<int32_t>(gpus[g].tbs[t].steps.size()) - 1; s >= 0; --s) {
+          const std::vector<ir::Step> &steps = gpus[g].tbs[t].steps;
+          const ir::Step &step = steps[s];
+          const bool last = s + 1 == static_cast<int32_t>(steps.size());
+          if (step.type == ir::StepType::Nop && !step.hasDep &&
+              (!step.hasDependency() || last) && steps.size() > 1) {
+            removeStep(schedule, g, t, s);
+            dropped = true;
+          }
+        }
+  }
 }
 
 /// Moves step `from` of tb `t` on rank `g` to `to` (< from), the steps
@@ -485,52 +502,100 @@ bool raiseWaits(Schedule &schedule) {
 
 } // namespace
 
-void joinFusedEnds(Schedule &schedule) {
-  ir::Algorithm &alg = schedule.algorithm;
-  if (!alg.hasDirectSteps())
-    return;
+namespace {
+
+bool joinRuns(Schedule &schedule);
+
+} // namespace
+
+bool joinFusedEnds(Schedule &schedule) {
+  if (!schedule.algorithm.hasDirectSteps())
+    return false;
   dropIdleNops(schedule);
+  const bool moved = joinRuns(schedule);
+  // What a join left idle.
+  dropIdleNops(schedule);
+  return moved;
+}
+
+namespace {
+
+/// Returns whether it moved a wait, joined waits or delayed a signal (what
+/// can make a signal pair redundant).
+bool joinRuns(Schedule &schedule) {
+  ir::Algorithm &alg = schedule.algorithm;
   std::optional<std::function<bool(const ir::Algorithm &)>> keeps;
+  bool moved = false;
   {
     Schedule trial = schedule;
     if (raiseWaits(trial)) {
       if (!(keeps = trialCheck(alg)))
-        return;
-      if ((*keeps)(trial.algorithm))
+        return false;
+      if ((*keeps)(trial.algorithm)) {
         schedule = std::move(trial);
+        moved = true;
+      }
     }
   }
   // A join can leave a nop idle (its dependency now implied), whose removal
   // brings two runs together: a few rounds.
+  int singleTries = 0;
   for (int round = 0; round < 3; ++round) {
     std::vector<ReductionRun> runs = splitReductionRuns(alg);
     if (runs.empty())
-      return;
+      return moved;
     if (!keeps && !(keeps = trialCheck(alg)))
-      return;
-    // All at once, as they usually pass together; else one by one.
-    bool joined = false;
-    ir::Algorithm all = alg;
-    for (const ReductionRun &run : runs)
-      joinRun(all, run);
-    if ((*keeps)(all)) {
+      return moved;
+    // All at once, as they usually pass together; else each kind's (data
+    // runs, waits, signals) at once; else that kind's one by one, each try
+    // a whole-job check.
+    auto kindOf = [&](const ReductionRun &run) {
+      const ir::StepType t = alg.gpus[run.rank].tbs[run.tb].steps[run.first].type;
+      return t == ir::StepType::Wait ? 1 : t == ir::StepType::Signal ? 2 : 0;
+    };
+    auto joinAll = [&](int kind) {
+      ir::Algorithm all = alg;
+      bool any = false;
+      for (const ReductionRun &run : runs)
+        if (kind < 0 || kindOf(run) == kind) {
+          joinRun(all, run);
+          any = true;
+        }
+      if (!any || !(*keeps)(all))
+        return false;
       alg = std::move(all);
-      joined = true;
-    } else {
+      for (const ReductionRun &run : runs)
+        moved |= (kind < 0 || kindOf(run) == kind) && kindOf(run) != 0;
+      return true;
+    };
+    const bool together = joinAll(-1);
+    bool joined = together;
+    for (int kind = 0; !together && kind < 3; ++kind) {
+      if (joinAll(kind)) {
+        joined = true;
+        continue;
+      }
       for (const ReductionRun &run : runs) {
+        if (kindOf(run) != kind || singleTries == MaxSingleJoins)
+          continue;
+        ++singleTries;
         ir::Algorithm trial = alg;
         joinRun(trial, run);
         if ((*keeps)(trial)) {
           alg = std::move(trial);
           joined = true;
+          moved |= kind != 0;
         }
       }
     }
     if (!joined)
-      return;
+      return moved;
     dropIdleNops(schedule);
   }
+  return moved;
 }
+
+} // namespace
 
 void pruneSignals(Schedule &schedule) {
   const ir::Algorithm &alg = schedule.algorithm;
