@@ -275,10 +275,11 @@ for c in allgather_direct allgather_ring alltoall_direct alltoall_allpairs; do
   step "bench-$c-8ranks-64K-16M" 600 "$bench" "$alg/${c}_8ranks.xml" --size 64K,1M,16M --iters 50 --warmup 10
 done
 # Issue 66, items 2 and 3: the direct programs at the memory floor (fused
-# puts, the folded copy; docs/CUDA.md "Traffic" counts them at 1.06, 0.89
-# and 1.00 x the reference kernel's bytes), compiled as the runtime compiles
-# them (one lane), at 8 ranks, in every mode the program has (the
-# allgather: in place only), beside the references collbench times in the
+# puts, the folded copies; docs/CUDA.md "Traffic" counts them at 1.06, 0.89
+# in place and 1.00 out of place, and 1.00 x the reference kernel's bytes),
+# compiled as the runtime compiles them (one lane), at 8 ranks, in both
+# modes (the allgather's out of place since its copy folds into its puts),
+# beside the references collbench times in the
 # same run: d2d, and for the two-shot exchange (to 1 MiB) and reduce, the
 # reference kernel of the count. collbench has no kernel reference for an
 # allgather or a reduce-scatter: gpu-targets.py reads their 1 GiB rows

@@ -55,18 +55,26 @@ bool fusesWith(const ir::Step &prev, const ir::Step &next, int groupSize) {
   return prev.type == StepType::GetReduce;
 }
 
-/// Whether step s of `tb` is a copy that folds into the `getre` group after
-/// it: into the group's destination, from the src buffer the group reads in
-/// its peers (this rank's own part of the same sum, out of place), and
-/// nothing waits for the copy itself.
-bool foldsCopy(const ir::ThreadBlock &tb, int32_t s) {
+/// Whether step s of `tb` is a copy that folds into the group after it
+/// (FoldedCopy, PlanTypes.h), nothing waiting for the copy itself:
+/// - a `getre` group: the copy is into the group's destination, from the
+///   src buffer the group reads in its peers (this rank's own part of the
+///   same sum, out of place);
+/// - a `put` group (Simple plans, whose kernels fuse puts): the copy reads
+///   the chunks the puts read and stores them where the puts store them in
+///   their peers (this rank's own copy of what it sends, out of place), so
+///   that the source is read once for the copy and every put.
+bool foldsCopy(const ir::ThreadBlock &tb, int32_t s, ir::Protocol protocol) {
   if (s + 1 >= static_cast<int32_t>(tb.steps.size()))
     return false;
   const ir::Step &copy = tb.steps[s];
   const ir::Step &next = tb.steps[s + 1];
-  return copy.type == StepType::Copy && next.type == StepType::GetReduce && !copy.hasDep &&
-         next.dstBuf == copy.dstBuf && next.dstOff == copy.dstOff && next.count == copy.count &&
-         next.srcBuf == copy.srcBuf;
+  if (copy.type != StepType::Copy || copy.hasDep || next.dstBuf != copy.dstBuf ||
+      next.dstOff != copy.dstOff || next.count != copy.count || next.srcBuf != copy.srcBuf)
+    return false;
+  if (next.type == StepType::Put)
+    return protocol == ir::Protocol::Simple && next.srcOff == copy.srcOff;
+  return next.type == StepType::GetReduce;
 }
 
 /// Steps whose fused group's members are each its own peer's (getre: the
@@ -496,19 +504,19 @@ llvm::Expected<Plan> buildPlan(const ir::Algorithm &alg, const ir::Analysis &ana
       for (int32_t s = 0; s < static_cast<int32_t>(tb.steps.size());) {
         const ir::Step &first = tb.steps[s];
         const int32_t nSteps = static_cast<int32_t>(tb.steps.size());
-        // A copy into the destination of the getre group right after it
-        // joins the group as its first source (FoldedCopy, Plan.h).
-        const bool folded = foldsCopy(tb, s);
+        // A copy that the getre or put group right after it folds in joins
+        // the group as its first member (FoldedCopy, PlanTypes.h).
+        const bool folded = foldsCopy(tb, s, alg.protocol);
         // Gather the fused group starting at s (a single step when no fusion).
         int32_t end = folded ? s + 2 : s + 1;
+        const ir::Step &head = folded ? tb.steps[s + 1] : first; // its kind and peer
         // Fused puts only in Simple programs: the LL and LL128 kernels do
         // not carry their loop (device/Prims.h, FusedPuts).
         while (end < nSteps && fusesWith(tb.steps[end - 1], tb.steps[end], end - s) &&
                newPeer(tb, s, end, tb.steps[end].peer) &&
-               (first.type != StepType::Put || alg.protocol == ir::Protocol::Simple))
+               (head.type != StepType::Put || alg.protocol == ir::Protocol::Simple))
           ++end;
         const ir::Step &last = tb.steps[end - 1];
-        const ir::Step &head = folded ? tb.steps[s + 1] : first; // its kind and peer
         int32_t nsrc = end - s;
         ir::StepTypeInfo firstInfo = ir::stepTypeInfo(head.type);
         bool moves = firstInfo.readsSrc || firstInfo.writesDst || firstInfo.sends ||
@@ -747,9 +755,10 @@ bool directOkIn(const Plan &p, const PlanStep &s, const PlanStepPeer &d, int32_t
   // fused put, each destination.
   if ((s.nsrc > 1) != (d.members >= 0) || d.members < -1)
     return false;
-  // A folded copy: a fused getre's only ordinal of its own.
+  // A folded copy: a fused getre's or put's only ordinal of its own.
   if (!sync && d.ordinal != 0 &&
-      (d.ordinal != FoldedCopy || s.type != StepKind::GetReduce || d.members < 0))
+      (d.ordinal != FoldedCopy ||
+       (s.type != StepKind::GetReduce && s.type != StepKind::Put) || d.members < 0))
     return false;
   // A signal or wait of `peer`'s pair `signal`, its ordinal-th.
   auto pairOk = [&](int32_t peer, int32_t signal, int32_t ordinal) {

@@ -433,6 +433,21 @@ ir::Algorithm peerAllGatherOnTbs(int n) {
   return b.alg;
 }
 
+ir::Algorithm peerCopyPutAllGather(int n, ir::Protocol proto) {
+  Builder b("peer_copy_put_allgather", ir::Collective::AllGather, n, n, proto, true, true);
+  b.chunks(1, n, 0);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, -1, -1);
+    handshake(b, r, t, n);
+    b.step(r, t, StepType::Copy, I, 0, O, r);
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        b.peerStep(r, t, StepType::Put, p, I, 0, O, r);
+    handshake(b, r, t, n);
+  }
+  return b.alg;
+}
+
 std::vector<ir::Algorithm> peerAllReduces(int n) {
   return {peerOneShotAllReduce(n), peerTwoShotAllReduce(n), peerGetTwoShotAllReduce(n),
           peerCopyGetTwoShotAllReduce(n)};

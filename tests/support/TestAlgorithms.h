@@ -87,6 +87,12 @@ ir::Algorithm peerAllGather(int n);
 /// The same with the signals on a tb per peer (startTbs, endOnTbs): the
 /// puts wait for the start waits there, and the end signals for the copy.
 ir::Algorithm peerAllGatherOnTbs(int n);
+/// A direct allgather in both modes, as the built-in one, one tb per rank:
+/// after the start handshake rank r copies its input into block r of its
+/// output, then puts it into block r of every peer's, so that a Simple plan
+/// folds the copy into the fused put (FoldedCopy), which reads the input
+/// once; in place the copy is onto itself. Other protocols keep the steps.
+ir::Algorithm peerCopyPutAllGather(int n, ir::Protocol proto = ir::Protocol::Simple);
 /// The direct allreduces above, for the backend tests to sweep.
 std::vector<ir::Algorithm> peerAllReduces(int n);
 

@@ -169,9 +169,14 @@ llvm::Error CudaExecutor::prepareCopyEngines(const CallArgs &args, const WindowD
       if (oneRank() && put && !placed[step.dstBuf])
         return notPlaced(step.dstBuf);
       const unsigned char *from = base(get ? d.peer : rank, step.srcBuf);
+      // A fused put's destination r is its peer r's, or with a folded copy
+      // (FoldedCopy) this rank's own for r = 0 and peer r - 1's after it.
+      const bool folded = put && d.members >= 0 && d.ordinal == FoldedCopy;
       for (int32_t r = 0; r < ndst; ++r) {
-        const int32_t to =
-            !put ? rank : r == 0 ? d.peer : plan_.memberPeers[static_cast<size_t>(d.members + r)];
+        const int32_t member = folded ? r - 1 : r;
+        const int32_t to = !put || member < 0 ? rank
+                           : member == 0      ? d.peer
+                                              : plan_.memberPeers[static_cast<size_t>(d.members + member)];
         unsigned char *into = base(to, step.dstBuf);
         if (!from || !into)
           return fail(llvm::formatv("{0}: copy engines: rank {1} reaches rank {2}, whose "

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define COLL_DEVICE_PLUGIN_ABI 16u // 16: fused signals and waits (Plan::memberSignals); 15: CudaOptions::copyEngineBytes, CallResult::copyEngineCopies; 14: fused puts (PlanStep::nsrc destinations), FoldedCopy; 13: Plan::deps (PlanStep::depTb < -1); 12: CudaOptions::hostStop; 11: PlanStepPeer::members, Plan::memberPeers; 10: the shared-memory functions; 9: setPeerWindows; 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
+#define COLL_DEVICE_PLUGIN_ABI 17u // 17: FoldedCopy on fused puts; 16: fused signals and waits (Plan::memberSignals); 15: CudaOptions::copyEngineBytes, CallResult::copyEngineCopies; 14: fused puts (PlanStep::nsrc destinations), FoldedCopy; 13: Plan::deps (PlanStep::depTb < -1); 12: CudaOptions::hostStop; 11: PlanStepPeer::members, Plan::memberPeers; 10: the shared-memory functions; 9: setPeerWindows; 8: setPeerBuffers, ConnectionExport::signals; 7: Plan::signals, Plan::stepPeers; 6: PlanConnection::atReceiver, Plan::connectionsInto
 
 extern "C" {
 

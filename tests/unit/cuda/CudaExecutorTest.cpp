@@ -133,7 +133,10 @@ TEST_F(GpuExecutor, DirectStepsMatchTheHost) {
   const std::vector<uint64_t> counts = {1, 7, 1001, 20000};
 #endif
   for (int n : rankCounts) {
-    for (const ir::Algorithm &alg : coll::testing::peerAllReduces(n)) {
+    // The allreduces, and an allgather whose own copy folds into its puts.
+    std::vector<ir::Algorithm> algs = coll::testing::peerAllReduces(n);
+    algs.push_back(coll::testing::peerCopyPutAllGather(n));
+    for (const ir::Algorithm &alg : algs) {
       Plan plan = planOf(alg);
       auto ex = makeExecutors(plan, hostOptions, gpuOptions);
       for (uint64_t count : counts)
@@ -162,7 +165,8 @@ TEST_F(GpuExecutor, CopyEnginesRunTheCopiesBetweenTwoKernels) {
   gpuOptions.copyEngineBytes = 4096;
   for (int n : {2, 3, 5})
     for (const ir::Algorithm &alg :
-         {coll::testing::peerAllGather(n), coll::testing::peerAllGatherOnTbs(n)}) {
+         {coll::testing::peerAllGather(n), coll::testing::peerAllGatherOnTbs(n),
+          coll::testing::peerCopyPutAllGather(n)}) {
       Plan plan = planOf(alg);
       auto ex = makeExecutors(plan, hostOptions, gpuOptions);
       for (uint64_t count : {1, 1001, 1024, 20000, 3}) {

@@ -211,6 +211,7 @@ TEST(DirectSteps, FusedGetReduceWaitsForEveryMember) {
 // every rank one getre of n sources and one put of n-1 destinations, each
 // peer once. A damaged record is refused: a folded copy on a put, a fused
 // put in a plan of another protocol, whose kernels do not run them.
+// (A copy before the puts folds into them too: PlanFoldsTheOwnCopyIntoThePuts.)
 TEST(DirectSteps, PlanFoldsTheCopyAndFusesThePuts) {
   for (int n : {2, 3, 5}) {
     Plan plan = planOf(coll::testing::peerCopyGetTwoShotAllReduce(n));
@@ -257,11 +258,90 @@ TEST(DirectSteps, PlanFoldsTheCopyAndFusesThePuts) {
         Plan ll = plan;
         ll.protocol = ir::Protocol::LL;
         EXPECT_TRUE(refused(ll)) << "a fused put in an LL plan";
-        Plan folded = plan;
-        folded.stepPeers[i].ordinal = FoldedCopy;
-        EXPECT_TRUE(refused(folded)) << "a folded copy on a put";
+        Plan other = plan;
+        other.stepPeers[i].ordinal = FoldedCopy + 1;
+        EXPECT_TRUE(refused(other)) << "a put's ordinal neither 0 nor FoldedCopy";
       }
     }
+  }
+}
+
+// A copy of what the puts after it send, into the place they store it in
+// their peers, joins them as their first destination, this rank's own
+// (FoldedCopy): in a Simple plan each rank's data is one put of n
+// destinations that reads the input once, and its peers are the n-1 others.
+// It runs right in both modes (in place the own copy is onto itself and is
+// left out), and its copies split for copy engines as one fused put per
+// rank. An LL plan keeps the copy and the single puts, and an LL plan with
+// the fused put is refused.
+TEST(DirectSteps, PlanFoldsTheOwnCopyIntoThePuts) {
+  auto refused = [](const Plan &damaged) {
+    llvm::Error err = checkPlanIndices(damaged);
+    bool failed = static_cast<bool>(err);
+    llvm::consumeError(std::move(err));
+    return failed;
+  };
+  for (int n : {2, 3, 5}) {
+    ir::Algorithm alg = coll::testing::peerCopyPutAllGather(n);
+    Plan plan = planOf(alg);
+    ASSERT_FALSE(static_cast<bool>(checkPlanIndices(plan)));
+    for (int r = 0; r < n; ++r) {
+      const PlanTb &tb = plan.tbs[plan.rankTbBegin[r]];
+      int puts = 0, copies = 0;
+      for (int32_t i = 0; i < tb.nSteps; ++i) {
+        const int32_t at = tb.stepBegin + i;
+        const PlanStep &step = plan.steps[at];
+        const PlanStepPeer &d = plan.stepPeers[at];
+        copies += step.type == StepKind::Copy;
+        if (step.type != StepKind::Put)
+          continue;
+        ++puts;
+        EXPECT_EQ(step.nsrc, n) << "the copy and n-1 peers";
+        EXPECT_EQ(d.ordinal, FoldedCopy);
+        ASSERT_GE(d.members, 0);
+        ASSERT_EQ(stepPeerCount(d, step.nsrc), n - 1);
+        std::set<int32_t> peers;
+        for (int32_t m = 0; m < n - 1; ++m)
+          peers.insert(plan.memberPeers[d.members + m]);
+        EXPECT_EQ(peers.size(), size_t(n - 1));
+        EXPECT_EQ(peers.count(r), 0u);
+        EXPECT_EQ(plan.memberPeers[d.members], d.peer);
+        Plan ll = plan;
+        ll.protocol = ir::Protocol::LL;
+        EXPECT_TRUE(refused(ll)) << "a folded put in an LL plan";
+      }
+      EXPECT_EQ(copies, 0) << "n=" << n << " rank " << r;
+      EXPECT_EQ(puts, 1) << "n=" << n << " rank " << r;
+    }
+    for (bool inplace : {false, true})
+      for (uint64_t count : {1ull, 1001ull}) {
+        auto result =
+            coll::testing::runChecked(alg, DataType::Float32, ReduceOp::Sum, count, inplace);
+        ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+        EXPECT_EQ(result->wrong, 0u) << "n=" << n << " inplace=" << inplace << " count=" << count
+                                     << ": " << result->firstWrong;
+      }
+    auto split = copyEnginePhases(plan);
+    ASSERT_TRUE(static_cast<bool>(split)) << llvm::toString(split.takeError());
+    ASSERT_EQ(split->copies.size(), size_t(n));
+    for (const CopyPhases::Copy &c : split->copies)
+      EXPECT_EQ(plan.steps[size_t(c.step)].nsrc, n);
+
+    Plan ll = planOf(coll::testing::peerCopyPutAllGather(n, ir::Protocol::LL));
+    ASSERT_FALSE(static_cast<bool>(checkPlanIndices(ll)));
+    const PlanTb &tb = ll.tbs[ll.rankTbBegin[0]];
+    int puts = 0, copies = 0;
+    for (int32_t i = 0; i < tb.nSteps; ++i) {
+      const PlanStep &step = ll.steps[tb.stepBegin + i];
+      copies += step.type == StepKind::Copy;
+      if (step.type == StepKind::Put) {
+        ++puts;
+        EXPECT_EQ(step.nsrc, 1);
+        EXPECT_EQ(ll.stepPeers[tb.stepBegin + i].ordinal, 0);
+      }
+    }
+    EXPECT_EQ(copies, 1) << "n=" << n;
+    EXPECT_EQ(puts, n - 1) << "n=" << n;
   }
 }
 

@@ -44,6 +44,16 @@
 // and ordinal (Plan::memberSignals), so that each pair's flag still has one
 // writer and its waits are taken in order.
 //
+// A copy that nothing waits for folds into the fused group right after it
+// as its first member (PlanStepPeer::ordinal FoldedCopy): a copy into a
+// `getre` group's destination from the src buffer the group reads in its
+// peers becomes the sum's own first source, so the destination is written
+// once and never read; a copy from the chunks a `put` group reads into
+// the place the puts store them becomes the group's own first destination
+// (Simple plans, whose kernels fuse puts), so the source is read once for
+// the copy and every put. The copy ran on the same tb just before the
+// group, so folding it in orders nothing new.
+//
 // Dependencies. The IR gives a step one dependency; a step that needs
 // several waits for a nop, or for a chain of nops through other tbs
 // (docs/COMPILER.md, "Spreading waits"), and each link of a chain is one

@@ -72,12 +72,12 @@ struct PlanStepPeer {
   int32_t peer;    ///< direct steps: the rank of the remote operand or signal; else -1
   int32_t signal;  ///< signal, wait: index into Plan::signals; else -1
   /// signal, wait: which of its pair's signals or waits in one iteration,
-  /// from 0 (a fused one: its first member's); a fused getre: FoldedCopy or
-  /// 0; else 0.
+  /// from 0 (a fused one: its first member's); a fused getre or put:
+  /// FoldedCopy or 0; else 0.
   int32_t ordinal;
   /// A fused `getre` (nsrc > 1): source r is the peer Plan::memberPeers[members
   /// + r] (the first is `peer`; with FoldedCopy source r + 1); a fused `put`:
-  /// destination r; a fused `signal` or `wait`: the peer of member r, whose
+  /// destination r (with FoldedCopy destination r + 1); a fused `signal` or `wait`: the peer of member r, whose
   /// pair and ordinal are Plan::memberSignals[members + r] (the first's are
   /// `signal` and `ordinal`); else -1.
   int32_t members;
@@ -91,10 +91,15 @@ struct PlanMemberSignal {
   int32_t ordinal;
 };
 
-/// PlanStepPeer::ordinal of a fused `getre` whose first source is this
-/// rank's own, in its src buffer: a copy into the group's destination just
-/// before it, folded in (Plan.h), so that the sum is stored once and the
-/// destination never read. Its peers are sources 1 .. nsrc-1.
+/// PlanStepPeer::ordinal of a fused step that folds in the copy just
+/// before it (Plan.h):
+/// - a `getre` whose first source is this rank's own, in its src buffer (a
+///   copy into the group's destination), so that the sum is stored once and
+///   the destination never read; its peers are sources 1 .. nsrc-1;
+/// - a `put` (Simple plans) whose first destination is this rank's own, in
+///   its dst buffer (a copy of what the puts send, to where they store it),
+///   so that the source is read once for all; its peers are destinations
+///   1 .. nsrc-1. In place the own copy is onto itself and is left out.
 inline constexpr int32_t FoldedCopy = 1;
 
 /// The peers of a direct step's record: one, or a fused step's members.

@@ -47,7 +47,8 @@
 //   void copyMany(const T *src, T *const *dsts, int ndst, uint64_t n);
 //       // a fused put: src read once, stored to each of dsts
 //   bool foldedCopy(const PlanStep &step);
-//       // a fused getre's first source is this rank's own (FoldedCopy)
+//       // a fused getre's first source, or a fused put's first
+//       // destination, is this rank's own (FoldedCopy)
 //   void signal(const PlanStep &step);
 //   bool waitSignal(const PlanStep &step, uint64_t iteration);
 //
@@ -243,7 +244,9 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
       // A step with no chunks (nop, signal, wait) is one too, so that the
       // chunk loop below needs no test before its first chunk.
       bool slow = (flags & step_flag::Slow) != 0;
-      bool folded = false; // a fused getre's first source is this rank's (FoldedCopy)
+      // A fused getre's first source, or a fused put's first destination,
+      // is this rank's own (FoldedCopy).
+      bool folded = false;
       if constexpr (TracesSteps<Prims>::value)
         slow |= prims.tracingSteps();
       if (slow) {
@@ -260,10 +263,10 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
           // Direct steps: one operand is the peer's buffer of this call, at
           // the same slice offsets; the data moves as a copy or reduction
           // does, so that they add no code of their own to the chunk loop.
-          // A fused getre with a folded copy keeps its own src buffer as its
-          // first source (FoldedCopy).
+          // A fused getre or put with a folded copy keeps its own buffer as
+          // its first source or destination (FoldedCopy).
           const bool put = step.type == StepKind::Put;
-          if (step.type == StepKind::GetReduce)
+          if (put || step.type == StepKind::GetReduce)
             folded = prims.foldedCopy(step);
           if (!folded &&
               (put || step.type == StepKind::Get || step.type == StepKind::GetReduce)) {
@@ -304,15 +307,19 @@ COLL_HOST_DEVICE bool runThreadBlock(Prims &prims, const PlanStep *steps, int32_
             many = step.nsrc > 1; // a fused put: one read, a store to each peer
           if (many) {
             if constexpr (FusesPuts<Prims>::value) {
+              // With a folded copy, destination 0 is this rank's own and r
+              // is peer r - 1's. In place, the own copy is onto itself
+              // (the source is the output's own block) and is left out.
               ptrs[0] = d;
               COLL_NO_UNROLL
               for (int r = 1; r < step.nsrc; ++r) {
-                T *base = prims.peerBase(step, step.dstBuf, r);
+                T *base = prims.peerBase(step, step.dstBuf, folded ? r - 1 : r);
                 if (!base)
                   return false;
                 ptrs[r] = base + slice[r].dst + at;
               }
-              prims.copyMany(s, ptrs, step.nsrc, n);
+              const int skip = folded && d == s ? 1 : 0;
+              prims.copyMany(s, ptrs + skip, step.nsrc - skip, n);
             }
           } else if constexpr (HoldSteps) {
             prims.template copy<true>(s, d, n);
