@@ -57,6 +57,7 @@ plans=(
   "unit_tests_barrier_test_fixed.json|$tests/unit_tests/barrier_test.py|"
   "unit_tests_tbg_tbg_copy_test_fixed.json|$tests/unit_tests/tbg/tbg_copy_test.py|"
   "unit_tests_pipeline_test_fixed.json|$tests/unit_tests/pipeline_test.py|"
+  "single_node_alltoall_alltoall_pipeline_2.json|$tests/single_node/alltoall/alltoall_pipeline.py|--name single_node_alltoall_alltoall_pipeline --num_gpus 2"
   "single_node_allgather_pkt_2.json|$tests/single_node/allgather_pkt.py|--name single_node_allgather_pkt --num_gpus 2"
   "single_node_allgather_pkt_rppkt_2.json|$tests/single_node/allgather_pkt_rppkt.py|--name single_node_allgather_pkt_rppkt --num_gpus 2"
   "multi_node_allgather_2.json|$tests/multi_node/allgather.py|--name multi_node_allgather --gpus_per_node 1"

@@ -64,12 +64,26 @@ struct Conn {
   }
 };
 
+/// Where a signal, wait, release or acquire runs: outside any pipeline
+/// (chunks 0), or in a pipeline of `chunks` chunks in units of `unit`
+/// bytes, as the at-th of the `of` uses of its channel or semaphore in one
+/// iteration of that pipeline's ops.
+struct PipePlace {
+  int64_t unit = 0, chunks = 0;
+  int32_t at = 0, of = 1;
+  bool operator==(const PipePlace &o) const {
+    return unit == o.unit && chunks == o.chunks && at == o.at && of == o.of;
+  }
+  bool operator!=(const PipePlace &o) const { return !(*this == o); }
+};
+
 /// One signal or wait on a memory channel, in its tb's program order.
 struct SyncUse {
   int32_t tb = 0;
   bool relaxed = false;
   uint64_t order = 0; ///< program order within the tb
   std::string path;
+  PipePlace place;
 };
 
 class Translator {
@@ -128,9 +142,12 @@ private:
   struct SemUse {
     int32_t tb = 0, step = -1;
     std::string path;
+    PipePlace place;
   };
   std::map<std::pair<int32_t, int32_t>, std::vector<SemUse>> releases, acquires;
   uint64_t nextOrder = 0;
+  /// The pipeline whose ops are being translated, if any.
+  const Op *currentPipe = nullptr;
 
   void error(const std::string &path, const llvm::Twine &message) {
     diags.error(0, StepRef{}, path.empty() ? message : path + ": " + message);
@@ -339,163 +356,343 @@ private:
     std::string lastWait;   ///< path of a wait in this run, if any
   };
 
+  /// What an op of a pipeline's body is, for the check of the body's end
+  /// against its start (pipeline).
+  struct BodyOp {
+    enum Kind { Nop, Release, Wait, Data } kind = Nop;
+    bool relaxed = false; ///< a relaxed signal
+    std::vector<Access> accesses;
+    std::string path, name;
+  };
+
   void threadblock(int32_t r, int32_t t) {
     tbLists(r, t);
     const Threadblock &tb = plan.gpus[r].threadblocks[t];
     Epoch epoch;
     std::string firstData, firstWait; // anywhere earlier in the tb
     for (const Op &op : tb.ops) {
-      std::string name = opName(op.kind).str();
-      if (op.tbg && op.tbg->tbgSize > 1) {
-        unsupported(op.path + ".tbg_info",
-                    "threadblock groups (tbg_size " + std::to_string(op.tbg->tbgSize) +
-                        "): one op shared by several tbs, each doing a slice of the data — "
-                        "Coll's IR has no such step");
-        continue;
-      }
-      switch (op.kind) {
-      case OpKind::Nop:
-        epoch = Epoch();
-        continue;
-      case OpKind::Barrier:
-        unsupported(op.path + ".name",
-                    "barrier: a barrier between threadblocks of one rank — Coll's IR "
-                    "has no such step");
-        continue;
-      case OpKind::Pipeline:
-        unsupported(op.path + ".name",
-                    "pipeline: an op loop over a pipeline's chunks — Coll's IR has no such "
-                    "step");
-        continue;
-      case OpKind::PutPackets:
-      case OpKind::ReadPutPackets:
-      case OpKind::ReduceSendPackets:
-      case OpKind::ReduceCopySendPackets:
-        unsupported(op.path + ".name",
-                    "LL packets into a peer's window (" + name +
-                        ") — Coll's IR has no such step");
-        continue;
-      case OpKind::CopyPackets:
-      case OpKind::UnpackPackets:
-      case OpKind::ReducePackets:
-      case OpKind::ReduceCopyPackets:
-        unsupported(op.path + ".name",
-                    "LL packets (" + name + ": data and flags interleaved in a buffer) — "
-                    "Coll's IR has no such step");
-        continue;
-      case OpKind::PutWithSignal:
-      case OpKind::PutWithSignalFlush:
-      case OpKind::Flush:
-        unsupported(op.path + ".name",
-                    "port channels (" + name + "): a host proxy carries the op out after "
-                    "it returns — Coll's steps complete where they stand");
-        continue;
-      default:
-        break;
-      }
-      if (op.channelType && *op.channelType == ChannelType::Port) {
-        unsupported(op.path + ".channel_type",
-                    "port channels (" + name + "): a host proxy carries the op out after "
-                    "it returns — Coll's steps complete where they stand");
-        continue;
-      }
-      if (op.channelType && *op.channelType == ChannelType::Switch) {
-        error(op.path + ".channel_type", "switch (NVLS) channels: Coll has no multicast step");
-        continue;
-      }
+      if (op.kind == OpKind::Pipeline)
+        pipeline(r, t, op, epoch, firstData, firstWait);
+      else
+        oneOp(r, t, op, epoch, firstData, firstWait, nullptr);
+    }
+  }
 
-      switch (op.kind) {
-      case OpKind::Signal:
-      case OpKind::RelaxedSignal: {
-        bool relaxed = op.kind == OpKind::RelaxedSignal;
-        if (!epoch.dataOps.empty()) {
-          unsupported(op.path, "'" + name + "' after " + epoch.dataOps.back().second +
-                                   " with no nop between them: thread i signals channel "
-                                   "i as soon as its own part of that op is done, so the "
-                                   "signal releases only that part, while Coll's signal "
-                                   "releases everything its tb did");
-          break;
-        }
-        if (!epoch.lastWait.empty()) {
-          unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
-                                   " with no nop between them: thread i signals channel i "
-                                   "whether or not the other threads' waits are over, so "
-                                   "the signal does not pass on what they acquired, while "
-                                   "Coll's signal would");
-          break;
-        }
-        if (relaxed && !firstData.empty()) {
-          unsupported(op.path, "relaxed signal after " + firstData +
-                                   ": it orders none of the data before it, while Coll's "
-                                   "signal releases everything its tb did");
-          break;
-        }
-        if (relaxed && !firstWait.empty()) {
-          unsupported(op.path, "relaxed signal after " + firstWait +
-                                   ": it does not pass on what that wait acquired, while "
-                                   "Coll's signal would");
-          break;
-        }
-        syncOp(r, t, op, /*signal=*/true, relaxed);
+  /// One op of a tb, after what `epoch`, `firstData` and `firstWait` say
+  /// came before it. In a pipeline's body, `body` records what the op is
+  /// for the check of the body's end against its start (pipeline).
+  void oneOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstData,
+             std::string &firstWait, std::vector<BodyOp> *body) {
+    std::string name = opName(op.kind).str();
+    if (op.tbg && op.tbg->tbgSize > 1) {
+      unsupported(op.path + ".tbg_info",
+                  "threadblock groups (tbg_size " + std::to_string(op.tbg->tbgSize) +
+                      "): one op shared by several tbs, each doing a slice of the data — "
+                      "Coll's IR has no such step");
+      return;
+    }
+    switch (op.kind) {
+    case OpKind::Nop:
+      epoch = Epoch();
+      if (body)
+        body->push_back(BodyOp{BodyOp::Nop, false, {}, op.path, name});
+      return;
+    case OpKind::Barrier:
+      unsupported(op.path + ".name",
+                  "barrier: a barrier between threadblocks of one rank — Coll's IR "
+                  "has no such step");
+      return;
+    case OpKind::Pipeline: // the reader refuses one inside another
+      error(op.path + ".name", "a pipeline inside a pipeline");
+      return;
+    case OpKind::PutPackets:
+    case OpKind::ReadPutPackets:
+    case OpKind::ReduceSendPackets:
+    case OpKind::ReduceCopySendPackets:
+      unsupported(op.path + ".name",
+                  "LL packets into a peer's window (" + name +
+                      ") — Coll's IR has no such step");
+      return;
+    case OpKind::CopyPackets:
+    case OpKind::UnpackPackets:
+    case OpKind::ReducePackets:
+    case OpKind::ReduceCopyPackets:
+      unsupported(op.path + ".name",
+                  "LL packets (" + name + ": data and flags interleaved in a buffer) — "
+                  "Coll's IR has no such step");
+      return;
+    case OpKind::PutWithSignal:
+    case OpKind::PutWithSignalFlush:
+    case OpKind::Flush:
+      unsupported(op.path + ".name",
+                  "port channels (" + name + "): a host proxy carries the op out after "
+                  "it returns — Coll's steps complete where they stand");
+      return;
+    default:
+      break;
+    }
+    if (op.channelType && *op.channelType == ChannelType::Port) {
+      unsupported(op.path + ".channel_type",
+                  "port channels (" + name + "): a host proxy carries the op out after "
+                  "it returns — Coll's steps complete where they stand");
+      return;
+    }
+    if (op.channelType && *op.channelType == ChannelType::Switch) {
+      error(op.path + ".channel_type", "switch (NVLS) channels: Coll has no multicast step");
+      return;
+    }
+
+    switch (op.kind) {
+    case OpKind::Signal:
+    case OpKind::RelaxedSignal: {
+      bool relaxed = op.kind == OpKind::RelaxedSignal;
+      if (!epoch.dataOps.empty()) {
+        unsupported(op.path, "'" + name + "' after " + epoch.dataOps.back().second +
+                                 " with no nop between them: thread i signals channel "
+                                 "i as soon as its own part of that op is done, so the "
+                                 "signal releases only that part, while Coll's signal "
+                                 "releases everything its tb did");
         break;
       }
-      case OpKind::SemRelease:
-        // Thread i releases semaphore i: like a signal, it covers the
-        // other threads' work only after a nop.
-        if (!epoch.dataOps.empty() || !epoch.lastWait.empty()) {
-          unsupported(op.path, "'sem_release' after " +
-                                   (epoch.dataOps.empty() ? epoch.lastWait
-                                                          : epoch.dataOps.back().second) +
-                                   " with no nop between them: thread i releases semaphore "
-                                   "i as soon as its own part is done, so the release does "
-                                   "not cover the other threads' part, while Coll's "
-                                   "dependency would");
+      if (!epoch.lastWait.empty()) {
+        unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
+                                 " with no nop between them: thread i signals channel i "
+                                 "whether or not the other threads' waits are over, so "
+                                 "the signal does not pass on what they acquired, while "
+                                 "Coll's signal would");
+        break;
+      }
+      if (relaxed && !firstData.empty()) {
+        unsupported(op.path, "relaxed signal after " + firstData +
+                                 ": it orders none of the data before it, while Coll's "
+                                 "signal releases everything its tb did");
+        break;
+      }
+      if (relaxed && !firstWait.empty()) {
+        unsupported(op.path, "relaxed signal after " + firstWait +
+                                 ": it does not pass on what that wait acquired, while "
+                                 "Coll's signal would");
+        break;
+      }
+      syncOp(r, t, op, /*signal=*/true, relaxed);
+      if (body)
+        body->push_back(BodyOp{BodyOp::Release, relaxed, {}, op.path, name});
+      break;
+    }
+    case OpKind::SemRelease:
+      // Thread i releases semaphore i: like a signal, it covers the
+      // other threads' work only after a nop.
+      if (!epoch.dataOps.empty() || !epoch.lastWait.empty()) {
+        unsupported(op.path, "'sem_release' after " +
+                                 (epoch.dataOps.empty() ? epoch.lastWait
+                                                        : epoch.dataOps.back().second) +
+                                 " with no nop between them: thread i releases semaphore "
+                                 "i as soon as its own part is done, so the release does "
+                                 "not cover the other threads' part, while Coll's "
+                                 "dependency would");
+        break;
+      }
+      semaphoreOp(r, t, op, /*release=*/true);
+      if (body)
+        body->push_back(BodyOp{BodyOp::Release, false, {}, op.path, name});
+      break;
+    case OpKind::SemAcquire:
+      semaphoreOp(r, t, op, /*release=*/false);
+      epoch.lastWait = op.path;
+      if (firstWait.empty())
+        firstWait = op.path;
+      if (body)
+        body->push_back(BodyOp{BodyOp::Wait, false, {}, op.path, name});
+      break;
+    case OpKind::Wait:
+    case OpKind::RelaxedWait:
+      syncOp(r, t, op, /*signal=*/false, op.kind == OpKind::RelaxedWait);
+      epoch.lastWait = op.path;
+      if (op.kind == OpKind::Wait && firstWait.empty())
+        firstWait = op.path;
+      if (body)
+        body->push_back(BodyOp{BodyOp::Wait, false, {}, op.path, name});
+      break;
+    default: {
+      // In a pipeline the executor moves unit i of every operand in
+      // iteration i, for as many units as the pipeline's chunks hold: an
+      // operand of fewer chunks is overrun, one of more is left partly
+      // unmoved.
+      if (currentPipe && !pipeSized(op, name))
+        break;
+      std::vector<Access> accesses;
+      if (!dataOp(r, t, op, accesses))
+        break;
+      if (!epoch.lastWait.empty()) {
+        unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
+                                 " with no nop between them: only thread i waits, for "
+                                 "channel or semaphore i, so the other threads may start "
+                                 "on this op "
+                                 "before the wait is over, while in Coll every step "
+                                 "after a wait follows it");
+        break;
+      }
+      for (const auto &[other, otherPath] : epoch.dataOps)
+        if (auto clash = conflict(accesses, other)) {
+          unsupported(op.path, "'" + name + "' and " + otherPath +
+                                   " both access " + *clash +
+                                   ", one writing it, with no nop between them: the "
+                                   "threads of one tb run them at once, while Coll's tb "
+                                   "runs its steps in order");
           break;
         }
-        semaphoreOp(r, t, op, /*release=*/true);
-        break;
-      case OpKind::SemAcquire:
-        semaphoreOp(r, t, op, /*release=*/false);
-        epoch.lastWait = op.path;
-        if (firstWait.empty())
-          firstWait = op.path;
-        break;
-      case OpKind::Wait:
-      case OpKind::RelaxedWait:
-        syncOp(r, t, op, /*signal=*/false, op.kind == OpKind::RelaxedWait);
-        epoch.lastWait = op.path;
-        if (op.kind == OpKind::Wait && firstWait.empty())
-          firstWait = op.path;
-        break;
-      default: {
-        std::vector<Access> accesses;
-        if (!dataOp(r, t, op, accesses))
-          break;
-        if (!epoch.lastWait.empty()) {
-          unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
-                                   " with no nop between them: only thread i waits, for "
-                                   "channel or semaphore i, so the other threads may start "
-                                   "on this op "
-                                   "before the wait is over, while in Coll every step "
-                                   "after a wait follows it");
-          break;
+      if (body)
+        body->push_back(BodyOp{BodyOp::Data, false, accesses, op.path, name});
+      epoch.dataOps.emplace_back(std::move(accesses), op.path);
+      if (firstData.empty())
+        firstData = op.path;
+      break;
+    }
+    }
+  }
+
+  /// Where the op being translated runs (its at and of are set when its
+  /// pipeline's ops are done: pipeline).
+  PipePlace pipePlace() const {
+    PipePlace p;
+    if (currentPipe) {
+      p.unit = currentPipe->unitSize;
+      p.chunks = currentPipe->numChunks;
+    }
+    return p;
+  }
+
+  static std::string describePlace(const PipePlace &p) {
+    if (p.chunks == 0)
+      return "outside any pipeline";
+    return "in a pipeline of " + std::to_string(p.chunks) + " chunks in units of " +
+           std::to_string(p.unit) + " bytes, as use " + std::to_string(p.at) + " of " +
+           std::to_string(p.of) + " in each iteration";
+  }
+
+  /// Whether every operand of a data op in the current pipeline has the
+  /// pipeline's chunks (the executor moves unit i of each operand in
+  /// iteration i, as many units as the pipeline's chunks hold).
+  bool pipeSized(const Op &op, const std::string &name) {
+    for (const auto *refs : {&op.src, &op.dst})
+      for (const BufferRef &ref : *refs)
+        if (ref.size != currentPipe->numChunks) {
+          error(ref.path + ".size",
+                "'" + name + "' moves " + std::to_string(ref.size) + " chunks in a pipeline of " +
+                    std::to_string(currentPipe->numChunks) + " (" + currentPipe->path +
+                    ".iter_context.num_chunks): the executor moves a unit of every operand in "
+                    "each iteration, as many units as the pipeline's chunks hold, so it would " +
+                    (ref.size < currentPipe->numChunks ? "run past the operand"
+                                                       : "leave part of the operand unmoved"));
+          return false;
         }
-        for (const auto &[other, otherPath] : epoch.dataOps)
-          if (auto clash = conflict(accesses, other)) {
-            unsupported(op.path, "'" + name + "' and " + otherPath +
-                                     " both access " + *clash +
+    return true;
+  }
+
+  /// A `pipeline`: the executor runs its ops once per unit of its chunks,
+  /// each op on unit i of its operands in iteration i (handlePipeline).
+  /// Coll's tbs already run their steps per slice of every chunk, each
+  /// slice its own iteration of the whole tb, so the ops become steps of
+  /// the tb where the pipeline stands, once. That is exact where
+  /// - every data op's operands have the pipeline's chunks (pipeSized), so
+  ///   that iteration i moves unit i of each, and all of it is moved;
+  /// - the rules for one run of ops (oneOp) hold across the end of one
+  ///   iteration and the start of the next, the ops after the body's last
+  ///   nop followed by those before its first;
+  /// - a relaxed signal in the body follows no data op or wait of it (from
+  ///   the second iteration on it would);
+  /// - each signal and its wait, and each release and its acquire, run at
+  ///   the same place of pipelines alike (the same chunks and unit, the
+  ///   same use of the channel or semaphore among an iteration's), so that
+  ///   the executor pairs them as Coll does at every size (pairSignals,
+  ///   pairSemaphores).
+  void pipeline(int32_t r, int32_t t, const Op &pipe, Epoch &epoch, std::string &firstData,
+                std::string &firstWait) {
+    std::map<Conn, size_t> sigBefore, waitBefore;
+    std::map<std::pair<int32_t, int32_t>, size_t> relBefore, acqBefore;
+    for (const auto &[c, uses] : signals)
+      sigBefore[c] = uses.size();
+    for (const auto &[c, uses] : waits)
+      waitBefore[c] = uses.size();
+    for (const auto &[k, uses] : releases)
+      relBefore[k] = uses.size();
+    for (const auto &[k, uses] : acquires)
+      acqBefore[k] = uses.size();
+    std::vector<BodyOp> body;
+    currentPipe = &pipe;
+    for (const Op &op : pipe.ops)
+      oneOp(r, t, op, epoch, firstData, firstWait, &body);
+    currentPipe = nullptr;
+    // This pipeline's uses of each channel and semaphore: their places.
+    auto number = [](auto &map, auto &before) {
+      for (auto &[key, uses] : map) {
+        auto b = before.find(key);
+        size_t from = b == before.end() ? 0 : b->second;
+        for (size_t i = from; i < uses.size(); ++i) {
+          uses[i].place.at = static_cast<int32_t>(i - from);
+          uses[i].place.of = static_cast<int32_t>(uses.size() - from);
+        }
+      }
+    };
+    number(signals, sigBefore);
+    number(waits, waitBefore);
+    number(releases, relBefore);
+    number(acquires, acqBefore);
+
+    // The end of one iteration against the start of the next.
+    auto isNop = [](const BodyOp &b) { return b.kind == BodyOp::Nop; };
+    auto firstNop = std::find_if(body.begin(), body.end(), isNop);
+    auto lastNop = std::find_if(body.rbegin(), body.rend(), isNop);
+    // Without a nop the whole body is one run, the same op in two
+    // iterations moving different units.
+    const bool anyNop = firstNop != body.end();
+    std::vector<const BodyOp *> tail, head;
+    for (auto it = anyNop ? lastNop.base() : body.begin(); it != body.end(); ++it)
+      tail.push_back(&*it);
+    for (auto it = body.begin(); it != firstNop; ++it)
+      head.push_back(&*it);
+    const std::string where = "at the start of " + pipe.path + "'s ops, which in every "
+                              "iteration after the first follow ";
+    for (const BodyOp *h : head) {
+      bool reported = false;
+      for (const BodyOp *e : tail) {
+        if (reported || (!anyNop && e == h))
+          continue;
+        if (h->kind == BodyOp::Release && (e->kind == BodyOp::Data || e->kind == BodyOp::Wait)) {
+          unsupported(h->path, "'" + h->name + "' " + where + e->path +
+                                   " at their end with no nop between them: thread i "
+                                   "signals or releases as soon as its own part is done, "
+                                   "while Coll's signal releases everything its tb did");
+          reported = true;
+        } else if (h->kind == BodyOp::Data && e->kind == BodyOp::Wait) {
+          unsupported(h->path, "'" + h->name + "' " + where + "the wait " + e->path +
+                                   " at their end with no nop between them: only thread i "
+                                   "waits, so the other threads may start on this op "
+                                   "before the wait is over");
+          reported = true;
+        } else if (h->kind == BodyOp::Data && e->kind == BodyOp::Data) {
+          if (auto clash = conflict(h->accesses, e->accesses)) {
+            unsupported(h->path, "'" + h->name + "' " + where + e->path +
+                                     " at their end, both accessing " + *clash +
                                      ", one writing it, with no nop between them: the "
-                                     "threads of one tb run them at once, while Coll's tb "
-                                     "runs its steps in order");
-            break;
+                                     "threads of one tb run them at once");
+            reported = true;
           }
-        epoch.dataOps.emplace_back(std::move(accesses), op.path);
-        if (firstData.empty())
-          firstData = op.path;
-        break;
-      }
+        }
       }
     }
+    // A relaxed signal orders nothing, and from the second iteration on
+    // it follows every op of the body.
+    for (const BodyOp &b : body)
+      if (b.kind == BodyOp::Release && b.relaxed)
+        for (const BodyOp &o : body)
+          if (o.kind == BodyOp::Data || o.kind == BodyOp::Wait) {
+            unsupported(b.path, "relaxed signal in a pipeline whose ops also include " +
+                                    o.path + ": from the second iteration on it follows "
+                                    "that op and orders none of it, while Coll's signal "
+                                    "would");
+            break;
+          }
   }
 
   std::string describe(const Region &r) const {
@@ -538,7 +735,8 @@ private:
       step.count = 0;
       step.peer = conn.peer;
       alg.gpus[r].tbs[t].steps.push_back(step);
-      (signal ? signals : waits)[conn].push_back(SyncUse{t, relaxed, nextOrder++, op.path});
+      (signal ? signals : waits)[conn].push_back(
+          SyncUse{t, relaxed, nextOrder++, op.path, pipePlace()});
     }
   }
 
@@ -817,7 +1015,7 @@ private:
       }
       std::vector<SemUse> &uses = (release ? releases : acquires)[{r, id}];
       std::vector<Step> &steps = alg.gpus[r].tbs[t].steps;
-      SemUse use{t, -1, op.path};
+      SemUse use{t, -1, op.path, pipePlace()};
       // The first init_value acquires wait for nothing.
       if (release || int64_t(uses.size()) >= inits[id]) {
         use.step = static_cast<int32_t>(steps.size());
@@ -863,6 +1061,35 @@ private:
         continue;
       }
       int64_t init = plan.gpus[key.first].semaphoreInitValues[key.second];
+      // In a pipeline, the executor's k-th acquire takes the release of an
+      // earlier iteration where the semaphore starts above 0, and releases
+      // and acquires at different places of their pipelines pair
+      // differently at each size.
+      bool piped = false;
+      for (const auto *uses : {&rel, &acq})
+        for (const SemUse &u : *uses)
+          piped |= u.place.chunks != 0;
+      if (piped && init != 0) {
+        unsupported(rel.empty() ? acq.front().path : rel.front().path,
+                    name + " starts at " + std::to_string(init) +
+                        " and is used in a pipeline: each iteration's acquire would take an "
+                        "earlier iteration's release, which a Coll dependency (a step of "
+                        "the same slice) does not say");
+        continue;
+      }
+      bool placed = true;
+      for (size_t k = 0; k < acq.size() && placed; ++k)
+        if (rel[k].place != acq[k].place) {
+          error(acq[k].path, name + ": acquire " + std::to_string(k) + " runs " +
+                                 describePlace(acq[k].place) + ", and the release it takes (" +
+                                 rel[k].path + ") " + describePlace(rel[k].place) +
+                                 ": the executor runs a pipeline's ops once per unit, so the "
+                                 "two sides would release and acquire different numbers of "
+                                 "times or in another order");
+          placed = false;
+        }
+      if (!placed)
+        continue;
       for (size_t k = 0; k < acq.size(); ++k) {
         if (acq[k].step < 0)
           continue;
@@ -996,6 +1223,18 @@ private:
       unite({c.rank, uses.front().tb}, {partner.rank, w->second.front().tb});
       // A relaxed wait does not acquire what a signal releases.
       size_t n = std::min(uses.size(), w->second.size());
+      // The executor pairs signals and waits by count: alike only where each
+      // runs at the same place of pipelines alike (pipeline).
+      for (size_t k = 0; k < n; ++k)
+        if (uses[k].place != w->second[k].place) {
+          error(w->second[k].path,
+                "wait " + std::to_string(k) + " on " + memoryChannelName(partner) + " runs " +
+                    describePlace(w->second[k].place) + ", and the signal it takes (" +
+                    uses[k].path + ") " + describePlace(uses[k].place) +
+                    ": the executor runs a pipeline's ops once per unit, so the two sides "
+                    "would signal and wait different numbers of times or in another order");
+          break;
+        }
       for (size_t k = 0; k < n; ++k)
         if (w->second[k].relaxed && !uses[k].relaxed)
           unsupported(w->second[k].path,

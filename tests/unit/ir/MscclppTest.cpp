@@ -626,9 +626,6 @@ TEST(MscclppTest, RefusedOps) {
       if (name == "barrier") {
         op["barrier_id"] = 0;
         op["num_threadblocks"] = 1;
-      } else if (name == "pipeline") {
-        op["iter_context"] = json::Object{{"unit_size", 16}, {"num_chunks", 1}};
-        op["ops"] = json::Array{};
       } else if (name == "flush" || name == "pws" || name == "pwsf") {
         op["channel_type"] = "port";
         op["channel_ids"] = json::Array{0};
@@ -661,7 +658,6 @@ TEST(MscclppTest, RefusedOps) {
         << n;
   EXPECT_TRUE(refused("barrier", "name",
                       "barrier: a barrier between threadblocks of one rank" + none));
-  EXPECT_TRUE(refused("pipeline", "name", "pipeline: an op loop over a pipeline's chunks" + none));
   EXPECT_EQ(errors([](json::Object &p) {
               opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
             }),
@@ -681,6 +677,125 @@ TEST(MscclppTest, RefusedOps) {
             Strings{E("gpus[0].threadblocks[0].ops[5].reduce_op: not yet supported: reduce_op "
                       "'max': Coll's reductions are the call's own op, and a plan that fixes one "
                       "is not yet read")});
+}
+
+/// Moves ops [first, last) of gpu g's tb t into a pipeline of `chunks`
+/// chunks in units of 16 bytes, which takes their place.
+void pipeOps(json::Object &p, size_t g, size_t t, size_t first, size_t last, int chunks = 1) {
+  json::Array &ops = opsOf(p, g, t);
+  json::Array body, out;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    if (k == first)
+      out.push_back(json::Object{
+          {"name", "pipeline"},
+          {"iter_context", json::Object{{"unit_size", 16}, {"num_chunks", chunks}}},
+          {"ops", json::Value(nullptr)}});
+    (k >= first && k < last ? body : out).push_back(std::move(ops[k]));
+  }
+  obj(out[first])["ops"] = std::move(body);
+  ops = std::move(out);
+}
+
+/// The base plan with ops [first, last) of each rank's tb in a pipeline
+/// (rank 1's only where `rank1`).
+Edit withPipeline(size_t first, size_t last, int chunks = 1, bool rank1 = true) {
+  return [=](json::Object &p) {
+    for (size_t g = 0; g < (rank1 ? 2u : 1u); ++g)
+      pipeOps(p, g, 0, first, last, chunks);
+  };
+}
+
+// A pipeline's ops become steps of the tb where it stands, once: Coll's tb
+// already runs its steps per slice of every chunk (the translator's
+// `pipeline`). The base plan's rres, signal and wait in a pipeline of one
+// chunk translate to the same steps and prove; the defects that would make
+// the executor's loop differ are refused, each at its op.
+TEST(MscclppTest, Pipelines) {
+  const std::string pipe = "gpus[0].threadblocks[0].ops[5]";
+  // rres, nop, signal, nop, wait, nop.
+  Result r = read(withPipeline(5, 11));
+  ASSERT_EQ(r.errors, Strings{});
+  Result base = read({});
+  ASSERT_TRUE(r.alg && base.alg);
+  for (size_t g = 0; g < 2; ++g) {
+    const std::vector<Step> &a = r.alg->gpus[g].tbs[0].steps, &b = base.alg->gpus[g].tbs[0].steps;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].type, b[k].type) << "rank " << g << " step " << k;
+      EXPECT_EQ(a[k].srcOff, b[k].srcOff) << "rank " << g << " step " << k;
+      EXPECT_EQ(a[k].peer, b[k].peer) << "rank " << g << " step " << k;
+    }
+  }
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+
+  // Without the last nop, the next iteration's rres follows the wait.
+  EXPECT_EQ(errors(withPipeline(5, 10)),
+            (Strings{E(pipe + ".ops[0]: not yet supported: 'rres' at the start of " + pipe +
+                       "'s ops, which in every iteration after the first follow the wait " + pipe +
+                       ".ops[4] at their end with no nop between them: only thread i waits, so "
+                       "the other threads may start on this op before the wait is over"),
+                     E("gpus[1].threadblocks[0].ops[5].ops[0]: not yet supported: 'rres' at the "
+                       "start of gpus[1].threadblocks[0].ops[5]'s ops, which in every iteration "
+                       "after the first follow the wait gpus[1].threadblocks[0].ops[5].ops[4] at "
+                       "their end with no nop between them: only thread i waits, so the other "
+                       "threads may start on this op before the wait is over")}));
+  // The signal first, the rres last: the next iteration's signal follows
+  // the rres.
+  Result signalFirst = read([&](json::Object &p) {
+    withPipeline(7, 9)(p); // signal, nop
+    for (size_t g = 0; g < 2; ++g) {
+      json::Array &body = *obj(opsOf(p, g, 0)[7]).get("ops")->getAsArray();
+      // signal, nop, wait, nop, rres: the rres moved in from before.
+      json::Array &ops = opsOf(p, g, 0);
+      body.push_back(json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
+                                  {"channel_type", "memory"}});
+      body.push_back(json::Object{{"name", "nop"}});
+      body.push_back(std::move(ops[5]));
+      eraseAt(ops, 5); // the rres
+      eraseAt(ops, 5); // its nop
+      eraseAt(ops, 6); // the wait after the pipeline
+    }
+  });
+  ASSERT_EQ(signalFirst.errors.size(), 2u);
+  EXPECT_NE(signalFirst.errors[0].find("not yet supported: 'signal' at the start of"),
+            std::string::npos)
+      << signalFirst.errors[0];
+  EXPECT_NE(signalFirst.errors[0].find("at their end with no nop between them: thread i signals "
+                                       "or releases as soon as its own part is done"),
+            std::string::npos)
+      << signalFirst.errors[0];
+
+  // Operands of fewer or more chunks than the pipeline's.
+  Strings two = errors(withPipeline(5, 11, 2));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0], E(pipe + ".ops[0].src_buff[0].size: 'rres' moves 1 chunks in a pipeline of 2 (" +
+                      pipe + ".iter_context.num_chunks): the executor moves a unit of every "
+                      "operand in each iteration, as many units as the pipeline's chunks hold, "
+                      "so it would run past the operand"));
+
+  // Only rank 0's signal and wait in a pipeline: each rank's wait takes a
+  // signal at another place, which the executor pairs differently.
+  Strings placed = errors(withPipeline(5, 11, 1, /*rank1=*/false));
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_NE(placed[1].find("wait 1 on gpu 0's memory channel 0 to gpu 1 runs in a pipeline of 1 "
+                           "chunks in units of 16 bytes, as use 0 of 1 in each iteration, and the "
+                           "signal it takes (gpus[1].threadblocks[0].ops[7]) outside any pipeline: "
+                           "the executor runs a pipeline's ops once per unit"),
+            std::string::npos)
+      << placed[1];
+  EXPECT_EQ(placed[0].find("plan.json: error: gpus[1].threadblocks[0].ops[9]: wait 1 on gpu 1's "
+                           "memory channel 0 to gpu 0 runs outside any pipeline, and the signal "
+                           "it takes (gpus[0].threadblocks[0].ops[5].ops[2]) in a pipeline"),
+            0u)
+      << placed[0];
+
+  // A relaxed signal in a pipeline that moves data.
+  Strings relaxed = errors(withPipeline(1, 11));
+  ASSERT_FALSE(relaxed.empty());
+  EXPECT_NE(relaxed[0].find("gpus[0].threadblocks[0].ops[1].ops[0]: not yet supported: relaxed "
+                            "signal in a pipeline whose ops also include"),
+            std::string::npos)
+      << relaxed[0];
 }
 
 TEST(MscclppTest, DataOpShapes) {
@@ -934,6 +1049,44 @@ TEST(MscclppTest, Semaphores) {
   EXPECT_EQ(once.alg->gpus[0].tbs[0].steps.size(), 6u);
   EXPECT_EQ(once.alg->gpus[0].tbs[1].steps.size(), 1u);
   EXPECT_EQ(checkErrors(*once.alg).size(), 1u);
+}
+
+// A semaphore's releases and acquires in pipelines pair as Coll pairs them
+// only at the same place of pipelines alike, and from an initial value of
+// 0 (pipeline).
+TEST(MscclppTest, SemaphoresInPipelines) {
+  // The release (tb 0's ops 11 and 12) and the acquire (tb 1's ops 0 and
+  // 1) each in a pipeline of one chunk: the same steps as without them.
+  Result r = read([](json::Object &p) {
+    withSemaphore()(p);
+    pipeOps(p, 0, 0, 11, 13);
+    pipeOps(p, 0, 1, 0, 2);
+  });
+  ASSERT_EQ(r.errors, Strings{});
+  EXPECT_EQ(r.alg->gpus[0].tbs[1].steps.size(), 2u);
+  EXPECT_EQ(r.alg->gpus[0].tbs[1].steps[0].depTb, 0);
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // Only the acquire in one: the executor would acquire once per unit.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore()(p);
+              pipeOps(p, 0, 1, 0, 2);
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[0].ops[0]: semaphore 0 of gpu 0: acquire 0 "
+                      "runs in a pipeline of 1 chunks in units of 16 bytes, as use 0 of 1 in "
+                      "each iteration, and the release it takes (gpus[0].threadblocks[0].ops[11]) "
+                      "outside any pipeline: the executor runs a pipeline's ops once per unit, "
+                      "so the two sides would release and acquire different numbers of times "
+                      "or in another order")});
+  // From 1, each iteration's acquire would take the previous one's release.
+  EXPECT_EQ(errors([](json::Object &p) {
+              withSemaphore(1)(p);
+              pipeOps(p, 0, 0, 11, 13);
+              pipeOps(p, 0, 1, 0, 2);
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[11].ops[0]: not yet supported: semaphore 0 of "
+                      "gpu 0 starts at 1 and is used in a pipeline: each iteration's acquire "
+                      "would take an earlier iteration's release, which a Coll dependency (a "
+                      "step of the same slice) does not say")});
 }
 
 TEST(MscclppTest, SemaphoreErrors) {
