@@ -106,6 +106,7 @@ public:
       for (size_t t = 0; t < gpu.threadblocks.size(); ++t)
         threadblock(r, static_cast<int32_t>(t));
     }
+    pairBarriers();
     pairSemaphores();
     pairSignals();
     if (diags.hasErrors())
@@ -146,6 +147,15 @@ private:
   };
   std::map<std::pair<int32_t, int32_t>, std::vector<SemUse>> releases, acquires;
   uint64_t nextOrder = 0;
+  /// Each barrier's uses per (rank, barrier_id), per tb in program order:
+  /// its arrive nop and the nops after it that wait for the other tbs'
+  /// (their dependencies set by pairBarriers).
+  struct BarrierUse {
+    int32_t arrive = -1; ///< the arrive nop's step
+    int32_t count = 0;   ///< num_threadblocks
+    std::string path;
+  };
+  std::map<std::pair<int32_t, int32_t>, std::map<int32_t, std::vector<BarrierUse>>> barriers;
   /// The pipeline whose ops are being translated, if any.
   const Op *currentPipe = nullptr;
 
@@ -397,10 +407,10 @@ private:
       if (body)
         body->push_back(BodyOp{BodyOp::Nop, false, {}, op.path, name});
       return;
-    case OpKind::Barrier:
-      unsupported(op.path + ".name",
-                  "barrier: a barrier between threadblocks of one rank — Coll's IR "
-                  "has no such step");
+    case OpKind::Barrier: // begins and ends with __syncthreads, as a nop
+      barrierOp(r, t, op, epoch, firstWait);
+      if (body)
+        body->push_back(BodyOp{BodyOp::Nop, false, {}, op.path, name});
       return;
     case OpKind::Pipeline: // the reader refuses one inside another
       error(op.path + ".name", "a pipeline inside a pipeline");
@@ -548,6 +558,92 @@ private:
         firstData = op.path;
       break;
     }
+    }
+  }
+
+  /// `barrier` (handleBarrier: DeviceSyncer::sync of num_threadblocks
+  /// blocks, between two __syncthreads): the k-th barrier of each tb that
+  /// uses barrier_id meets the k-th of every other. In Coll, a nop that
+  /// each other tb's nops for that barrier depend on, and a nop after it
+  /// for each other tb that depends on that tb's (pairBarriers). Its
+  /// __syncthreads end the run of ops (a nop's rules), and what it
+  /// acquires counts as a wait's for a relaxed signal after it.
+  void barrierOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstWait) {
+    epoch = Epoch();
+    if (op.numThreadblocks == 1)
+      return; // __syncthreads only
+    if (currentPipe) {
+      unsupported(op.path, "a barrier of several tbs in a pipeline");
+      return;
+    }
+    // deviceSyncers[MAX_DEVICE_SYNCERS] (execution_common.hpp: 16).
+    if (op.barrierId >= 16) {
+      error(op.path + ".barrier_id", "barrier " + std::to_string(op.barrierId) +
+                                         " is out of range: the executor has 16 "
+                                         "(MAX_DEVICE_SYNCERS)");
+      return;
+    }
+    std::vector<Step> &steps = alg.gpus[r].tbs[t].steps;
+    BarrierUse use{static_cast<int32_t>(steps.size()), op.numThreadblocks, op.path};
+    for (int32_t k = 0; k < op.numThreadblocks; ++k)
+      steps.push_back(Step{}); // the arrive nop, then one per other tb
+    barriers[{r, op.barrierId}][t].push_back(use);
+    if (firstWait.empty())
+      firstWait = op.path;
+  }
+
+  void pairBarriers() {
+    if (diags.hasErrors())
+      return;
+    for (const auto &[key, perTb] : barriers) {
+      const auto &[r, id] = key;
+      const std::string name = "barrier " + std::to_string(id) + " of gpu " + std::to_string(r);
+      const std::vector<BarrierUse> &first = perTb.begin()->second;
+      const int32_t count = first.front().count;
+      bool ok = true;
+      for (const auto &[t, uses] : perTb)
+        for (const BarrierUse &u : uses)
+          if (ok && u.count != count) {
+            error(u.path + ".num_threadblocks",
+                  name + " is for " + std::to_string(u.count) + " tbs here and for " +
+                      std::to_string(count) + " at " + first.front().path +
+                      ": the executor's count would never reach one of them");
+            ok = false;
+          }
+      if (ok && static_cast<int32_t>(perTb.size()) != count) {
+        error(first.front().path,
+              name + " is for " + std::to_string(count) + " tbs, and " +
+                  std::to_string(perTb.size()) + " tbs use it: " +
+                  (static_cast<int32_t>(perTb.size()) < count
+                       ? "the executor would wait for the others forever"
+                       : "the executor would let tbs through before every one has arrived"));
+        ok = false;
+      }
+      for (const auto &[t, uses] : perTb)
+        if (ok && uses.size() != first.size()) {
+          error(uses.size() > first.size() ? uses[first.size()].path
+                                           : first[uses.size()].path,
+                name + " is met " + std::to_string(first.size()) + " times by tb " +
+                    std::to_string(perTb.begin()->first) + " and " +
+                    std::to_string(uses.size()) + " times by tb " + std::to_string(t) +
+                    ": a barrier that some tbs never reach waits forever");
+          ok = false;
+        }
+      if (!ok)
+        continue;
+      // Tb t's k-th barrier: after its arrive nop, one nop per other tb u
+      // that depends on u's arrive nop of the same barrier.
+      for (size_t k = 0; k < first.size(); ++k)
+        for (const auto &[t, uses] : perTb) {
+          int32_t at = uses[k].arrive + 1;
+          for (const auto &[u, others] : perTb) {
+            if (u == t)
+              continue;
+            Step &wait = alg.gpus[r].tbs[t].steps[at++];
+            wait.depTb = u;
+            wait.depStep = others[k].arrive;
+          }
+        }
     }
   }
 

@@ -623,10 +623,7 @@ TEST(MscclppTest, RefusedOps) {
   auto refused = [](const std::string &name, const std::string &field, const std::string &why) {
     return errors([&](json::Object &p) {
       json::Object op{{"name", name}};
-      if (name == "barrier") {
-        op["barrier_id"] = 0;
-        op["num_threadblocks"] = 1;
-      } else if (name == "flush" || name == "pws" || name == "pwsf") {
+      if (name == "flush" || name == "pws" || name == "pwsf") {
         op["channel_type"] = "port";
         op["channel_ids"] = json::Array{0};
         op["src_buff"] = json::Array{json::Object{{"type", "i"}, {"index", 0}, {"size", 1}}};
@@ -656,8 +653,6 @@ TEST(MscclppTest, RefusedOps) {
                             "): a host proxy carries the op out after it returns — Coll's steps "
                             "complete where they stand"))
         << n;
-  EXPECT_TRUE(refused("barrier", "name",
-                      "barrier: a barrier between threadblocks of one rank" + none));
   EXPECT_EQ(errors([](json::Object &p) {
               opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
             }),
@@ -1087,6 +1082,90 @@ TEST(MscclppTest, SemaphoresInPipelines) {
                       "gpu 0 starts at 1 and is used in a pipeline: each iteration's acquire "
                       "would take an earlier iteration's release, which a Coll dependency (a "
                       "step of the same slice) does not say")});
+}
+
+/// The base plan with a barrier of rank 0's tb 0 (after its last op) and
+/// a tb 1 that meets it and then copies o[0], which tb 0's rres writes,
+/// into s[0].
+Edit withBarrier(int count = 2, int id = 0) {
+  return [=](json::Object &p) {
+    auto barrier = [&] {
+      return json::Object{{"name", "barrier"}, {"barrier_id", id}, {"num_threadblocks", count}};
+    };
+    opsOf(p, 0, 0).push_back(barrier());
+    arr(*gpuOf(p, 0).get("threadblocks"))
+        .push_back(json::Object{
+            {"id", 1},
+            {"channels", json::Array{}},
+            {"ops", json::Array{barrier(),
+                                json::Object{{"name", "copy"},
+                                             {"src_buff", json::Array{json::Object{{"type", "o"}, {"index", 0}, {"size", 1}}}},
+                                             {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}},
+                                json::Object{{"name", "nop"}}}}});
+  };
+}
+
+// A barrier of several tbs (barrierOp, pairBarriers): a nop that the other
+// tbs' nops after their barrier depend on. Here it orders tb 1's copy after
+// tb 0's rres; without it they race. Barriers that the executor would not
+// pass, or would pass early, are errors.
+TEST(MscclppTest, Barriers) {
+  Result r = read(withBarrier());
+  ASSERT_EQ(r.errors, Strings{});
+  // Tb 0: its steps, then its barrier's nop (tb 1's nop after its own
+  // depends on it; tb 0's nop for tb 1 ends its tb and is left out).
+  const ir::Gpu &g = r.alg->gpus[0];
+  ASSERT_EQ(g.tbs[0].steps.size(), 7u);
+  EXPECT_EQ(g.tbs[0].steps[6].type, StepType::Nop);
+  EXPECT_TRUE(g.tbs[0].steps[6].hasDep);
+  ASSERT_EQ(g.tbs[1].steps.size(), 3u);
+  EXPECT_EQ(g.tbs[1].steps[1].type, StepType::Nop);
+  EXPECT_EQ(g.tbs[1].steps[1].depTb, 0);
+  EXPECT_EQ(g.tbs[1].steps[1].depStep, 6);
+  EXPECT_EQ(g.tbs[1].steps[2].type, StepType::Copy);
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // A barrier of one tb is its __syncthreads only: the copy races.
+  Result one = read([](json::Object &p) {
+    withBarrier()(p);
+    for (size_t t = 0; t < 2; ++t)
+      for (json::Value &op : opsOf(p, 0, t))
+        if (*obj(op).getString("name") == "barrier")
+          obj(op)["num_threadblocks"] = 1;
+  });
+  ASSERT_EQ(one.errors, Strings{});
+  Strings raced = checkErrors(*one.alg);
+  ASSERT_EQ(raced.size(), 1u);
+  EXPECT_NE(raced[0].find("race (in place)"), std::string::npos) << raced[0];
+
+  EXPECT_EQ(errors([](json::Object &p) {
+              withBarrier()(p);
+              opOf(p, 0, 1, 0)["num_threadblocks"] = 3;
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[0].num_threadblocks: barrier 0 of gpu 0 is "
+                      "for 3 tbs here and for 2 at gpus[0].threadblocks[0].ops[11]: the "
+                      "executor's count would never reach one of them")});
+  EXPECT_EQ(errors(withBarrier(3)),
+            Strings{E("gpus[0].threadblocks[0].ops[11]: barrier 0 of gpu 0 is for 3 tbs, and 2 "
+                      "tbs use it: the executor would wait for the others forever")});
+  EXPECT_EQ(errors([](json::Object &p) {
+              withBarrier()(p);
+              opsOf(p, 0, 1).push_back(json::Object{
+                  {"name", "barrier"}, {"barrier_id", 0}, {"num_threadblocks", 2}});
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[3]: barrier 0 of gpu 0 is met 1 times by tb "
+                      "0 and 2 times by tb 1: a barrier that some tbs never reach waits "
+                      "forever")});
+  EXPECT_EQ(errors(withBarrier(2, 16)),
+            (Strings{E("gpus[0].threadblocks[0].ops[11].barrier_id: barrier 16 is out of range: "
+                       "the executor has 16 (MAX_DEVICE_SYNCERS)"),
+                     E("gpus[0].threadblocks[1].ops[0].barrier_id: barrier 16 is out of range: "
+                       "the executor has 16 (MAX_DEVICE_SYNCERS)")}));
+  EXPECT_EQ(errors([](json::Object &p) {
+              withBarrier()(p);
+              pipeOps(p, 0, 1, 0, 1);
+            }),
+            Strings{E("gpus[0].threadblocks[1].ops[0].ops[0]: not yet supported: a barrier of "
+                      "several tbs in a pipeline")});
 }
 
 TEST(MscclppTest, SemaphoreErrors) {
