@@ -84,6 +84,7 @@ struct SyncUse {
   uint64_t order = 0; ///< program order within the tb
   std::string path;
   PipePlace place;
+  int32_t step = -1; ///< its Coll step in tb `tb`
 };
 
 class Translator {
@@ -106,6 +107,7 @@ public:
       for (size_t t = 0; t < gpu.threadblocks.size(); ++t)
         threadblock(r, static_cast<int32_t>(t));
     }
+    splitStreams();
     pairBarriers();
     pairSemaphores();
     pairSignals();
@@ -561,6 +563,83 @@ private:
     }
   }
 
+  /// A tb of its own on rank r, after the plan's tbs: it carries signals
+  /// or waits of another tb (splitStreams).
+  int32_t helperTb(int32_t r) {
+    alg.gpus[r].tbs.emplace_back();
+    state[r].tbs.emplace_back();
+    return static_cast<int32_t>(alg.gpus[r].tbs.size()) - 1;
+  }
+
+  /// A Coll channel carries the signals of one tb of a rank to a peer,
+  /// taken by one tb of the peer; MSCCL++'s tb may signal a peer on memory
+  /// channels that different tbs of the peer wait on (or wait on channels
+  /// that different tbs signal). Those channels' signals (waits) move to a
+  /// tb of their own, one per tb at the other end beyond the first:
+  /// - a moved signal leaves a nop where it stood, and in the new tb it
+  ///   depends on that nop, so that it follows everything the first tb
+  ///   did and learned before it, which is what it releases there;
+  /// - a moved wait stays as a nop that depends on the wait, now in the
+  ///   new tb, so that what the wait acquires comes before everything the
+  ///   first tb does after it.
+  /// The new tb adds no order the plan lacks, and it lets the first tb go
+  /// on while it signals; the checker proves the program with it.
+  void splitStreams() {
+    if (diags.hasErrors())
+      return;
+    // The tb of each channel's uses, where they are all in one (pairSignals
+    // reports the others).
+    auto tbOf = [](const std::vector<SyncUse> &uses) {
+      for (const SyncUse &u : uses)
+        if (u.tb != uses.front().tb)
+          return -1;
+      return uses.empty() ? -1 : uses.front().tb;
+    };
+    for (bool signalSide : {true, false}) {
+      auto &mine = signalSide ? signals : waits;
+      auto &theirs = signalSide ? waits : signals;
+      // (rank, tb, peer) -> the tb of the peer at the other end -> channels.
+      std::map<std::tuple<int32_t, int32_t, int32_t>, std::map<int32_t, std::vector<Conn>>> groups;
+      for (const auto &[c, uses] : mine) {
+        auto other = theirs.find(Conn{c.peer, c.rank, c.tag});
+        const int32_t t = tbOf(uses);
+        const int32_t u = other == theirs.end() ? -1 : tbOf(other->second);
+        if (t >= 0 && u >= 0)
+          groups[{c.rank, t, c.peer}][u].push_back(c);
+      }
+      for (const auto &[key, byOther] : groups) {
+        const auto &[r, t, peer] = key;
+        (void)peer;
+        for (auto it = std::next(byOther.begin()); it != byOther.end(); ++it) {
+          const int32_t h = helperTb(r);
+          std::vector<SyncUse *> moved;
+          for (const Conn &c : it->second)
+            for (SyncUse &u : mine[c])
+              moved.push_back(&u);
+          std::sort(moved.begin(), moved.end(),
+                    [](const SyncUse *a, const SyncUse *b) { return a->order < b->order; });
+          for (SyncUse *u : moved) {
+            std::vector<Step> &from = alg.gpus[r].tbs[t].steps;
+            std::vector<Step> &to = alg.gpus[r].tbs[h].steps;
+            Step step = from[u->step];
+            const int32_t at = static_cast<int32_t>(to.size());
+            from[u->step] = Step{}; // a nop
+            if (signalSide) {
+              step.depTb = t;
+              step.depStep = u->step;
+            } else {
+              from[u->step].depTb = h;
+              from[u->step].depStep = at;
+            }
+            to.push_back(step);
+            u->tb = h;
+            u->step = at;
+          }
+        }
+      }
+    }
+  }
+
   /// `barrier` (handleBarrier: DeviceSyncer::sync of num_threadblocks
   /// blocks, between two __syncthreads): the k-th barrier of each tb that
   /// uses barrier_id meets the k-th of every other. In Coll, a nop that
@@ -831,8 +910,9 @@ private:
       step.count = 0;
       step.peer = conn.peer;
       alg.gpus[r].tbs[t].steps.push_back(step);
-      (signal ? signals : waits)[conn].push_back(
-          SyncUse{t, relaxed, nextOrder++, op.path, pipePlace()});
+      (signal ? signals : waits)[conn].push_back(SyncUse{
+          t, relaxed, nextOrder++, op.path, pipePlace(),
+          static_cast<int32_t>(alg.gpus[r].tbs[t].steps.size()) - 1});
     }
   }
 

@@ -1295,28 +1295,82 @@ TEST(MscclppTest, MergedChannels) {
                        "differently")}));
 }
 
+// A tb that signals a peer on two memory channels whose waits are in two
+// tbs of the peer: the second channel's signals move to a tb of their own
+// (splitStreams), which signals after the nop left where each stood. The
+// same on the wait side: a tb that waits on two channels signalled by two
+// tbs keeps a nop that depends on the wait, now in a tb of its own.
 TEST(MscclppTest, TwoTbsOnMergedChannels) {
-  // Rank 0's tb 0 signals rank 1 on channels 0 and 1, whose waits are in
-  // two tbs of rank 1: Coll would need tb 0 on two channels.
-  EXPECT_EQ(errors([](json::Object &p) {
-              arr(*obj(arr(*gpuOf(p, 0).get("channels"))[0]).get("connected_to")).push_back(1);
-              arr(*obj(arr(*gpuOf(p, 1).get("channels"))[0]).get("connected_to")).push_back(0);
-              tbOf(p, 0, 0)["channels"] =
-                  json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
-              opsOf(p, 0, 0).push_back(json::Object{{"name", "signal"}, {"channel_ids", json::Array{1}},
-                                                    {"channel_type", "memory"}});
-              arr(*gpuOf(p, 1).get("threadblocks"))
-                  .push_back(json::Object{
-                      {"id", 1},
-                      {"channels", json::Array{json::Object{{"channel_type", "memory"},
-                                                            {"channel_ids", json::Array{1}}}}},
-                      {"ops", json::Array{json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
-                                                       {"channel_type", "memory"}}}}});
-            }),
-            Strings{E("gpus[0].threadblocks[0].ops[1]: not yet supported: gpu 0's signals to "
-                      "gpu 1 go through several memory channels, sent by 1 tb and waited for by "
-                      "2 tbs: a Coll tb has one channel, and on a channel one tb per rank "
-                      "signals a peer and one tb of the peer waits")});
+  // Rank 0's tb 0 signals rank 1 on channel 1 too, after its end
+  // handshake; rank 1's tb 1 waits for it.
+  auto secondChannel = [](json::Object &p) {
+    arr(*obj(arr(*gpuOf(p, 0).get("channels"))[0]).get("connected_to")).push_back(1);
+    arr(*obj(arr(*gpuOf(p, 1).get("channels"))[0]).get("connected_to")).push_back(0);
+  };
+  Result sig = read([&](json::Object &p) {
+    secondChannel(p);
+    tbOf(p, 0, 0)["channels"] =
+        json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
+    opsOf(p, 0, 0).push_back(json::Object{{"name", "signal"}, {"channel_ids", json::Array{1}},
+                                          {"channel_type", "memory"}});
+    arr(*gpuOf(p, 1).get("threadblocks"))
+        .push_back(json::Object{
+            {"id", 1},
+            {"channels", json::Array{json::Object{{"channel_type", "memory"},
+                                                  {"channel_ids", json::Array{1}}}}},
+            {"ops", json::Array{json::Object{{"name", "wait"}, {"channel_ids", json::Array{0}},
+                                             {"channel_type", "memory"}}}}});
+  });
+  ASSERT_EQ(sig.errors, Strings{});
+  const ir::Gpu &g0 = sig.alg->gpus[0];
+  ASSERT_EQ(g0.tbs.size(), 2u);
+  ASSERT_EQ(g0.tbs[0].steps.size(), 7u);
+  EXPECT_EQ(g0.tbs[0].steps[6].type, StepType::Nop); // where the signal stood
+  EXPECT_TRUE(g0.tbs[0].steps[6].hasDep);
+  ASSERT_EQ(g0.tbs[1].steps.size(), 1u);
+  EXPECT_EQ(g0.tbs[1].steps[0].type, StepType::Signal);
+  EXPECT_EQ(g0.tbs[1].steps[0].peer, 1);
+  EXPECT_EQ(g0.tbs[1].steps[0].depTb, 0);
+  EXPECT_EQ(g0.tbs[1].steps[0].depStep, 6);
+  EXPECT_NE(g0.tbs[0].channel, g0.tbs[1].channel);
+  EXPECT_EQ(g0.tbs[1].channel, sig.alg->gpus[1].tbs[1].channel);
+  EXPECT_EQ(checkErrors(*sig.alg), Strings{});
+
+  // Rank 0's tb 1 signals rank 1 on channel 1, which rank 1's tb 0 waits
+  // on after its end handshake, before copying i[1] into s[0].
+  Result wait = read([&](json::Object &p) {
+    secondChannel(p);
+    arr(*gpuOf(p, 0).get("threadblocks"))
+        .push_back(json::Object{
+            {"id", 1},
+            {"channels", json::Array{json::Object{{"channel_type", "memory"},
+                                                  {"channel_ids", json::Array{1}}}}},
+            {"ops", json::Array{json::Object{{"name", "signal"}, {"channel_ids", json::Array{0}},
+                                             {"channel_type", "memory"}}}}});
+    tbOf(p, 1, 0)["channels"] =
+        json::Array{json::Object{{"channel_type", "memory"}, {"channel_ids", json::Array{0, 1}}}};
+    json::Array &ops = opsOf(p, 1, 0);
+    ops.push_back(json::Object{{"name", "wait"}, {"channel_ids", json::Array{1}},
+                               {"channel_type", "memory"}});
+    ops.push_back(json::Object{{"name", "nop"}});
+    ops.push_back(json::Object{
+        {"name", "copy"},
+        {"src_buff", json::Array{json::Object{{"type", "i"}, {"index", 1}, {"size", 1}}}},
+        {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}});
+  });
+  ASSERT_EQ(wait.errors, Strings{});
+  const ir::Gpu &g1 = wait.alg->gpus[1];
+  ASSERT_EQ(g1.tbs.size(), 2u);
+  ASSERT_EQ(g1.tbs[0].steps.size(), 8u);
+  EXPECT_EQ(g1.tbs[0].steps[6].type, StepType::Nop); // where the wait stood
+  EXPECT_EQ(g1.tbs[0].steps[6].depTb, 1);
+  EXPECT_EQ(g1.tbs[0].steps[6].depStep, 0);
+  EXPECT_EQ(g1.tbs[0].steps[7].type, StepType::Copy);
+  ASSERT_EQ(g1.tbs[1].steps.size(), 1u);
+  EXPECT_EQ(g1.tbs[1].steps[0].type, StepType::Wait);
+  EXPECT_EQ(g1.tbs[1].steps[0].peer, 0);
+  EXPECT_TRUE(g1.tbs[1].steps[0].hasDep);
+  EXPECT_EQ(checkErrors(*wait.alg), Strings{});
 }
 
 } // namespace
