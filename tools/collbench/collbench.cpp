@@ -4,7 +4,7 @@
 //                      [--mode inplace|outofplace] [--iters N] [--warmup N]
 //                      [--graph] [--threads N] [--slot-bytes B] [--no-check]
 //                      [--references auto|none|NAME[,NAME...]] [--reference-steps K]
-//                      [--backend cuda|cuda-emu] [--traffic]
+//                      [--backend cuda|cuda-emu] [--traffic] [--against F[,F...]]
 //
 // Runs an MSCCL XML algorithm with every rank on the current GPU and prints
 // an nccl-tests-style table (tools/support/Sweep.h, shared with collrun):
@@ -26,6 +26,9 @@
 // each kernel reference (docs/CUDA.md, "Traffic"): the call's report ends
 // "traffic: B bytes per element, reference R, ratio X" as collrun's does, and
 // each reference's "traffic: reference NAME at S bytes: B bytes per element".
+//
+// --against times other programs of the same call (collective and ranks) as
+// references of the same run, per size and mode, each checked first.
 //
 // Exit status: 0 every result verified; 1 a wrong result or a failed call;
 // 2 bad usage, an unreadable or invalid file, or no CUDA backend or device;
@@ -52,6 +55,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -118,6 +122,14 @@ cl::opt<bool> copyEngine("copy-engine", cl::init(false),
                                   "kernels of its signals, as collrun --copy-engine "
                                   "(docs/CUDA.md, \"Copy engines\")"),
                          cl::cat(run.category));
+cl::list<std::string> against(
+    "against", cl::CommaSeparated,
+    cl::desc("Other programs of the same collective and rank count (MSCCL XML or MSCCL++ "
+             "plans), each checked and timed at each size and mode in the same run as a "
+             "reference named after its file: the column t/NAME is this program's time over "
+             "that one's; with --traffic, 'traffic: against NAME at S bytes MODE: B bytes "
+             "per element, reference R, ratio X' per call"),
+    cl::cat(run.category));
 
 /// The requested message sizes, or an error message.
 std::optional<std::vector<uint64_t>> requestedSizes(std::string &error) {
@@ -231,6 +243,37 @@ int main(int argc, char **argv) {
   std::optional<std::vector<std::string>> refs = chosenReferences(*plan, error);
   if (!refs)
     return fail("collbench", BadInput, error);
+  // The programs timed against this one: the same call, so the same
+  // collective and rank count.
+  struct Against {
+    std::string name, file;
+    LoadedAlgorithm loaded;
+    std::unique_ptr<SweepTarget> target;
+  };
+  std::vector<Against> others;
+  for (const std::string &file : against) {
+    std::optional<LoadedAlgorithm> other = loadAlgorithm(file, run.maxWarnings, !run.noCheck);
+    if (!other)
+      return fail("collbench", BadInput, "--against " + file + ": not read (above)");
+    const Plan &o = other->plan;
+    if (o.collective != plan->collective || o.nranks != plan->nranks)
+      return fail("collbench", BadInput,
+                  llvm::formatv("--against {0}: its call is {1} over {2} ranks, {3}'s is "
+                                "{4} over {5}: only programs of the same call compare",
+                                file, ir::collectiveName(o.collective), o.nranks,
+                                run.inputFile, ir::collectiveName(plan->collective),
+                                plan->nranks));
+    std::string name = llvm::sys::path::stem(file).str();
+    for (const Against &a : others)
+      if (a.name == name)
+        return fail("collbench", BadInput,
+                    "--against: two programs named '" + name + "' (" + a.file + ", " + file +
+                        ")");
+    if (llvm::is_contained(*refs, name))
+      return fail("collbench", BadInput,
+                  "--against " + file + ": '" + name + "' is also a kernel reference's name");
+    others.push_back({name, file, std::move(*other), nullptr});
+  }
 
   // The GPU backend as the plugin libcoll_cuda.so, as collrun and libcoll.so
   // reach it, or the emulation linked in.
@@ -388,6 +431,58 @@ int main(int argc, char **argv) {
       };
     sweep.references.push_back(std::move(r));
   }
+  // The programs against this one: each call checked once, then timed as
+  // this one is (its own executor and buffers, the same element count).
+  for (Against &a : others) {
+    auto otherExecutor = backend.create(a.loaded.plan, options);
+    if (!otherExecutor) {
+      llvm::logAllUnhandledErrors(otherExecutor.takeError(), llvm::errs(),
+                                  "collbench: --against " + a.file + ": ");
+      return Failed;
+    }
+    DeviceTiming otherTiming = timing;
+    otherTiming.onPrepared = nullptr;
+    a.target = deviceTarget(backend, std::move(*otherExecutor), otherTiming);
+#if COLL_HAVE_CUDA_EMU
+    if (traffic)
+      a.target = std::make_unique<CountingTarget>(std::move(a.target));
+#endif
+    out << llvm::formatv("# {0}: {1} \"{2}\" ({3}, {4} tbs), the same call\n", a.name, a.file,
+                         a.loaded.plan.name, ir::protocolName(a.loaded.plan.protocol),
+                         a.loaded.plan.tbs.size());
+    SweepReference r;
+    r.name = a.name;
+    const size_t es = dataTypeSize(request.type);
+    const double busFactor = busBandwidthFactor(a.loaded.plan);
+    r.timeInMode = [&a, &request, &sweep, es, busFactor](uint64_t bytes, bool inplace) -> Timed {
+      const Plan &o = a.loaded.plan;
+      if (inplace ? !o.inplace : !o.outofplace)
+        return std::nullopt; // not a mode it runs in
+      const uint64_t count = ir::countForBytes(o.shape, bytes, es);
+      if (ir::bytesForCount(o.shape, count, es) != bytes)
+        return std::nullopt; // not a size it takes
+      CheckedCall call(CollectiveDesc::of(o), request.type, request.op, count, inplace,
+                       sweep.seed);
+      auto first = a.target->run(call, true);
+      if (!first)
+        return first.takeError();
+      const CheckResult result = call.check();
+      if (result.wrong)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            llvm::formatv("{0} of {1} elements wrong; first: {2}", result.wrong,
+                          result.checked, result.firstWrong));
+      auto seconds = a.target->time(call, sweep.iters);
+      if (!seconds)
+        return seconds.takeError();
+      if (seconds->empty())
+        return std::optional<std::pair<double, double>>(std::make_pair(first->seconds, 0.0));
+      const double s = median(std::move(*seconds));
+      return std::optional<std::pair<double, double>>(
+          std::make_pair(s, s > 0 ? double(bytes) / s / 1e9 * busFactor : 0.0));
+    };
+    sweep.references.push_back(std::move(r));
+  }
   SweepOutcome outcome = runSweep(*plan, sweep, *target, out);
   if (launch)
     outcome.notes.insert(outcome.notes.begin(),
@@ -408,6 +503,18 @@ int main(int argc, char **argv) {
       out << "# d2d: a copy of the runtime's, not a kernel: not counted\n";
     for (const std::string &line : referenceTraffics)
       out << line << "\n";
+    for (const Against &a : others)
+      for (const CountedCall &c : static_cast<CountingTarget &>(*a.target).calls) {
+        const double elems = c.count ? double(c.count) : 1.0;
+        const double b = double(countedBytes(c)) / elems;
+        const double ref =
+            double(referenceBytes(a.loaded.plan.collective, a.loaded.plan.nranks, c)) / elems;
+        out << llvm::formatv("traffic: against {0} at {1} bytes {2}: {3} bytes per element, "
+                             "reference {4}, ratio {5:F2}\n",
+                             a.name, c.count * dataTypeSize(request.type),
+                             c.inplace ? "in place" : "out of place", shortNumber(b),
+                             shortNumber(ref), ref > 0 ? b / ref : 0.0);
+      }
   }
 #endif
   RunDescription what;

@@ -270,7 +270,9 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
   // left, each weighing its bytes plus a fixed cost (as if it moved 64 KiB
   // more).
   constexpr double FixedCost = 64 << 10;
-  const size_t perSize = options.modes.size() + options.references.size();
+  size_t perSize = options.modes.size();
+  for (const SweepReference &r : options.references)
+    perSize += r.timeInMode ? options.modes.size() : 1;
   double work = 0;
   for (uint64_t requested : options.sizes)
     work += double(perSize) *
@@ -282,29 +284,39 @@ SweepOutcome runSweep(const Plan &plan, const SweepOptions &options, SweepTarget
     const uint64_t count = ir::countForBytes(plan.shape, requested, es);
     const uint64_t bytes = ir::bytesForCount(plan.shape, count, es);
     const std::string size = formatBytes(bytes);
-    // Per reference, its seconds at this size (0: none).
+    // Per reference, its seconds at this size (0: none); those timed per
+    // mode are timed, and their rows printed, before each mode's row.
     std::vector<double> referenceSeconds(options.references.size(), 0.0);
-    for (size_t k = 0; k < options.references.size(); ++k) {
+    auto timeReference = [&](size_t k, std::optional<bool> inplace) {
       const SweepReference &r = options.references[k];
+      referenceSeconds[k] = 0;
       os.flush();
       progress.step((size + " bytes " + r.name).c_str(), FixedCost + double(bytes));
-      auto ref = r.time(bytes);
+      auto ref = inplace ? r.timeInMode(bytes, *inplace) : r.time(bytes);
       progress.clear();
       if (!ref) {
-        out.notes.push_back(llvm::formatv("error: {0} bytes: {1}: {2}", bytes, r.name,
-                                          llvm::toString(ref.takeError())));
-        continue;
+        out.notes.push_back(llvm::formatv("error: {0} bytes{1}: {2}: {3}", bytes,
+                                          inplace ? (*inplace ? " in-place" : " out-of-place")
+                                                  : "",
+                                          r.name, llvm::toString(ref.takeError())));
+        return;
       }
       if (!*ref)
-        continue;
+        return;
       const auto [seconds, gbps] = **ref;
       referenceSeconds[k] = seconds;
       out.points.push_back({r.name, true, bytes, seconds, gbps});
       if (referenceRows)
         os << llvm::formatv("  {0,-12} {1,12} {2,12} {3,6} {4,6} {5,10:f1} {6,8:f2} {7,8}\n",
                             r.name, bytes, "-", "-", "-", seconds * 1e6, gbps, "-");
-    }
+    };
+    for (size_t k = 0; k < options.references.size(); ++k)
+      if (!options.references[k].timeInMode)
+        timeReference(k, std::nullopt);
     for (bool inplace : options.modes) {
+      for (size_t k = 0; k < options.references.size(); ++k)
+        if (options.references[k].timeInMode)
+          timeReference(k, inplace);
       ++out.rows;
       const char *place = inplace ? "in-place" : "out-of-place";
       const std::string prefix = rowPrefix(inplace, bytes, count, options.request);

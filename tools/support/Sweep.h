@@ -148,6 +148,12 @@ std::unique_ptr<SweepTarget> deviceTarget(interp::DeviceBackend &backend,
 struct SweepReference {
   std::string name;
   std::function<llvm::Expected<std::optional<std::pair<double, double>>>(uint64_t bytes)> time;
+  /// Set instead of `time` for a reference timed per size and mode (true:
+  /// in place), as collbench --against times another program of the same
+  /// call: its row comes just before the mode's row of that size.
+  std::function<llvm::Expected<std::optional<std::pair<double, double>>>(uint64_t bytes,
+                                                                         bool inplace)>
+      timeInMode;
 };
 
 struct SweepOptions {

@@ -56,6 +56,14 @@ uint64_t referenceBytes(ir::Collective collective, int32_t nranks, const Counted
          uint64_t(rootOut ? 1 : nranks) * c.outputBytes;
 }
 
+uint64_t countedBytes(const CountedCall &c) {
+  uint64_t total = 0;
+  for (const EmulatedTraffic &t : c.traffic)
+    for (int r = 0; r < TrafficRegions; ++r)
+      total += t.read[r] + t.written[r];
+  return total;
+}
+
 void printTraffic(const std::vector<CountedCall> &calls, ir::Collective collective, int32_t nranks,
                   llvm::raw_ostream &os) {
   static const char *const regions[] = {"own", "peer", "fifo", "flag", "other"};

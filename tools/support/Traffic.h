@@ -51,6 +51,9 @@ private:
   std::unique_ptr<SweepTarget> inner;
 };
 
+/// Every byte the call read and wrote, all ranks and regions together.
+uint64_t countedBytes(const CountedCall &c);
+
 /// `x` with at most two decimals, as short as it is exact.
 std::string shortNumber(double x);
 
