@@ -511,7 +511,9 @@ int main(int argc, char **argv) {
             double(referenceBytes(a.loaded.plan.collective, a.loaded.plan.nranks, c)) / elems;
         out << llvm::formatv("traffic: against {0} at {1} bytes {2}: {3} bytes per element, "
                              "reference {4}, ratio {5:F2}\n",
-                             a.name, c.count * dataTypeSize(request.type),
+                             a.name,
+                             ir::bytesForCount(a.loaded.plan.shape, c.count,
+                                               dataTypeSize(request.type)),
                              c.inplace ? "in place" : "out of place", shortNumber(b),
                              shortNumber(ref), ref > 0 ? b / ref : 0.0);
       }
