@@ -23,8 +23,10 @@
 #      collbench's references (the bench-floor-* steps; --steps bench-floor
 #      runs only them), and the direct allgather and alltoall with their
 #      copies on the copy engines (bench-copy-engine-*: collbench
-#      --copy-engine); --quick skips the 1 GiB steps, each of which checks
-#      its result on the host;
+#      --copy-engine), and issue 67's: MSCCL++'s plans that Coll proves
+#      against the built-in programs of the same call (bench-mscclpp-*:
+#      collbench --against); --quick skips the 1 GiB steps, each of which
+#      checks its result on the host;
 #   5. compute-sanitizer memcheck, racecheck and synccheck (from PATH or
 #      /usr/local/cuda/bin) over collrun --backend cuda on one program per
 #      protocol, small sizes;
@@ -297,6 +299,24 @@ done
 for c in allgather alltoall; do
   step "bench-copy-engine-$c-8ranks-64K-16M" 300 "$bench" "$alg/${c}_direct_8ranks.xml" --copy-engine \
     --size 64K,1M,16M --iters 50 --warmup 10
+done
+# Issue 67: MSCCL++'s plans against Coll's built-in programs of the same
+# call, each timed per size and mode in the same collbench run (--against;
+# docs/performance/mscclpp.md has the emulation's figures).
+mscclpp_plans=$alg/mscclpp
+step bench-mscclpp-allreduce-8ranks 300 "$bench" "$mscclpp_plans/single_node_allreduce_8.json" --size 8K,1M,16M \
+  --iters 20 --warmup 5 --references none \
+  --against "$alg/twoshot_direct_8ranks.xml,$alg/oneshot_direct_8ranks.xml,$alg/ring_allreduce_8ranks.xml"
+for f in single_node_allreduce_2 executor_reduce_fixed; do
+  step "bench-mscclpp-$f" 300 "$bench" "$mscclpp_plans/$f.json" --size 8K,1M,16M --iters 20 --warmup 5 \
+    --references none --against "$alg/twoshot_direct_2ranks.xml,$alg/oneshot_direct_2ranks.xml,$alg/ring_allreduce_2ranks.xml"
+done
+step bench-mscclpp-single_node_allgather_fixed 300 "$bench" "$mscclpp_plans/single_node_allgather_fixed.json" \
+  --size 8K,1M,16M --iters 20 --warmup 5 --references none \
+  --against "$alg/allgather_direct_2ranks.xml,$alg/allgather_ring_2ranks.xml"
+for f in single_node_alltoall_alltoall_2 single_node_alltoall_alltoall_pipeline_2 single_node_alltoall_alltoall_ring_oop_2; do
+  step "bench-mscclpp-$f" 300 "$bench" "$mscclpp_plans/$f.json" --size 8K,1M,16M --iters 20 --warmup 5 \
+    --references none --against "$alg/alltoall_allpairs_2ranks.xml,$alg/alltoall_direct_2ranks.xml"
 done
 # The direct steps under compute-sanitizer: peers' loads and stores, and
 # the signals between ranks' blocks.

@@ -43,6 +43,7 @@ algos=test/executor-tests/algos
 plans=(
   "single_node_allgather_fixed.json|$tests/single_node/allgather.py|--name single_node_allgather"
   "single_node_allreduce_2.json|$tests/single_node/allreduce.py|--name single_node_allreduce --num_gpus 2"
+  "single_node_allreduce_8.json|$tests/single_node/allreduce.py|--name single_node_allreduce --num_gpus 8"
   "single_node_alltoall_alltoall_2.json|$tests/single_node/alltoall/alltoall.py|--name single_node_alltoall_alltoall --num_gpus 2"
   "single_node_alltoall_alltoall_4.json|$tests/single_node/alltoall/alltoall.py|--name single_node_alltoall_alltoall --num_gpus 4"
   "executor_reduce_fixed.json|$algos/reduce.py|--name executor_reduce"
