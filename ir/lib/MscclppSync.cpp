@@ -377,7 +377,8 @@ void Translator::pairSignals() {
       if (u.tb != uses.front().tb) {
         unsupported(u.path, "tbs " + std::to_string(uses.front().tb) + " and " +
                                 std::to_string(u.tb) + " of gpu " + std::to_string(c.rank) +
-                                " both " + what + " on its memory channel to gpu " +
+                                " both " + what + " on its " + (c.port ? "port" : "memory") +
+                                " channel to gpu " +
                                 std::to_string(c.peer) +
                                 ": on a Coll channel, one tb per rank " +
                                 (llvm::StringRef(what) == "signal" ? "signals a peer"
@@ -398,16 +399,12 @@ void Translator::pairSignals() {
   // Coll's verifier requires of its own channels: a wait with no signal
   // waits forever, and a signal left over would release a wait of the next
   // call early.
-  auto memoryChannelName = [&](const Conn &c) {
-    return "gpu " + std::to_string(c.rank) + "'s memory channel " + std::to_string(c.tag) +
-           " to gpu " + std::to_string(c.peer);
-  };
   for (const auto &[c, uses] : signals) {
     auto w = waits.find(Conn{c.peer, c.rank, c.tag});
     size_t taken = w == waits.end() ? 0 : w->second.size();
     if (taken < uses.size())
       error(uses[taken].path,
-            "signal " + std::to_string(taken) + " on " + memoryChannelName(c) +
+            "signal " + std::to_string(taken) + " on " + channelName(c) +
                 " is never waited for: gpu " + std::to_string(c.peer) + " waits on its partner "
                 "channel only " + std::to_string(taken) +
                 " times, and a signal left over would release a wait of the next call early");
@@ -417,7 +414,7 @@ void Translator::pairSignals() {
     size_t given = sg == signals.end() ? 0 : sg->second.size();
     if (given < uses.size())
       error(uses[given].path,
-            "wait " + std::to_string(given) + " on " + memoryChannelName(c) +
+            "wait " + std::to_string(given) + " on " + channelName(c) +
                 " has no matching signal: gpu " + std::to_string(c.peer) +
                 " signals on its partner channel only " + std::to_string(given) +
                 " times, so this wait waits forever");
@@ -430,7 +427,7 @@ void Translator::pairSignals() {
   // The wait side of each signalling channel: rank p's channel to r with
   // the same tag.
   for (const auto &[c, uses] : signals) {
-    Conn partner{c.peer, c.rank, c.tag};
+    Conn partner{c.peer, c.rank, c.tag, c.port, c.nth};
     auto w = waits.find(partner);
     if (w == waits.end())
       continue; // no waits: the verifier reports the signals left over
@@ -442,7 +439,7 @@ void Translator::pairSignals() {
     for (size_t k = 0; k < n; ++k)
       if (uses[k].place != w->second[k].place) {
         error(w->second[k].path,
-              "wait " + std::to_string(k) + " on " + memoryChannelName(partner) + " runs " +
+              "wait " + std::to_string(k) + " on " + channelName(partner) + " runs " +
                   describePlace(w->second[k].place) + ", and the signal it takes (" +
                   uses[k].path + ") " + describePlace(uses[k].place) +
                   ": the executor runs a pipeline's ops once per unit, so the two sides "

@@ -177,13 +177,27 @@ void Translator::flattenChannels() {
           ++memTo[r][p];
   for (int32_t r = 0; r < nranks; ++r) {
     std::map<int32_t, int32_t> tags;
-    for (const Channel &c : plan.gpus[r].channels) {
+    for (const Channel &c : plan.gpus[r].channels)
       if (c.type == ChannelType::Memory)
         for (int32_t p : c.connectedTo)
-          state[r].memConns.push_back(Conn{r, p, tags[p]++});
-      else if (c.type == ChannelType::Port)
-        state[r].portConns += static_cast<int32_t>(c.connectedTo.size());
-    }
+          state[r].memConns.push_back(Conn{r, p, tags[p], false, tags[p]++});
+    // executor.cc, setupConnections: one tag count per peer, over the
+    // memory channels, then as many more as the peer has memory channels
+    // to this rank beyond this rank's to it (getUnpairedChannelInfos),
+    // then the port channels. Both ends of a peer pair start their port
+    // channels at the larger of their memory-channel counts, so the k-th
+    // port channel of each to the other share a tag.
+    std::map<int32_t, int32_t> portTags;
+    for (const Channel &c : plan.gpus[r].channels)
+      if (c.type == ChannelType::Port)
+        for (int32_t p : c.connectedTo) {
+          const int32_t base = std::max(memTo[r][p], memTo[p][r]);
+          if (!portTags.count(p))
+            portTags[p] = base;
+          state[r].portConnList.push_back(Conn{r, p, portTags[p], true, portTags[p] - base});
+          ++portTags[p];
+          ++state[r].portConns;
+        }
   }
 }
 
@@ -292,10 +306,18 @@ void Translator::oneOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::st
   case OpKind::PutWithSignal:
   case OpKind::PutWithSignalFlush:
   case OpKind::Flush:
-    unsupported(op.path + ".name",
-                "port channels (" + name + "): a host proxy carries the op out after "
-                "it returns — Coll's steps complete where they stand");
+    portOp(r, t, op, epoch, firstWait);
     return;
+  case OpKind::Put:
+  case OpKind::Signal:
+  case OpKind::Wait:
+  case OpKind::RelaxedSignal:
+  case OpKind::RelaxedWait:
+    if (op.channelType && *op.channelType == ChannelType::Port) {
+      portOp(r, t, op, epoch, firstWait);
+      return;
+    }
+    break;
   default:
     break;
   }
@@ -588,20 +610,23 @@ std::optional<Operand> Translator::local(int32_t r, const BufferRef &ref) {
 
 /// A peer's operand (`buffer_id`, through the tb's memory-channel remote
 /// buffers).
-std::optional<Operand> Translator::remote(int32_t r, int32_t t, const BufferRef &ref) {
+std::optional<Operand> Translator::remote(int32_t r, int32_t t, const BufferRef &ref,
+                                         ChannelType through) {
   if (ref.remoteBufferId < 0) {
     error(ref.path, "expected a peer's buffer ('buffer_id') here");
     return std::nullopt;
   }
   const Tb2 &tb = state[r].tbs[t];
-  if (size_t(ref.remoteBufferId) >= tb.memRemote.size()) {
+  const std::vector<int32_t> &list = through == ChannelType::Port ? tb.portRemote : tb.memRemote;
+  if (size_t(ref.remoteBufferId) >= list.size()) {
     error(ref.path + ".buffer_id", "remote buffer " + std::to_string(ref.remoteBufferId) +
                                        " is out of range: the tb has " +
-                                       std::to_string(tb.memRemote.size()) +
-                                       " memory-channel remote buffers");
+                                       std::to_string(list.size()) + " " +
+                                       channelTypeName(through).str() +
+                                       "-channel remote buffers");
     return std::nullopt;
   }
-  const RemoteBuffer &rb = plan.gpus[r].remoteBuffers[tb.memRemote[ref.remoteBufferId]];
+  const RemoteBuffer &rb = plan.gpus[r].remoteBuffers[list[ref.remoteBufferId]];
   if (rb.rank == r) {
     unsupported(ref.path + ".buffer_id",
                 "a remote buffer of the tb's own rank: Coll's direct steps reach another rank");

@@ -48,9 +48,13 @@ struct Operand {
   std::string path;
 };
 
-/// A memory channel: rank `rank`'s channel to `peer` with connection tag `tag`.
+/// A memory or port channel: rank `rank`'s channel to `peer` with
+/// connection tag `tag` (one count per peer over both types, so that a
+/// memory channel and a port channel never share one).
 struct Conn {
   int32_t rank = 0, peer = 0, tag = 0;
+  bool port = false; ///< a port channel (not part of the order: tags differ)
+  int32_t nth = 0;   ///< the how-manieth channel of its type to `peer` (for messages)
   bool operator<(const Conn &o) const {
     return std::tie(rank, peer, tag) < std::tie(o.rank, o.peer, o.tag);
   }
@@ -102,6 +106,7 @@ private:
   struct Gpu2 {
     std::vector<Conn> memConns;  ///< the executor's memoryChannels, in order
     int32_t portConns = 0;       ///< how many port channels
+    std::vector<Conn> portConnList; ///< the executor's portChannels, in order
     std::vector<Tb2> tbs;
   };
   std::vector<Gpu2> state;
@@ -126,6 +131,9 @@ private:
     std::string path;
   };
   std::map<std::pair<int32_t, int32_t>, std::map<int32_t, std::vector<BarrierUse>>> barriers;
+  /// The proxy tb of each port channel (rank, index into portConnList):
+  /// it carries out the channel's puts and signals (portOp).
+  std::map<std::pair<int32_t, int32_t>, int32_t> proxies;
   /// The pipeline whose ops are being translated, if any.
   const Op *currentPipe = nullptr;
 
@@ -178,7 +186,8 @@ private:
                                       const std::vector<Access> &b) const;
   bool dataOp(int32_t r, int32_t t, const Op &op, std::vector<Access> &accesses);
   std::optional<Operand> local(int32_t r, const BufferRef &ref);
-  std::optional<Operand> remote(int32_t r, int32_t t, const BufferRef &ref);
+  std::optional<Operand> remote(int32_t r, int32_t t, const BufferRef &ref,
+                                ChannelType through = ChannelType::Memory);
   std::optional<Operand> checked(Operand o);
   bool sameSizes(const Op &op, const std::vector<const Operand *> &all);
   void emit(int32_t r, int32_t t, StepType type, const Operand &src, const Operand &dst,
@@ -189,6 +198,9 @@ private:
   //===--------------------------------------------------------------------===//
 
   void syncOp(int32_t r, int32_t t, const Op &op, bool signal, bool relaxed);
+  void portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstWait);
+  int32_t proxyTb(int32_t r, int32_t conn);
+  static std::string channelName(const Conn &c);
   void semaphoreOp(int32_t r, int32_t t, const Op &op, bool release);
   void barrierOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstWait);
   int32_t helperTb(int32_t r);

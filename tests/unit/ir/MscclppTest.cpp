@@ -647,12 +647,6 @@ TEST(MscclppTest, RefusedOps) {
     EXPECT_TRUE(refused(n, "name",
                         local + n + ": data and flags interleaved in a buffer)" + none))
         << n;
-  for (const char *n : {"pws", "pwsf", "flush"})
-    EXPECT_TRUE(refused(n, "name",
-                        std::string("port channels (") + n +
-                            "): a host proxy carries the op out after it returns — Coll's steps "
-                            "complete where they stand"))
-        << n;
   EXPECT_EQ(errors([](json::Object &p) {
               opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
             }),
@@ -664,9 +658,10 @@ TEST(MscclppTest, RefusedOps) {
               opOf(p, g, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 1}};
             })),
             Strings{});
-  EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 1)["channel_type"] = "port"; }),
-            Strings{E("gpus[0].threadblocks[0].ops[1].channel_type: not yet supported: port "
-                      "channels (rlxsignal): a host proxy carries the op out after it returns — "
+  // Ops other than puts, signals and waits on a port channel.
+  EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 5)["channel_type"] = "port"; }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].channel_type: not yet supported: port "
+                      "channels (rres): a host proxy carries the op out after it returns — "
                       "Coll's steps complete where they stand")});
   EXPECT_EQ(errors([](json::Object &p) { opOf(p, 0, 0, 5)["reduce_op"] = "max"; }),
             Strings{E("gpus[0].threadblocks[0].ops[5].reduce_op: not yet supported: reduce_op "
@@ -1371,6 +1366,203 @@ TEST(MscclppTest, TwoTbsOnMergedChannels) {
   EXPECT_EQ(g1.tbs[1].steps[0].peer, 0);
   EXPECT_TRUE(g1.tbs[1].steps[0].hasDep);
   EXPECT_EQ(checkErrors(*wait.alg), Strings{});
+}
+
+//===----------------------------------------------------------------------===//
+// Port channels
+//===----------------------------------------------------------------------===//
+
+/// A 2-rank in-place allgather over port channels, as MSCCL++'s multi-node
+/// allgather at 2 GPUs: each rank tells its peer it is ready (signal), waits
+/// for the peer's, puts its chunk into the peer's output with a signal and
+/// a flush (pwsf), and waits for the peer's.
+std::string portPlan(const std::function<void(json::Object &)> &edit = {}) {
+  const char *text = R"({
+  "name": "ag", "collective": "allgather", "protocol": "Simple",
+  "inplace": true, "reuse_resources": false, "num_threads_per_block": 1024,
+  "use_double_scratch_buffer": false, "buffer_alignment": 16,
+  "min_message_size": 0, "max_message_size": 18446744073709551615,
+  "gpus": [)";
+  std::string gpus;
+  for (int g = 0; g < 2; ++g) {
+    int peer = 1 - g;
+    std::string one = R"({"id": G, "input_chunks": 1, "output_chunks": 2, "scratch_chunks": 1,
+     "channels": [{"channel_type": "port", "connected_to": [P]}],
+     "remote_buffers": [{"rank": P, "type": "o", "access_channel_types": ["port"]}],
+     "semaphores": [],
+     "threadblocks": [{"id": 0,
+       "channels": [{"channel_type": "port", "channel_ids": [0]}],
+       "remote_buffer_refs": [{"access_channel_type": "port", "remote_buffer_ids": [0]}],
+       "ops": [
+         {"name": "nop"},
+         {"name": "signal", "channel_ids": [0], "channel_type": "port"},
+         {"name": "nop"},
+         {"name": "wait", "channel_ids": [0], "channel_type": "port"},
+         {"name": "nop"},
+         {"name": "pwsf", "src_buff": [{"type": "o", "index": G, "size": 1}],
+          "dst_buff": [{"buffer_id": 0, "index": G, "size": 1}], "channel_ids": [0],
+          "channel_type": "port"},
+         {"name": "wait", "channel_ids": [0], "channel_type": "port"},
+         {"name": "nop"}]}]})";
+    for (auto [from, to] : {std::pair<const char *, int>{"G", g}, {"P", peer}})
+      for (size_t at; (at = one.find(from)) != std::string::npos;)
+        one.replace(at, 1, std::to_string(to));
+    gpus += (g ? ",\n" : "") + one;
+  }
+  json::Value v = cantFail(json::parse(std::string(text) + gpus + "]}"));
+  if (edit)
+    edit(obj(v));
+  return llvm::formatv("{0}", v).str();
+}
+
+TEST(MscclppTest, PortChannels) {
+  Result r = readText(portPlan());
+  ASSERT_EQ(r.errors, Strings{});
+  ASSERT_TRUE(r.alg);
+  EXPECT_EQ(checkErrors(*r.alg), Strings{});
+  // Each rank: its tb, and the proxy tb of its port channel, whose signal,
+  // put and signal each follow the request (a nop) that their tb left.
+  for (int32_t g = 0; g < 2; ++g) {
+    const Gpu &gpu = r.alg->gpus[g];
+    ASSERT_EQ(gpu.tbs.size(), 2u);
+    const std::vector<Step> &tb = gpu.tbs[0].steps, &proxy = gpu.tbs[1].steps;
+    ASSERT_EQ(proxy.size(), 3u);
+    EXPECT_EQ(proxy[0].type, StepType::Signal);
+    EXPECT_EQ(proxy[0].depTb, 0);
+    EXPECT_EQ(tb[proxy[0].depStep].type, StepType::Nop);
+    EXPECT_EQ(proxy[1].type, StepType::Put);
+    EXPECT_EQ(proxy[1].peer, 1 - g);
+    EXPECT_EQ(proxy[1].dstBuf, BufferKind::Output);
+    EXPECT_EQ(proxy[1].dstOff, g);
+    EXPECT_EQ(proxy[1].depTb, 0);
+    EXPECT_GT(proxy[1].depStep, proxy[0].depStep);
+    EXPECT_EQ(proxy[2].type, StepType::Signal);
+    // pwsf's flush: a nop of the tb that depends on the proxy's signal.
+    bool flushed = false;
+    for (const Step &s : tb)
+      flushed |= s.depTb == 1 && s.depStep == 2;
+    EXPECT_TRUE(flushed);
+  }
+  // Every plan runs on the proxy tbs' puts: a wait that nothing signals is
+  // found as on memory channels.
+  EXPECT_EQ(readText(portPlan([](json::Object &p) { eraseAt(opsOf(p, 1, 0), 1); })).errors,
+            Strings{E("gpus[0].threadblocks[0].ops[6]: wait 1 on gpu 0's port channel 0 to gpu "
+                      "1 has no matching signal: gpu 1 signals on its partner channel only 1 "
+                      "times, so this wait waits forever")});
+}
+
+TEST(MscclppTest, PortChannelRaces) {
+  // With pws instead of pwsf, nothing tells the tb when the proxy has read
+  // the put's source: writing it afterwards (a copy from scratch) races
+  // with the proxy's put, which the check finds.
+  auto overwrite = [](const char *put) {
+    return [put](json::Object &p) {
+      p["collective"] = "test";
+      for (size_t g = 0; g < 2; ++g) {
+        opOf(p, g, 0, 5)["name"] = put;
+        json::Array &ops = opsOf(p, g, 0);
+        ops.push_back(json::Object{
+            {"name", "copy"},
+            {"src_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}},
+            {"dst_buff", json::Array{json::Object{{"type", "o"}, {"index", int(g)}, {"size", 1}}}}});
+      }
+    };
+  };
+  Result pws = readText(portPlan(overwrite("pws")));
+  ASSERT_EQ(pws.errors, Strings{});
+  Strings found = checkErrors(*pws.alg);
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found.front().find("race"), std::string::npos) << found.front();
+  // pwsf waits until the put is done: the same copy after it is ordered.
+  Result pwsf = readText(portPlan(overwrite("pwsf")));
+  ASSERT_EQ(pwsf.errors, Strings{});
+  EXPECT_EQ(checkErrors(*pwsf.alg), Strings{});
+}
+
+TEST(MscclppTest, PortChannelErrors) {
+  auto errs = [](const std::function<void(json::Object &)> &edit) {
+    return readText(portPlan(edit)).errors;
+  };
+  // A request right after a data op or a wait, with no nop between them.
+  EXPECT_EQ(errs([](json::Object &p) { eraseAt(opsOf(p, 0, 0), 4); }),
+            Strings{E("gpus[0].threadblocks[0].ops[4]: not yet supported: 'pwsf' after the wait "
+                      "gpus[0].threadblocks[0].ops[3] with no nop between them: thread i hands "
+                      "its request to the proxy whether or not the other threads' waits are over, "
+                      "while in Coll it follows them")});
+  EXPECT_EQ(errs([](json::Object &p) {
+              json::Array &ops = opsOf(p, 0, 0);
+              ops[4] = json::Object{
+                  {"name", "copy"},
+                  {"src_buff", json::Array{json::Object{{"type", "o"}, {"index", 0}, {"size", 1}}}},
+                  {"dst_buff", json::Array{json::Object{{"type", "s"}, {"index", 0}, {"size", 1}}}}};
+              ops.insert(ops.begin() + 4, json::Object{{"name", "nop"}});
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[6]: not yet supported: 'pwsf' after "
+                      "gpus[0].threadblocks[0].ops[5] with no nop between them: thread i hands "
+                      "its request to the proxy as soon as its own part of that op is done, so "
+                      "the request covers only that part, while in Coll it follows everything "
+                      "its tb did")});
+  // pws on a memory channel only puts.
+  EXPECT_EQ(errs([](json::Object &p) { opOf(p, 0, 0, 5)["channel_type"] = "memory"; }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].channel_type: 'pwsf' on a channel of type "
+                      "'memory': the executor signals and flushes only on port channels, so on "
+                      "another it would only put")});
+  // Entries and channels by thread.
+  EXPECT_EQ(errs([](json::Object &p) {
+              arr(*opOf(p, 0, 0, 5).get("src_buff"))
+                  .push_back(json::Object{{"type", "o"}, {"index", 1}, {"size", 1}});
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].src_buff: 'pwsf' on a port channel pairs "
+                      "src_buff and dst_buff entry by entry: 2 and 1 entries")});
+  EXPECT_EQ(errs([](json::Object &p) { opOf(p, 0, 0, 5)["channel_ids"] = json::Array{}; }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].channel_ids: 'pwsf' has 0 channel_ids for "
+                      "1 dst_buff entries: thread i puts dst_buff[i] through channel_ids[i]")});
+  EXPECT_EQ(errs([](json::Object &p) { opOf(p, 0, 0, 1)["channel_ids"] = json::Array{1}; }),
+            Strings{E("gpus[0].threadblocks[0].ops[1].channel_ids[0]: channel 1 is out of "
+                      "range: the tb has 1 port channels")});
+  EXPECT_EQ(errs([](json::Object &p) {
+              obj(arr(*opOf(p, 0, 0, 5).get("dst_buff"))[0])["buffer_id"] = 1;
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].dst_buff[0].buffer_id: remote buffer 1 is "
+                      "out of range: the tb has 1 port-channel remote buffers")});
+  // In a pipeline.
+  EXPECT_EQ(errs([](json::Object &p) { pipeOps(p, 0, 0, 1, 2); }),
+            Strings{E("gpus[0].threadblocks[0].ops[1].ops[0]: not yet supported: 'signal' on a "
+                      "port channel in a pipeline")});
+  // flush does nothing in v0.10's executor: a warning, no step.
+  Result flush = readText(portPlan([](json::Object &p) {
+    opsOf(p, 0, 0).push_back(json::Object{{"name", "flush"}, {"channel_ids", json::Array{0}},
+                                          {"channel_type", "port"}});
+  }));
+  EXPECT_EQ(flush.errors, Strings{});
+  EXPECT_EQ(flush.warnings,
+            Strings{"plan.json: warning: gpus[0].threadblocks[0].ops[8]: 'flush' does nothing in "
+                    "MSCCL++ v0.10's executor (handleFlush flushes as many channels as the op has "
+                    "dst_buff entries, and a flush has none); Coll reads it as nothing"});
+}
+
+TEST(MscclppTest, PortChannelTags) {
+  // Port channels count their connection tags after the memory channels
+  // to the same peer, both ends from the larger count: with a memory
+  // channel on rank 0 only, the port channels still meet.
+  Result r = readText(portPlan([](json::Object &p) {
+    arr(*gpuOf(p, 0).get("channels"))
+        .push_back(json::Object{{"channel_type", "memory"}, {"connected_to", json::Array{1}}});
+  }));
+  EXPECT_EQ(r.errors, Strings{});
+  // A second port channel on rank 0 whose partner rank 1 lacks: a signal
+  // on it is never waited for.
+  EXPECT_EQ(readText(portPlan([](json::Object &p) {
+              obj(arr(*gpuOf(p, 0).get("channels"))[0])["connected_to"] = json::Array{1, 1};
+              obj(arr(*tbOf(p, 0, 0).get("channels"))[0])["channel_ids"] = json::Array{0, 1};
+              opOf(p, 0, 0, 1)["channel_ids"] = json::Array{1};
+            })).errors,
+            (Strings{E("gpus[0].threadblocks[0].ops[1]: signal 0 on gpu 0's port channel 1 to gpu "
+                      "1 is never waited for: gpu 1 waits on its partner channel only 0 times, and "
+                      "a signal left over would release a wait of the next call early"),
+                    E("gpus[1].threadblocks[0].ops[6]: wait 1 on gpu 1's port channel 0 to gpu 0 "
+                      "has no matching signal: gpu 0 signals on its partner channel only 1 times, "
+                      "so this wait waits forever")}));
 }
 
 } // namespace
