@@ -64,6 +64,8 @@ plans=(
   "multi_node_allgather_2.json|$tests/multi_node/allgather.py|--name multi_node_allgather --gpus_per_node 1"
   "multi_node_reducescatter_2.json|$tests/multi_node/reducescatter.py|--name multi_node_reducescatter --gpus_per_node 1"
   "unit_tests_flush_flush_test_fixed.json|$tests/unit_tests/flush/flush_test.py|"
+  "executor_reduce_tbg_fixed.json|$algos/reduce_tbg.py|--name executor_reduce_tbg"
+  "multi_node_allgather_tbg_4.json|$tests/multi_node/allgather_tbg.py|--name multi_node_allgather_tbg --num_gpus 4 --gpus_per_node 2 --tbg_size 2"
   "executor_reduce_nvls_8.json|$algos/reduce_nvls.py|--name executor_reduce_nvls --num_gpus 8"
 )
 for entry in "${plans[@]}"; do

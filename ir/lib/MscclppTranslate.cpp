@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <map>
+#include <functional>
+#include <numeric>
 #include <set>
 
 namespace coll::ir::mscclpp {
@@ -266,11 +268,10 @@ void Translator::threadblock(int32_t r, int32_t t) {
 void Translator::oneOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstData,
                        std::string &firstWait, std::vector<BodyOp> *body) {
   std::string name = opName(op.kind).str();
-  if (op.tbg && op.tbg->tbgSize > 1) {
+  if (op.tbg && op.tbg->tbgSize > 1) { // refineForGroups takes those outside pipelines
     unsupported(op.path + ".tbg_info",
-                "threadblock groups (tbg_size " + std::to_string(op.tbg->tbgSize) +
-                    "): one op shared by several tbs, each doing a slice of the data — "
-                    "Coll's IR has no such step");
+                "a threadblock group (tbg_size " + std::to_string(op.tbg->tbgSize) +
+                    ") in a pipeline: each of its tbs runs its slice of every unit");
     return;
   }
   switch (op.kind) {
@@ -856,10 +857,93 @@ bool Translator::dataOp(int32_t r, int32_t t, const Op &op, std::vector<Access> 
   }
 }
 
+/// Threadblock groups (execution_plan.cc: calcOffset and calcSize): an op
+/// with `tbg_info` {tb_id k, tbg_size g} moves the k-th of g near-equal
+/// slices of each operand, in units of `buffer_alignment` bytes, where the
+/// g tbs of the group each hold the op. Coll's steps move whole chunks, so
+/// a plan with groups is read at a finer grain: each of its chunks becomes
+/// G of Coll's, G the least common multiple of its group sizes, and the
+/// op's slice k of an operand of s chunks is Coll's chunks
+/// [index * G + k * s * G / g, ... + s * G / g). That is the executor's
+/// slice exactly where the operand's units divide by g, as they do at
+/// every size whose chunks are equal and a multiple of g units; the plan's
+/// other ops take their chunks times G. A group inside a pipeline stays
+/// refused (oneOp). Returns G, 1 where the plan has no group of several.
+int32_t refineForGroups(Plan &plan, DiagnosticList &diags) {
+  int64_t g = 1;
+  std::function<void(const std::vector<Op> &)> sizes = [&](const std::vector<Op> &ops) {
+    for (const Op &op : ops) {
+      if (op.tbg && op.tbg->tbgSize > 1)
+        g = std::lcm(g, int64_t(op.tbg->tbgSize));
+      sizes(op.ops);
+      g = std::min<int64_t>(g, 1 << 20);
+    }
+  };
+  for (const Gpu &gpu : plan.gpus)
+    for (const Threadblock &tb : gpu.threadblocks)
+      sizes(tb.ops);
+  if (g == 1)
+    return 1;
+  constexpr int64_t MaxGrain = 1024;
+  if (g > MaxGrain) {
+    diags.error(0, StepRef{},
+                "not yet supported: threadblock groups whose sizes' least common multiple is " +
+                    std::to_string(g) + ": Coll reads such a plan with each chunk split in that "
+                    "many, and takes at most " + std::to_string(MaxGrain));
+    return 0;
+  }
+  const int32_t G = static_cast<int32_t>(g);
+  bool fits = true;
+  auto scale = [&](int32_t &n, int64_t by, const std::string &path) {
+    int64_t v = int64_t(n) * by;
+    if (v > INT32_MAX) {
+      diags.error(0, StepRef{},
+                  path + ": " + std::to_string(n) + " chunks split in " + std::to_string(by) +
+                      " for the plan's threadblock groups are too many");
+      fits = false;
+      return;
+    }
+    n = static_cast<int32_t>(v);
+  };
+  std::function<void(std::vector<Op> &, bool)> refine = [&](std::vector<Op> &ops,
+                                                            bool inPipeline) {
+    for (Op &op : ops) {
+      const bool group = op.tbg && op.tbg->tbgSize > 1 && !inPipeline;
+      for (auto *refs : {&op.src, &op.dst})
+        for (BufferRef &b : *refs) {
+          scale(b.index, G, b.path + ".index");
+          scale(b.size, G, b.path + ".size");
+          if (group) {
+            const int32_t slice = b.size / op.tbg->tbgSize;
+            b.index += op.tbg->tbId * slice;
+            b.size = slice;
+          }
+        }
+      if (group)
+        op.tbg.reset();
+      if (op.kind == OpKind::Pipeline && op.numChunks * G <= INT32_MAX)
+        op.numChunks *= G;
+      refine(op.ops, inPipeline || op.kind == OpKind::Pipeline);
+    }
+  };
+  for (Gpu &gpu : plan.gpus) {
+    scale(gpu.inputChunks, G, gpu.path + ".input_chunks");
+    scale(gpu.outputChunks, G, gpu.path + ".output_chunks");
+    scale(gpu.scratchChunks, G, gpu.path + ".scratch_chunks");
+    for (Threadblock &tb : gpu.threadblocks)
+      refine(tb.ops, false);
+  }
+  return fits ? G : 0;
+}
+
 } // namespace detail
 
 llvm::Expected<Algorithm> translatePlan(const Plan &plan, DiagnosticList &diags) {
-  return detail::Translator(plan, diags).run();
+  Plan refined = plan;
+  const int32_t grain = detail::refineForGroups(refined, diags);
+  if (grain == 0)
+    return diags.takeErrors();
+  return detail::Translator(grain > 1 ? refined : plan, diags).run();
 }
 
 } // namespace coll::ir::mscclpp

@@ -647,12 +647,6 @@ TEST(MscclppTest, RefusedOps) {
     EXPECT_TRUE(refused(n, "name",
                         local + n + ": data and flags interleaved in a buffer)" + none))
         << n;
-  EXPECT_EQ(errors([](json::Object &p) {
-              opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
-            }),
-            Strings{E("gpus[0].threadblocks[0].ops[5].tbg_info: not yet supported: threadblock "
-                      "groups (tbg_size 2): one op shared by several tbs, each doing a slice of "
-                      "the data — Coll's IR has no such step")});
   // A group of one is no group.
   EXPECT_EQ(errors(both([](json::Object &p, size_t g) {
               opOf(p, g, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 1}};
@@ -1563,6 +1557,73 @@ TEST(MscclppTest, PortChannelTags) {
                     E("gpus[1].threadblocks[0].ops[6]: wait 1 on gpu 1's port channel 0 to gpu 0 "
                       "has no matching signal: gpu 0 signals on its partner channel only 1 times, "
                       "so this wait waits forever")}));
+}
+
+//===----------------------------------------------------------------------===//
+// Threadblock groups
+//===----------------------------------------------------------------------===//
+
+TEST(MscclppTest, ThreadblockGroups) {
+  // Rank 0's rres in a group of 2 of which only tb 0 exists: the plan is
+  // read with each chunk split in 2, the rres moves the first half of its
+  // chunk, and the check finds the other half never reduced.
+  Result half = read([](json::Object &p) {
+    opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
+  });
+  ASSERT_EQ(half.errors, Strings{});
+  ASSERT_TRUE(half.alg);
+  EXPECT_EQ(half.alg->gpus[0].inputChunks, 4);
+  EXPECT_EQ(half.alg->gpus[1].inputChunks, 4);
+  Strings found = checkErrors(*half.alg);
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found.front().find("wrong result"), std::string::npos) << found.front();
+  // Both halves, one per tb of the group, in tbs of their own that each
+  // take their half: gpu 0's tb 1 is tb 0 with the other slice.
+  Result whole = read([](json::Object &p) {
+    json::Array &tbs = arr(*gpuOf(p, 0).get("threadblocks"));
+    json::Value second = tbs[0];
+    opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
+    json::Object &t1 = obj(second);
+    t1["id"] = 1;
+    json::Array ops;
+    json::Value rres = arr(*t1.get("ops"))[5];
+    obj(rres)["tbg_info"] = json::Object{{"tb_id", 1}, {"tbg_size", 2}};
+    // Only the data op: tb 0's signals and waits order it (tb 1 is
+    // ordered by nothing, so the check finds its race with the peer).
+    ops.push_back(std::move(rres));
+    t1["ops"] = std::move(ops);
+    tbs.push_back(std::move(second));
+  });
+  ASSERT_EQ(whole.errors, Strings{});
+  ASSERT_TRUE(whole.alg);
+  const std::vector<Step> &t0 = whole.alg->gpus[0].tbs[0].steps;
+  const std::vector<Step> &t1 = whole.alg->gpus[0].tbs[1].steps;
+  ASSERT_FALSE(t1.empty());
+  bool firstHalf = false;
+  for (const Step &st : t0)
+    firstHalf |= st.type == StepType::GetReduce && st.dstOff == 0 && st.count == 1;
+  EXPECT_TRUE(firstHalf);
+  EXPECT_EQ(t1.front().dstOff, 1);
+  EXPECT_EQ(t1.front().count, 1);
+  found = checkErrors(*whole.alg);
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found.front().find("race"), std::string::npos) << found.front();
+  // In a pipeline: refused.
+  EXPECT_EQ(errors([](json::Object &p) {
+              opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 2}};
+              pipeOps(p, 0, 0, 5, 6);
+            }),
+            Strings{E("gpus[0].threadblocks[0].ops[5].ops[0].tbg_info: not yet supported: a "
+                      "threadblock group (tbg_size 2) in a pipeline: each of its tbs runs its "
+                      "slice of every unit")});
+  // Group sizes whose least common multiple is above 1024.
+  EXPECT_EQ(errors([](json::Object &p) {
+              opOf(p, 0, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 1021}};
+              opOf(p, 1, 0, 5)["tbg_info"] = json::Object{{"tb_id", 0}, {"tbg_size", 1019}};
+            }),
+            Strings{E("not yet supported: threadblock groups whose sizes' least common multiple "
+                      "is 1040399: Coll reads such a plan with each chunk split in that many, and "
+                      "takes at most 1024")});
 }
 
 } // namespace
