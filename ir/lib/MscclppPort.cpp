@@ -112,21 +112,13 @@ void Translator::portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch,
 
   // A request: thread i hands it over as soon as its own part of what came
   // before is done, so what it sends must have been finished by a nop.
-  if (!epoch.dataOps.empty()) {
-    unsupported(op.path, "'" + name + "' after " + epoch.dataOps.back().second +
-                             " with no nop between them: thread i hands its request to the "
-                             "proxy as soon as its own part of that op is done, so the "
-                             "request covers only that part, while in Coll it follows "
-                             "everything its tb did");
+  if (!afterNop(op, name, epoch,
+                "thread i hands its request to the proxy as soon as its own part of that op "
+                "is done, so the request covers only that part, while in Coll it follows "
+                "everything its tb did",
+                "thread i hands its request to the proxy whether or not the other threads' "
+                "waits are over, while in Coll it follows them"))
     return;
-  }
-  if (!epoch.lastWait.empty()) {
-    unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
-                             " with no nop between them: thread i hands its request to the "
-                             "proxy whether or not the other threads' waits are over, while "
-                             "in Coll it follows them");
-    return;
-  }
 
   if (op.kind == OpKind::Signal || op.kind == OpKind::RelaxedSignal) {
     // handleSignal (relaxed or not) on a port channel: thread i asks the

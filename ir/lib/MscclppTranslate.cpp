@@ -337,22 +337,14 @@ void Translator::oneOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::st
   case OpKind::Signal:
   case OpKind::RelaxedSignal: {
     bool relaxed = op.kind == OpKind::RelaxedSignal;
-    if (!epoch.dataOps.empty()) {
-      unsupported(op.path, "'" + name + "' after " + epoch.dataOps.back().second +
-                               " with no nop between them: thread i signals channel "
-                               "i as soon as its own part of that op is done, so the "
-                               "signal releases only that part, while Coll's signal "
-                               "releases everything its tb did");
+    if (!afterNop(op, name, epoch,
+                  "thread i signals channel i as soon as its own part of that op is done, so "
+                  "the signal releases only that part, while Coll's signal releases "
+                  "everything its tb did",
+                  "thread i signals channel i whether or not the other threads' waits are "
+                  "over, so the signal does not pass on what they acquired, while Coll's "
+                  "signal would"))
       break;
-    }
-    if (!epoch.lastWait.empty()) {
-      unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
-                               " with no nop between them: thread i signals channel i "
-                               "whether or not the other threads' waits are over, so "
-                               "the signal does not pass on what they acquired, while "
-                               "Coll's signal would");
-      break;
-    }
     if (relaxed && !firstData.empty()) {
       unsupported(op.path, "relaxed signal after " + firstData +
                                ": it orders none of the data before it, while Coll's "
@@ -440,6 +432,22 @@ void Translator::oneOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::st
     break;
   }
   }
+}
+
+/// Whether `op`, done by thread i alone (a signal, a proxy request), has no
+/// data op or wait before it in its run of ops; else it is refused, saying
+/// why with `afterData` or `afterWait`.
+bool Translator::afterNop(const Op &op, const std::string &name, const Epoch &epoch,
+                          llvm::StringRef afterData, llvm::StringRef afterWait) {
+  if (!epoch.dataOps.empty())
+    unsupported(op.path, "'" + name + "' after " + epoch.dataOps.back().second +
+                             " with no nop between them: " + afterData);
+  else if (!epoch.lastWait.empty())
+    unsupported(op.path, "'" + name + "' after the wait " + epoch.lastWait +
+                             " with no nop between them: " + afterWait);
+  else
+    return true;
+  return false;
 }
 
 /// Where the op being translated runs (its at and of are set when its

@@ -179,6 +179,8 @@ private:
              std::string &firstWait, std::vector<BodyOp> *body);
   void pipeline(int32_t r, int32_t t, const Op &pipe, Epoch &epoch, std::string &firstData,
                 std::string &firstWait);
+  bool afterNop(const Op &op, const std::string &name, const Epoch &epoch,
+                llvm::StringRef afterData, llvm::StringRef afterWait);
   PipePlace pipePlace() const;
   static std::string describePlace(const PipePlace &p);
   bool pipeSized(const Op &op, const std::string &name);
