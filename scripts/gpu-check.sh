@@ -314,6 +314,11 @@ done
 step bench-mscclpp-single_node_allgather_fixed 300 "$bench" "$mscclpp_plans/single_node_allgather_fixed.json" \
   --size 8K,1M,16M --iters 20 --warmup 5 --references none \
   --against "$alg/allgather_direct_2ranks.xml,$alg/allgather_ring_2ranks.xml"
+step bench-mscclpp-multi_node_allgather_8 300 "$bench" "$mscclpp_plans/multi_node_allgather_8.json" \
+  --size 8K,1M,16M --iters 20 --warmup 5 --references none \
+  --against "$alg/allgather_direct_8ranks.xml,$alg/allgather_ring_8ranks.xml"
+step bench-mscclpp-multi_node_reducescatter_2 300 "$bench" "$mscclpp_plans/multi_node_reducescatter_2.json" \
+  --size 8K,1M,16M --iters 20 --warmup 5 --references none --against "$alg/reducescatter_direct_2ranks.xml"
 for f in single_node_alltoall_alltoall_2 single_node_alltoall_alltoall_pipeline_2 single_node_alltoall_alltoall_ring_oop_2; do
   step "bench-mscclpp-$f" 300 "$bench" "$mscclpp_plans/$f.json" --size 8K,1M,16M --iters 20 --warmup 5 \
     --references none --against "$alg/alltoall_allpairs_2ranks.xml,$alg/alltoall_direct_2ranks.xml"

@@ -176,11 +176,12 @@ collc=$build/bin/collc
 # bench-mscclpp-* steps, collbench --against): the 2- and 8-rank allreduces
 # against the two-shot, one-shot and ring, the 2-rank allgather against
 # the direct allgather and the ring, the 2-rank alltoalls against the
-# all-pairs and the direct one (out of place, where it runs).
+# all-pairs and the direct one (out of place, where it runs), and the
+# multi-node allgather (8 ranks, port channels) and reduce-scatter (2).
 mkdir -p "$out/algorithms/mscclpp"
 for f in single_node_allreduce_2 single_node_allreduce_8 executor_reduce_fixed single_node_allgather_fixed \
          single_node_alltoall_alltoall_2 single_node_alltoall_alltoall_pipeline_2 \
-         single_node_alltoall_alltoall_ring_oop_2; do
+         single_node_alltoall_alltoall_ring_oop_2 multi_node_allgather_8 multi_node_reducescatter_2; do
   cp "$root/tests/lit/Inputs/mscclpp/$f.json" "$out/algorithms/mscclpp/"
 done
 "$collc" "$root/algorithms/allreduce_twoshot_direct.coll" -D N=2 -o "$out/algorithms/twoshot_direct_2ranks.xml"
@@ -189,6 +190,7 @@ done
 "$collc" "$root/algorithms/allgather_ring.coll" -D N=2 -o "$out/algorithms/allgather_ring_2ranks.xml"
 "$collc" "$root/algorithms/alltoall_allpairs.coll" -D N=2 -o "$out/algorithms/alltoall_allpairs_2ranks.xml"
 "$collc" "$root/algorithms/alltoall_direct.coll" -D N=2 -o "$out/algorithms/alltoall_direct_2ranks.xml"
+"$collc" "$root/algorithms/reducescatter_direct.coll" -D N=2 -o "$out/algorithms/reducescatter_direct_2ranks.xml"
 # The step-cost benchmark's programs (tests/benchmarks/step-cost.py).
 python3 "$root/tests/benchmarks/step-cost.py" compile --collc "$collc" --out "$out/algorithms/step-cost" >/dev/null
 cp "$root/tests/benchmarks/step-cost.py" "$out/tests/"

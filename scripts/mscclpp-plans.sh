@@ -62,6 +62,7 @@ plans=(
   "single_node_allgather_pkt_2.json|$tests/single_node/allgather_pkt.py|--name single_node_allgather_pkt --num_gpus 2"
   "single_node_allgather_pkt_rppkt_2.json|$tests/single_node/allgather_pkt_rppkt.py|--name single_node_allgather_pkt_rppkt --num_gpus 2"
   "multi_node_allgather_2.json|$tests/multi_node/allgather.py|--name multi_node_allgather --gpus_per_node 1"
+  "multi_node_allgather_8.json|$tests/multi_node/allgather.py|--name multi_node_allgather --gpus_per_node 4"
   "multi_node_reducescatter_2.json|$tests/multi_node/reducescatter.py|--name multi_node_reducescatter --gpus_per_node 1"
   "unit_tests_flush_flush_test_fixed.json|$tests/unit_tests/flush/flush_test.py|"
   "executor_reduce_tbg_fixed.json|$algos/reduce_tbg.py|--name executor_reduce_tbg"
