@@ -96,13 +96,7 @@ void Translator::portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch,
       auto c = channel(i);
       if (!c)
         continue;
-      const Conn &conn = state[r].portConnList[*c];
-      Step step;
-      step.type = StepType::Wait;
-      step.count = 0;
-      step.peer = conn.peer;
-      steps(t).push_back(step);
-      waits[conn].push_back(SyncUse{t, false, nextOrder++, op.path, pipePlace(), last(t)});
+      syncStep(r, t, state[r].portConnList[*c], /*signal=*/false, /*relaxed=*/false, op.path);
     }
     epoch.lastWait = op.path;
     if (firstWait.empty())
@@ -127,18 +121,12 @@ void Translator::portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch,
       auto c = channel(i);
       if (!c)
         continue;
-      const Conn &conn = state[r].portConnList[*c];
       const int32_t proxy = proxyTb(r, *c);
       steps(t).push_back(Step{}); // the request
-      Step signal;
-      signal.type = StepType::Signal;
-      signal.count = 0;
-      signal.peer = conn.peer;
-      signal.depTb = t;
-      signal.depStep = last(t);
-      steps(proxy).push_back(signal);
-      signals[conn].push_back(
-          SyncUse{proxy, false, nextOrder++, op.path, pipePlace(), last(proxy)});
+      const int32_t at = syncStep(r, proxy, state[r].portConnList[*c], /*signal=*/true,
+                                  /*relaxed=*/false, op.path);
+      steps(proxy)[at].depTb = t;
+      steps(proxy)[at].depStep = last(t);
     }
     return;
   }
@@ -183,15 +171,8 @@ void Translator::portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch,
     emit(r, proxy, StepType::Put, q.src, q.dst, conn.peer);
     steps(proxy).back().depTb = t;
     steps(proxy).back().depStep = last(t);
-    if (signals_) {
-      Step signal;
-      signal.type = StepType::Signal;
-      signal.count = 0;
-      signal.peer = conn.peer;
-      steps(proxy).push_back(signal);
-      signals[conn].push_back(
-          SyncUse{proxy, false, nextOrder++, op.path, pipePlace(), last(proxy)});
-    }
+    if (signals_)
+      syncStep(r, proxy, conn, /*signal=*/true, /*relaxed=*/false, op.path);
     done.emplace_back(proxy, last(proxy));
   }
   if (op.kind == OpKind::PutWithSignalFlush) {

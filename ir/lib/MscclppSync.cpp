@@ -200,15 +200,24 @@ void Translator::syncOp(int32_t r, int32_t t, const Op &op, bool signal, bool re
                         "Coll's signals reach another rank");
       continue;
     }
-    Step step;
-    step.type = signal ? StepType::Signal : StepType::Wait;
-    step.count = 0;
-    step.peer = conn.peer;
-    alg.gpus[r].tbs[t].steps.push_back(step);
-    (signal ? signals : waits)[conn].push_back(SyncUse{
-        t, relaxed, nextOrder++, op.path, pipePlace(),
-        static_cast<int32_t>(alg.gpus[r].tbs[t].steps.size()) - 1});
+    syncStep(r, t, conn, signal, relaxed, op.path);
   }
+}
+
+/// A signal or wait on channel `conn`, appended to tb `tb` of rank r and
+/// recorded for pairSignals; its step's index.
+int32_t Translator::syncStep(int32_t r, int32_t tb, const Conn &conn, bool signal, bool relaxed,
+                             const std::string &path) {
+  Step step;
+  step.type = signal ? StepType::Signal : StepType::Wait;
+  step.count = 0;
+  step.peer = conn.peer;
+  std::vector<Step> &steps = alg.gpus[r].tbs[tb].steps;
+  steps.push_back(step);
+  const int32_t at = static_cast<int32_t>(steps.size()) - 1;
+  (signal ? signals : waits)[conn].push_back(
+      SyncUse{tb, relaxed, nextOrder++, path, pipePlace(), at});
+  return at;
 }
 
 /// sem_release and sem_acquire: device semaphores between the tbs of one

@@ -200,6 +200,8 @@ private:
   //===--------------------------------------------------------------------===//
 
   void syncOp(int32_t r, int32_t t, const Op &op, bool signal, bool relaxed);
+  int32_t syncStep(int32_t r, int32_t tb, const Conn &conn, bool signal, bool relaxed,
+                   const std::string &path);
   void portOp(int32_t r, int32_t t, const Op &op, Epoch &epoch, std::string &firstWait);
   int32_t proxyTb(int32_t r, int32_t conn);
   static std::string channelName(const Conn &c);
